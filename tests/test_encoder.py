@@ -1,0 +1,183 @@
+"""The encoder against Hugging Face transformers on tiny random checkpoints with odd, distinct sizes
+(hidden 36, 3 heads, ffn 37, 3 layers, vocab 101), so a transposed or misplaced weight fails loudly."""
+import json
+
+import pytest
+import torch
+
+from conftest import padded_batch
+from model import ClassificationHead, Config, Encoder
+
+transformers = pytest.importorskip("transformers", reason="parity checks need transformers (requirements-test.txt)")
+
+SIZES = dict(vocab_size=101, hidden_size=36, num_hidden_layers=3, num_attention_heads=3,
+             intermediate_size=37, max_position_embeddings=40, initializer_range=0.2)  # sharp attention
+LENGTHS = [23, 3, 17, 9, 1 + 1, 11, 5]  # heavy padding: most rows are far shorter than the longest
+
+
+def hf_model(kind):
+    if kind.startswith("xlmr"):
+        config = transformers.XLMRobertaConfig(**SIZES, type_vocab_size=1, pad_token_id=1)
+        cls = transformers.XLMRobertaForMaskedLM if kind == "xlmr-mlm" else transformers.XLMRobertaModel
+    else:
+        config = transformers.BertConfig(**SIZES, type_vocab_size=2, pad_token_id=1)
+        cls = transformers.BertForMaskedLM if kind == "bert-mlm" else transformers.BertModel
+    torch.manual_seed(1)
+    model = cls(config).eval()
+    with torch.no_grad():  # transformers initialises LayerNorms to 1/0 and biases to 0: randomise them
+        for name, p in model.named_parameters():
+            if "LayerNorm" in name or "layer_norm" in name or name.endswith("bias"):
+                p.add_(torch.randn_like(p) * 0.1)
+    return model
+
+
+def hf_outputs(model, ids, mask, token_type_ids=None):
+    out = model(input_ids=ids, attention_mask=mask, token_type_ids=token_type_ids, output_hidden_states=True)
+    return list(out.hidden_states), getattr(out, "logits", None)
+
+
+def assert_close(ours, theirs, mask):
+    real = mask.bool()
+    assert ours.shape == theirs.shape
+    assert (ours - theirs)[real].abs().max() <= 1e-5
+
+
+@pytest.mark.parametrize("kind", ["xlmr", "xlmr-mlm", "bert", "bert-mlm"])
+@pytest.mark.parametrize("file_format", ["safetensors", "bin"])
+def test_every_layer_matches_transformers(tmp_path, kind, file_format):
+    theirs = hf_model(kind)
+    theirs.save_pretrained(tmp_path)
+    if file_format == "bin":  # the older layout: a pickle of tensors
+        (tmp_path / "model.safetensors").unlink()
+        torch.save(theirs.state_dict(), tmp_path / "pytorch_model.bin")
+    ours = Encoder.from_pretrained(tmp_path).eval()
+    assert (ours.lm_head is not None) == kind.endswith("mlm")
+    ids, mask = padded_batch(101, LENGTHS)
+    types = None
+    if kind.startswith("bert"):  # sentence-B token types for the second half of each row
+        types = (torch.arange(ids.shape[1]) >= ids.shape[1] // 2).long().expand_as(ids) * mask
+    with torch.no_grad():
+        expected, logits = hf_outputs(theirs, ids, mask, types)
+        states = ours.hidden_states(ids, mask, token_type_ids=types)
+        assert len(states) == len(expected) == 4
+        for a, b in zip(states, expected):
+            assert_close(a, b, mask)
+        assert torch.equal(ours(ids, mask, token_type_ids=types), states[-1])
+        if logits is not None:
+            assert_close(ours.mlm_logits(states[-1]), logits, mask)
+
+
+def test_pairs_match_transformers(tmp_path):
+    theirs = hf_model("xlmr")
+    theirs.save_pretrained(tmp_path)
+    ours = Encoder.from_pretrained(tmp_path).eval()
+    a, _ = padded_batch(101, [6, 9, 4])
+    b, _ = padded_batch(101, [8, 3, 10])
+    rows = [torch.cat([x[x.ne(1)], y[y.ne(1)]]) for x, y in zip(a, b)]  # <s> A </s></s> B </s>
+    ids = torch.nn.utils.rnn.pad_sequence(rows, batch_first=True, padding_value=1)
+    mask = ids.ne(1).long()
+    with torch.no_grad():
+        assert_close(ours(ids, mask), theirs(input_ids=ids, attention_mask=mask).last_hidden_state, mask)
+
+
+@pytest.mark.parametrize("kind", ["xlmr-mlm", "bert", "bert-mlm"])
+def test_save_pretrained_loads_back_in_transformers(tmp_path, kind):
+    theirs = hf_model(kind)
+    theirs.save_pretrained(tmp_path / "original")
+    Encoder.from_pretrained(tmp_path / "original").save_pretrained(tmp_path / "ours")
+    back = type(theirs).from_pretrained(tmp_path / "ours").eval()
+    ids, mask = padded_batch(101, LENGTHS)
+    with torch.no_grad():
+        for a, b in zip(hf_outputs(back, ids, mask)[0], hf_outputs(theirs, ids, mask)[0]):
+            assert torch.equal(a, b)
+        if kind.endswith("mlm"):
+            assert torch.equal(hf_outputs(back, ids, mask)[1], hf_outputs(theirs, ids, mask)[1])
+    assert json.loads((tmp_path / "ours" / "config.json").read_text())["model_type"] == kind.split("-")[0].replace("xlmr", "xlm-roberta")
+
+
+def test_sharded_checkpoint(tmp_path):
+    theirs = hf_model("xlmr")
+    theirs.save_pretrained(tmp_path, max_shard_size="40KB")
+    assert (tmp_path / "model.safetensors.index.json").exists()
+    ours = Encoder.from_pretrained(tmp_path).eval()
+    ids, mask = padded_batch(101, LENGTHS)
+    with torch.no_grad():
+        assert_close(ours(ids, mask), theirs(input_ids=ids, attention_mask=mask).last_hidden_state, mask)
+
+
+def test_classification_head_matches_roberta_head():
+    config = transformers.XLMRobertaConfig(**SIZES, num_labels=5)
+    theirs = transformers.models.xlm_roberta.modeling_xlm_roberta.XLMRobertaClassificationHead(config).eval()
+    ours = ClassificationHead(36, 5).eval()
+    ours.load_state_dict(theirs.state_dict())  # same names: dense, out_proj
+    hidden = torch.randn(4, 7, 36)
+    with torch.no_grad():
+        assert torch.allclose(ours(hidden), theirs(hidden), atol=1e-6)
+
+
+def tiny_encoder(**overrides):
+    config = Config(vocab_size=101, hidden_size=36, num_layers=3, num_heads=3, ffn_size=37, max_positions=40, **overrides)
+    return Encoder(config).eval()
+
+
+def test_pieces_compose_to_the_forward():
+    encoder = tiny_encoder()
+    ids, mask = padded_batch(101, LENGTHS)
+    with torch.no_grad():
+        h = encoder.embed(ids)
+        for layer in encoder.layers:
+            h = layer(h, mask)
+        assert torch.equal(h, encoder(ids, mask))
+
+
+def test_attention_over_itself_as_context_and_written_out():
+    layer = tiny_encoder().layers[0]
+    x = torch.randn(5, 9, 36)
+    _, mask = padded_batch(101, [9, 4, 7, 2, 5])
+    with torch.no_grad():
+        self_attention = layer.attention(x, mask)
+        as_context = layer.attention(x, mask, context=x, context_mask=mask)
+        written_out, probs = layer.attention(x, mask, return_probs=True)
+    assert torch.allclose(self_attention, as_context, atol=1e-6)
+    assert torch.allclose(self_attention, written_out, atol=1e-5)
+    assert probs.shape == (5, 3, 9, 9)
+    assert torch.allclose(probs.sum(-1), torch.ones(5, 3, 9))
+    assert (probs * (1 - mask[:, None, None, :])).abs().max() == 0  # padded keys get no attention
+
+
+def test_cross_attention_to_a_longer_context():
+    layer = tiny_encoder().layers[1]
+    x, context = torch.randn(2, 4, 36), torch.randn(2, 11, 36)
+    context_mask = torch.tensor([[1] * 11, [1] * 6 + [0] * 5])
+    with torch.no_grad():
+        out, probs = layer.attention(x, None, context=context, context_mask=context_mask, return_probs=True)
+        # padding in the context changes nothing for real keys
+        context[1, 6:] = torch.randn(5, 36)
+        again = layer.attention(x, None, context=context, context_mask=context_mask)
+    assert out.shape == (2, 4, 36) and probs.shape == (2, 3, 4, 11)
+    assert torch.allclose(out, again, atol=1e-6)
+
+
+def test_roberta_positions_skip_padding():
+    encoder = tiny_encoder()
+    ids = torch.tensor([[0, 5, 6, 2, 1, 1], [1, 1, 0, 7, 8, 2]])  # right and left padding
+    assert encoder.position_ids(ids).tolist() == [[2, 3, 4, 5, 1, 1], [1, 1, 2, 3, 4, 5]]
+    bert = tiny_encoder(position_offset=0, model_type="bert", type_vocab_size=2)
+    assert bert.position_ids(ids).tolist() == [list(range(6))] * 2
+
+
+def test_too_long_input_says_what_to_change():
+    encoder = tiny_encoder()
+    with pytest.raises(ValueError, match="max-length"):
+        encoder(torch.zeros(1, 39, dtype=torch.long))
+
+
+def test_lm_head_can_be_added_and_is_tied():
+    encoder = tiny_encoder()
+    with pytest.raises(ValueError, match="add_lm_head"):
+        encoder.mlm_logits(torch.zeros(1, 2, 36))
+    encoder.add_lm_head()
+    logits = encoder.mlm_logits(torch.randn(1, 2, 36))
+    logits.sum().backward()
+    assert logits.shape == (1, 2, 101)
+    assert encoder.embeddings.word.weight.grad is not None  # the projection is the embedding matrix
