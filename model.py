@@ -233,26 +233,33 @@ class Encoder(nn.Module):
         state = normalise_keys(load_checkpoint_weights(directory))
         lm_head_keys = LM_HEAD_KEYS["bert" if config.is_bert else "roberta"]
         model = cls(config, pooler="pooler.dense.weight" in state, lm_head=lm_head_keys["lm_head.dense"] + ".weight" in state)
-        names = hf_names(model)
+        model.load_hf_state_dict(state, source=directory)
+        return model.to(dtype)
+
+    def load_hf_state_dict(self, state, source="state dict"):
+        """Copy Hugging Face-named tensors into this encoder: every key accounted for, every shape checked."""
+        state = normalise_keys(state)
+        c = self.config
+        names = hf_names(self)
         missing = [theirs for theirs in names.values() if theirs not in state]
         unexpected = [k for k in state if k not in names.values() and not IGNORED_KEYS.fullmatch(k)]
         if missing or unexpected:
             raise CheckpointError(
-                f"{directory}: the weights do not match config.json ({config.model_type}, {config.num_layers} layers)\n"
+                f"{source}: the weights do not match config.json ({c.model_type}, {c.num_layers} layers)\n"
                 f"  missing ({len(missing)}): {', '.join(missing[:20])}{' ...' if len(missing) > 20 else ''}\n"
                 f"  unexpected ({len(unexpected)}): {', '.join(unexpected[:20])}{' ...' if len(unexpected) > 20 else ''}")
-        params = model.state_dict()
+        params = self.state_dict()
         wrong = [f"{theirs}: file {tuple(state[theirs].shape)}, config expects {tuple(params[ours].shape)}"
                  for ours, theirs in names.items() if state[theirs].shape != params[ours].shape]
         if wrong:
-            raise CheckpointError(f"{directory}: tensor shapes disagree with config.json:\n  " + "\n  ".join(wrong[:20]))
+            raise CheckpointError(f"{source}: tensor shapes disagree with config.json:\n  " + "\n  ".join(wrong[:20]))
         with torch.no_grad():
             for ours, theirs in names.items():
                 params[ours].copy_(state[theirs])
+        word = params["embeddings.word.weight"]
         for decoder in ("lm_head.decoder.weight", "cls.predictions.decoder.weight"):
-            if model.lm_head is not None and decoder in state and not torch.equal(state[decoder].to(params["embeddings.word.weight"]), params["embeddings.word.weight"]):
-                warnings.warn(f"{directory}: {decoder} differs from the word embeddings; minxlt ties the two and uses the embeddings")
-        return model.to(dtype)
+            if self.lm_head is not None and decoder in state and not torch.equal(state[decoder].to(word), word):
+                warnings.warn(f"{source}: {decoder} differs from the word embeddings; minxlt ties the two and uses the embeddings")
 
     def save_pretrained(self, directory):
         """Write config.json and model.safetensors in the Hugging Face layout (loadable by transformers)."""
