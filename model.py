@@ -9,7 +9,7 @@ import os
 import re
 import shutil
 import warnings
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import sentencepiece
@@ -17,7 +17,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from weights import CheckpointError, load_checkpoint_weights, save_safetensors
+from weights import CheckpointError, load_checkpoint_weights, load_safetensors, save_safetensors
 
 
 @dataclass
@@ -220,8 +220,9 @@ class Encoder(nn.Module):
         return self.lm_head(hidden, self.embeddings.word.weight)
 
     @classmethod
-    def from_pretrained(cls, directory, dtype=torch.float32):
-        """Load a Hugging Face checkpoint directory (xlm-roberta, roberta or bert)."""
+    def from_pretrained(cls, directory, dtype=torch.float32, **overrides):
+        """Load a Hugging Face checkpoint directory (xlm-roberta, roberta or bert); `overrides` replace
+        config fields that do not change the weights' shapes (dropout, attention_dropout)."""
         directory = Path(directory)
         config_path = directory / "config.json"
         if not config_path.exists():
@@ -230,6 +231,7 @@ class Encoder(nn.Module):
             config = Config.from_hf(json.loads(config_path.read_text()), source=str(config_path))
         except json.JSONDecodeError as e:
             raise CheckpointError(f"{config_path}: not valid JSON ({e})") from None
+        config = replace(config, **overrides)
         state = normalise_keys(load_checkpoint_weights(directory))
         lm_head_keys = LM_HEAD_KEYS["bert" if config.is_bert else "roberta"]
         model = cls(config, pooler="pooler.dense.weight" in state, lm_head=lm_head_keys["lm_head.dense"] + ".weight" in state)
@@ -375,6 +377,36 @@ class SpanHead(nn.Module):
         return start, end
 
 
+class Classifier(nn.Module):
+    """Encoder + sentence classification head over <s>; returns (logits, <s> vectors). Saved as an
+    ordinary checkpoint directory plus head.safetensors and task.json (labels, head style)."""
+
+    def __init__(self, encoder, num_labels, head_style="roberta"):
+        super().__init__()
+        self.encoder = encoder
+        self.head = ClassificationHead(encoder.config.hidden_size, num_labels, dropout=encoder.config.dropout, style=head_style)
+
+    def forward(self, input_ids, attention_mask):
+        hidden = self.encoder(input_ids, attention_mask)  # (B, T, H)
+        return self.head(hidden), hidden[:, 0]
+
+    def save(self, directory, tokenizer, task):
+        directory = Path(directory)
+        self.encoder.save_pretrained(directory)
+        tokenizer.save_pretrained(directory)
+        save_safetensors(self.head.state_dict(), directory / "head.safetensors")
+        (directory / "task.json").write_text(json.dumps(task, indent=2) + "\n")
+
+    @classmethod
+    def load(cls, directory):
+        """(model, tokenizer, task dict) from a directory written by save()."""
+        directory = Path(directory)
+        task = json.loads((directory / "task.json").read_text())
+        model = cls(Encoder.from_pretrained(directory), len(task["labels"]), task.get("head_style", "roberta"))
+        model.head.load_state_dict(load_safetensors(directory / "head.safetensors"))
+        return model, Tokenizer.from_pretrained(directory), task
+
+
 class Tokenizer:
     """XLM-R's tokenizer over a sentencepiece model, with fairseq's ids:
     <s>=0 <pad>=1 </s>=2 <unk>=3, sentencepiece piece i -> i+1, <mask> last."""
@@ -437,11 +469,15 @@ class Tokenizer:
             ids, word_ids = ids[:max_length - 1], word_ids[:max_length - 1]
         return ids + [self.eos_id], word_ids + [None]
 
-    def batch(self, texts, pairs=None, max_length=512):
-        """Encode and pad a list of texts (or text pairs): (input_ids, attention_mask), each (B, T)."""
+    def encode_batch(self, texts, pairs=None, max_length=None):
+        """encode() over a list of texts (and pairs), in one sentencepiece call each."""
         a = [self._fairseq(x) for x in self.sp.encode(list(texts))]
         b = [None] * len(a) if pairs is None else [self._fairseq(x) for x in self.sp.encode(list(pairs))]
-        return self.pad([self.add_special_tokens(x, y, max_length) for x, y in zip(a, b)])
+        return [self.add_special_tokens(x, y, max_length) for x, y in zip(a, b)]
+
+    def batch(self, texts, pairs=None, max_length=512):
+        """Encode and pad a list of texts (or text pairs): (input_ids, attention_mask), each (B, T)."""
+        return self.pad(self.encode_batch(texts, pairs, max_length))
 
     def pad(self, sequences):
         """Pad id lists to the longest: (input_ids, attention_mask) LongTensors of (B, T)."""

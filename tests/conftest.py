@@ -22,3 +22,26 @@ def padded_batch(vocab_size, lengths, pad_id=1, bos_id=0, eos_id=2, low=4):
         ids[i, :n] = torch.randint(low, vocab_size, (n,))
         ids[i, 0], ids[i, n - 1] = bos_id, eos_id
     return ids, ids.ne(pad_id).long()
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory):
+    """A tiny random encoder with a sentencepiece model trained on the bundled corpus: small enough
+    that a training run takes seconds, real enough that the whole pipeline runs on it."""
+    import io
+
+    import sentencepiece
+
+    import demo_corpus
+    from model import Config, Encoder, Tokenizer
+    directory = tmp_path_factory.mktemp("tiny-model")
+    texts = [e.text for split in ("train", "dev", "test") for examples in demo_corpus.build(split).values() for e in examples]
+    buffer = io.BytesIO()
+    sentencepiece.SentencePieceTrainer.train(sentence_iterator=iter(texts), model_writer=buffer, model_type="unigram",
+                                             vocab_size=1000, character_coverage=1.0, hard_vocab_limit=False, minloglevel=2)
+    (directory / "sentencepiece.bpe.model").write_bytes(buffer.getvalue())
+    tokenizer = Tokenizer.from_pretrained(directory)
+    torch.manual_seed(0)
+    config = Config(vocab_size=tokenizer.vocab_size, hidden_size=32, num_layers=2, num_heads=2, ffn_size=37, max_positions=130)
+    Encoder(config).save_pretrained(directory)
+    return directory

@@ -1,0 +1,314 @@
+"""Data: one example shape, readers for the formats people have on disk, pairing of translations,
+and batching that pads to the longest sequence and shards exactly across DDP ranks.
+
+An Example is one text (or text pair) in one language. Translations of a source example share its
+id; `pair_by_id` joins them and checks that their labels agree.
+"""
+import csv
+import json
+import math
+import random
+import sys
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+
+@dataclass
+class Example:
+    id: str
+    lang: str
+    text: str
+    pair: str | None = None    # second text of a pair task (XNLI hypothesis, PAWS-X sentence 2)
+    label: str | None = None   # sentence label
+    words: list | None = None  # word-level input, for tagging
+    tags: list | None = None   # one label per word (BIO slots, POS)
+    source_text: str | None = None  # the source-language text this translates, where the file gives it
+
+
+class DataError(ValueError):
+    """A data file that cannot be read as it is; the message names the file and line."""
+
+    def __init__(self, path, line, problem):
+        super().__init__(f"{path}:{line}: {problem}" if line else f"{path}: {problem}")
+
+
+def read_tsv(path, columns, header=True, noisy=False):
+    """Rows of a tab-separated file as (line number, {column: value}). Rows with the wrong number of
+    columns or an empty field stop the run, or, for known-noisy machine-translated files
+    (`noisy=True`), are skipped and counted, with one line saying how many."""
+    path = Path(path)
+    if not path.exists():
+        raise DataError(path, 0, "file not found")
+    skipped, rows = 0, []
+    with open(path, encoding="utf-8", newline="") as f:
+        reader = csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
+        for number, row in enumerate(reader, start=1):
+            if header and number == 1:
+                if [c.strip() for c in row[:len(columns)]] != list(columns):
+                    raise DataError(path, 1, f"header {row!r} does not start with the expected columns {list(columns)}")
+                continue
+            problem = None
+            if len(row) != len(columns):
+                problem = f"{len(row)} columns, expected {len(columns)} ({', '.join(columns)})"
+            elif any(not v.strip() or v.strip() == "NS" for v in row):
+                problem = f"empty or 'NS' (failed translation) field in {row!r}"
+            if problem:
+                if noisy:
+                    skipped += 1
+                    continue
+                raise DataError(path, number, problem)
+            rows.append((number, dict(zip(columns, (v.strip() for v in row)))))
+    if skipped:
+        print(f"{path}: skipped {skipped} malformed or untranslated rows of {skipped + len(rows)}", file=sys.stderr)
+    return rows
+
+
+def check_label(path, line, label, labels):
+    if label not in labels:
+        raise DataError(path, line, f"unknown label {label!r} (expected one of {', '.join(sorted(labels))})")
+    return label
+
+
+SIB200_LABELS = ("science/technology", "travel", "politics", "sports", "health", "entertainment", "geography")
+
+
+def read_sib200(directory, lang, split):
+    """SIB-200: <directory>/<lang>/<split>.tsv with index_id, category, text; parallel by index_id."""
+    path = Path(directory) / lang / f"{split}.tsv"
+    return [Example(id=r["index_id"], lang=lang, text=r["text"], label=check_label(path, n, r["category"], SIB200_LABELS))
+            for n, r in read_tsv(path, ("index_id", "category", "text"))]
+
+
+XNLI_LABELS = ("entailment", "neutral", "contradiction")
+
+
+def read_xnli(path, lang):
+    """XNLI-1.0 xnli.{dev,test}.tsv: all languages in one file, parallel by pairID."""
+    path = Path(path)
+    with open(path, encoding="utf-8") as f:
+        columns = f.readline().rstrip("\n").split("\t")
+    needed = {"language", "gold_label", "sentence1", "sentence2", "pairID"}
+    if not needed <= set(columns):
+        raise DataError(path, 1, f"header lacks {', '.join(sorted(needed - set(columns)))}")
+    return [Example(id=r["pairID"], lang=lang, text=r["sentence1"], pair=r["sentence2"],
+                    label=check_label(path, n, r["gold_label"], XNLI_LABELS))
+            for n, r in read_tsv(path, columns) if r["language"] == lang]
+
+
+def read_xnli_mt(path, lang):
+    """XNLI-MT multinli.train.<lang>.tsv (premise, hypo, label): machine translations of MultiNLI,
+    parallel by line, so the id is the line number. Known to be noisy: bad rows are skipped."""
+    out = []
+    for n, r in read_tsv(path, ("premise", "hypo", "label"), noisy=lang != "en"):
+        label = "contradiction" if r["label"] == "contradictory" else r["label"]  # the files say "contradictory"
+        out.append(Example(id=str(n), lang=lang, text=r["premise"], pair=r["hypo"], label=check_label(path, n, label, XNLI_LABELS)))
+    return out
+
+
+def read_pawsx(path, lang, noisy=None):
+    """PAWS-X <lang>/{train,dev,test}.tsv or translated_train.tsv: id, sentence1, sentence2, label.
+    Machine-translated training files have blank and 'NS' rows, which are skipped and counted."""
+    path = Path(path)
+    noisy = path.name.startswith("translated") if noisy is None else noisy
+    return [Example(id=r["id"], lang=lang, text=r["sentence1"], pair=r["sentence2"], label=check_label(path, n, r["label"], ("0", "1")))
+            for n, r in read_tsv(path, ("id", "sentence1", "sentence2", "label"), noisy=noisy)]
+
+
+def read_xsid(path, lang):
+    """xSID CoNLL: '# id' (targets), '# text', '# text-en' (targets), '# intent' comments, then rows
+    of index, word, intent, BIO slot. Targets follow the English file's order, so the id is the
+    sentence number ('# id' where given) and '# text-en' is kept to check the pairing."""
+    path = Path(path)
+    examples, meta, words, tags, start = [], {}, [], [], 0
+
+    def finish():
+        if not words:
+            return
+        if "intent" not in meta:
+            raise DataError(path, start, "sentence without a '# intent' line")
+        examples.append(Example(id=meta.get("id", str(len(examples) + 1)), lang=lang, text=meta.get("text", " ".join(words)),
+                                label=meta["intent"], words=list(words), tags=list(tags), source_text=meta.get("text-en")))
+
+    with open(path, encoding="utf-8") as f:
+        for number, line in enumerate(f, start=1):
+            line = line.rstrip("\n")
+            if not line.strip():
+                finish()
+                meta, words, tags = {}, [], []
+            elif line.startswith("#"):
+                key, _, value = line[1:].partition("=")
+                if not words:
+                    start = start if meta else number
+                    meta[key.strip().rstrip(":")] = value.strip()
+            else:
+                cells = line.split("\t")
+                if len(cells) != 4:
+                    raise DataError(path, number, f"{len(cells)} columns, expected 4 (index, word, intent, slot)")
+                if not cells[3].startswith(("B-", "I-")) and cells[3] != "O":
+                    raise DataError(path, number, f"slot label {cells[3]!r} is not O, B-... or I-...")
+                words.append(cells[1])
+                tags.append(cells[3])
+    finish()
+    return examples
+
+
+def pair_by_id(sources, targets, what="translations"):
+    """{id: (source, [targets...])}: every target must have a source with the same id and label."""
+    by_id = {e.id: (e, []) for e in sources}
+    missing, mismatched = [], []
+    for t in targets:
+        if t.id not in by_id:
+            missing.append(t.id)
+            continue
+        source = by_id[t.id][0]
+        if source.label is not None and t.label is not None and source.label != t.label:
+            mismatched.append(f"{t.id} ({t.lang}: {t.label!r} vs {source.lang}: {source.label!r})")
+        by_id[t.id][1].append(t)
+    if missing or mismatched:
+        raise ValueError(f"{what} do not pair with their sources: "
+                         + (f"{len(missing)} ids without a source, first {missing[:5]}; " if missing else "")
+                         + (f"{len(mismatched)} label mismatches, first {mismatched[:5]}" if mismatched else ""))
+    return by_id
+
+
+def download_sib200(destination, languages, base_url="https://raw.githubusercontent.com/dadelani/sib-200/main/data/annotated"):
+    """Fetch SIB-200 ({lang}/{train,dev,test}.tsv) for users with internet; any urllib URL works,
+    so `base_url` may also be a file:// mirror."""
+    for lang in languages:
+        for split in ("train", "dev", "test"):
+            target = Path(destination) / lang / f"{split}.tsv"
+            if target.exists():
+                continue
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with urllib.request.urlopen(f"{base_url}/{lang}/{split}.tsv", timeout=60) as response:
+                data = response.read()
+            tmp = target.with_suffix(".tmp")
+            tmp.write_bytes(data)
+            tmp.replace(target)
+            read_sib200(destination, lang, split)  # fail now, with a clear message, if it is not SIB-200
+
+
+@dataclass
+class Encoded:
+    """One tokenized example: input ids, its label index (or -100), and where it came from."""
+    ids: list
+    label: int = -100
+    lang: str = ""
+    id: str = ""
+    extra: dict = field(default_factory=dict)
+
+
+def encode_examples(examples, tokenizer, labels, max_length):
+    """Tokenize sentence(-pair) classification examples with their label index."""
+    index = {label: i for i, label in enumerate(labels)}
+    pairs = None if all(e.pair is None for e in examples) else [e.pair for e in examples]
+    ids = tokenizer.encode_batch([e.text for e in examples], pairs, max_length)
+    return [Encoded(x, index[e.label] if e.label is not None else -100, e.lang, e.id) for e, x in zip(examples, ids)]
+
+
+def collate(items, tokenizer):
+    """Pad to the longest in the batch: input_ids, attention_mask (B, T) and labels (B,)."""
+    input_ids, attention_mask = tokenizer.pad([it.ids for it in items])
+    return input_ids, attention_mask, torch.tensor([it.label for it in items], dtype=torch.long)
+
+
+def epoch_batches(lengths, batch_size, epoch, seed, shuffle=True, group_by_length=False):
+    """The global batches of one epoch, as index lists: the same on every rank (it depends only on
+    seed and epoch), every example exactly once. Length grouping sorts windows of 50 batches by
+    length, so that each batch pads little, and then shuffles the batches."""
+    order = list(range(len(lengths)))
+    rng = random.Random(seed * 100003 + epoch)
+    if shuffle:
+        rng.shuffle(order)
+    if group_by_length:
+        window = 50 * batch_size
+        order = [i for w in range(0, len(order), window)
+                 for i in sorted(order[w:w + window], key=lambda i: -lengths[i])]
+    batches = [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
+    if shuffle and group_by_length:
+        rng.shuffle(batches)
+    return batches
+
+
+def shard(batch, rank, world_size):
+    """This rank's part of a global batch, as (indices, weights). Ranks take every world_size-th
+    example; where the batch does not divide evenly, the short ranks repeat an example with weight
+    0, so every rank runs the same number of steps and every example counts exactly once."""
+    mine = batch[rank::world_size]
+    size = math.ceil(len(batch) / world_size)
+    weights = [1.0] * len(mine) + [0.0] * (size - len(mine))
+    return mine + [batch[0]] * (size - len(mine)), weights
+
+
+@dataclass
+class Task:
+    """A classification task: labels, a source language, target languages, and per-split examples by language."""
+    name: str
+    labels: list
+    source: str
+    targets: list
+    train: dict  # {lang: [Example]}; target languages hold the translations of the source's examples
+    dev: dict
+    test: dict
+
+
+SIB200_LANGS = ["eng_Latn", "deu_Latn", "fra_Latn", "spa_Latn", "rus_Cyrl", "zho_Hans", "arb_Arab", "hin_Deva", "swh_Latn",
+                "tha_Thai", "tur_Latn", "urd_Arab", "vie_Latn", "ell_Grek", "bul_Cyrl", "jpn_Jpan", "kor_Hang", "ind_Latn",
+                "yor_Latn", "amh_Ethi", "quy_Latn", "wol_Latn"]
+XNLI_LANGS = ["en", "fr", "es", "de", "el", "bg", "ru", "tr", "ar", "vi", "th", "zh", "hi", "sw", "ur"]
+PAWSX_LANGS = ["en", "de", "es", "fr", "ja", "ko", "zh"]
+
+
+def first_existing(directory, names):
+    for name in names:
+        if (Path(directory) / name).exists():
+            return Path(directory) / name
+    raise DataError(directory, 0, f"none of {', '.join(names)} found")
+
+
+def load_task(name, data_dir=None, source=None, targets=None):
+    """The task's examples. demo: the bundled corpus. sib200: <data_dir>/<lang>/{train,dev,test}.tsv.
+    xnli: <data_dir>/XNLI-1.0/xnli.{dev,test}.tsv and <data_dir>/XNLI-MT-1.0/multinli/multinli.train.<lang>.tsv.
+    pawsx: <data_dir>/<lang>/{train|translated_train,dev|dev_2k,test|test_2k}.tsv."""
+    if name == "demo":
+        import demo_corpus
+        langs, labels, default_source = demo_corpus.LANGS, demo_corpus.INTENTS, "en"
+    elif name == "sib200":
+        langs, labels, default_source = SIB200_LANGS, list(SIB200_LABELS), "eng_Latn"
+    elif name == "xnli":
+        langs, labels, default_source = XNLI_LANGS, list(XNLI_LABELS), "en"
+    elif name == "pawsx":
+        langs, labels, default_source = PAWSX_LANGS, ["0", "1"], "en"
+    else:
+        raise ValueError(f"unknown task {name!r}: choose demo, sib200, xnli or pawsx")
+    source = source or default_source
+    targets = [t for t in (targets or langs) if t != source]
+    unknown = [l for l in [source, *targets] if l not in langs]
+    if unknown:
+        raise ValueError(f"task {name} has no language(s) {', '.join(unknown)}; it has {', '.join(langs)}")
+    if name != "demo" and not data_dir:
+        raise ValueError(f"task {name} needs --data DIR (see data.load_task for the layout)")
+    splits = {}
+    for split in ("train", "dev", "test"):
+        by_lang = {}
+        built = demo_corpus.build(split) if name == "demo" else None
+        for lang in [source, *targets]:
+            if name == "demo":
+                by_lang[lang] = built[lang]
+            elif name == "sib200":
+                by_lang[lang] = read_sib200(data_dir, lang, split)
+            elif name == "xnli" and split == "train":
+                by_lang[lang] = read_xnli_mt(Path(data_dir) / "XNLI-MT-1.0" / "multinli" / f"multinli.train.{lang}.tsv", lang)
+            elif name == "xnli":
+                by_lang[lang] = read_xnli(Path(data_dir) / "XNLI-1.0" / f"xnli.{split}.tsv", lang)
+            else:
+                names = {"train": ["train.tsv"] if lang == source else ["translated_train.tsv"],
+                         "dev": ["dev.tsv", "dev_2k.tsv"], "test": ["test.tsv", "test_2k.tsv"]}[split]
+                by_lang[lang] = read_pawsx(first_existing(Path(data_dir) / lang, names), lang)
+        if split == "train":  # translations must pair with the source, by id and label
+            pair_by_id(by_lang[source], [e for lang in targets for e in by_lang[lang]], f"{name} {split} translations")
+        splits[split] = by_lang
+    return Task(name, list(labels), source, targets, **splits)

@@ -1,0 +1,205 @@
+"""Evaluation: per-language scores, the average over target languages, the transfer gap, and how
+aligned the languages are (linear CKA, translation retrieval).
+
+    python evaluate.py --checkpoint runs/demo/best                    # test table of a trained model
+    python evaluate.py --checkpoint runs/demo/best --alignment        # plus CKA and retrieval
+    python evaluate.py --model DIR --task sib200 --data ../shared/data/sib200 --alignment-only
+
+Work is split across ranks and the counts summed with all_reduce, so 1 and N processes give the
+same numbers (torchrun --nproc_per_node N evaluate.py ...).
+"""
+import argparse
+import json
+import os
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+
+import data
+from model import Classifier, Encoder, Tokenizer, default_model
+
+
+def all_reduce(tensor):
+    if dist.is_initialized():
+        dist.all_reduce(tensor)
+    return tensor
+
+
+def my_batches(n, batch_size, rank, world_size):
+    """This rank's batches of range(n). Whole batches are dealt out, so every example is computed
+    in the same batch whatever the number of processes, and the results are identical."""
+    batches = [list(range(start, min(start + batch_size, n))) for start in range(0, n, batch_size)]
+    return batches[rank::world_size]
+
+
+@torch.no_grad()
+def sentence_representations(encoder, tokenizer, texts, batch_size, device, layer=-1, rank=0, world_size=1):
+    """Mean-pooled hidden states (N, H) of `layer` for every text, computed across ranks."""
+    H = encoder.config.hidden_size
+    out = torch.zeros(len(texts), H, device=device)
+    for index in my_batches(len(texts), batch_size, rank, world_size):
+        ids, mask = tokenizer.batch([texts[i] for i in index])
+        ids, mask = ids.to(device), mask.to(device)
+        hidden = encoder.hidden_states(ids, mask)[layer]
+        out[index] = (hidden * mask[..., None]).sum(1) / mask.sum(1, keepdim=True)
+    return all_reduce(out)
+
+
+@torch.no_grad()
+def confusion_matrices(model, tokenizer, examples_by_lang, labels, batch_size, max_length, device, rank=0, world_size=1):
+    """{lang: (C, C) counts of (gold, predicted)}, the batches dealt out across ranks."""
+    model.eval()
+    out = {}
+    for lang, examples in examples_by_lang.items():
+        counts = torch.zeros(len(labels), len(labels), dtype=torch.long, device=device)
+        items = data.encode_examples(examples, tokenizer, labels, max_length)
+        for index in my_batches(len(items), batch_size, rank, world_size):
+            ids, mask, gold = data.collate([items[i] for i in index], tokenizer)
+            logits, _ = model(ids.to(device), mask.to(device))
+            counts.index_put_((gold.to(device), logits.argmax(-1)), torch.ones_like(gold, device=device), accumulate=True)
+        out[lang] = all_reduce(counts).cpu()
+    return out
+
+
+def scores(counts):
+    """Accuracy and macro-F1 (over the labels that occur as gold or prediction) from a confusion matrix."""
+    counts = counts.double()
+    tp, gold, predicted = counts.diagonal(), counts.sum(1), counts.sum(0)
+    present = (gold + predicted) > 0
+    f1 = 2 * tp / (gold + predicted).clamp(min=1)
+    return {"accuracy": (tp.sum() / counts.sum().clamp(min=1)).item(), "macro_f1": f1[present].mean().item(), "n": int(counts.sum())}
+
+
+def summarise(per_lang, source):
+    """Per-language scores plus the average over target languages and the transfer gap
+    (source score minus target average) for each metric."""
+    targets = [lang for lang in per_lang if lang != source]
+    metrics = [k for k in next(iter(per_lang.values())) if k != "n"]
+    results = dict(per_lang)
+    if targets:
+        results["average"] = {m: sum(per_lang[l][m] for l in targets) / len(targets) for m in metrics}
+        if source in per_lang:
+            results["transfer_gap"] = {m: per_lang[source][m] - results["average"][m] for m in metrics}
+    return results
+
+
+def markdown_table(results, source, extra=None):
+    """A Markdown table: one row per language (percentages), then the target average and the
+    transfer gap; `extra` adds alignment columns ({lang: {"cka": ..., "cka_before": ...}})."""
+    metrics = [k for k in results.get("average", next(iter(results.values()))) if k != "n"]
+    extra = extra or {}
+    present = {k for row in extra.values() for k in row}
+    columns = [k for k in ("cka_before", "cka", "retrieval_before", "retrieval") if k in present]
+    lines = ["| language | " + " | ".join(metrics + columns) + " |", "|---" * (1 + len(metrics) + len(columns)) + "|"]
+    for lang, row in results.items():
+        if lang in ("average", "transfer_gap"):
+            continue
+        cells = [f"{100 * row[m]:.1f}" for m in metrics]
+        cells += [f"{extra[lang][k]:.3f}" if k in extra.get(lang, {}) else "" for k in columns]
+        lines.append(f"| {lang}{' (source)' if lang == source else ''} | " + " | ".join(cells) + " |")
+    for key, name in (("average", "target average"), ("transfer_gap", "transfer gap")):
+        if key in results:
+            lines.append(f"| {name} | " + " | ".join([f"{100 * results[key][m]:.1f}" for m in metrics] + [""] * len(columns)) + " |")
+    return "\n".join(lines)
+
+
+def linear_cka(x, y):
+    """Linear CKA (Kornblith et al. 2019; X-Mixup Eq. 1) between representations (N, H) of N
+    parallel sentences: ||Y^T X||_F^2 / (||X^T X||_F ||Y^T Y||_F) on column-centred X and Y."""
+    x = x.double() - x.double().mean(0)
+    y = y.double() - y.double().mean(0)
+    return ((y.T @ x).norm() ** 2 / ((x.T @ x).norm() * (y.T @ y).norm())).item()
+
+
+def retrieval_accuracy(x, y):
+    """Nearest neighbour by cosine, both directions, as on Tatoeba: the fraction of sentences whose
+    nearest neighbour on the other side is their translation, averaged over the two directions."""
+    similarity = F.normalize(x.double(), dim=-1) @ F.normalize(y.double(), dim=-1).T
+    gold = torch.arange(len(x), device=x.device)
+    return ((similarity.argmax(1) == gold).double().mean().item() + (similarity.argmax(0) == gold).double().mean().item()) / 2
+
+
+def alignment(encoder, tokenizer, parallel, source, batch_size, device, rank=0, world_size=1):
+    """{target: {"cka": ..., "retrieval": ...}} on parallel test sentences ({lang: [Example]}, paired by id)."""
+    encoder.eval()
+    by_id = {e.id: e.text for e in parallel[source]}
+    out = {}
+    for lang, examples in parallel.items():
+        if lang == source:
+            continue
+        pairs = [(by_id[e.id], e.text) for e in examples if e.id in by_id]
+        x = sentence_representations(encoder, tokenizer, [s for s, _ in pairs], batch_size, device, rank=rank, world_size=world_size)
+        y = sentence_representations(encoder, tokenizer, [t for _, t in pairs], batch_size, device, rank=rank, world_size=world_size)
+        out[lang] = {"cka": linear_cka(x, y), "retrieval": retrieval_accuracy(x, y)}
+    return out
+
+
+def setup_distributed(device=None):
+    """(rank, world size, device): torchrun's environment if present (NCCL on CUDA, gloo on CPU), else one process."""
+    if "RANK" not in os.environ:
+        return 0, 1, device or ("cuda" if torch.cuda.is_available() else "cpu")
+    cuda = torch.cuda.is_available() and device != "cpu"
+    dist.init_process_group("nccl" if cuda else "gloo")
+    if cuda:
+        torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+        return dist.get_rank(), dist.get_world_size(), f"cuda:{os.environ['LOCAL_RANK']}"
+    return dist.get_rank(), dist.get_world_size(), "cpu"
+
+
+def cleanup_distributed():
+    if dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--checkpoint", help="a directory written by train.py (OUT/best); its task.json says what to test on")
+    parser.add_argument("--model", help="with --alignment-only: any encoder checkpoint directory (default: the bundled model)")
+    parser.add_argument("--task", help="override the task of the checkpoint (demo, sib200, ...)")
+    parser.add_argument("--data", help="data directory of the task (not needed for demo)")
+    parser.add_argument("--source-lang", help="source language (default: the task's)")
+    parser.add_argument("--target-langs", help="comma-separated target languages (default: all of the task's)")
+    parser.add_argument("--split", default="test", choices=["dev", "test"])
+    parser.add_argument("--alignment", action="store_true", help="also compute CKA and retrieval accuracy between source and targets")
+    parser.add_argument("--alignment-only", action="store_true", help="only CKA and retrieval, for an untrained encoder (--model)")
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--max-length", type=int, default=256)
+    parser.add_argument("--out", help="directory for results.json and results.md (default: the checkpoint's parent)")
+    args = parser.parse_args()
+
+    rank, world_size, device = setup_distributed()
+    if args.alignment_only:
+        path = args.model or default_model()
+        encoder, tokenizer, task_info = Encoder.from_pretrained(path).to(device), Tokenizer.from_pretrained(path), {}
+        name = args.task or "demo"
+    else:
+        if not args.checkpoint:
+            parser.error("give --checkpoint (a trained model) or --alignment-only with --model")
+        model, tokenizer, task_info = Classifier.load(args.checkpoint)
+        model.to(device)
+        encoder = model.encoder
+        name = args.task or task_info["task"]
+    task = data.load_task(name, args.data or task_info.get("data"), args.source_lang or task_info.get("source_lang"),
+                          args.target_langs.split(",") if args.target_langs else task_info.get("target_langs"))
+    split = getattr(task, args.split)
+    results, extra = {}, {}
+    if not args.alignment_only:
+        counts = confusion_matrices(model, tokenizer, split, task.labels, args.batch_size, args.max_length, device, rank, world_size)
+        results = summarise({lang: scores(c) for lang, c in counts.items()}, task.source)
+    if args.alignment or args.alignment_only:
+        extra = alignment(encoder, tokenizer, split, task.source, args.batch_size, device, rank, world_size)
+    if rank == 0:
+        table = markdown_table(results, task.source, extra) if results else json.dumps(extra, indent=2)
+        print(table)
+        out = Path(args.out or (Path(args.checkpoint).parent if args.checkpoint else "."))
+        out.mkdir(parents=True, exist_ok=True)
+        stem = "alignment" if args.alignment_only else f"results_{args.split}"
+        (out / f"{stem}.json").write_text(json.dumps({"results": results, "alignment": extra}, indent=2) + "\n")
+        (out / f"{stem}.md").write_text(table + "\n")
+    cleanup_distributed()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,26 @@
+"""The papers' losses, one function per equation, each a plain function of tensors.
+
+`weights` (N,), where a loss takes it, marks the examples that count (1) and the padding that
+keeps DDP ranks in step (0); the result is the mean over the examples that count.
+"""
+import torch
+import torch.nn.functional as F
+
+
+def weighted_mean(values, weights=None):
+    if weights is None:
+        return values.mean()
+    return (values * weights).sum() / weights.sum().clamp(min=1)
+
+
+def task_loss(logits, labels, weights=None):
+    """Cross-entropy of a classifier, (N, C) logits against (N,) label indices."""
+    return weighted_mean(F.cross_entropy(logits.float(), labels, reduction="none"), weights)
+
+
+def xeroalign_loss(source_embeddings, target_embeddings, weights=None):
+    """XeroAlign (Gritta & Iacobacci 2021, Sec. 3, Algorithm 1): mean squared error between the <s>
+    embeddings (N, H) of source sentences and of their translations, trained jointly with the task.
+    Both sides receive gradients."""
+    per_pair = (source_embeddings.float() - target_embeddings.float()).pow(2).mean(dim=-1)  # (N,)
+    return weighted_mean(per_pair, weights)

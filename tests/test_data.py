@@ -1,0 +1,189 @@
+"""Readers (including their error paths on broken files), pairing, batching and the bundled corpus."""
+import unicodedata
+
+import pytest
+
+import data
+import demo_corpus
+from conftest import SHARED_DATA
+
+
+def write(path, text):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+SIB_HEADER = "index_id\tcategory\ttext\n"
+
+
+def test_sib200_reader(tmp_path):
+    write(tmp_path / "xx" / "train.tsv", SIB_HEADER + "7\tsports\tThe match ended in a draw.\n12\thealth\tDrink water.\n")
+    examples = data.read_sib200(tmp_path, "xx", "train")
+    assert [(e.id, e.label, e.text) for e in examples] == [("7", "sports", "The match ended in a draw."), ("12", "health", "Drink water.")]
+
+
+@pytest.mark.parametrize("rows,message", [
+    ("7\tsports\n", r"train.tsv:2: 2 columns, expected 3"),
+    ("7\tsports\tok\n8\tcooking\tA recipe.\n", r"train.tsv:3: unknown label 'cooking'"),
+    ("7\tsports\t \n", r"train.tsv:2: empty or 'NS'"),
+])
+def test_sib200_bad_rows_name_file_and_line(tmp_path, rows, message):
+    write(tmp_path / "xx" / "train.tsv", SIB_HEADER + rows)
+    with pytest.raises(data.DataError, match=message):
+        data.read_sib200(tmp_path, "xx", "train")
+
+
+def test_missing_header_is_not_skipped_silently(tmp_path):
+    # a file without its header would otherwise lose its first example (xtreme #70)
+    write(tmp_path / "xx" / "train.tsv", "7\tsports\tThe match ended.\n")
+    with pytest.raises(data.DataError, match="train.tsv:1: header"):
+        data.read_sib200(tmp_path, "xx", "train")
+
+
+@pytest.mark.skipif(not (SHARED_DATA / "sib200").exists(), reason="needs ../shared/data/sib200 (not in a fresh clone)")
+def test_real_sib200_is_parallel():
+    english = data.read_sib200(SHARED_DATA / "sib200", "eng_Latn", "train")
+    assert len(english) == 701 and {e.label for e in english} == set(data.SIB200_LABELS)
+    thai = data.read_sib200(SHARED_DATA / "sib200", "tha_Thai", "train")
+    assert len(data.pair_by_id(english, thai)) == 701
+
+
+@pytest.mark.skipif(not (SHARED_DATA / "sib200").exists(), reason="needs ../shared/data/sib200 (not in a fresh clone)")
+def test_download_step_against_a_local_mirror(tmp_path):
+    data.download_sib200(tmp_path, ["eng_Latn", "wol_Latn"], base_url=(SHARED_DATA / "sib200").as_uri())
+    for lang in ("eng_Latn", "wol_Latn"):
+        for split in ("train", "dev", "test"):
+            assert (tmp_path / lang / f"{split}.tsv").read_bytes() == (SHARED_DATA / "sib200" / lang / f"{split}.tsv").read_bytes()
+
+
+def test_download_refuses_what_is_not_sib200(tmp_path):
+    mirror = tmp_path / "mirror"
+    for split in ("train", "dev", "test"):
+        write(mirror / "xx" / f"{split}.tsv", "<html>rate limited</html>\n")
+    with pytest.raises(data.DataError, match="header"):
+        data.download_sib200(tmp_path / "out", ["xx"], base_url=mirror.as_uri())
+
+
+def test_pawsx_translated_train_skips_and_counts_failed_rows(tmp_path, capsys):
+    path = write(tmp_path / "de" / "translated_train.tsv", "id\tsentence1\tsentence2\tlabel\n"
+                 "1\tEin Satz.\tEin Satz!\t1\n2\tNS\tNS\t0\n\n3\tZwei Sätze.\t\t0\n4\tGut.\tSchlecht.\t0\n")
+    examples = data.read_pawsx(path, "de")
+    assert [e.id for e in examples] == ["1", "4"]
+    assert "skipped 3 malformed or untranslated rows of 5" in capsys.readouterr().err
+
+
+def test_pawsx_human_files_stop_on_bad_rows(tmp_path):
+    path = write(tmp_path / "de" / "test.tsv", "id\tsentence1\tsentence2\tlabel\n1\tEin Satz.\tNS\t1\n")
+    with pytest.raises(data.DataError, match="test.tsv:2: empty or 'NS'"):
+        data.read_pawsx(path, "de")
+    path = write(tmp_path / "de" / "dev.tsv", "id\tsentence1\tsentence2\tlabel\n1\tA.\tB.\t2\n")
+    with pytest.raises(data.DataError, match="dev.tsv:2: unknown label '2'"):
+        data.read_pawsx(path, "de")
+
+
+def test_xnli_readers(tmp_path, capsys):
+    columns = "language\tgold_label\tsentence1_binary_parse\tsentence1\tsentence2\tpromptID\tpairID"
+    path = write(tmp_path / "xnli.test.tsv", columns + "\nde\tneutral\t(x)\tEr schläft.\tEr träumt.\t1\t10\n"
+                 "en\tneutral\t(x)\tHe sleeps.\tHe dreams.\t1\t10\nde\tentailment\t(x)\tJa.\tJa!\t2\t11\n")
+    german = data.read_xnli(path, "de")
+    assert [(e.id, e.label, e.text, e.pair) for e in german] == [("10", "neutral", "Er schläft.", "Er träumt."), ("11", "entailment", "Ja.", "Ja!")]
+    train = write(tmp_path / "multinli.train.de.tsv", "premise\thypo\tlabel\nA.\tB.\tcontradictory\nkaputt\n\tC.\tneutral\nD.\tE.\tentailment\n")
+    examples = data.read_xnli_mt(train, "de")
+    assert [(e.id, e.label) for e in examples] == [("2", "contradiction"), ("5", "entailment")]  # ids are line numbers
+    assert "skipped 2" in capsys.readouterr().err
+
+
+def test_xsid_reader(tmp_path):
+    path = write(tmp_path / "de.valid.conll", "# id = 1\n# text-en = Is it going to rain today?\n# text = Regnet es heute?\n"
+                 "# intent = weather/find\n1\tRegnet\tweather/find\tB-weather/attribute\n2\tes\tweather/find\tO\n"
+                 "3\theute\tweather/find\tB-datetime\n4\t?\tweather/find\tO\n\n")
+    [example] = data.read_xsid(path, "de")
+    assert example.id == "1" and example.source_text == "Is it going to rain today?" and example.label == "weather/find"
+    assert example.words == ["Regnet", "es", "heute", "?"] and example.tags == ["B-weather/attribute", "O", "B-datetime", "O"]
+    write(path, "# intent = x\n1\tRegnet\tx\n")
+    with pytest.raises(data.DataError, match="de.valid.conll:2: 3 columns"):
+        data.read_xsid(path, "de")
+    write(path, "# intent = x\n1\tRegnet\tx\tweather\n")
+    with pytest.raises(data.DataError, match="slot label 'weather'"):
+        data.read_xsid(path, "de")
+
+
+@pytest.mark.skipif(not (SHARED_DATA / "xsid").exists(), reason="needs ../shared/data/xsid (not in a fresh clone)")
+def test_real_xsid_targets_pair_with_english_by_position():
+    english = data.read_xsid(SHARED_DATA / "xsid" / "en.valid.conll", "en")
+    german = data.read_xsid(SHARED_DATA / "xsid" / "de.valid.conll", "de")
+    assert len(english) == len(german) == 300 and len({e.text for e in english}) < 300  # English repeats itself
+    pairs = data.pair_by_id(english, german)
+    assert len(pairs) == 300 and all(source.text == target.source_text for source, [target] in pairs.values())
+
+
+def test_pairing_reports_missing_and_mismatched_ids():
+    source = [data.Example("a", "en", "x", label="p"), data.Example("b", "en", "y", label="q")]
+    targets = [data.Example("a", "de", "x", label="p"), data.Example("b", "de", "y", label="p"), data.Example("z", "de", "?", label="p")]
+    with pytest.raises(ValueError, match=r"1 ids without a source, first \['z'\].*1 label mismatches, first \[\"b \(de: 'p' vs en: 'q'\)\"\]"):
+        data.pair_by_id(source, targets)
+
+
+@pytest.mark.parametrize("group_by_length", [False, True])
+def test_every_example_once_per_epoch(group_by_length):
+    lengths = [(i * 7) % 23 + 1 for i in range(101)]
+    for epoch in range(3):
+        batches = data.epoch_batches(lengths, 8, epoch, seed=1, group_by_length=group_by_length)
+        assert sorted(i for b in batches for i in b) == list(range(101))
+        assert batches == data.epoch_batches(lengths, 8, epoch, seed=1, group_by_length=group_by_length)  # same on every rank
+    assert data.epoch_batches(lengths, 8, 0, 1) != data.epoch_batches(lengths, 8, 1, 1)
+
+
+def test_length_grouping_reduces_padding():
+    lengths = [(i * 37) % 97 + 1 for i in range(400)]
+    padding = lambda batches: sum(max(lengths[i] for i in b) * len(b) - sum(lengths[i] for i in b) for b in batches)
+    assert padding(data.epoch_batches(lengths, 16, 0, 0, group_by_length=True)) < padding(data.epoch_batches(lengths, 16, 0, 0)) / 3
+
+
+@pytest.mark.parametrize("size,world", [(8, 2), (7, 2), (5, 4), (2, 4), (1, 3)])
+def test_shards_are_disjoint_and_cover_the_batch(size, world):
+    batch = list(range(100, 100 + size))
+    shards = [data.shard(batch, rank, world) for rank in range(world)]
+    assert len({len(index) for index, _ in shards}) == 1  # every rank runs the same number of examples
+    counted = [i for index, weights in shards for i, w in zip(index, weights) if w == 1.0]
+    assert sorted(counted) == batch
+    assert all(w in (0.0, 1.0) for _, weights in shards for w in weights)
+
+
+def test_demo_corpus():
+    splits = {split: demo_corpus.build(split) for split in ("train", "dev", "test")}
+    assert len(splits["train"]["en"]) >= 300 and len(demo_corpus.LANGS) - 1 >= 6
+    scripts = {unicodedata.name(ch).split()[0] for lang in demo_corpus.LANGS for ch in splits["test"][lang][0].text if ch.isalpha()}
+    assert {"CYRILLIC", "CJK", "DEVANAGARI"} <= scripts  # three non-Latin scripts
+    for split, by_lang in splits.items():
+        ids = [e.id for e in by_lang["en"]]
+        assert len(set(ids)) == len(ids)
+        for lang, examples in by_lang.items():
+            assert [e.id for e in examples] == ids and [e.label for e in examples] == [e.label for e in by_lang["en"]]
+            for e in examples:
+                assert len(e.words) == len(e.tags) and e.text
+                for previous, tag in zip(["O"] + e.tags, e.tags):  # valid BIO: I- continues its own type
+                    assert tag == "O" or tag[:2] == "B-" or previous[2:] == tag[2:], (e.id, lang, e.tags)
+                # the same slots in every language, in any order
+                assert sorted(t for t in e.tags if t[0] == "B") == sorted(t for t in by_lang["en"][ids.index(e.id)].tags if t[0] == "B")
+    templates = {split: {e.id.rsplit(".", 1)[0] for e in by_lang["en"]} for split, by_lang in splits.items()}
+    assert not templates["train"] & templates["test"] and not templates["dev"] & templates["test"]
+
+
+def test_demo_slot_brackets():
+    words, tags = demo_corpus.fill("wie komme ich {destination} ?", {"destination": 6}, "de")
+    assert list(zip(words, tags)) == [("wie", "O"), ("komme", "O"), ("ich", "O"), ("zum", "O"), ("Museum", "B-destination"), ("?", "O")]
+    words, tags = demo_corpus.fill("mets {genre}", {"genre": 2}, "fr")
+    assert tags == ["O", "O", "O", "B-genre", "I-genre"] and words[-2:] == ["musique", "classique"]
+    assert demo_corpus.render(["¿", "qué", "hora", "es", "?"], "es") == "¿qué hora es?"
+    assert demo_corpus.render(["明天", "下雨", "吗", "？"], "zh") == "明天下雨吗？"
+
+
+def test_load_task_checks_languages():
+    with pytest.raises(ValueError, match="task demo has no language\\(s\\) xx"):
+        data.load_task("demo", targets=["de", "xx"])
+    with pytest.raises(ValueError, match="needs --data"):
+        data.load_task("sib200")
+    task = data.load_task("demo", targets=["ru"])
+    assert task.source == "en" and task.targets == ["ru"] and set(task.test) == {"en", "ru"}

@@ -1,0 +1,89 @@
+"""Metrics against independent computations, and evaluation split across processes."""
+import os
+import socket
+
+import pytest
+import torch
+import torch.multiprocessing as mp
+
+import data
+import evaluate
+
+
+def cka_by_hsic(x, y):
+    """CKA from its definition with Gram matrices and the centring matrix H (Kornblith et al. 2019)."""
+    n = len(x)
+    H = torch.eye(n, dtype=torch.float64) - 1.0 / n
+    K, L = x.double() @ x.double().T, y.double() @ y.double().T
+    hsic = lambda a, b: torch.trace(a @ H @ b @ H)
+    return (hsic(K, L) / torch.sqrt(hsic(K, K) * hsic(L, L))).item()
+
+
+def test_linear_cka_against_its_definition():
+    torch.manual_seed(0)
+    x, y = torch.randn(30, 7), torch.randn(30, 5)
+    assert evaluate.linear_cka(x, y) == pytest.approx(cka_by_hsic(x, y), abs=1e-10)
+    q, _ = torch.linalg.qr(torch.randn(7, 7))
+    assert evaluate.linear_cka(x, 3 * x @ q + 2) == pytest.approx(1.0)  # invariant to rotation, scale, shift
+    assert evaluate.linear_cka(x, y) < 0.5
+
+
+def test_retrieval_accuracy_both_directions():
+    x = torch.eye(4)
+    assert evaluate.retrieval_accuracy(x, x) == 1.0
+    y = torch.eye(4)[[1, 0, 2, 3]]  # the first two swapped: 2 of 4 right in each direction
+    assert evaluate.retrieval_accuracy(x, y) == 0.5
+    z = torch.tensor([[1.0, 0, 0, 0], [1.0, 0.1, 0, 0], [0, 0, 1.0, 0], [0, 0, 0, 1.0]])
+    # x -> z: row 1's nearest is z0 or z1 (x1 = e1: cosine with z1 > 0, with z0 = 0) -> all right;
+    # z -> x: z1's nearest is x0 (cosine .995) -> 3 of 4
+    assert evaluate.retrieval_accuracy(x, z) == pytest.approx((1.0 + 0.75) / 2)
+
+
+def test_scores_from_a_confusion_matrix():
+    counts = torch.tensor([[5, 1, 0], [2, 2, 0], [0, 0, 0]])  # gold rows, predicted columns; label 2 unused
+    s = evaluate.scores(counts)
+    assert s["accuracy"] == pytest.approx(7 / 10) and s["n"] == 10
+    f1 = [2 * 5 / (6 + 7), 2 * 2 / (4 + 3)]  # per label: 2 tp / (gold + predicted)
+    assert s["macro_f1"] == pytest.approx(sum(f1) / 2)
+
+
+def test_summary_average_and_gap():
+    per_lang = {"en": {"accuracy": 0.9}, "de": {"accuracy": 0.8}, "zh": {"accuracy": 0.6}}
+    results = evaluate.summarise(per_lang, "en")
+    assert results["average"]["accuracy"] == pytest.approx(0.7) and results["transfer_gap"]["accuracy"] == pytest.approx(0.2)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def evaluate_worker(rank, world_size, port, model_dir, out):
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world_size), LOCAL_RANK=str(rank))
+    torch.set_num_threads(1)
+    rank, world_size, device = evaluate.setup_distributed("cpu")
+    counts, alignment = run_evaluation(model_dir, rank, world_size)
+    if rank == 0:
+        torch.save({"counts": counts, "alignment": alignment}, out)
+    evaluate.cleanup_distributed()
+
+
+def run_evaluation(model_dir, rank=0, world_size=1):
+    from model import Classifier, Encoder, Tokenizer
+    torch.manual_seed(0)
+    model = Classifier(Encoder.from_pretrained(model_dir), 8).eval()
+    tokenizer = Tokenizer.from_pretrained(model_dir)
+    task = data.load_task("demo", targets=["de", "hi"])
+    counts = evaluate.confusion_matrices(model, tokenizer, task.test, task.labels, 16, 64, "cpu", rank, world_size)
+    alignment = evaluate.alignment(model.encoder, tokenizer, task.test, "en", 16, "cpu", rank, world_size)
+    return counts, alignment
+
+
+def test_one_and_two_processes_give_the_same_numbers(tmp_path, tiny_model_dir):
+    counts, alignment = run_evaluation(tiny_model_dir)
+    assert sum(int(c.sum()) for c in counts.values()) == 3 * 128
+    mp.spawn(evaluate_worker, args=(2, free_port(), tiny_model_dir, tmp_path / "two.pt"), nprocs=2)
+    two = torch.load(tmp_path / "two.pt")
+    assert all(torch.equal(counts[lang], two["counts"][lang]) for lang in counts)
+    assert alignment == two["alignment"]  # exactly: each batch is computed alike, whoever computes it

@@ -1,0 +1,96 @@
+"""The training loop on a tiny random model: DDP against one process, exact resume, the output files."""
+import json
+import os
+import socket
+
+import pytest
+import torch
+import torch.multiprocessing as mp
+
+import train
+
+COMMON = ["--task", "demo", "--target-langs", "de,zh", "--batch-size", "8", "--eval-every", "3", "--no-alignment",
+          "--eval-batch-size", "32"]
+
+
+def losses(out):
+    return [r["loss"] for r in map(json.loads, open(out / "log.jsonl")) if "loss" in r]
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def worker(rank, world_size, port, argv, result_dir):
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world_size), LOCAL_RANK=str(rank))
+    torch.set_num_threads(1)
+    model = train.main(argv)
+    torch.save(model.state_dict(), f"{result_dir}/rank{rank}.pt")
+
+
+@pytest.mark.parametrize("method,accum", [("xeroalign", "1"), ("translate-train", "2")])
+def test_two_processes_train_like_one(tmp_path, tiny_model_dir, method, accum):
+    # batch 8 over 2 processes and maybe 2 micro-steps; the last batch of an epoch is uneven
+    argv = ["--model", str(tiny_model_dir), *COMMON, "--method", method, "--grad-accum", accum, "--max-steps", "5",
+            "--dropout", "0", "--lr", "2e-3"]
+    train.main(argv + ["--out", str(tmp_path / "one")])
+    mp.spawn(worker, args=(2, free_port(), argv + ["--out", str(tmp_path / "two")], str(tmp_path)), nprocs=2)
+    rank0, rank1 = torch.load(tmp_path / "rank0.pt"), torch.load(tmp_path / "rank1.pt")
+    assert all(torch.equal(rank0[k], rank1[k]) for k in rank0)  # DDP keeps the ranks identical
+    # The same loss curve. (The weights agree only to about the learning rate: Adam's update is about
+    # +-lr wherever a gradient is near zero, so float-order noise there flips its sign.)
+    curve = losses(tmp_path / "one")
+    assert losses(tmp_path / "two") == pytest.approx(curve, rel=1e-5) and curve[-1] < curve[0]
+    results = [json.loads((tmp_path / d / "results.json").read_text()) for d in ("one", "two")]
+    assert {l: r["accuracy"] for l, r in results[0].items() if l in ("en", "de", "zh")} == \
+           {l: r["accuracy"] for l, r in results[1].items() if l in ("en", "de", "zh")}
+
+
+def test_uneven_last_batch_counts_every_example_once(tmp_path, tiny_model_dir):
+    # 336 examples in batches of 10: the 34th batch has 6, which 4 processes share as 2+2+1+1
+    import data
+    batches = data.epoch_batches(list(range(336)), 10, epoch=0, seed=0)
+    seen = [i for b in batches for r in range(4) for i, w in zip(*data.shard(b, r, 4)) if w]
+    assert sorted(seen) == list(range(336))
+
+
+def test_resume_gives_the_same_weights(tmp_path, tiny_model_dir):
+    argv = ["--model", str(tiny_model_dir), *COMMON, "--method", "xeroalign", "--max-steps", "7"]  # dropout on
+    full = train.main(argv + ["--out", str(tmp_path / "full")])
+    stopped = train.main(argv + ["--out", str(tmp_path / "split"), "--stop-at", "4"])
+    assert not (tmp_path / "split" / "results.json").exists()
+    resumed = train.main(argv + ["--out", str(tmp_path / "split"), "--resume"])
+    assert all(torch.equal(v, resumed.state_dict()[k]) for k, v in full.state_dict().items())
+    assert not all(torch.equal(v, stopped.state_dict()[k]) for k, v in full.state_dict().items())
+    assert losses(tmp_path / "split") == losses(tmp_path / "full")
+
+
+def test_outputs_of_a_run(tmp_path, tiny_model_dir):
+    out = tmp_path / "run"
+    train.main(["--model", str(tiny_model_dir), *COMMON, "--method", "zero-shot", "--max-steps", "3", "--out", str(out)])
+    results = json.loads((out / "results.json").read_text())
+    assert set(results) >= {"en", "de", "zh", "average", "transfer_gap"}
+    assert all(0 <= results[l]["accuracy"] <= 1 for l in ("en", "de", "zh"))
+    assert results["average"]["accuracy"] == pytest.approx((results["de"]["accuracy"] + results["zh"]["accuracy"]) / 2)
+    assert results["transfer_gap"]["accuracy"] == pytest.approx(results["en"]["accuracy"] - results["average"]["accuracy"])
+    assert "| en (source) |" in (out / "results.md").read_text()
+    records = [json.loads(line) for line in open(out / "log.jsonl")]
+    assert [r["step"] for r in records if "loss" in r] == [1, 2, 3] and any("dev_accuracy" in r for r in records)
+    from model import Classifier
+    model, tokenizer, task = Classifier.load(out / "best")  # an ordinary checkpoint directory plus the head
+    assert task["labels"][0] == "weather" and model.encoder.config.hidden_size == 32
+
+
+def test_resume_without_checkpoint_says_so(tmp_path, tiny_model_dir):
+    with pytest.raises(SystemExit, match="checkpoint.pt not found"):
+        train.main(["--model", str(tiny_model_dir), *COMMON, "--out", str(tmp_path), "--resume"])
+
+
+def test_non_finite_loss_stops_with_advice(tmp_path, tiny_model_dir, capsys):
+    argv = ["--model", str(tiny_model_dir), *COMMON, "--method", "zero-shot", "--max-steps", "30", "--lr", "1e6",
+            "--max-grad-norm", "0", "--out", str(tmp_path)]
+    with pytest.raises(SystemExit) as stop:
+        train.main(argv)
+    assert stop.value.code == 1 and "try a lower --lr" in capsys.readouterr().err

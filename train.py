@@ -1,0 +1,366 @@
+"""Fine-tune a multilingual encoder on English labels and test it in every language.
+
+    python train.py                                   # the default job: bundled corpus and model, XeroAlign
+    python train.py --method zero-shot --task sib200 --data ../shared/data/sib200 --out runs/sib200-zs
+    torchrun --nproc_per_node 2 train.py --method xeroalign --out runs/demo-xa
+
+Methods:
+  zero-shot        the task loss on source-language examples only
+  translate-train  the task loss on the source and all its translations (Unicoder's multi-language
+                   fine-tuning, "translate-train-all")
+  xeroalign        the task loss on the source plus the XeroAlign loss (Gritta & Iacobacci 2021)
+                   between the <s> vectors of each source example and one of its translations,
+                   both encoded in the same forward pass; target labels unused (--target-labels)
+
+The run reads top to bottom: arguments, distributed setup, data, model, optimizer, the loop
+(with evaluation on the source dev set and checkpoints), then the test table from the best model.
+Everything a resumed run needs is in OUT/checkpoint.pt; the best model is OUT/best/, an ordinary
+checkpoint directory; losses and evaluations go to OUT/log.jsonl.
+"""
+import argparse
+import json
+import math
+import os
+import random
+import shutil
+import signal
+import sys
+from contextlib import nullcontext
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
+from tqdm import tqdm
+
+import data
+import evaluate
+from evaluate import cleanup_distributed, setup_distributed
+from losses import task_loss, xeroalign_loss
+from model import Classifier, Encoder, Tokenizer, default_model
+
+METHODS = ["zero-shot", "translate-train", "xeroalign"]
+
+
+def get_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    g = p.add_argument_group("what to train")
+    g.add_argument("--method", default="xeroalign", choices=METHODS, help="see above (default: xeroalign)")
+    g.add_argument("--task", default="demo", help="demo (the bundled corpus), sib200, xnli or pawsx")
+    g.add_argument("--data", help="data directory of the task, e.g. ../shared/data/sib200 (not needed for demo)")
+    g.add_argument("--model", help="Hugging Face checkpoint directory to start from (default: the bundled multilingual-e5-small)")
+    g.add_argument("--source-lang", help="language with training labels (default: the task's English)")
+    g.add_argument("--target-langs", help="comma-separated languages to transfer to (default: all of the task's)")
+    g.add_argument("--out", default="runs/default", help="output directory: checkpoint, best model, log, results")
+    g = p.add_argument_group("optimisation")
+    g.add_argument("--max-steps", type=int, default=150, help="optimizer steps (the default finishes in minutes on 2 CPU cores)")
+    g.add_argument("--batch-size", type=int, default=32, help="examples per optimizer step, over all processes and micro-steps")
+    g.add_argument("--grad-accum", type=int, default=1, help="micro-steps per optimizer step (memory: each holds batch-size / grad-accum / processes)")
+    g.add_argument("--lr", type=float, default=5e-5, help="peak learning rate of AdamW")
+    g.add_argument("--weight-decay", type=float, default=0.01, help="AdamW weight decay (not on biases and LayerNorms)")
+    g.add_argument("--warmup", type=float, default=0.1, help="fraction of steps of linear warmup, then linear decay to 0")
+    g.add_argument("--max-grad-norm", type=float, default=1.0, help="gradient clipping (0: off)")
+    g.add_argument("--max-length", type=int, default=128, help="tokens per text (pairs: in total), longest-first truncation")
+    g.add_argument("--dropout", type=float, help="override the checkpoint's dropout (0 makes runs comparable across process counts)")
+    g.add_argument("--head", default="roberta", choices=["roberta", "linear"], help="classifier over <s>: dense-tanh-projection or one linear layer")
+    g.add_argument("--freeze-embeddings", action="store_true", help="keep the word embeddings fixed (faster: no update of the 250k x H matrix)")
+    g.add_argument("--group-by-length", action="store_true", help="batch texts of similar length together (less padding)")
+    g.add_argument("--seed", type=int, default=0)
+    g = p.add_argument_group("XeroAlign")
+    g.add_argument("--align-weight", type=float, default=1.0, help="weight of the alignment loss (the paper sums the two: 1)")
+    g.add_argument("--target-labels", action="store_true", help="also train the task on the translations' labels")
+    g = p.add_argument_group("evaluation and checkpoints")
+    g.add_argument("--eval-every", type=int, default=50, help="steps between evaluations on the source dev set (and checkpoints)")
+    g.add_argument("--dev-langs", default="source", choices=["source", "all"], help="dev languages to log (selection is always on the source)")
+    g.add_argument("--eval-batch-size", type=int, default=64)
+    g.add_argument("--no-alignment", action="store_true", help="skip CKA and retrieval before and after training")
+    g.add_argument("--resume", action="store_true", help="continue exactly from OUT/checkpoint.pt")
+    g.add_argument("--stop-at", type=int, help="save a checkpoint and exit after this step (continue later with --resume)")
+    g = p.add_argument_group("hardware")
+    g.add_argument("--device", help="cpu or cuda (default: cuda when available)")
+    g.add_argument("--amp", default="auto", choices=["auto", "none", "bf16", "fp16"],
+                   help="autocast: auto is bf16 on GPUs that support it, fp16 with loss scaling on older ones, off on CPU")
+    args = p.parse_args(argv)
+    if args.batch_size % args.grad_accum:
+        p.error(f"--batch-size {args.batch_size} must be divisible by --grad-accum {args.grad_accum}")
+    return args
+
+
+def autocast_dtype(amp, device):
+    if amp == "auto":
+        if not device.startswith("cuda"):
+            return None
+        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    return {"none": None, "bf16": torch.bfloat16, "fp16": torch.float16}[amp]
+
+
+def rng_state():
+    state = {"python": random.getstate(), "torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state()
+    return state
+
+
+def set_rng_state(state):
+    random.setstate(state["python"])
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state(state["cuda"])
+
+
+def gather(obj, world_size):
+    if world_size == 1:
+        return [obj]
+    out = [None] * world_size
+    dist.all_gather_object(out, obj)
+    return out
+
+
+def replace_dir(tmp, target):
+    """Swap a finished directory into place, so a crash leaves the old or the new one whole."""
+    old = target.with_name(target.name + ".old")
+    shutil.rmtree(old, ignore_errors=True)
+    if target.exists():
+        target.rename(old)
+    tmp.rename(target)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+class StopRequest:
+    """Ctrl-C asks the run to stop after the current step and save; a second Ctrl-C aborts."""
+
+    def __init__(self):
+        self.requested = False
+        signal.signal(signal.SIGINT, self.handle)
+
+    def handle(self, signum, frame):
+        if self.requested:
+            raise KeyboardInterrupt
+        self.requested = True
+        print("\nstopping after this step to save a checkpoint (Ctrl-C again to abort)", file=sys.stderr)
+
+
+def make_batch(method, items, translations, weights, step, seed, args, tokenizer, device):
+    """Tensors of one micro-batch. For XeroAlign, each source example brings one of its
+    translations (drawn from a generator seeded by the step, so resumed runs draw the same)."""
+    rows = list(items)
+    if method == "xeroalign":
+        rng = random.Random(f"{seed}/{step}")
+        rows += [rng.choice(translations[it.id]) for it in items]
+    input_ids, attention_mask, labels = data.collate(rows, tokenizer)
+    return input_ids.to(device), attention_mask.to(device), labels.to(device), torch.tensor(weights, device=device)
+
+
+def compute_loss(method, model, input_ids, attention_mask, labels, weights, args):
+    """The method's loss, averaged over the examples that count (weight 1) in this micro-batch."""
+    logits, cls = model(input_ids, attention_mask)  # (N, C), (N, H)
+    if method != "xeroalign":
+        return task_loss(logits, labels, weights), {}
+    B = len(weights)  # sources first, then one translation each
+    task = task_loss(logits[:B], labels[:B], weights)
+    align = xeroalign_loss(cls[:B], cls[B:], weights)
+    loss = task + args.align_weight * align
+    if args.target_labels:
+        loss = loss + task_loss(logits[B:], labels[B:], weights)
+    return loss, {"task": task.detach(), "align": align.detach()}
+
+
+def main(argv=None):
+    """Train, evaluate, write OUT/; returns the model as it is after the last step."""
+    args = get_args(argv)
+    rank, world_size, device = setup_distributed(args.device)
+    out = Path(args.out)
+    if rank == 0:
+        out.mkdir(parents=True, exist_ok=True)
+    if not args.resume and (out / "checkpoint.pt").exists() and rank == 0:
+        print(f"note: {out}/checkpoint.pt exists and will be overwritten (use --resume to continue it)", file=sys.stderr)
+    random.seed(args.seed + rank)
+    torch.manual_seed(args.seed + rank)  # dropout differs across ranks; the weights start identical (loaded)
+
+    # Data: every example tokenized once; translations of a source share its id.
+    model_dir = Path(args.model) if args.model else default_model()
+    tokenizer = Tokenizer.from_pretrained(model_dir)
+    task = data.load_task(args.task, args.data, args.source_lang, args.target_langs.split(",") if args.target_langs else None)
+    encode = lambda examples: data.encode_examples(examples, tokenizer, task.labels, args.max_length)
+    translations = {}
+    if args.method == "translate-train":
+        items = encode([e for lang in [task.source, *task.targets] for e in task.train[lang]])
+    else:
+        items = encode(task.train[task.source])
+        if args.method == "xeroalign":
+            for it in encode([e for lang in task.targets for e in task.train[lang]]):
+                translations.setdefault(it.id, []).append(it)
+            items = [it for it in items if it.id in translations]  # sources without a translation cannot be aligned
+    if not items:
+        raise SystemExit(f"no training examples for --method {args.method} on {args.task}")
+    batches_per_epoch = math.ceil(len(items) / args.batch_size)
+
+    # Model: the encoder and a fresh head, identical on every rank before DDP wraps it.
+    dropout = {} if args.dropout is None else {"dropout": args.dropout, "attention_dropout": args.dropout}
+    encoder = Encoder.from_pretrained(model_dir, **dropout)
+    torch.manual_seed(args.seed)
+    raw = Classifier(encoder, len(task.labels), args.head).to(device)
+    torch.manual_seed(args.seed + rank)
+    if args.freeze_embeddings:
+        raw.encoder.embeddings.word.weight.requires_grad_(False)
+    alignment_before = None
+    if not args.no_alignment and not args.resume:
+        alignment_before = evaluate.alignment(raw.encoder, tokenizer, task.test, task.source, args.eval_batch_size, device, rank, world_size)
+    model = DistributedDataParallel(raw, device_ids=[device] if device.startswith("cuda") else None) if world_size > 1 else raw
+
+    # Optimizer: AdamW, no decay on biases and LayerNorms; linear warmup then linear decay.
+    decay = [p for n, p in raw.named_parameters() if p.requires_grad and p.ndim >= 2]
+    no_decay = [p for n, p in raw.named_parameters() if p.requires_grad and p.ndim < 2]
+    # fused: one pass over each tensor; on CPU it halves the step, most of which is updating the 250k-row embedding
+    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": args.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+                                  lr=args.lr, fused=True)
+    warmup = int(args.warmup * args.max_steps)
+    schedule = lambda s: min((s + 1) / max(warmup, 1), max(0.0, (args.max_steps - s) / max(args.max_steps - warmup, 1)))
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
+    dtype = autocast_dtype(args.amp, device)
+    scaler = torch.amp.GradScaler(enabled=dtype == torch.float16)
+
+    step, best, best_step = 0, -1.0, -1
+    if args.resume:
+        path = out / "checkpoint.pt"
+        if not path.exists():
+            raise SystemExit(f"--resume: {path} not found")
+        ckpt = torch.load(path, map_location="cpu", weights_only=True)
+        raw.load_state_dict(ckpt["model"])
+        optimizer.load_state_dict(ckpt["optimizer"])
+        scheduler.load_state_dict(ckpt["scheduler"])
+        scaler.load_state_dict(ckpt["scaler"])
+        step, best, best_step, alignment_before = ckpt["step"], ckpt["best"], ckpt["best_step"], ckpt.get("alignment_before")
+        if len(ckpt["rng"]) == world_size:
+            set_rng_state(ckpt["rng"][rank])
+        elif rank == 0:
+            print(f"note: resuming {len(ckpt['rng'])}-process run on {world_size}: dropout draws will differ", file=sys.stderr)
+
+    def save_checkpoint():
+        states = gather(rng_state(), world_size)
+        if rank == 0:
+            state = {"model": raw.state_dict(), "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
+                     "scaler": scaler.state_dict(), "step": step, "best": best, "best_step": best_step,
+                     "rng": states, "args": vars(args), "alignment_before": alignment_before}
+            torch.save(state, out / "checkpoint.pt.tmp")
+            os.replace(out / "checkpoint.pt.tmp", out / "checkpoint.pt")
+
+    def log(record):
+        if rank == 0:
+            with open(out / "log.jsonl", "a") as f:
+                f.write(json.dumps(record) + "\n")
+
+    def evaluate_dev():
+        langs = [task.source] + (task.targets if args.dev_langs == "all" else [])
+        counts = evaluate.confusion_matrices(raw, tokenizer, {l: task.dev[l] for l in langs}, task.labels,
+                                             args.eval_batch_size, args.max_length, device, rank, world_size)
+        model.train()
+        return {lang: evaluate.scores(c)["accuracy"] for lang, c in counts.items()}
+
+    task_info = {"task": args.task, "data": args.data, "labels": task.labels, "source_lang": task.source,
+                 "target_langs": task.targets, "head_style": args.head, "max_length": args.max_length, "method": args.method}
+    progress = tqdm(total=args.max_steps, initial=step, disable=rank != 0, desc=f"{args.method} on {args.task}", dynamic_ncols=True)
+    stop = StopRequest()
+    model.train()
+    micro_size = args.batch_size // args.grad_accum
+    lengths, planned_epoch = [len(it.ids) for it in items], None
+    while step < args.max_steps:
+        epoch, position = divmod(step, batches_per_epoch)
+        if epoch != planned_epoch:  # the epoch's batch order depends only on seed and epoch: resumable
+            batches, planned_epoch = data.epoch_batches(lengths, args.batch_size, epoch, args.seed, group_by_length=args.group_by_length), epoch
+        global_batch = batches[position]
+        total = torch.zeros((), device=device)
+        parts = {}
+        for micro in range(args.grad_accum):
+            chunk = global_batch[micro * micro_size:(micro + 1) * micro_size]
+            index, weights = data.shard(chunk or global_batch[:1], rank, world_size)
+            weights = weights if chunk else [0.0] * len(weights)
+            batch = make_batch(args.method, [items[i] for i in index], translations, weights, step, args.seed, args, tokenizer, device)
+            # Each micro-batch's mean loss, weighted by its share of the global batch; times the number
+            # of processes because DDP averages gradients over them. The step's gradient is then that
+            # of the mean loss over the whole global batch, whatever the process count.
+            share = sum(weights) / len(global_batch)
+            sync = model.no_sync() if world_size > 1 and micro < args.grad_accum - 1 else nullcontext()
+            with sync:
+                with torch.autocast(device.split(":")[0], dtype=dtype, enabled=dtype is not None):
+                    loss, components = compute_loss(args.method, model, *batch, args)
+                scaler.scale(loss * share * world_size).backward()
+            total += loss.detach() * share
+            for k, v in components.items():
+                parts[k] = parts.get(k, 0.0) + v * share
+        if args.max_grad_norm > 0:
+            scaler.unscale_(optimizer)
+            torch.nn.utils.clip_grad_norm_(raw.parameters(), args.max_grad_norm)
+        scaler.step(optimizer)
+        scaler.update()
+        scheduler.step()
+        optimizer.zero_grad(set_to_none=True)
+        step += 1
+
+        # The mean loss over the global batch (for logging), and whether any process was asked to stop:
+        # all stop at the same step, so that the checkpoint is consistent.
+        stats = torch.stack([total] + [parts[k] for k in sorted(parts)] + [torch.tensor(float(stop.requested), device=device)])
+        stats = evaluate.all_reduce(stats)
+        loss_value = stats[0].item()
+        if not math.isfinite(loss_value):
+            if rank == 0:
+                print(f"\nloss is {loss_value} at step {step}: try a lower --lr (now {args.lr}), --amp bf16 or none "
+                      f"instead of fp16, or --max-grad-norm 1.0; the last good state is {out}/checkpoint.pt", file=sys.stderr)
+            cleanup_distributed()
+            sys.exit(1)
+        record = {"step": step, "loss": loss_value, "lr": scheduler.get_last_lr()[0],
+                  **{k: stats[i + 1].item() for i, k in enumerate(sorted(parts))}}
+        log(record)
+        progress.update(1)
+        progress.set_postfix(loss=f"{loss_value:.4f}")
+
+        if step % args.eval_every == 0 or step == args.max_steps:
+            dev = evaluate_dev()
+            log({"step": step, "dev_accuracy": dev})
+            if dev[task.source] > best:
+                best, best_step = dev[task.source], step
+                if rank == 0:
+                    tmp = out / "best.tmp"
+                    shutil.rmtree(tmp, ignore_errors=True)
+                    raw.save(tmp, tokenizer, dict(task_info, step=step, dev_accuracy=best))
+                    replace_dir(tmp, out / "best")
+            if rank == 0:
+                progress.write(f"step {step}: loss {loss_value:.4f}, dev accuracy "
+                               f"{', '.join(f'{l} {100 * a:.1f}' for l, a in dev.items())} (best {100 * best:.1f} at step {best_step})")
+            save_checkpoint()
+        if stats[-1] > 0 or step == args.stop_at:
+            if step % args.eval_every:
+                save_checkpoint()
+            progress.close()
+            if rank == 0:
+                print(f"stopped at step {step}; continue with the same command and --resume", file=sys.stderr)
+            cleanup_distributed()
+            return raw
+    progress.close()
+
+    # Test: the best model on dev, in every language.
+    if dist.is_initialized():
+        dist.barrier()
+    best_model = raw
+    if (out / "best").exists():
+        best_model = Classifier.load(out / "best")[0].to(device)
+    counts = evaluate.confusion_matrices(best_model, tokenizer, task.test, task.labels, args.eval_batch_size, args.max_length, device, rank, world_size)
+    results = evaluate.summarise({lang: evaluate.scores(c) for lang, c in counts.items()}, task.source)
+    alignment_after = None
+    if not args.no_alignment:
+        alignment_after = evaluate.alignment(best_model.encoder, tokenizer, task.test, task.source, args.eval_batch_size, device, rank, world_size)
+    if rank == 0:
+        extra = {lang: {**{f"{k}_before": v for k, v in (alignment_before or {}).get(lang, {}).items()}, **after}
+                 for lang, after in (alignment_after or {}).items()}
+        table = evaluate.markdown_table(results, task.source, extra)
+        summary = {**results, "alignment": extra, "best_step": best_step, "dev_accuracy": best, "args": vars(args)}
+        (out / "results.json").write_text(json.dumps(summary, indent=2) + "\n")
+        (out / "results.md").write_text(f"{args.method} on {args.task}, test split, best dev step {best_step}\n\n{table}\n")
+        print(f"\n{args.method} on {args.task}: test scores by language (best dev step {best_step})\n\n{table}\n\n"
+              f"written to {out}/results.json and results.md")
+    cleanup_distributed()
+    return raw
+
+
+if __name__ == "__main__":
+    main()
