@@ -155,6 +155,27 @@ def read_xsid(path, lang):
     return examples
 
 
+def read_parallel_lines(source_path, target_path, source_lang, target_lang):
+    """Line-aligned parallel files (line i of each translates the other), such as Tatoeba's
+    tatoeba.<xxx>-eng.{xxx,eng}: two lists of Examples whose ids are line numbers."""
+    sides = []
+    for path, lang in ((source_path, source_lang), (target_path, target_lang)):
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+        empty = [n for n, line in enumerate(lines, start=1) if not line.strip()]
+        if empty:
+            raise DataError(path, empty[0], "empty line in a line-aligned parallel file")
+        sides.append([Example(id=str(n), lang=lang, text=line.strip()) for n, line in enumerate(lines, start=1)])
+    if len(sides[0]) != len(sides[1]):
+        raise DataError(target_path, 0, f"{len(sides[1])} lines against {len(sides[0])} in {source_path}: not line-aligned")
+    return sides
+
+
+def read_tatoeba(directory, lang):
+    """Tatoeba test pairs for a three-letter language code: (English examples, target examples)."""
+    d = Path(directory)
+    return read_parallel_lines(d / f"tatoeba.{lang}-eng.eng", d / f"tatoeba.{lang}-eng.{lang}", "eng", lang)
+
+
 def pair_by_id(sources, targets, what="translations"):
     """{id: (source, [targets...])}: every target must have a source with the same id and label."""
     by_id = {e.id: (e, []) for e in sources}
@@ -209,9 +230,44 @@ def encode_examples(examples, tokenizer, labels, max_length):
     return [Encoded(x, index[e.label] if e.label is not None else -100, e.lang, e.id) for e, x in zip(examples, ids)]
 
 
+def encode_tagged(examples, tokenizer, labels, max_length):
+    """Tokenize word-labelled examples. Each word's label sits on its first sub-token, skipping the
+    bare "▁" that XLM-R's vocabulary puts before most CJK words; every other token is -100 (not
+    scored). `extra["scored"]` lists (word, token) for the scored tokens; a word that gets no token
+    (truncated away, or normalised to nothing) is not scored, and evaluation counts it as "O"."""
+    index = {label: i for i, label in enumerate(labels)}
+    bare_space = tokenizer.sp.piece_to_id("\u2581") + 1
+    out = []
+    for e in examples:
+        ids, word_ids = tokenizer.encode_words(e.words, max_length)
+        scored = {}  # word -> its first token, or its second where the first is a bare "▁"
+        for t, w in enumerate(word_ids):
+            if w is not None and (w not in scored or (ids[scored[w]] == bare_space and ids[t] != bare_space)):
+                scored[w] = t
+        token_labels = [-100] * len(ids)
+        if e.tags is not None:
+            for w, t in scored.items():
+                if e.tags[w] not in index:
+                    raise ValueError(f"{e.lang} example {e.id}: tag {e.tags[w]!r} is not one of the task's labels")
+                token_labels[t] = index[e.tags[w]]
+        out.append(Encoded(ids, token_labels, e.lang, e.id, {"scored": sorted(scored.items()), "words": len(e.words)}))
+    return out
+
+
+def encode(examples, tokenizer, task, max_length):
+    """Sentence-level examples -> one label each; word-level -> a label per token."""
+    return (encode_tagged if task.level == "word" else encode_examples)(examples, tokenizer, task.labels, max_length)
+
+
 def collate(items, tokenizer):
-    """Pad to the longest in the batch: input_ids, attention_mask (B, T) and labels (B,)."""
+    """Pad to the longest in the batch: input_ids, attention_mask (B, T) and labels, (B,) for
+    sentence labels or (B, T) for token labels (padding -100)."""
     input_ids, attention_mask = tokenizer.pad([it.ids for it in items])
+    if isinstance(items[0].label, list):
+        labels = torch.full(input_ids.shape, -100, dtype=torch.long)
+        for i, it in enumerate(items):
+            labels[i, :len(it.label)] = torch.tensor(it.label)
+        return input_ids, attention_mask, labels
     return input_ids, attention_mask, torch.tensor([it.label for it in items], dtype=torch.long)
 
 
@@ -245,7 +301,7 @@ def shard(batch, rank, world_size):
 
 @dataclass
 class Task:
-    """A classification task: labels, a source language, target languages, and per-split examples by language."""
+    """Labels, a source language, target languages, and per-split examples by language."""
     name: str
     labels: list
     source: str
@@ -253,6 +309,7 @@ class Task:
     train: dict  # {lang: [Example]}; target languages hold the translations of the source's examples
     dev: dict
     test: dict
+    level: str = "sentence"  # or "word": a label per word (BIO slots, POS)
 
 
 SIB200_LANGS = ["eng_Latn", "deu_Latn", "fra_Latn", "spa_Latn", "rus_Cyrl", "zho_Hans", "arb_Arab", "hin_Deva", "swh_Latn",
@@ -270,12 +327,15 @@ def first_existing(directory, names):
 
 
 def load_task(name, data_dir=None, source=None, targets=None):
-    """The task's examples. demo: the bundled corpus. sib200: <data_dir>/<lang>/{train,dev,test}.tsv.
+    """The task's examples. demo: the bundled corpus's intents; demo-slots: its BIO slots. sib200: <data_dir>/<lang>/{train,dev,test}.tsv.
     xnli: <data_dir>/XNLI-1.0/xnli.{dev,test}.tsv and <data_dir>/XNLI-MT-1.0/multinli/multinli.train.<lang>.tsv.
     pawsx: <data_dir>/<lang>/{train|translated_train,dev|dev_2k,test|test_2k}.tsv."""
-    if name == "demo":
+    level = "sentence"
+    if name in ("demo", "demo-slots"):
         import demo_corpus
         langs, labels, default_source = demo_corpus.LANGS, demo_corpus.INTENTS, "en"
+        if name == "demo-slots":
+            labels, level = demo_corpus.SLOT_LABELS, "word"
     elif name == "sib200":
         langs, labels, default_source = SIB200_LANGS, list(SIB200_LABELS), "eng_Latn"
     elif name == "xnli":
@@ -283,20 +343,20 @@ def load_task(name, data_dir=None, source=None, targets=None):
     elif name == "pawsx":
         langs, labels, default_source = PAWSX_LANGS, ["0", "1"], "en"
     else:
-        raise ValueError(f"unknown task {name!r}: choose demo, sib200, xnli or pawsx")
+        raise ValueError(f"unknown task {name!r}: choose demo, demo-slots, sib200, xnli or pawsx")
     source = source or default_source
     targets = [t for t in (targets or langs) if t != source]
     unknown = [l for l in [source, *targets] if l not in langs]
     if unknown:
         raise ValueError(f"task {name} has no language(s) {', '.join(unknown)}; it has {', '.join(langs)}")
-    if name != "demo" and not data_dir:
+    if not name.startswith("demo") and not data_dir:
         raise ValueError(f"task {name} needs --data DIR (see data.load_task for the layout)")
     splits = {}
     for split in ("train", "dev", "test"):
         by_lang = {}
-        built = demo_corpus.build(split) if name == "demo" else None
+        built = demo_corpus.build(split) if name.startswith("demo") else None
         for lang in [source, *targets]:
-            if name == "demo":
+            if built:
                 by_lang[lang] = built[lang]
             elif name == "sib200":
                 by_lang[lang] = read_sib200(data_dir, lang, split)
@@ -311,4 +371,4 @@ def load_task(name, data_dir=None, source=None, targets=None):
         if split == "train":  # translations must pair with the source, by id and label
             pair_by_id(by_lang[source], [e for lang in targets for e in by_lang[lang]], f"{name} {split} translations")
         splits[split] = by_lang
-    return Task(name, list(labels), source, targets, **splits)
+    return Task(name, list(labels), source, targets, **splits, level=level)

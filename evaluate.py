@@ -4,6 +4,7 @@ aligned the languages are (linear CKA, translation retrieval).
     python evaluate.py --checkpoint runs/demo/best                    # test table of a trained model
     python evaluate.py --checkpoint runs/demo/best --alignment        # plus CKA and retrieval
     python evaluate.py --model DIR --task sib200 --data ../shared/data/sib200 --alignment-only
+    python evaluate.py --checkpoint runs/demo/best --tatoeba ../shared/data/tatoeba   # retrieval on Tatoeba
 
 Work is split across ranks and the counts summed with all_reduce, so 1 and N processes give the
 same numbers (torchrun --nproc_per_node N evaluate.py ...).
@@ -63,6 +64,62 @@ def confusion_matrices(model, tokenizer, examples_by_lang, labels, batch_size, m
     return out
 
 
+def entities(tags):
+    """The entities of a BIO sequence as conlleval reads them, {(type, start, end)}: an entity starts
+    at B-, or at an I- that follows O or another type, and ends before O or the next start."""
+    found, kind, start = set(), None, 0
+    for i, tag in enumerate(list(tags) + ["O"]):
+        prefix, _, label = tag.partition("-")
+        begins = prefix == "B" or (prefix == "I" and label != kind)
+        if kind is not None and (tag == "O" or begins):
+            found.add((kind, start, i))
+            kind = None
+        if begins:
+            kind, start = label, i
+    return found
+
+
+@torch.no_grad()
+def tagging_counts(model, tokenizer, examples_by_lang, labels, batch_size, max_length, device, rank=0, world_size=1):
+    """{lang: tensor([entities found, entities predicted, entities gold, words right, words])}; a word
+    whose tokens were truncated away is predicted "O"."""
+    model.eval()
+    out = {}
+    for lang, examples in examples_by_lang.items():
+        counts = torch.zeros(5, dtype=torch.long)
+        items = data.encode_tagged(examples, tokenizer, labels, max_length)
+        for index in my_batches(len(items), batch_size, rank, world_size):
+            ids, mask, _ = data.collate([items[i] for i in index], tokenizer)
+            predicted = model(ids.to(device), mask.to(device))[0].argmax(-1).cpu()  # (B, T)
+            for row, i in enumerate(index):
+                tags = ["O"] * items[i].extra["words"]
+                for w, t in items[i].extra["scored"]:
+                    tags[w] = labels[predicted[row, t]]
+                gold, guess = entities(examples[i].tags), entities(tags)
+                right = sum(a == b for a, b in zip(examples[i].tags, tags))
+                counts += torch.tensor([len(gold & guess), len(guess), len(gold), right, len(tags)])
+        out[lang] = all_reduce(counts.to(device)).cpu()
+    return out
+
+
+def tagging_scores(counts):
+    """Span precision, recall and F1 (an entity counts only with its exact type and boundaries),
+    and word accuracy."""
+    found, predicted, gold, right, words = counts.tolist()
+    precision, recall = found / max(predicted, 1), found / max(gold, 1)
+    return {"f1": 2 * precision * recall / max(precision + recall, 1e-12), "precision": precision, "recall": recall,
+            "word_accuracy": right / max(words, 1), "n": words}
+
+
+def evaluate_split(model, tokenizer, task, examples_by_lang, batch_size, max_length, device, rank=0, world_size=1):
+    """{lang: scores} for a sentence task (accuracy, macro-F1) or a word task (span F1, ...)."""
+    if task.level == "word":
+        counts = tagging_counts(model, tokenizer, examples_by_lang, task.labels, batch_size, max_length, device, rank, world_size)
+        return {lang: tagging_scores(c) for lang, c in counts.items()}
+    counts = confusion_matrices(model, tokenizer, examples_by_lang, task.labels, batch_size, max_length, device, rank, world_size)
+    return {lang: scores(c) for lang, c in counts.items()}
+
+
 def scores(counts):
     """Accuracy and macro-F1 (over the labels that occur as gold or prediction) from a confusion matrix."""
     counts = counts.double()
@@ -102,6 +159,16 @@ def markdown_table(results, source, extra=None):
     for key, name in (("average", "target average"), ("transfer_gap", "transfer gap")):
         if key in results:
             lines.append(f"| {name} | " + " | ".join([f"{100 * results[key][m]:.1f}" for m in metrics] + [""] * len(columns)) + " |")
+    return "\n".join(lines)
+
+
+def alignment_table(alignment):
+    """| language | cka | retrieval | from {lang: {"cka": ..., "retrieval": ...}}."""
+    lines = ["| language | cka | retrieval |", "|---|---|---|"]
+    lines += [f"| {lang} | {row['cka']:.3f} | {row['retrieval']:.3f} |" for lang, row in alignment.items()]
+    if alignment:
+        mean = lambda k: sum(row[k] for row in alignment.values()) / len(alignment)
+        lines.append(f"| average | {mean('cka'):.3f} | {mean('retrieval'):.3f} |")
     return "\n".join(lines)
 
 
@@ -156,7 +223,7 @@ def cleanup_distributed():
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--checkpoint", help="a directory written by train.py (OUT/best); its task.json says what to test on")
-    parser.add_argument("--model", help="with --alignment-only: any encoder checkpoint directory (default: the bundled model)")
+    parser.add_argument("--model", help="without --checkpoint: an encoder checkpoint directory to measure alignment on (default: the bundled model)")
     parser.add_argument("--task", help="override the task of the checkpoint (demo, sib200, ...)")
     parser.add_argument("--data", help="data directory of the task (not needed for demo)")
     parser.add_argument("--source-lang", help="source language (default: the task's)")
@@ -164,38 +231,46 @@ def main():
     parser.add_argument("--split", default="test", choices=["dev", "test"])
     parser.add_argument("--alignment", action="store_true", help="also compute CKA and retrieval accuracy between source and targets")
     parser.add_argument("--alignment-only", action="store_true", help="only CKA and retrieval, for an untrained encoder (--model)")
+    parser.add_argument("--tatoeba", help="measure alignment on Tatoeba pairs in this directory (tatoeba.<xxx>-eng.*) instead of the task's test set")
+    parser.add_argument("--tatoeba-langs", help="comma-separated three-letter codes (default: every pair in --tatoeba)")
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--max-length", type=int, default=256)
     parser.add_argument("--out", help="directory for results.json and results.md (default: the checkpoint's parent)")
     args = parser.parse_args()
 
+    if not args.checkpoint and not (args.alignment_only or args.tatoeba):
+        parser.error("give --checkpoint (a model trained by train.py), or --alignment-only / --tatoeba for an encoder (--model)")
     rank, world_size, device = setup_distributed()
-    if args.alignment_only:
-        path = args.model or default_model()
-        encoder, tokenizer, task_info = Encoder.from_pretrained(path).to(device), Tokenizer.from_pretrained(path), {}
-        name = args.task or "demo"
-    else:
-        if not args.checkpoint:
-            parser.error("give --checkpoint (a trained model) or --alignment-only with --model")
+    model, task_info = None, {}
+    if args.checkpoint:
         model, tokenizer, task_info = Classifier.load(args.checkpoint)
-        model.to(device)
-        encoder = model.encoder
-        name = args.task or task_info["task"]
-    task = data.load_task(name, args.data or task_info.get("data"), args.source_lang or task_info.get("source_lang"),
-                          args.target_langs.split(",") if args.target_langs else task_info.get("target_langs"))
-    split = getattr(task, args.split)
-    results, extra = {}, {}
-    if not args.alignment_only:
-        counts = confusion_matrices(model, tokenizer, split, task.labels, args.batch_size, args.max_length, device, rank, world_size)
-        results = summarise({lang: scores(c) for lang, c in counts.items()}, task.source)
-    if args.alignment or args.alignment_only:
-        extra = alignment(encoder, tokenizer, split, task.source, args.batch_size, device, rank, world_size)
+        encoder = model.to(device).encoder
+    else:
+        path = args.model or default_model()
+        encoder, tokenizer = Encoder.from_pretrained(path).to(device), Tokenizer.from_pretrained(path)
+    name = args.task or task_info.get("task", "demo")
+    if args.tatoeba:
+        langs = args.tatoeba_langs.split(",") if args.tatoeba_langs else sorted(
+            {p.name.split(".")[1][:3] for p in Path(args.tatoeba).glob("tatoeba.*-eng.eng")})
+        # every language has its own English side, so each pair is measured on its own
+        extra = {lang: alignment(encoder, tokenizer, dict(zip(("eng", lang), data.read_tatoeba(args.tatoeba, lang))), "eng",
+                                 args.batch_size, device, rank, world_size)[lang] for lang in langs}
+        results, source = {}, "eng"
+    else:
+        task = data.load_task(name, args.data or task_info.get("data"), args.source_lang or task_info.get("source_lang"),
+                              args.target_langs.split(",") if args.target_langs else task_info.get("target_langs"))
+        split, source = getattr(task, args.split), task.source
+        results, extra = {}, {}
+        if model is not None and not args.alignment_only:
+            results = summarise(evaluate_split(model, tokenizer, task, split, args.batch_size, args.max_length, device, rank, world_size), source)
+        if args.alignment or args.alignment_only:
+            extra = alignment(encoder, tokenizer, split, source, args.batch_size, device, rank, world_size)
     if rank == 0:
-        table = markdown_table(results, task.source, extra) if results else json.dumps(extra, indent=2)
+        table = markdown_table(results, source, extra) if results else alignment_table(extra)
         print(table)
         out = Path(args.out or (Path(args.checkpoint).parent if args.checkpoint else "."))
         out.mkdir(parents=True, exist_ok=True)
-        stem = "alignment" if args.alignment_only else f"results_{args.split}"
+        stem = "tatoeba" if args.tatoeba else "alignment" if args.alignment_only else f"results_{args.split}"
         (out / f"{stem}.json").write_text(json.dumps({"results": results, "alignment": extra}, indent=2) + "\n")
         (out / f"{stem}.md").write_text(table + "\n")
     cleanup_distributed()

@@ -14,8 +14,15 @@ def weighted_mean(values, weights=None):
 
 
 def task_loss(logits, labels, weights=None):
-    """Cross-entropy of a classifier, (N, C) logits against (N,) label indices."""
-    return weighted_mean(F.cross_entropy(logits.float(), labels, reduction="none"), weights)
+    """Cross-entropy of a classifier: (N, C) logits against (N,) label indices, or per token,
+    (N, T, C) against (N, T) with -100 where a token is not scored (the mean is over scored tokens)."""
+    if logits.dim() == 2:
+        return weighted_mean(F.cross_entropy(logits.float(), labels, reduction="none"), weights)
+    per_token = F.cross_entropy(logits.float().flatten(0, 1), labels.flatten(), reduction="none", ignore_index=-100)
+    scored = (labels.flatten() != -100).float()
+    if weights is not None:
+        scored = scored * weights.repeat_interleave(labels.shape[1])
+    return (per_token * scored).sum() / scored.sum().clamp(min=1)
 
 
 def xeroalign_loss(source_embeddings, target_embeddings, weights=None):

@@ -378,13 +378,18 @@ class SpanHead(nn.Module):
 
 
 class Classifier(nn.Module):
-    """Encoder + sentence classification head over <s>; returns (logits, <s> vectors). Saved as an
-    ordinary checkpoint directory plus head.safetensors and task.json (labels, head style)."""
+    """Encoder + a head: over <s> (head_style "roberta" or "linear") or per token ("token").
+    Returns (logits, <s> vectors). Saved as an ordinary checkpoint directory plus head.safetensors
+    and task.json (labels, head style)."""
 
     def __init__(self, encoder, num_labels, head_style="roberta"):
         super().__init__()
         self.encoder = encoder
-        self.head = ClassificationHead(encoder.config.hidden_size, num_labels, dropout=encoder.config.dropout, style=head_style)
+        H, p = encoder.config.hidden_size, encoder.config.dropout
+        if head_style == "token":
+            self.head = TokenClassificationHead(H, num_labels, dropout=p)
+        else:
+            self.head = ClassificationHead(H, num_labels, dropout=p, style=head_style)
 
     def forward(self, input_ids, attention_mask):
         hidden = self.encoder(input_ids, attention_mask)  # (B, T, H)

@@ -25,6 +25,7 @@ import random
 import shutil
 import signal
 import sys
+import time
 from contextlib import nullcontext
 from pathlib import Path
 
@@ -46,7 +47,7 @@ def get_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     g = p.add_argument_group("what to train")
     g.add_argument("--method", default="xeroalign", choices=METHODS, help="see above (default: xeroalign)")
-    g.add_argument("--task", default="demo", help="demo (the bundled corpus), sib200, xnli or pawsx")
+    g.add_argument("--task", default="demo", help="demo (the bundled corpus's intents), demo-slots (its BIO slots), sib200, xnli or pawsx")
     g.add_argument("--data", help="data directory of the task, e.g. ../shared/data/sib200 (not needed for demo)")
     g.add_argument("--model", help="Hugging Face checkpoint directory to start from (default: the bundled multilingual-e5-small)")
     g.add_argument("--source-lang", help="language with training labels (default: the task's English)")
@@ -140,13 +141,16 @@ class StopRequest:
         print("\nstopping after this step to save a checkpoint (Ctrl-C again to abort)", file=sys.stderr)
 
 
-def make_batch(method, items, translations, weights, step, seed, args, tokenizer, device):
-    """Tensors of one micro-batch. For XeroAlign, each source example brings one of its
-    translations (drawn from a generator seeded by the step, so resumed runs draw the same)."""
+def make_batch(method, items, translations, weights, step, seed, tokenizer, device):
+    """Tensors of one micro-batch. For XeroAlign the sources come first, then one translation of
+    each, all in one target language drawn for the step (the paper aligns with one translated set;
+    translations of length-grouped sentences are also alike in length, so little is padded). The
+    draw is seeded by the step, so a resumed run draws the same."""
     rows = list(items)
     if method == "xeroalign":
         rng = random.Random(f"{seed}/{step}")
-        rows += [rng.choice(translations[it.id]) for it in items]
+        lang = rng.choice(sorted({l for it in items for l in translations[it.id]}))
+        rows += [translations[it.id].get(lang) or rng.choice(list(translations[it.id].values())) for it in items]
     input_ids, attention_mask, labels = data.collate(rows, tokenizer)
     return input_ids.to(device), attention_mask.to(device), labels.to(device), torch.tensor(weights, device=device)
 
@@ -172,8 +176,12 @@ def main(argv=None):
     out = Path(args.out)
     if rank == 0:
         out.mkdir(parents=True, exist_ok=True)
-    if not args.resume and (out / "checkpoint.pt").exists() and rank == 0:
-        print(f"note: {out}/checkpoint.pt exists and will be overwritten (use --resume to continue it)", file=sys.stderr)
+    if not args.resume and rank == 0 and (out / "checkpoint.pt").exists():
+        print(f"note: starting afresh in {out}, replacing the run there (use --resume to continue it)", file=sys.stderr)
+    if not args.resume and rank == 0:  # a fresh run leaves nothing of an earlier one to be mistaken for its own
+        for stale in ("checkpoint.pt", "log.jsonl", "results.json", "results.md"):
+            (out / stale).unlink(missing_ok=True)
+        shutil.rmtree(out / "best", ignore_errors=True)
     random.seed(args.seed + rank)
     torch.manual_seed(args.seed + rank)  # dropout differs across ranks; the weights start identical (loaded)
 
@@ -181,7 +189,8 @@ def main(argv=None):
     model_dir = Path(args.model) if args.model else default_model()
     tokenizer = Tokenizer.from_pretrained(model_dir)
     task = data.load_task(args.task, args.data, args.source_lang, args.target_langs.split(",") if args.target_langs else None)
-    encode = lambda examples: data.encode_examples(examples, tokenizer, task.labels, args.max_length)
+    encode = lambda examples: data.encode(examples, tokenizer, task, args.max_length)
+    metric = "f1" if task.level == "word" else "accuracy"  # model selection on the source dev set
     translations = {}
     if args.method == "translate-train":
         items = encode([e for lang in [task.source, *task.targets] for e in task.train[lang]])
@@ -189,7 +198,7 @@ def main(argv=None):
         items = encode(task.train[task.source])
         if args.method == "xeroalign":
             for it in encode([e for lang in task.targets for e in task.train[lang]]):
-                translations.setdefault(it.id, []).append(it)
+                translations.setdefault(it.id, {})[it.lang] = it
             items = [it for it in items if it.id in translations]  # sources without a translation cannot be aligned
     if not items:
         raise SystemExit(f"no training examples for --method {args.method} on {args.task}")
@@ -199,8 +208,12 @@ def main(argv=None):
     dropout = {} if args.dropout is None else {"dropout": args.dropout, "attention_dropout": args.dropout}
     encoder = Encoder.from_pretrained(model_dir, **dropout)
     torch.manual_seed(args.seed)
-    raw = Classifier(encoder, len(task.labels), args.head).to(device)
+    head_style = "token" if task.level == "word" else args.head
+    raw = Classifier(encoder, len(task.labels), head_style).to(device)
     torch.manual_seed(args.seed + rank)
+    for unused in (encoder.pooler, encoder.lm_head):  # DDP wants a gradient for every trainable parameter
+        if unused is not None:
+            unused.requires_grad_(False)
     if args.freeze_embeddings:
         raw.encoder.embeddings.word.weight.requires_grad_(False)
     alignment_before = None
@@ -252,18 +265,21 @@ def main(argv=None):
 
     def evaluate_dev():
         langs = [task.source] + (task.targets if args.dev_langs == "all" else [])
-        counts = evaluate.confusion_matrices(raw, tokenizer, {l: task.dev[l] for l in langs}, task.labels,
-                                             args.eval_batch_size, args.max_length, device, rank, world_size)
+        dev = evaluate.evaluate_split(raw, tokenizer, task, {l: task.dev[l] for l in langs}, args.eval_batch_size,
+                                      args.max_length, device, rank, world_size)
         model.train()
-        return {lang: evaluate.scores(c)["accuracy"] for lang, c in counts.items()}
+        return {lang: scores[metric] for lang, scores in dev.items()}
 
     task_info = {"task": args.task, "data": args.data, "labels": task.labels, "source_lang": task.source,
-                 "target_langs": task.targets, "head_style": args.head, "max_length": args.max_length, "method": args.method}
+                 "target_langs": task.targets, "head_style": head_style, "max_length": args.max_length, "method": args.method}
     progress = tqdm(total=args.max_steps, initial=step, disable=rank != 0, desc=f"{args.method} on {args.task}", dynamic_ncols=True)
-    stop = StopRequest()
+    stop, started = StopRequest(), time.time()
     model.train()
     micro_size = args.batch_size // args.grad_accum
     lengths, planned_epoch = [len(it.ids) for it in items], None
+    # What a loss averages over: examples, or scored tokens for word-level tasks. Shares of the
+    # global batch are counted in these units, so that N processes compute the same mean as one.
+    units = [1 if task.level == "sentence" else sum(l != -100 for l in it.label) for it in items]
     while step < args.max_steps:
         epoch, position = divmod(step, batches_per_epoch)
         if epoch != planned_epoch:  # the epoch's batch order depends only on seed and epoch: resumable
@@ -275,11 +291,11 @@ def main(argv=None):
             chunk = global_batch[micro * micro_size:(micro + 1) * micro_size]
             index, weights = data.shard(chunk or global_batch[:1], rank, world_size)
             weights = weights if chunk else [0.0] * len(weights)
-            batch = make_batch(args.method, [items[i] for i in index], translations, weights, step, args.seed, args, tokenizer, device)
+            batch = make_batch(args.method, [items[i] for i in index], translations, weights, step, args.seed, tokenizer, device)
             # Each micro-batch's mean loss, weighted by its share of the global batch; times the number
             # of processes because DDP averages gradients over them. The step's gradient is then that
             # of the mean loss over the whole global batch, whatever the process count.
-            share = sum(weights) / len(global_batch)
+            share = sum(w * units[i] for i, w in zip(index, weights)) / sum(units[i] for i in global_batch)
             sync = model.no_sync() if world_size > 1 and micro < args.grad_accum - 1 else nullcontext()
             with sync:
                 with torch.autocast(device.split(":")[0], dtype=dtype, enabled=dtype is not None):
@@ -308,7 +324,7 @@ def main(argv=None):
                       f"instead of fp16, or --max-grad-norm 1.0; the last good state is {out}/checkpoint.pt", file=sys.stderr)
             cleanup_distributed()
             sys.exit(1)
-        record = {"step": step, "loss": loss_value, "lr": scheduler.get_last_lr()[0],
+        record = {"step": step, "loss": loss_value, "lr": scheduler.get_last_lr()[0], "seconds": round(time.time() - started, 3),
                   **{k: stats[i + 1].item() for i, k in enumerate(sorted(parts))}}
         log(record)
         progress.update(1)
@@ -316,16 +332,16 @@ def main(argv=None):
 
         if step % args.eval_every == 0 or step == args.max_steps:
             dev = evaluate_dev()
-            log({"step": step, "dev_accuracy": dev})
+            log({"step": step, f"dev_{metric}": dev})
             if dev[task.source] > best:
                 best, best_step = dev[task.source], step
                 if rank == 0:
                     tmp = out / "best.tmp"
                     shutil.rmtree(tmp, ignore_errors=True)
-                    raw.save(tmp, tokenizer, dict(task_info, step=step, dev_accuracy=best))
+                    raw.save(tmp, tokenizer, dict(task_info, step=step, **{f"dev_{metric}": best}))
                     replace_dir(tmp, out / "best")
             if rank == 0:
-                progress.write(f"step {step}: loss {loss_value:.4f}, dev accuracy "
+                progress.write(f"step {step}: loss {loss_value:.4f}, dev {metric} "
                                f"{', '.join(f'{l} {100 * a:.1f}' for l, a in dev.items())} (best {100 * best:.1f} at step {best_step})")
             save_checkpoint()
         if stats[-1] > 0 or step == args.stop_at:
@@ -344,8 +360,8 @@ def main(argv=None):
     best_model = raw
     if (out / "best").exists():
         best_model = Classifier.load(out / "best")[0].to(device)
-    counts = evaluate.confusion_matrices(best_model, tokenizer, task.test, task.labels, args.eval_batch_size, args.max_length, device, rank, world_size)
-    results = evaluate.summarise({lang: evaluate.scores(c) for lang, c in counts.items()}, task.source)
+    results = evaluate.summarise(evaluate.evaluate_split(best_model, tokenizer, task, task.test, args.eval_batch_size,
+                                                         args.max_length, device, rank, world_size), task.source)
     alignment_after = None
     if not args.no_alignment:
         alignment_after = evaluate.alignment(best_model.encoder, tokenizer, task.test, task.source, args.eval_batch_size, device, rank, world_size)
@@ -353,7 +369,7 @@ def main(argv=None):
         extra = {lang: {**{f"{k}_before": v for k, v in (alignment_before or {}).get(lang, {}).items()}, **after}
                  for lang, after in (alignment_after or {}).items()}
         table = evaluate.markdown_table(results, task.source, extra)
-        summary = {**results, "alignment": extra, "best_step": best_step, "dev_accuracy": best, "args": vars(args)}
+        summary = {**results, "alignment": extra, "best_step": best_step, f"dev_{metric}": best, "args": vars(args)}
         (out / "results.json").write_text(json.dumps(summary, indent=2) + "\n")
         (out / "results.md").write_text(f"{args.method} on {args.task}, test split, best dev step {best_step}\n\n{table}\n")
         print(f"\n{args.method} on {args.task}: test scores by language (best dev step {best_step})\n\n{table}\n\n"

@@ -14,6 +14,20 @@ def _seed():
     torch.manual_seed(0)
 
 
+def free_port():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def join_process_group_env(rank, world_size, port):
+    """The environment torchrun would give process `rank` (for torch.multiprocessing.spawn workers)."""
+    import os
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world_size), LOCAL_RANK=str(rank))
+    torch.set_num_threads(1)
+
+
 def padded_batch(vocab_size, lengths, pad_id=1, bos_id=0, eos_id=2, low=4):
     """Random ids (B, T) shaped like real encoder input: <s> ... </s>, then padding."""
     T = max(lengths)

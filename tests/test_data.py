@@ -187,3 +187,40 @@ def test_load_task_checks_languages():
         data.load_task("sib200")
     task = data.load_task("demo", targets=["ru"])
     assert task.source == "en" and task.targets == ["ru"] and set(task.test) == {"en", "ru"}
+
+
+def test_parallel_lines(tmp_path):
+    en = write(tmp_path / "corpus.en", "Good morning.\nThank you.\n")
+    de = write(tmp_path / "corpus.de", "Guten Morgen.\nDanke.\n")
+    english, german = data.read_parallel_lines(en, de, "en", "de")
+    assert [(a.id, a.text, b.text) for a, b in zip(english, german)] == [("1", "Good morning.", "Guten Morgen."), ("2", "Thank you.", "Danke.")]
+    write(de, "Guten Morgen.\n")
+    with pytest.raises(data.DataError, match="corpus.de: 1 lines against 2 in .*corpus.en: not line-aligned"):
+        data.read_parallel_lines(en, de, "en", "de")
+    write(de, "Guten Morgen.\n\n")
+    with pytest.raises(data.DataError, match="corpus.de:2: empty line"):
+        data.read_parallel_lines(en, de, "en", "de")
+
+
+@pytest.mark.skipif(not (SHARED_DATA / "tatoeba").exists(), reason="needs ../shared/data/tatoeba (not in a fresh clone)")
+def test_real_tatoeba():
+    english, german = data.read_tatoeba(SHARED_DATA / "tatoeba", "deu")
+    assert len(english) == len(german) == 1000 and german[0].lang == "deu"
+
+
+def test_word_labels_sit_on_first_sub_tokens(tiny_model_dir):
+    from model import Tokenizer
+    tokenizer = Tokenizer.from_pretrained(tiny_model_dir)
+    bare_space = tokenizer.sp.piece_to_id("\u2581") + 1
+    words = ["Reservierungsbestätigungen", "für", "\u200b", "伦敦", "heute"]  # a long word, a vanishing one, CJK
+    example = data.Example("1", "de", " ".join(words), words=words, tags=["B-x", "O", "O", "B-y", "I-y"])
+    [item] = data.encode_tagged([example], tokenizer, ["O", "B-x", "B-y", "I-y"], max_length=64)
+    ids, word_ids = tokenizer.encode_words(words)
+    scored = dict(item.extra["scored"])
+    assert 2 not in scored and set(scored) == {0, 1, 3, 4}  # the zero-width space has no token
+    for w, t in scored.items():
+        assert word_ids[t] == w and ids[t] != bare_space and all(word_ids[u] != w or ids[u] == bare_space for u in range(t))
+    assert [item.label[t] for t in sorted(scored.values())] == [1, 0, 2, 3]
+    assert sum(l != -100 for l in item.label) == 4
+    [short] = data.encode_tagged([example], tokenizer, ["O", "B-x", "B-y", "I-y"], max_length=4)
+    assert len(short.ids) == 4 and max(w for w, _ in short.extra["scored"]) < 2  # later words truncated away

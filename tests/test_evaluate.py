@@ -1,13 +1,11 @@
 """Metrics against independent computations, and evaluation split across processes."""
-import os
-import socket
-
 import pytest
 import torch
 import torch.multiprocessing as mp
 
 import data
 import evaluate
+from conftest import free_port, join_process_group_env
 
 
 def cka_by_hsic(x, y):
@@ -53,15 +51,8 @@ def test_summary_average_and_gap():
     assert results["average"]["accuracy"] == pytest.approx(0.7) and results["transfer_gap"]["accuracy"] == pytest.approx(0.2)
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def evaluate_worker(rank, world_size, port, model_dir, out):
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world_size), LOCAL_RANK=str(rank))
-    torch.set_num_threads(1)
+    join_process_group_env(rank, world_size, port)
     rank, world_size, device = evaluate.setup_distributed("cpu")
     counts, alignment = run_evaluation(model_dir, rank, world_size)
     if rank == 0:
@@ -87,3 +78,27 @@ def test_one_and_two_processes_give_the_same_numbers(tmp_path, tiny_model_dir):
     two = torch.load(tmp_path / "two.pt")
     assert all(torch.equal(counts[lang], two["counts"][lang]) for lang in counts)
     assert alignment == two["alignment"]  # exactly: each batch is computed alike, whoever computes it
+
+
+def test_entities_by_hand():
+    assert evaluate.entities(["B-PER", "I-PER", "O", "B-LOC"]) == {("PER", 0, 2), ("LOC", 3, 4)}
+    assert evaluate.entities(["B-LOC", "B-LOC", "I-LOC"]) == {("LOC", 0, 1), ("LOC", 1, 3)}  # adjacent: two entities
+    assert evaluate.entities(["O", "I-PER", "I-PER"]) == {("PER", 1, 3)}  # I- after O starts one, as in conlleval
+    assert evaluate.entities(["B-PER", "I-LOC", "I-LOC"]) == {("PER", 0, 1), ("LOC", 1, 3)}  # a type change starts one
+
+
+def test_span_f1_against_seqeval():
+    seqeval = pytest.importorskip("seqeval.metrics", reason="the reference span F1 comes from seqeval (requirements-test.txt)")
+    import random
+    rng = random.Random(0)
+    tags = ["O", "O", "O", "B-PER", "I-PER", "B-LOC", "I-LOC", "I-ORG"]
+    gold = [[rng.choice(tags) for _ in range(rng.randint(1, 12))] for _ in range(300)]
+    guess = [[t if rng.random() < 0.7 else rng.choice(tags) for t in sentence] for sentence in gold]
+    counts = torch.zeros(5, dtype=torch.long)
+    for g, p in zip(gold, guess):
+        a, b = evaluate.entities(g), evaluate.entities(p)
+        counts += torch.tensor([len(a & b), len(b), len(a), 0, 1])
+    ours = evaluate.tagging_scores(counts)
+    assert ours["f1"] == pytest.approx(seqeval.f1_score(gold, guess), abs=1e-12)
+    assert ours["precision"] == pytest.approx(seqeval.precision_score(gold, guess), abs=1e-12)
+    assert ours["recall"] == pytest.approx(seqeval.recall_score(gold, guess), abs=1e-12)

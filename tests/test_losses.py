@@ -30,3 +30,13 @@ def test_task_loss_by_hand():
     assert abs(task_loss(logits, labels).item() - sum(per) / 3) < 1e-6
     assert abs(task_loss(logits, labels, torch.tensor([1.0, 0.0, 1.0])).item() - (per[0] + per[2]) / 2) < 1e-6
     assert task_loss(logits, labels, torch.zeros(3)).item() == 0.0  # a rank whose shard is all padding
+
+
+def test_token_task_loss_counts_scored_tokens_only():
+    logits = torch.tensor([[[2.0, 0.0], [0.0, 0.0], [1.0, 3.0]], [[0.0, 1.0], [4.0, 4.0], [0.0, 0.0]]])
+    labels = torch.tensor([[0, -100, 1], [1, 0, -100]])
+    per = {(0, 0): math.log(1 + math.exp(-2)), (0, 2): math.log(1 + math.exp(-2)),
+           (1, 0): math.log(1 + math.exp(-1)), (1, 1): math.log(2)}
+    assert abs(task_loss(logits, labels).item() - sum(per.values()) / 4) < 1e-6
+    weighted = task_loss(logits, labels, torch.tensor([0.0, 1.0]))  # only the second example's two tokens
+    assert abs(weighted.item() - (per[(1, 0)] + per[(1, 1)]) / 2) < 1e-6

@@ -1,13 +1,12 @@
 """The training loop on a tiny random model: DDP against one process, exact resume, the output files."""
 import json
-import os
-import socket
 
 import pytest
 import torch
 import torch.multiprocessing as mp
 
 import train
+from conftest import free_port, join_process_group_env
 
 COMMON = ["--task", "demo", "--target-langs", "de,zh", "--batch-size", "8", "--eval-every", "3", "--no-alignment",
           "--eval-batch-size", "32"]
@@ -17,15 +16,8 @@ def losses(out):
     return [r["loss"] for r in map(json.loads, open(out / "log.jsonl")) if "loss" in r]
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def worker(rank, world_size, port, argv, result_dir):
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world_size), LOCAL_RANK=str(rank))
-    torch.set_num_threads(1)
+    join_process_group_env(rank, world_size, port)
     model = train.main(argv)
     torch.save(model.state_dict(), f"{result_dir}/rank{rank}.pt")
 
@@ -94,3 +86,29 @@ def test_non_finite_loss_stops_with_advice(tmp_path, tiny_model_dir, capsys):
     with pytest.raises(SystemExit) as stop:
         train.main(argv)
     assert stop.value.code == 1 and "try a lower --lr" in capsys.readouterr().err
+
+
+def test_checkpoint_with_an_lm_head_trains_under_ddp(tmp_path, tiny_model_dir):
+    # XLM-R checkpoints carry a masked-LM head that classification never uses: it is frozen, so DDP
+    # does not wait for its gradients
+    import shutil
+    from model import Encoder
+    directory = tmp_path / "with-head"
+    shutil.copytree(tiny_model_dir, directory)
+    encoder = Encoder.from_pretrained(directory)
+    encoder.add_lm_head()
+    encoder.save_pretrained(directory)
+    argv = ["--model", str(directory), *COMMON, "--method", "zero-shot", "--max-steps", "2", "--out", str(tmp_path / "run")]
+    mp.spawn(worker, args=(2, free_port(), argv, str(tmp_path)), nprocs=2)
+    assert torch.equal(torch.load(tmp_path / "rank0.pt")["head.out_proj.weight"], torch.load(tmp_path / "rank1.pt")["head.out_proj.weight"])
+
+
+def test_two_processes_on_a_word_level_task(tmp_path, tiny_model_dir):
+    # shares of the global batch are counted in scored tokens, so the mean is the same
+    argv = ["--model", str(tiny_model_dir), *COMMON, "--task", "demo-slots", "--method", "translate-train",
+            "--max-steps", "4", "--dropout", "0", "--lr", "2e-3"]
+    train.main(argv + ["--out", str(tmp_path / "one")])
+    mp.spawn(worker, args=(2, free_port(), argv + ["--out", str(tmp_path / "two")], str(tmp_path)), nprocs=2)
+    assert losses(tmp_path / "two") == pytest.approx(losses(tmp_path / "one"), rel=1e-5)
+    results = json.loads((tmp_path / "one" / "results.json").read_text())
+    assert {"f1", "precision", "recall", "word_accuracy"} <= set(results["de"])
