@@ -235,7 +235,7 @@ def main():
     parser.add_argument("--tatoeba-langs", help="comma-separated three-letter codes (default: every pair in --tatoeba)")
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--max-length", type=int, default=256)
-    parser.add_argument("--out", help="directory for results.json and results.md (default: the checkpoint's parent)")
+    parser.add_argument("--out", help="directory for the .json and .md results (default: the checkpoint's parent; without --checkpoint, none)")
     args = parser.parse_args()
 
     if not args.checkpoint and not (args.alignment_only or args.tatoeba):
@@ -268,11 +268,13 @@ def main():
     if rank == 0:
         table = markdown_table(results, source, extra) if results else alignment_table(extra)
         print(table)
-        out = Path(args.out or (Path(args.checkpoint).parent if args.checkpoint else "."))
-        out.mkdir(parents=True, exist_ok=True)
-        stem = "tatoeba" if args.tatoeba else "alignment" if args.alignment_only else f"results_{args.split}"
-        (out / f"{stem}.json").write_text(json.dumps({"results": results, "alignment": extra}, indent=2) + "\n")
-        (out / f"{stem}.md").write_text(table + "\n")
+        out = args.out or (Path(args.checkpoint).parent if args.checkpoint else None)
+        if out:
+            Path(out).mkdir(parents=True, exist_ok=True)
+            stem = "tatoeba" if args.tatoeba else "alignment" if args.alignment_only else f"results_{args.split}"
+            (Path(out) / f"{stem}.json").write_text(json.dumps({"results": results, "alignment": extra}, indent=2) + "\n")
+            (Path(out) / f"{stem}.md").write_text(table + "\n")
+            print(f"written to {out}/{stem}.json and {stem}.md")
     cleanup_distributed()
 
 
