@@ -5,7 +5,6 @@ An Example is one text (or text pair) in one language. Translations of a source 
 id; `pair_by_id` joins them and checks that their labels agree.
 """
 import csv
-import json
 import math
 import random
 import sys
@@ -259,16 +258,21 @@ def encode(examples, tokenizer, task, max_length):
     return (encode_tagged if task.level == "word" else encode_examples)(examples, tokenizer, task.labels, max_length)
 
 
+def label_tensor(items, T):
+    """Labels of encoded items: (B,) for sentence labels, (B, T) with -100 padding for token labels."""
+    if not isinstance(items[0].label, list):
+        return torch.tensor([it.label for it in items], dtype=torch.long)
+    labels = torch.full((len(items), T), -100, dtype=torch.long)
+    for i, it in enumerate(items):
+        labels[i, :len(it.label)] = torch.tensor(it.label)
+    return labels
+
+
 def collate(items, tokenizer):
     """Pad to the longest in the batch: input_ids, attention_mask (B, T) and labels, (B,) for
     sentence labels or (B, T) for token labels (padding -100)."""
     input_ids, attention_mask = tokenizer.pad([it.ids for it in items])
-    if isinstance(items[0].label, list):
-        labels = torch.full(input_ids.shape, -100, dtype=torch.long)
-        for i, it in enumerate(items):
-            labels[i, :len(it.label)] = torch.tensor(it.label)
-        return input_ids, attention_mask, labels
-    return input_ids, attention_mask, torch.tensor([it.label for it in items], dtype=torch.long)
+    return input_ids, attention_mask, label_tensor(items, input_ids.shape[1])
 
 
 def epoch_batches(lengths, batch_size, epoch, seed, shuffle=True, group_by_length=False):
@@ -310,6 +314,7 @@ class Task:
     dev: dict
     test: dict
     level: str = "sentence"  # or "word": a label per word (BIO slots, POS)
+    round_trip: dict = field(default_factory=dict)  # {id: Example}: round-trip translations of source training examples
 
 
 SIB200_LANGS = ["eng_Latn", "deu_Latn", "fra_Latn", "spa_Latn", "rus_Cyrl", "zho_Hans", "arb_Arab", "hin_Deva", "swh_Latn",
@@ -371,4 +376,7 @@ def load_task(name, data_dir=None, source=None, targets=None):
         if split == "train":  # translations must pair with the source, by id and label
             pair_by_id(by_lang[source], [e for lang in targets for e in by_lang[lang]], f"{name} {split} translations")
         splits[split] = by_lang
-    return Task(name, list(labels), source, targets, **splits, level=level)
+    round_trip = {}
+    if name.startswith("demo") and source == "en":
+        round_trip = {e.id: e for e in demo_corpus.build("train", round_trip=True)["en"]}
+    return Task(name, list(labels), source, targets, **splits, level=level, round_trip=round_trip)

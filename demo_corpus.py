@@ -9,7 +9,8 @@ labels; its text is written without them); in a slot value, [brackets] mark the 
 to the slot when the value also carries a preposition or article that the language needs there
 (French "au [musée]", German "zur [Bibliothek]"). Each language's templates put a slot in one
 grammatical frame, so one form of each value fits everywhere (Russian cities are locative, names
-dative). Templates 0-6 of each intent are for training, 7 for dev, 8-9 for test.
+dative). Templates 0-6 of each intent are for training, 7 for dev, 8-9 for test. ROUND_TRIP
+holds a round-trip English rendering of each template, for X-Mixup's scheduled sampling.
 """
 import math
 import random
@@ -385,6 +386,43 @@ TEMPLATES = {
          "ответь {contact} , что я согласен", "回复 {contact} 说 我 同意", "{contact} को जवाब दो कि मैं सहमत हूँ"],
     ],
 }
+# A round-trip rendering (English -> another language -> English) of each English template, with the
+# same slots: X-Mixup's scheduled sampling feeds these in place of the gold English sometimes.
+ROUND_TRIP = {
+    "weather": ["how will the weather be in {city} {day} ?", "is it going to rain in {city} {day} ?",
+                "which temperature will it be in {city} {day} ?", "will I need an umbrella in {city} {day} ?",
+                "show me the weather forecast for {city} {day}", "will it be sunny in {city} {day} ?",
+                "is it going to snow in {city} {day} ?", "will there be wind in {city} {day} ?",
+                "say the weather in {city} {day}", "must I put on a jacket in {city} {day} ?"],
+    "alarm": ["put an alarm at {time}", "wake me at {time}", "please put my alarm clock on {time}", "make a daily alarm at {time}",
+              "I want to stand up at {time}", "add one alarm at {time}", "an alarm at {time} , please",
+              "are you able to wake me at {time} ?", "make sure that I am awake at {time}", "plan an alarm for {time}"],
+    "reminder": ["remind me {day} to {todo}", "create a reminder to {todo}", "do not let me forget to {todo}",
+                 "I need {day} a reminder to {todo}", "please remind me {day} to {todo}", "add {day} a reminder to {todo}",
+                 "I have to remember to {todo}", "could you remind me {day} to {todo} ?", "I would like a reminder to {todo}",
+                 "{day} remind me to {todo}"],
+    "timer": ["put a timer on {duration}", "launch a timer for {duration}", "start a countdown of {duration}",
+              "I need a timer of {duration}", "can you put a timer on {duration} ?", "a timer of {duration} for the noodles",
+              "put the kitchen clock on {duration}", "start a countdown over {duration} please",
+              "I would like a timer for {duration}", "put a timer on {duration} for my training"],
+    "music": ["play a bit of {genre}", "I would like to hear {genre}", "turn on {genre} in the living room",
+              "could you put on {genre} ?", "play some {genre} randomly", "put on {genre} for the party",
+              "I feel like listening to {genre}", "please put on some {genre}", "put on {genre} for me while I am cooking",
+              "let's hear {genre}"],
+    "restaurant": ["reserve a table for {party_size} {day}", "search a good {cuisine} restaurant in {city}",
+                   "I would like to go to a good {cuisine} restaurant {day}", "we require a table for {party_size}",
+                   "does {city} have a good {cuisine} restaurant ?", "reserve a dinner for {party_size} {day}",
+                   "can I have a table for {party_size} {day} ?", "do a booking for {party_size} {day}",
+                   "suggest a good {cuisine} restaurant in {city}", "find us a table for {party_size} {day}"],
+    "directions": ["how can I reach {destination} ?", "bring me to {destination}", "show me the road to {destination}",
+                   "is it far to {destination} ?", "which is the quickest way to {destination} ?",
+                   "give me the route to {destination}", "how long is the walk to {destination} ?",
+                   "I have to go to {destination}", "lead me to {destination}", "in which direction is {destination} ?"],
+    "message": ["send {contact} a message", "write to {contact} that I will come later", "tell {contact} that I am on the way",
+                "write {contact} a message", "tell {contact} that the food is ready", "thank {contact} by message",
+                "can you write to {contact} for me ?", "send {contact} a short note", "write {contact} a few lines to say hi",
+                "answer {contact} that I agree"],
+}
 INTENTS = list(TEMPLATES)
 SLOT_LABELS = ["O"] + [f"{p}-{label}" for label in dict.fromkeys(label for label, _ in SLOTS.values()) for p in ("B", "I")]
 
@@ -418,15 +456,17 @@ def fill(template, values, lang):
     return words, tags
 
 
-def build(split):
-    """{lang: [(id, intent, words, tags)]} for one split; the same ids in every language."""
+def build(split, round_trip=False):
+    """{lang: [Example]} for one split, the same ids in every language; with `round_trip`, the
+    English round-trip renderings instead ({"en": [...]}, ids of the English examples they render)."""
     from data import Example
     templates = {"train": TRAIN_TEMPLATES, "dev": DEV_TEMPLATES, "test": TEST_TEMPLATES}[split]
-    out = {lang: [] for lang in LANGS}
+    langs = ["en"] if round_trip else LANGS
+    out = {lang: [] for lang in langs}
     for intent in INTENTS:
         for k in templates:
-            template = dict(zip(LANGS, TEMPLATES[intent][k]))
-            slots = re.findall(r"\{(\w+)\}", template["en"])
+            template = {"en": ROUND_TRIP[intent][k]} if round_trip else dict(zip(LANGS, TEMPLATES[intent][k]))
+            slots = re.findall(r"\{(\w+)\}", TEMPLATES[intent][k][0])
             rng, seen = random.Random(f"{intent}/{k}"), set()
             combinations = math.prod(len(SLOTS[s][1]["en"]) for s in slots)
             while len(seen) < min(EXAMPLES_PER_TEMPLATE[split], combinations):
@@ -435,7 +475,7 @@ def build(split):
                 if key in seen:
                     continue
                 seen.add(key)
-                for lang in LANGS:
+                for lang in langs:
                     words, tags = fill(template[lang], values, lang)
                     out[lang].append(Example(id=f"{intent}.{k}.{len(seen)}", lang=lang, text=render(words, lang),
                                              label=intent, words=words, tags=tags))

@@ -19,6 +19,8 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 import data
+from fusion import Filter, pad_pairs
+from mixup import XMixup
 from model import Classifier, Encoder, Tokenizer, default_model
 
 
@@ -48,8 +50,34 @@ def sentence_representations(encoder, tokenizer, texts, batch_size, device, laye
     return all_reduce(out)
 
 
+def forward_logits(model, tokenizer, items, device, pair_model=None, partners=None):
+    """The model's outputs for a batch of encoded items. A `pair_model` (FILTER, X-Mixup) pairs each
+    item with its source-language counterpart, `partners[id]`: the papers' inference, where a test
+    text comes with its translation into the source language."""
+    if pair_model is None:
+        ids, mask, _ = data.collate(items, tokenizer)
+        return model(ids.to(device), mask.to(device))[0]
+    tensors = pad_pairs(tokenizer, [partners[it.id].ids for it in items], [it.ids for it in items])
+    return pair_model.predict(*(t.to(device) for t in tensors))
+
+
+def pair_model_for(classifier, task_info):
+    """The FILTER or X-Mixup wrapper a checkpoint's task.json asks for at inference, else None."""
+    if task_info.get("method") == "filter":
+        return Filter(classifier, task_info["filter_m"], task_info["filter_k"])
+    mixup = task_info.get("mixup")
+    if task_info.get("method") == "xmixup" and mixup["inference"]:
+        model = XMixup(classifier, mixup["layer"], mixup["lambda0"], mixup["fixed_ratio"])
+        with torch.no_grad():
+            model.ratio.linear.weight.fill_(mixup["ratio_weight"])
+            model.ratio.linear.bias.fill_(mixup["ratio_bias"])
+        return model.to(next(classifier.parameters()).device)
+    return None
+
+
 @torch.no_grad()
-def confusion_matrices(model, tokenizer, examples_by_lang, labels, batch_size, max_length, device, rank=0, world_size=1):
+def confusion_matrices(model, tokenizer, examples_by_lang, labels, batch_size, max_length, device, rank=0, world_size=1,
+                       pair_model=None, partners=None):
     """{lang: (C, C) counts of (gold, predicted)}, the batches dealt out across ranks."""
     model.eval()
     out = {}
@@ -57,9 +85,10 @@ def confusion_matrices(model, tokenizer, examples_by_lang, labels, batch_size, m
         counts = torch.zeros(len(labels), len(labels), dtype=torch.long, device=device)
         items = data.encode_examples(examples, tokenizer, labels, max_length)
         for index in my_batches(len(items), batch_size, rank, world_size):
-            ids, mask, gold = data.collate([items[i] for i in index], tokenizer)
-            logits, _ = model(ids.to(device), mask.to(device))
-            counts.index_put_((gold.to(device), logits.argmax(-1)), torch.ones_like(gold, device=device), accumulate=True)
+            batch = [items[i] for i in index]
+            gold = torch.tensor([it.label for it in batch], device=device)
+            logits = forward_logits(model, tokenizer, batch, device, pair_model, partners)
+            counts.index_put_((gold, logits.argmax(-1)), torch.ones_like(gold), accumulate=True)
         out[lang] = all_reduce(counts).cpu()
     return out
 
@@ -80,7 +109,8 @@ def entities(tags):
 
 
 @torch.no_grad()
-def tagging_counts(model, tokenizer, examples_by_lang, labels, batch_size, max_length, device, rank=0, world_size=1):
+def tagging_counts(model, tokenizer, examples_by_lang, labels, batch_size, max_length, device, rank=0, world_size=1,
+                   pair_model=None, partners=None):
     """{lang: tensor([entities found, entities predicted, entities gold, words right, words])}; a word
     whose tokens were truncated away is predicted "O"."""
     model.eval()
@@ -89,8 +119,7 @@ def tagging_counts(model, tokenizer, examples_by_lang, labels, batch_size, max_l
         counts = torch.zeros(5, dtype=torch.long)
         items = data.encode_tagged(examples, tokenizer, labels, max_length)
         for index in my_batches(len(items), batch_size, rank, world_size):
-            ids, mask, _ = data.collate([items[i] for i in index], tokenizer)
-            predicted = model(ids.to(device), mask.to(device))[0].argmax(-1).cpu()  # (B, T)
+            predicted = forward_logits(model, tokenizer, [items[i] for i in index], device, pair_model, partners).argmax(-1).cpu()  # (B, T)
             for row, i in enumerate(index):
                 tags = ["O"] * items[i].extra["words"]
                 for w, t in items[i].extra["scored"]:
@@ -111,12 +140,19 @@ def tagging_scores(counts):
             "word_accuracy": right / max(words, 1), "n": words}
 
 
-def evaluate_split(model, tokenizer, task, examples_by_lang, batch_size, max_length, device, rank=0, world_size=1):
-    """{lang: scores} for a sentence task (accuracy, macro-F1) or a word task (span F1, ...)."""
+def evaluate_split(model, tokenizer, task, examples_by_lang, batch_size, max_length, device, rank=0, world_size=1,
+                   pair_model=None, partners=None):
+    """{lang: scores} for a sentence task (accuracy, macro-F1) or a word task (span F1, ...). With a
+    `pair_model` (FILTER, X-Mixup), `partners` are the source-language examples of the split."""
+    if pair_model is not None:
+        pair_model.eval()
+        partners = {it.id: it for it in data.encode(partners, tokenizer, task, max_length)}
     if task.level == "word":
-        counts = tagging_counts(model, tokenizer, examples_by_lang, task.labels, batch_size, max_length, device, rank, world_size)
+        counts = tagging_counts(model, tokenizer, examples_by_lang, task.labels, batch_size, max_length, device, rank, world_size,
+                                pair_model, partners)
         return {lang: tagging_scores(c) for lang, c in counts.items()}
-    counts = confusion_matrices(model, tokenizer, examples_by_lang, task.labels, batch_size, max_length, device, rank, world_size)
+    counts = confusion_matrices(model, tokenizer, examples_by_lang, task.labels, batch_size, max_length, device, rank, world_size,
+                                pair_model, partners)
     return {lang: scores(c) for lang, c in counts.items()}
 
 
@@ -229,6 +265,9 @@ def main():
     parser.add_argument("--source-lang", help="source language (default: the task's)")
     parser.add_argument("--target-langs", help="comma-separated target languages (default: all of the task's)")
     parser.add_argument("--split", default="test", choices=["dev", "test"])
+    parser.add_argument("--plain-inference", action="store_true",
+                        help="for a FILTER or X-Mixup model: test each text alone, without its translation (X-Mixup's "
+                             "ablation 'without mixup inference')")
     parser.add_argument("--alignment", action="store_true", help="also compute CKA and retrieval accuracy between source and targets")
     parser.add_argument("--alignment-only", action="store_true", help="only CKA and retrieval, for an untrained encoder (--model)")
     parser.add_argument("--tatoeba", help="measure alignment on Tatoeba pairs in this directory (tatoeba.<xxx>-eng.*) instead of the task's test set")
@@ -262,7 +301,9 @@ def main():
         split, source = getattr(task, args.split), task.source
         results, extra = {}, {}
         if model is not None and not args.alignment_only:
-            results = summarise(evaluate_split(model, tokenizer, task, split, args.batch_size, args.max_length, device, rank, world_size), source)
+            pair_model = None if args.plain_inference else pair_model_for(model, task_info)
+            results = summarise(evaluate_split(model, tokenizer, task, split, args.batch_size, args.max_length, device, rank, world_size,
+                                               pair_model, split[source]), source)
         if args.alignment or args.alignment_only:
             extra = alignment(encoder, tokenizer, split, source, args.batch_size, device, rank, world_size)
     if rank == 0:
@@ -272,6 +313,7 @@ def main():
         if out:
             Path(out).mkdir(parents=True, exist_ok=True)
             stem = "tatoeba" if args.tatoeba else "alignment" if args.alignment_only else f"results_{args.split}"
+            stem += "_plain" if args.plain_inference else ""
             (Path(out) / f"{stem}.json").write_text(json.dumps({"results": results, "alignment": extra}, indent=2) + "\n")
             (Path(out) / f"{stem}.md").write_text(table + "\n")
             print(f"written to {out}/{stem}.json and {stem}.md")

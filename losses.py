@@ -3,7 +3,6 @@
 `weights` (N,), where a loss takes it, marks the examples that count (1) and the padding that
 keeps DDP ranks in step (0); the result is the mean over the examples that count.
 """
-import torch
 import torch.nn.functional as F
 
 
@@ -31,3 +30,31 @@ def xeroalign_loss(source_embeddings, target_embeddings, weights=None):
     Both sides receive gradients."""
     per_pair = (source_embeddings.float() - target_embeddings.float()).pow(2).mean(dim=-1)  # (N,)
     return weighted_mean(per_pair, weights)
+
+
+def self_teaching_loss(student_logits, teacher_logits, mask=None):
+    """FILTER self-teaching (Eq. 5): KL(p_teacher || p_student) between the label distributions, (N, C)
+    or per token (N, T, C), averaged over the positions where `mask` (N,) or (N, T) is non-zero (its
+    values weight them). The teacher is a constant: no gradient reaches it."""
+    teacher = teacher_logits.detach().float().log_softmax(-1)
+    student = student_logits.float().log_softmax(-1)
+    kl = (teacher.exp() * (teacher - student)).sum(-1)  # (N,) or (N, T)
+    if mask is None:
+        return kl.mean()
+    mask = mask.float()
+    return (kl * mask).sum() / mask.sum().clamp(min=1)
+
+
+def representation_consistency_loss(source_representation, target_representation, weights=None):
+    """X-Mixup Eq. 7, first consistency term: MSE between the sequence representations (B, H), the
+    mean-pooled final hidden states of the real tokens, of a text and its translation."""
+    per_pair = (source_representation.float() - target_representation.float()).pow(2).mean(-1)  # (B,)
+    return weighted_mean(per_pair, weights)
+
+
+def prediction_consistency_loss(source_logits, target_logits, weights=None):
+    """X-Mixup Eq. 7, second consistency term (classification only): KL(p_S || p_T) between the two
+    predicted distributions (B, C). The paper writes KL(p_S, p_T); both sides receive gradients."""
+    p = source_logits.float().log_softmax(-1)
+    q = target_logits.float().log_softmax(-1)
+    return weighted_mean((p.exp() * (p - q)).sum(-1), weights)

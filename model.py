@@ -198,15 +198,15 @@ class Encoder(nn.Module):
             position_ids = self.position_ids(input_ids)
         return self.embeddings(input_ids, position_ids, token_type_ids)
 
-    def forward(self, input_ids, attention_mask=None, token_type_ids=None):
+    def forward(self, input_ids, attention_mask=None, token_type_ids=None, position_ids=None):
         """Final hidden states (B, T, H)."""
-        return self.hidden_states(input_ids, attention_mask, token_type_ids, last_only=True)
+        return self.hidden_states(input_ids, attention_mask, token_type_ids, position_ids, last_only=True)
 
-    def hidden_states(self, input_ids, attention_mask=None, token_type_ids=None, last_only=False):
+    def hidden_states(self, input_ids, attention_mask=None, token_type_ids=None, position_ids=None, last_only=False):
         """Every layer's hidden states: num_layers + 1 tensors of (B, T, H), embeddings first."""
         if attention_mask is None:
             attention_mask = input_ids.ne(self.config.pad_id)
-        h = self.embed(input_ids, token_type_ids)
+        h = self.embed(input_ids, token_type_ids, position_ids)
         states = [h]
         for layer in self.layers:
             h = layer(h, attention_mask)

@@ -9,8 +9,19 @@ Methods:
   translate-train  the task loss on the source and all its translations (Unicoder's multi-language
                    fine-tuning, "translate-train-all")
   xeroalign        the task loss on the source plus the XeroAlign loss (Gritta & Iacobacci 2021)
-                   between the <s> vectors of each source example and one of its translations,
-                   both encoded in the same forward pass; target labels unused (--target-labels)
+                   between the <s> vectors of a source example and its translation, both encoded
+                   in the same forward pass; target labels unused (--target-labels)
+  filter           FILTER (Fang et al. 2021): each source example and its translation go through
+                   the encoder together (fusion.py), with the task loss on both sides (Eq. 4).
+                   Self-teaching is a second run from the pretrained weights with --teacher:
+
+    python train.py --method filter --out runs/filter-teacher
+    python train.py --method filter --teacher runs/filter-teacher/best --out runs/filter-student
+
+  xmixup           X-Mixup (Yang et al. 2022): each source example and its translation run side by
+                   side, the translation mixed with the source at one layer (mixup.py); task losses
+                   on both sides (Eq. 8) plus consistency losses (Eq. 7); scheduled sampling feeds
+                   round-trip translations of the source where the task has them
 
 The run reads top to bottom: arguments, distributed setup, data, model, optimizer, the loop
 (with evaluation on the source dev set and checkpoints), then the test table from the best model.
@@ -37,10 +48,13 @@ from tqdm import tqdm
 import data
 import evaluate
 from evaluate import cleanup_distributed, setup_distributed
-from losses import task_loss, xeroalign_loss
+from fusion import Filter, Teacher, pad_pairs
+from losses import (prediction_consistency_loss, representation_consistency_loss, self_teaching_loss, task_loss,
+                    xeroalign_loss)
+from mixup import XMixup, inverse_sigmoid_decay
 from model import Classifier, Encoder, Tokenizer, default_model
 
-METHODS = ["zero-shot", "translate-train", "xeroalign"]
+METHODS = ["zero-shot", "translate-train", "xeroalign", "filter", "xmixup"]
 
 
 def get_args(argv=None):
@@ -70,6 +84,23 @@ def get_args(argv=None):
     g = p.add_argument_group("XeroAlign")
     g.add_argument("--align-weight", type=float, default=1.0, help="weight of the alignment loss (the paper sums the two: 1)")
     g.add_argument("--target-labels", action="store_true", help="also train the task on the translations' labels")
+    g = p.add_argument_group("FILTER")
+    g.add_argument("--filter-m", type=int, default=1, help="local layers, each text alone (the paper: 1 for classification and tagging)")
+    g.add_argument("--filter-k", type=int, default=1, help="fusion layers over the joined pair (the paper: 1; 20 of 24 for QA)")
+    g.add_argument("--teacher", help="self-teaching: a FILTER model trained by this script (its OUT/best); its probabilities on the "
+                                     "translations become soft labels (Eq. 5-6), computed on the fly")
+    g.add_argument("--teacher-cache", help="file of the teacher's probabilities on every training pair: read if it exists, "
+                                           "else computed once from --teacher and written")
+    g.add_argument("--kl-weight", type=float, help="1 - lambda in Eq. 6: the self-teaching loss weight (default: the paper's 0.5 "
+                                                   "for sentence labels, 1.0 for word labels, whose lambda is 0)")
+    g = p.add_argument_group("X-Mixup")
+    g.add_argument("--mixup-layer", type=int, help="the layer (1-based) where the translation is mixed (the paper: the first for classification)")
+    g.add_argument("--mixup-alpha", type=float, default=0.4, help="alpha of Eq. 8: the source's share of the task loss (the paper: 0.4 for classification)")
+    g.add_argument("--lambda0", type=float, default=0.5, help="the largest mixup ratio (Eq. 5)")
+    g.add_argument("--ss-k", type=float, default=1000, help="k of the inverse sigmoid decay of scheduled sampling (Eq. 6)")
+    g.add_argument("--constant-ratio", action="store_true", help="ablation: lambda = lambda0 instead of the entropy-based ratio")
+    g.add_argument("--no-consistency", action="store_true", help="ablation: without the consistency losses of Eq. 7")
+    g.add_argument("--no-mixup-inference", action="store_true", help="ablation: test the target text alone, not mixed with its translation")
     g = p.add_argument_group("evaluation and checkpoints")
     g.add_argument("--eval-every", type=int, default=50, help="steps between evaluations on the source dev set (and checkpoints)")
     g.add_argument("--dev-langs", default="source", choices=["source", "all"], help="dev languages to log (selection is always on the source)")
@@ -141,31 +172,77 @@ class StopRequest:
         print("\nstopping after this step to save a checkpoint (Ctrl-C again to abort)", file=sys.stderr)
 
 
-def make_batch(method, items, translations, weights, step, seed, tokenizer, device):
-    """Tensors of one micro-batch. For XeroAlign the sources come first, then one translation of
-    each, all in one target language drawn for the step (the paper aligns with one translated set;
-    translations of length-grouped sentences are also alike in length, so little is padded). The
-    draw is seeded by the step, so a resumed run draws the same."""
-    rows = list(items)
+def make_batch(method, items, weights, step, seed, tokenizer, level, teacher=None, round_trip=None, ss_k=1000):
+    """The tensors of one micro-batch, by name (on the CPU). For xeroalign, filter and xmixup the
+    items are (source, translation) pairs. XeroAlign encodes the sources and then their translations
+    as one batch. FILTER and X-Mixup pad both sides to one length; for X-Mixup the source is, with
+    probability 1 - p*(step), its round-trip translation (scheduled sampling, Eq. 6), drawn once per
+    step from a generator seeded by the step, so that a resumed run draws the same."""
+    batch = {"weights": torch.tensor(weights)}
     if method == "xeroalign":
-        rng = random.Random(f"{seed}/{step}")
-        lang = rng.choice(sorted({l for it in items for l in translations[it.id]}))
-        rows += [translations[it.id].get(lang) or rng.choice(list(translations[it.id].values())) for it in items]
-    input_ids, attention_mask, labels = data.collate(rows, tokenizer)
-    return input_ids.to(device), attention_mask.to(device), labels.to(device), torch.tensor(weights, device=device)
+        sources, targets = zip(*items)
+        batch["input_ids"], batch["attention_mask"], batch["labels"] = data.collate(sources + targets, tokenizer)
+        return batch
+    if method in ("filter", "xmixup"):
+        sources, targets = zip(*items)
+        if method == "xmixup" and round_trip and random.Random(f"{seed}/{step}/ss").random() > inverse_sigmoid_decay(step, ss_k):
+            sources = [round_trip.get(s.id, s) for s in sources]
+        source_ids, source_mask, target_ids, target_mask = pad_pairs(tokenizer, [s.ids for s in sources], [t.ids for t in targets])
+        T = source_ids.shape[1]
+        batch.update(source_ids=source_ids, source_mask=source_mask, target_ids=target_ids, target_mask=target_mask,
+                     source_labels=data.label_tensor(sources, T), target_labels=data.label_tensor(targets, T))
+        if level == "word":  # the target words' first sub-tokens, where the teacher's soft labels apply
+            batch["target_scored"] = torch.zeros(len(targets), T)
+            for b, t in enumerate(targets):
+                batch["target_scored"][b, [token for _, token in t.extra["scored"]]] = 1.0
+        if method == "xmixup":
+            batch["round_trip"] = torch.tensor(float(sources[0] is not items[0][0]))
+        if teacher is not None:
+            batch["teacher_logits"] = teacher.logits(source_ids, source_mask, target_ids, target_mask, [(t.id, t.lang) for t in targets])
+        return batch
+    batch["input_ids"], batch["attention_mask"], batch["labels"] = data.collate(items, tokenizer)
+    return batch
 
 
-def compute_loss(method, model, input_ids, attention_mask, labels, weights, args):
-    """The method's loss, averaged over the examples that count (weight 1) in this micro-batch."""
-    logits, cls = model(input_ids, attention_mask)  # (N, C), (N, H)
+def compute_loss(method, model, batch, args, level):
+    """The method's loss, averaged over the examples that count (weight 1) in this micro-batch,
+    and its parts for the log."""
+    w = batch["weights"]
+    if method == "filter":
+        source_logits, target_logits = model(batch["source_ids"], batch["source_mask"], batch["target_ids"], batch["target_mask"])
+        source = task_loss(source_logits, batch["source_labels"], w)
+        # Sentence labels carry over to a translation; word labels do not (lambda = 0 in Eq. 6).
+        target = task_loss(target_logits, batch["target_labels"], w) if level == "sentence" else None
+        if "teacher_logits" not in batch:  # the teacher's own training, Eq. 4
+            return source + (target if target is not None else 0), {"source": source.detach()}
+        kl_weight = args.kl_weight if args.kl_weight is not None else (0.5 if level == "sentence" else 1.0)
+        mask = batch["target_scored"] * w[:, None] if level == "word" else w
+        kl = self_teaching_loss(target_logits, batch["teacher_logits"], mask)
+        loss = source + kl_weight * kl + ((1 - kl_weight) * target if target is not None else 0)  # Eq. 6
+        return loss, {"source": source.detach(), "kl": kl.detach()}
+    if method == "xmixup":
+        source_logits, target_logits, source_r, target_r, lam = model(batch["source_ids"], batch["source_mask"],
+                                                                      batch["target_ids"], batch["target_mask"])
+        source = task_loss(source_logits, batch["source_labels"], w)
+        target = task_loss(target_logits, batch["target_labels"], w)
+        loss = args.mixup_alpha * source + (1 - args.mixup_alpha) * target  # Eq. 8
+        parts = {"source": source.detach(), "target": target.detach(), "lambda": (lam * w).sum().detach() / w.sum().clamp(min=1),
+                 "round_trip": batch["round_trip"]}
+        if not args.no_consistency:  # Eq. 7
+            mse = representation_consistency_loss(source_r, target_r, w)
+            kl = prediction_consistency_loss(source_logits, target_logits, w)
+            loss = loss + mse + kl
+            parts.update(mse=mse.detach(), kl=kl.detach())
+        return loss, parts
+    logits, cls = model(batch["input_ids"], batch["attention_mask"])  # (N, C) or (N, T, C); (N, H)
     if method != "xeroalign":
-        return task_loss(logits, labels, weights), {}
-    B = len(weights)  # sources first, then one translation each
-    task = task_loss(logits[:B], labels[:B], weights)
-    align = xeroalign_loss(cls[:B], cls[B:], weights)
+        return task_loss(logits, batch["labels"], w), {}
+    B = len(w)  # sources first, then one translation each
+    task = task_loss(logits[:B], batch["labels"][:B], w)
+    align = xeroalign_loss(cls[:B], cls[B:], w)
     loss = task + args.align_weight * align
     if args.target_labels:
-        loss = loss + task_loss(logits[B:], labels[B:], weights)
+        loss = loss + task_loss(logits[B:], batch["labels"][B:], w)
     return loss, {"task": task.detach(), "align": align.detach()}
 
 
@@ -196,10 +273,21 @@ def main(argv=None):
         items = encode([e for lang in [task.source, *task.targets] for e in task.train[lang]])
     else:
         items = encode(task.train[task.source])
-        if args.method == "xeroalign":
+        if args.method in ("xeroalign", "filter", "xmixup"):
             for it in encode([e for lang in task.targets for e in task.train[lang]]):
                 translations.setdefault(it.id, {})[it.lang] = it
             items = [it for it in items if it.id in translations]  # sources without a translation cannot be aligned
+        if args.method in ("xeroalign", "filter", "xmixup"):  # every (source, translation) pair is a training example
+            items = [(it, t) for it in items for t in translations[it.id].values()]
+    round_trip = {}
+    if args.method == "xmixup":
+        if task.level == "word":
+            raise SystemExit("--method xmixup trains on sentence labels here: word labels of a translation would need "
+                             "soft pseudo-labels from a source-trained model")
+        round_trip = {it.id: it for it in encode(list(task.round_trip.values()))}
+        if rank == 0 and not round_trip:
+            print(f"note: {args.task} has no round-trip translations of its {task.source} training texts: "
+                  "scheduled sampling is off (the mixup always sees the gold source)", file=sys.stderr)
     if not items:
         raise SystemExit(f"no training examples for --method {args.method} on {args.task}")
     batches_per_epoch = math.ceil(len(items) / args.batch_size)
@@ -219,11 +307,36 @@ def main(argv=None):
     alignment_before = None
     if not args.no_alignment and not args.resume:
         alignment_before = evaluate.alignment(raw.encoder, tokenizer, task.test, task.source, args.eval_batch_size, device, rank, world_size)
-    model = DistributedDataParallel(raw, device_ids=[device] if device.startswith("cuda") else None) if world_size > 1 else raw
+    # The method's view of the classifier: FILTER and X-Mixup run it on pairs (X-Mixup adds its ratio's
+    # W and b). Checkpoints hold this whole module; OUT/best holds the classifier plus task.json.
+    core = raw
+    if args.method == "filter":
+        core = Filter(raw, args.filter_m, args.filter_k)
+    elif args.method == "xmixup":
+        layer = (args.mixup_layer or 1) - 1
+        core = XMixup(raw, layer, args.lambda0, args.lambda0 if args.constant_ratio else None).to(device)
+        if args.constant_ratio:
+            core.ratio.requires_grad_(False)  # unused: DDP must not wait for its gradient
+    pair_model = core if args.method == "filter" or (args.method == "xmixup" and not args.no_mixup_inference) else None
+    model = core
+    if world_size > 1:
+        model = DistributedDataParallel(core, device_ids=[device] if device.startswith("cuda") else None)
+    teacher = None
+    if args.teacher or args.teacher_cache:
+        if args.method != "filter":
+            raise SystemExit("--teacher and --teacher-cache are for --method filter (self-teaching)")
+        cached = args.teacher_cache and Path(args.teacher_cache).exists()
+        if not cached and not args.teacher:
+            raise SystemExit(f"--teacher-cache {args.teacher_cache} does not exist yet: give --teacher CKPT to compute it")
+        teacher = Teacher(args.teacher, args.teacher_cache if cached else None, device)
+        if args.teacher_cache and not cached:
+            teacher.build_cache(tokenizer, items, args.eval_batch_size, device, rank, world_size)
+            if rank == 0:
+                torch.save(teacher.cache, args.teacher_cache)
 
     # Optimizer: AdamW, no decay on biases and LayerNorms; linear warmup then linear decay.
-    decay = [p for n, p in raw.named_parameters() if p.requires_grad and p.ndim >= 2]
-    no_decay = [p for n, p in raw.named_parameters() if p.requires_grad and p.ndim < 2]
+    decay = [p for p in core.parameters() if p.requires_grad and p.ndim >= 2]
+    no_decay = [p for p in core.parameters() if p.requires_grad and p.ndim < 2]
     # fused: one pass over each tensor; on CPU it halves the step, most of which is updating the 250k-row embedding
     optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": args.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
                                   lr=args.lr, fused=True)
@@ -239,7 +352,7 @@ def main(argv=None):
         if not path.exists():
             raise SystemExit(f"--resume: {path} not found")
         ckpt = torch.load(path, map_location="cpu", weights_only=True)
-        raw.load_state_dict(ckpt["model"])
+        core.load_state_dict(ckpt["model"])
         optimizer.load_state_dict(ckpt["optimizer"])
         scheduler.load_state_dict(ckpt["scheduler"])
         scaler.load_state_dict(ckpt["scaler"])
@@ -252,7 +365,7 @@ def main(argv=None):
     def save_checkpoint():
         states = gather(rng_state(), world_size)
         if rank == 0:
-            state = {"model": raw.state_dict(), "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
+            state = {"model": core.state_dict(), "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
                      "scaler": scaler.state_dict(), "step": step, "best": best, "best_step": best_step,
                      "rng": states, "args": vars(args), "alignment_before": alignment_before}
             torch.save(state, out / "checkpoint.pt.tmp")
@@ -266,20 +379,31 @@ def main(argv=None):
     def evaluate_dev():
         langs = [task.source] + (task.targets if args.dev_langs == "all" else [])
         dev = evaluate.evaluate_split(raw, tokenizer, task, {l: task.dev[l] for l in langs}, args.eval_batch_size,
-                                      args.max_length, device, rank, world_size)
+                                      args.max_length, device, rank, world_size, pair_model, task.dev[task.source])
         model.train()
         return {lang: scores[metric] for lang, scores in dev.items()}
 
     task_info = {"task": args.task, "data": args.data, "labels": task.labels, "source_lang": task.source,
-                 "target_langs": task.targets, "head_style": head_style, "max_length": args.max_length, "method": args.method}
+                 "target_langs": task.targets, "head_style": head_style, "max_length": args.max_length, "method": args.method,
+                 **({"filter_m": args.filter_m, "filter_k": args.filter_k} if args.method == "filter" else {})}
+
+    def saved_task_info():
+        """task.json of the best model: X-Mixup's ratio is read when the model is saved."""
+        if args.method != "xmixup":
+            return task_info
+        return dict(task_info, mixup={"layer": core.layer, "lambda0": args.lambda0, "fixed_ratio": core.fixed_ratio,
+                                      "ratio_weight": core.ratio.linear.weight.item(), "ratio_bias": core.ratio.linear.bias.item(),
+                                      "inference": not args.no_mixup_inference})
     progress = tqdm(total=args.max_steps, initial=step, disable=rank != 0, desc=f"{args.method} on {args.task}", dynamic_ncols=True)
     stop, started = StopRequest(), time.time()
     model.train()
     micro_size = args.batch_size // args.grad_accum
-    lengths, planned_epoch = [len(it.ids) for it in items], None
-    # What a loss averages over: examples, or scored tokens for word-level tasks. Shares of the
-    # global batch are counted in these units, so that N processes compute the same mean as one.
-    units = [1 if task.level == "sentence" else sum(l != -100 for l in it.label) for it in items]
+    first = lambda item: item[0] if isinstance(item, tuple) else item  # the source of a FILTER pair
+    lengths, planned_epoch = [max(len(x.ids) for x in (item if isinstance(item, tuple) else [item])) for item in items], None
+    # What a loss averages over: examples, or scored tokens for word-level tasks (of the source, for
+    # FILTER). Shares of the global batch are counted in these units, so that N processes compute
+    # the same mean as one.
+    units = [1 if task.level == "sentence" else sum(l != -100 for l in first(it).label) for it in items]
     while step < args.max_steps:
         epoch, position = divmod(step, batches_per_epoch)
         if epoch != planned_epoch:  # the epoch's batch order depends only on seed and epoch: resumable
@@ -291,7 +415,9 @@ def main(argv=None):
             chunk = global_batch[micro * micro_size:(micro + 1) * micro_size]
             index, weights = data.shard(chunk or global_batch[:1], rank, world_size)
             weights = weights if chunk else [0.0] * len(weights)
-            batch = make_batch(args.method, [items[i] for i in index], translations, weights, step, args.seed, tokenizer, device)
+            batch = make_batch(args.method, [items[i] for i in index], weights, step, args.seed, tokenizer, task.level,
+                               teacher, round_trip, args.ss_k)
+            batch = {name: tensor.to(device) for name, tensor in batch.items()}
             # Each micro-batch's mean loss, weighted by its share of the global batch; times the number
             # of processes because DDP averages gradients over them. The step's gradient is then that
             # of the mean loss over the whole global batch, whatever the process count.
@@ -299,7 +425,7 @@ def main(argv=None):
             sync = model.no_sync() if world_size > 1 and micro < args.grad_accum - 1 else nullcontext()
             with sync:
                 with torch.autocast(device.split(":")[0], dtype=dtype, enabled=dtype is not None):
-                    loss, components = compute_loss(args.method, model, *batch, args)
+                    loss, components = compute_loss(args.method, model, batch, args, task.level)
                 scaler.scale(loss * share * world_size).backward()
             total += loss.detach() * share
             for k, v in components.items():
@@ -338,7 +464,7 @@ def main(argv=None):
                 if rank == 0:
                     tmp = out / "best.tmp"
                     shutil.rmtree(tmp, ignore_errors=True)
-                    raw.save(tmp, tokenizer, dict(task_info, step=step, **{f"dev_{metric}": best}))
+                    raw.save(tmp, tokenizer, dict(saved_task_info(), step=step, **{f"dev_{metric}": best}))
                     replace_dir(tmp, out / "best")
             if rank == 0:
                 progress.write(f"step {step}: loss {loss_value:.4f}, dev {metric} "
@@ -357,11 +483,13 @@ def main(argv=None):
     # Test: the best model on dev, in every language.
     if dist.is_initialized():
         dist.barrier()
-    best_model = raw
+    best_model, best_pair_model = raw, pair_model
     if (out / "best").exists():
-        best_model = Classifier.load(out / "best")[0].to(device)
-    results = evaluate.summarise(evaluate.evaluate_split(best_model, tokenizer, task, task.test, args.eval_batch_size,
-                                                         args.max_length, device, rank, world_size), task.source)
+        best_model, _, best_info = Classifier.load(out / "best")
+        best_model.to(device)
+        best_pair_model = evaluate.pair_model_for(best_model, best_info)
+    results = evaluate.summarise(evaluate.evaluate_split(best_model, tokenizer, task, task.test, args.eval_batch_size, args.max_length,
+                                                         device, rank, world_size, best_pair_model, task.test[task.source]), task.source)
     alignment_after = None
     if not args.no_alignment:
         alignment_after = evaluate.alignment(best_model.encoder, tokenizer, task.test, task.source, args.eval_batch_size, device, rank, world_size)

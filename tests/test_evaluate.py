@@ -102,3 +102,20 @@ def test_span_f1_against_seqeval():
     assert ours["f1"] == pytest.approx(seqeval.f1_score(gold, guess), abs=1e-12)
     assert ours["precision"] == pytest.approx(seqeval.precision_score(gold, guess), abs=1e-12)
     assert ours["recall"] == pytest.approx(seqeval.recall_score(gold, guess), abs=1e-12)
+
+
+@pytest.mark.parametrize("method", ["filter", "xmixup"])
+def test_evaluate_cli_reproduces_the_run(tmp_path, tiny_model_dir, method, monkeypatch):
+    import json
+    import sys
+    import train
+    out = tmp_path / "run"
+    train.main(["--model", str(tiny_model_dir), "--method", method, "--target-langs", "de,zh", "--batch-size", "8",
+                "--max-steps", "4", "--eval-every", "2", "--lr", "3e-3", "--no-alignment", "--out", str(out)])
+    monkeypatch.setattr(sys, "argv", ["evaluate.py", "--checkpoint", str(out / "best")])
+    evaluate.main()
+    ours, theirs = (json.loads((out / name).read_text()) for name in ("results_test.json", "results.json"))
+    assert {l: ours["results"][l]["accuracy"] for l in ("en", "de", "zh")} == {l: theirs[l]["accuracy"] for l in ("en", "de", "zh")}
+    monkeypatch.setattr(sys, "argv", ["evaluate.py", "--checkpoint", str(out / "best"), "--plain-inference"])
+    evaluate.main()
+    assert (out / "results_test_plain.json").exists()

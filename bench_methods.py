@@ -1,0 +1,92 @@
+"""Benchmark: the cost of a training step of each method relative to translate-train, measured side
+by side in one run on the same source examples, with the step functions of train.py.
+
+    python bench_methods.py                                              # bundled model and corpus
+    python bench_methods.py --task sib200 --data ../shared/data/sib200 --methods translate-train,xeroalign,filter
+
+A step is forward + backward + AdamW update of one batch of --batch-size source examples (for
+translate-train, the same examples in a language drawn per step; XeroAlign, FILTER and X-Mixup
+pair each with its translation in that language). Time: median over --steps after warm-up, the methods taking turns step by
+step on the same batches, so that machine noise hits all alike.
+"""
+import argparse
+import random
+import statistics
+import time
+
+import torch
+
+import data
+import train
+from fusion import Filter
+from mixup import XMixup
+from model import Classifier, Encoder, Tokenizer, default_model
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--task", default="demo")
+    parser.add_argument("--data")
+    parser.add_argument("--model", help="checkpoint directory (default: the bundled model)")
+    parser.add_argument("--methods", default="translate-train,xeroalign,filter,xmixup")
+    parser.add_argument("--filter-m", type=int, default=1)
+    parser.add_argument("--filter-k", type=int, default=1)
+    parser.add_argument("--mixup-layer", type=int, default=1)
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--max-length", type=int, default=128)
+    parser.add_argument("--steps", type=int, default=8)
+    parser.add_argument("--warmup", type=int, default=2)
+    args = parser.parse_args()
+    path = args.model or default_model()
+    tokenizer = Tokenizer.from_pretrained(path)
+    task = data.load_task(args.task, args.data)
+    encode = lambda examples: data.encode(examples, tokenizer, task, args.max_length)
+    sources = encode(task.train[task.source])
+    translations = {}
+    for it in encode([e for lang in task.targets for e in task.train[lang]]):
+        translations.setdefault(it.id, {})[it.lang] = it
+    sources = [it for it in sources if it.id in translations]
+    options = argparse.Namespace(align_weight=1.0, target_labels=False, kl_weight=None, mixup_alpha=0.4, no_consistency=False)
+
+    methods = args.methods.split(",")
+    models, optimizers = {}, {}
+    for method in methods:
+        torch.manual_seed(0)
+        raw = Classifier(Encoder.from_pretrained(path), len(task.labels), "token" if task.level == "word" else "roberta").train()
+        models[method] = {"filter": lambda: Filter(raw, args.filter_m, args.filter_k),
+                          "xmixup": lambda: XMixup(raw, args.mixup_layer - 1)}.get(method, lambda: raw)()
+        optimizers[method] = torch.optim.AdamW(models[method].parameters(), lr=1e-5, fused=True)
+
+    def batch_for(method, step):
+        rng = random.Random(step)
+        chosen = rng.sample(sources, args.batch_size)
+        lang = rng.choice(task.targets)  # one translation language per step, as train.py draws it
+        if method == "translate-train":
+            items = [translations[it.id].get(lang, it) for it in chosen]
+        else:  # xeroalign, filter, xmixup: (source, translation) pairs
+            items = [(it, translations[it.id].get(lang) or next(iter(translations[it.id].values()))) for it in chosen]
+        return train.make_batch(method, items, [1.0] * len(items), step, 0, tokenizer, task.level)
+
+    times = {method: [] for method in methods}
+    for step in range(args.warmup + args.steps):
+        for method in methods:
+            batch = batch_for(method, step)
+            start = time.perf_counter()
+            loss, _ = train.compute_loss(method, models[method], batch, options, task.level)
+            loss.backward()
+            optimizers[method].step()
+            optimizers[method].zero_grad(set_to_none=True)
+            if step >= args.warmup:
+                times[method].append(time.perf_counter() - start)
+    base = statistics.median(times.get("translate-train", times[methods[0]]))
+    print(f"{args.task}, batch {args.batch_size}, {torch.get_num_threads()} threads, FILTER m={args.filter_m} k={args.filter_k}, "
+          f"X-Mixup at layer {args.mixup_layer}")
+    print("| method | s/step | relative to translate-train |")
+    print("|---|---|---|")
+    for method in methods:
+        t = statistics.median(times[method])
+        print(f"| {method} | {t:.3f} | {t / base:.2f} |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,149 @@
+"""FILTER (fusion.py): its degenerate settings against the encoder's own forward, masking, the
+self-teaching loss, and the two-stage run."""
+import json
+import math
+
+import pytest
+import torch
+
+from conftest import padded_batch
+from fusion import Filter, filter_encode
+from losses import self_teaching_loss
+from model import Classifier, Config, Encoder
+
+
+def encoder(model_type="xlm-roberta"):
+    bert = model_type == "bert"
+    config = Config(vocab_size=101, hidden_size=36, num_layers=4, num_heads=3, ffn_size=37, max_positions=60,
+                    model_type=model_type, position_offset=0 if bert else 2, type_vocab_size=2 if bert else 1)
+    torch.manual_seed(0)
+    model = Encoder(config).eval()
+    with torch.no_grad():  # sharp attention, so that a wrong mask or position shows
+        for p in model.parameters():
+            p.mul_(8) if p.ndim == 2 else None
+    return model
+
+
+def pairs():
+    """Source and target batches padded to one length, with heavy and uneven padding."""
+    source, source_mask = padded_batch(101, [9, 3, 6, 2])
+    target, target_mask = padded_batch(101, [4, 9, 2, 7])
+    return source, source_mask, target, target_mask
+
+
+@pytest.mark.parametrize("model_type", ["xlm-roberta", "bert"])
+def test_all_local_layers_is_translate_train(model_type):
+    enc = encoder(model_type)
+    source, source_mask, target, target_mask = pairs()
+    with torch.no_grad():
+        hs, ht = filter_encode(enc, source, source_mask, target, target_mask, m=4, k=0)
+        for h, ids, mask in ((hs, source, source_mask), (ht, target, target_mask)):
+            n = int(mask.sum(1).max())
+            alone = enc(ids[:, :n], mask[:, :n])  # each text alone, padded only to its own batch
+            assert (h[:, :n] - alone)[mask[:, :n].bool()].abs().max() < 1e-5
+
+
+@pytest.mark.parametrize("model_type", ["xlm-roberta", "bert"])
+def test_all_fusion_layers_is_the_plain_concatenation(model_type):
+    enc = encoder(model_type)
+    source, source_mask, target, target_mask = pairs()
+    with torch.no_grad():
+        hs, ht = filter_encode(enc, source, source_mask, target, target_mask, m=0, k=4)
+        for b in range(len(source)):
+            s, t = source[b][source_mask[b].bool()], target[b][target_mask[b].bool()]
+            joined = torch.cat([s, t])[None]  # no padding in between
+            start = 2 if model_type == "xlm-roberta" else 0  # positions count from each text's own start
+            positions = torch.cat([torch.arange(len(s)), torch.arange(len(t))])[None] + start
+            plain = enc(joined, position_ids=positions)[0]
+            assert (hs[b, :len(s)] - plain[:len(s)]).abs().max() < 1e-5
+            assert (ht[b, :len(t)] - plain[len(s):]).abs().max() < 1e-5
+
+
+def test_no_fusion_means_no_influence_across_the_pair():
+    enc = encoder()
+    source, source_mask, target, target_mask = pairs()
+    other_source, other_mask = padded_batch(101, [5, 8, 3, 9])  # different sources, lengths and padding
+    with torch.no_grad():
+        _, ht = filter_encode(enc, source, source_mask, target, target_mask, m=2, k=0)
+        _, again = filter_encode(enc, other_source, other_mask, target, target_mask, m=2, k=0)
+        _, fused = filter_encode(enc, other_source, other_mask, target, target_mask, m=2, k=1)
+    real = target_mask.bool()
+    assert (ht - again)[real].abs().max() < 1e-5
+    assert (ht - fused)[real].abs().max() > 1e-2  # with a fusion layer the source does matter
+
+
+def test_padding_is_never_attended_in_fusion_layers():
+    enc = encoder()
+    source, source_mask, target, target_mask = pairs()
+    noisy_source, noisy_target = source.clone(), target.clone()
+    noisy_source[source_mask == 0] = torch.randint(4, 101, (int((source_mask == 0).sum()),))
+    noisy_target[target_mask == 0] = torch.randint(4, 101, (int((target_mask == 0).sum()),))
+    with torch.no_grad():
+        a = filter_encode(enc, source, source_mask, target, target_mask, m=1, k=2)
+        b = filter_encode(enc, noisy_source, source_mask, noisy_target, target_mask, m=1, k=2)
+    for x, y, mask in zip(a, b, (source_mask, target_mask)):
+        assert (x - y)[mask.bool()].abs().max() < 1e-5
+
+
+def test_filter_adds_no_parameters_and_checks_depth():
+    classifier = Classifier(encoder(), 5)
+    assert sum(p.numel() for p in Filter(classifier, 1, 1).parameters()) == sum(p.numel() for p in classifier.parameters())
+    with pytest.raises(ValueError, match="m \\+ k <= 4"):
+        filter_encode(classifier.encoder, *pairs(), m=3, k=2)
+
+
+def test_self_teaching_loss_by_hand():
+    student = torch.tensor([[0.0, 0.0], [1.0, 0.0]])
+    teacher = torch.tensor([[math.log(3.0), 0.0], [0.0, 0.0]])  # p_teacher = (3/4, 1/4) and (1/2, 1/2)
+    p_student = [(0.5, 0.5), (math.e / (1 + math.e), 1 / (1 + math.e))]
+    p_teacher = [(0.75, 0.25), (0.5, 0.5)]
+    kl = [sum(t * math.log(t / s) for t, s in zip(pt, ps)) for pt, ps in zip(p_teacher, p_student)]
+    assert self_teaching_loss(student, teacher).item() == pytest.approx(sum(kl) / 2, abs=1e-6)
+    assert self_teaching_loss(student, teacher, torch.tensor([0.0, 1.0])).item() == pytest.approx(kl[1], abs=1e-6)
+    assert self_teaching_loss(teacher, teacher).item() == pytest.approx(0.0, abs=1e-7)
+
+
+def test_self_teaching_loss_per_token_with_mask():
+    torch.manual_seed(0)
+    student, teacher = torch.randn(2, 3, 4), torch.randn(2, 3, 4)
+    mask = torch.tensor([[1.0, 0.0, 1.0], [0.0, 0.0, 1.0]])
+    kl = (teacher.softmax(-1) * (teacher.log_softmax(-1) - student.log_softmax(-1))).sum(-1)
+    assert self_teaching_loss(student, teacher, mask).item() == pytest.approx(((kl[0, 0] + kl[0, 2] + kl[1, 2]) / 3).item(), abs=1e-6)
+
+
+def test_no_gradient_reaches_the_teacher():
+    student = torch.randn(3, 5, requires_grad=True)
+    teacher = torch.randn(3, 5, requires_grad=True)
+    self_teaching_loss(student, teacher).backward()
+    assert teacher.grad is None and student.grad.abs().sum() > 0
+
+
+@pytest.mark.parametrize("task", ["demo", "demo-slots"])
+def test_two_stage_run(tmp_path, tiny_model_dir, task):
+    import train
+    common = ["--model", str(tiny_model_dir), "--task", task, "--method", "filter", "--target-langs", "de,zh",
+              "--batch-size", "8", "--max-steps", "3", "--eval-every", "3", "--no-alignment", "--dropout", "0"]
+    train.main(common + ["--out", str(tmp_path / "teacher"), "--max-steps", "8", "--lr", "5e-3"])  # unlike the student's start
+    teacher = tmp_path / "teacher" / "best"
+    assert json.loads((teacher / "task.json").read_text())["filter_m"] == 1
+    train.main(common + ["--teacher", str(teacher), "--out", str(tmp_path / "on-the-fly")])
+    cache = tmp_path / "teacher.pt"
+    train.main(common + ["--teacher", str(teacher), "--teacher-cache", str(cache), "--out", str(tmp_path / "cache-written")])
+    assert cache.exists()
+    train.main(common + ["--teacher-cache", str(cache), "--out", str(tmp_path / "cache-read")])
+    logs = {run: [json.loads(line) for line in open(tmp_path / run / "log.jsonl") if '"loss"' in line]
+            for run in ("on-the-fly", "cache-written", "cache-read")}
+    kl = {run: [r["kl"] for r in records] for run, records in logs.items()}
+    assert all(k > 1e-3 for k in kl["on-the-fly"])
+    assert kl["cache-written"] == kl["cache-read"] == pytest.approx(kl["on-the-fly"], rel=1e-4)
+    results = json.loads((tmp_path / "cache-read" / "results.json").read_text())
+    assert {"en", "de", "zh", "average"} <= set(results)
+
+
+def test_teacher_must_be_a_filter_model(tmp_path, tiny_model_dir):
+    import train
+    common = ["--model", str(tiny_model_dir), "--target-langs", "de", "--batch-size", "8", "--max-steps", "1",
+              "--eval-every", "1", "--no-alignment"]
+    train.main(common + ["--method", "zero-shot", "--out", str(tmp_path / "plain")])
+    with pytest.raises(ValueError, match="must be a FILTER model"):
+        train.main(common + ["--method", "filter", "--teacher", str(tmp_path / "plain" / "best"), "--out", str(tmp_path / "s")])

@@ -1,0 +1,145 @@
+"""X-Mixup (mixup.py): degenerate settings against the plain encoder, the entropy, the schedule,
+the ratio's gradient, the consistency losses, and runs with the ablations."""
+import json
+import math
+
+import pytest
+import torch
+
+from conftest import padded_batch
+from losses import prediction_consistency_loss, representation_consistency_loss
+from mixup import MixupRatio, XMixup, attention_entropy, inverse_sigmoid_decay, mean_pool, mixup_encode
+from model import Classifier, Config, Encoder
+
+
+def encoder():
+    torch.manual_seed(0)
+    model = Encoder(Config(vocab_size=101, hidden_size=36, num_layers=3, num_heads=3, ffn_size=37, max_positions=60)).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.mul_(8) if p.ndim == 2 else None
+    return model
+
+
+def pairs():
+    source, source_mask = padded_batch(101, [9, 3, 6, 2])
+    target, target_mask = padded_batch(101, [4, 9, 2, 7])
+    return source, source_mask, target, target_mask
+
+
+@pytest.mark.parametrize("layer", [0, 2])
+def test_ratio_zero_is_the_plain_forward(layer):
+    enc = encoder()
+    source, source_mask, target, target_mask = pairs()
+    with torch.no_grad():
+        hs, ht, lam = mixup_encode(enc, MixupRatio(), source, source_mask, target, target_mask, layer, fixed_ratio=0.0)
+        for h, ids, mask in ((hs, source, source_mask), (ht, target, target_mask)):
+            assert (h - enc(ids, mask))[mask.bool()].abs().max() < 1e-5
+    assert torch.equal(lam, torch.zeros(4))
+
+
+def test_mixing_with_itself_changes_nothing():
+    enc = encoder()
+    _, _, target, target_mask = pairs()
+    with torch.no_grad():  # cross-attention over the same text is its self-attention, whatever the ratio
+        _, ht, lam = mixup_encode(enc, MixupRatio(), target, target_mask, target, target_mask, 1)
+        assert (ht - enc(target, target_mask))[target_mask.bool()].abs().max() < 1e-5
+        _, mixed, _ = mixup_encode(enc, MixupRatio(), *pairs(), 1, fixed_ratio=0.5)
+        assert (mixed - enc(target, target_mask))[target_mask.bool()].abs().max() > 1e-2
+    assert ((lam > 0) & (lam < 0.5)).all()  # lambda0 * sigmoid(...)
+
+
+def test_entropy_of_uniform_and_one_hot_attention():
+    B, N, Tq, Tk = 3, 2, 4, 6
+    key_mask = torch.tensor([[1, 1, 1, 1, 1, 1], [1, 1, 1, 0, 0, 0], [1, 1, 0, 0, 0, 0]])
+    query_mask = torch.tensor([[1, 1, 1, 1], [1, 1, 0, 0], [1, 0, 0, 0]])
+    n = key_mask.sum(1).float()
+    uniform = (key_mask[:, None, None, :] / n[:, None, None, None]).expand(B, N, Tq, Tk)
+    assert torch.allclose(attention_entropy(uniform, query_mask, key_mask), n.log())
+    leaky = torch.full((B, N, Tq, Tk), 1.0 / Tk)  # mass on padded keys is dropped, the rest renormalised
+    assert torch.allclose(attention_entropy(leaky, query_mask, key_mask), n.log())
+    one_hot = torch.zeros(B, N, Tq, Tk)
+    one_hot[..., 0] = 1.0
+    assert torch.allclose(attention_entropy(one_hot, query_mask, key_mask), torch.zeros(B))
+    mixed = uniform.clone()
+    mixed[0, :, 3] = one_hot[0, :, 3]  # one of the first example's four queries is certain
+    assert torch.allclose(attention_entropy(mixed, query_mask, key_mask)[0], 3 * n[0].log() / 4)
+    mixed[1, :, 3] = one_hot[1, :, 3]  # a padded query changes nothing
+    assert torch.allclose(attention_entropy(mixed, query_mask, key_mask)[1], n[1].log())
+
+
+def test_entropy_gradient_is_finite_with_padding():
+    scores = torch.randn(2, 3, 4, 5, requires_grad=True)
+    key_mask = torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]])
+    probs = scores.masked_fill(key_mask[:, None, None, :] == 0, float("-inf")).softmax(-1)  # exact zeros
+    attention_entropy(probs, torch.ones(2, 4), key_mask).sum().backward()
+    assert torch.isfinite(scores.grad).all()
+
+
+def test_inverse_sigmoid_decay():
+    assert inverse_sigmoid_decay(0, 1000) == pytest.approx(1000 / 1001)
+    assert inverse_sigmoid_decay(1000 * math.log(1000), 1000) == pytest.approx(0.5)  # exp(step / k) = k
+    assert inverse_sigmoid_decay(5000, 1000) == pytest.approx(1000 / (1000 + math.exp(5)))
+    assert inverse_sigmoid_decay(20000, 1000) < 1e-5
+
+
+def test_ratio_gradient_reaches_w_and_b():
+    model = XMixup(Classifier(encoder(), 4), layer=1)
+    outputs = model(*pairs())
+    (outputs[1].sum() + outputs[3].sum()).backward()
+    for p in (model.ratio.linear.weight, model.ratio.linear.bias):
+        assert p.grad is not None and torch.isfinite(p.grad).all() and p.grad.abs().sum() > 0
+
+
+def test_representation_consistency_by_hand():
+    hidden_s = torch.tensor([[[1.0, 2.0], [3.0, 4.0], [100.0, 100.0]]])  # the last token is padding
+    hidden_t = torch.tensor([[[0.0, 0.0], [0.0, 2.0], [0.0, 0.0]]])
+    mask_s, mask_t = torch.tensor([[1, 1, 0]]), torch.tensor([[1, 1, 1]])
+    r_s, r_t = mean_pool(hidden_s, mask_s), mean_pool(hidden_t, mask_t)
+    assert r_s.tolist() == [[2.0, 3.0]] and torch.allclose(r_t, torch.tensor([[0.0, 2.0 / 3]]))
+    assert representation_consistency_loss(r_s, r_t).item() == pytest.approx((2.0 ** 2 + (3 - 2 / 3) ** 2) / 2)
+
+
+def test_prediction_consistency_by_hand():
+    source = torch.tensor([[0.0, 0.0], [2.0, 0.0]])
+    target = torch.tensor([[math.log(3.0), 0.0], [2.0, 0.0]])
+    kl = 0.5 * math.log(0.5 / 0.75) + 0.5 * math.log(0.5 / 0.25)  # KL((1/2, 1/2) || (3/4, 1/4)); the second pair agrees
+    assert prediction_consistency_loss(source, target).item() == pytest.approx(kl / 2, abs=1e-6)
+    assert prediction_consistency_loss(source, target, torch.tensor([1.0, 0.0])).item() == pytest.approx(kl, abs=1e-6)
+
+
+def test_mixup_inference_averages_the_two_distributions():
+    model = XMixup(Classifier(encoder(), 4), layer=0).eval()
+    inputs = pairs()
+    with torch.no_grad():
+        source_logits, target_logits = model(*inputs)[:2]
+        expected = (source_logits.softmax(-1) + target_logits.softmax(-1)) / 2
+        assert torch.allclose(model.predict(*inputs).exp(), expected, atol=1e-6)
+
+
+def run(tmp_path, tiny_model_dir, name, *extra):
+    import train
+    train.main(["--model", str(tiny_model_dir), "--method", "xmixup", "--target-langs", "de,zh", "--batch-size", "8",
+                "--max-steps", "6", "--eval-every", "3", "--no-alignment", "--ss-k", "2", "--out", str(tmp_path / name), *extra])
+    log = [json.loads(line) for line in open(tmp_path / name / "log.jsonl") if '"loss"' in line]
+    return log, json.loads((tmp_path / name / "best" / "task.json").read_text())["mixup"]
+
+
+def test_runs_with_scheduled_sampling_and_ablations(tmp_path, tiny_model_dir):
+    log, mixup = run(tmp_path, tiny_model_dir, "full")
+    assert [r["round_trip"] for r in log][:1] == [0.0] and log[-1]["round_trip"] == 1.0  # p* decays with k = 2
+    assert all("mse" in r and "kl" in r and 0 < r["lambda"] < 0.5 for r in log) and mixup["inference"]
+    log, mixup = run(tmp_path, tiny_model_dir, "constant", "--constant-ratio", "--no-consistency", "--no-mixup-inference")
+    assert all(r["lambda"] == pytest.approx(0.5) and "mse" not in r for r in log)
+    assert mixup["fixed_ratio"] == 0.5 and not mixup["inference"]
+
+
+def test_resume_keeps_the_ratio(tmp_path, tiny_model_dir):
+    import train
+    argv = ["--model", str(tiny_model_dir), "--method", "xmixup", "--target-langs", "de", "--batch-size", "8",
+            "--max-steps", "4", "--eval-every", "2", "--no-alignment", "--lr", "1e-2"]
+    train.main(argv + ["--out", str(tmp_path / "full")])
+    train.main(argv + ["--out", str(tmp_path / "split"), "--stop-at", "2"])
+    train.main(argv + ["--out", str(tmp_path / "split"), "--resume"])
+    losses = lambda d: [json.loads(line)["loss"] for line in open(tmp_path / d / "log.jsonl") if '"loss"' in line]
+    assert losses("split") == losses("full")
