@@ -30,10 +30,12 @@ def all_reduce(tensor):
     return tensor
 
 
-def my_batches(n, batch_size, rank, world_size):
-    """This rank's batches of range(n). Whole batches are dealt out, so every example is computed
-    in the same batch whatever the number of processes, and the results are identical."""
-    batches = [list(range(start, min(start + batch_size, n))) for start in range(0, n, batch_size)]
+def my_batches(lengths, batch_size, rank, world_size):
+    """This rank's batches of indices into `lengths`, texts of similar length together (little
+    padding). Whole batches are dealt out, so every example is computed in the same batch whatever
+    the number of processes, and the results are identical."""
+    order = sorted(range(len(lengths)), key=lambda i: (lengths[i], i))
+    batches = [order[start:start + batch_size] for start in range(0, len(order), batch_size)]
     return batches[rank::world_size]
 
 
@@ -42,7 +44,7 @@ def sentence_representations(encoder, tokenizer, texts, batch_size, device, laye
     """Mean-pooled hidden states (N, H) of `layer` for every text, computed across ranks."""
     H = encoder.config.hidden_size
     out = torch.zeros(len(texts), H, device=device)
-    for index in my_batches(len(texts), batch_size, rank, world_size):
+    for index in my_batches([len(t) for t in texts], batch_size, rank, world_size):
         ids, mask = tokenizer.batch([texts[i] for i in index])
         ids, mask = ids.to(device), mask.to(device)
         hidden = encoder.hidden_states(ids, mask)[layer]
@@ -84,7 +86,7 @@ def confusion_matrices(model, tokenizer, examples_by_lang, labels, batch_size, m
     for lang, examples in examples_by_lang.items():
         counts = torch.zeros(len(labels), len(labels), dtype=torch.long, device=device)
         items = data.encode_examples(examples, tokenizer, labels, max_length)
-        for index in my_batches(len(items), batch_size, rank, world_size):
+        for index in my_batches([len(it.ids) for it in items], batch_size, rank, world_size):
             batch = [items[i] for i in index]
             gold = torch.tensor([it.label for it in batch], device=device)
             logits = forward_logits(model, tokenizer, batch, device, pair_model, partners)
@@ -118,7 +120,7 @@ def tagging_counts(model, tokenizer, examples_by_lang, labels, batch_size, max_l
     for lang, examples in examples_by_lang.items():
         counts = torch.zeros(5, dtype=torch.long)
         items = data.encode_tagged(examples, tokenizer, labels, max_length)
-        for index in my_batches(len(items), batch_size, rank, world_size):
+        for index in my_batches([len(it.ids) for it in items], batch_size, rank, world_size):
             predicted = forward_logits(model, tokenizer, [items[i] for i in index], device, pair_model, partners).argmax(-1).cpu()  # (B, T)
             for row, i in enumerate(index):
                 tags = ["O"] * items[i].extra["words"]
@@ -225,16 +227,19 @@ def retrieval_accuracy(x, y):
 
 
 def alignment(encoder, tokenizer, parallel, source, batch_size, device, rank=0, world_size=1):
-    """{target: {"cka": ..., "retrieval": ...}} on parallel test sentences ({lang: [Example]}, paired by id)."""
+    """{target: {"cka": ..., "retrieval": ...}} on parallel test sentences ({lang: [Example]}, paired
+    by id). The source side is encoded once for all targets."""
     encoder.eval()
-    by_id = {e.id: e.text for e in parallel[source]}
+    sources = parallel[source]
+    row = {e.id: i for i, e in enumerate(sources)}
+    source_states = sentence_representations(encoder, tokenizer, [e.text for e in sources], batch_size, device, rank=rank, world_size=world_size)
     out = {}
     for lang, examples in parallel.items():
         if lang == source:
             continue
-        pairs = [(by_id[e.id], e.text) for e in examples if e.id in by_id]
-        x = sentence_representations(encoder, tokenizer, [s for s, _ in pairs], batch_size, device, rank=rank, world_size=world_size)
-        y = sentence_representations(encoder, tokenizer, [t for _, t in pairs], batch_size, device, rank=rank, world_size=world_size)
+        paired = [e for e in examples if e.id in row]
+        x = source_states[[row[e.id] for e in paired]]
+        y = sentence_representations(encoder, tokenizer, [e.text for e in paired], batch_size, device, rank=rank, world_size=world_size)
         out[lang] = {"cka": linear_cka(x, y), "retrieval": retrieval_accuracy(x, y)}
     return out
 
