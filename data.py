@@ -5,6 +5,7 @@ An Example is one text (or text pair) in one language. Translations of a source 
 id; `pair_by_id` joins them and checks that their labels agree.
 """
 import csv
+import json
 import math
 import random
 import sys
@@ -380,3 +381,39 @@ def load_task(name, data_dir=None, source=None, targets=None):
     if name.startswith("demo") and source == "en":
         round_trip = {e.id: e for e in demo_corpus.build("train", round_trip=True)["en"]}
     return Task(name, list(labels), source, targets, **splits, level=level, round_trip=round_trip)
+
+
+def few_shot(task, fraction=1.0, translated=None, seed=0):
+    """Yu & Joty's few-shot settings: a sample of the source's training examples (`fraction`, drawn
+    per label so that every label keeps at least one; the paper's 1.2% is 0.012), of which only
+    `translated` keep their translations (the paper's 200). Dev and test are untouched."""
+    rng = random.Random(f"{seed}/few-shot")
+    by_label = {}
+    for e in task.train[task.source]:
+        by_label.setdefault(e.label, []).append(e)
+    kept = sorted((e for examples in by_label.values() for e in rng.sample(examples, max(1, math.ceil(fraction * len(examples))))),
+                  key=lambda e: e.id)
+    ids = [e.id for e in kept]
+    with_translation = set(ids if translated is None else rng.sample(ids, min(translated, len(ids))))
+    train = {task.source: kept}
+    train.update({lang: [e for e in task.train[lang] if e.id in with_translation] for lang in task.targets})
+    return Task(task.name, task.labels, task.source, task.targets, train, task.dev, task.test, task.level,
+                {i: e for i, e in task.round_trip.items() if i in with_translation})
+
+
+def read_jsonl_examples(path, labels):
+    """Extra labelled examples, one JSON object per line with id, lang, text and label (co-training's
+    pseudo-labels are written this way)."""
+    path = Path(path)
+    out = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            example = Example(id=str(row["id"]), lang=row["lang"], text=row["text"], label=row["label"])
+        except (json.JSONDecodeError, KeyError, TypeError) as e:
+            raise DataError(path, number, f"not an object with id, lang, text and label ({e})") from None
+        check_label(path, number, example.label, labels)
+        out.append(example)
+    return out

@@ -78,6 +78,22 @@ def pair_model_for(classifier, task_info):
 
 
 @torch.no_grad()
+def predict_probabilities(model, tokenizer, texts, batch_size, max_length, device, rank=0, world_size=1):
+    """Class probabilities (N, C) of a classifier for every text, computed across ranks."""
+    model.eval()
+    out = None
+    for index in my_batches([len(t) for t in texts], batch_size, rank, world_size):
+        ids, mask = tokenizer.pad(tokenizer.encode_batch([texts[i] for i in index], max_length=max_length))
+        probabilities = model(ids.to(device), mask.to(device))[0].float().softmax(-1)
+        if out is None:
+            out = torch.zeros(len(texts), probabilities.shape[-1], device=device)
+        out[index] = probabilities
+    if out is None:  # this rank had no batch
+        out = torch.zeros(len(texts), model.head.out_proj.out_features, device=device)
+    return all_reduce(out).cpu()
+
+
+@torch.no_grad()
 def confusion_matrices(model, tokenizer, examples_by_lang, labels, batch_size, max_length, device, rank=0, world_size=1,
                        pair_model=None, partners=None):
     """{lang: (C, C) counts of (gold, predicted)}, the batches dealt out across ranks."""
@@ -249,7 +265,8 @@ def setup_distributed(device=None):
     if "RANK" not in os.environ:
         return 0, 1, device or ("cuda" if torch.cuda.is_available() else "cpu")
     cuda = torch.cuda.is_available() and device != "cpu"
-    dist.init_process_group("nccl" if cuda else "gloo")
+    if not dist.is_initialized():  # already set up by an outer run (co-training trains inside one)
+        dist.init_process_group("nccl" if cuda else "gloo")
     if cuda:
         torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
         return dist.get_rank(), dist.get_world_size(), f"cuda:{os.environ['LOCAL_RANK']}"

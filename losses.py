@@ -3,6 +3,7 @@
 `weights` (N,), where a loss takes it, marks the examples that count (1) and the padding that
 keeps DDP ranks in step (0); the result is the mean over the examples that count.
 """
+import torch
 import torch.nn.functional as F
 
 
@@ -58,3 +59,33 @@ def prediction_consistency_loss(source_logits, target_logits, weights=None):
     p = source_logits.float().log_softmax(-1)
     q = target_logits.float().log_softmax(-1)
     return weighted_mean((p.exp() * (p - q)).sum(-1), weights)
+
+
+def label_alignment_loss(embeddings, labels, tau=0.1, weights=None):
+    """Yu & Joty Eq. 2, label alignment (supervised contrastive, Gunel et al. 2020): over the
+    L2-normalised vectors (N, H) of a batch, each anchor i is pulled towards the other examples of
+    its label j and away from all others k != i: -log exp(h_i.h_j / tau) / sum_k exp(h_i.h_k / tau),
+    averaged over its positives and then over the anchors that have at least one (an example alone
+    with its label contributes nothing). `weights` marks examples that take part (padding: 0)."""
+    h = F.normalize(embeddings.float(), dim=-1)
+    N = len(h)
+    valid = torch.ones(N, dtype=torch.bool, device=h.device) if weights is None else weights > 0
+    others = ~torch.eye(N, dtype=torch.bool, device=h.device) & valid[None, :]   # k != i, and k real
+    logits = (h @ h.T / tau).masked_fill(~others, float("-inf"))
+    log_prob = logits - logits.logsumexp(dim=1, keepdim=True)                    # (N, N)
+    positive = others & (labels[:, None] == labels[None, :])
+    anchors = valid & positive.any(1)
+    per_anchor = -(log_prob.masked_fill(~positive, 0.0)).sum(1) / positive.sum(1).clamp(min=1)
+    return (per_anchor * anchors).sum() / anchors.sum().clamp(min=1)
+
+
+def semantic_alignment_loss(anchors, positives, negatives, tau=0.1, weights=None):
+    """Yu & Joty Eq. 4, semantic alignment: each source anchor (A, H) against its translations
+    (A, P, H), the positives, and source texts of other labels (A, M, H), the negatives:
+    -sum_t log exp(h_i.h_i^t / tau) / sum_k exp(h_i.h_k / tau) over the 2b texts of its group, with
+    L2-normalised vectors; summed over positives as in the paper, averaged over anchors."""
+    a = F.normalize(anchors.float(), dim=-1)
+    group = F.normalize(torch.cat([positives, negatives], dim=1).float(), dim=-1)  # (A, P + M, H)
+    logits = torch.einsum("ah,akh->ak", a, group) / tau
+    log_prob = logits - logits.logsumexp(dim=1, keepdim=True)
+    return weighted_mean(-log_prob[:, :positives.shape[1]].sum(1), weights)

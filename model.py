@@ -347,7 +347,8 @@ class ClassificationHead(nn.Module):
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, hidden):
-        x = self.dropout(hidden[:, 0])  # (B, H): the <s> vector
+        """(B, T, H) hidden states, classified by their <s> vector, or an already pooled (B, H)."""
+        x = self.dropout(hidden[:, 0] if hidden.dim() == 3 else hidden)
         if self.dense is not None:
             x = self.dropout(torch.tanh(self.dense(x)))
         return self.out_proj(x)         # (B, labels)
@@ -378,13 +379,15 @@ class SpanHead(nn.Module):
 
 
 class Classifier(nn.Module):
-    """Encoder + a head: over <s> (head_style "roberta" or "linear") or per token ("token").
-    Returns (logits, <s> vectors). Saved as an ordinary checkpoint directory plus head.safetensors
-    and task.json (labels, head style)."""
+    """Encoder + a head: over the sentence vector (head_style "roberta" or "linear") or per token
+    ("token"). The sentence vector is <s> (pooling "cls") or the mean of the real tokens ("mean", as
+    sentence-embedding models are used). Returns (logits, sentence vectors). Saved as an ordinary
+    checkpoint directory plus head.safetensors and task.json (labels, head style, pooling)."""
 
-    def __init__(self, encoder, num_labels, head_style="roberta"):
+    def __init__(self, encoder, num_labels, head_style="roberta", pooling="cls"):
         super().__init__()
-        self.encoder = encoder
+        assert pooling in ("cls", "mean"), pooling
+        self.encoder, self.pooling = encoder, pooling
         H, p = encoder.config.hidden_size, encoder.config.dropout
         if head_style == "token":
             self.head = TokenClassificationHead(H, num_labels, dropout=p)
@@ -393,6 +396,10 @@ class Classifier(nn.Module):
 
     def forward(self, input_ids, attention_mask):
         hidden = self.encoder(input_ids, attention_mask)  # (B, T, H)
+        if self.pooling == "mean":
+            m = attention_mask.to(hidden.dtype)[..., None]
+            sentence = (hidden * m).sum(1) / m.sum(1).clamp(min=1)  # (B, H)
+            return self.head(sentence if isinstance(self.head, ClassificationHead) else hidden), sentence
         return self.head(hidden), hidden[:, 0]
 
     def save(self, directory, tokenizer, task):
@@ -407,7 +414,7 @@ class Classifier(nn.Module):
         """(model, tokenizer, task dict) from a directory written by save()."""
         directory = Path(directory)
         task = json.loads((directory / "task.json").read_text())
-        model = cls(Encoder.from_pretrained(directory), len(task["labels"]), task.get("head_style", "roberta"))
+        model = cls(Encoder.from_pretrained(directory), len(task["labels"]), task.get("head_style", "roberta"), task.get("pooling", "cls"))
         model.head.load_state_dict(load_safetensors(directory / "head.safetensors"))
         return model, Tokenizer.from_pretrained(directory), task
 

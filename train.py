@@ -22,6 +22,13 @@ Methods:
                    side, the translation mixed with the source at one layer (mixup.py); task losses
                    on both sides (Eq. 8) plus consistency losses (Eq. 7); scheduled sampling feeds
                    round-trip translations of the source where the task has them
+  contrastive      Yu & Joty (2021) language adaptation: first the task loss plus label alignment
+                   (Eq. 2-3) on the source and its translations, then, for the last --sa-steps with
+                   a smaller learning rate, the task loss plus semantic alignment (Eq. 4-5) on
+                   groups of a source text, b of its translations and b source texts of other labels
+  cotrain          Yu & Joty (2021) co-training (Algorithm 1, cotrain.py): this model and a sentence-
+                   embedding model (--embedding-model) label the target languages' unlabelled
+                   training texts for each other, for --cotrain-iterations rounds
 
 The run reads top to bottom: arguments, distributed setup, data, model, optimizer, the loop
 (with evaluation on the source dev set and checkpoints), then the test table from the best model.
@@ -49,12 +56,12 @@ import data
 import evaluate
 from evaluate import cleanup_distributed, setup_distributed
 from fusion import Filter, Teacher, pad_pairs
-from losses import (prediction_consistency_loss, representation_consistency_loss, self_teaching_loss, task_loss,
-                    xeroalign_loss)
+from losses import (label_alignment_loss, prediction_consistency_loss, representation_consistency_loss,
+                    self_teaching_loss, semantic_alignment_loss, task_loss, xeroalign_loss)
 from mixup import XMixup, inverse_sigmoid_decay
 from model import Classifier, Encoder, Tokenizer, default_model
 
-METHODS = ["zero-shot", "translate-train", "xeroalign", "filter", "xmixup"]
+METHODS = ["zero-shot", "translate-train", "xeroalign", "filter", "xmixup", "contrastive", "cotrain"]
 
 
 def get_args(argv=None):
@@ -67,6 +74,11 @@ def get_args(argv=None):
     g.add_argument("--source-lang", help="language with training labels (default: the task's English)")
     g.add_argument("--target-langs", help="comma-separated languages to transfer to (default: all of the task's)")
     g.add_argument("--out", default="runs/default", help="output directory: checkpoint, best model, log, results")
+    g.add_argument("--train-fraction", type=float, default=1.0,
+                   help="train on this share of the source's training examples, drawn per label (Yu & Joty's 1.2%%: 0.012)")
+    g.add_argument("--translated", type=int, help="keep the translations of only this many of them (Yu & Joty's few-shot: 200)")
+    g.add_argument("--extra-train", help="JSONL file of further labelled examples (id, lang, text, label), trained on with the "
+                                         "source's: co-training's pseudo-labels, or your own")
     g = p.add_argument_group("optimisation")
     g.add_argument("--max-steps", type=int, default=150, help="optimizer steps (the default finishes in minutes on 2 CPU cores)")
     g.add_argument("--batch-size", type=int, default=32, help="examples per optimizer step, over all processes and micro-steps")
@@ -77,7 +89,8 @@ def get_args(argv=None):
     g.add_argument("--max-grad-norm", type=float, default=1.0, help="gradient clipping (0: off)")
     g.add_argument("--max-length", type=int, default=128, help="tokens per text (pairs: in total), longest-first truncation")
     g.add_argument("--dropout", type=float, help="override the checkpoint's dropout (0 makes runs comparable across process counts)")
-    g.add_argument("--head", default="roberta", choices=["roberta", "linear"], help="classifier over <s>: dense-tanh-projection or one linear layer")
+    g.add_argument("--head", default="roberta", choices=["roberta", "linear"], help="sentence classifier: dense-tanh-projection or one linear layer")
+    g.add_argument("--pooling", default="cls", choices=["cls", "mean"], help="sentence vector: <s>, or the mean of the tokens (sentence-embedding models)")
     g.add_argument("--freeze-embeddings", action="store_true", help="keep the word embeddings fixed (faster: no update of the 250k x H matrix)")
     g.add_argument("--group-by-length", action="store_true", help="batch texts of similar length together (less padding)")
     g.add_argument("--seed", type=int, default=0)
@@ -101,11 +114,22 @@ def get_args(argv=None):
     g.add_argument("--constant-ratio", action="store_true", help="ablation: lambda = lambda0 instead of the entropy-based ratio")
     g.add_argument("--no-consistency", action="store_true", help="ablation: without the consistency losses of Eq. 7")
     g.add_argument("--no-mixup-inference", action="store_true", help="ablation: test the target text alone, not mixed with its translation")
+    g = p.add_argument_group("contrastive adaptation and co-training (Yu & Joty)")
+    g.add_argument("--tau", type=float, default=0.1, help="temperature of the contrastive losses (the paper gives none; 0.1 here)")
+    g.add_argument("--la-weight", type=float, default=1.0, help="lambda_LA of Eq. 3")
+    g.add_argument("--sa-weight", type=float, default=1.0, help="lambda_SA of Eq. 5")
+    g.add_argument("--sa-steps", type=int, help="steps of the second phase, semantic alignment (default: a quarter of --max-steps)")
+    g.add_argument("--sa-lr", type=float, help="its peak learning rate, 'smaller' in the paper (default: --lr / 5)")
+    g.add_argument("--sa-group", type=int, default=4, help="b: translations and other-label texts per anchor (a group has 2b + 1 texts)")
+    g.add_argument("--embedding-model", help="cotrain: the second view, a sentence-embedding checkpoint (default: the bundled model)")
+    g.add_argument("--cotrain-iterations", type=int, default=3, help="cotrain: s, the rounds of Algorithm 1")
+    g.add_argument("--threshold", type=float, default=0.9, help="cotrain: t, the confidence a pseudo-label needs")
     g = p.add_argument_group("evaluation and checkpoints")
     g.add_argument("--eval-every", type=int, default=50, help="steps between evaluations on the source dev set (and checkpoints)")
     g.add_argument("--dev-langs", default="source", choices=["source", "all"], help="dev languages to log (selection is always on the source)")
     g.add_argument("--eval-batch-size", type=int, default=64)
     g.add_argument("--no-alignment", action="store_true", help="skip CKA and retrieval before and after training")
+    g.add_argument("--no-test", action="store_true", help="skip the test table at the end (the best model on dev is still saved)")
     g.add_argument("--resume", action="store_true", help="continue exactly from OUT/checkpoint.pt")
     g.add_argument("--stop-at", type=int, help="save a checkpoint and exit after this step (continue later with --resume)")
     g = p.add_argument_group("hardware")
@@ -172,13 +196,26 @@ class StopRequest:
         print("\nstopping after this step to save a checkpoint (Ctrl-C again to abort)", file=sys.stderr)
 
 
-def make_batch(method, items, weights, step, seed, tokenizer, level, teacher=None, round_trip=None, ss_k=1000):
+def make_batch(method, items, weights, step, seed, tokenizer, level, teacher=None, round_trip=None, ss_k=1000, groups=None):
     """The tensors of one micro-batch, by name (on the CPU). For xeroalign, filter and xmixup the
     items are (source, translation) pairs. XeroAlign encodes the sources and then their translations
     as one batch. FILTER and X-Mixup pad both sides to one length; for X-Mixup the source is, with
     probability 1 - p*(step), its round-trip translation (scheduled sampling, Eq. 6), drawn once per
-    step from a generator seeded by the step, so that a resumed run draws the same."""
+    step from a generator seeded by the step, so that a resumed run draws the same. contrastive-sa:
+    items are anchors, each expanded into its group for semantic alignment (Eq. 4): the anchor, b of
+    its translations and b anchors of other labels (with repetition where there are fewer than b)."""
     batch = {"weights": torch.tensor(weights)}
+    if method == "contrastive-sa":
+        translations, anchors, b = groups
+        rng = random.Random(f"{seed}/{step}/groups")
+        rows = []
+        for anchor in items:
+            mine = list(translations[anchor.id].values())
+            others = [a for a in anchors if a.label != anchor.label]
+            draw = lambda pool: rng.sample(pool, b) if len(pool) >= b else [rng.choice(pool) for _ in range(b)]
+            rows += [anchor] + draw(mine) + draw(others)
+        batch["input_ids"], batch["attention_mask"], batch["labels"] = data.collate(rows, tokenizer)
+        return batch
     if method == "xeroalign":
         sources, targets = zip(*items)
         batch["input_ids"], batch["attention_mask"], batch["labels"] = data.collate(sources + targets, tokenizer)
@@ -235,6 +272,16 @@ def compute_loss(method, model, batch, args, level):
             parts.update(mse=mse.detach(), kl=kl.detach())
         return loss, parts
     logits, cls = model(batch["input_ids"], batch["attention_mask"])  # (N, C) or (N, T, C); (N, H)
+    if method == "contrastive":  # Eq. 3 on the source and its translations
+        task = task_loss(logits, batch["labels"], w)
+        la = label_alignment_loss(cls, batch["labels"], args.tau, w)
+        return task + args.la_weight * la, {"task": task.detach(), "la": la.detach()}
+    if method == "contrastive-sa":  # Eq. 5 on groups: anchor, b translations, b other labels
+        size = 2 * args.sa_group + 1
+        task = task_loss(logits, batch["labels"], w.repeat_interleave(size))
+        groups = cls.view(len(w), size, -1)
+        sa = semantic_alignment_loss(groups[:, 0], groups[:, 1:args.sa_group + 1], groups[:, args.sa_group + 1:], args.tau, w)
+        return task + args.sa_weight * sa, {"task": task.detach(), "sa": sa.detach()}
     if method != "xeroalign":
         return task_loss(logits, batch["labels"], w), {}
     B = len(w)  # sources first, then one translation each
@@ -249,6 +296,7 @@ def compute_loss(method, model, batch, args, level):
 def main(argv=None):
     """Train, evaluate, write OUT/; returns the model as it is after the last step."""
     args = get_args(argv)
+    owns_process_group = not dist.is_initialized()  # co-training calls main() again inside a run
     rank, world_size, device = setup_distributed(args.device)
     out = Path(args.out)
     if rank == 0:
@@ -266,13 +314,22 @@ def main(argv=None):
     model_dir = Path(args.model) if args.model else default_model()
     tokenizer = Tokenizer.from_pretrained(model_dir)
     task = data.load_task(args.task, args.data, args.source_lang, args.target_langs.split(",") if args.target_langs else None)
+    unlabelled = {lang: task.train[lang] for lang in task.targets}  # co-training's pool: every target-language text
+    if args.train_fraction < 1 or args.translated is not None:
+        task = data.few_shot(task, args.train_fraction, args.translated, args.seed)
+    if args.method == "cotrain":
+        import cotrain
+        return cotrain.run(args, task, unlabelled, rank, world_size)
+    extra = data.read_jsonl_examples(args.extra_train, task.labels) if args.extra_train else []
+    if extra and args.method not in ("zero-shot", "translate-train", "contrastive"):
+        raise SystemExit(f"--extra-train adds single labelled texts, which --method {args.method} (trained on pairs) cannot use")
     encode = lambda examples: data.encode(examples, tokenizer, task, args.max_length)
     metric = "f1" if task.level == "word" else "accuracy"  # model selection on the source dev set
-    translations = {}
-    if args.method == "translate-train":
-        items = encode([e for lang in [task.source, *task.targets] for e in task.train[lang]])
+    translations, anchors = {}, []
+    if args.method in ("translate-train", "contrastive"):  # the source and its translations (D and D_bi)
+        items = encode([e for lang in [task.source, *task.targets] for e in task.train[lang]] + extra)
     else:
-        items = encode(task.train[task.source])
+        items = encode(task.train[task.source] + extra)
         if args.method in ("xeroalign", "filter", "xmixup"):
             for it in encode([e for lang in task.targets for e in task.train[lang]]):
                 translations.setdefault(it.id, {})[it.lang] = it
@@ -288,16 +345,25 @@ def main(argv=None):
         if rank == 0 and not round_trip:
             print(f"note: {args.task} has no round-trip translations of its {task.source} training texts: "
                   "scheduled sampling is off (the mixup always sees the gold source)", file=sys.stderr)
+    sa_steps = (args.sa_steps if args.sa_steps is not None else args.max_steps // 4) if args.method == "contrastive" else 0
+    if sa_steps:  # the second phase's anchors: source examples that have translations
+        sources = {it.id: it for it in items if it.lang == task.source}
+        for it in items:
+            if it.lang != task.source and it.id in sources:
+                translations.setdefault(it.id, {})[it.lang] = it
+        anchors = [sources[i] for i in sorted(translations)]
+        if len({a.label for a in anchors}) < 2:
+            raise SystemExit("semantic alignment needs translated source examples of at least two labels (see --translated)")
     if not items:
         raise SystemExit(f"no training examples for --method {args.method} on {args.task}")
-    batches_per_epoch = math.ceil(len(items) / args.batch_size)
+    phase_one = args.max_steps - sa_steps
 
     # Model: the encoder and a fresh head, identical on every rank before DDP wraps it.
     dropout = {} if args.dropout is None else {"dropout": args.dropout, "attention_dropout": args.dropout}
     encoder = Encoder.from_pretrained(model_dir, **dropout)
     torch.manual_seed(args.seed)
     head_style = "token" if task.level == "word" else args.head
-    raw = Classifier(encoder, len(task.labels), head_style).to(device)
+    raw = Classifier(encoder, len(task.labels), head_style, args.pooling).to(device)
     torch.manual_seed(args.seed + rank)
     for unused in (encoder.pooler, encoder.lm_head):  # DDP wants a gradient for every trainable parameter
         if unused is not None:
@@ -340,8 +406,12 @@ def main(argv=None):
     # fused: one pass over each tensor; on CPU it halves the step, most of which is updating the 250k-row embedding
     optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": args.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
                                   lr=args.lr, fused=True)
-    warmup = int(args.warmup * args.max_steps)
-    schedule = lambda s: min((s + 1) / max(warmup, 1), max(0.0, (args.max_steps - s) / max(args.max_steps - warmup, 1)))
+    def ramp(s, n):  # linear warmup over a fraction of n steps, then linear decay to 0
+        warmup = int(args.warmup * n)
+        return min((s + 1) / max(warmup, 1), max(0.0, (n - s) / max(n - warmup, 1)))
+
+    def schedule(s):  # contrastive's second phase restarts the ramp at a smaller peak
+        return ramp(s, phase_one) if s < phase_one else (args.sa_lr or args.lr / 5) / args.lr * ramp(s - phase_one, sa_steps)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
     dtype = autocast_dtype(args.amp, device)
     scaler = torch.amp.GradScaler(enabled=dtype == torch.float16)
@@ -384,7 +454,8 @@ def main(argv=None):
         return {lang: scores[metric] for lang, scores in dev.items()}
 
     task_info = {"task": args.task, "data": args.data, "labels": task.labels, "source_lang": task.source,
-                 "target_langs": task.targets, "head_style": head_style, "max_length": args.max_length, "method": args.method,
+                 "target_langs": task.targets, "head_style": head_style, "pooling": args.pooling, "max_length": args.max_length,
+                 "method": args.method,
                  **({"filter_m": args.filter_m, "filter_k": args.filter_k} if args.method == "filter" else {})}
 
     def saved_task_info():
@@ -398,16 +469,22 @@ def main(argv=None):
     stop, started = StopRequest(), time.time()
     model.train()
     micro_size = args.batch_size // args.grad_accum
-    first = lambda item: item[0] if isinstance(item, tuple) else item  # the source of a FILTER pair
-    lengths, planned_epoch = [max(len(x.ids) for x in (item if isinstance(item, tuple) else [item])) for item in items], None
-    # What a loss averages over: examples, or scored tokens for word-level tasks (of the source, for
-    # FILTER). Shares of the global batch are counted in these units, so that N processes compute
-    # the same mean as one.
-    units = [1 if task.level == "sentence" else sum(l != -100 for l in first(it).label) for it in items]
+    first = lambda item: item[0] if isinstance(item, tuple) else item  # the source of a pair
+    planned = None
     while step < args.max_steps:
-        epoch, position = divmod(step, batches_per_epoch)
-        if epoch != planned_epoch:  # the epoch's batch order depends only on seed and epoch: resumable
-            batches, planned_epoch = data.epoch_batches(lengths, args.batch_size, epoch, args.seed, group_by_length=args.group_by_length), epoch
+        # The phase (contrastive has two) and the epoch's batch order follow from the step alone:
+        # a resumed run picks up where it stopped.
+        second = step >= phase_one
+        current, method, start = (anchors, "contrastive-sa", phase_one) if second else (items, args.method, 0)
+        epoch, position = divmod(step - start, math.ceil(len(current) / args.batch_size))
+        if planned != (second, epoch):
+            lengths = [max(len(x.ids) for x in (it if isinstance(it, tuple) else [it])) for it in current]
+            batches = data.epoch_batches(lengths, args.batch_size, epoch, args.seed, group_by_length=args.group_by_length)
+            # What a loss averages over: examples, or scored tokens for word-level tasks (of the
+            # source, for pairs). Shares of the global batch are counted in these units, so that N
+            # processes compute the same mean as one.
+            units = [1 if task.level == "sentence" else sum(l != -100 for l in first(it).label) for it in current]
+            planned = (second, epoch)
         global_batch = batches[position]
         total = torch.zeros((), device=device)
         parts = {}
@@ -415,8 +492,8 @@ def main(argv=None):
             chunk = global_batch[micro * micro_size:(micro + 1) * micro_size]
             index, weights = data.shard(chunk or global_batch[:1], rank, world_size)
             weights = weights if chunk else [0.0] * len(weights)
-            batch = make_batch(args.method, [items[i] for i in index], weights, step, args.seed, tokenizer, task.level,
-                               teacher, round_trip, args.ss_k)
+            batch = make_batch(method, [current[i] for i in index], weights, step, args.seed, tokenizer, task.level,
+                               teacher, round_trip, args.ss_k, (translations, anchors, args.sa_group))
             batch = {name: tensor.to(device) for name, tensor in batch.items()}
             # Each micro-batch's mean loss, weighted by its share of the global batch; times the number
             # of processes because DDP averages gradients over them. The step's gradient is then that
@@ -425,7 +502,7 @@ def main(argv=None):
             sync = model.no_sync() if world_size > 1 and micro < args.grad_accum - 1 else nullcontext()
             with sync:
                 with torch.autocast(device.split(":")[0], dtype=dtype, enabled=dtype is not None):
-                    loss, components = compute_loss(args.method, model, batch, args, task.level)
+                    loss, components = compute_loss(method, model, batch, args, task.level)
                 scaler.scale(loss * share * world_size).backward()
             total += loss.detach() * share
             for k, v in components.items():
@@ -476,13 +553,18 @@ def main(argv=None):
             progress.close()
             if rank == 0:
                 print(f"stopped at step {step}; continue with the same command and --resume", file=sys.stderr)
-            cleanup_distributed()
+            if owns_process_group:
+                cleanup_distributed()
             return raw
     progress.close()
 
     # Test: the best model on dev, in every language.
     if dist.is_initialized():
         dist.barrier()
+    if args.no_test:
+        if owns_process_group:
+            cleanup_distributed()
+        return raw
     best_model, best_pair_model = raw, pair_model
     if (out / "best").exists():
         best_model, _, best_info = Classifier.load(out / "best")
@@ -494,15 +576,16 @@ def main(argv=None):
     if not args.no_alignment:
         alignment_after = evaluate.alignment(best_model.encoder, tokenizer, task.test, task.source, args.eval_batch_size, device, rank, world_size)
     if rank == 0:
-        extra = {lang: {**{f"{k}_before": v for k, v in (alignment_before or {}).get(lang, {}).items()}, **after}
-                 for lang, after in (alignment_after or {}).items()}
-        table = evaluate.markdown_table(results, task.source, extra)
-        summary = {**results, "alignment": extra, "best_step": best_step, f"dev_{metric}": best, "args": vars(args)}
+        aligned = {lang: {**{f"{k}_before": v for k, v in (alignment_before or {}).get(lang, {}).items()}, **after}
+                   for lang, after in (alignment_after or {}).items()}
+        table = evaluate.markdown_table(results, task.source, aligned)
+        summary = {**results, "alignment": aligned, "best_step": best_step, f"dev_{metric}": best, "args": vars(args)}
         (out / "results.json").write_text(json.dumps(summary, indent=2) + "\n")
         (out / "results.md").write_text(f"{args.method} on {args.task}, test split, best dev step {best_step}\n\n{table}\n")
         print(f"\n{args.method} on {args.task}: test scores by language (best dev step {best_step})\n\n{table}\n\n"
               f"written to {out}/results.json and results.md")
-    cleanup_distributed()
+    if owns_process_group:
+        cleanup_distributed()
     return raw
 
 

@@ -1,0 +1,180 @@
+"""Yu & Joty: co-training (Algorithm 1) on a toy problem, the contrastive method's phases and
+groups, the few-shot settings, and extra labelled examples."""
+import json
+import random
+
+import pytest
+import torch
+import torch.multiprocessing as mp
+
+import data
+import train
+from conftest import free_port, join_process_group_env
+from cotrain import co_train, select
+
+# A toy problem: texts are the numbers 0-59, labelled by parity. Each view is sure and right on one
+# half and unsure and wrong on the other, unless it has been given the label.
+POOL = {f"x:{n}": data.Example(id=str(n), lang="x", text=str(n)) for n in range(60)}
+TRUTH = {key: ("even", "odd")[int(e.text) % 2] for key, e in POOL.items()}
+LABELED = [data.Example(id=f"l{n}", lang="en", text=f"l{n}", label=("even", "odd")[n % 2]) for n in range(9)]
+
+
+def view(knows):
+    """A learner that memorises what it is given and otherwise guesses from its view."""
+    def fit(examples, round_):
+        memory = {f"x:{e.text}": e.label for e in examples if e.lang == "x"}
+
+        def predict(unlabelled):
+            out = {}
+            for key, e in unlabelled.items():
+                if key in memory:
+                    out[key] = (memory[key], 1.0)
+                elif knows(int(e.text)):
+                    out[key] = (TRUTH[key], 0.95)
+                else:  # wrong, and not sure of it
+                    out[key] = ({"even": "odd", "odd": "even"}[TRUTH[key]], 0.6)
+            return out
+        return predict
+    return fit
+
+
+def accuracy(fit, examples):
+    predictions = fit(examples, None)(POOL)
+    return sum(label == TRUTH[key] for key, (label, _) in predictions.items()) / len(POOL)
+
+
+def test_exchange_of_confident_labels_improves_each_view():
+    fit_lm, fit_emb = view(lambda n: n < 30), view(lambda n: n >= 30)
+    rounds = []
+    D_lm, D_emb = co_train(fit_lm, fit_emb, LABELED, POOL, iterations=3, threshold=0.9, rng=random.Random(0),
+                           on_round=lambda r, picks_lm, picks_emb: rounds.append((picks_lm, picks_emb)))
+    assert accuracy(fit_lm, D_lm) > accuracy(fit_lm, LABELED) == 0.5
+    assert accuracy(fit_emb, D_emb) > accuracy(fit_emb, LABELED) == 0.5
+    for picks_lm, picks_emb in rounds:
+        assert len(picks_lm) == len(picks_emb) == len(LABELED) // 3  # the n/3 cap
+        assert all(c > 0.9 for _, c in list(picks_lm.values()) + list(picks_emb.values()))
+        assert all(label == TRUTH[key] for key, (label, _) in list(picks_lm.items()) + list(picks_emb.items()))
+    given_to_lm = [e for e in D_lm if e.lang == "x"]
+    assert len(given_to_lm) == 9 and len({e.id for e in given_to_lm}) == 9  # f_emb gives each text away once
+    assert any(int(e.text) >= 30 for e in given_to_lm)  # including texts where f_lm was wrong
+
+
+def test_selection_threshold_and_cap():
+    predictions = {"a": ("x", 0.95), "b": ("y", 0.9), "c": ("x", 0.99), "d": ("y", 0.2), "e": ("x", 0.91)}
+    assert select(predictions, 0.9, cap=10, rng=random.Random(0)) == {k: predictions[k] for k in ("a", "c", "e")}  # strictly above
+    chosen = select(predictions, 0.9, cap=2, rng=random.Random(0))
+    assert len(chosen) == 2 and set(chosen) <= {"a", "c", "e"}
+    assert chosen == select(predictions, 0.9, cap=2, rng=random.Random(0))
+
+
+def test_replayed_rounds_are_not_refitted():
+    fitted = []
+
+    def counting(fit):
+        return lambda examples, round_: fitted.append(round_) or fit(examples, round_)
+    rounds = []
+    full = co_train(view(lambda n: n < 30), view(lambda n: n >= 30), LABELED, POOL, 3, 0.9, random.Random(0),
+                    on_round=lambda r, a, b: rounds.append((a, b)))
+    resumed = co_train(counting(view(lambda n: n < 30)), counting(view(lambda n: n >= 30)), LABELED, POOL, 3, 0.9,
+                       random.Random(1), history=rounds[:2])
+    assert fitted == [2, 2] and [e.text for e in resumed[0][:-3]] == [e.text for e in full[0][:-3]]
+
+
+def test_cotrain_run(tmp_path, tiny_model_dir):
+    out = tmp_path / "co"
+    argv = ["--model", str(tiny_model_dir), "--embedding-model", str(tiny_model_dir), "--method", "cotrain",
+            "--target-langs", "de", "--batch-size", "8", "--max-steps", "2", "--eval-every", "2", "--cotrain-iterations", "2",
+            "--threshold", "0.0", "--train-fraction", "0.2", "--out", str(out)]
+    train.main(argv)
+    pool = [json.loads(line) for line in open(out / "pool.jsonl")]
+    assert len(pool) == 336 and {p["lang"] for p in pool} == {"de"}
+    picks = [json.loads((out / f"round{r}" / "picks.json").read_text()) for r in (0, 1)]
+    n = len(data.few_shot(data.load_task("demo", targets=["de"]), 0.2).train["en"])
+    assert all(len(p["lm"]) == len(p["emb"]) == n // 3 for p in picks)
+    assert not set(picks[0]["lm"]) & set(picks[1]["lm"])  # a text is given away once
+    extra = [json.loads(line) for line in open(out / "final" / "lm-extra.jsonl")]
+    assert {e["id"] for e in extra} == set(picks[0]["emb"]) | set(picks[1]["emb"])  # f_emb's picks train f_lm
+    results = json.loads((out / "results.json").read_text())
+    assert results["pseudo_labels"] == {"lm": 2 * (n // 3), "emb": 2 * (n // 3)} and "de" in results["embedding_model"]
+    assert json.loads((out / "final" / "emb" / "best" / "task.json").read_text())["pooling"] == "mean"
+    # resuming replays the recorded rounds and does the final fits again
+    train.main(argv + ["--resume"])
+    assert json.loads((out / "results.json").read_text())["pseudo_labels"] == results["pseudo_labels"]
+
+
+def test_semantic_alignment_groups(tiny_model_dir):
+    from model import Tokenizer
+    tokenizer = Tokenizer.from_pretrained(tiny_model_dir)
+    task = data.load_task("demo", targets=["de", "zh", "hi"])
+    encoded = {lang: data.encode(task.train[lang][::8], tokenizer, task, 64) for lang in task.train}  # every intent
+    translations = {}
+    for lang in ("de", "zh", "hi"):
+        for it in encoded[lang]:
+            translations.setdefault(it.id, {})[lang] = it
+    anchors = encoded["en"]
+    batch = train.make_batch("contrastive-sa", anchors[:3], [1.0] * 3, 7, 0, tokenizer, "sentence", groups=(translations, anchors, 2))
+    rows = batch["input_ids"].view(3, 5, -1)
+    lengths = batch["attention_mask"].view(3, 5, -1).sum(-1)
+    labels = batch["labels"].view(3, 5)
+    for a, anchor in enumerate(anchors[:3]):
+        text = lambda p: rows[a, p, :lengths[a, p]].tolist()
+        assert text(0) == anchor.ids
+        assert all(text(p) in [t.ids for t in translations[anchor.id].values()] for p in (1, 2))  # its own translations
+        assert labels[a, 1].item() == labels[a, 2].item() == anchor.label
+        assert labels[a, 3].item() != anchor.label and labels[a, 4].item() != anchor.label  # negatives do not
+
+
+def test_contrastive_phases(tmp_path, tiny_model_dir):
+    out = tmp_path / "c"
+    train.main(["--model", str(tiny_model_dir), "--method", "contrastive", "--target-langs", "de,zh", "--batch-size", "8",
+                "--max-steps", "6", "--sa-steps", "2", "--lr", "1e-3", "--sa-lr", "2e-4", "--warmup", "0", "--eval-every", "3",
+                "--no-alignment", "--out", str(out)])
+    log = [json.loads(line) for line in open(out / "log.jsonl") if '"loss"' in line]
+    assert ["la" in r for r in log] == [True] * 4 + [False] * 2 and all("sa" in r for r in log[4:])
+    # the learning rate for the next step: phase one decays from 1e-3 over 4 steps, phase two from 2e-4 over 2
+    assert [round(r["lr"], 6) for r in log] == [0.00075, 0.0005, 0.00025, 0.0002, 0.0001, 0.0]
+
+
+def test_few_shot_settings():
+    task = data.load_task("demo", targets=["de", "zh"])
+    few = data.few_shot(task, fraction=0.1, translated=5, seed=3)
+    counts = {}
+    for e in few.train["en"]:
+        counts[e.label] = counts.get(e.label, 0) + 1
+    assert set(counts) == set(task.labels) and all(c == 5 for c in counts.values())  # ceil(0.1 * 42) per label
+    assert len(few.train["de"]) == len(few.train["zh"]) == 5
+    assert {e.id for e in few.train["de"]} <= {e.id for e in few.train["en"]}
+    assert few.test == task.test and few_shot_ids(few) == few_shot_ids(data.few_shot(task, 0.1, 5, seed=3))
+
+
+def few_shot_ids(task):
+    return [e.id for e in task.train["en"]], [e.id for e in task.train["de"]]
+
+
+def test_extra_train_file(tmp_path, tiny_model_dir):
+    path = tmp_path / "extra.jsonl"
+    path.write_text('{"id": "p1", "lang": "de", "text": "Weck mich um sieben", "label": "alarm"}\n')
+    assert [e.label for e in data.read_jsonl_examples(path, ["alarm", "music"])] == ["alarm"]
+    path.write_text('{"id": "p1", "lang": "de", "text": "x", "label": "alarm"}\n{"id": "p2", "text": "y"}\n')
+    with pytest.raises(data.DataError, match="extra.jsonl:2: not an object with id, lang, text and label"):
+        data.read_jsonl_examples(path, ["alarm"])
+    path.write_text('{"id": "p1", "lang": "de", "text": "x", "label": "cooking"}\n')
+    with pytest.raises(data.DataError, match="extra.jsonl:1: unknown label 'cooking'"):
+        data.read_jsonl_examples(path, ["alarm"])
+    path.write_text('{"id": "p1", "lang": "de", "text": "Weck mich um sieben", "label": "alarm"}\n')
+    with pytest.raises(SystemExit, match="cannot use"):
+        train.main(["--model", str(tiny_model_dir), "--method", "filter", "--extra-train", str(path), "--out", str(tmp_path / "r")])
+
+
+def worker(rank, world_size, port, argv, result_dir):
+    join_process_group_env(rank, world_size, port)
+    model = train.main(argv)
+    torch.save(model.state_dict(), f"{result_dir}/rank{rank}.pt")
+
+
+def test_contrastive_under_two_processes(tmp_path, tiny_model_dir):
+    argv = ["--model", str(tiny_model_dir), "--method", "contrastive", "--target-langs", "de,zh", "--batch-size", "6",
+            "--max-steps", "4", "--sa-steps", "2", "--eval-every", "4", "--no-alignment", "--out", str(tmp_path / "run")]
+    mp.spawn(worker, args=(2, free_port(), argv, str(tmp_path)), nprocs=2)
+    rank0, rank1 = torch.load(tmp_path / "rank0.pt"), torch.load(tmp_path / "rank1.pt")
+    assert all(torch.equal(rank0[k], rank1[k]) for k in rank0)
