@@ -1,5 +1,5 @@
 """Benchmark: the cost of a training step of each method relative to translate-train, measured side
-by side in one run on the same source examples, with the step functions of train.py.
+by side in one run on the same source examples, with the step functions of methods.py.
 
     python bench_methods.py                                              # bundled model and corpus
     python bench_methods.py --task sib200 --data ../shared/data/sib200 --methods translate-train,xeroalign,filter
@@ -17,7 +17,7 @@ import time
 import torch
 
 import data
-import train
+import methods
 from fusion import Filter
 from mixup import XMixup
 from model import Classifier, Encoder, Tokenizer, default_model
@@ -48,9 +48,9 @@ def main():
     sources = [it for it in sources if it.id in translations]
     options = argparse.Namespace(align_weight=1.0, target_labels=False, kl_weight=None, mixup_alpha=0.4, no_consistency=False)
 
-    methods = args.methods.split(",")
+    names = args.methods.split(",")
     models, optimizers = {}, {}
-    for method in methods:
+    for method in names:
         torch.manual_seed(0)
         raw = Classifier(Encoder.from_pretrained(path), len(task.labels), "token" if task.level == "word" else "roberta").train()
         models[method] = {"filter": lambda: Filter(raw, args.filter_m, args.filter_k),
@@ -65,25 +65,25 @@ def main():
             items = [translations[it.id].get(lang, it) for it in chosen]
         else:  # xeroalign, filter, xmixup: (source, translation) pairs
             items = [(it, translations[it.id].get(lang) or next(iter(translations[it.id].values()))) for it in chosen]
-        return train.make_batch(method, items, [1.0] * len(items), step, 0, tokenizer, task.level)
+        return methods.make_batch(method, items, [1.0] * len(items), step, 0, tokenizer, task.level)
 
-    times = {method: [] for method in methods}
+    times = {method: [] for method in names}
     for step in range(args.warmup + args.steps):
-        for method in methods:
+        for method in names:
             batch = batch_for(method, step)
             start = time.perf_counter()
-            loss, _ = train.compute_loss(method, models[method], batch, options, task.level)
+            loss, _ = methods.compute_loss(method, models[method], batch, options, task.level)
             loss.backward()
             optimizers[method].step()
             optimizers[method].zero_grad(set_to_none=True)
             if step >= args.warmup:
                 times[method].append(time.perf_counter() - start)
-    base = statistics.median(times.get("translate-train", times[methods[0]]))
+    base = statistics.median(times.get("translate-train", times[names[0]]))
     print(f"{args.task}, batch {args.batch_size}, {torch.get_num_threads()} threads, FILTER m={args.filter_m} k={args.filter_k}, "
           f"X-Mixup at layer {args.mixup_layer}")
     print("| method | s/step | relative to translate-train |")
     print("|---|---|---|")
-    for method in methods:
+    for method in names:
         t = statistics.median(times[method])
         print(f"| {method} | {t:.3f} | {t / base:.2f} |")
 

@@ -55,10 +55,9 @@ from tqdm import tqdm
 import data
 import evaluate
 from evaluate import cleanup_distributed, setup_distributed
-from fusion import Filter, Teacher, pad_pairs
-from losses import (label_alignment_loss, prediction_consistency_loss, representation_consistency_loss,
-                    self_teaching_loss, semantic_alignment_loss, task_loss, xeroalign_loss)
-from mixup import XMixup, inverse_sigmoid_decay
+from fusion import Filter, Teacher
+from methods import compute_loss, make_batch
+from mixup import XMixup
 from model import Classifier, Encoder, Tokenizer, default_model
 
 METHODS = ["zero-shot", "translate-train", "xeroalign", "filter", "xmixup", "contrastive", "cotrain"]
@@ -194,103 +193,6 @@ class StopRequest:
             raise KeyboardInterrupt
         self.requested = True
         print("\nstopping after this step to save a checkpoint (Ctrl-C again to abort)", file=sys.stderr)
-
-
-def make_batch(method, items, weights, step, seed, tokenizer, level, teacher=None, round_trip=None, ss_k=1000, groups=None):
-    """The tensors of one micro-batch, by name (on the CPU). For xeroalign, filter and xmixup the
-    items are (source, translation) pairs. XeroAlign encodes the sources and then their translations
-    as one batch. FILTER and X-Mixup pad both sides to one length; for X-Mixup the source is, with
-    probability 1 - p*(step), its round-trip translation (scheduled sampling, Eq. 6), drawn once per
-    step from a generator seeded by the step, so that a resumed run draws the same. contrastive-sa:
-    items are anchors, each expanded into its group for semantic alignment (Eq. 4): the anchor, b of
-    its translations and b anchors of other labels (with repetition where there are fewer than b)."""
-    batch = {"weights": torch.tensor(weights)}
-    if method == "contrastive-sa":
-        translations, anchors, b = groups
-        rng = random.Random(f"{seed}/{step}/groups")
-        rows = []
-        for anchor in items:
-            mine = list(translations[anchor.id].values())
-            others = [a for a in anchors if a.label != anchor.label]
-            draw = lambda pool: rng.sample(pool, b) if len(pool) >= b else [rng.choice(pool) for _ in range(b)]
-            rows += [anchor] + draw(mine) + draw(others)
-        batch["input_ids"], batch["attention_mask"], batch["labels"] = data.collate(rows, tokenizer)
-        return batch
-    if method == "xeroalign":
-        sources, targets = zip(*items)
-        batch["input_ids"], batch["attention_mask"], batch["labels"] = data.collate(sources + targets, tokenizer)
-        return batch
-    if method in ("filter", "xmixup"):
-        sources, targets = zip(*items)
-        if method == "xmixup" and round_trip and random.Random(f"{seed}/{step}/ss").random() > inverse_sigmoid_decay(step, ss_k):
-            sources = [round_trip.get(s.id, s) for s in sources]
-        source_ids, source_mask, target_ids, target_mask = pad_pairs(tokenizer, [s.ids for s in sources], [t.ids for t in targets])
-        T = source_ids.shape[1]
-        batch.update(source_ids=source_ids, source_mask=source_mask, target_ids=target_ids, target_mask=target_mask,
-                     source_labels=data.label_tensor(sources, T), target_labels=data.label_tensor(targets, T))
-        if level == "word":  # the target words' first sub-tokens, where the teacher's soft labels apply
-            batch["target_scored"] = torch.zeros(len(targets), T)
-            for b, t in enumerate(targets):
-                batch["target_scored"][b, [token for _, token in t.extra["scored"]]] = 1.0
-        if method == "xmixup":
-            batch["round_trip"] = torch.tensor(float(sources[0] is not items[0][0]))
-        if teacher is not None:
-            batch["teacher_logits"] = teacher.logits(source_ids, source_mask, target_ids, target_mask, [(t.id, t.lang) for t in targets])
-        return batch
-    batch["input_ids"], batch["attention_mask"], batch["labels"] = data.collate(items, tokenizer)
-    return batch
-
-
-def compute_loss(method, model, batch, args, level):
-    """The method's loss, averaged over the examples that count (weight 1) in this micro-batch,
-    and its parts for the log."""
-    w = batch["weights"]
-    if method == "filter":
-        source_logits, target_logits = model(batch["source_ids"], batch["source_mask"], batch["target_ids"], batch["target_mask"])
-        source = task_loss(source_logits, batch["source_labels"], w)
-        # Sentence labels carry over to a translation; word labels do not (lambda = 0 in Eq. 6).
-        target = task_loss(target_logits, batch["target_labels"], w) if level == "sentence" else None
-        if "teacher_logits" not in batch:  # the teacher's own training, Eq. 4
-            return source + (target if target is not None else 0), {"source": source.detach()}
-        kl_weight = args.kl_weight if args.kl_weight is not None else (0.5 if level == "sentence" else 1.0)
-        mask = batch["target_scored"] * w[:, None] if level == "word" else w
-        kl = self_teaching_loss(target_logits, batch["teacher_logits"], mask)
-        loss = source + kl_weight * kl + ((1 - kl_weight) * target if target is not None else 0)  # Eq. 6
-        return loss, {"source": source.detach(), "kl": kl.detach()}
-    if method == "xmixup":
-        source_logits, target_logits, source_r, target_r, lam = model(batch["source_ids"], batch["source_mask"],
-                                                                      batch["target_ids"], batch["target_mask"])
-        source = task_loss(source_logits, batch["source_labels"], w)
-        target = task_loss(target_logits, batch["target_labels"], w)
-        loss = args.mixup_alpha * source + (1 - args.mixup_alpha) * target  # Eq. 8
-        parts = {"source": source.detach(), "target": target.detach(), "lambda": (lam * w).sum().detach() / w.sum().clamp(min=1),
-                 "round_trip": batch["round_trip"]}
-        if not args.no_consistency:  # Eq. 7
-            mse = representation_consistency_loss(source_r, target_r, w)
-            kl = prediction_consistency_loss(source_logits, target_logits, w)
-            loss = loss + mse + kl
-            parts.update(mse=mse.detach(), kl=kl.detach())
-        return loss, parts
-    logits, cls = model(batch["input_ids"], batch["attention_mask"])  # (N, C) or (N, T, C); (N, H)
-    if method == "contrastive":  # Eq. 3 on the source and its translations
-        task = task_loss(logits, batch["labels"], w)
-        la = label_alignment_loss(cls, batch["labels"], args.tau, w)
-        return task + args.la_weight * la, {"task": task.detach(), "la": la.detach()}
-    if method == "contrastive-sa":  # Eq. 5 on groups: anchor, b translations, b other labels
-        size = 2 * args.sa_group + 1
-        task = task_loss(logits, batch["labels"], w.repeat_interleave(size))
-        groups = cls.view(len(w), size, -1)
-        sa = semantic_alignment_loss(groups[:, 0], groups[:, 1:args.sa_group + 1], groups[:, args.sa_group + 1:], args.tau, w)
-        return task + args.sa_weight * sa, {"task": task.detach(), "sa": sa.detach()}
-    if method != "xeroalign":
-        return task_loss(logits, batch["labels"], w), {}
-    B = len(w)  # sources first, then one translation each
-    task = task_loss(logits[:B], batch["labels"][:B], w)
-    align = xeroalign_loss(cls[:B], cls[B:], w)
-    loss = task + args.align_weight * align
-    if args.target_labels:
-        loss = loss + task_loss(logits[B:], batch["labels"][B:], w)
-    return loss, {"task": task.detach(), "align": align.detach()}
 
 
 def main(argv=None):

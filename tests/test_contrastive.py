@@ -8,6 +8,7 @@ import torch
 import torch.multiprocessing as mp
 
 import data
+import methods
 import train
 from conftest import free_port, join_process_group_env
 from cotrain import co_train, select
@@ -112,7 +113,7 @@ def test_semantic_alignment_groups(tiny_model_dir):
         for it in encoded[lang]:
             translations.setdefault(it.id, {})[lang] = it
     anchors = encoded["en"]
-    batch = train.make_batch("contrastive-sa", anchors[:3], [1.0] * 3, 7, 0, tokenizer, "sentence", groups=(translations, anchors, 2))
+    batch = methods.make_batch("contrastive-sa", anchors[:3], [1.0] * 3, 7, 0, tokenizer, "sentence", groups=(translations, anchors, 2))
     rows = batch["input_ids"].view(3, 5, -1)
     lengths = batch["attention_mask"].view(3, 5, -1).sum(-1)
     labels = batch["labels"].view(3, 5)
