@@ -21,7 +21,7 @@ import torch.nn.functional as F
 import data
 from fusion import Filter, pad_pairs
 from mixup import XMixup
-from model import Classifier, Encoder, Tokenizer, default_model
+from model import Classifier, Encoder, Tokenizer, default_model, mean_pool
 
 
 def all_reduce(tensor):
@@ -47,8 +47,7 @@ def sentence_representations(encoder, tokenizer, texts, batch_size, device, laye
     for index in my_batches([len(t) for t in texts], batch_size, rank, world_size):
         ids, mask = tokenizer.batch([texts[i] for i in index])
         ids, mask = ids.to(device), mask.to(device)
-        hidden = encoder.hidden_states(ids, mask)[layer]
-        out[index] = (hidden * mask[..., None]).sum(1) / mask.sum(1, keepdim=True)
+        out[index] = mean_pool(encoder.hidden_states(ids, mask)[layer], mask)
     return all_reduce(out)
 
 

@@ -19,6 +19,8 @@ import math
 import torch
 import torch.nn as nn
 
+from model import mean_pool
+
 
 def inverse_sigmoid_decay(step, k):
     """Eq. 6's schedule (Bengio et al. 2015): p* = k / (k + exp(step / k)), the probability that the
@@ -84,12 +86,6 @@ def mixup_encode(encoder, ratio, source_ids, source_mask, target_ids, target_mas
     return h[:B], h[B:], lam
 
 
-def mean_pool(hidden, mask):
-    """Mean of the real tokens' states (B, H): the sequence representation r of Eq. 7."""
-    mask = mask.to(hidden.dtype)[..., None]
-    return (hidden * mask).sum(1) / mask.sum(1).clamp(min=1)
-
-
 class XMixup(nn.Module):
     """A Classifier run as X-Mixup on (source, target) pairs, plus the ratio's W and b."""
 
@@ -105,6 +101,7 @@ class XMixup(nn.Module):
         hs, ht, lam = mixup_encode(self.classifier.encoder, self.ratio, source_ids, source_mask, target_ids, target_mask,
                                    self.layer, self.fixed_ratio)
         head = self.classifier.head
+        # Eq. 7's sequence representations r: the mean-pooled final states of the real tokens
         return head(hs), head(ht), mean_pool(hs, source_mask), mean_pool(ht, target_mask), lam
 
     def predict(self, source_ids, source_mask, target_ids, target_mask):

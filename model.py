@@ -378,6 +378,12 @@ class SpanHead(nn.Module):
         return start, end
 
 
+def mean_pool(hidden, mask):
+    """The mean of the real tokens' states: (B, T, H) and a (B, T) mask -> (B, H)."""
+    mask = mask.to(hidden.dtype)[..., None]
+    return (hidden * mask).sum(1) / mask.sum(1).clamp(min=1)
+
+
 class Classifier(nn.Module):
     """Encoder + a head: over the sentence vector (head_style "roberta" or "linear") or per token
     ("token"). The sentence vector is <s> (pooling "cls") or the mean of the real tokens ("mean", as
@@ -397,8 +403,7 @@ class Classifier(nn.Module):
     def forward(self, input_ids, attention_mask):
         hidden = self.encoder(input_ids, attention_mask)  # (B, T, H)
         if self.pooling == "mean":
-            m = attention_mask.to(hidden.dtype)[..., None]
-            sentence = (hidden * m).sum(1) / m.sum(1).clamp(min=1)  # (B, H)
+            sentence = mean_pool(hidden, attention_mask)  # (B, H)
             return self.head(sentence if isinstance(self.head, ClassificationHead) else hidden), sentence
         return self.head(hidden), hidden[:, 0]
 

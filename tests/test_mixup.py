@@ -8,8 +8,8 @@ import torch
 
 from conftest import padded_batch
 from losses import prediction_consistency_loss, representation_consistency_loss
-from mixup import MixupRatio, XMixup, attention_entropy, inverse_sigmoid_decay, mean_pool, mixup_encode
-from model import Classifier, Config, Encoder
+from mixup import MixupRatio, XMixup, attention_entropy, inverse_sigmoid_decay, mixup_encode
+from model import Classifier, Config, Encoder, mean_pool
 
 
 def encoder():
