@@ -38,6 +38,29 @@ def padded_batch(vocab_size, lengths, pad_id=1, bos_id=0, eos_id=2, low=4):
     return ids, ids.ne(pad_id).long()
 
 
+def sharp_encoder(num_layers=4, model_type="xlm-roberta"):
+    """A tiny random encoder (odd sizes) with weights scaled up, so that attention is sharp and a
+    wrong mask or position changes the outputs visibly."""
+    from model import Config, Encoder
+    bert = model_type == "bert"
+    config = Config(vocab_size=101, hidden_size=36, num_layers=num_layers, num_heads=3, ffn_size=37, max_positions=60,
+                    model_type=model_type, position_offset=0 if bert else 2, type_vocab_size=2 if bert else 1)
+    torch.manual_seed(0)
+    model = Encoder(config).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.ndim == 2:
+                p.mul_(8)
+    return model
+
+
+def padded_pairs():
+    """Source and target batches padded to one length, with heavy and uneven padding."""
+    source, source_mask = padded_batch(101, [9, 3, 6, 2])
+    target, target_mask = padded_batch(101, [4, 9, 2, 7])
+    return source, source_mask, target, target_mask
+
+
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory):
     """A tiny random encoder with a sentencepiece model trained on the bundled corpus: small enough

@@ -6,35 +6,16 @@ import math
 import pytest
 import torch
 
-from conftest import padded_batch
+from conftest import padded_batch, padded_pairs, sharp_encoder
 from fusion import Filter, filter_encode
 from losses import self_teaching_loss
-from model import Classifier, Config, Encoder
-
-
-def encoder(model_type="xlm-roberta"):
-    bert = model_type == "bert"
-    config = Config(vocab_size=101, hidden_size=36, num_layers=4, num_heads=3, ffn_size=37, max_positions=60,
-                    model_type=model_type, position_offset=0 if bert else 2, type_vocab_size=2 if bert else 1)
-    torch.manual_seed(0)
-    model = Encoder(config).eval()
-    with torch.no_grad():  # sharp attention, so that a wrong mask or position shows
-        for p in model.parameters():
-            p.mul_(8) if p.ndim == 2 else None
-    return model
-
-
-def pairs():
-    """Source and target batches padded to one length, with heavy and uneven padding."""
-    source, source_mask = padded_batch(101, [9, 3, 6, 2])
-    target, target_mask = padded_batch(101, [4, 9, 2, 7])
-    return source, source_mask, target, target_mask
+from model import Classifier
 
 
 @pytest.mark.parametrize("model_type", ["xlm-roberta", "bert"])
 def test_all_local_layers_is_translate_train(model_type):
-    enc = encoder(model_type)
-    source, source_mask, target, target_mask = pairs()
+    enc = sharp_encoder(4, model_type)
+    source, source_mask, target, target_mask = padded_pairs()
     with torch.no_grad():
         hs, ht = filter_encode(enc, source, source_mask, target, target_mask, m=4, k=0)
         for h, ids, mask in ((hs, source, source_mask), (ht, target, target_mask)):
@@ -45,8 +26,8 @@ def test_all_local_layers_is_translate_train(model_type):
 
 @pytest.mark.parametrize("model_type", ["xlm-roberta", "bert"])
 def test_all_fusion_layers_is_the_plain_concatenation(model_type):
-    enc = encoder(model_type)
-    source, source_mask, target, target_mask = pairs()
+    enc = sharp_encoder(4, model_type)
+    source, source_mask, target, target_mask = padded_pairs()
     with torch.no_grad():
         hs, ht = filter_encode(enc, source, source_mask, target, target_mask, m=0, k=4)
         for b in range(len(source)):
@@ -60,8 +41,8 @@ def test_all_fusion_layers_is_the_plain_concatenation(model_type):
 
 
 def test_no_fusion_means_no_influence_across_the_pair():
-    enc = encoder()
-    source, source_mask, target, target_mask = pairs()
+    enc = sharp_encoder(4)
+    source, source_mask, target, target_mask = padded_pairs()
     other_source, other_mask = padded_batch(101, [5, 8, 3, 9])  # different sources, lengths and padding
     with torch.no_grad():
         _, ht = filter_encode(enc, source, source_mask, target, target_mask, m=2, k=0)
@@ -73,8 +54,8 @@ def test_no_fusion_means_no_influence_across_the_pair():
 
 
 def test_padding_is_never_attended_in_fusion_layers():
-    enc = encoder()
-    source, source_mask, target, target_mask = pairs()
+    enc = sharp_encoder(4)
+    source, source_mask, target, target_mask = padded_pairs()
     noisy_source, noisy_target = source.clone(), target.clone()
     noisy_source[source_mask == 0] = torch.randint(4, 101, (int((source_mask == 0).sum()),))
     noisy_target[target_mask == 0] = torch.randint(4, 101, (int((target_mask == 0).sum()),))
@@ -86,10 +67,10 @@ def test_padding_is_never_attended_in_fusion_layers():
 
 
 def test_filter_adds_no_parameters_and_checks_depth():
-    classifier = Classifier(encoder(), 5)
+    classifier = Classifier(sharp_encoder(4), 5)
     assert sum(p.numel() for p in Filter(classifier, 1, 1).parameters()) == sum(p.numel() for p in classifier.parameters())
     with pytest.raises(ValueError, match="m \\+ k <= 4"):
-        filter_encode(classifier.encoder, *pairs(), m=3, k=2)
+        filter_encode(classifier.encoder, *padded_pairs(), m=3, k=2)
 
 
 def test_self_teaching_loss_by_hand():

@@ -6,31 +6,16 @@ import math
 import pytest
 import torch
 
-from conftest import padded_batch
+from conftest import padded_pairs, sharp_encoder
 from losses import prediction_consistency_loss, representation_consistency_loss
 from mixup import MixupRatio, XMixup, attention_entropy, inverse_sigmoid_decay, mixup_encode
-from model import Classifier, Config, Encoder, mean_pool
-
-
-def encoder():
-    torch.manual_seed(0)
-    model = Encoder(Config(vocab_size=101, hidden_size=36, num_layers=3, num_heads=3, ffn_size=37, max_positions=60)).eval()
-    with torch.no_grad():
-        for p in model.parameters():
-            p.mul_(8) if p.ndim == 2 else None
-    return model
-
-
-def pairs():
-    source, source_mask = padded_batch(101, [9, 3, 6, 2])
-    target, target_mask = padded_batch(101, [4, 9, 2, 7])
-    return source, source_mask, target, target_mask
+from model import Classifier, mean_pool
 
 
 @pytest.mark.parametrize("layer", [0, 2])
 def test_ratio_zero_is_the_plain_forward(layer):
-    enc = encoder()
-    source, source_mask, target, target_mask = pairs()
+    enc = sharp_encoder(3)
+    source, source_mask, target, target_mask = padded_pairs()
     with torch.no_grad():
         hs, ht, lam = mixup_encode(enc, MixupRatio(), source, source_mask, target, target_mask, layer, fixed_ratio=0.0)
         for h, ids, mask in ((hs, source, source_mask), (ht, target, target_mask)):
@@ -39,12 +24,12 @@ def test_ratio_zero_is_the_plain_forward(layer):
 
 
 def test_mixing_with_itself_changes_nothing():
-    enc = encoder()
-    _, _, target, target_mask = pairs()
+    enc = sharp_encoder(3)
+    _, _, target, target_mask = padded_pairs()
     with torch.no_grad():  # cross-attention over the same text is its self-attention, whatever the ratio
         _, ht, lam = mixup_encode(enc, MixupRatio(), target, target_mask, target, target_mask, 1)
         assert (ht - enc(target, target_mask))[target_mask.bool()].abs().max() < 1e-5
-        _, mixed, _ = mixup_encode(enc, MixupRatio(), *pairs(), 1, fixed_ratio=0.5)
+        _, mixed, _ = mixup_encode(enc, MixupRatio(), *padded_pairs(), 1, fixed_ratio=0.5)
         assert (mixed - enc(target, target_mask))[target_mask.bool()].abs().max() > 1e-2
     assert ((lam > 0) & (lam < 0.5)).all()  # lambda0 * sigmoid(...)
 
@@ -84,8 +69,8 @@ def test_inverse_sigmoid_decay():
 
 
 def test_ratio_gradient_reaches_w_and_b():
-    model = XMixup(Classifier(encoder(), 4), layer=1)
-    outputs = model(*pairs())
+    model = XMixup(Classifier(sharp_encoder(3), 4), layer=1)
+    outputs = model(*padded_pairs())
     (outputs[1].sum() + outputs[3].sum()).backward()
     for p in (model.ratio.linear.weight, model.ratio.linear.bias):
         assert p.grad is not None and torch.isfinite(p.grad).all() and p.grad.abs().sum() > 0
@@ -109,8 +94,8 @@ def test_prediction_consistency_by_hand():
 
 
 def test_mixup_inference_averages_the_two_distributions():
-    model = XMixup(Classifier(encoder(), 4), layer=0).eval()
-    inputs = pairs()
+    model = XMixup(Classifier(sharp_encoder(3), 4), layer=0).eval()
+    inputs = padded_pairs()
     with torch.no_grad():
         source_logits, target_logits = model(*inputs)[:2]
         expected = (source_logits.softmax(-1) + target_logits.softmax(-1)) / 2
