@@ -10,6 +10,7 @@ import math
 import random
 import sys
 import urllib.request
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -117,41 +118,82 @@ def read_pawsx(path, lang, noisy=None):
             for n, r in read_tsv(path, ("id", "sentence1", "sentence2", "label"), noisy=noisy)]
 
 
-def read_xsid(path, lang):
-    """xSID CoNLL: '# id' (targets), '# text', '# text-en' (targets), '# intent' comments, then rows
-    of index, word, intent, BIO slot. Targets follow the English file's order, so the id is the
-    sentence number ('# id' where given) and '# text-en' is kept to check the pairing."""
+def conll_sentences(path, columns):
+    """The sentences of a CoNLL-style file (comment lines, then one tab-separated row per word, a
+    blank line after each sentence) as (first line number, {comment key: value}, [(line number,
+    cells)]). A row with other than `columns` cells stops with the file and line."""
     path = Path(path)
-    examples, meta, words, tags, start = [], {}, [], [], 0
-
-    def finish():
-        if not words:
-            return
-        if "intent" not in meta:
-            raise DataError(path, start, "sentence without a '# intent' line")
-        examples.append(Example(id=meta.get("id", str(len(examples) + 1)), lang=lang, text=meta.get("text", " ".join(words)),
-                                label=meta["intent"], words=list(words), tags=list(tags), source_text=meta.get("text-en")))
-
+    if not path.exists():
+        raise DataError(path, 0, "file not found")
+    start, meta, rows = 0, {}, []
     with open(path, encoding="utf-8") as f:
         for number, line in enumerate(f, start=1):
             line = line.rstrip("\n")
             if not line.strip():
-                finish()
-                meta, words, tags = {}, [], []
-            elif line.startswith("#"):
-                key, _, value = line[1:].partition("=")
-                if not words:
-                    start = start if meta else number
-                    meta[key.strip().rstrip(":")] = value.strip()
-            else:
-                cells = line.split("\t")
-                if len(cells) != 4:
-                    raise DataError(path, number, f"{len(cells)} columns, expected 4 (index, word, intent, slot)")
-                if not cells[3].startswith(("B-", "I-")) and cells[3] != "O":
-                    raise DataError(path, number, f"slot label {cells[3]!r} is not O, B-... or I-...")
-                words.append(cells[1])
-                tags.append(cells[3])
-    finish()
+                if rows:
+                    yield start, meta, rows
+                start, meta, rows = 0, {}, []
+                continue
+            start = start or number
+            if line.startswith("#"):
+                if not rows:  # "# text = ..." or xSID's "# intent: ..."
+                    key, _, value = line[1:].partition("=" if "=" in line else ":")
+                    meta[key.strip()] = value.strip()
+                continue
+            cells = line.split("\t")
+            if len(cells) != columns:
+                raise DataError(path, number, f"{len(cells)} columns, expected {columns}")
+            rows.append((number, cells))
+    if rows:
+        yield start, meta, rows
+
+
+def read_xsid(path, lang):
+    """xSID CoNLL: '# id' (targets), '# text', '# text-en' (targets), '# intent' comments, then rows
+    of index, word, intent, BIO slot. Targets follow the English file's order, so the id is the
+    sentence number ('# id' where given) and '# text-en' is kept to check the pairing."""
+    examples = []
+    for start, meta, rows in conll_sentences(path, 4):
+        if "intent" not in meta:
+            raise DataError(path, start, "sentence without a '# intent' line")
+        for number, cells in rows:
+            if not cells[3].startswith(("B-", "I-")) and cells[3] != "O":
+                raise DataError(path, number, f"slot label {cells[3]!r} is not O, B-... or I-...")
+        words, tags = [c[1] for _, c in rows], [c[3] for _, c in rows]
+        examples.append(Example(id=meta.get("id", str(len(examples) + 1)), lang=lang, text=meta.get("text", " ".join(words)),
+                                label=meta["intent"], words=words, tags=tags, source_text=meta.get("text-en")))
+    return examples
+
+
+UPOS_LABELS = ("ADJ", "ADP", "ADV", "AUX", "CCONJ", "DET", "INTJ", "NOUN", "NUM", "PART", "PRON", "PROPN", "PUNCT",
+               "SCONJ", "SYM", "VERB", "X")
+
+
+def read_conllu(path, lang):
+    """CoNLL-U (Universal Dependencies): one Example per sentence, its words and their UPOS tags.
+    The words are the syntactic words, the units that are tagged (German "zur" is read as "zu
+    dem"): multi-word token ranges ("5-6") and empty nodes ("7.1") are skipped. The id is the
+    sentence's `# parallel_id` without its corpus prefix ("pud/n01001011" -> "n01001011"), or its
+    `# sent_id` where there is none (PUD Russian), so that translations of a sentence share an id."""
+    examples = []
+    for start, meta, rows in conll_sentences(path, 10):
+        words, tags = [], []
+        for number, cells in rows:
+            if "-" in cells[0] or "." in cells[0]:
+                continue
+            if not cells[0].isdigit():
+                raise DataError(path, number, f"word index {cells[0]!r} is not a number, a range or a decimal")
+            if cells[3] not in UPOS_LABELS:
+                raise DataError(path, number, f"UPOS tag {cells[3]!r} is not one of {', '.join(UPOS_LABELS)}")
+            words.append(cells[1])
+            tags.append(cells[3])
+        id = meta.get("parallel_id", "").rpartition("/")[2] or meta.get("sent_id")
+        if not id:
+            raise DataError(path, start, "sentence without '# sent_id' or '# parallel_id'")
+        if not words:
+            raise DataError(path, start, "sentence without words")
+        examples.append(Example(id=id, lang=lang, text=meta.get("text", " ".join(words)), words=words, tags=tags,
+                                source_text=meta.get("english_text")))
     return examples
 
 
@@ -317,12 +359,25 @@ class Task:
     level: str = "sentence"  # or "word": a label per word (BIO slots, POS)
     round_trip: dict = field(default_factory=dict)  # {id: Example}: round-trip translations of source training examples
 
+    @property
+    def metric(self):
+        """The score reported first and used for model selection: span F1 for BIO tags, else accuracy."""
+        return "f1" if self.level == "word" and any(label.startswith("B-") for label in self.labels) else "accuracy"
+
 
 SIB200_LANGS = ["eng_Latn", "deu_Latn", "fra_Latn", "spa_Latn", "rus_Cyrl", "zho_Hans", "arb_Arab", "hin_Deva", "swh_Latn",
                 "tha_Thai", "tur_Latn", "urd_Arab", "vie_Latn", "ell_Grek", "bul_Cyrl", "jpn_Jpan", "kor_Hang", "ind_Latn",
                 "yor_Latn", "amh_Ethi", "quy_Latn", "wol_Latn"]
 XNLI_LANGS = ["en", "fr", "es", "de", "el", "bg", "ru", "tr", "ar", "vi", "th", "zh", "hi", "sw", "ur"]
 PAWSX_LANGS = ["en", "de", "es", "fr", "ja", "ko", "zh"]
+UDPOS_LANGS = ["en", "de", "fr", "ru", "zh", "hi"]
+
+
+def ud_split(id):
+    """The split of a UD PUD sentence, from its id alone, so that it is the same in every language
+    and no test sentence is seen in any language during training: 70% train, 10% dev, 20% test."""
+    bucket = zlib.crc32(id.encode()) % 10
+    return "test" if bucket < 2 else "dev" if bucket == 2 else "train"
 
 
 def first_existing(directory, names):
@@ -335,7 +390,8 @@ def first_existing(directory, names):
 def load_task(name, data_dir=None, source=None, targets=None):
     """The task's examples. demo: the bundled corpus's intents; demo-slots: its BIO slots. sib200: <data_dir>/<lang>/{train,dev,test}.tsv.
     xnli: <data_dir>/XNLI-1.0/xnli.{dev,test}.tsv and <data_dir>/XNLI-MT-1.0/multinli/multinli.train.<lang>.tsv.
-    pawsx: <data_dir>/<lang>/{train|translated_train,dev|dev_2k,test|test_2k}.tsv."""
+    pawsx: <data_dir>/<lang>/{train|translated_train,dev|dev_2k,test|test_2k}.tsv.
+    udpos: UD PUD's <data_dir>/<lang>_pud-ud-test.conllu, split by sentence id (`ud_split`)."""
     level = "sentence"
     if name in ("demo", "demo-slots"):
         import demo_corpus
@@ -348,8 +404,10 @@ def load_task(name, data_dir=None, source=None, targets=None):
         langs, labels, default_source = XNLI_LANGS, list(XNLI_LABELS), "en"
     elif name == "pawsx":
         langs, labels, default_source = PAWSX_LANGS, ["0", "1"], "en"
+    elif name == "udpos":
+        langs, labels, default_source, level = UDPOS_LANGS, list(UPOS_LABELS), "en", "word"
     else:
-        raise ValueError(f"unknown task {name!r}: choose demo, demo-slots, sib200, xnli or pawsx")
+        raise ValueError(f"unknown task {name!r}: choose demo, demo-slots, sib200, xnli, pawsx or udpos")
     source = source or default_source
     targets = [t for t in (targets or langs) if t != source]
     unknown = [l for l in [source, *targets] if l not in langs]
@@ -366,6 +424,9 @@ def load_task(name, data_dir=None, source=None, targets=None):
                 by_lang[lang] = built[lang]
             elif name == "sib200":
                 by_lang[lang] = read_sib200(data_dir, lang, split)
+            elif name == "udpos":
+                examples = read_conllu(Path(data_dir) / f"{lang}_pud-ud-test.conllu", lang)
+                by_lang[lang] = [e for e in examples if ud_split(e.id) == split]
             elif name == "xnli" and split == "train":
                 by_lang[lang] = read_xnli_mt(Path(data_dir) / "XNLI-MT-1.0" / "multinli" / f"multinli.train.{lang}.tsv", lang)
             elif name == "xnli":

@@ -148,10 +148,12 @@ def tagging_counts(model, tokenizer, examples_by_lang, labels, batch_size, max_l
     return out
 
 
-def tagging_scores(counts):
-    """Span precision, recall and F1 (an entity counts only with its exact type and boundaries),
-    and word accuracy."""
+def tagging_scores(counts, spans=True):
+    """BIO tags (`spans`): span precision, recall and F1 (an entity counts only with its exact type
+    and boundaries) and word accuracy. Other tags (POS): word accuracy."""
     found, predicted, gold, right, words = counts.tolist()
+    if not spans:
+        return {"accuracy": right / max(words, 1), "n": words}
     precision, recall = found / max(predicted, 1), found / max(gold, 1)
     return {"f1": 2 * precision * recall / max(precision + recall, 1e-12), "precision": precision, "recall": recall,
             "word_accuracy": right / max(words, 1), "n": words}
@@ -167,7 +169,7 @@ def evaluate_split(model, tokenizer, task, examples_by_lang, batch_size, max_len
     if task.level == "word":
         counts = tagging_counts(model, tokenizer, examples_by_lang, task.labels, batch_size, max_length, device, rank, world_size,
                                 pair_model, partners)
-        return {lang: tagging_scores(c) for lang, c in counts.items()}
+        return {lang: tagging_scores(c, spans=task.metric == "f1") for lang, c in counts.items()}
     counts = confusion_matrices(model, tokenizer, examples_by_lang, task.labels, batch_size, max_length, device, rank, world_size,
                                 pair_model, partners)
     return {lang: scores(c) for lang, c in counts.items()}

@@ -67,7 +67,7 @@ def get_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     g = p.add_argument_group("what to train")
     g.add_argument("--method", default="xeroalign", choices=METHODS, help="see above (default: xeroalign)")
-    g.add_argument("--task", default="demo", help="demo (the bundled corpus's intents), demo-slots (its BIO slots), sib200, xnli or pawsx")
+    g.add_argument("--task", default="demo", help="demo (the bundled corpus's intents), demo-slots (its BIO slots), sib200, xnli, pawsx, or udpos (UPOS tagging on UD PUD)")
     g.add_argument("--data", help="data directory of the task, e.g. ../shared/data/sib200 (not needed for demo)")
     g.add_argument("--model", help="Hugging Face checkpoint directory to start from (default: the bundled multilingual-e5-small)")
     g.add_argument("--source-lang", help="language with training labels (default: the task's English)")
@@ -226,7 +226,7 @@ def main(argv=None):
     if extra and args.method not in ("zero-shot", "translate-train", "contrastive"):
         raise SystemExit(f"--extra-train adds single labelled texts, which --method {args.method} (trained on pairs) cannot use")
     encode = lambda examples: data.encode(examples, tokenizer, task, args.max_length)
-    metric = "f1" if task.level == "word" else "accuracy"  # model selection on the source dev set
+    metric = task.metric  # model selection on the source dev set
     translations, anchors = {}, []
     if args.method in ("translate-train", "contrastive"):  # the source and its translations (D and D_bi)
         items = encode([e for lang in [task.source, *task.targets] for e in task.train[lang]] + extra)

@@ -118,6 +118,61 @@ def test_real_xsid_targets_pair_with_english_by_position():
     assert len(pairs) == 300 and all(source.text == target.source_text for source, [target] in pairs.values())
 
 
+CONLLU = ("# sent_id = n01\n# parallel_id = pud/n01\n# text = Wir gehen zum Markt.\n"
+          "1\tWir\twir\tPRON\t_\t_\t2\tnsubj\t_\t_\n"
+          "2\tgehen\tgehen\tVERB\t_\t_\t0\troot\t_\t_\n"
+          "3-4\tzum\t_\t_\t_\t_\t_\t_\t_\t_\n"
+          "3\tzu\tzu\tADP\t_\t_\t5\tcase\t_\t_\n"
+          "4\tdem\tder\tDET\t_\t_\t5\tdet\t_\t_\n"
+          "4.1\tgehen\tgehen\tVERB\t_\t_\t_\t_\t2:conj\t_\n"
+          "5\tMarkt\tMarkt\tNOUN\t_\t_\t2\tobl\t_\tSpaceAfter=No\n"
+          "6\t.\t.\tPUNCT\t_\t_\t2\tpunct\t_\t_\n\n"
+          "# sent_id = n02\n# english_text = Yes.\n1\tJa\tja\tINTJ\t_\t_\t0\troot\t_\t_\n\n")
+
+
+def test_conllu_reader_reads_syntactic_words(tmp_path):
+    path = write(tmp_path / "de_pud-ud-test.conllu", CONLLU)
+    first, second = data.read_conllu(path, "de")
+    # the multi-word token "zum" is read as its words "zu dem"; the empty node 4.1 is left out
+    assert first.words == ["Wir", "gehen", "zu", "dem", "Markt", "."]
+    assert first.tags == ["PRON", "VERB", "ADP", "DET", "NOUN", "PUNCT"]
+    assert (first.id, first.text) == ("n01", "Wir gehen zum Markt.")
+    assert (second.id, second.words, second.source_text) == ("n02", ["Ja"], "Yes.")  # no parallel_id: the sent_id
+
+
+@pytest.mark.parametrize("line,message", [
+    ("1\tJa\tja\tINTJ\t_\t_\t0\troot\t_\n", r"\.conllu:2: 9 columns, expected 10"),
+    ("1\tJa\tja\tYES\t_\t_\t0\troot\t_\t_\n", r"\.conllu:2: UPOS tag 'YES'"),
+    ("a\tJa\tja\tINTJ\t_\t_\t0\troot\t_\t_\n", r"\.conllu:2: word index 'a'"),
+])
+def test_conllu_bad_rows_name_file_and_line(tmp_path, line, message):
+    path = write(tmp_path / "xx.conllu", "# sent_id = 1\n" + line)
+    with pytest.raises(data.DataError, match=message):
+        data.read_conllu(path, "xx")
+    write(path, "# text = Ja\n1\tJa\tja\tINTJ\t_\t_\t0\troot\t_\t_\n")
+    with pytest.raises(data.DataError, match=r"xx\.conllu:1: sentence without '# sent_id'"):
+        data.read_conllu(path, "xx")
+
+
+@pytest.mark.skipif(not (SHARED_DATA / "ud_pud").exists(), reason="needs ../shared/data/ud_pud (not in a fresh clone)")
+def test_real_ud_pud_split_is_the_same_in_every_language():
+    task = data.load_task("udpos", SHARED_DATA / "ud_pud")
+    assert task.level == "word" and task.metric == "accuracy" and task.source == "en"
+    ids = {split: {lang: {e.id for e in getattr(task, split)[lang]} for lang in data.UDPOS_LANGS}
+           for split in ("train", "dev", "test")}
+    for split, by_lang in ids.items():
+        assert all(by_lang[lang] == by_lang["en"] for lang in data.UDPOS_LANGS), split  # one split for every language
+    assert not ids["train"]["en"] & ids["test"]["en"] and not ids["dev"]["en"] & ids["test"]["en"]
+    assert not ids["train"]["en"] & ids["dev"]["en"]
+    assert sum(len(ids[s]["en"]) for s in ids) == 1000 and 150 <= len(ids["test"]["en"]) <= 250
+    german = {e.id: e for e in task.test["de"]}
+    assert all(len(e.words) == len(e.tags) > 0 for e in german.values())
+
+
+def test_task_metric():
+    assert data.load_task("demo").metric == "accuracy" and data.load_task("demo-slots").metric == "f1"
+
+
 def test_pairing_reports_missing_and_mismatched_ids():
     source = [data.Example("a", "en", "x", label="p"), data.Example("b", "en", "y", label="q")]
     targets = [data.Example("a", "de", "x", label="p"), data.Example("b", "de", "y", label="p"), data.Example("z", "de", "?", label="p")]

@@ -104,6 +104,32 @@ def test_span_f1_against_seqeval():
     assert ours["recall"] == pytest.approx(seqeval.recall_score(gold, guess), abs=1e-12)
 
 
+def test_pos_scores_are_word_accuracy():
+    counts = torch.tensor([0, 0, 0, 7, 9])  # (spans found, predicted, gold, words right, words)
+    assert evaluate.tagging_scores(counts, spans=False) == {"accuracy": 7 / 9, "n": 9}
+
+
+def test_udpos_runs_end_to_end(tmp_path, tiny_model_dir):
+    import json
+    import zlib
+    import train
+    sentences = {"en": [("We", "PRON"), ("walk", "VERB"), ("home", "ADV"), (".", "PUNCT")],
+                 "de": [("Wir", "PRON"), ("gehen", "VERB"), ("heim", "ADV"), (".", "PUNCT")]}
+    ids = [f"n{i:03d}" for i in range(60)]
+    for lang, words in sentences.items():
+        rows = "".join(f"# sent_id = {id}\n" + "".join(f"{j + 1}\t{w}\t_\t{t}\t_\t_\t0\t_\t_\t_\n" for j, (w, t) in enumerate(words)) + "\n"
+                       for id in ids)
+        (tmp_path / f"{lang}_pud-ud-test.conllu").write_text(rows, encoding="utf-8")
+    out = tmp_path / "run"
+    train.main(["--model", str(tiny_model_dir), "--task", "udpos", "--data", str(tmp_path), "--target-langs", "de",
+                "--method", "translate-train", "--batch-size", "8", "--max-steps", "30", "--eval-every", "10", "--lr", "3e-3",
+                "--no-alignment", "--out", str(out)])
+    results = json.loads((out / "results.json").read_text())
+    n_test = sum(zlib.crc32(id.encode()) % 10 < 2 for id in ids)
+    assert results["en"]["n"] == results["de"]["n"] == 4 * n_test and "f1" not in results["en"]
+    assert results["en"]["accuracy"] == 1.0 and results["de"]["accuracy"] == 1.0  # one sentence per language, learnt
+
+
 @pytest.mark.parametrize("method", ["filter", "xmixup"])
 def test_evaluate_cli_reproduces_the_run(tmp_path, tiny_model_dir, method, monkeypatch):
     import json
