@@ -29,7 +29,12 @@ class Example:
     source_text: str | None = None  # the source-language text this translates, where the file gives it
 
 
-class DataError(ValueError):
+class InputError(ValueError):
+    """Something given to a command (a flag, a file, a directory) that it cannot use; the message
+    says what to change, and train.py and evaluate.py print it without a traceback."""
+
+
+class DataError(InputError):
     """A data file that cannot be read as it is; the message names the file and line."""
 
     def __init__(self, path, line, problem):
@@ -231,7 +236,7 @@ def pair_by_id(sources, targets, what="translations"):
             mismatched.append(f"{t.id} ({t.lang}: {t.label!r} vs {source.lang}: {source.label!r})")
         by_id[t.id][1].append(t)
     if missing or mismatched:
-        raise ValueError(f"{what} do not pair with their sources: "
+        raise InputError(f"{what} do not pair with their sources: "
                          + (f"{len(missing)} ids without a source, first {missing[:5]}; " if missing else "")
                          + (f"{len(mismatched)} label mismatches, first {mismatched[:5]}" if mismatched else ""))
     return by_id
@@ -407,14 +412,14 @@ def load_task(name, data_dir=None, source=None, targets=None):
     elif name == "udpos":
         langs, labels, default_source, level = UDPOS_LANGS, list(UPOS_LABELS), "en", "word"
     else:
-        raise ValueError(f"unknown task {name!r}: choose demo, demo-slots, sib200, xnli, pawsx or udpos")
+        raise InputError(f"unknown task {name!r}: choose demo, demo-slots, sib200, xnli, pawsx or udpos")
     source = source or default_source
     targets = [t for t in (targets or langs) if t != source]
     unknown = [l for l in [source, *targets] if l not in langs]
     if unknown:
-        raise ValueError(f"task {name} has no language(s) {', '.join(unknown)}; it has {', '.join(langs)}")
+        raise InputError(f"task {name} has no language(s) {', '.join(unknown)}; it has {', '.join(langs)}")
     if not name.startswith("demo") and not data_dir:
-        raise ValueError(f"task {name} needs --data DIR (see data.load_task for the layout)")
+        raise InputError(f"task {name} needs --data DIR (see data.load_task for the layout)")
     splits = {}
     for split in ("train", "dev", "test"):
         by_lang = {}

@@ -12,6 +12,7 @@ same numbers (torchrun --nproc_per_node N evaluate.py ...).
 import argparse
 import json
 import os
+import sys
 from pathlib import Path
 
 import torch
@@ -22,6 +23,7 @@ import data
 from fusion import Filter, pad_pairs
 from mixup import XMixup
 from model import Classifier, Encoder, Tokenizer, default_model, mean_pool
+from weights import CheckpointError
 
 
 def all_reduce(tensor):
@@ -344,4 +346,7 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except (data.InputError, CheckpointError, FileNotFoundError) as e:  # something to fix in the command: no traceback
+        sys.exit(f"error: {e}")

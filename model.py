@@ -418,6 +418,8 @@ class Classifier(nn.Module):
     def load(cls, directory):
         """(model, tokenizer, task dict) from a directory written by save()."""
         directory = Path(directory)
+        if not (directory / "task.json").is_file():
+            raise CheckpointError(f"{directory}: no task.json, so not a model saved by train.py (give its OUT/best directory)")
         task = json.loads((directory / "task.json").read_text())
         model = cls(Encoder.from_pretrained(directory), len(task["labels"]), task.get("head_style", "roberta"), task.get("pooling", "cls"))
         model.head.load_state_dict(load_safetensors(directory / "head.safetensors"))

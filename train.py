@@ -59,6 +59,7 @@ from fusion import Filter, Teacher
 from methods import compute_loss, make_batch
 from mixup import XMixup
 from model import Classifier, Encoder, Tokenizer, default_model
+from weights import CheckpointError
 
 METHODS = ["zero-shot", "translate-train", "xeroalign", "filter", "xmixup", "contrastive", "cotrain"]
 
@@ -492,4 +493,7 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except (data.InputError, CheckpointError, FileNotFoundError) as e:  # something to fix in the command: no traceback
+        sys.exit(f"error: {e}")

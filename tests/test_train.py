@@ -112,3 +112,19 @@ def test_two_processes_on_a_word_level_task(tmp_path, tiny_model_dir):
     assert losses(tmp_path / "two") == pytest.approx(losses(tmp_path / "one"), rel=1e-5)
     results = json.loads((tmp_path / "one" / "results.json").read_text())
     assert {"f1", "precision", "recall", "word_accuracy"} <= set(results["de"])
+
+
+@pytest.mark.parametrize("script,args,message", [
+    ("train.py", ["--task", "udpos", "--data", "{tmp}"], "error: {tmp}/en_pud-ud-test.conllu: file not found"),
+    ("train.py", ["--task", "demo", "--target-langs", "xx"], "error: task demo has no language(s) xx"),
+    ("evaluate.py", ["--checkpoint", "{tmp}"], "error: {tmp}: no task.json"),
+])
+def test_command_line_mistakes_get_a_message_not_a_traceback(tmp_path, tiny_model_dir, script, args, message):
+    import subprocess
+    import sys
+    from pathlib import Path
+    root = Path(__file__).resolve().parent.parent
+    args = [a.format(tmp=tmp_path) for a in args] + ["--model", str(tiny_model_dir)]
+    done = subprocess.run([sys.executable, str(root / script), *args], capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert done.stderr.strip().startswith(message.format(tmp=tmp_path)), done.stderr
