@@ -65,20 +65,29 @@ def pad_pairs(tokenizer, sources, targets):
 
 
 class Teacher:
-    """FILTER's fixed teacher for self-teaching (Algorithm 1, Eq. 5): a FILTER model trained by
-    train.py (its OUT/best directory, with its own m and k). Its target-side logits for a training
-    pair are computed on the fly, or looked up in a cache of all of them, keyed by (id, language)."""
+    """A fixed model whose probabilities on the translated side of the training pairs become soft
+    labels: FILTER's teacher for self-teaching (Algorithm 1, Eq. 5), a FILTER model trained by
+    train.py with its own m and k; or, for X-Mixup on word labels (Sec. 4.2), a source-trained
+    plain classifier that tags the translation alone. The logits for a pair are computed on the
+    fly, or looked up in a cache of all of them, keyed by (id, language)."""
 
-    def __init__(self, checkpoint=None, cache=None, device="cpu"):
+    def __init__(self, checkpoint=None, cache=None, device="cpu", kind="filter"):
         from model import Classifier
         self.model, self.cache = None, None
         if cache is not None:
             self.cache = torch.load(cache, map_location="cpu", weights_only=True)
         if checkpoint is not None:
             classifier, _, task = Classifier.load(checkpoint)
-            if task.get("method") != "filter":
-                raise ValueError(f"{checkpoint} was trained with --method {task.get('method')}; the teacher must be a FILTER model")
-            self.model = Filter(classifier, task["filter_m"], task["filter_k"]).to(device).eval()
+            classifier.to(device).eval()
+            if kind == "filter":
+                if task.get("method") != "filter":
+                    raise ValueError(f"{checkpoint} was trained with --method {task.get('method')}; the teacher must be a FILTER model")
+                self.model = Filter(classifier, task["filter_m"], task["filter_k"]).to(device).eval()
+            elif task.get("method") in ("filter", "xmixup"):
+                raise ValueError(f"{checkpoint} was trained with --method {task.get('method')}; the labeller must be a plain "
+                                 "classifier trained on the source (--method zero-shot)")
+            else:  # the translation alone; same outputs as a pair model, (source logits, target logits)
+                self.model = lambda source_ids, source_mask, target_ids, target_mask: (None, classifier(target_ids, target_mask)[0])
 
     @torch.no_grad()
     def logits(self, source_ids, source_mask, target_ids, target_mask, keys):

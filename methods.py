@@ -78,15 +78,21 @@ def compute_loss(method, model, batch, args, level):
         source_logits, target_logits, source_r, target_r, lam = model(batch["source_ids"], batch["source_mask"],
                                                                       batch["target_ids"], batch["target_mask"])
         source = task_loss(source_logits, batch["source_labels"], w)
-        target = task_loss(target_logits, batch["target_labels"], w)
+        if level == "word":  # word labels do not carry over: the translation's soft labels come from a source-trained model (Sec. 4.2)
+            target = self_teaching_loss(target_logits, batch["teacher_logits"], batch["target_scored"] * w[:, None])
+        else:
+            target = task_loss(target_logits, batch["target_labels"], w)
         loss = args.mixup_alpha * source + (1 - args.mixup_alpha) * target  # Eq. 8
         parts = {"source": source.detach(), "target": target.detach(), "lambda": (lam * w).sum().detach() / w.sum().clamp(min=1),
                  "round_trip": batch["round_trip"]}
-        if not args.no_consistency:  # Eq. 7
+        if not args.no_consistency:  # Eq. 7; the KL between predictions is for sentence labels only
             mse = representation_consistency_loss(source_r, target_r, w)
-            kl = prediction_consistency_loss(source_logits, target_logits, w)
-            loss = loss + mse + kl
-            parts.update(mse=mse.detach(), kl=kl.detach())
+            loss = loss + mse
+            parts.update(mse=mse.detach())
+            if level == "sentence":
+                kl = prediction_consistency_loss(source_logits, target_logits, w)
+                loss = loss + kl
+                parts.update(kl=kl.detach())
         return loss, parts
     logits, cls = model(batch["input_ids"], batch["attention_mask"])  # (N, C) or (N, T, C); (N, H)
     if method == "contrastive":  # Eq. 3 on the source and its translations

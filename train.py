@@ -101,13 +101,15 @@ def get_args(argv=None):
     g.add_argument("--filter-m", type=int, default=1, help="local layers, each text alone (the paper: 1 for classification and tagging)")
     g.add_argument("--filter-k", type=int, default=1, help="fusion layers over the joined pair (the paper: 1; 20 of 24 for QA)")
     g.add_argument("--teacher", help="self-teaching: a FILTER model trained by this script (its OUT/best); its probabilities on the "
-                                     "translations become soft labels (Eq. 5-6), computed on the fly")
+                                     "translations become soft labels (Eq. 5-6), computed on the fly. For --method xmixup on word "
+                                     "labels: a --method zero-shot model, whose tags of the translations are the soft labels")
     g.add_argument("--teacher-cache", help="file of the teacher's probabilities on every training pair: read if it exists, "
                                            "else computed once from --teacher and written")
     g.add_argument("--kl-weight", type=float, help="1 - lambda in Eq. 6: the self-teaching loss weight (default: the paper's 0.5 "
                                                    "for sentence labels, 1.0 for word labels, whose lambda is 0)")
     g = p.add_argument_group("X-Mixup")
-    g.add_argument("--mixup-layer", type=int, help="the layer (1-based) where the translation is mixed (the paper: the first for classification)")
+    g.add_argument("--mixup-layer", type=int, help="the layer (1-based) where the translation is mixed (default: the paper's first "
+                                                   "for sentence labels, fourth for word labels)")
     g.add_argument("--mixup-alpha", type=float, default=0.4, help="alpha of Eq. 8: the source's share of the task loss (the paper: 0.4 for classification)")
     g.add_argument("--lambda0", type=float, default=0.5, help="the largest mixup ratio (Eq. 5)")
     g.add_argument("--ss-k", type=float, default=1000, help="k of the inverse sigmoid decay of scheduled sampling (Eq. 6)")
@@ -241,9 +243,9 @@ def main(argv=None):
             items = [(it, t) for it in items for t in translations[it.id].values()]
     round_trip = {}
     if args.method == "xmixup":
-        if task.level == "word":
-            raise SystemExit("--method xmixup trains on sentence labels here: word labels of a translation would need "
-                             "soft pseudo-labels from a source-trained model")
+        if task.level == "word" and not (args.teacher or args.teacher_cache):
+            raise SystemExit("--method xmixup on word labels needs --teacher: a model trained on the source (--method zero-shot), "
+                             "whose tags of the translations are their soft labels (X-Mixup Sec. 4.2)")
         round_trip = {it.id: it for it in encode(list(task.round_trip.values()))}
         if rank == 0 and not round_trip:
             print(f"note: {args.task} has no round-trip translations of its {task.source} training texts: "
@@ -282,7 +284,7 @@ def main(argv=None):
     if args.method == "filter":
         core = Filter(raw, args.filter_m, args.filter_k)
     elif args.method == "xmixup":
-        layer = (args.mixup_layer or 1) - 1
+        layer = (args.mixup_layer or (4 if task.level == "word" else 1)) - 1
         core = XMixup(raw, layer, args.lambda0, args.lambda0 if args.constant_ratio else None).to(device)
         if args.constant_ratio:
             core.ratio.requires_grad_(False)  # unused: DDP must not wait for its gradient
@@ -292,12 +294,13 @@ def main(argv=None):
         model = DistributedDataParallel(core, device_ids=[device] if device.startswith("cuda") else None)
     teacher = None
     if args.teacher or args.teacher_cache:
-        if args.method != "filter":
-            raise SystemExit("--teacher and --teacher-cache are for --method filter (self-teaching)")
+        if args.method not in ("filter", "xmixup") or (args.method == "xmixup" and task.level != "word"):
+            raise SystemExit("--teacher and --teacher-cache are for --method filter (self-teaching) and for --method xmixup "
+                             "on word labels (soft labels of the translations)")
         cached = args.teacher_cache and Path(args.teacher_cache).exists()
         if not cached and not args.teacher:
             raise SystemExit(f"--teacher-cache {args.teacher_cache} does not exist yet: give --teacher CKPT to compute it")
-        teacher = Teacher(args.teacher, args.teacher_cache if cached else None, device)
+        teacher = Teacher(args.teacher, args.teacher_cache if cached else None, device, kind=args.method)
         if args.teacher_cache and not cached:
             teacher.build_cache(tokenizer, items, args.eval_batch_size, device, rank, world_size)
             if rank == 0:

@@ -128,3 +128,61 @@ def test_resume_keeps_the_ratio(tmp_path, tiny_model_dir):
     train.main(argv + ["--out", str(tmp_path / "split"), "--resume"])
     losses = lambda d: [json.loads(line)["loss"] for line in open(tmp_path / d / "log.jsonl") if '"loss"' in line]
     assert losses("split") == losses("full")
+
+
+def test_word_labels_of_the_translation_are_the_labellers_soft_tags():
+    # Eq. 8 on word labels (Sec. 4.2): alpha * CE(source tags) + (1 - alpha) * KL(labeller || model)
+    # on the translation's scored tokens, plus the MSE of Eq. 7 (no KL between predictions)
+    import argparse
+    import methods
+    torch.manual_seed(0)
+    model = XMixup(Classifier(sharp_encoder(3), 5, "token"), layer=1).eval()  # no dropout: two forwards agree
+    source_ids, source_mask, target_ids, target_mask = padded_pairs()
+    B, T = source_ids.shape
+    source_labels = torch.where(torch.rand(B, T) < 0.5, torch.randint(0, 5, (B, T)), -100) * source_mask - 100 * (1 - source_mask)
+    scored = (torch.rand(B, T) < 0.6).float() * target_mask
+    weights = torch.tensor([1.0, 1.0, 1.0, 0.0])  # the last pair is DDP padding
+    teacher = torch.randn(B, T, 5)
+    batch = dict(source_ids=source_ids, source_mask=source_mask, target_ids=target_ids, target_mask=target_mask,
+                 source_labels=source_labels, target_labels=torch.full((B, T), -100), target_scored=scored,
+                 teacher_logits=teacher, weights=weights, round_trip=torch.tensor(0.0))
+    args = argparse.Namespace(mixup_alpha=0.4, no_consistency=False)
+    loss, parts = methods.compute_loss("xmixup", model, batch, args, "word")
+    s_logits, t_logits, s_r, t_r, _ = model(source_ids, source_mask, target_ids, target_mask)
+    ce, n = 0.0, 0
+    for b in range(3):
+        for t in range(T):
+            if source_labels[b, t] != -100:
+                ce += -s_logits[b, t].log_softmax(-1)[source_labels[b, t]]
+                n += 1
+    kl, m = 0.0, 0
+    for b in range(3):
+        for t in range(T):
+            if scored[b, t]:
+                p, q = teacher[b, t].softmax(-1), t_logits[b, t].softmax(-1)
+                kl += (p * (p.log() - q.log())).sum()
+                m += 1
+    mse = sum(((s_r[b] - t_r[b]) ** 2).mean() for b in range(3)) / 3
+    assert "kl" not in parts
+    assert loss.item() == pytest.approx((0.4 * ce / n + 0.6 * kl / m + mse).item(), rel=1e-5)
+
+
+def test_word_labels_need_a_source_trained_labeller(tmp_path, tiny_model_dir):
+    import train
+    common = ["--model", str(tiny_model_dir), "--task", "demo-slots", "--target-langs", "de,zh", "--batch-size", "8",
+              "--max-steps", "4", "--eval-every", "2", "--no-alignment"]
+    train.main(common + ["--method", "zero-shot", "--lr", "5e-3", "--out", str(tmp_path / "labeller")])
+    labeller = str(tmp_path / "labeller" / "best")
+    with pytest.raises(SystemExit, match="needs --teacher"):
+        train.main(common + ["--method", "xmixup", "--out", str(tmp_path / "x")])
+    with pytest.raises(ValueError, match="--mixup-layer 4 is not"):  # the paper's fourth layer by default for tagging
+        train.main(common + ["--method", "xmixup", "--teacher", labeller, "--out", str(tmp_path / "x")])
+    train.main(common + ["--method", "xmixup", "--teacher", labeller, "--mixup-layer", "2", "--out", str(tmp_path / "x")])
+    log = [json.loads(line) for line in open(tmp_path / "x" / "log.jsonl") if '"loss"' in line]
+    assert all("mse" in r and "kl" not in r and r["target"] > 0 for r in log)
+    results = json.loads((tmp_path / "x" / "results.json").read_text())
+    assert {"f1", "word_accuracy"} <= set(results["de"])
+    train.main(common + ["--method", "filter", "--out", str(tmp_path / "filter")])
+    with pytest.raises(ValueError, match="must be a plain classifier"):
+        train.main(common + ["--method", "xmixup", "--teacher", str(tmp_path / "filter" / "best"), "--mixup-layer", "2",
+                             "--out", str(tmp_path / "y")])
