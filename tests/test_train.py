@@ -128,3 +128,28 @@ def test_command_line_mistakes_get_a_message_not_a_traceback(tmp_path, tiny_mode
     done = subprocess.run([sys.executable, str(root / script), *args], capture_output=True, text=True, cwd=tmp_path)
     assert done.returncode == 1 and "Traceback" not in done.stderr
     assert done.stderr.strip().startswith(message.format(tmp=tmp_path)), done.stderr
+
+
+@pytest.mark.parametrize("pooling", ["cls", "mean"])
+def test_xeroalign_on_tags_aligns_cls_or_mean_pooled_states(pooling):
+    # a tagging batch: sources first, then one translation each; the alignment term of the loss is
+    # the MSE between the chosen sentence vectors of the final layer
+    import argparse
+    import methods
+    from conftest import padded_pairs, sharp_encoder
+    from model import Classifier
+    torch.manual_seed(0)
+    model = Classifier(sharp_encoder(2), 5, "token", pooling).eval()
+    source, source_mask, target, target_mask = padded_pairs()
+    ids, mask = torch.cat([source, target]), torch.cat([source_mask, target_mask])
+    labels = torch.where(mask.bool(), torch.randint(0, 5, ids.shape), -100)
+    batch = {"input_ids": ids, "attention_mask": mask, "labels": labels, "weights": torch.ones(4)}
+    args = argparse.Namespace(align_weight=1.0, target_labels=False)
+    _, parts = methods.compute_loss("xeroalign", model, batch, args, "word")
+    hidden = model.encoder(ids, mask)
+    if pooling == "cls":
+        vectors = hidden[:, 0]
+    else:  # mean over each text's real tokens, written out
+        vectors = torch.stack([hidden[i, mask[i].bool()].mean(0) for i in range(len(ids))])
+    expected = ((vectors[:4] - vectors[4:]) ** 2).mean()
+    assert parts["align"].item() == pytest.approx(expected.item(), rel=1e-5)
