@@ -98,8 +98,8 @@ def get_args(argv=None):
     g.add_argument("--align-weight", type=float, default=1.0, help="weight of the alignment loss (the paper sums the two: 1)")
     g.add_argument("--target-labels", action="store_true", help="also train the task on the translations' labels")
     g = p.add_argument_group("FILTER")
-    g.add_argument("--filter-m", type=int, default=1, help="local layers, each text alone (the paper: 1 for classification and tagging)")
-    g.add_argument("--filter-k", type=int, default=1, help="fusion layers over the joined pair (the paper: 1; 20 of 24 for QA)")
+    g.add_argument("--filter-m", type=int, default=1, help="local layers, each text alone (the paper's Figure 3: few for classification, more for tagging and QA)")
+    g.add_argument("--filter-k", type=int, default=1, help="fusion layers over the joined pair (the paper's Figure 3: 1 for classification and tagging, 20 of 24 for QA)")
     g.add_argument("--teacher", help="self-teaching: a FILTER model trained by this script (its OUT/best); its probabilities on the "
                                      "translations become soft labels (Eq. 5-6), computed on the fly. For --method xmixup on word "
                                      "labels: a --method zero-shot model, whose tags of the translations are the soft labels")
