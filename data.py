@@ -11,7 +11,7 @@ import random
 import sys
 import urllib.request
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import torch
@@ -153,21 +153,61 @@ def conll_sentences(path, columns):
         yield start, meta, rows
 
 
-def read_xsid(path, lang):
+def read_xsid(path, lang, intents=None, slots=None):
     """xSID CoNLL: '# id' (targets), '# text', '# text-en' (targets), '# intent' comments, then rows
     of index, word, intent, BIO slot. Targets follow the English file's order, so the id is the
-    sentence number ('# id' where given) and '# text-en' is kept to check the pairing."""
+    sentence number ('# id' where given) and '# text-en' is kept to check the pairing. Where
+    `intents` and `slots` are given, every label must be one of them."""
     examples = []
     for start, meta, rows in conll_sentences(path, 4):
         if "intent" not in meta:
             raise DataError(path, start, "sentence without a '# intent' line")
+        if intents is not None:
+            check_label(path, start, meta["intent"], intents)
         for number, cells in rows:
             if not cells[3].startswith(("B-", "I-")) and cells[3] != "O":
                 raise DataError(path, number, f"slot label {cells[3]!r} is not O, B-... or I-...")
+            if slots is not None:
+                check_label(path, number, cells[3], slots)
         words, tags = [c[1] for _, c in rows], [c[3] for _, c in rows]
         examples.append(Example(id=meta.get("id", str(len(examples) + 1)), lang=lang, text=meta.get("text", " ".join(words)),
                                 label=meta["intent"], words=words, tags=tags, source_text=meta.get("text-en")))
     return examples
+
+
+# xSID 0.7's 16 intents and 36 slot types (the SNIPS and Facebook task-oriented parsing sets it joins).
+XSID_INTENTS = ("AddToPlaylist", "BookRestaurant", "PlayMusic", "RateBook", "SearchCreativeWork", "SearchScreeningEvent",
+                "alarm/cancel_alarm", "alarm/modify_alarm", "alarm/set_alarm", "alarm/show_alarms", "alarm/snooze_alarm",
+                "alarm/time_left_on_alarm", "reminder/cancel_reminder", "reminder/set_reminder", "reminder/show_reminders",
+                "weather/find")
+XSID_SLOT_TYPES = ("album", "artist", "best_rating", "condition_description", "condition_temperature", "cuisine", "datetime",
+                   "entity_name", "facility", "genre", "location", "movie_name", "movie_type", "music_item", "object_location_type",
+                   "object_name", "object_part_of_series_type", "object_select", "object_type", "party_size_description",
+                   "party_size_number", "playlist", "rating_unit", "rating_value", "recurring_datetime", "reference",
+                   "reference-part", "reminder/todo", "restaurant_name", "restaurant_type", "served_dish", "service", "sort",
+                   "track", "weather/attribute")
+XSID_SLOTS = ("O",) + tuple(f"{prefix}-{kind}" for kind in XSID_SLOT_TYPES for prefix in "BI")
+
+def match_source_text(sources, targets, path):
+    """Give each xSID translation the id of its English sentence: its own '# id' where the English
+    sentence of that id is its '# text-en', else (Lithuanian's ids are shuffled) the first English
+    sentence with that text not already taken. Returns the targets with corrected ids."""
+    by_id = {e.id: e for e in sources}
+    by_text = {}
+    for e in sources:
+        by_text.setdefault(e.text, []).append(e.id)
+    taken = {t.id for t in targets if t.id in by_id and by_id[t.id].text == t.source_text}
+    out = []
+    for t in targets:
+        if not (t.id in by_id and by_id[t.id].text == t.source_text):
+            free = [i for i in by_text.get(t.source_text, []) if i not in taken]
+            if not free:
+                raise DataError(path, 0, f"sentence '# id = {t.id}': its '# text-en' {t.source_text!r} is no English sentence "
+                                          "left unpaired")
+            taken.add(free[0])
+            t = replace(t, id=free[0])
+        out.append(t)
+    return out
 
 
 UPOS_LABELS = ("ADJ", "ADP", "ADV", "AUX", "CCONJ", "DET", "INTJ", "NOUN", "NUM", "PART", "PRON", "PROPN", "PUNCT",
@@ -277,12 +317,15 @@ def encode_examples(examples, tokenizer, labels, max_length):
     return [Encoded(x, index[e.label] if e.label is not None else -100, e.lang, e.id) for e, x in zip(examples, ids)]
 
 
-def encode_tagged(examples, tokenizer, labels, max_length):
+def encode_tagged(examples, tokenizer, labels, max_length, intents=None):
     """Tokenize word-labelled examples. Each word's label sits on its first sub-token, skipping the
     bare "▁" that XLM-R's vocabulary puts before most CJK words; every other token is -100 (not
     scored). `extra["scored"]` lists (word, token) for the scored tokens; a word that gets no token
-    (truncated away, or normalised to nothing) is not scored, and evaluation counts it as "O"."""
+    (truncated away, or normalised to nothing) is not scored, and evaluation counts it as "O".
+    A joint task (`intents`: xSID) also labels the <s> token, with the sentence's intent, numbered
+    after the word labels: len(labels) + its index in `intents` (model.JointHead reads it so)."""
     index = {label: i for i, label in enumerate(labels)}
+    intent_index = {intent: len(labels) + i for i, intent in enumerate(intents or ())}
     bare_space = tokenizer.sp.piece_to_id("\u2581") + 1
     out = []
     for e in examples:
@@ -297,13 +340,19 @@ def encode_tagged(examples, tokenizer, labels, max_length):
                 if e.tags[w] not in index:
                     raise ValueError(f"{e.lang} example {e.id}: tag {e.tags[w]!r} is not one of the task's labels")
                 token_labels[t] = index[e.tags[w]]
+        if intents and e.label is not None:
+            if e.label not in intent_index:
+                raise ValueError(f"{e.lang} example {e.id}: intent {e.label!r} is not one of the task's intents")
+            token_labels[0] = intent_index[e.label]
         out.append(Encoded(ids, token_labels, e.lang, e.id, {"scored": sorted(scored.items()), "words": len(e.words)}))
     return out
 
 
 def encode(examples, tokenizer, task, max_length):
     """Sentence-level examples -> one label each; word-level -> a label per token."""
-    return (encode_tagged if task.level == "word" else encode_examples)(examples, tokenizer, task.labels, max_length)
+    if task.level == "word":
+        return encode_tagged(examples, tokenizer, task.labels, max_length, task.intents)
+    return encode_examples(examples, tokenizer, task.labels, max_length)
 
 
 def label_tensor(items, T):
@@ -363,10 +412,14 @@ class Task:
     test: dict
     level: str = "sentence"  # or "word": a label per word (BIO slots, POS)
     round_trip: dict = field(default_factory=dict)  # {id: Example}: round-trip translations of source training examples
+    intents: list | None = None  # a joint task's sentence labels (xSID): the intent, with BIO slots as `labels`
 
     @property
     def metric(self):
-        """The score reported first and used for model selection: span F1 for BIO tags, else accuracy."""
+        """The score reported first and used for model selection: for a joint task the share of
+        sentences with the right intent and all slots right, span F1 for BIO tags, else accuracy."""
+        if self.intents:
+            return "exact_match"
         return "f1" if self.level == "word" and any(label.startswith("B-") for label in self.labels) else "accuracy"
 
 
@@ -376,6 +429,14 @@ SIB200_LANGS = ["eng_Latn", "deu_Latn", "fra_Latn", "spa_Latn", "rus_Cyrl", "zho
 XNLI_LANGS = ["en", "fr", "es", "de", "el", "bg", "ru", "tr", "ar", "vi", "th", "zh", "hi", "sw", "ur"]
 PAWSX_LANGS = ["en", "de", "es", "fr", "ja", "ko", "zh"]
 UDPOS_LANGS = ["en", "de", "fr", "ru", "zh", "hi"]
+XSID_LANGS = ["en", "ar", "da", "de", "id", "it", "ja", "kk", "lt", "nl", "sr", "tr", "zh"]
+
+
+def xsid_split(id):
+    """xSID has no English training file: its English `valid` sentences are split by id (the
+    sentence number), 80% to train on and 20% for model selection; the target languages' `valid`
+    sentences with the same ids are their translations."""
+    return "dev" if zlib.crc32(id.encode()) % 5 == 0 else "train"
 
 
 def ud_split(id):
@@ -396,8 +457,9 @@ def load_task(name, data_dir=None, source=None, targets=None):
     """The task's examples. demo: the bundled corpus's intents; demo-slots: its BIO slots. sib200: <data_dir>/<lang>/{train,dev,test}.tsv.
     xnli: <data_dir>/XNLI-1.0/xnli.{dev,test}.tsv and <data_dir>/XNLI-MT-1.0/multinli/multinli.train.<lang>.tsv.
     pawsx: <data_dir>/<lang>/{train|translated_train,dev|dev_2k,test|test_2k}.tsv.
-    udpos: UD PUD's <data_dir>/<lang>_pud-ud-test.conllu, split by sentence id (`ud_split`)."""
-    level = "sentence"
+    udpos: UD PUD's <data_dir>/<lang>_pud-ud-test.conllu, split by sentence id (`ud_split`).
+    xsid: <data_dir>/<lang>.{valid,test}.conll, train and dev from `valid` (`xsid_split`), test from `test`."""
+    level, intents = "sentence", None
     if name in ("demo", "demo-slots"):
         import demo_corpus
         langs, labels, default_source = demo_corpus.LANGS, demo_corpus.INTENTS, "en"
@@ -411,8 +473,10 @@ def load_task(name, data_dir=None, source=None, targets=None):
         langs, labels, default_source = PAWSX_LANGS, ["0", "1"], "en"
     elif name == "udpos":
         langs, labels, default_source, level = UDPOS_LANGS, list(UPOS_LABELS), "en", "word"
+    elif name == "xsid":
+        langs, labels, default_source, level, intents = XSID_LANGS, list(XSID_SLOTS), "en", "word", list(XSID_INTENTS)
     else:
-        raise InputError(f"unknown task {name!r}: choose demo, demo-slots, sib200, xnli, pawsx or udpos")
+        raise InputError(f"unknown task {name!r}: choose demo, demo-slots, sib200, xnli, pawsx, udpos or xsid")
     source = source or default_source
     targets = [t for t in (targets or langs) if t != source]
     unknown = [l for l in [source, *targets] if l not in langs]
@@ -432,6 +496,14 @@ def load_task(name, data_dir=None, source=None, targets=None):
             elif name == "udpos":
                 examples = read_conllu(Path(data_dir) / f"{lang}_pud-ud-test.conllu", lang)
                 by_lang[lang] = [e for e in examples if ud_split(e.id) == split]
+            elif name == "xsid" and split == "test":
+                by_lang[lang] = read_xsid(Path(data_dir) / f"{lang}.test.conll", lang, intents, labels)
+            elif name == "xsid":  # English valid, and its translations, paired through '# text-en'
+                path = Path(data_dir) / f"{lang}.valid.conll"
+                examples = read_xsid(path, lang, intents, labels)
+                if lang != "en":
+                    examples = match_source_text(read_xsid(Path(data_dir) / "en.valid.conll", "en"), examples, path)
+                by_lang[lang] = [e for e in examples if xsid_split(e.id) == split]
             elif name == "xnli" and split == "train":
                 by_lang[lang] = read_xnli_mt(Path(data_dir) / "XNLI-MT-1.0" / "multinli" / f"multinli.train.{lang}.tsv", lang)
             elif name == "xnli":
@@ -446,7 +518,7 @@ def load_task(name, data_dir=None, source=None, targets=None):
     round_trip = {}
     if name.startswith("demo") and source == "en":
         round_trip = {e.id: e for e in demo_corpus.build("train", round_trip=True)["en"]}
-    return Task(name, list(labels), source, targets, **splits, level=level, round_trip=round_trip)
+    return Task(name, list(labels), source, targets, **splits, level=level, round_trip=round_trip, intents=intents)
 
 
 def few_shot(task, fraction=1.0, translated=None, seed=0):
@@ -464,7 +536,7 @@ def few_shot(task, fraction=1.0, translated=None, seed=0):
     train = {task.source: kept}
     train.update({lang: [e for e in task.train[lang] if e.id in with_translation] for lang in task.targets})
     return Task(task.name, task.labels, task.source, task.targets, train, task.dev, task.test, task.level,
-                {i: e for i, e in task.round_trip.items() if i in with_translation})
+                {i: e for i, e in task.round_trip.items() if i in with_translation}, task.intents)
 
 
 def read_jsonl_examples(path, labels):

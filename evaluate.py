@@ -129,14 +129,16 @@ def entities(tags):
 
 @torch.no_grad()
 def tagging_counts(model, tokenizer, examples_by_lang, labels, batch_size, max_length, device, rank=0, world_size=1,
-                   pair_model=None, partners=None):
-    """{lang: tensor([entities found, entities predicted, entities gold, words right, words])}; a word
-    whose tokens were truncated away is predicted "O"."""
+                   pair_model=None, partners=None, intents=None):
+    """{lang: tensor([entities found, entities predicted, entities gold, words right, words,
+    intents right, sentences with the intent and every tag right, sentences])}; a word whose tokens
+    were truncated away is predicted "O". With `intents` (a joint task), the intent is read from
+    the <s> token's row of the logits (model.JointHead); without, the intent counts stay 0."""
     model.eval()
     out = {}
     for lang, examples in examples_by_lang.items():
-        counts = torch.zeros(5, dtype=torch.long)
-        items = data.encode_tagged(examples, tokenizer, labels, max_length)
+        counts = torch.zeros(8, dtype=torch.long)
+        items = data.encode_tagged(examples, tokenizer, labels, max_length, intents)
         for index in my_batches([len(it.ids) for it in items], batch_size, rank, world_size):
             predicted = forward_logits(model, tokenizer, [items[i] for i in index], device, pair_model, partners).argmax(-1).cpu()  # (B, T)
             for row, i in enumerate(index):
@@ -145,33 +147,40 @@ def tagging_counts(model, tokenizer, examples_by_lang, labels, batch_size, max_l
                     tags[w] = labels[predicted[row, t]]
                 gold, guess = entities(examples[i].tags), entities(tags)
                 right = sum(a == b for a, b in zip(examples[i].tags, tags))
-                counts += torch.tensor([len(gold & guess), len(guess), len(gold), right, len(tags)])
+                intent = bool(intents) and intents[predicted[row, 0] - len(labels)] == examples[i].label
+                counts += torch.tensor([len(gold & guess), len(guess), len(gold), right, len(tags),
+                                        intent, intent and right == len(tags), 1])
         out[lang] = all_reduce(counts.to(device)).cpu()
     return out
 
 
-def tagging_scores(counts, spans=True):
+def tagging_scores(counts, spans=True, joint=False):
     """BIO tags (`spans`): span precision, recall and F1 (an entity counts only with its exact type
-    and boundaries) and word accuracy. Other tags (POS): word accuracy."""
-    found, predicted, gold, right, words = counts.tolist()
+    and boundaries) and word accuracy. Other tags (POS): word accuracy. A joint task (xSID): intent
+    accuracy, slot F1 and the exact-match rate (intent and every slot right), then the rest."""
+    found, predicted, gold, right, words, intents_right, exact, sentences = counts.tolist()
     if not spans:
         return {"accuracy": right / max(words, 1), "n": words}
     precision, recall = found / max(predicted, 1), found / max(gold, 1)
-    return {"f1": 2 * precision * recall / max(precision + recall, 1e-12), "precision": precision, "recall": recall,
-            "word_accuracy": right / max(words, 1), "n": words}
+    f1 = 2 * precision * recall / max(precision + recall, 1e-12)
+    if joint:
+        return {"intent_accuracy": intents_right / max(sentences, 1), "slot_f1": f1, "exact_match": exact / max(sentences, 1),
+                "slot_precision": precision, "slot_recall": recall, "word_accuracy": right / max(words, 1), "n": sentences}
+    return {"f1": f1, "precision": precision, "recall": recall, "word_accuracy": right / max(words, 1), "n": words}
 
 
 def evaluate_split(model, tokenizer, task, examples_by_lang, batch_size, max_length, device, rank=0, world_size=1,
                    pair_model=None, partners=None):
-    """{lang: scores} for a sentence task (accuracy, macro-F1) or a word task (span F1, ...). With a
+    """{lang: scores} for a sentence task (accuracy, macro-F1), a word task (span F1, ... or POS
+    accuracy) or a joint one (intent accuracy, slot F1, exact match, ...). With a
     `pair_model` (FILTER, X-Mixup), `partners` are the source-language examples of the split."""
     if pair_model is not None:
         pair_model.eval()
         partners = {it.id: it for it in data.encode(partners, tokenizer, task, max_length)}
     if task.level == "word":
         counts = tagging_counts(model, tokenizer, examples_by_lang, task.labels, batch_size, max_length, device, rank, world_size,
-                                pair_model, partners)
-        return {lang: tagging_scores(c, spans=task.metric == "f1") for lang, c in counts.items()}
+                                pair_model, partners, task.intents)
+        return {lang: tagging_scores(c, spans=task.metric != "accuracy", joint=bool(task.intents)) for lang, c in counts.items()}
     counts = confusion_matrices(model, tokenizer, examples_by_lang, task.labels, batch_size, max_length, device, rank, world_size,
                                 pair_model, partners)
     return {lang: scores(c) for lang, c in counts.items()}

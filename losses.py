@@ -15,9 +15,19 @@ def weighted_mean(values, weights=None):
 
 def task_loss(logits, labels, weights=None):
     """Cross-entropy of a classifier: (N, C) logits against (N,) label indices, or per token,
-    (N, T, C) against (N, T) with -100 where a token is not scored (the mean is over scored tokens)."""
+    (N, T, C) against (N, T) with -100 where a token is not scored (the mean is over scored tokens).
+    A joint task (xSID) labels the <s> token, position 0, with the sentence's intent
+    (model.JointHead): the intent's loss, a mean over sentences, and the slots' loss, a mean over
+    the words' tokens, are summed."""
     if logits.dim() == 2:
         return weighted_mean(F.cross_entropy(logits.float(), labels, reduction="none"), weights)
+    if (labels[:, 0] != -100).any():
+        return token_loss(logits[:, :1], labels[:, :1], weights) + token_loss(logits[:, 1:], labels[:, 1:], weights)
+    return token_loss(logits, labels, weights)
+
+
+def token_loss(logits, labels, weights=None):
+    """Cross-entropy per token, (N, T, C) against (N, T), averaged over the tokens that are not -100."""
     per_token = F.cross_entropy(logits.float().flatten(0, 1), labels.flatten(), reduction="none", ignore_index=-100)
     scored = (labels.flatten() != -100).float()
     if weights is not None:

@@ -45,7 +45,10 @@ def make_batch(method, items, weights, step, seed, tokenizer, level, teacher=Non
         T = source_ids.shape[1]
         batch.update(source_ids=source_ids, source_mask=source_mask, target_ids=target_ids, target_mask=target_mask,
                      source_labels=data.label_tensor(sources, T), target_labels=data.label_tensor(targets, T))
-        if level == "word":  # the target words' first sub-tokens, where the teacher's soft labels apply
+        if level == "word":
+            # Word labels do not carry over to a translation; a joint task's intent (on <s>) does.
+            batch["target_labels"][:, 1:] = -100
+            # The target words' first sub-tokens, where the teacher's soft labels apply.
             batch["target_scored"] = torch.zeros(len(targets), T)
             for b, t in enumerate(targets):
                 batch["target_scored"][b, [token for _, token in t.extra["scored"]]] = 1.0
@@ -65,14 +68,16 @@ def compute_loss(method, model, batch, args, level):
     if method == "filter":
         source_logits, target_logits = model(batch["source_ids"], batch["source_mask"], batch["target_ids"], batch["target_mask"])
         source = task_loss(source_logits, batch["source_labels"], w)
-        # Sentence labels carry over to a translation; word labels do not (lambda = 0 in Eq. 6).
-        target = task_loss(target_logits, batch["target_labels"], w) if level == "sentence" else None
+        # Sentence labels carry over to a translation; word labels do not (lambda = 0 in Eq. 6), so
+        # for word tasks this is 0, or a joint task's intent alone (make_batch).
+        target = task_loss(target_logits, batch["target_labels"], w)
         if "teacher_logits" not in batch:  # the teacher's own training, Eq. 4
-            return source + (target if target is not None else 0), {"source": source.detach()}
+            return source + target, {"source": source.detach()}
         kl_weight = args.kl_weight if args.kl_weight is not None else (0.5 if level == "sentence" else 1.0)
         mask = batch["target_scored"] * w[:, None] if level == "word" else w
         kl = self_teaching_loss(target_logits, batch["teacher_logits"], mask)
-        loss = source + kl_weight * kl + ((1 - kl_weight) * target if target is not None else 0)  # Eq. 6
+        # Eq. 6. For word tasks the KL covers the words; the intent of a joint task keeps its full weight.
+        loss = source + kl_weight * kl + ((1 - kl_weight) * target if level == "sentence" else target)
         return loss, {"source": source.detach(), "kl": kl.detach()}
     if method == "xmixup":
         source_logits, target_logits, source_r, target_r, lam = model(batch["source_ids"], batch["source_mask"],
@@ -80,6 +85,7 @@ def compute_loss(method, model, batch, args, level):
         source = task_loss(source_logits, batch["source_labels"], w)
         if level == "word":  # word labels do not carry over: the translation's soft labels come from a source-trained model (Sec. 4.2)
             target = self_teaching_loss(target_logits, batch["teacher_logits"], batch["target_scored"] * w[:, None])
+            target = target + task_loss(target_logits, batch["target_labels"], w)  # a joint task's intent (else 0)
         else:
             target = task_loss(target_logits, batch["target_labels"], w)
         loss = args.mixup_alpha * source + (1 - args.mixup_alpha) * target  # Eq. 8

@@ -366,6 +366,31 @@ class TokenClassificationHead(nn.Module):
         return self.out_proj(self.dropout(hidden))  # (B, T, labels)
 
 
+class JointHead(nn.Module):
+    """Joint intent classification and slot filling (xSID): the intent from the <s> vector (a
+    ClassificationHead), a BIO slot per token (a TokenClassificationHead). Both are returned as one
+    (B, T, slots + intents) tensor, the intent in row 0, the <s> token's own, so that every method
+    handles a joint task as a tagging task whose <s> token is labelled with the intent
+    (data.encode_tagged): the <s> row is -1e4 outside the intents and every other row outside the
+    slots, which makes a softmax over the row a softmax over its own label set (exp(-1e4) is 0)."""
+
+    masked = -1e4  # not -inf: KL terms multiply 0 probabilities by these log-probabilities
+
+    def __init__(self, hidden_size, num_slots, num_intents, dropout=0.1, style="roberta"):
+        super().__init__()
+        self.slots = TokenClassificationHead(hidden_size, num_slots, dropout)
+        self.intent = ClassificationHead(hidden_size, num_intents, dropout, style)
+
+    def forward(self, hidden):
+        slots = self.slots(hidden)                                   # (B, T, S)
+        intent = self.intent(hidden)                                 # (B, I)
+        B, T, S = slots.shape
+        logits = slots.new_full((B, T, S + intent.shape[-1]), self.masked)
+        logits[:, 1:, :S] = slots[:, 1:]
+        logits[:, 0, S:] = intent
+        return logits
+
+
 class SpanHead(nn.Module):
     """Extractive QA: start and end logits per token."""
 
@@ -385,17 +410,20 @@ def mean_pool(hidden, mask):
 
 
 class Classifier(nn.Module):
-    """Encoder + a head: over the sentence vector (head_style "roberta" or "linear") or per token
-    ("token"). The sentence vector is <s> (pooling "cls") or the mean of the real tokens ("mean", as
+    """Encoder + a head: over the sentence vector (head_style "roberta" or "linear"), per token
+    ("token"), or both ("joint": `num_labels` slots per token and `num_intents` intents from <s>).
+    The sentence vector is <s> (pooling "cls") or the mean of the real tokens ("mean", as
     sentence-embedding models are used). Returns (logits, sentence vectors). Saved as an ordinary
     checkpoint directory plus head.safetensors and task.json (labels, head style, pooling)."""
 
-    def __init__(self, encoder, num_labels, head_style="roberta", pooling="cls"):
+    def __init__(self, encoder, num_labels, head_style="roberta", pooling="cls", num_intents=0):
         super().__init__()
         assert pooling in ("cls", "mean"), pooling
         self.encoder, self.pooling = encoder, pooling
         H, p = encoder.config.hidden_size, encoder.config.dropout
-        if head_style == "token":
+        if head_style == "joint":
+            self.head = JointHead(H, num_labels, num_intents, dropout=p)
+        elif head_style == "token":
             self.head = TokenClassificationHead(H, num_labels, dropout=p)
         else:
             self.head = ClassificationHead(H, num_labels, dropout=p, style=head_style)
@@ -421,7 +449,8 @@ class Classifier(nn.Module):
         if not (directory / "task.json").is_file():
             raise CheckpointError(f"{directory}: no task.json, so not a model saved by train.py (give its OUT/best directory)")
         task = json.loads((directory / "task.json").read_text())
-        model = cls(Encoder.from_pretrained(directory), len(task["labels"]), task.get("head_style", "roberta"), task.get("pooling", "cls"))
+        model = cls(Encoder.from_pretrained(directory), len(task["labels"]), task.get("head_style", "roberta"), task.get("pooling", "cls"),
+                    len(task.get("intents") or ()))
         model.head.load_state_dict(load_safetensors(directory / "head.safetensors"))
         return model, Tokenizer.from_pretrained(directory), task
 

@@ -68,7 +68,8 @@ def get_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     g = p.add_argument_group("what to train")
     g.add_argument("--method", default="xeroalign", choices=METHODS, help="see above (default: xeroalign)")
-    g.add_argument("--task", default="demo", help="demo (the bundled corpus's intents), demo-slots (its BIO slots), sib200, xnli, pawsx, or udpos (UPOS tagging on UD PUD)")
+    g.add_argument("--task", default="demo", help="demo (the bundled corpus's intents), demo-slots (its BIO slots), sib200, xnli, pawsx, udpos (UPOS tagging on UD PUD), or xsid (intent + BIO slots, "
+                   "trained on English valid)")
     g.add_argument("--data", help="data directory of the task, e.g. ../shared/data/sib200 (not needed for demo)")
     g.add_argument("--model", help="Hugging Face checkpoint directory to start from (default: the bundled multilingual-e5-small)")
     g.add_argument("--source-lang", help="language with training labels (default: the task's English)")
@@ -110,7 +111,8 @@ def get_args(argv=None):
     g = p.add_argument_group("X-Mixup")
     g.add_argument("--mixup-layer", type=int, help="the layer (1-based) where the translation is mixed (default: the paper's first "
                                                    "for sentence labels, fourth for word labels)")
-    g.add_argument("--mixup-alpha", type=float, default=0.4, help="alpha of Eq. 8: the source's share of the task loss (the paper: 0.4 for classification)")
+    g.add_argument("--mixup-alpha", type=float, help="alpha of Eq. 8: the source's share of the task loss (default: the paper's 0.4 for sentence labels, "
+                   "0.8 for word labels)")
     g.add_argument("--lambda0", type=float, default=0.5, help="the largest mixup ratio (Eq. 5)")
     g.add_argument("--ss-k", type=float, default=1000, help="k of the inverse sigmoid decay of scheduled sampling (Eq. 6)")
     g.add_argument("--constant-ratio", action="store_true", help="ablation: lambda = lambda0 instead of the entropy-based ratio")
@@ -222,6 +224,9 @@ def main(argv=None):
     unlabelled = {lang: task.train[lang] for lang in task.targets}  # co-training's pool: every target-language text
     if args.train_fraction < 1 or args.translated is not None:
         task = data.few_shot(task, args.train_fraction, args.translated, args.seed)
+    if args.method in ("contrastive", "cotrain") and task.level == "word":
+        raise SystemExit(f"--method {args.method} contrasts and pseudo-labels whole sentences (Yu & Joty classify them); "
+                         f"--task {args.task} labels words: use zero-shot, translate-train, xeroalign, filter or xmixup")
     if args.method == "cotrain":
         import cotrain
         return cotrain.run(args, task, unlabelled, rank, world_size)
@@ -246,6 +251,8 @@ def main(argv=None):
         if task.level == "word" and not (args.teacher or args.teacher_cache):
             raise SystemExit("--method xmixup on word labels needs --teacher: a model trained on the source (--method zero-shot), "
                              "whose tags of the translations are their soft labels (X-Mixup Sec. 4.2)")
+        if args.mixup_alpha is None:
+            args.mixup_alpha = 0.8 if task.level == "word" else 0.4
         round_trip = {it.id: it for it in encode(list(task.round_trip.values()))}
         if rank == 0 and not round_trip:
             print(f"note: {args.task} has no round-trip translations of its {task.source} training texts: "
@@ -267,8 +274,8 @@ def main(argv=None):
     dropout = {} if args.dropout is None else {"dropout": args.dropout, "attention_dropout": args.dropout}
     encoder = Encoder.from_pretrained(model_dir, **dropout)
     torch.manual_seed(args.seed)
-    head_style = "token" if task.level == "word" else args.head
-    raw = Classifier(encoder, len(task.labels), head_style, args.pooling).to(device)
+    head_style = "joint" if task.intents else "token" if task.level == "word" else args.head
+    raw = Classifier(encoder, len(task.labels), head_style, args.pooling, len(task.intents or ())).to(device)
     torch.manual_seed(args.seed + rank)
     for unused in (encoder.pooler, encoder.lm_head):  # DDP wants a gradient for every trainable parameter
         if unused is not None:
@@ -359,7 +366,7 @@ def main(argv=None):
         model.train()
         return {lang: scores[metric] for lang, scores in dev.items()}
 
-    task_info = {"task": args.task, "data": args.data, "labels": task.labels, "source_lang": task.source,
+    task_info = {"task": args.task, "data": args.data, "labels": task.labels, "intents": task.intents, "source_lang": task.source,
                  "target_langs": task.targets, "head_style": head_style, "pooling": args.pooling, "max_length": args.max_length,
                  "method": args.method,
                  **({"filter_m": args.filter_m, "filter_k": args.filter_k} if args.method == "filter" else {})}

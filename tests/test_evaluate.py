@@ -94,10 +94,10 @@ def test_span_f1_against_seqeval():
     tags = ["O", "O", "O", "B-PER", "I-PER", "B-LOC", "I-LOC", "I-ORG"]
     gold = [[rng.choice(tags) for _ in range(rng.randint(1, 12))] for _ in range(300)]
     guess = [[t if rng.random() < 0.7 else rng.choice(tags) for t in sentence] for sentence in gold]
-    counts = torch.zeros(5, dtype=torch.long)
+    counts = torch.zeros(8, dtype=torch.long)
     for g, p in zip(gold, guess):
         a, b = evaluate.entities(g), evaluate.entities(p)
-        counts += torch.tensor([len(a & b), len(b), len(a), 0, 1])
+        counts += torch.tensor([len(a & b), len(b), len(a), 0, 1, 0, 0, 1])
     ours = evaluate.tagging_scores(counts)
     assert ours["f1"] == pytest.approx(seqeval.f1_score(gold, guess), abs=1e-12)
     assert ours["precision"] == pytest.approx(seqeval.precision_score(gold, guess), abs=1e-12)
@@ -105,7 +105,7 @@ def test_span_f1_against_seqeval():
 
 
 def test_pos_scores_are_word_accuracy():
-    counts = torch.tensor([0, 0, 0, 7, 9])  # (spans found, predicted, gold, words right, words)
+    counts = torch.tensor([0, 0, 0, 7, 9, 0, 0, 2])  # (spans found, predicted, gold, words right, words, ..., sentences)
     assert evaluate.tagging_scores(counts, spans=False) == {"accuracy": 7 / 9, "n": 9}
 
 

@@ -34,13 +34,14 @@ def test_task_loss_by_hand():
 
 
 def test_token_task_loss_counts_scored_tokens_only():
-    logits = torch.tensor([[[2.0, 0.0], [0.0, 0.0], [1.0, 3.0]], [[0.0, 1.0], [4.0, 4.0], [0.0, 0.0]]])
-    labels = torch.tensor([[0, -100, 1], [1, 0, -100]])
-    per = {(0, 0): math.log(1 + math.exp(-2)), (0, 2): math.log(1 + math.exp(-2)),
-           (1, 0): math.log(1 + math.exp(-1)), (1, 1): math.log(2)}
+    # Position 0 is <s>, never scored in a tagging task (a joint task puts its intent there: test_joint.py).
+    logits = torch.tensor([[[9.0, 0.0], [2.0, 0.0], [0.0, 0.0], [1.0, 3.0]], [[9.0, 0.0], [0.0, 1.0], [4.0, 4.0], [0.0, 0.0]]])
+    labels = torch.tensor([[-100, 0, -100, 1], [-100, 1, 0, -100]])
+    per = {(0, 1): math.log(1 + math.exp(-2)), (0, 3): math.log(1 + math.exp(-2)),
+           (1, 1): math.log(1 + math.exp(-1)), (1, 2): math.log(2)}
     assert abs(task_loss(logits, labels).item() - sum(per.values()) / 4) < 1e-6
     weighted = task_loss(logits, labels, torch.tensor([0.0, 1.0]))  # only the second example's two tokens
-    assert abs(weighted.item() - (per[(1, 0)] + per[(1, 1)]) / 2) < 1e-6
+    assert abs(weighted.item() - (per[(1, 1)] + per[(1, 2)]) / 2) < 1e-6
 
 
 def label_alignment_by_loop(embeddings, labels, tau):

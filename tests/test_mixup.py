@@ -140,6 +140,7 @@ def test_word_labels_of_the_translation_are_the_labellers_soft_tags():
     source_ids, source_mask, target_ids, target_mask = padded_pairs()
     B, T = source_ids.shape
     source_labels = torch.where(torch.rand(B, T) < 0.5, torch.randint(0, 5, (B, T)), -100) * source_mask - 100 * (1 - source_mask)
+    source_labels[:, 0] = -100  # <s> (a joint task's intent would sit there)
     scored = (torch.rand(B, T) < 0.6).float() * target_mask
     weights = torch.tensor([1.0, 1.0, 1.0, 0.0])  # the last pair is DDP padding
     teacher = torch.randn(B, T, 5)
