@@ -7,6 +7,7 @@ import random
 import torch
 
 import data
+import unicoder
 from fusion import pad_pairs
 from losses import (label_alignment_loss, prediction_consistency_loss, representation_consistency_loss,
                     self_teaching_loss, semantic_alignment_loss, task_loss, xeroalign_loss)
@@ -21,6 +22,10 @@ def make_batch(method, items, weights, step, seed, tokenizer, level, teacher=Non
     step from a generator seeded by the step, so that a resumed run draws the same. contrastive-sa:
     items are anchors, each expanded into its group for semantic alignment (Eq. 4): the anchor, b of
     its translations and b anchors of other labels (with repetition where there are fewer than b)."""
+    if method == "unicoder":  # one of the five tasks per step, in turn; the draws follow from step and rows
+        generator = torch.Generator().manual_seed(random.Random(f"{seed}/{step}/{items[0].id}").getrandbits(62))
+        task = unicoder.TASKS[step % len(unicoder.TASKS)]
+        return unicoder.make_batch(task, items, weights, generator, tokenizer, tokenizer.mask_id)
     batch = {"weights": torch.tensor(weights)}
     if method == "contrastive-sa":
         translations, anchors, b = groups
@@ -64,6 +69,9 @@ def make_batch(method, items, weights, step, seed, tokenizer, level, teacher=Non
 def compute_loss(method, model, batch, args, level):
     """The method's loss, averaged over the examples that count (weight 1) in this micro-batch,
     and its parts for the log."""
+    if method == "unicoder":
+        loss = model(batch)
+        return loss, {batch["task"]: loss.detach()}
     w = batch["weights"]
     if method == "filter":
         source_logits, target_logits = model(batch["source_ids"], batch["source_mask"], batch["target_ids"], batch["target_mask"])

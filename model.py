@@ -84,8 +84,10 @@ class Embeddings(nn.Module):
         self.norm = nn.LayerNorm(c.hidden_size, eps=c.layer_norm_eps)
         self.dropout = nn.Dropout(c.dropout)
 
-    def forward(self, input_ids, position_ids, token_type_ids=None):
-        h = self.word(input_ids) + self.position(position_ids)  # (B, T, H)
+    def forward(self, input_ids, position_ids, token_type_ids=None, words=None):
+        """`words` (B, T, H), where given, replace the word embeddings of `input_ids` (Unicoder's
+        word recovery feeds mixtures of another sentence's word embeddings)."""
+        h = (self.word(input_ids) if words is None else words) + self.position(position_ids)  # (B, T, H)
         if token_type_ids is None:
             h = h + self.token_type.weight[0]
         else:
@@ -192,21 +194,21 @@ class Encoder(nn.Module):
         real = input_ids.ne(c.pad_id).long()
         return real.cumsum(dim=1) * real + (c.position_offset - 1)  # pads get pad_id, as in RoBERTa
 
-    def embed(self, input_ids, token_type_ids=None, position_ids=None):
-        """Token ids (B, T) -> embedding-layer output (B, T, H)."""
+    def embed(self, input_ids, token_type_ids=None, position_ids=None, words=None):
+        """Token ids (B, T) -> embedding-layer output (B, T, H); `words` replace their word embeddings."""
         if position_ids is None:
             position_ids = self.position_ids(input_ids)
-        return self.embeddings(input_ids, position_ids, token_type_ids)
+        return self.embeddings(input_ids, position_ids, token_type_ids, words)
 
-    def forward(self, input_ids, attention_mask=None, token_type_ids=None, position_ids=None):
+    def forward(self, input_ids, attention_mask=None, token_type_ids=None, position_ids=None, words=None):
         """Final hidden states (B, T, H)."""
-        return self.hidden_states(input_ids, attention_mask, token_type_ids, position_ids, last_only=True)
+        return self.hidden_states(input_ids, attention_mask, token_type_ids, position_ids, last_only=True, words=words)
 
-    def hidden_states(self, input_ids, attention_mask=None, token_type_ids=None, position_ids=None, last_only=False):
+    def hidden_states(self, input_ids, attention_mask=None, token_type_ids=None, position_ids=None, last_only=False, words=None):
         """Every layer's hidden states: num_layers + 1 tensors of (B, T, H), embeddings first."""
         if attention_mask is None:
             attention_mask = input_ids.ne(self.config.pad_id)
-        h = self.embed(input_ids, token_type_ids, position_ids)
+        h = self.embed(input_ids, token_type_ids, position_ids, words)
         states = [h]
         for layer in self.layers:
             h = layer(h, attention_mask)

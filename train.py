@@ -29,6 +29,13 @@ Methods:
   cotrain          Yu & Joty (2021) co-training (Algorithm 1, cotrain.py): this model and a sentence-
                    embedding model (--embedding-model) label the target languages' unlabelled
                    training texts for each other, for --cotrain-iterations rounds
+  unicoder         Unicoder (Huang et al. 2019): continued pre-training on the task's parallel
+                   training text (and --parallel files) with its five tasks in turn (unicoder.py);
+                   OUT/best is an encoder checkpoint for --model of any other method, selected on
+                   masked-token accuracy of held-out dev pairs
+
+    python train.py --method unicoder --task sib200 --data ../shared/data/sib200 --out runs/unicoder
+    python train.py --method zero-shot --model runs/unicoder/best --task sib200 --data ../shared/data/sib200
 
 The run reads top to bottom: arguments, distributed setup, data, model, optimizer, the loop
 (with evaluation on the source dev set and checkpoints), then the test table from the best model.
@@ -57,11 +64,12 @@ import evaluate
 from evaluate import cleanup_distributed, setup_distributed
 from fusion import Filter, Teacher
 from methods import compute_loss, make_batch
+import unicoder
 from mixup import XMixup
 from model import Classifier, Encoder, Tokenizer, default_model
 from weights import CheckpointError
 
-METHODS = ["zero-shot", "translate-train", "xeroalign", "filter", "xmixup", "contrastive", "cotrain"]
+METHODS = ["zero-shot", "translate-train", "xeroalign", "filter", "xmixup", "contrastive", "cotrain", "unicoder"]
 
 
 def get_args(argv=None):
@@ -128,6 +136,9 @@ def get_args(argv=None):
     g.add_argument("--embedding-model", help="cotrain: the second view, a sentence-embedding checkpoint (default: the bundled model)")
     g.add_argument("--cotrain-iterations", type=int, default=3, help="cotrain: s, the rounds of Algorithm 1")
     g.add_argument("--threshold", type=float, default=0.9, help="cotrain: t, the confidence a pseudo-label needs")
+    g = p.add_argument_group("Unicoder")
+    g.add_argument("--parallel", action="append", metavar="XX_FILE,EN_FILE",
+                   help="more line-aligned parallel text for --method unicoder (e.g. corpus.de,corpus.en); repeatable")
     g = p.add_argument_group("evaluation and checkpoints")
     g.add_argument("--eval-every", type=int, default=50, help="steps between evaluations on the source dev set (and checkpoints)")
     g.add_argument("--dev-langs", default="source", choices=["source", "all"], help="dev languages to log (selection is always on the source)")
@@ -236,7 +247,11 @@ def main(argv=None):
     encode = lambda examples: data.encode(examples, tokenizer, task, args.max_length)
     metric = task.metric  # model selection on the source dev set
     translations, anchors = {}, []
-    if args.method in ("translate-train", "contrastive"):  # the source and its translations (D and D_bi)
+    if args.method == "unicoder":  # parallel text: the task's translations (never its test split), --parallel files
+        items = unicoder.parallel_pairs(task, "train", tokenizer, args.max_length, unicoder.read_parallel_files(args.parallel))
+        dev_pairs = unicoder.parallel_pairs(task, "dev", tokenizer, args.max_length)
+        metric = "masked_accuracy"
+    elif args.method in ("translate-train", "contrastive"):  # the source and its translations (D and D_bi)
         items = encode([e for lang in [task.source, *task.targets] for e in task.train[lang]] + extra)
     else:
         items = encode(task.train[task.source] + extra)
@@ -275,13 +290,20 @@ def main(argv=None):
     encoder = Encoder.from_pretrained(model_dir, **dropout)
     torch.manual_seed(args.seed)
     head_style = "joint" if task.intents else "token" if task.level == "word" else args.head
-    raw = Classifier(encoder, len(task.labels), head_style, args.pooling, len(task.intents or ())).to(device)
+    if args.method == "unicoder":  # the encoder with its LM head, W of Eq. 2 and a paraphrase classifier
+        raw = unicoder.Unicoder(encoder).to(device)
+    else:
+        raw = Classifier(encoder, len(task.labels), head_style, args.pooling, len(task.intents or ())).to(device)
     torch.manual_seed(args.seed + rank)
-    for unused in (encoder.pooler, encoder.lm_head):  # DDP wants a gradient for every trainable parameter
+    for unused in (encoder.pooler, None if args.method == "unicoder" else encoder.lm_head):  # DDP wants a gradient for every trainable parameter
         if unused is not None:
             unused.requires_grad_(False)
     if args.freeze_embeddings:
         raw.encoder.embeddings.word.weight.requires_grad_(False)
+    if args.method == "unicoder":  # hard negatives from the pretrained encoder, before any update (so a resumed run finds the same)
+        raw.eval()
+        unicoder.mine_hard_negatives(items, lambda rows: evaluate.sentence_representations(
+            encoder, tokenizer, rows, args.eval_batch_size, device, rank=rank, world_size=world_size).cpu())
     alignment_before = None
     if not args.no_alignment and not args.resume:
         alignment_before = evaluate.alignment(raw.encoder, tokenizer, task.test, task.source, args.eval_batch_size, device, rank, world_size)
@@ -298,7 +320,9 @@ def main(argv=None):
     pair_model = core if args.method == "filter" or (args.method == "xmixup" and not args.no_mixup_inference) else None
     model = core
     if world_size > 1:
-        model = DistributedDataParallel(core, device_ids=[device] if device.startswith("cuda") else None)
+        # Unicoder's steps each train one task, which leaves the other tasks' heads without gradient.
+        model = DistributedDataParallel(core, device_ids=[device] if device.startswith("cuda") else None,
+                                        find_unused_parameters=args.method == "unicoder")
     teacher = None
     if args.teacher or args.teacher_cache:
         if args.method not in ("filter", "xmixup") or (args.method == "xmixup" and task.level != "word"):
@@ -360,6 +384,8 @@ def main(argv=None):
                 f.write(json.dumps(record) + "\n")
 
     def evaluate_dev():
+        if args.method == "unicoder":
+            return {task.source: unicoder.masked_accuracy(raw, dev_pairs, tokenizer, args.eval_batch_size, device)}
         langs = [task.source] + (task.targets if args.dev_langs == "all" else [])
         dev = evaluate.evaluate_split(raw, tokenizer, task, {l: task.dev[l] for l in langs}, args.eval_batch_size,
                                       args.max_length, device, rank, world_size, pair_model, task.dev[task.source])
@@ -391,12 +417,14 @@ def main(argv=None):
         current, method, start = (anchors, "contrastive-sa", phase_one) if second else (items, args.method, 0)
         epoch, position = divmod(step - start, math.ceil(len(current) / args.batch_size))
         if planned != (second, epoch):
-            lengths = [max(len(x.ids) for x in (it if isinstance(it, tuple) else [it])) for it in current]
+            lengths = [len(it.source) + len(it.target) if args.method == "unicoder" else
+                       max(len(x.ids) for x in (it if isinstance(it, tuple) else [it])) for it in current]
             batches = data.epoch_batches(lengths, args.batch_size, epoch, args.seed, group_by_length=args.group_by_length)
             # What a loss averages over: examples, or scored tokens for word-level tasks (of the
             # source, for pairs). Shares of the global batch are counted in these units, so that N
             # processes compute the same mean as one.
-            units = [1 if task.level == "sentence" else sum(l != -100 for l in first(it).label) for it in current]
+            units = [1 if task.level == "sentence" or args.method == "unicoder" else sum(l != -100 for l in first(it).label)
+                     for it in current]
             planned = (second, epoch)
         global_batch = batches[position]
         total = torch.zeros((), device=device)
@@ -407,7 +435,7 @@ def main(argv=None):
             weights = weights if chunk else [0.0] * len(weights)
             batch = make_batch(method, [current[i] for i in index], weights, step, args.seed, tokenizer, task.level,
                                teacher, round_trip, args.ss_k, (translations, anchors, args.sa_group))
-            batch = {name: tensor.to(device) for name, tensor in batch.items()}
+            batch = {name: value.to(device) if torch.is_tensor(value) else value for name, value in batch.items()}
             # Each micro-batch's mean loss, weighted by its share of the global batch; times the number
             # of processes because DDP averages gradients over them. The step's gradient is then that
             # of the mean loss over the whole global batch, whatever the process count.
@@ -478,20 +506,25 @@ def main(argv=None):
         if owns_process_group:
             cleanup_distributed()
         return raw
-    best_model, best_pair_model = raw, pair_model
-    if (out / "best").exists():
-        best_model, _, best_info = Classifier.load(out / "best")
-        best_model.to(device)
-        best_pair_model = evaluate.pair_model_for(best_model, best_info)
-    results = evaluate.summarise(evaluate.evaluate_split(best_model, tokenizer, task, task.test, args.eval_batch_size, args.max_length,
-                                                         device, rank, world_size, best_pair_model, task.test[task.source]), task.source)
+    if args.method == "unicoder":  # an encoder, not a classifier: only CKA and retrieval before and after
+        best_encoder = Encoder.from_pretrained(out / "best").to(device) if (out / "best").exists() else raw.encoder
+        results = {}
+    else:
+        best_model, best_pair_model = raw, pair_model
+        if (out / "best").exists():
+            best_model, _, best_info = Classifier.load(out / "best")
+            best_model.to(device)
+            best_pair_model = evaluate.pair_model_for(best_model, best_info)
+        results = evaluate.summarise(evaluate.evaluate_split(best_model, tokenizer, task, task.test, args.eval_batch_size, args.max_length,
+                                                             device, rank, world_size, best_pair_model, task.test[task.source]), task.source)
+        best_encoder = best_model.encoder
     alignment_after = None
     if not args.no_alignment:
-        alignment_after = evaluate.alignment(best_model.encoder, tokenizer, task.test, task.source, args.eval_batch_size, device, rank, world_size)
+        alignment_after = evaluate.alignment(best_encoder, tokenizer, task.test, task.source, args.eval_batch_size, device, rank, world_size)
     if rank == 0:
         aligned = {lang: {**{f"{k}_before": v for k, v in (alignment_before or {}).get(lang, {}).items()}, **after}
                    for lang, after in (alignment_after or {}).items()}
-        table = evaluate.markdown_table(results, task.source, aligned)
+        table = evaluate.markdown_table(results or {lang: {} for lang in aligned}, task.source, aligned)
         summary = {**results, "alignment": aligned, "best_step": best_step, f"dev_{metric}": best, "args": vars(args)}
         (out / "results.json").write_text(json.dumps(summary, indent=2) + "\n")
         (out / "results.md").write_text(f"{args.method} on {args.task}, test split, best dev step {best_step}\n\n{table}\n")

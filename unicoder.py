@@ -1,0 +1,269 @@
+"""Unicoder's pre-training tasks (Huang et al. 2019, Sec. 3.2) as continued pre-training of a
+pretrained encoder on parallel sentences. The authors never released the three cross-lingual tasks,
+so this is a reading of the paper; where it leaves a choice open, the choice is stated here.
+
+    python train.py --method unicoder --task sib200 --data ../shared/data/sib200 --out runs/unicoder
+    python train.py --method zero-shot --model runs/unicoder/best --task sib200 --data ../shared/data/sib200
+
+The five tasks, one per step in turn ("in each step, we iteratively train these five tasks"):
+
+  mlm            masked LM on single sentences of the parallel text (the paper uses Wikipedia)
+  tlm            translation LM (XLM): a sentence and its translation as one masked sequence
+  word_recovery  cross-lingual word recovery (Eq. 1-2): every token of X is replaced by an
+                 attention mixture of Y's word embeddings, and the encoder recovers all of X
+  paraphrase     cross-lingual paraphrase classification: (X, Y) pairs from <s>, translations
+                 against hard negatives, 1:1
+  xlm            cross-lingual masked LM on documents whose even-indexed sentences are replaced
+                 by their translations, truncated to --max-length tokens (the paper: 256)
+
+The paper's lengths are 256 tokens for documents and 128 + 128 for sentence pairs: --max-length
+256 gives both (sentences are encoded to at most --max-length, pairs truncated to it in total).
+
+Shapes: B rows, T tokens, H hidden, V vocabulary.
+"""
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import data
+from model import ClassificationHead, Tokenizer
+
+TASKS = ("mlm", "tlm", "word_recovery", "paraphrase", "xlm")
+DOCUMENT_SENTENCES = 16  # consecutive pairs a document may take, before truncation
+
+
+@dataclass
+class Pair:
+    """A sentence and its translation as token ids with specials (<s> ... </s>). `negative` is a
+    sentence in the translation's language that resembles `source` but does not translate it;
+    `document` is the cross-lingual document that starts with this pair."""
+    id: str
+    lang: str
+    source: list
+    target: list
+    negative: list | None = None
+    document: list | None = None
+
+
+def parallel_pairs(task, split, tokenizer, max_length, extra=()):
+    """Every (source, translation) of a task's split, language by language in id order, plus
+    `extra` line-aligned pairs ((target Example, source Example), e.g. from data.read_parallel_lines).
+    Each carries the cross-lingual document made of it and the pairs that follow it."""
+    by_lang = {}
+    sources = {e.id: e for e in getattr(task, split)[task.source]}
+    for lang in task.targets:
+        rows = sorted((e for e in getattr(task, split)[lang] if e.id in sources), key=lambda e: sort_key(e.id))
+        by_lang[lang] = [(sources[e.id], e) for e in rows]
+    for target, source in extra:
+        by_lang.setdefault(f"{target.lang}:extra", []).append((source, target))
+    pairs = []
+    for lang, rows in by_lang.items():
+        texts = [t for s, e in rows for t in (s.text, e.text)]
+        ids = tokenizer.encode_batch(texts, max_length=max_length)
+        mine = [Pair(f"{lang}:{s.id}", e.lang, ids[2 * i], ids[2 * i + 1]) for i, (s, e) in enumerate(rows)]
+        for i, pair in enumerate(mine):
+            pair.document = document(mine[i:i + DOCUMENT_SENTENCES], max_length)
+        pairs += mine
+    return pairs
+
+
+def sort_key(id):
+    """Numeric ids in numeric order (SIB-200's index_id, line numbers), others as text."""
+    return (0, int(id), "") if id.isdigit() else (1, 0, id)
+
+
+@torch.no_grad()
+def mine_hard_negatives(pairs, sentence_vectors):
+    """The paraphrase task's negatives. The paper mines them with a light-weight paraphrase model
+    (a DAN trained with random negatives); here the light-weight model is the pretrained encoder's
+    own mean-pooled sentence vectors, taken once before training: for each source, the most
+    similar sentence of the same language pair's translations (cosine) that is not its own
+    translation, nor a copy of it. `sentence_vectors(texts_as_ids) -> (N, H)`."""
+    by_group = {}
+    for pair in pairs:
+        by_group.setdefault(pair.id.rpartition(":")[0], []).append(pair)
+    for group in by_group.values():
+        if len(group) < 2:
+            continue
+        x = F.normalize(sentence_vectors([p.source for p in group]).float(), dim=-1)
+        y = F.normalize(sentence_vectors([p.target for p in group]).float(), dim=-1)
+        similarity = x @ y.T
+        same = torch.tensor([[a.target == b.target for b in group] for a in group])  # its translation, or an identical one
+        similarity[same] = float("-inf")
+        for i, j in enumerate(similarity.argmax(1).tolist()):
+            group[i].negative = None if torch.isinf(similarity[i, j]) else group[j].target
+    return pairs
+
+
+def mask_tokens(rows, tokenizer, vocab_size, generator, rate=0.15):
+    """BERT's masking, as XLM uses it: each content token is chosen with probability `rate` (at
+    least one per row); a chosen token becomes <mask> 80% of the time, a random token 10%, and
+    stays 10%. Returns (input_ids, attention_mask, labels): labels hold the original ids of the
+    chosen tokens and -100 elsewhere; special tokens and padding are never chosen."""
+    ids, mask = tokenizer.pad(rows)
+    special = (ids == tokenizer.bos_id) | (ids == tokenizer.eos_id) | (mask == 0)
+    chosen = (torch.rand(ids.shape, generator=generator) < rate) & ~special
+    for b in range(len(rows)):  # every row gets a loss: a row with nothing chosen takes one token
+        if not chosen[b].any() and (~special[b]).any():
+            content = (~special[b]).nonzero().flatten()
+            chosen[b, content[torch.randint(len(content), (1,), generator=generator)]] = True
+    labels = torch.where(chosen, ids, -100)
+    draw = torch.rand(ids.shape, generator=generator)
+    inputs = ids.clone()
+    inputs[chosen & (draw < 0.8)] = tokenizer.mask_id
+    random_tokens = torch.randint(4, vocab_size, ids.shape, generator=generator)  # past <s> <pad> </s> <unk>
+    swap = chosen & (draw >= 0.8) & (draw < 0.9)
+    inputs[swap] = random_tokens[swap]
+    return inputs, mask, labels
+
+
+def document(pairs, length):
+    """A cross-lingual document from consecutive pairs: their sentences in order, the even-indexed
+    ones (2nd, 4th, ... counting from 1) replaced by their translations, the content tokens joined
+    into one <s> ... </s> sequence and truncated to `length` tokens. Parallel text here has no
+    document boundaries (SIB-200's sentences come from Flores-200 articles, in index_id order), so
+    a document is a run of consecutive pairs in corpus order."""
+    content = []
+    for index, p in enumerate(pairs, start=1):
+        content += (p.target if index % 2 == 0 else p.source)[1:-1]
+        if len(content) >= length - 2:
+            break
+    return [Tokenizer.bos_id, *content[:length - 2], Tokenizer.eos_id]
+
+
+def make_batch(task, pairs, weights, generator, tokenizer, vocab_size, max_length=256):
+    """The tensors of one micro-batch of `task`. Rows of weight 0 (DDP padding) get no labels. For
+    word recovery, X is the source or the translation with equal chance (both directions learn
+    the alignment); for paraphrase, each pair gives one positive (its translation) and one
+    negative (its hard negative, or where it has none another pair's translation)."""
+    keep = torch.tensor(weights) > 0
+    batch = {"task": task}
+    if task in ("mlm", "tlm", "xlm"):
+        if task == "mlm":  # one side of each pair, as a monolingual sentence
+            rows = [p.source if torch.rand((), generator=generator) < 0.5 else p.target for p in pairs]
+        elif task == "tlm":
+            rows = [tokenizer.add_special_tokens(p.source[1:-1], p.target[1:-1], max_length) for p in pairs]
+        else:
+            rows = [p.document for p in pairs]
+        batch["input_ids"], batch["attention_mask"], batch["labels"] = mask_tokens(rows, tokenizer, vocab_size, generator)
+        batch["labels"][~keep] = -100
+    elif task == "word_recovery":
+        flip = [bool(torch.rand((), generator=generator) < 0.5) for _ in pairs]
+        xs = [p.target if f else p.source for p, f in zip(pairs, flip)]
+        ys = [p.source if f else p.target for p, f in zip(pairs, flip)]
+        batch["x_ids"], batch["x_mask"] = tokenizer.pad(xs)
+        batch["y_ids"], batch["y_mask"] = tokenizer.pad(ys)
+        content = lambda ids, mask: (mask == 1) & (ids != tokenizer.bos_id) & (ids != tokenizer.eos_id)
+        batch["x_content"] = content(batch["x_ids"], batch["x_mask"])
+        batch["y_content"] = content(batch["y_ids"], batch["y_mask"])
+        batch["labels"] = torch.where(batch["x_content"] & keep[:, None], batch["x_ids"], -100)  # all of X at once
+    elif task == "paraphrase":
+        rows, labels = [], []
+        for i, p in enumerate(pairs):
+            negative = p.negative or next((q.target for q in pairs if q.target != p.target), None)
+            if negative is None:
+                raise ValueError("a paraphrase batch needs a negative: a mined one, or two different translations in the batch")
+            rows += [tokenizer.add_special_tokens(p.source[1:-1], p.target[1:-1], max_length),
+                     tokenizer.add_special_tokens(p.source[1:-1], negative[1:-1], max_length)]
+            labels += [1, 0] if keep[i] else [-100, -100]
+        batch["input_ids"], batch["attention_mask"] = tokenizer.pad(rows)
+        batch["labels"] = torch.tensor(labels)
+    else:
+        raise ValueError(f"unknown Unicoder task {task!r}: one of {', '.join(TASKS)}")
+    return batch
+
+
+class Unicoder(nn.Module):
+    """The encoder with what the five tasks need: its masked-LM head (the checkpoint's, or a new one
+    tied to the word embeddings), W of Eq. 2, and a paraphrase classifier over <s>. forward(batch)
+    returns the batch's task loss. Saved as an ordinary checkpoint directory (with the LM head)."""
+
+    def __init__(self, encoder):
+        super().__init__()
+        self.encoder = encoder
+        encoder.add_lm_head()
+        H = encoder.config.hidden_size
+        self.recovery = nn.Linear(3 * H, 1, bias=False)  # W in R^{3 x h}: A_ij = W [x_i; y_j; x_i * y_j]
+        nn.init.normal_(self.recovery.weight, std=0.02)
+        self.paraphrase = ClassificationHead(H, 2, dropout=encoder.config.dropout)
+
+    def attention_scores(self, x, y):
+        """Eq. 2 for every (i, j): (B, Tx, H) and (B, Ty, H) word embeddings -> A (B, Tx, Ty). With
+        W = [w1; w2; w3], W [x; y; x * y] = w1.x + w2.y + (w3 * x).y, computed without building the
+        (B, Tx, Ty, 3H) concatenation."""
+        w1, w2, w3 = self.recovery.weight.view(3, -1)
+        return (x @ w1)[:, :, None] + (y @ w2)[:, None, :] + (x * w3) @ y.transpose(1, 2)
+
+    def recovered_inputs(self, x_ids, x_content, y_ids, y_content):
+        """Eq. 1: x_i^t = sum_j softmax_j(A_ij) y_j^t over Y's content tokens, for X's content tokens;
+        X's <s>, </s> and padding keep their own embeddings. Returns (B, Tx, H)."""
+        embed = self.encoder.embeddings.word
+        x, y = embed(x_ids), embed(y_ids)
+        scores = self.attention_scores(x, y).masked_fill(~y_content[:, None, :], float("-inf"))
+        mixed = scores.softmax(-1) @ y                                 # (B, Tx, H)
+        return torch.where(x_content[..., None], mixed, x)
+
+    def mlm_loss(self, hidden, labels):
+        """Cross-entropy of the LM head at the labelled positions only (V is 250k for XLM-R)."""
+        chosen = labels != -100
+        logits = self.encoder.mlm_logits(hidden[chosen])               # (n, V)
+        return F.cross_entropy(logits.float(), labels[chosen], reduction="sum") / chosen.sum().clamp(min=1)
+
+    def forward(self, batch):
+        task = batch["task"]
+        if task == "word_recovery":
+            words = self.recovered_inputs(batch["x_ids"], batch["x_content"], batch["y_ids"], batch["y_content"])
+            hidden = self.encoder(batch["x_ids"], batch["x_mask"], words=words)
+            return self.mlm_loss(hidden, batch["labels"])
+        hidden = self.encoder(batch["input_ids"], batch["attention_mask"])
+        if task == "paraphrase":
+            logits = self.paraphrase(hidden)                           # (B, 2) from <s>
+            labelled = batch["labels"] != -100
+            return F.cross_entropy(logits.float(), batch["labels"], ignore_index=-100, reduction="sum") / labelled.sum().clamp(min=1)
+        return self.mlm_loss(hidden, batch["labels"])
+
+    def save(self, directory, tokenizer, info):
+        """An ordinary checkpoint directory (config.json, model.safetensors with the LM head, the
+        sentencepiece model) that --model accepts, plus unicoder.json saying how it was made."""
+        self.encoder.save_pretrained(directory)
+        tokenizer.save_pretrained(directory)
+        (Path(directory) / "unicoder.json").write_text(json.dumps(info, indent=2) + "\n")
+
+
+@torch.no_grad()
+def masked_accuracy(model, pairs, tokenizer, batch_size, device, seed=0):
+    """Model selection: the share of masked tokens the LM head gets right on translation-LM inputs
+    of held-out pairs, with masks drawn from a fixed seed so that every evaluation sees the same."""
+    model.eval()
+    generator = torch.Generator().manual_seed(seed)
+    right = total = 0
+    for start in range(0, len(pairs), batch_size):
+        chunk = pairs[start:start + batch_size]
+        batch = make_batch("tlm", chunk, [1.0] * len(chunk), generator, tokenizer, model.encoder.config.vocab_size)
+        hidden = model.encoder(batch["input_ids"].to(device), batch["attention_mask"].to(device))
+        chosen = batch["labels"].to(device) != -100
+        predicted = model.encoder.mlm_logits(hidden[chosen]).argmax(-1)
+        right += (predicted == batch["labels"].to(device)[chosen]).sum().item()
+        total += chosen.sum().item()
+    model.train()
+    return right / max(total, 1)
+
+
+def read_parallel_files(specs):
+    """--parallel XX_FILE,EN_FILE (line-aligned, e.g. corpus.de,corpus.en or Tatoeba's
+    tatoeba.deu-eng.deu,tatoeba.deu-eng.eng): (target Example, source Example) pairs. The
+    language is the target file's extension."""
+    out = []
+    for spec in specs or ():
+        paths = spec.split(",")
+        if len(paths) != 2:
+            raise data.InputError(f"--parallel {spec}: give two line-aligned files, TARGET,SOURCE (e.g. corpus.de,corpus.en)")
+        target_path, source_path = (Path(p) for p in paths)
+        sources, targets = data.read_parallel_lines(source_path, target_path, source_path.suffix[1:], target_path.suffix[1:])
+        out += list(zip(targets, sources))
+    return out
+
