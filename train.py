@@ -61,10 +61,10 @@ from tqdm import tqdm
 
 import data
 import evaluate
+import unicoder
 from evaluate import cleanup_distributed, setup_distributed
 from fusion import Filter, Teacher
 from methods import compute_loss, make_batch
-import unicoder
 from mixup import XMixup
 from model import Classifier, Encoder, Tokenizer, default_model
 from weights import CheckpointError
@@ -136,6 +136,8 @@ def get_args(argv=None):
     g.add_argument("--embedding-model", help="cotrain: the second view, a sentence-embedding checkpoint (default: the bundled model)")
     g.add_argument("--cotrain-iterations", type=int, default=3, help="cotrain: s, the rounds of Algorithm 1")
     g.add_argument("--threshold", type=float, default=0.9, help="cotrain: t, the confidence a pseudo-label needs")
+    g.add_argument("--pool-per-lang", type=int, help="cotrain: unlabelled texts per target language, drawn at random "
+                                                     "(default: all of its training texts)")
     g = p.add_argument_group("Unicoder")
     g.add_argument("--parallel", action="append", metavar="XX_FILE,EN_FILE",
                    help="more line-aligned parallel text for --method unicoder (e.g. corpus.de,corpus.en); repeatable")
@@ -233,6 +235,9 @@ def main(argv=None):
     tokenizer = Tokenizer.from_pretrained(model_dir)
     task = data.load_task(args.task, args.data, args.source_lang, args.target_langs.split(",") if args.target_langs else None)
     unlabelled = {lang: task.train[lang] for lang in task.targets}  # co-training's pool: every target-language text
+    if args.pool_per_lang is not None:  # or a random sample of each language's
+        unlabelled = {lang: random.Random(f"{args.seed}/pool/{lang}").sample(texts, min(args.pool_per_lang, len(texts)))
+                      for lang, texts in unlabelled.items()}
     if args.train_fraction < 1 or args.translated is not None:
         task = data.few_shot(task, args.train_fraction, args.translated, args.seed)
     if args.method in ("contrastive", "cotrain") and task.level == "word":

@@ -101,6 +101,11 @@ def test_cotrain_run(tmp_path, tiny_model_dir):
     # resuming replays the recorded rounds and does the final fits again
     train.main(argv + ["--resume"])
     assert json.loads((out / "results.json").read_text())["pseudo_labels"] == results["pseudo_labels"]
+    # a smaller pool: a random sample of each target language's texts
+    train.main(argv[:-2] + ["--cotrain-iterations", "1", "--pool-per-lang", "30", "--out", str(tmp_path / "small")])
+    pool = [json.loads(line) for line in open(tmp_path / "small" / "pool.jsonl")]
+    german = {e.id: e.text for e in data.load_task("demo", targets=["de"]).train["de"]}
+    assert len(pool) == 30 and all(german[p["key"].partition(":")[2]] == p["text"] for p in pool)
 
 
 def test_semantic_alignment_groups(tiny_model_dir):
