@@ -43,13 +43,11 @@ def my_batches(lengths, batch_size, rank, world_size):
 
 @torch.no_grad()
 def sentence_representations(encoder, tokenizer, texts, batch_size, device, layer=-1, rank=0, world_size=1):
-    """Mean-pooled hidden states (N, H) of `layer` for every text (a string, or its token ids with
-    specials), computed across ranks."""
+    """Mean-pooled hidden states (N, H) of `layer` for every text, computed across ranks."""
     H = encoder.config.hidden_size
     out = torch.zeros(len(texts), H, device=device)
     for index in my_batches([len(t) for t in texts], batch_size, rank, world_size):
-        chunk = [texts[i] for i in index]
-        ids, mask = tokenizer.pad(chunk) if isinstance(chunk[0], list) else tokenizer.batch(chunk)
+        ids, mask = tokenizer.batch([texts[i] for i in index])
         ids, mask = ids.to(device), mask.to(device)
         out[index] = mean_pool(encoder.hidden_states(ids, mask)[layer], mask)
     return all_reduce(out)

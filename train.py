@@ -305,10 +305,8 @@ def main(argv=None):
             unused.requires_grad_(False)
     if args.freeze_embeddings:
         raw.encoder.embeddings.word.weight.requires_grad_(False)
-    if args.method == "unicoder":  # hard negatives from the pretrained encoder, before any update (so a resumed run finds the same)
-        raw.eval()
-        unicoder.mine_hard_negatives(items, lambda rows: evaluate.sentence_representations(
-            encoder, tokenizer, rows, args.eval_batch_size, device, rank=rank, world_size=world_size).cpu())
+    if args.method == "unicoder":  # hard negatives from the pretrained embeddings, before any update (a resumed run finds the same)
+        unicoder.mine_hard_negatives(items, lambda rows: unicoder.mean_word_embeddings(encoder, rows))
     alignment_before = None
     if not args.no_alignment and not args.resume:
         alignment_before = evaluate.alignment(raw.encoder, tokenizer, task.test, task.source, args.eval_batch_size, device, rank, world_size)

@@ -77,11 +77,19 @@ def sort_key(id):
 
 
 @torch.no_grad()
+def mean_word_embeddings(encoder, rows):
+    """(N, H): the average of each row's content-token word embeddings. A deep averaging network
+    (DAN, Iyyer et al. 2015) without its trained layers, over the pretrained encoder's vocabulary."""
+    weight = encoder.embeddings.word.weight
+    return torch.stack([weight[torch.tensor(row[1:-1] or row, device=weight.device)].mean(0) for row in rows]).cpu()
+
+
+@torch.no_grad()
 def mine_hard_negatives(pairs, sentence_vectors):
     """The paraphrase task's negatives. The paper mines them with a light-weight paraphrase model
-    (a DAN trained with random negatives); here the light-weight model is the pretrained encoder's
-    own mean-pooled sentence vectors, taken once before training: for each source, the most
-    similar sentence of the same language pair's translations (cosine) that is not its own
+    (a DAN trained with random negatives); train.py uses the averaged word embeddings of the
+    pretrained encoder (`mean_word_embeddings`), taken once before training: for each source, the
+    most similar sentence of the same language pair's translations (cosine) that is not its own
     translation, nor a copy of it. `sentence_vectors(texts_as_ids) -> (N, H)`."""
     by_group = {}
     for pair in pairs:

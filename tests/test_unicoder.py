@@ -167,3 +167,10 @@ def test_parallel_files(tmp_path):
     (tmp_path / "corpus.en").write_text("Hello world\n")
     with pytest.raises(data.DataError, match="not line-aligned"):
         unicoder.read_parallel_files([f"{tmp_path}/corpus.de,{tmp_path}/corpus.en"])
+
+
+def test_mean_word_embeddings_average_the_content_tokens(tiny):
+    encoder, _ = tiny
+    E = encoder.embeddings.word.weight
+    vectors = unicoder.mean_word_embeddings(encoder, [[0, 5, 9, 2], [0, 7, 2]])
+    assert torch.allclose(vectors, torch.stack([(E[5] + E[9]) / 2, E[7]]))  # <s> and </s> left out
