@@ -240,6 +240,8 @@ def main(argv=None):
                       for lang, texts in unlabelled.items()}
     if args.train_fraction < 1 or args.translated is not None:
         task = data.few_shot(task, args.train_fraction, args.translated, args.seed)
+    if args.parallel and args.method != "unicoder":
+        raise SystemExit("--parallel adds pre-training text for --method unicoder; fine-tuning methods learn from the task's data")
     if args.method in ("contrastive", "cotrain") and task.level == "word":
         raise SystemExit(f"--method {args.method} contrasts and pseudo-labels whole sentences (Yu & Joty classify them); "
                          f"--task {args.task} labels words: use zero-shot, translate-train, xeroalign, filter or xmixup")
