@@ -17,7 +17,7 @@ The five tasks, one per step in turn ("in each step, we iteratively train these 
                  by their translations, truncated to --max-length tokens (the paper: 256)
 
 The paper's lengths are 256 tokens for documents and 128 + 128 for sentence pairs: --max-length
-256 gives both (sentences are encoded to at most --max-length, pairs truncated to it in total).
+256 gives both (each sentence is encoded to at most half of --max-length, so that a pair fits it).
 
 Shapes: B rows, T tokens, H hidden, V vocabulary.
 """
@@ -52,7 +52,8 @@ class Pair:
 def parallel_pairs(task, split, tokenizer, max_length, extra=()):
     """Every (source, translation) of a task's split, language by language in id order, plus
     `extra` line-aligned pairs ((target Example, source Example), e.g. from data.read_parallel_lines).
-    Each carries the cross-lingual document made of it and the pairs that follow it."""
+    Each sentence is encoded to at most max_length / 2 tokens, so that a pair fits max_length, and
+    each pair carries the cross-lingual document (max_length tokens) that starts with it."""
     by_lang = {}
     sources = {e.id: e for e in getattr(task, split)[task.source]}
     for lang in task.targets:
@@ -63,7 +64,7 @@ def parallel_pairs(task, split, tokenizer, max_length, extra=()):
     pairs = []
     for lang, rows in by_lang.items():
         texts = [t for s, e in rows for t in (s.text, e.text)]
-        ids = tokenizer.encode_batch(texts, max_length=max_length)
+        ids = tokenizer.encode_batch(texts, max_length=max_length // 2)
         mine = [Pair(f"{lang}:{s.id}", e.lang, ids[2 * i], ids[2 * i + 1]) for i, (s, e) in enumerate(rows)]
         for i, pair in enumerate(mine):
             pair.document = document(mine[i:i + DOCUMENT_SENTENCES], max_length)
@@ -143,7 +144,7 @@ def document(pairs, length):
     return [Tokenizer.bos_id, *content[:length - 2], Tokenizer.eos_id]
 
 
-def make_batch(task, pairs, weights, generator, tokenizer, vocab_size, max_length=256):
+def make_batch(task, pairs, weights, generator, tokenizer, vocab_size):
     """The tensors of one micro-batch of `task`. Rows of weight 0 (DDP padding) get no labels. For
     word recovery, X is the source or the translation with equal chance (both directions learn
     the alignment); for paraphrase, each pair gives one positive (its translation) and one
@@ -154,7 +155,7 @@ def make_batch(task, pairs, weights, generator, tokenizer, vocab_size, max_lengt
         if task == "mlm":  # one side of each pair, as a monolingual sentence
             rows = [p.source if torch.rand((), generator=generator) < 0.5 else p.target for p in pairs]
         elif task == "tlm":
-            rows = [tokenizer.add_special_tokens(p.source[1:-1], p.target[1:-1], max_length) for p in pairs]
+            rows = [tokenizer.add_special_tokens(p.source[1:-1], p.target[1:-1]) for p in pairs]
         else:
             rows = [p.document for p in pairs]
         batch["input_ids"], batch["attention_mask"], batch["labels"] = mask_tokens(rows, tokenizer, vocab_size, generator)
@@ -175,8 +176,8 @@ def make_batch(task, pairs, weights, generator, tokenizer, vocab_size, max_lengt
             negative = p.negative or next((q.target for q in pairs if q.target != p.target), None)
             if negative is None:
                 raise ValueError("a paraphrase batch needs a negative: a mined one, or two different translations in the batch")
-            rows += [tokenizer.add_special_tokens(p.source[1:-1], p.target[1:-1], max_length),
-                     tokenizer.add_special_tokens(p.source[1:-1], negative[1:-1], max_length)]
+            rows += [tokenizer.add_special_tokens(p.source[1:-1], p.target[1:-1]),
+                     tokenizer.add_special_tokens(p.source[1:-1], negative[1:-1])]
             labels += [1, 0] if keep[i] else [-100, -100]
         batch["input_ids"], batch["attention_mask"] = tokenizer.pad(rows)
         batch["labels"] = torch.tensor(labels)
