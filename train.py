@@ -529,7 +529,10 @@ def main(argv=None):
     if rank == 0:
         aligned = {lang: {**{f"{k}_before": v for k, v in (alignment_before or {}).get(lang, {}).items()}, **after}
                    for lang, after in (alignment_after or {}).items()}
-        table = evaluate.markdown_table(results or {lang: {} for lang in aligned}, task.source, aligned)
+        if results or aligned:
+            table = evaluate.markdown_table(results or {lang: {} for lang in aligned}, task.source, aligned)
+        else:  # Unicoder with --no-alignment: an encoder has no test scores of its own
+            table = "(no test scores: an encoder; CKA and retrieval were skipped by --no-alignment)"
         summary = {**results, "alignment": aligned, "best_step": best_step, f"dev_{metric}": best, "args": vars(args)}
         (out / "results.json").write_text(json.dumps(summary, indent=2) + "\n")
         (out / "results.md").write_text(f"{args.method} on {args.task}, test split, best dev step {best_step}\n\n{table}\n")

@@ -7,6 +7,7 @@ import torch
 
 import data
 import unicoder
+from conftest import free_port, join_process_group_env
 from model import Encoder, Tokenizer
 
 
@@ -142,6 +143,13 @@ def test_each_task_loss_falls_when_overfitting_one_batch(tiny, task):
     assert losses[-1] < 0.5 * losses[0], losses
 
 
+def pretrain_worker(rank, world_size, port, model_dir, out):
+    import train
+    join_process_group_env(rank, world_size, port)
+    train.main(["--model", str(model_dir), "--method", "unicoder", "--target-langs", "de", "--batch-size", "8",
+                "--max-steps", "5", "--eval-every", "5", "--no-alignment", "--out", str(out)])
+
+
 def test_pretraining_run_gives_a_checkpoint_other_methods_start_from(tmp_path, tiny_model_dir):
     import train
     out = tmp_path / "unicoder"
@@ -153,6 +161,10 @@ def test_pretraining_run_gives_a_checkpoint_other_methods_start_from(tmp_path, t
     assert set(results["alignment"]) == {"de", "zh"} and "cka_before" in results["alignment"]["de"]
     encoder = Encoder.from_pretrained(out / "best")
     assert encoder.lm_head is not None                           # saved with the LM head it trained
+    # Under DDP each step trains one task, and the other tasks' heads get no gradient.
+    port = free_port()
+    torch.multiprocessing.spawn(pretrain_worker, args=(2, port, tiny_model_dir, tmp_path / "ddp"), nprocs=2)
+    assert len((tmp_path / "ddp" / "log.jsonl").read_text().splitlines()) == 5 + 1 and (tmp_path / "ddp" / "best").is_dir()
     train.main(["--model", str(out / "best"), "--method", "zero-shot", "--target-langs", "de", "--batch-size", "8",
                 "--max-steps", "2", "--eval-every", "2", "--no-alignment", "--out", str(tmp_path / "fine-tuned")])
     assert "de" in json.loads((tmp_path / "fine-tuned" / "results.json").read_text())
