@@ -496,14 +496,13 @@ def load_task(name, data_dir=None, source=None, targets=None):
             elif name == "udpos":
                 examples = read_conllu(Path(data_dir) / f"{lang}_pud-ud-test.conllu", lang)
                 by_lang[lang] = [e for e in examples if ud_split(e.id) == split]
-            elif name == "xsid" and split == "test":
-                by_lang[lang] = read_xsid(Path(data_dir) / f"{lang}.test.conll", lang, intents, labels)
-            elif name == "xsid":  # English valid, and its translations, paired through '# text-en'
-                path = Path(data_dir) / f"{lang}.valid.conll"
+            elif name == "xsid":  # every language paired with English through '# text-en'
+                file = "test" if split == "test" else "valid"
+                path = Path(data_dir) / f"{lang}.{file}.conll"
                 examples = read_xsid(path, lang, intents, labels)
                 if lang != "en":
-                    examples = match_source_text(read_xsid(Path(data_dir) / "en.valid.conll", "en"), examples, path)
-                by_lang[lang] = [e for e in examples if xsid_split(e.id) == split]
+                    examples = match_source_text(read_xsid(Path(data_dir) / f"en.{file}.conll", "en"), examples, path)
+                by_lang[lang] = examples if split == "test" else [e for e in examples if xsid_split(e.id) == split]
             elif name == "xnli" and split == "train":
                 by_lang[lang] = read_xnli_mt(Path(data_dir) / "XNLI-MT-1.0" / "multinli" / f"multinli.train.{lang}.tsv", lang)
             elif name == "xnli":

@@ -182,8 +182,11 @@ def test_real_xsid_split_and_pairing():
     assert [task.source] + task.targets == data.XSID_LANGS
     english = {e.id: e.text for split in (task.train, task.dev) for e in split["en"]}
     assert len(english) == 300 and not {e.id for e in task.train["en"]} & {e.id for e in task.dev["en"]}
+    english_test = {e.id: e.text for e in task.test["en"]}
     for lang in task.targets:
         assert len(task.test[lang]) == (250 if lang == "ja" else 500)
+        # FILTER and X-Mixup pair each test sentence with its English original by id
+        assert all(english_test[e.id] == e.source_text for e in task.test[lang])
         for split in (task.train, task.dev):  # Lithuanian's '# id' lines are wrong; '# text-en' pairs it
             assert all(english[e.id] == e.source_text for e in split[lang])
             assert {e.id for e in split[lang]} <= {e.id for e in split["en"]}
