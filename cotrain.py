@@ -20,6 +20,7 @@ already done.
 import json
 import random
 import shutil
+import sys
 from pathlib import Path
 
 import evaluate
@@ -131,6 +132,10 @@ def run(args, task, unlabelled, rank, world_size):
             (out / f"round{round_}" / "picks.json").write_text(json.dumps({"lm": picks_lm, "emb": picks_emb}, indent=1) + "\n")
             print(f"co-training round {round_}: f_lm picked {len(picks_lm)}, f_emb picked {len(picks_emb)} "
                   f"pseudo-labels above {args.threshold}", flush=True)
+            if not picks_lm and not picks_emb:
+                print(f"note: no prediction was more confident than --threshold {args.threshold}, so nothing was exchanged "
+                      "this round; short fine-tuning gives unconfident models, and a lower --threshold lets co-training work",
+                      file=sys.stderr, flush=True)
 
     rng = random.Random(f"{args.seed}/cotrain")
     D_lm, D_emb = co_train(fitter("lm"), fitter("emb"), labeled, pool, args.cotrain_iterations, args.threshold, rng,

@@ -81,7 +81,7 @@ def test_replayed_rounds_are_not_refitted():
     assert fitted == [2, 2] and [e.text for e in resumed[0][:-3]] == [e.text for e in full[0][:-3]]
 
 
-def test_cotrain_run(tmp_path, tiny_model_dir):
+def test_cotrain_run(tmp_path, tiny_model_dir, capsys):
     out = tmp_path / "co"
     argv = ["--model", str(tiny_model_dir), "--embedding-model", str(tiny_model_dir), "--method", "cotrain",
             "--target-langs", "de", "--batch-size", "8", "--max-steps", "2", "--eval-every", "2", "--cotrain-iterations", "2",
@@ -101,11 +101,14 @@ def test_cotrain_run(tmp_path, tiny_model_dir):
     # resuming replays the recorded rounds and does the final fits again
     train.main(argv + ["--resume"])
     assert json.loads((out / "results.json").read_text())["pseudo_labels"] == results["pseudo_labels"]
-    # a smaller pool: a random sample of each target language's texts
-    train.main(argv[:-2] + ["--cotrain-iterations", "1", "--pool-per-lang", "30", "--out", str(tmp_path / "small")])
+    # a smaller pool: a random sample of each target language's texts; a threshold nothing passes says so
+    capsys.readouterr()
+    train.main(argv[:-2] + ["--cotrain-iterations", "1", "--pool-per-lang", "30", "--threshold", "1.0", "--out", str(tmp_path / "small")])
     pool = [json.loads(line) for line in open(tmp_path / "small" / "pool.jsonl")]
     german = {e.id: e.text for e in data.load_task("demo", targets=["de"]).train["de"]}
     assert len(pool) == 30 and all(german[p["key"].partition(":")[2]] == p["text"] for p in pool)
+    assert json.loads((tmp_path / "small" / "round0" / "picks.json").read_text()) == {"lm": {}, "emb": {}}
+    assert "nothing was exchanged" in capsys.readouterr().err
 
 
 def test_semantic_alignment_groups(tiny_model_dir):
