@@ -29,9 +29,9 @@ def make_batch(method, items, weights, step, seed, tokenizer, level, teacher=Non
     batch = {"weights": torch.tensor(weights)}
     if method == "contrastive-sa":
         translations, anchors, b = groups
-        rng = random.Random(f"{seed}/{step}/groups")
         rows = []
-        for anchor in items:
+        for anchor in items:  # drawn per anchor: the same groups however the batch is split (micro-steps, processes)
+            rng = random.Random(f"{seed}/{step}/{anchor.id}/groups")
             mine = list(translations[anchor.id].values())
             others = [a for a in anchors if a.label != anchor.label]
             draw = lambda pool: rng.sample(pool, b) if len(pool) >= b else [rng.choice(pool) for _ in range(b)]

@@ -131,6 +131,14 @@ def test_semantic_alignment_groups(tiny_model_dir):
         assert all(text(p) in [t.ids for t in translations[anchor.id].values()] for p in (1, 2))  # its own translations
         assert labels[a, 1].item() == labels[a, 2].item() == anchor.label
         assert labels[a, 3].item() != anchor.label and labels[a, 4].item() != anchor.label  # negatives do not
+    # An anchor's group depends on the step and the anchor alone, not on how the batch is split
+    # into micro-steps or processes.
+    def groups(batch):
+        texts = [row[:n].tolist() for row, n in zip(batch["input_ids"], batch["attention_mask"].sum(-1))]
+        return [(texts[i:i + 5], batch["labels"][i:i + 5].tolist()) for i in range(0, len(texts), 5)]
+    split = [methods.make_batch("contrastive-sa", part, [1.0] * len(part), 7, 0, tokenizer, "sentence", groups=(translations, anchors, 2))
+             for part in (anchors[:1], anchors[1:3])]
+    assert groups(batch) == groups(split[0]) + groups(split[1])
 
 
 def test_contrastive_phases(tmp_path, tiny_model_dir):
