@@ -175,7 +175,7 @@ def read_xsid(path, lang, intents=None, slots=None):
     return examples
 
 
-# xSID 0.7's 16 intents and 36 slot types (the SNIPS and Facebook task-oriented parsing sets it joins).
+# xSID 0.7's 16 intents and 35 slot types (the SNIPS and Facebook task-oriented parsing sets it joins).
 XSID_INTENTS = ("AddToPlaylist", "BookRestaurant", "PlayMusic", "RateBook", "SearchCreativeWork", "SearchScreeningEvent",
                 "alarm/cancel_alarm", "alarm/modify_alarm", "alarm/set_alarm", "alarm/show_alarms", "alarm/snooze_alarm",
                 "alarm/time_left_on_alarm", "reminder/cancel_reminder", "reminder/set_reminder", "reminder/show_reminders",
@@ -187,6 +187,7 @@ XSID_SLOT_TYPES = ("album", "artist", "best_rating", "condition_description", "c
                    "reference-part", "reminder/todo", "restaurant_name", "restaurant_type", "served_dish", "service", "sort",
                    "track", "weather/attribute")
 XSID_SLOTS = ("O",) + tuple(f"{prefix}-{kind}" for kind in XSID_SLOT_TYPES for prefix in "BI")
+
 
 def match_source_text(sources, targets, path):
     """Give each xSID translation the id of its English sentence: its own '# id' where the English
@@ -484,6 +485,13 @@ def load_task(name, data_dir=None, source=None, targets=None):
         raise InputError(f"task {name} has no language(s) {', '.join(unknown)}; it has {', '.join(langs)}")
     if not name.startswith("demo") and not data_dir:
         raise InputError(f"task {name} needs --data DIR (see data.load_task for the layout)")
+    def xsid_file(lang, file):  # read once: train and dev share `valid`, and every language pairs with English
+        if (lang, file) not in xsid_files:
+            path = Path(data_dir) / f"{lang}.{file}.conll"
+            examples = read_xsid(path, lang, intents, labels)
+            xsid_files[lang, file] = examples if lang == "en" else match_source_text(xsid_file("en", file), examples, path)
+        return xsid_files[lang, file]
+    xsid_files = {}
     splits = {}
     for split in ("train", "dev", "test"):
         by_lang = {}
@@ -497,11 +505,7 @@ def load_task(name, data_dir=None, source=None, targets=None):
                 examples = read_conllu(Path(data_dir) / f"{lang}_pud-ud-test.conllu", lang)
                 by_lang[lang] = [e for e in examples if ud_split(e.id) == split]
             elif name == "xsid":  # every language paired with English through '# text-en'
-                file = "test" if split == "test" else "valid"
-                path = Path(data_dir) / f"{lang}.{file}.conll"
-                examples = read_xsid(path, lang, intents, labels)
-                if lang != "en":
-                    examples = match_source_text(read_xsid(Path(data_dir) / f"en.{file}.conll", "en"), examples, path)
+                examples = xsid_file(lang, "test" if split == "test" else "valid")
                 by_lang[lang] = examples if split == "test" else [e for e in examples if xsid_split(e.id) == split]
             elif name == "xnli" and split == "train":
                 by_lang[lang] = read_xnli_mt(Path(data_dir) / "XNLI-MT-1.0" / "multinli" / f"multinli.train.{lang}.tsv", lang)

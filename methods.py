@@ -25,7 +25,7 @@ def make_batch(method, items, weights, step, seed, tokenizer, level, teacher=Non
     if method == "unicoder":  # one of the five tasks per step, in turn; the draws follow from step and rows
         generator = torch.Generator().manual_seed(random.Random(f"{seed}/{step}/{items[0].id}").getrandbits(62))
         task = unicoder.TASKS[step % len(unicoder.TASKS)]
-        return unicoder.make_batch(task, items, weights, generator, tokenizer, tokenizer.mask_id)
+        return unicoder.make_batch(task, items, weights, generator, tokenizer)
     batch = {"weights": torch.tensor(weights)}
     if method == "contrastive-sa":
         translations, anchors, b = groups

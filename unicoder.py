@@ -102,30 +102,36 @@ def mine_hard_negatives(pairs, sentence_vectors):
         x = F.normalize(sentence_vectors([p.source for p in group]).float(), dim=-1)
         y = F.normalize(sentence_vectors([p.target for p in group]).float(), dim=-1)
         similarity = x @ y.T
-        same = torch.tensor([[a.target == b.target for b in group] for a in group])  # its translation, or an identical one
-        similarity[same] = float("-inf")
+        translation = {}  # each distinct translation's number: its own, and identical copies, are never negatives
+        number = torch.tensor([translation.setdefault(tuple(p.target), len(translation)) for p in group])
+        similarity[number[:, None] == number[None, :]] = float("-inf")
         for i, j in enumerate(similarity.argmax(1).tolist()):
             group[i].negative = None if torch.isinf(similarity[i, j]) else group[j].target
     return pairs
 
 
-def mask_tokens(rows, tokenizer, vocab_size, generator, rate=0.15):
+def content_tokens(ids, mask, tokenizer):
+    """(B, T) True where a padded batch holds a sentence's own tokens: not <s>, </s> or padding."""
+    return (mask == 1) & (ids != tokenizer.bos_id) & (ids != tokenizer.eos_id)
+
+
+def mask_tokens(rows, tokenizer, generator, rate=0.15):
     """BERT's masking, as XLM uses it: each content token is chosen with probability `rate` (at
-    least one per row); a chosen token becomes <mask> 80% of the time, a random token 10%, and
-    stays 10%. Returns (input_ids, attention_mask, labels): labels hold the original ids of the
-    chosen tokens and -100 elsewhere; special tokens and padding are never chosen."""
+    least one per row); a chosen token becomes <mask> 80% of the time, a random token of the
+    vocabulary 10%, and stays 10%. Returns (input_ids, attention_mask, labels): labels hold the
+    original ids of the chosen tokens and -100 elsewhere; special tokens and padding are never chosen."""
     ids, mask = tokenizer.pad(rows)
-    special = (ids == tokenizer.bos_id) | (ids == tokenizer.eos_id) | (mask == 0)
-    chosen = (torch.rand(ids.shape, generator=generator) < rate) & ~special
+    content = content_tokens(ids, mask, tokenizer)
+    chosen = (torch.rand(ids.shape, generator=generator) < rate) & content
     for b in range(len(rows)):  # every row gets a loss: a row with nothing chosen takes one token
-        if not chosen[b].any() and (~special[b]).any():
-            content = (~special[b]).nonzero().flatten()
-            chosen[b, content[torch.randint(len(content), (1,), generator=generator)]] = True
+        if not chosen[b].any() and content[b].any():
+            positions = content[b].nonzero().flatten()
+            chosen[b, positions[torch.randint(len(positions), (1,), generator=generator)]] = True
     labels = torch.where(chosen, ids, -100)
     draw = torch.rand(ids.shape, generator=generator)
     inputs = ids.clone()
     inputs[chosen & (draw < 0.8)] = tokenizer.mask_id
-    random_tokens = torch.randint(4, vocab_size, ids.shape, generator=generator)  # past <s> <pad> </s> <unk>
+    random_tokens = torch.randint(4, tokenizer.mask_id, ids.shape, generator=generator)  # the pieces past <s> <pad> </s> <unk>
     swap = chosen & (draw >= 0.8) & (draw < 0.9)
     inputs[swap] = random_tokens[swap]
     return inputs, mask, labels
@@ -145,7 +151,7 @@ def document(pairs, length):
     return [Tokenizer.bos_id, *content[:length - 2], Tokenizer.eos_id]
 
 
-def make_batch(task, pairs, weights, generator, tokenizer, vocab_size):
+def make_batch(task, pairs, weights, generator, tokenizer):
     """The tensors of one micro-batch of `task`. Rows of weight 0 (DDP padding) get no labels. For
     word recovery, X is the source or the translation with equal chance (both directions learn
     the alignment); for paraphrase, each pair gives one positive (its translation) and one
@@ -159,7 +165,7 @@ def make_batch(task, pairs, weights, generator, tokenizer, vocab_size):
             rows = [tokenizer.add_special_tokens(p.source[1:-1], p.target[1:-1]) for p in pairs]
         else:
             rows = [p.document for p in pairs]
-        batch["input_ids"], batch["attention_mask"], batch["labels"] = mask_tokens(rows, tokenizer, vocab_size, generator)
+        batch["input_ids"], batch["attention_mask"], batch["labels"] = mask_tokens(rows, tokenizer, generator)
         batch["labels"][~keep] = -100
     elif task == "word_recovery":
         flip = [bool(torch.rand((), generator=generator) < 0.5) for _ in pairs]
@@ -167,9 +173,8 @@ def make_batch(task, pairs, weights, generator, tokenizer, vocab_size):
         ys = [p.source if f else p.target for p, f in zip(pairs, flip)]
         batch["x_ids"], batch["x_mask"] = tokenizer.pad(xs)
         batch["y_ids"], batch["y_mask"] = tokenizer.pad(ys)
-        content = lambda ids, mask: (mask == 1) & (ids != tokenizer.bos_id) & (ids != tokenizer.eos_id)
-        batch["x_content"] = content(batch["x_ids"], batch["x_mask"])
-        batch["y_content"] = content(batch["y_ids"], batch["y_mask"])
+        batch["x_content"] = content_tokens(batch["x_ids"], batch["x_mask"], tokenizer)
+        batch["y_content"] = content_tokens(batch["y_ids"], batch["y_mask"], tokenizer)
         batch["labels"] = torch.where(batch["x_content"] & keep[:, None], batch["x_ids"], -100)  # all of X at once
     elif task == "paraphrase":
         rows, labels = [], []
@@ -255,7 +260,7 @@ def masked_accuracy(model, pairs, tokenizer, batch_size, device, seed=0, limit=5
     right = total = 0
     for start in range(0, len(pairs), batch_size):
         chunk = pairs[start:start + batch_size]
-        batch = make_batch("tlm", chunk, [1.0] * len(chunk), generator, tokenizer, model.encoder.config.vocab_size)
+        batch = make_batch("tlm", chunk, [1.0] * len(chunk), generator, tokenizer)
         hidden = model.encoder(batch["input_ids"].to(device), batch["attention_mask"].to(device))
         chosen = batch["labels"].to(device) != -100
         predicted = model.encoder.mlm_logits(hidden[chosen]).argmax(-1)

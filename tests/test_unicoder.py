@@ -27,7 +27,7 @@ def test_masking_rate_positions_and_replacements(tiny):
     _, tokenizer = tiny
     rows = [[0] + list(range(10, 10 + n)) + [2] for n in torch.randint(5, 60, (400,)).tolist()]
     generator = torch.Generator().manual_seed(0)
-    inputs, mask, labels = unicoder.mask_tokens(rows, tokenizer, tokenizer.mask_id, generator)
+    inputs, mask, labels = unicoder.mask_tokens(rows, tokenizer, generator)
     ids, _ = tokenizer.pad(rows)
     content = (mask == 1) & (ids != 0) & (ids != 2)
     chosen = labels != -100
@@ -39,7 +39,7 @@ def test_masking_rate_positions_and_replacements(tiny):
     kept = (inputs[chosen] == ids[chosen]).float().mean()
     assert masked == pytest.approx(0.8, abs=0.03) and kept == pytest.approx(0.1, abs=0.03)
     assert chosen.any(1).all()                                   # every row has a loss
-    again = unicoder.mask_tokens(rows, tokenizer, tokenizer.mask_id, torch.Generator().manual_seed(0))
+    again = unicoder.mask_tokens(rows, tokenizer, torch.Generator().manual_seed(0))
     assert all(torch.equal(a, b) for a, b in zip(again, (inputs, mask, labels)))  # the same seed, the same masks
 
 
@@ -49,7 +49,7 @@ def test_word_recovery_attention_is_eq_2_and_mixes_target_embeddings(tiny):
     with torch.no_grad():
         model.recovery.weight.normal_()
     batch = unicoder.make_batch("word_recovery", demo_pairs(tokenizer, n=4), [1.0] * 4, torch.Generator().manual_seed(1),
-                                tokenizer, tokenizer.mask_id)
+                                tokenizer)
     x, y = encoder.embeddings.word(batch["x_ids"]), encoder.embeddings.word(batch["y_ids"])
     B, Tx, H = x.shape
     Ty = y.shape[1]
@@ -77,13 +77,13 @@ def test_paraphrase_batch_is_balanced_and_negatives_are_not_translations(tiny):
     unicoder.mine_hard_negatives(pairs, lambda rows: torch.stack([torch.bincount(torch.tensor(r), minlength=tokenizer.vocab_size)
                                                                   for r in rows]).float())
     assert all(p.negative is not None and p.negative != p.target for p in pairs)
-    batch = unicoder.make_batch("paraphrase", pairs, [1.0] * 12, torch.Generator(), tokenizer, tokenizer.mask_id)
+    batch = unicoder.make_batch("paraphrase", pairs, [1.0] * 12, torch.Generator(), tokenizer)
     assert batch["labels"].tolist() == [1, 0] * 12
     for p, positive, negative in zip(pairs, batch["input_ids"][0::2], batch["input_ids"][1::2]):
         translation = tokenizer.add_special_tokens(p.source[1:-1], p.target[1:-1])
         assert positive[:len(translation)].tolist() == translation
         assert negative[:len(translation)].tolist() != translation
-    padded = unicoder.make_batch("paraphrase", pairs[:2], [1.0, 0.0], torch.Generator(), tokenizer, tokenizer.mask_id)
+    padded = unicoder.make_batch("paraphrase", pairs[:2], [1.0, 0.0], torch.Generator(), tokenizer)
     assert padded["labels"].tolist() == [1, 0, -100, -100]       # a DDP padding row counts in neither class
 
 
@@ -131,7 +131,7 @@ def test_each_task_loss_falls_when_overfitting_one_batch(tiny, task):
     pairs = demo_pairs(tokenizer, n=8)
     for i, pair in enumerate(pairs):
         pair.negative = pairs[(i + 3) % len(pairs)].target
-    batch = unicoder.make_batch(task, pairs, [1.0] * 8, torch.Generator().manual_seed(0), tokenizer, tokenizer.mask_id)
+    batch = unicoder.make_batch(task, pairs, [1.0] * 8, torch.Generator().manual_seed(0), tokenizer)
     optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
     losses = []
     for _ in range(40):
