@@ -3,10 +3,12 @@ by side in one run on the same source examples, with the step functions of metho
 
     python bench_methods.py                                              # bundled model and corpus
     python bench_methods.py --task sib200 --data ../shared/data/sib200 --methods translate-train,xeroalign,filter
+    python bench_methods.py --task xquad --data ../shared/data/xquad --batch-size 16 --max-length 256
 
 A step is forward + backward + AdamW update of one batch of --batch-size source examples (for
 translate-train, the same examples in a language drawn per step; XeroAlign, FILTER and X-Mixup
-pair each with its translation in that language). Time: median over --steps after warm-up, the methods taking turns step by
+pair each with its translation in that language; for QA, a window of the English question
+with the matching window of its translation). Time: median over --steps after warm-up, the methods taking turns step by
 step on the same batches, so that machine noise hits all alike.
 """
 import argparse
@@ -30,29 +32,37 @@ def main():
     parser.add_argument("--model", help="checkpoint directory (default: the bundled model)")
     parser.add_argument("--methods", default="translate-train,xeroalign,filter,xmixup")
     parser.add_argument("--filter-m", type=int, default=1)
-    parser.add_argument("--filter-k", type=int, default=1)
-    parser.add_argument("--mixup-layer", type=int, default=1)
+    parser.add_argument("--filter-k", type=int, help="default: train.py's (1; QA 20 of 24 layers, scaled)")
+    parser.add_argument("--mixup-layer", type=int, help="default: train.py's (1; tagging 4; QA 16 of 24, scaled)")
     parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--max-length", type=int, default=128)
+    parser.add_argument("--max-length", type=int, help="default: 128, QA 384")
+    parser.add_argument("--doc-stride", type=int, default=128)
     parser.add_argument("--steps", type=int, default=8)
     parser.add_argument("--warmup", type=int, default=2)
     args = parser.parse_args()
     path = args.model or default_model()
     tokenizer = Tokenizer.from_pretrained(path)
     task = data.load_task(args.task, args.data)
+    task.doc_stride = args.doc_stride
+    args.max_length = args.max_length or (384 if task.level == "span" else 128)
     encode = lambda examples: data.encode(examples, tokenizer, task, args.max_length)
     sources = encode(task.train[task.source])
     translations = {}
-    for it in encode([e for lang in task.targets for e in task.train[lang]]):
-        translations.setdefault(it.id, {})[it.lang] = it
+    for source, translation in data.translation_pairs(sources, encode([e for lang in task.targets for e in task.train[lang]])):
+        translations.setdefault(source.id, {}).setdefault(translation.lang, translation)
     sources = [it for it in sources if it.id in translations]
-    options = argparse.Namespace(align_weight=1.0, target_labels=False, kl_weight=None, mixup_alpha=0.4, no_consistency=False)
+    options = argparse.Namespace(align_weight=1.0, target_labels=False, kl_weight=None, no_consistency=False,
+                                 mixup_alpha={"sentence": 0.4, "word": 0.8, "span": 0.2}[task.level])
+    L = Encoder.from_pretrained(path).config.num_layers
+    args.filter_k = args.filter_k or (min(round(20 / 24 * L), L - args.filter_m) if task.level == "span" else 1)
+    args.mixup_layer = args.mixup_layer or {"sentence": 1, "word": 4, "span": round(16 / 24 * L)}[task.level]
 
     names = args.methods.split(",")
     models, optimizers = {}, {}
     for method in names:
         torch.manual_seed(0)
-        raw = Classifier(Encoder.from_pretrained(path), len(task.labels), "token" if task.level == "word" else "roberta").train()
+        head = "joint" if task.intents else {"word": "token", "span": "span"}.get(task.level, "roberta")
+        raw = Classifier(Encoder.from_pretrained(path), len(task.labels), head, num_intents=len(task.intents or ())).train()
         models[method] = {"filter": lambda: Filter(raw, args.filter_m, args.filter_k),
                           "xmixup": lambda: XMixup(raw, args.mixup_layer - 1)}.get(method, lambda: raw)()
         optimizers[method] = torch.optim.AdamW(models[method].parameters(), lr=1e-5, fused=True)

@@ -27,6 +27,8 @@ class Example:
     words: list | None = None  # word-level input, for tagging
     tags: list | None = None   # one label per word (BIO slots, POS)
     source_text: str | None = None  # the source-language text this translates, where the file gives it
+    answers: list | None = None  # QA: [(answer text, its first character in `pair`, the context)]; `text` is the question
+    group: str | None = None  # QA: the article, which a split keeps whole
 
 
 class InputError(ValueError):
@@ -121,6 +123,39 @@ def read_pawsx(path, lang, noisy=None):
     noisy = path.name.startswith("translated") if noisy is None else noisy
     return [Example(id=r["id"], lang=lang, text=r["sentence1"], pair=r["sentence2"], label=check_label(path, n, r["label"], ("0", "1")))
             for n, r in read_tsv(path, ("id", "sentence1", "sentence2", "label"), noisy=noisy)]
+
+
+def read_squad(path, lang):
+    """SQuAD v1.1 JSON (XQuAD): one Example per question, with text = the question, pair = its
+    context, answers = [(text, first character)] and group = the article's title. Translations of a
+    question share its id."""
+    path = Path(path)
+    if not path.exists():
+        raise DataError(path, 0, "file not found")
+    try:
+        articles = json.loads(path.read_text(encoding="utf-8"))["data"]
+    except (json.JSONDecodeError, KeyError, TypeError) as e:
+        raise DataError(path, 0, f"not SQuAD v1.1 JSON, an object with a 'data' list of articles ({e!r})") from None
+    examples = []
+    for a, article in enumerate(articles):
+        for p, paragraph in enumerate(article.get("paragraphs", [])):
+            where = f"article {a} ({article.get('title')!r}), paragraph {p}"
+            try:
+                context = paragraph["context"]
+                for qa in paragraph["qas"]:
+                    answers = [(x["text"], x["answer_start"]) for x in qa["answers"]]
+                    for text, start in answers:
+                        if context[start:start + len(text)] != text:
+                            raise DataError(path, 0, f"{where}, question {qa['id']}: answer {text!r} is not at character {start} "
+                                                     f"of the context (found {context[start:start + len(text)]!r})")
+                    if not answers:
+                        raise DataError(path, 0, f"{where}, question {qa['id']}: no answer (SQuAD v1.1 questions have one or more)")
+                    examples.append(Example(id=qa["id"], lang=lang, text=qa["question"], pair=context, answers=answers,
+                                            group=article["title"]))
+            except (KeyError, TypeError) as e:
+                raise DataError(path, 0, f"{where}: missing or malformed field {e} (expected context, qas with id, question "
+                                         "and answers of text and answer_start)") from None
+    return examples
 
 
 def conll_sentences(path, columns):
@@ -283,6 +318,25 @@ def pair_by_id(sources, targets, what="translations"):
     return by_id
 
 
+def translation_pairs(sources, translations):
+    """(source, translation) pairs of encoded items, each translation with its source (same id),
+    in the order of the sources; sources without a translation are dropped. QA windows pair with
+    the window of their source question that covers the same part of the context
+    (qa.matching_window)."""
+    if sources and "question" in sources[0].extra:
+        import qa
+        windows = {}
+        for s in sources:
+            windows.setdefault(s.extra["question"], []).append(s)
+        matched = [(qa.matching_window(t, windows[t.extra["question"]]), t) for t in translations if t.extra["question"] in windows]
+        order = {id(s): i for i, s in enumerate(sources)}
+        return sorted(matched, key=lambda pair: order[id(pair[0])])
+    by_id = {}
+    for t in translations:
+        by_id.setdefault(t.id, []).append(t)
+    return [(s, t) for s in sources for t in by_id.get(s.id, [])]
+
+
 def download_sib200(destination, languages, base_url="https://raw.githubusercontent.com/dadelani/sib-200/main/data/annotated"):
     """Fetch SIB-200 ({lang}/{train,dev,test}.tsv) for users with internet; any urllib URL works,
     so `base_url` may also be a file:// mirror."""
@@ -350,14 +404,21 @@ def encode_tagged(examples, tokenizer, labels, max_length, intents=None):
 
 
 def encode(examples, tokenizer, task, max_length):
-    """Sentence-level examples -> one label each; word-level -> a label per token."""
+    """Sentence-level examples -> one label each; word-level -> a label per token; QA -> windows
+    labelled with the answer's (start, end) tokens (qa.encode_windows)."""
+    if task.level == "span":
+        import qa
+        return qa.encode_windows(examples, tokenizer, max_length, task.doc_stride)
     if task.level == "word":
         return encode_tagged(examples, tokenizer, task.labels, max_length, task.intents)
     return encode_examples(examples, tokenizer, task.labels, max_length)
 
 
 def label_tensor(items, T):
-    """Labels of encoded items: (B,) for sentence labels, (B, T) with -100 padding for token labels."""
+    """Labels of encoded items: (B,) for sentence labels, (B, T) with -100 padding for token labels,
+    (B, 2) for answer spans."""
+    if isinstance(items[0].label, tuple):
+        return torch.tensor([it.label for it in items], dtype=torch.long)
     if not isinstance(items[0].label, list):
         return torch.tensor([it.label for it in items], dtype=torch.long)
     labels = torch.full((len(items), T), -100, dtype=torch.long)
@@ -367,8 +428,7 @@ def label_tensor(items, T):
 
 
 def collate(items, tokenizer):
-    """Pad to the longest in the batch: input_ids, attention_mask (B, T) and labels, (B,) for
-    sentence labels or (B, T) for token labels (padding -100)."""
+    """Pad to the longest in the batch: input_ids, attention_mask (B, T) and labels (label_tensor)."""
     input_ids, attention_mask = tokenizer.pad([it.ids for it in items])
     return input_ids, attention_mask, label_tensor(items, input_ids.shape[1])
 
@@ -411,14 +471,19 @@ class Task:
     train: dict  # {lang: [Example]}; target languages hold the translations of the source's examples
     dev: dict
     test: dict
-    level: str = "sentence"  # or "word": a label per word (BIO slots, POS)
+    level: str = "sentence"  # or "word": a label per word (BIO slots, POS); or "span": extractive QA
     round_trip: dict = field(default_factory=dict)  # {id: Example}: round-trip translations of source training examples
     intents: list | None = None  # a joint task's sentence labels (xSID): the intent, with BIO slots as `labels`
+    doc_stride: int = 128  # QA: context tokens shared by consecutive windows
+    max_answer_length: int = 30  # QA: the longest answer predicted, in tokens
 
     @property
     def metric(self):
         """The score reported first and used for model selection: for a joint task the share of
-        sentences with the right intent and all slots right, span F1 for BIO tags, else accuracy."""
+        sentences with the right intent and all slots right, span F1 for BIO tags, the answers'
+        token F1 (SQuAD's) for QA, else accuracy."""
+        if self.level == "span":
+            return "f1"
         if self.intents:
             return "exact_match"
         return "f1" if self.level == "word" and any(label.startswith("B-") for label in self.labels) else "accuracy"
@@ -431,6 +496,7 @@ XNLI_LANGS = ["en", "fr", "es", "de", "el", "bg", "ru", "tr", "ar", "vi", "th", 
 PAWSX_LANGS = ["en", "de", "es", "fr", "ja", "ko", "zh"]
 UDPOS_LANGS = ["en", "de", "fr", "ru", "zh", "hi"]
 XSID_LANGS = ["en", "ar", "da", "de", "id", "it", "ja", "kk", "lt", "nl", "sr", "tr", "zh"]
+XQUAD_LANGS = ["en", "ar", "de", "el", "es", "hi", "ro", "ru", "th", "tr", "vi", "zh"]
 
 
 def xsid_split(id):
@@ -447,6 +513,14 @@ def ud_split(id):
     return "test" if bucket < 2 else "dev" if bucket == 2 else "train"
 
 
+def xquad_split(title):
+    """XQuAD has only a test set: its 48 articles are split by title, the same in every language,
+    so that no test paragraph is seen in any language during training. 35 articles (897
+    questions) train, 4 (91) are the dev set, 9 (202) the test set."""
+    bucket = zlib.crc32(title.encode()) % 10
+    return "test" if bucket < 3 else "dev" if bucket == 3 else "train"
+
+
 def first_existing(directory, names):
     for name in names:
         if (Path(directory) / name).exists():
@@ -459,7 +533,8 @@ def load_task(name, data_dir=None, source=None, targets=None):
     xnli: <data_dir>/XNLI-1.0/xnli.{dev,test}.tsv and <data_dir>/XNLI-MT-1.0/multinli/multinli.train.<lang>.tsv.
     pawsx: <data_dir>/<lang>/{train|translated_train,dev|dev_2k,test|test_2k}.tsv.
     udpos: UD PUD's <data_dir>/<lang>_pud-ud-test.conllu, split by sentence id (`ud_split`).
-    xsid: <data_dir>/<lang>.{valid,test}.conll, train and dev from `valid` (`xsid_split`), test from `test`."""
+    xsid: <data_dir>/<lang>.{valid,test}.conll, train and dev from `valid` (`xsid_split`), test from `test`.
+    xquad: <data_dir>/xquad.<lang>.json, split by article (`xquad_split`)."""
     level, intents = "sentence", None
     if name in ("demo", "demo-slots"):
         import demo_corpus
@@ -474,10 +549,12 @@ def load_task(name, data_dir=None, source=None, targets=None):
         langs, labels, default_source = PAWSX_LANGS, ["0", "1"], "en"
     elif name == "udpos":
         langs, labels, default_source, level = UDPOS_LANGS, list(UPOS_LABELS), "en", "word"
+    elif name == "xquad":
+        langs, labels, default_source, level = XQUAD_LANGS, ["start", "end"], "en", "span"
     elif name == "xsid":
         langs, labels, default_source, level, intents = XSID_LANGS, list(XSID_SLOTS), "en", "word", list(XSID_INTENTS)
     else:
-        raise InputError(f"unknown task {name!r}: choose demo, demo-slots, sib200, xnli, pawsx, udpos or xsid")
+        raise InputError(f"unknown task {name!r}: choose demo, demo-slots, sib200, xnli, pawsx, udpos, xsid or xquad")
     source = source or default_source
     targets = [t for t in (targets or langs) if t != source]
     unknown = [l for l in [source, *targets] if l not in langs]
@@ -491,7 +568,7 @@ def load_task(name, data_dir=None, source=None, targets=None):
             examples = read_xsid(path, lang, intents, labels)
             xsid_files[lang, file] = examples if lang == "en" else match_source_text(xsid_file("en", file), examples, path)
         return xsid_files[lang, file]
-    xsid_files = {}
+    xsid_files, xquad_files = {}, {}
     splits = {}
     for split in ("train", "dev", "test"):
         by_lang = {}
@@ -504,6 +581,10 @@ def load_task(name, data_dir=None, source=None, targets=None):
             elif name == "udpos":
                 examples = read_conllu(Path(data_dir) / f"{lang}_pud-ud-test.conllu", lang)
                 by_lang[lang] = [e for e in examples if ud_split(e.id) == split]
+            elif name == "xquad":
+                if lang not in xquad_files:
+                    xquad_files[lang] = read_squad(Path(data_dir) / f"xquad.{lang}.json", lang)
+                by_lang[lang] = [e for e in xquad_files[lang] if xquad_split(e.group) == split]
             elif name == "xsid":  # every language paired with English through '# text-en'
                 examples = xsid_file(lang, "test" if split == "test" else "valid")
                 by_lang[lang] = examples if split == "test" else [e for e in examples if xsid_split(e.id) == split]
@@ -538,8 +619,7 @@ def few_shot(task, fraction=1.0, translated=None, seed=0):
     with_translation = set(ids if translated is None else rng.sample(ids, min(translated, len(ids))))
     train = {task.source: kept}
     train.update({lang: [e for e in task.train[lang] if e.id in with_translation] for lang in task.targets})
-    return Task(task.name, task.labels, task.source, task.targets, train, task.dev, task.test, task.level,
-                {i: e for i, e in task.round_trip.items() if i in with_translation}, task.intents)
+    return replace(task, train=train, round_trip={i: e for i, e in task.round_trip.items() if i in with_translation})
 
 
 def read_jsonl_examples(path, labels):

@@ -20,6 +20,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 import data
+import qa
 from fusion import Filter, pad_pairs
 from mixup import XMixup
 from model import Classifier, Encoder, Tokenizer, default_model, mean_pool
@@ -169,13 +170,56 @@ def tagging_scores(counts, spans=True, joint=False):
     return {"f1": f1, "precision": precision, "recall": recall, "word_accuracy": right / max(words, 1), "n": words}
 
 
+@torch.no_grad()
+def qa_scores(model, tokenizer, examples_by_lang, batch_size, max_length, stride, max_answer_length, device, rank=0, world_size=1,
+              pair_model=None, partners=None):
+    """{lang: exact match and F1 (qa.answer_scores)} of extractive QA. Every window of a question
+    offers its best span (qa.best_span) and the question's answer is the best of them; the ranks
+    split the windows and share their candidates. With a `pair_model`, each window is paired with
+    the window of its source-language question (`partners`, examples) that covers the same part
+    of the context (qa.matching_window)."""
+    model.eval()
+    source_windows = {}
+    if pair_model is not None:
+        for w in qa.encode_windows(partners, tokenizer, max_length, stride):
+            source_windows.setdefault(w.extra["question"], []).append(w)
+    out = {}
+    for lang, examples in examples_by_lang.items():
+        items = qa.encode_windows(examples, tokenizer, max_length, stride)
+        counterparts = {it.id: qa.matching_window(it, source_windows[it.extra["question"]]) for it in items} if pair_model else None
+        best = {}  # question id -> (score, first character, end character)
+        for index in my_batches([len(it.ids) for it in items], batch_size, rank, world_size):
+            batch = [items[i] for i in index]
+            logits = forward_logits(model, tokenizer, batch, device, pair_model, counterparts).float().cpu()  # (B, T, 2)
+            for row, window in zip(logits, batch):
+                candidate = qa.best_span(row[:, 0], row[:, 1], window, max_answer_length)
+                question = window.extra["question"]
+                if candidate is not None and (question not in best or candidate[0] > best[question][0]):
+                    best[question] = candidate
+        if dist.is_initialized():  # the best candidate of each question over all ranks' windows
+            parts = [None] * world_size
+            dist.all_gather_object(parts, best)
+            best = {}
+            for part in parts:
+                for question, candidate in part.items():
+                    if question not in best or candidate[0] > best[question][0]:
+                        best[question] = candidate
+        contexts = {e.id: e.pair for e in examples}
+        out[lang] = qa.answer_scores({q: contexts[q][a:b] for q, (_, a, b) in best.items()}, examples, lang)
+    return out
+
+
 def evaluate_split(model, tokenizer, task, examples_by_lang, batch_size, max_length, device, rank=0, world_size=1,
                    pair_model=None, partners=None):
     """{lang: scores} for a sentence task (accuracy, macro-F1), a word task (span F1, ... or POS
-    accuracy) or a joint one (intent accuracy, slot F1, exact match, ...). With a
-    `pair_model` (FILTER, X-Mixup), `partners` are the source-language examples of the split."""
+    accuracy), a joint one (intent accuracy, slot F1, exact match, ...) or QA (exact match and F1).
+    With a `pair_model` (FILTER, X-Mixup), `partners` are the source-language examples of the split."""
     if pair_model is not None:
         pair_model.eval()
+    if task.level == "span":
+        return qa_scores(model, tokenizer, examples_by_lang, batch_size, max_length, task.doc_stride, task.max_answer_length,
+                         device, rank, world_size, pair_model, partners)
+    if pair_model is not None:
         partners = {it.id: it for it in data.encode(partners, tokenizer, task, max_length)}
     if task.level == "word":
         counts = tagging_counts(model, tokenizer, examples_by_lang, task.labels, batch_size, max_length, device, rank, world_size,
@@ -307,7 +351,7 @@ def main():
     parser.add_argument("--tatoeba", help="measure alignment on Tatoeba pairs in this directory (tatoeba.<xxx>-eng.*) instead of the task's test set")
     parser.add_argument("--tatoeba-langs", help="comma-separated three-letter codes (default: every pair in --tatoeba)")
     parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--max-length", type=int, default=256)
+    parser.add_argument("--max-length", type=int, help="tokens per text or QA window (default: the checkpoint's, else 256)")
     parser.add_argument("--out", help="directory for the .json and .md results (default: the checkpoint's parent; without --checkpoint, none)")
     args = parser.parse_args()
 
@@ -332,6 +376,9 @@ def main():
     else:
         task = data.load_task(name, args.data or task_info.get("data"), args.source_lang or task_info.get("source_lang"),
                               args.target_langs.split(",") if args.target_langs else task_info.get("target_langs"))
+        task.doc_stride = task_info.get("doc_stride", task.doc_stride)
+        task.max_answer_length = task_info.get("max_answer_length", task.max_answer_length)
+        args.max_length = args.max_length or task_info.get("max_length", 256)
         split, source = getattr(task, args.split), task.source
         results, extra = {}, {}
         if model is not None and not args.alignment_only:

@@ -35,6 +35,21 @@ def token_loss(logits, labels, weights=None):
     return (per_token * scored).sum() / scored.sum().clamp(min=1)
 
 
+def position_logits(logits, mask=None):
+    """Extractive QA: (N, T, 2) start and end logits -> (N, 2, T), rows to softmax over a window's
+    positions, with padding (`mask` (N, T) of 0) at -1e4 so that it is never a candidate."""
+    logits = logits.float().transpose(1, 2)
+    return logits if mask is None else logits.masked_fill(mask[:, None, :] == 0, -1e4)
+
+
+def span_loss(logits, labels, weights=None, mask=None):
+    """Extractive QA (BERT's SQuAD fine-tuning, used by every paper here for XQuAD): the
+    cross-entropy of the answer's start token and of its end token, each a softmax over the
+    window's positions, averaged: (N, T, 2) logits against (N, 2) token indices."""
+    per_position = F.cross_entropy(position_logits(logits, mask).flatten(0, 1), labels.flatten(), reduction="none")
+    return weighted_mean(per_position.view(-1, 2).mean(1), weights)
+
+
 def xeroalign_loss(source_embeddings, target_embeddings, weights=None):
     """XeroAlign (Gritta & Iacobacci 2021, Sec. 3, Algorithm 1): mean squared error between the <s>
     embeddings (N, H) of source sentences and of their translations, trained jointly with the task.

@@ -9,8 +9,8 @@ import torch
 import data
 import unicoder
 from fusion import pad_pairs
-from losses import (label_alignment_loss, prediction_consistency_loss, representation_consistency_loss,
-                    self_teaching_loss, semantic_alignment_loss, task_loss, xeroalign_loss)
+from losses import (label_alignment_loss, position_logits, prediction_consistency_loss, representation_consistency_loss,
+                    self_teaching_loss, semantic_alignment_loss, span_loss, task_loss, xeroalign_loss)
 from mixup import inverse_sigmoid_decay
 
 
@@ -73,29 +73,36 @@ def compute_loss(method, model, batch, args, level):
         loss = model(batch)
         return loss, {batch["task"]: loss.detach()}
     w = batch["weights"]
+
+    def supervised(logits, labels, weights, mask):  # the task's own loss; QA's is over a window's real tokens
+        return span_loss(logits, labels, weights, mask) if level == "span" else task_loss(logits, labels, weights)
     if method == "filter":
         source_logits, target_logits = model(batch["source_ids"], batch["source_mask"], batch["target_ids"], batch["target_mask"])
-        source = task_loss(source_logits, batch["source_labels"], w)
-        # Sentence labels carry over to a translation; word labels do not (lambda = 0 in Eq. 6), so
-        # for word tasks this is 0, or a joint task's intent alone (make_batch).
-        target = task_loss(target_logits, batch["target_labels"], w)
+        source = supervised(source_logits, batch["source_labels"], w, batch["source_mask"])
+        # Sentence labels and a translation's own answer span carry over; word labels do not (lambda = 0
+        # in Eq. 6), so for word tasks this is 0, or a joint task's intent alone (make_batch).
+        target = supervised(target_logits, batch["target_labels"], w, batch["target_mask"])
         if "teacher_logits" not in batch:  # the teacher's own training, Eq. 4
             return source + target, {"source": source.detach()}
-        kl_weight = args.kl_weight if args.kl_weight is not None else (0.5 if level == "sentence" else 1.0)
-        mask = batch["target_scored"] * w[:, None] if level == "word" else w
-        kl = self_teaching_loss(target_logits, batch["teacher_logits"], mask)
+        kl_weight = args.kl_weight if args.kl_weight is not None else {"sentence": 0.5, "span": 0.1, "word": 1.0}[level]
+        if level == "span":  # Eq. 5 over each window's own positions, for its start and for its end
+            mask = batch["target_mask"]
+            kl = self_teaching_loss(position_logits(target_logits, mask), position_logits(batch["teacher_logits"], mask),
+                                    w[:, None].expand(-1, 2))
+        else:
+            kl = self_teaching_loss(target_logits, batch["teacher_logits"], batch["target_scored"] * w[:, None] if level == "word" else w)
         # Eq. 6. For word tasks the KL covers the words; the intent of a joint task keeps its full weight.
-        loss = source + kl_weight * kl + ((1 - kl_weight) * target if level == "sentence" else target)
+        loss = source + kl_weight * kl + (target if level == "word" else (1 - kl_weight) * target)
         return loss, {"source": source.detach(), "kl": kl.detach()}
     if method == "xmixup":
         source_logits, target_logits, source_r, target_r, lam = model(batch["source_ids"], batch["source_mask"],
                                                                       batch["target_ids"], batch["target_mask"])
-        source = task_loss(source_logits, batch["source_labels"], w)
+        source = supervised(source_logits, batch["source_labels"], w, batch["source_mask"])
         if level == "word":  # word labels do not carry over: the translation's soft labels come from a source-trained model (Sec. 4.2)
             target = self_teaching_loss(target_logits, batch["teacher_logits"], batch["target_scored"] * w[:, None])
             target = target + task_loss(target_logits, batch["target_labels"], w)  # a joint task's intent (else 0)
-        else:
-            target = task_loss(target_logits, batch["target_labels"], w)
+        else:  # a sentence label, or the translation's own answer span
+            target = supervised(target_logits, batch["target_labels"], w, batch["target_mask"])
         loss = args.mixup_alpha * source + (1 - args.mixup_alpha) * target  # Eq. 8
         parts = {"source": source.detach(), "target": target.detach(), "lambda": (lam * w).sum().detach() / w.sum().clamp(min=1),
                  "round_trip": batch["round_trip"]}
@@ -119,12 +126,13 @@ def compute_loss(method, model, batch, args, level):
         groups = cls.view(len(w), size, -1)
         sa = semantic_alignment_loss(groups[:, 0], groups[:, 1:args.sa_group + 1], groups[:, args.sa_group + 1:], args.tau, w)
         return task + args.sa_weight * sa, {"task": task.detach(), "sa": sa.detach()}
+    mask = batch["attention_mask"]
     if method != "xeroalign":
-        return task_loss(logits, batch["labels"], w), {}
+        return supervised(logits, batch["labels"], w, mask), {}
     B = len(w)  # sources first, then one translation each
-    task = task_loss(logits[:B], batch["labels"][:B], w)
+    task = supervised(logits[:B], batch["labels"][:B], w, mask[:B])
     align = xeroalign_loss(cls[:B], cls[B:], w)
     loss = task + args.align_weight * align
     if args.target_labels:
-        loss = loss + task_loss(logits[B:], batch["labels"][B:], w)
+        loss = loss + supervised(logits[B:], batch["labels"][B:], w, mask[B:])
     return loss, {"task": task.detach(), "align": align.detach()}

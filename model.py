@@ -394,15 +394,14 @@ class JointHead(nn.Module):
 
 
 class SpanHead(nn.Module):
-    """Extractive QA: start and end logits per token."""
+    """Extractive QA: a start and an end logit per token, as (B, T, 2) (qa.py reads the answer)."""
 
     def __init__(self, hidden_size):
         super().__init__()
         self.out_proj = nn.Linear(hidden_size, 2)
 
     def forward(self, hidden):
-        start, end = self.out_proj(hidden).unbind(dim=-1)  # (B, T) each
-        return start, end
+        return self.out_proj(hidden)  # (B, T, 2): [..., 0] start, [..., 1] end
 
 
 def mean_pool(hidden, mask):
@@ -413,7 +412,8 @@ def mean_pool(hidden, mask):
 
 class Classifier(nn.Module):
     """Encoder + a head: over the sentence vector (head_style "roberta" or "linear"), per token
-    ("token"), or both ("joint": `num_labels` slots per token and `num_intents` intents from <s>).
+    ("token"), both ("joint": `num_labels` slots per token and `num_intents` intents from <s>), or
+    an answer's start and end per token ("span", extractive QA).
     The sentence vector is <s> (pooling "cls") or the mean of the real tokens ("mean", as
     sentence-embedding models are used). Returns (logits, sentence vectors). Saved as an ordinary
     checkpoint directory plus head.safetensors and task.json (labels, head style, pooling)."""
@@ -425,6 +425,8 @@ class Classifier(nn.Module):
         H, p = encoder.config.hidden_size, encoder.config.dropout
         if head_style == "joint":
             self.head = JointHead(H, num_labels, num_intents, dropout=p)
+        elif head_style == "span":
+            self.head = SpanHead(H)
         elif head_style == "token":
             self.head = TokenClassificationHead(H, num_labels, dropout=p)
         else:

@@ -76,8 +76,8 @@ def get_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     g = p.add_argument_group("what to train")
     g.add_argument("--method", default="xeroalign", choices=METHODS, help="see above (default: xeroalign)")
-    g.add_argument("--task", default="demo", help="demo (the bundled corpus's intents), demo-slots (its BIO slots), sib200, xnli, pawsx, udpos (UPOS tagging on UD PUD), or xsid (intent + BIO slots, "
-                   "trained on English valid)")
+    g.add_argument("--task", default="demo", help="demo (the bundled corpus's intents), demo-slots (its BIO slots), sib200, xnli, pawsx, udpos (UPOS tagging on UD PUD), xsid (intent + BIO slots, "
+                   "trained on English valid), or xquad (extractive QA, split by article)")
     g.add_argument("--data", help="data directory of the task, e.g. ../shared/data/sib200 (not needed for demo)")
     g.add_argument("--model", help="Hugging Face checkpoint directory to start from (default: the bundled multilingual-e5-small)")
     g.add_argument("--source-lang", help="language with training labels (default: the task's English)")
@@ -96,19 +96,24 @@ def get_args(argv=None):
     g.add_argument("--weight-decay", type=float, default=0.01, help="AdamW weight decay (not on biases and LayerNorms)")
     g.add_argument("--warmup", type=float, default=0.1, help="fraction of steps of linear warmup, then linear decay to 0")
     g.add_argument("--max-grad-norm", type=float, default=1.0, help="gradient clipping (0: off)")
-    g.add_argument("--max-length", type=int, default=128, help="tokens per text (pairs: in total), longest-first truncation")
+    g.add_argument("--max-length", type=int, help="tokens per text (pairs: in total), longest-first truncation; for QA, per window "
+                                                  "(default: 128, QA 384)")
     g.add_argument("--dropout", type=float, help="override the checkpoint's dropout (0 makes runs comparable across process counts)")
     g.add_argument("--head", default="roberta", choices=["roberta", "linear"], help="sentence classifier: dense-tanh-projection or one linear layer")
     g.add_argument("--pooling", default="cls", choices=["cls", "mean"], help="sentence vector: <s>, or the mean of the tokens (sentence-embedding models)")
     g.add_argument("--freeze-embeddings", action="store_true", help="keep the word embeddings fixed (faster: no update of the 250k x H matrix)")
     g.add_argument("--group-by-length", action="store_true", help="batch texts of similar length together (less padding)")
     g.add_argument("--seed", type=int, default=0)
+    g = p.add_argument_group("question answering")
+    g.add_argument("--doc-stride", type=int, default=128, help="context tokens shared by consecutive windows of a long context")
+    g.add_argument("--max-answer-length", type=int, default=30, help="the longest answer predicted, in tokens")
     g = p.add_argument_group("XeroAlign")
     g.add_argument("--align-weight", type=float, default=1.0, help="weight of the alignment loss (the paper sums the two: 1)")
     g.add_argument("--target-labels", action="store_true", help="also train the task on the translations' labels")
     g = p.add_argument_group("FILTER")
-    g.add_argument("--filter-m", type=int, default=1, help="local layers, each text alone (the paper's Figure 3: few for classification, more for tagging and QA)")
-    g.add_argument("--filter-k", type=int, default=1, help="fusion layers over the joined pair (the paper's Figure 3: 1 for classification and tagging, 20 of 24 for QA)")
+    g.add_argument("--filter-m", type=int, default=1, help="local layers, each text alone (the paper's default: 1)")
+    g.add_argument("--filter-k", type=int, help="fusion layers over the joined pair (default: the paper's 1 for classification and "
+                                                "tagging; for QA its 20 of 24 layers, scaled to the encoder's depth)")
     g.add_argument("--teacher", help="self-teaching: a FILTER model trained by this script (its OUT/best); its probabilities on the "
                                      "translations become soft labels (Eq. 5-6), computed on the fly. For --method xmixup on word "
                                      "labels: a --method zero-shot model, whose tags of the translations are the soft labels")
@@ -118,9 +123,10 @@ def get_args(argv=None):
                                                    "for sentence labels, 1.0 for word labels, whose lambda is 0)")
     g = p.add_argument_group("X-Mixup")
     g.add_argument("--mixup-layer", type=int, help="the layer (1-based) where the translation is mixed (default: the paper's first "
-                                                   "for sentence labels, fourth for word labels)")
+                                                   "for sentence labels, fourth for word labels; for QA its 16th of 24, scaled "
+                                                   "to the encoder's depth)")
     g.add_argument("--mixup-alpha", type=float, help="alpha of Eq. 8: the source's share of the task loss (default: the paper's 0.4 for sentence labels, "
-                   "0.8 for word labels)")
+                   "0.8 for word labels, 0.2 for QA)")
     g.add_argument("--lambda0", type=float, default=0.5, help="the largest mixup ratio (Eq. 5)")
     g.add_argument("--ss-k", type=float, default=1000, help="k of the inverse sigmoid decay of scheduled sampling (Eq. 6)")
     g.add_argument("--constant-ratio", action="store_true", help="ablation: lambda = lambda0 instead of the entropy-based ratio")
@@ -234,6 +240,9 @@ def main(argv=None):
     model_dir = Path(args.model) if args.model else default_model()
     tokenizer = Tokenizer.from_pretrained(model_dir)
     task = data.load_task(args.task, args.data, args.source_lang, args.target_langs.split(",") if args.target_langs else None)
+    task.doc_stride, task.max_answer_length = args.doc_stride, args.max_answer_length
+    if args.max_length is None:
+        args.max_length = 384 if task.level == "span" else 128
     unlabelled = {lang: task.train[lang] for lang in task.targets}  # co-training's pool: every target-language text
     if args.pool_per_lang is not None:  # or a random sample of each language's
         unlabelled = {lang: random.Random(f"{args.seed}/pool/{lang}").sample(texts, min(args.pool_per_lang, len(texts)))
@@ -242,13 +251,16 @@ def main(argv=None):
         task = data.few_shot(task, args.train_fraction, args.translated, args.seed)
     if args.parallel and args.method != "unicoder":
         raise SystemExit("--parallel adds pre-training text for --method unicoder; fine-tuning methods learn from the task's data")
-    if args.method in ("contrastive", "cotrain") and task.level == "word":
+    if args.method in ("contrastive", "cotrain") and task.level != "sentence":
         raise SystemExit(f"--method {args.method} contrasts and pseudo-labels whole sentences (Yu & Joty classify them); "
-                         f"--task {args.task} labels words: use zero-shot, translate-train, xeroalign, filter or xmixup")
+                         f"--task {args.task} labels {'words' if task.level == 'word' else 'answer spans'}: "
+                         "use zero-shot, translate-train, xeroalign, filter or xmixup")
     if args.method == "cotrain":
         import cotrain
         return cotrain.run(args, task, unlabelled, rank, world_size)
     extra = data.read_jsonl_examples(args.extra_train, task.labels) if args.extra_train else []
+    if extra and task.level == "span":
+        raise SystemExit("--extra-train adds labelled sentences; QA examples come from the task's SQuAD files")
     if extra and args.method not in ("zero-shot", "translate-train", "contrastive"):
         raise SystemExit(f"--extra-train adds single labelled texts, which --method {args.method} (trained on pairs) cannot use")
     encode = lambda examples: data.encode(examples, tokenizer, task, args.max_length)
@@ -262,19 +274,15 @@ def main(argv=None):
         items = encode([e for lang in [task.source, *task.targets] for e in task.train[lang]] + extra)
     else:
         items = encode(task.train[task.source] + extra)
-        if args.method in ("xeroalign", "filter", "xmixup"):
-            for it in encode([e for lang in task.targets for e in task.train[lang]]):
-                translations.setdefault(it.id, {})[it.lang] = it
-            items = [it for it in items if it.id in translations]  # sources without a translation cannot be aligned
         if args.method in ("xeroalign", "filter", "xmixup"):  # every (source, translation) pair is a training example
-            items = [(it, t) for it in items for t in translations[it.id].values()]
+            items = data.translation_pairs(items, encode([e for lang in task.targets for e in task.train[lang]]))
     round_trip = {}
     if args.method == "xmixup":
         if task.level == "word" and not (args.teacher or args.teacher_cache):
             raise SystemExit("--method xmixup on word labels needs --teacher: a model trained on the source (--method zero-shot), "
                              "whose tags of the translations are their soft labels (X-Mixup Sec. 4.2)")
         if args.mixup_alpha is None:
-            args.mixup_alpha = 0.8 if task.level == "word" else 0.4
+            args.mixup_alpha = {"sentence": 0.4, "word": 0.8, "span": 0.2}[task.level]
         round_trip = {it.id: it for it in encode(list(task.round_trip.values()))}
         if rank == 0 and not round_trip:
             print(f"note: {args.task} has no round-trip translations of its {task.source} training texts: "
@@ -296,7 +304,7 @@ def main(argv=None):
     dropout = {} if args.dropout is None else {"dropout": args.dropout, "attention_dropout": args.dropout}
     encoder = Encoder.from_pretrained(model_dir, **dropout)
     torch.manual_seed(args.seed)
-    head_style = "joint" if task.intents else "token" if task.level == "word" else args.head
+    head_style = "joint" if task.intents else "token" if task.level == "word" else "span" if task.level == "span" else args.head
     if args.method == "unicoder":  # the encoder with its LM head, W of Eq. 2 and a paraphrase classifier
         raw = unicoder.Unicoder(encoder).to(device)
     else:
@@ -314,11 +322,13 @@ def main(argv=None):
         alignment_before = evaluate.alignment(raw.encoder, tokenizer, task.test, task.source, args.eval_batch_size, device, rank, world_size)
     # The method's view of the classifier: FILTER and X-Mixup run it on pairs (X-Mixup adds its ratio's
     # W and b). Checkpoints hold this whole module; OUT/best holds the classifier plus task.json.
-    core = raw
+    core, L = raw, len(encoder.layers)
+    if args.filter_k is None:  # FILTER's QA setting fuses 20 of XLM-R large's 24 layers
+        args.filter_k = min(round(20 / 24 * L), L - args.filter_m) if task.level == "span" else 1
     if args.method == "filter":
         core = Filter(raw, args.filter_m, args.filter_k)
     elif args.method == "xmixup":
-        layer = (args.mixup_layer or (4 if task.level == "word" else 1)) - 1
+        layer = (args.mixup_layer or {"sentence": 1, "word": 4, "span": round(16 / 24 * L)}[task.level]) - 1
         core = XMixup(raw, layer, args.lambda0, args.lambda0 if args.constant_ratio else None).to(device)
         if args.constant_ratio:
             core.ratio.requires_grad_(False)  # unused: DDP must not wait for its gradient
@@ -399,7 +409,8 @@ def main(argv=None):
 
     task_info = {"task": args.task, "data": args.data, "labels": task.labels, "intents": task.intents, "source_lang": task.source,
                  "target_langs": task.targets, "head_style": head_style, "pooling": args.pooling, "max_length": args.max_length,
-                 "method": args.method,
+                 "method": args.method, **({"doc_stride": args.doc_stride, "max_answer_length": args.max_answer_length}
+                                           if task.level == "span" else {}),
                  **({"filter_m": args.filter_m, "filter_k": args.filter_k} if args.method == "filter" else {})}
 
     def saved_task_info():
@@ -428,7 +439,7 @@ def main(argv=None):
             # What a loss averages over: examples, or scored tokens for word-level tasks (of the
             # source, for pairs). Shares of the global batch are counted in these units, so that N
             # processes compute the same mean as one.
-            units = [1 if task.level == "sentence" or args.method == "unicoder" else sum(l != -100 for l in first(it).label)
+            units = [1 if task.level != "word" or args.method == "unicoder" else sum(l != -100 for l in first(it).label)
                      for it in current]
             planned = (second, epoch)
         global_batch = batches[position]
