@@ -2,6 +2,7 @@
 
     python train.py                                   # the default job: bundled corpus and model, XeroAlign
     python train.py --method zero-shot --task sib200 --data ../shared/data/sib200 --out runs/sib200-zs
+    python train.py --method filter --task xquad --data ../shared/data/xquad --out runs/xquad-filter   # QA (qa.py)
     torchrun --nproc_per_node 2 train.py --method xeroalign --out runs/demo-xa
 
 Methods:

@@ -278,3 +278,47 @@ def test_qa_refuses_sentence_methods(tiny_xquad, tiny_model_dir, tmp_path):
     with pytest.raises(SystemExit, match="answer spans"):
         train.main(["--model", str(tiny_model_dir), "--task", "xquad", "--data", str(tiny_xquad), "--target-langs", "de", "--method", "contrastive",
                     "--out", str(tmp_path / "run")])
+
+
+def qa_worker(rank, world_size, port, argv):
+    from conftest import join_process_group_env
+    join_process_group_env(rank, world_size, port)
+    import train
+    train.main(argv)
+
+
+def test_two_processes_answer_like_one(tiny_xquad, tiny_model_dir, tmp_path):
+    # the ranks split the windows of a question between them and share their best spans
+    import torch.multiprocessing as mp
+
+    import train
+    from conftest import free_port
+    argv = ["--model", str(tiny_model_dir), "--task", "xquad", "--data", str(tiny_xquad), "--target-langs", "de", "--method", "xeroalign",
+            "--batch-size", "8", "--max-steps", "20", "--eval-every", "20", "--lr", "3e-3", "--dropout", "0", "--no-alignment",
+            "--max-length", "40", "--doc-stride", "6", "--eval-batch-size", "3"]
+    train.main(argv + ["--out", str(tmp_path / "one")])
+    mp.spawn(qa_worker, args=(2, free_port(), argv + ["--out", str(tmp_path / "two")]), nprocs=2)
+    curves = [[r["loss"] for r in map(json.loads, open(tmp_path / d / "log.jsonl")) if "loss" in r] for d in ("one", "two")]
+    assert curves[1] == pytest.approx(curves[0], rel=1e-4)
+    one, two = (json.loads((tmp_path / d / "results.json").read_text()) for d in ("one", "two"))
+    assert one["de"]["f1"] > 0  # something to agree on
+    for lang in ("en", "de"):
+        assert two[lang] == pytest.approx(one[lang], abs=1e-9)
+
+
+def test_evaluate_reads_the_windows_of_a_qa_checkpoint(tiny_xquad, tiny_model_dir, tmp_path):
+    import subprocess
+    import sys
+
+    import train
+    from conftest import ROOT
+    train.main(["--model", str(tiny_model_dir), "--task", "xquad", "--data", str(tiny_xquad), "--target-langs", "de", "--method",
+                "filter", "--batch-size", "8", "--max-steps", "3", "--eval-every", "3", "--no-alignment", "--max-length", "40",
+                "--doc-stride", "6", "--out", str(tmp_path / "run")])
+    done = subprocess.run([sys.executable, str(ROOT / "evaluate.py"), "--checkpoint", str(tmp_path / "run" / "best")],
+                          capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    again = json.loads((tmp_path / "run" / "results_test.json").read_text())["results"]
+    trained = json.loads((tmp_path / "run" / "results.json").read_text())
+    for lang in ("en", "de"):  # the same windows (max length, stride from task.json), the same FILTER inference
+        assert again[lang] == pytest.approx(trained[lang])
