@@ -37,6 +37,7 @@ def main():
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--max-length", type=int, help="default: 128, QA 384")
     parser.add_argument("--doc-stride", type=int, default=128)
+    parser.add_argument("--freeze-embeddings", action="store_true", help="as train.py's: no update of the word embeddings")
     parser.add_argument("--steps", type=int, default=8)
     parser.add_argument("--warmup", type=int, default=2)
     args = parser.parse_args()
@@ -63,9 +64,10 @@ def main():
         torch.manual_seed(0)
         head = "joint" if task.intents else {"word": "token", "span": "span"}.get(task.level, "roberta")
         raw = Classifier(Encoder.from_pretrained(path), len(task.labels), head, num_intents=len(task.intents or ())).train()
+        raw.encoder.embeddings.word.weight.requires_grad_(not args.freeze_embeddings)
         models[method] = {"filter": lambda: Filter(raw, args.filter_m, args.filter_k),
                           "xmixup": lambda: XMixup(raw, args.mixup_layer - 1)}.get(method, lambda: raw)()
-        optimizers[method] = torch.optim.AdamW(models[method].parameters(), lr=1e-5, fused=True)
+        optimizers[method] = torch.optim.AdamW([p for p in models[method].parameters() if p.requires_grad], lr=1e-5, fused=True)
 
     def batch_for(method, step):
         rng = random.Random(step)

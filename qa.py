@@ -58,10 +58,10 @@ def encode_windows(examples, tokenizer, max_length, stride):
             raise InputError(f"--max-length {max_length} leaves {budget} context tokens per window after the question "
                              f"({e.lang} {e.id}), not more than --doc-stride {stride}: raise --max-length or lower --doc-stride")
         answer = answer_tokens(spans, e.answers[0][1], e.answers[0][1] + len(e.answers[0][0])) if e.answers else None
+        context_start = len(question) + 3  # the first context token's position in a window
         first, number = 0, 0
         while True:
             piece = slice(first, min(first + budget, len(ids)))
-            context_start = len(question) + 3
             label = (0, 0)
             if answer and piece.start <= answer[0] and answer[1] < piece.stop:
                 label = (answer[0] - first + context_start, answer[1] - first + context_start)
