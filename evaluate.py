@@ -18,6 +18,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
+from tqdm import tqdm
 
 import data
 import qa
@@ -188,7 +189,8 @@ def qa_scores(model, tokenizer, examples_by_lang, batch_size, max_length, stride
         items = qa.encode_windows(examples, tokenizer, max_length, stride)
         counterparts = {it.id: qa.matching_window(it, source_windows[it.extra["question"]]) for it in items} if pair_model else None
         best = {}  # question id -> (score, first character, end character)
-        for index in my_batches([len(it.ids) for it in items], batch_size, rank, world_size):
+        batches = my_batches([len(it.ids) for it in items], batch_size, rank, world_size)
+        for index in tqdm(batches, desc=f"answering {lang}", disable=rank != 0, leave=False, dynamic_ncols=True):
             batch = [items[i] for i in index]
             logits = forward_logits(model, tokenizer, batch, device, pair_model, counterparts).float().cpu()  # (B, T, 2)
             for row, window in zip(logits, batch):

@@ -121,7 +121,7 @@ def get_args(argv=None):
     g.add_argument("--teacher-cache", help="file of the teacher's probabilities on every training pair: read if it exists, "
                                            "else computed once from --teacher and written")
     g.add_argument("--kl-weight", type=float, help="1 - lambda in Eq. 6: the self-teaching loss weight (default: the paper's 0.5 "
-                                                   "for sentence labels, 1.0 for word labels, whose lambda is 0)")
+                                                   "for sentence labels, 0.1 for QA, 1.0 for word labels, whose lambda is 0)")
     g = p.add_argument_group("X-Mixup")
     g.add_argument("--mixup-layer", type=int, help="the layer (1-based) where the translation is mixed (default: the paper's first "
                                                    "for sentence labels, fourth for word labels; for QA its 16th of 24, scaled "
@@ -129,7 +129,8 @@ def get_args(argv=None):
     g.add_argument("--mixup-alpha", type=float, help="alpha of Eq. 8: the source's share of the task loss (default: the paper's 0.4 for sentence labels, "
                    "0.8 for word labels, 0.2 for QA)")
     g.add_argument("--lambda0", type=float, default=0.5, help="the largest mixup ratio (Eq. 5)")
-    g.add_argument("--ss-k", type=float, default=1000, help="k of the inverse sigmoid decay of scheduled sampling (Eq. 6)")
+    g.add_argument("--ss-k", type=float, help="k of the inverse sigmoid decay of scheduled sampling (Eq. 6; default: the paper's 1000, "
+                                             "2000 for QA)")
     g.add_argument("--constant-ratio", action="store_true", help="ablation: lambda = lambda0 instead of the entropy-based ratio")
     g.add_argument("--no-consistency", action="store_true", help="ablation: without the consistency losses of Eq. 7")
     g.add_argument("--no-mixup-inference", action="store_true", help="ablation: test the target text alone, not mixed with its translation")
@@ -244,6 +245,8 @@ def main(argv=None):
     task.doc_stride, task.max_answer_length = args.doc_stride, args.max_answer_length
     if args.max_length is None:
         args.max_length = 384 if task.level == "span" else 128
+    if args.ss_k is None:
+        args.ss_k = 2000 if task.level == "span" else 1000
     unlabelled = {lang: task.train[lang] for lang in task.targets}  # co-training's pool: every target-language text
     if args.pool_per_lang is not None:  # or a random sample of each language's
         unlabelled = {lang: random.Random(f"{args.seed}/pool/{lang}").sample(texts, min(args.pool_per_lang, len(texts)))
