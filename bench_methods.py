@@ -22,7 +22,7 @@ import data
 import methods
 from fusion import Filter
 from mixup import XMixup
-from model import Classifier, Encoder, Tokenizer, default_model
+from model import Classifier, Config, Encoder, Tokenizer, default_model
 
 
 def main():
@@ -45,7 +45,9 @@ def main():
     tokenizer = Tokenizer.from_pretrained(path)
     task = data.load_task(args.task, args.data)
     task.doc_stride = args.doc_stride
-    args.max_length = args.max_length or (384 if task.level == "span" else 128)
+    defaults = methods.task_defaults(task.level, Config.from_directory(path).num_layers, args.filter_m)
+    for name in ("max_length", "filter_k", "mixup_layer"):
+        setattr(args, name, getattr(args, name) or defaults[name])
     encode = lambda examples: data.encode(examples, tokenizer, task, args.max_length)
     sources = encode(task.train[task.source])
     translations = {}
@@ -53,17 +55,13 @@ def main():
         translations.setdefault(source.id, {}).setdefault(translation.lang, translation)
     sources = [it for it in sources if it.id in translations]
     options = argparse.Namespace(align_weight=1.0, target_labels=False, kl_weight=None, no_consistency=False,
-                                 mixup_alpha={"sentence": 0.4, "word": 0.8, "span": 0.2}[task.level])
-    L = Encoder.from_pretrained(path).config.num_layers
-    args.filter_k = args.filter_k or (min(round(20 / 24 * L), L - args.filter_m) if task.level == "span" else 1)
-    args.mixup_layer = args.mixup_layer or {"sentence": 1, "word": 4, "span": round(16 / 24 * L)}[task.level]
+                                 mixup_alpha=defaults["mixup_alpha"])
 
     names = args.methods.split(",")
     models, optimizers = {}, {}
     for method in names:
         torch.manual_seed(0)
-        head = "joint" if task.intents else {"word": "token", "span": "span"}.get(task.level, "roberta")
-        raw = Classifier(Encoder.from_pretrained(path), len(task.labels), head, num_intents=len(task.intents or ())).train()
+        raw = Classifier(Encoder.from_pretrained(path), len(task.labels), methods.head_style(task), num_intents=len(task.intents or ())).train()
         raw.encoder.embeddings.word.weight.requires_grad_(not args.freeze_embeddings)
         models[method] = {"filter": lambda: Filter(raw, args.filter_m, args.filter_k),
                           "xmixup": lambda: XMixup(raw, args.mixup_layer - 1)}.get(method, lambda: raw)()

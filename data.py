@@ -417,9 +417,7 @@ def encode(examples, tokenizer, task, max_length):
 def label_tensor(items, T):
     """Labels of encoded items: (B,) for sentence labels, (B, T) with -100 padding for token labels,
     (B, 2) for answer spans."""
-    if isinstance(items[0].label, tuple):
-        return torch.tensor([it.label for it in items], dtype=torch.long)
-    if not isinstance(items[0].label, list):
+    if not isinstance(items[0].label, list):  # a label, or an answer's (start, end)
         return torch.tensor([it.label for it in items], dtype=torch.long)
     labels = torch.full((len(items), T), -100, dtype=torch.long)
     for i, it in enumerate(items):

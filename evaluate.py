@@ -194,18 +194,14 @@ def qa_scores(model, tokenizer, examples_by_lang, batch_size, max_length, stride
             batch = [items[i] for i in index]
             logits = forward_logits(model, tokenizer, batch, device, pair_model, counterparts).float().cpu()  # (B, T, 2)
             for row, window in zip(logits, batch):
-                candidate = qa.best_span(row[:, 0], row[:, 1], window, max_answer_length)
-                question = window.extra["question"]
-                if candidate is not None and (question not in best or candidate[0] > best[question][0]):
-                    best[question] = candidate
+                qa.keep_best(best, window.extra["question"], qa.best_span(row[:, 0], row[:, 1], window, max_answer_length))
         if dist.is_initialized():  # the best candidate of each question over all ranks' windows
             parts = [None] * world_size
             dist.all_gather_object(parts, best)
             best = {}
             for part in parts:
                 for question, candidate in part.items():
-                    if question not in best or candidate[0] > best[question][0]:
-                        best[question] = candidate
+                    qa.keep_best(best, question, candidate)
         contexts = {e.id: e.pair for e in examples}
         out[lang] = qa.answer_scores({q: contexts[q][a:b] for q, (_, a, b) in best.items()}, examples, lang)
     return out

@@ -14,6 +14,23 @@ from losses import (label_alignment_loss, position_logits, prediction_consistenc
 from mixup import inverse_sigmoid_decay
 
 
+def task_defaults(level, num_layers, filter_m=1):
+    """The papers' settings for a kind of task (level: "sentence" labels, "word" labels, QA "span"s),
+    used where a flag is not given. QA's layer numbers are XLM-R large's (of 24), scaled to the
+    encoder's depth: FILTER fuses 20 layers, X-Mixup mixes at the 16th."""
+    span = level == "span"
+    return {"max_length": 384 if span else 128,
+            "filter_k": min(round(20 / 24 * num_layers), num_layers - filter_m) if span else 1,
+            "mixup_layer": {"sentence": 1, "word": 4, "span": round(16 / 24 * num_layers)}[level],  # 1-based
+            "mixup_alpha": {"sentence": 0.4, "word": 0.8, "span": 0.2}[level],
+            "ss_k": 2000 if span else 1000}
+
+
+def head_style(task, sentence_head="roberta"):
+    """The Classifier head a task needs: joint (xSID), token, span (QA), or the sentence head."""
+    return "joint" if task.intents else {"word": "token", "span": "span"}.get(task.level, sentence_head)
+
+
 def make_batch(method, items, weights, step, seed, tokenizer, level, teacher=None, round_trip=None, ss_k=1000, groups=None):
     """The tensors of one micro-batch, by name (on the CPU). For xeroalign, filter and xmixup the
     items are (source, translation) pairs. XeroAlign encodes the sources and then their translations

@@ -63,6 +63,17 @@ class Config:
         except KeyError as e:
             raise CheckpointError(f"{source}: missing field {e.args[0]!r}") from None
 
+    @classmethod
+    def from_directory(cls, directory):
+        """The config.json of a Hugging Face checkpoint directory."""
+        path = Path(directory) / "config.json"
+        if not path.exists():
+            raise CheckpointError(f"{directory}: no config.json (is this a Hugging Face checkpoint directory?)")
+        try:
+            return cls.from_hf(json.loads(path.read_text()), source=str(path))
+        except json.JSONDecodeError as e:
+            raise CheckpointError(f"{path}: not valid JSON ({e})") from None
+
     def to_hf(self):
         return {
             "model_type": self.model_type, "vocab_size": self.vocab_size, "hidden_size": self.hidden_size,
@@ -226,14 +237,7 @@ class Encoder(nn.Module):
         """Load a Hugging Face checkpoint directory (xlm-roberta, roberta or bert); `overrides` replace
         config fields that do not change the weights' shapes (dropout, attention_dropout)."""
         directory = Path(directory)
-        config_path = directory / "config.json"
-        if not config_path.exists():
-            raise CheckpointError(f"{directory}: no config.json (is this a Hugging Face checkpoint directory?)")
-        try:
-            config = Config.from_hf(json.loads(config_path.read_text()), source=str(config_path))
-        except json.JSONDecodeError as e:
-            raise CheckpointError(f"{config_path}: not valid JSON ({e})") from None
-        config = replace(config, **overrides)
+        config = replace(Config.from_directory(directory), **overrides)
         state = normalise_keys(load_checkpoint_weights(directory))
         lm_head_keys = LM_HEAD_KEYS["bert" if config.is_bert else "roberta"]
         model = cls(config, pooler="pooler.dense.weight" in state, lm_head=lm_head_keys["lm_head.dense"] + ".weight" in state)

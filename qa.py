@@ -81,6 +81,13 @@ def matching_window(target, windows):
     return min(windows, key=lambda w: abs(w.extra["centre"] - target.extra["centre"]))
 
 
+def keep_best(best, question, candidate):
+    """Put a window's candidate (score, ...) in `best` ({question: candidate}) if it beats the
+    question's best so far."""
+    if candidate is not None and (question not in best or candidate[0] > best[question][0]):
+        best[question] = candidate
+
+
 def best_span(start_logits, end_logits, window, max_answer_tokens=30, n_best=20):
     """The best answer inside one window, (score, first character, end character) in the context,
     or None: among the n_best highest start and end logits over the context's tokens, the pair

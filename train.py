@@ -65,9 +65,9 @@ import evaluate
 import unicoder
 from evaluate import cleanup_distributed, setup_distributed
 from fusion import Filter, Teacher
-from methods import compute_loss, make_batch
+from methods import compute_loss, head_style, make_batch, task_defaults
 from mixup import XMixup
-from model import Classifier, Encoder, Tokenizer, default_model
+from model import Classifier, Config, Encoder, Tokenizer, default_model
 from weights import CheckpointError
 
 METHODS = ["zero-shot", "translate-train", "xeroalign", "filter", "xmixup", "contrastive", "cotrain", "unicoder"]
@@ -243,10 +243,9 @@ def main(argv=None):
     tokenizer = Tokenizer.from_pretrained(model_dir)
     task = data.load_task(args.task, args.data, args.source_lang, args.target_langs.split(",") if args.target_langs else None)
     task.doc_stride, task.max_answer_length = args.doc_stride, args.max_answer_length
-    if args.max_length is None:
-        args.max_length = 384 if task.level == "span" else 128
-    if args.ss_k is None:
-        args.ss_k = 2000 if task.level == "span" else 1000
+    for name, value in task_defaults(task.level, Config.from_directory(model_dir).num_layers, args.filter_m).items():
+        if getattr(args, name) is None:  # the flags left to the task's defaults
+            setattr(args, name, value)
     unlabelled = {lang: task.train[lang] for lang in task.targets}  # co-training's pool: every target-language text
     if args.pool_per_lang is not None:  # or a random sample of each language's
         unlabelled = {lang: random.Random(f"{args.seed}/pool/{lang}").sample(texts, min(args.pool_per_lang, len(texts)))
@@ -285,8 +284,6 @@ def main(argv=None):
         if task.level == "word" and not (args.teacher or args.teacher_cache):
             raise SystemExit("--method xmixup on word labels needs --teacher: a model trained on the source (--method zero-shot), "
                              "whose tags of the translations are their soft labels (X-Mixup Sec. 4.2)")
-        if args.mixup_alpha is None:
-            args.mixup_alpha = {"sentence": 0.4, "word": 0.8, "span": 0.2}[task.level]
         round_trip = {it.id: it for it in encode(list(task.round_trip.values()))}
         if rank == 0 and not round_trip:
             print(f"note: {args.task} has no round-trip translations of its {task.source} training texts: "
@@ -308,11 +305,11 @@ def main(argv=None):
     dropout = {} if args.dropout is None else {"dropout": args.dropout, "attention_dropout": args.dropout}
     encoder = Encoder.from_pretrained(model_dir, **dropout)
     torch.manual_seed(args.seed)
-    head_style = "joint" if task.intents else "token" if task.level == "word" else "span" if task.level == "span" else args.head
+    head = head_style(task, args.head)
     if args.method == "unicoder":  # the encoder with its LM head, W of Eq. 2 and a paraphrase classifier
         raw = unicoder.Unicoder(encoder).to(device)
     else:
-        raw = Classifier(encoder, len(task.labels), head_style, args.pooling, len(task.intents or ())).to(device)
+        raw = Classifier(encoder, len(task.labels), head, args.pooling, len(task.intents or ())).to(device)
     torch.manual_seed(args.seed + rank)
     for unused in (encoder.pooler, None if args.method == "unicoder" else encoder.lm_head):  # DDP wants a gradient for every trainable parameter
         if unused is not None:
@@ -326,14 +323,11 @@ def main(argv=None):
         alignment_before = evaluate.alignment(raw.encoder, tokenizer, task.test, task.source, args.eval_batch_size, device, rank, world_size)
     # The method's view of the classifier: FILTER and X-Mixup run it on pairs (X-Mixup adds its ratio's
     # W and b). Checkpoints hold this whole module; OUT/best holds the classifier plus task.json.
-    core, L = raw, len(encoder.layers)
-    if args.filter_k is None:  # FILTER's QA setting fuses 20 of XLM-R large's 24 layers
-        args.filter_k = min(round(20 / 24 * L), L - args.filter_m) if task.level == "span" else 1
+    core = raw
     if args.method == "filter":
         core = Filter(raw, args.filter_m, args.filter_k)
     elif args.method == "xmixup":
-        layer = (args.mixup_layer or {"sentence": 1, "word": 4, "span": round(16 / 24 * L)}[task.level]) - 1
-        core = XMixup(raw, layer, args.lambda0, args.lambda0 if args.constant_ratio else None).to(device)
+        core = XMixup(raw, args.mixup_layer - 1, args.lambda0, args.lambda0 if args.constant_ratio else None).to(device)
         if args.constant_ratio:
             core.ratio.requires_grad_(False)  # unused: DDP must not wait for its gradient
     pair_model = core if args.method == "filter" or (args.method == "xmixup" and not args.no_mixup_inference) else None
@@ -412,7 +406,7 @@ def main(argv=None):
         return {lang: scores[metric] for lang, scores in dev.items()}
 
     task_info = {"task": args.task, "data": args.data, "labels": task.labels, "intents": task.intents, "source_lang": task.source,
-                 "target_langs": task.targets, "head_style": head_style, "pooling": args.pooling, "max_length": args.max_length,
+                 "target_langs": task.targets, "head_style": head, "pooling": args.pooling, "max_length": args.max_length,
                  "method": args.method, **({"doc_stride": args.doc_stride, "max_answer_length": args.max_answer_length}
                                            if task.level == "span" else {}),
                  **({"filter_m": args.filter_m, "filter_k": args.filter_k} if args.method == "filter" else {})}
