@@ -1,4 +1,10 @@
-"""Co-training for cross-lingual adaptation (Yu & Joty 2021, Algorithm 1).
+"""Co-training for cross-lingual adaptation (Yu & Joty 2021, Algorithm 1): a driver of train.py runs.
+
+    python cotrain.py --task sib200 --data ../shared/data/sib200 --out runs/cotrain
+    torchrun --nproc_per_node 2 cotrain.py --task sib200 --data ../shared/data/sib200 --out runs/cotrain
+
+Every flag besides the ones below is passed on to each fine-tuning run (python train.py --help):
+--task, --data, --max-steps, --train-fraction and so on.
 
 Two classifiers with different views of a text, the multilingual LM being fine-tuned (f_lm, the
 <s> vector of --model) and a multilingual sentence-embedding model (f_emb, the mean-pooled states of
@@ -17,15 +23,21 @@ fine-tuned once more on their final sets, and those two are tested. The unlabell
 round's picks and every fine-tuned model are written under OUT/, and --resume replays the rounds
 already done.
 """
+import argparse
 import json
 import random
 import shutil
 import sys
 from pathlib import Path
 
+import distributed
 import evaluate
+import tasks
+import train
 from data import Example
+from levels import LEVELS
 from model import Classifier
+from weights import CheckpointError
 
 
 def select(predictions, threshold, cap, rng):
@@ -65,18 +77,35 @@ def co_train(fit_lm, fit_emb, labeled, pool, iterations, threshold, rng, history
     return D_lm, D_emb
 
 
-# Options passed on to each fine-tuning run (train.py's own flags).
-PASSED_ON = ["task", "data", "source_lang", "target_langs", "max_steps", "batch_size", "grad_accum", "lr", "weight_decay",
-             "warmup", "max_grad_norm", "max_length", "dropout", "seed", "eval_every", "eval_batch_size", "device", "amp",
-             "train_fraction", "head", "freeze_embeddings", "group_by_length"]
+def get_args(argv=None):
+    """(co-training's own flags, the rest: train.py's flags for every fine-tuning run, as parsed by train.py)."""
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
+    g = p.add_argument_group("co-training (Yu & Joty, Algorithm 1)")
+    g.add_argument("--model", help="f_lm, the multilingual LM fine-tuned (default: the bundled model)")
+    g.add_argument("--embedding-model", help="f_emb, the second view: a sentence-embedding checkpoint, mean-pooled (default: the bundled model)")
+    g.add_argument("--cotrain-iterations", type=int, default=3, help="s, the rounds of Algorithm 1")
+    g.add_argument("--threshold", type=float, default=0.9, help="t, the confidence a pseudo-label needs")
+    g.add_argument("--pool-per-lang", type=int, help="unlabelled texts per target language, drawn at random (default: all of its training texts)")
+    g.add_argument("--out", default="runs/cotrain", help="output directory: the pool, each round's picks and models, the final results")
+    g.add_argument("--resume", action="store_true", help="replay the rounds already done in OUT and go on")
+    own, rest = p.parse_known_args(argv)
+    return own, rest, train.get_args(rest + ["--method", "zero-shot", "--out", own.out])
 
 
-def run(args, task, unlabelled, rank, world_size):
-    """train.py --method cotrain: Algorithm 1 with fine-tuning runs of train.py as the two learners;
-    `unlabelled` holds the target-language texts ({lang: [Example]}) whose labels are not used."""
-    import train
-    out = Path(args.out)
-    device = args.device or ("cuda" if evaluate.torch.cuda.is_available() else "cpu")
+def main(argv=None):
+    """Algorithm 1 with fine-tuning runs of train.py as the two learners."""
+    own, rest, args = get_args(argv)
+    rank, world_size, device = distributed.setup(args.device)
+    full = train.load_task(args)
+    if not LEVELS[full.level].labels_texts:
+        raise SystemExit(f"co-training pseudo-labels whole sentences (Yu & Joty classify them); --task {args.task} "
+                         f"{LEVELS[full.level].description}")
+    unlabelled = {lang: full.train[lang] for lang in full.targets}  # every target-language text, its label unused
+    if own.pool_per_lang is not None:  # or a random sample of each language's
+        unlabelled = {lang: random.Random(f"{args.seed}/pool/{lang}").sample(texts, min(own.pool_per_lang, len(texts)))
+                      for lang, texts in unlabelled.items()}
+    task = tasks.few_shot(full, args.train_fraction, args.translated, args.seed) if args.train_fraction < 1 or args.translated is not None else full
+    out = Path(own.out)
     labeled = task.train[task.source]
     pool = {f"{lang}:{e.id}": Example(id=e.id, lang=lang, text=e.text) for lang, examples in unlabelled.items() for e in examples}
     if rank == 0:
@@ -85,72 +114,88 @@ def run(args, task, unlabelled, rank, world_size):
             for key, e in pool.items():
                 f.write(json.dumps({"key": key, "lang": e.lang, "text": e.text}, ensure_ascii=False) + "\n")
     history = []
-    while args.resume and (out / f"round{len(history)}" / "picks.json").exists():
+    while own.resume and (out / f"round{len(history)}" / "picks.json").exists():
         recorded = json.loads((out / f"round{len(history)}" / "picks.json").read_text())
         history.append(tuple({key: tuple(value) for key, value in recorded[view].items()} for view in ("lm", "emb")))
-
-    def argv_for(view, directory, examples):
-        argv = []
-        for name in PASSED_ON:
-            value = getattr(args, name)
-            if value is True:
-                argv.append("--" + name.replace("_", "-"))
-            elif value not in (None, False):
-                argv += ["--" + name.replace("_", "-"), str(value)]
-        extra = directory.parent / f"{view}-extra.jsonl"  # the pseudo-labelled texts this view trains on
-        if rank == 0:
-            directory.parent.mkdir(parents=True, exist_ok=True)
-            with open(extra, "w") as f:
-                for e in examples[len(labeled):]:
-                    f.write(json.dumps({"id": e.id, "lang": e.lang, "text": e.text, "label": e.label}, ensure_ascii=False) + "\n")
-        if evaluate.dist.is_initialized():
-            evaluate.dist.barrier()
-        model = ["--model", args.model] if view == "lm" and args.model else []
-        if view == "emb":
-            model = (["--model", args.embedding_model] if args.embedding_model else []) + ["--pooling", "mean"]
-        return argv + model + ["--method", "zero-shot", "--extra-train", str(extra), "--out", str(directory), "--no-alignment"]
-
-    def fitter(view):
-        def fit(examples, round_):
-            directory = out / f"round{round_}" / view
-            train.main(argv_for(view, directory, examples) + ["--no-test"])
-            model, tokenizer, _ = Classifier.load(directory / "best")
-            model.to(device)
-
-            def predict(unlabelled):
-                keys = sorted(unlabelled)
-                probabilities = evaluate.predict_probabilities(model, tokenizer, [unlabelled[k].text for k in keys],
-                                                               args.eval_batch_size, args.max_length, device, rank, world_size)
-                confidence, label = probabilities.max(-1)
-                return {k: (task.labels[l], c) for k, l, c in zip(keys, label.tolist(), confidence.tolist())}
-            return predict
-        return fit
-
-    def record(round_, picks_lm, picks_emb):
-        if rank == 0:
-            (out / f"round{round_}").mkdir(parents=True, exist_ok=True)
-            (out / f"round{round_}" / "picks.json").write_text(json.dumps({"lm": picks_lm, "emb": picks_emb}, indent=1) + "\n")
-            print(f"co-training round {round_}: f_lm picked {len(picks_lm)}, f_emb picked {len(picks_emb)} "
-                  f"pseudo-labels above {args.threshold}", flush=True)
-            if not picks_lm and not picks_emb:
-                print(f"note: no prediction was more confident than --threshold {args.threshold}, so nothing was exchanged "
-                      "this round; short fine-tuning gives unconfident models, and a lower --threshold lets co-training work",
-                      file=sys.stderr, flush=True)
-
+    fine_tune = FineTuning(own, rest, args, task, len(labeled), device, rank, world_size)
     rng = random.Random(f"{args.seed}/cotrain")
-    D_lm, D_emb = co_train(fitter("lm"), fitter("emb"), labeled, pool, args.cotrain_iterations, args.threshold, rng,
-                           history, record)
+    D_lm, D_emb = co_train(fine_tune.fitter("lm"), fine_tune.fitter("emb"), labeled, pool, own.cotrain_iterations, own.threshold, rng,
+                           history, fine_tune.record)
     # Both views once more on their final sets, tested in every language.
     results = {}
     for view, examples in (("lm", D_lm), ("emb", D_emb)):
         directory = out / "final" / view
-        train.main(argv_for(view, directory, examples))
+        train.main(fine_tune.argv(view, directory, examples))
         results[view] = json.loads((directory / "results.json").read_text())
     if rank == 0:
         summary = {**{k: v for k, v in results["lm"].items() if k != "args"}, "embedding_model": results["emb"],
-                   "pseudo_labels": {"lm": len(D_lm) - len(labeled), "emb": len(D_emb) - len(labeled)}, "args": vars(args)}
+                   "pseudo_labels": {"lm": len(D_lm) - len(labeled), "emb": len(D_emb) - len(labeled)},
+                   "args": dict(vars(args), **vars(own))}
         (out / "results.json").write_text(json.dumps(summary, indent=2) + "\n")
         shutil.copyfile(out / "final" / "lm" / "results.md", out / "results.md")
         print(f"co-training done: f_lm trained on {len(D_lm)} examples ({len(D_lm) - len(labeled)} pseudo-labelled); "
               f"results in {out}/results.json, the model in {out}/final/lm/best")
-    return None
+    distributed.cleanup()
+
+
+class FineTuning:
+    """The two learners of Algorithm 1 as train.py runs: f_lm fine-tunes --model from its <s>, f_emb
+    fine-tunes --embedding-model from its mean-pooled states, each on its labelled set, which
+    holds the source's examples and the pseudo-labels it was given (--extra-train)."""
+
+    def __init__(self, own, rest, args, task, n_labeled, device, rank, world_size):
+        self.own, self.rest, self.args, self.task, self.n_labeled = own, rest, args, task, n_labeled
+        self.device, self.rank, self.world_size = device, rank, world_size
+
+    def argv(self, view, directory, examples):
+        """train.py's arguments for a view's run into `directory`, writing its pseudo-labelled texts."""
+        extra = directory.parent / f"{view}-extra.jsonl"
+        if self.rank == 0:
+            directory.parent.mkdir(parents=True, exist_ok=True)
+            with open(extra, "w") as f:
+                for e in examples[self.n_labeled:]:
+                    f.write(json.dumps({"id": e.id, "lang": e.lang, "text": e.text, "label": e.label}, ensure_ascii=False) + "\n")
+        distributed.barrier()
+        model = ["--model", self.own.model] if view == "lm" and self.own.model else []
+        if view == "emb":
+            model = (["--model", self.own.embedding_model] if self.own.embedding_model else []) + ["--pooling", "mean"]
+        return self.rest + model + ["--method", "zero-shot", "--extra-train", str(extra), "--out", str(directory), "--no-alignment"]
+
+    def fitter(self, view):
+        """Algorithm 1's fit for a view: fine-tune on the labelled examples, then a predictor that
+        maps {key: Example} to {key: (label, confidence)}."""
+        def fit(examples, round_):
+            directory = Path(self.own.out) / f"round{round_}" / view
+            train.main(self.argv(view, directory, examples) + ["--no-test"])
+            model, tokenizer, _ = Classifier.load(directory / "best")
+            model.to(self.device)
+
+            def predict(unlabelled):
+                keys = sorted(unlabelled)
+                probabilities = evaluate.predict_probabilities(model, tokenizer, [unlabelled[k].text for k in keys], self.args.eval_batch_size,
+                                                               self.args.max_length, self.device, self.rank, self.world_size)
+                confidence, label = probabilities.max(-1)
+                return {k: (self.task.labels[l], c) for k, l, c in zip(keys, label.tolist(), confidence.tolist())}
+            return predict
+        return fit
+
+    def record(self, round_, picks_lm, picks_emb):
+        """Write a round's picks (what --resume replays) and say how many there were."""
+        if self.rank != 0:
+            return
+        out = Path(self.own.out) / f"round{round_}"
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "picks.json").write_text(json.dumps({"lm": picks_lm, "emb": picks_emb}, indent=1) + "\n")
+        print(f"co-training round {round_}: f_lm picked {len(picks_lm)}, f_emb picked {len(picks_emb)} "
+              f"pseudo-labels above {self.own.threshold}", flush=True)
+        if not picks_lm and not picks_emb:
+            print(f"note: no prediction was more confident than --threshold {self.own.threshold}, so nothing was exchanged "
+                  "this round; short fine-tuning gives unconfident models, and a lower --threshold lets co-training work",
+                  file=sys.stderr, flush=True)
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except (tasks.InputError, CheckpointError, FileNotFoundError) as e:  # something to fix in the command: no traceback
+        sys.exit(f"error: {e}")

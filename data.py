@@ -1,24 +1,17 @@
-"""Data: one example shape, readers for the formats people have on disk, pairing of translations,
-and batching that pads to the longest sequence and shards exactly across DDP ranks.
-
-An Example is one text (or text pair) in one language. Translations of a source example share its
-id; `pair_by_id` joins them and checks that their labels agree.
+"""Data: what an example is (Example, as read; Encoded, as tokenized), and how encoded items
+become batches: padding to the longest in the batch, epochs of global batches, and exact shards
+of them across DDP processes.
 """
-import csv
-import json
 import math
 import random
-import sys
-import urllib.request
-import zlib
-from dataclasses import dataclass, field, replace
-from pathlib import Path
+from dataclasses import dataclass, field
 
 import torch
 
 
 @dataclass
 class Example:
+    """One text (or text pair) in one language, as a reader gives it (tasks.py)."""
     id: str
     lang: str
     text: str
@@ -29,329 +22,6 @@ class Example:
     source_text: str | None = None  # the source-language text this translates, where the file gives it
     answers: list | None = None  # QA: [(answer text, its first character in `pair`, the context)]; `text` is the question
     group: str | None = None  # QA: the article, which a split keeps whole
-
-
-class InputError(ValueError):
-    """Something given to a command (a flag, a file, a directory) that it cannot use; the message
-    says what to change, and train.py and evaluate.py print it without a traceback."""
-
-
-class DataError(InputError):
-    """A data file that cannot be read as it is; the message names the file and line."""
-
-    def __init__(self, path, line, problem):
-        super().__init__(f"{path}:{line}: {problem}" if line else f"{path}: {problem}")
-
-
-def read_tsv(path, columns, header=True, noisy=False):
-    """Rows of a tab-separated file as (line number, {column: value}). Rows with the wrong number of
-    columns or an empty field stop the run, or, for known-noisy machine-translated files
-    (`noisy=True`), are skipped and counted, with one line saying how many."""
-    path = Path(path)
-    if not path.exists():
-        raise DataError(path, 0, "file not found")
-    skipped, rows = 0, []
-    with open(path, encoding="utf-8", newline="") as f:
-        reader = csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
-        for number, row in enumerate(reader, start=1):
-            if header and number == 1:
-                if [c.strip() for c in row[:len(columns)]] != list(columns):
-                    raise DataError(path, 1, f"header {row!r} does not start with the expected columns {list(columns)}")
-                continue
-            problem = None
-            if len(row) != len(columns):
-                problem = f"{len(row)} columns, expected {len(columns)} ({', '.join(columns)})"
-            elif any(not v.strip() or v.strip() == "NS" for v in row):
-                problem = f"empty or 'NS' (failed translation) field in {row!r}"
-            if problem:
-                if noisy:
-                    skipped += 1
-                    continue
-                raise DataError(path, number, problem)
-            rows.append((number, dict(zip(columns, (v.strip() for v in row)))))
-    if skipped:
-        print(f"{path}: skipped {skipped} malformed or untranslated rows of {skipped + len(rows)}", file=sys.stderr)
-    return rows
-
-
-def check_label(path, line, label, labels):
-    if label not in labels:
-        raise DataError(path, line, f"unknown label {label!r} (expected one of {', '.join(sorted(labels))})")
-    return label
-
-
-SIB200_LABELS = ("science/technology", "travel", "politics", "sports", "health", "entertainment", "geography")
-
-
-def read_sib200(directory, lang, split):
-    """SIB-200: <directory>/<lang>/<split>.tsv with index_id, category, text; parallel by index_id."""
-    path = Path(directory) / lang / f"{split}.tsv"
-    return [Example(id=r["index_id"], lang=lang, text=r["text"], label=check_label(path, n, r["category"], SIB200_LABELS))
-            for n, r in read_tsv(path, ("index_id", "category", "text"))]
-
-
-XNLI_LABELS = ("entailment", "neutral", "contradiction")
-
-
-def read_xnli(path, lang):
-    """XNLI-1.0 xnli.{dev,test}.tsv: all languages in one file, parallel by pairID."""
-    path = Path(path)
-    with open(path, encoding="utf-8") as f:
-        columns = f.readline().rstrip("\n").split("\t")
-    needed = {"language", "gold_label", "sentence1", "sentence2", "pairID"}
-    if not needed <= set(columns):
-        raise DataError(path, 1, f"header lacks {', '.join(sorted(needed - set(columns)))}")
-    return [Example(id=r["pairID"], lang=lang, text=r["sentence1"], pair=r["sentence2"],
-                    label=check_label(path, n, r["gold_label"], XNLI_LABELS))
-            for n, r in read_tsv(path, columns) if r["language"] == lang]
-
-
-def read_xnli_mt(path, lang):
-    """XNLI-MT multinli.train.<lang>.tsv (premise, hypo, label): machine translations of MultiNLI,
-    parallel by line, so the id is the line number. Known to be noisy: bad rows are skipped."""
-    out = []
-    for n, r in read_tsv(path, ("premise", "hypo", "label"), noisy=lang != "en"):
-        label = "contradiction" if r["label"] == "contradictory" else r["label"]  # the files say "contradictory"
-        out.append(Example(id=str(n), lang=lang, text=r["premise"], pair=r["hypo"], label=check_label(path, n, label, XNLI_LABELS)))
-    return out
-
-
-def read_pawsx(path, lang, noisy=None):
-    """PAWS-X <lang>/{train,dev,test}.tsv or translated_train.tsv: id, sentence1, sentence2, label.
-    Machine-translated training files have blank and 'NS' rows, which are skipped and counted."""
-    path = Path(path)
-    noisy = path.name.startswith("translated") if noisy is None else noisy
-    return [Example(id=r["id"], lang=lang, text=r["sentence1"], pair=r["sentence2"], label=check_label(path, n, r["label"], ("0", "1")))
-            for n, r in read_tsv(path, ("id", "sentence1", "sentence2", "label"), noisy=noisy)]
-
-
-def read_squad(path, lang):
-    """SQuAD v1.1 JSON (XQuAD): one Example per question, with text = the question, pair = its
-    context, answers = [(text, first character)] and group = the article's title. Translations of a
-    question share its id."""
-    path = Path(path)
-    if not path.exists():
-        raise DataError(path, 0, "file not found")
-    try:
-        articles = json.loads(path.read_text(encoding="utf-8"))["data"]
-    except (json.JSONDecodeError, KeyError, TypeError) as e:
-        raise DataError(path, 0, f"not SQuAD v1.1 JSON, an object with a 'data' list of articles ({e!r})") from None
-    examples = []
-    for a, article in enumerate(articles):
-        for p, paragraph in enumerate(article.get("paragraphs", [])):
-            where = f"article {a} ({article.get('title')!r}), paragraph {p}"
-            try:
-                context = paragraph["context"]
-                for qa in paragraph["qas"]:
-                    answers = [(x["text"], x["answer_start"]) for x in qa["answers"]]
-                    for text, start in answers:
-                        if context[start:start + len(text)] != text:
-                            raise DataError(path, 0, f"{where}, question {qa['id']}: answer {text!r} is not at character {start} "
-                                                     f"of the context (found {context[start:start + len(text)]!r})")
-                    if not answers:
-                        raise DataError(path, 0, f"{where}, question {qa['id']}: no answer (SQuAD v1.1 questions have one or more)")
-                    examples.append(Example(id=qa["id"], lang=lang, text=qa["question"], pair=context, answers=answers,
-                                            group=article["title"]))
-            except (KeyError, TypeError) as e:
-                raise DataError(path, 0, f"{where}: missing or malformed field {e} (expected context, qas with id, question "
-                                         "and answers of text and answer_start)") from None
-    return examples
-
-
-def conll_sentences(path, columns):
-    """The sentences of a CoNLL-style file (comment lines, then one tab-separated row per word, a
-    blank line after each sentence) as (first line number, {comment key: value}, [(line number,
-    cells)]). A row with other than `columns` cells stops with the file and line."""
-    path = Path(path)
-    if not path.exists():
-        raise DataError(path, 0, "file not found")
-    start, meta, rows = 0, {}, []
-    with open(path, encoding="utf-8") as f:
-        for number, line in enumerate(f, start=1):
-            line = line.rstrip("\n")
-            if not line.strip():
-                if rows:
-                    yield start, meta, rows
-                start, meta, rows = 0, {}, []
-                continue
-            start = start or number
-            if line.startswith("#"):
-                if not rows:  # "# text = ..." or xSID's "# intent: ..."
-                    key, _, value = line[1:].partition("=" if "=" in line else ":")
-                    meta[key.strip()] = value.strip()
-                continue
-            cells = line.split("\t")
-            if len(cells) != columns:
-                raise DataError(path, number, f"{len(cells)} columns, expected {columns}")
-            rows.append((number, cells))
-    if rows:
-        yield start, meta, rows
-
-
-def read_xsid(path, lang, intents=None, slots=None):
-    """xSID CoNLL: '# id' (targets), '# text', '# text-en' (targets), '# intent' comments, then rows
-    of index, word, intent, BIO slot. Targets follow the English file's order, so the id is the
-    sentence number ('# id' where given) and '# text-en' is kept to check the pairing. Where
-    `intents` and `slots` are given, every label must be one of them."""
-    examples = []
-    for start, meta, rows in conll_sentences(path, 4):
-        if "intent" not in meta:
-            raise DataError(path, start, "sentence without a '# intent' line")
-        if intents is not None:
-            check_label(path, start, meta["intent"], intents)
-        for number, cells in rows:
-            if not cells[3].startswith(("B-", "I-")) and cells[3] != "O":
-                raise DataError(path, number, f"slot label {cells[3]!r} is not O, B-... or I-...")
-            if slots is not None:
-                check_label(path, number, cells[3], slots)
-        words, tags = [c[1] for _, c in rows], [c[3] for _, c in rows]
-        examples.append(Example(id=meta.get("id", str(len(examples) + 1)), lang=lang, text=meta.get("text", " ".join(words)),
-                                label=meta["intent"], words=words, tags=tags, source_text=meta.get("text-en")))
-    return examples
-
-
-# xSID 0.7's 16 intents and 35 slot types (the SNIPS and Facebook task-oriented parsing sets it joins).
-XSID_INTENTS = ("AddToPlaylist", "BookRestaurant", "PlayMusic", "RateBook", "SearchCreativeWork", "SearchScreeningEvent",
-                "alarm/cancel_alarm", "alarm/modify_alarm", "alarm/set_alarm", "alarm/show_alarms", "alarm/snooze_alarm",
-                "alarm/time_left_on_alarm", "reminder/cancel_reminder", "reminder/set_reminder", "reminder/show_reminders",
-                "weather/find")
-XSID_SLOT_TYPES = ("album", "artist", "best_rating", "condition_description", "condition_temperature", "cuisine", "datetime",
-                   "entity_name", "facility", "genre", "location", "movie_name", "movie_type", "music_item", "object_location_type",
-                   "object_name", "object_part_of_series_type", "object_select", "object_type", "party_size_description",
-                   "party_size_number", "playlist", "rating_unit", "rating_value", "recurring_datetime", "reference",
-                   "reference-part", "reminder/todo", "restaurant_name", "restaurant_type", "served_dish", "service", "sort",
-                   "track", "weather/attribute")
-XSID_SLOTS = ("O",) + tuple(f"{prefix}-{kind}" for kind in XSID_SLOT_TYPES for prefix in "BI")
-
-
-def match_source_text(sources, targets, path):
-    """Give each xSID translation the id of its English sentence: its own '# id' where the English
-    sentence of that id is its '# text-en', else (Lithuanian's ids are shuffled) the first English
-    sentence with that text not already taken. Returns the targets with corrected ids."""
-    by_id = {e.id: e for e in sources}
-    by_text = {}
-    for e in sources:
-        by_text.setdefault(e.text, []).append(e.id)
-    taken = {t.id for t in targets if t.id in by_id and by_id[t.id].text == t.source_text}
-    out = []
-    for t in targets:
-        if not (t.id in by_id and by_id[t.id].text == t.source_text):
-            free = [i for i in by_text.get(t.source_text, []) if i not in taken]
-            if not free:
-                raise DataError(path, 0, f"sentence '# id = {t.id}': its '# text-en' {t.source_text!r} is no English sentence "
-                                          "left unpaired")
-            taken.add(free[0])
-            t = replace(t, id=free[0])
-        out.append(t)
-    return out
-
-
-UPOS_LABELS = ("ADJ", "ADP", "ADV", "AUX", "CCONJ", "DET", "INTJ", "NOUN", "NUM", "PART", "PRON", "PROPN", "PUNCT",
-               "SCONJ", "SYM", "VERB", "X")
-
-
-def read_conllu(path, lang):
-    """CoNLL-U (Universal Dependencies): one Example per sentence, its words and their UPOS tags.
-    The words are the syntactic words, the units that are tagged (German "zur" is read as "zu
-    dem"): multi-word token ranges ("5-6") and empty nodes ("7.1") are skipped. The id is the
-    sentence's `# parallel_id` without its corpus prefix ("pud/n01001011" -> "n01001011"), or its
-    `# sent_id` where there is none (PUD Russian), so that translations of a sentence share an id."""
-    examples = []
-    for start, meta, rows in conll_sentences(path, 10):
-        words, tags = [], []
-        for number, cells in rows:
-            if "-" in cells[0] or "." in cells[0]:
-                continue
-            if not cells[0].isdigit():
-                raise DataError(path, number, f"word index {cells[0]!r} is not a number, a range or a decimal")
-            if cells[3] not in UPOS_LABELS:
-                raise DataError(path, number, f"UPOS tag {cells[3]!r} is not one of {', '.join(UPOS_LABELS)}")
-            words.append(cells[1])
-            tags.append(cells[3])
-        id = meta.get("parallel_id", "").rpartition("/")[2] or meta.get("sent_id")
-        if not id:
-            raise DataError(path, start, "sentence without '# sent_id' or '# parallel_id'")
-        if not words:
-            raise DataError(path, start, "sentence without words")
-        examples.append(Example(id=id, lang=lang, text=meta.get("text", " ".join(words)), words=words, tags=tags,
-                                source_text=meta.get("english_text")))
-    return examples
-
-
-def read_parallel_lines(source_path, target_path, source_lang, target_lang):
-    """Line-aligned parallel files (line i of each translates the other), such as Tatoeba's
-    tatoeba.<xxx>-eng.{xxx,eng}: two lists of Examples whose ids are line numbers."""
-    sides = []
-    for path, lang in ((source_path, source_lang), (target_path, target_lang)):
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
-        empty = [n for n, line in enumerate(lines, start=1) if not line.strip()]
-        if empty:
-            raise DataError(path, empty[0], "empty line in a line-aligned parallel file")
-        sides.append([Example(id=str(n), lang=lang, text=line.strip()) for n, line in enumerate(lines, start=1)])
-    if len(sides[0]) != len(sides[1]):
-        raise DataError(target_path, 0, f"{len(sides[1])} lines against {len(sides[0])} in {source_path}: not line-aligned")
-    return sides
-
-
-def read_tatoeba(directory, lang):
-    """Tatoeba test pairs for a three-letter language code: (English examples, target examples)."""
-    d = Path(directory)
-    return read_parallel_lines(d / f"tatoeba.{lang}-eng.eng", d / f"tatoeba.{lang}-eng.{lang}", "eng", lang)
-
-
-def pair_by_id(sources, targets, what="translations"):
-    """{id: (source, [targets...])}: every target must have a source with the same id and label."""
-    by_id = {e.id: (e, []) for e in sources}
-    missing, mismatched = [], []
-    for t in targets:
-        if t.id not in by_id:
-            missing.append(t.id)
-            continue
-        source = by_id[t.id][0]
-        if source.label is not None and t.label is not None and source.label != t.label:
-            mismatched.append(f"{t.id} ({t.lang}: {t.label!r} vs {source.lang}: {source.label!r})")
-        by_id[t.id][1].append(t)
-    if missing or mismatched:
-        raise InputError(f"{what} do not pair with their sources: "
-                         + (f"{len(missing)} ids without a source, first {missing[:5]}; " if missing else "")
-                         + (f"{len(mismatched)} label mismatches, first {mismatched[:5]}" if mismatched else ""))
-    return by_id
-
-
-def translation_pairs(sources, translations):
-    """(source, translation) pairs of encoded items, each translation with its source (same id),
-    in the order of the sources; sources without a translation are dropped. QA windows pair with
-    the window of their source question that covers the same part of the context
-    (qa.matching_window)."""
-    if sources and "question" in sources[0].extra:
-        import qa
-        windows = {}
-        for s in sources:
-            windows.setdefault(s.extra["question"], []).append(s)
-        matched = [(qa.matching_window(t, windows[t.extra["question"]]), t) for t in translations if t.extra["question"] in windows]
-        order = {id(s): i for i, s in enumerate(sources)}
-        return sorted(matched, key=lambda pair: order[id(pair[0])])
-    by_id = {}
-    for t in translations:
-        by_id.setdefault(t.id, []).append(t)
-    return [(s, t) for s in sources for t in by_id.get(s.id, [])]
-
-
-def download_sib200(destination, languages, base_url="https://raw.githubusercontent.com/dadelani/sib-200/main/data/annotated"):
-    """Fetch SIB-200 ({lang}/{train,dev,test}.tsv) for users with internet; any urllib URL works,
-    so `base_url` may also be a file:// mirror."""
-    for lang in languages:
-        for split in ("train", "dev", "test"):
-            target = Path(destination) / lang / f"{split}.tsv"
-            if target.exists():
-                continue
-            target.parent.mkdir(parents=True, exist_ok=True)
-            with urllib.request.urlopen(f"{base_url}/{lang}/{split}.tsv", timeout=60) as response:
-                data = response.read()
-            tmp = target.with_suffix(".tmp")
-            tmp.write_bytes(data)
-            tmp.replace(target)
-            read_sib200(destination, lang, split)  # fail now, with a clear message, if it is not SIB-200
 
 
 @dataclass
@@ -403,17 +73,6 @@ def encode_tagged(examples, tokenizer, labels, max_length, intents=None):
     return out
 
 
-def encode(examples, tokenizer, task, max_length):
-    """Sentence-level examples -> one label each; word-level -> a label per token; QA -> windows
-    labelled with the answer's (start, end) tokens (qa.encode_windows)."""
-    if task.level == "span":
-        import qa
-        return qa.encode_windows(examples, tokenizer, max_length, task.doc_stride)
-    if task.level == "word":
-        return encode_tagged(examples, tokenizer, task.labels, max_length, task.intents)
-    return encode_examples(examples, tokenizer, task.labels, max_length)
-
-
 def label_tensor(items, T):
     """Labels of encoded items: (B,) for sentence labels, (B, T) with -100 padding for token labels,
     (B, 2) for answer spans."""
@@ -429,6 +88,14 @@ def collate(items, tokenizer):
     """Pad to the longest in the batch: input_ids, attention_mask (B, T) and labels (label_tensor)."""
     input_ids, attention_mask = tokenizer.pad([it.ids for it in items])
     return input_ids, attention_mask, label_tensor(items, input_ids.shape[1])
+
+
+def pad_pairs(tokenizer, sources, targets):
+    """Id lists of sources and targets -> (source_ids, source_mask, target_ids, target_mask), all
+    (B, T): both sides padded to one length, as FILTER and X-Mixup run them side by side."""
+    ids, mask = tokenizer.pad(list(sources) + list(targets))
+    B = len(sources)
+    return ids[:B], mask[:B], ids[B:], mask[B:]
 
 
 def epoch_batches(lengths, batch_size, epoch, seed, shuffle=True, group_by_length=False):
@@ -459,180 +126,19 @@ def shard(batch, rank, world_size):
     return mine + [batch[0]] * (size - len(mine)), weights
 
 
-@dataclass
-class Task:
-    """Labels, a source language, target languages, and per-split examples by language."""
-    name: str
-    labels: list
-    source: str
-    targets: list
-    train: dict  # {lang: [Example]}; target languages hold the translations of the source's examples
-    dev: dict
-    test: dict
-    level: str = "sentence"  # or "word": a label per word (BIO slots, POS); or "span": extractive QA
-    round_trip: dict = field(default_factory=dict)  # {id: Example}: round-trip translations of source training examples
-    intents: list | None = None  # a joint task's sentence labels (xSID): the intent, with BIO slots as `labels`
-    doc_stride: int = 128  # QA: context tokens shared by consecutive windows
-    max_answer_length: int = 30  # QA: the longest answer predicted, in tokens
-
-    @property
-    def metric(self):
-        """The score reported first and used for model selection: for a joint task the share of
-        sentences with the right intent and all slots right, span F1 for BIO tags, the answers'
-        token F1 (SQuAD's) for QA, else accuracy."""
-        if self.level == "span":
-            return "f1"
-        if self.intents:
-            return "exact_match"
-        return "f1" if self.level == "word" and any(label.startswith("B-") for label in self.labels) else "accuracy"
+def evaluation_batches(lengths, batch_size, rank, world_size):
+    """This process's batches of indices into `lengths`, texts of similar length together (little
+    padding). Whole batches are dealt out, so every example is computed in the same batch whatever
+    the number of processes, and the results are identical."""
+    order = sorted(range(len(lengths)), key=lambda i: (lengths[i], i))
+    batches = [order[start:start + batch_size] for start in range(0, len(order), batch_size)]
+    return batches[rank::world_size]
 
 
-SIB200_LANGS = ["eng_Latn", "deu_Latn", "fra_Latn", "spa_Latn", "rus_Cyrl", "zho_Hans", "arb_Arab", "hin_Deva", "swh_Latn",
-                "tha_Thai", "tur_Latn", "urd_Arab", "vie_Latn", "ell_Grek", "bul_Cyrl", "jpn_Jpan", "kor_Hang", "ind_Latn",
-                "yor_Latn", "amh_Ethi", "quy_Latn", "wol_Latn"]
-XNLI_LANGS = ["en", "fr", "es", "de", "el", "bg", "ru", "tr", "ar", "vi", "th", "zh", "hi", "sw", "ur"]
-PAWSX_LANGS = ["en", "de", "es", "fr", "ja", "ko", "zh"]
-UDPOS_LANGS = ["en", "de", "fr", "ru", "zh", "hi"]
-XSID_LANGS = ["en", "ar", "da", "de", "id", "it", "ja", "kk", "lt", "nl", "sr", "tr", "zh"]
-XQUAD_LANGS = ["en", "ar", "de", "el", "es", "hi", "ro", "ru", "th", "tr", "vi", "zh"]
-
-
-def xsid_split(id):
-    """xSID has no English training file: its English `valid` sentences are split by id (the
-    sentence number), 80% to train on and 20% for model selection; the target languages' `valid`
-    sentences with the same ids are their translations."""
-    return "dev" if zlib.crc32(id.encode()) % 5 == 0 else "train"
-
-
-def ud_split(id):
-    """The split of a UD PUD sentence, from its id alone, so that it is the same in every language
-    and no test sentence is seen in any language during training: 70% train, 10% dev, 20% test."""
-    bucket = zlib.crc32(id.encode()) % 10
-    return "test" if bucket < 2 else "dev" if bucket == 2 else "train"
-
-
-def xquad_split(title):
-    """XQuAD has only a test set: its 48 articles are split by title, the same in every language,
-    so that no test paragraph is seen in any language during training. 35 articles (897
-    questions) train, 4 (91) are the dev set, 9 (202) the test set."""
-    bucket = zlib.crc32(title.encode()) % 10
-    return "test" if bucket < 3 else "dev" if bucket == 3 else "train"
-
-
-def first_existing(directory, names):
-    for name in names:
-        if (Path(directory) / name).exists():
-            return Path(directory) / name
-    raise DataError(directory, 0, f"none of {', '.join(names)} found")
-
-
-def load_task(name, data_dir=None, source=None, targets=None):
-    """The task's examples. demo: the bundled corpus's intents; demo-slots: its BIO slots. sib200: <data_dir>/<lang>/{train,dev,test}.tsv.
-    xnli: <data_dir>/XNLI-1.0/xnli.{dev,test}.tsv and <data_dir>/XNLI-MT-1.0/multinli/multinli.train.<lang>.tsv.
-    pawsx: <data_dir>/<lang>/{train|translated_train,dev|dev_2k,test|test_2k}.tsv.
-    udpos: UD PUD's <data_dir>/<lang>_pud-ud-test.conllu, split by sentence id (`ud_split`).
-    xsid: <data_dir>/<lang>.{valid,test}.conll, train and dev from `valid` (`xsid_split`), test from `test`.
-    xquad: <data_dir>/xquad.<lang>.json, split by article (`xquad_split`)."""
-    level, intents = "sentence", None
-    if name in ("demo", "demo-slots"):
-        import demo_corpus
-        langs, labels, default_source = demo_corpus.LANGS, demo_corpus.INTENTS, "en"
-        if name == "demo-slots":
-            labels, level = demo_corpus.SLOT_LABELS, "word"
-    elif name == "sib200":
-        langs, labels, default_source = SIB200_LANGS, list(SIB200_LABELS), "eng_Latn"
-    elif name == "xnli":
-        langs, labels, default_source = XNLI_LANGS, list(XNLI_LABELS), "en"
-    elif name == "pawsx":
-        langs, labels, default_source = PAWSX_LANGS, ["0", "1"], "en"
-    elif name == "udpos":
-        langs, labels, default_source, level = UDPOS_LANGS, list(UPOS_LABELS), "en", "word"
-    elif name == "xquad":
-        langs, labels, default_source, level = XQUAD_LANGS, ["start", "end"], "en", "span"
-    elif name == "xsid":
-        langs, labels, default_source, level, intents = XSID_LANGS, list(XSID_SLOTS), "en", "word", list(XSID_INTENTS)
-    else:
-        raise InputError(f"unknown task {name!r}: choose demo, demo-slots, sib200, xnli, pawsx, udpos, xsid or xquad")
-    source = source or default_source
-    targets = [t for t in (targets or langs) if t != source]
-    unknown = [l for l in [source, *targets] if l not in langs]
-    if unknown:
-        raise InputError(f"task {name} has no language(s) {', '.join(unknown)}; it has {', '.join(langs)}")
-    if not name.startswith("demo") and not data_dir:
-        raise InputError(f"task {name} needs --data DIR (see data.load_task for the layout)")
-    def xsid_file(lang, file):  # read once: train and dev share `valid`, and every language pairs with English
-        if (lang, file) not in xsid_files:
-            path = Path(data_dir) / f"{lang}.{file}.conll"
-            examples = read_xsid(path, lang, intents, labels)
-            xsid_files[lang, file] = examples if lang == "en" else match_source_text(xsid_file("en", file), examples, path)
-        return xsid_files[lang, file]
-    xsid_files, xquad_files = {}, {}
-    splits = {}
-    for split in ("train", "dev", "test"):
-        by_lang = {}
-        built = demo_corpus.build(split) if name.startswith("demo") else None
-        for lang in [source, *targets]:
-            if built:
-                by_lang[lang] = built[lang]
-            elif name == "sib200":
-                by_lang[lang] = read_sib200(data_dir, lang, split)
-            elif name == "udpos":
-                examples = read_conllu(Path(data_dir) / f"{lang}_pud-ud-test.conllu", lang)
-                by_lang[lang] = [e for e in examples if ud_split(e.id) == split]
-            elif name == "xquad":
-                if lang not in xquad_files:
-                    xquad_files[lang] = read_squad(Path(data_dir) / f"xquad.{lang}.json", lang)
-                by_lang[lang] = [e for e in xquad_files[lang] if xquad_split(e.group) == split]
-            elif name == "xsid":  # every language paired with English through '# text-en'
-                examples = xsid_file(lang, "test" if split == "test" else "valid")
-                by_lang[lang] = examples if split == "test" else [e for e in examples if xsid_split(e.id) == split]
-            elif name == "xnli" and split == "train":
-                by_lang[lang] = read_xnli_mt(Path(data_dir) / "XNLI-MT-1.0" / "multinli" / f"multinli.train.{lang}.tsv", lang)
-            elif name == "xnli":
-                by_lang[lang] = read_xnli(Path(data_dir) / "XNLI-1.0" / f"xnli.{split}.tsv", lang)
-            else:
-                names = {"train": ["train.tsv"] if lang == source else ["translated_train.tsv"],
-                         "dev": ["dev.tsv", "dev_2k.tsv"], "test": ["test.tsv", "test_2k.tsv"]}[split]
-                by_lang[lang] = read_pawsx(first_existing(Path(data_dir) / lang, names), lang)
-        if split == "train":  # translations must pair with the source, by id and label
-            pair_by_id(by_lang[source], [e for lang in targets for e in by_lang[lang]], f"{name} {split} translations")
-        splits[split] = by_lang
-    round_trip = {}
-    if name.startswith("demo") and source == "en":
-        round_trip = {e.id: e for e in demo_corpus.build("train", round_trip=True)["en"]}
-    return Task(name, list(labels), source, targets, **splits, level=level, round_trip=round_trip, intents=intents)
-
-
-def few_shot(task, fraction=1.0, translated=None, seed=0):
-    """Yu & Joty's few-shot settings: a sample of the source's training examples (`fraction`, drawn
-    per label so that every label keeps at least one; the paper's 1.2% is 0.012), of which only
-    `translated` keep their translations (the paper's 200). Dev and test are untouched."""
-    rng = random.Random(f"{seed}/few-shot")
-    by_label = {}
-    for e in task.train[task.source]:
-        by_label.setdefault(e.label, []).append(e)
-    kept = sorted((e for examples in by_label.values() for e in rng.sample(examples, max(1, math.ceil(fraction * len(examples))))),
-                  key=lambda e: e.id)
-    ids = [e.id for e in kept]
-    with_translation = set(ids if translated is None else rng.sample(ids, min(translated, len(ids))))
-    train = {task.source: kept}
-    train.update({lang: [e for e in task.train[lang] if e.id in with_translation] for lang in task.targets})
-    return replace(task, train=train, round_trip={i: e for i, e in task.round_trip.items() if i in with_translation})
-
-
-def read_jsonl_examples(path, labels):
-    """Extra labelled examples, one JSON object per line with id, lang, text and label (co-training's
-    pseudo-labels are written this way)."""
-    path = Path(path)
-    out = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-            example = Example(id=str(row["id"]), lang=row["lang"], text=row["text"], label=row["label"])
-        except (json.JSONDecodeError, KeyError, TypeError) as e:
-            raise DataError(path, number, f"not an object with id, lang, text and label ({e})") from None
-        check_label(path, number, example.label, labels)
-        out.append(example)
-    return out
+def translation_pairs(sources, translations):
+    """(source, translation) pairs of encoded items, each translation with its source (same id),
+    in the order of the sources; sources without a translation are dropped."""
+    by_id = {}
+    for t in translations:
+        by_id.setdefault(t.id, []).append(t)
+    return [(s, t) for s in sources for t in by_id.get(s.id, [])]

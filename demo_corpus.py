@@ -16,6 +16,8 @@ import math
 import random
 import re
 
+from data import Example
+
 LANGS = ["en", "de", "fr", "es", "ru", "zh", "hi"]
 TRAIN_TEMPLATES, DEV_TEMPLATES, TEST_TEMPLATES = range(0, 7), range(7, 8), range(8, 10)
 EXAMPLES_PER_TEMPLATE = {"train": 6, "dev": 8, "test": 8}
@@ -459,7 +461,6 @@ def fill(template, values, lang):
 def build(split, round_trip=False):
     """{lang: [Example]} for one split, the same ids in every language; with `round_trip`, the
     English round-trip renderings instead ({"en": [...]}, ids of the English examples they render)."""
-    from data import Example
     templates = {"train": TRAIN_TEMPLATES, "dev": DEV_TEMPLATES, "test": TEST_TEMPLATES}[split]
     langs = ["en"] if round_trip else LANGS
     out = {lang: [] for lang in langs}

@@ -9,8 +9,15 @@ the encoder's own, shared by both texts, so FILTER adds no parameters.
 m = L, k = 0 is translate-train (each text alone); m = 0, k = L is the plain concatenation.
 Shapes: B pairs, T tokens (both texts padded to one length), H hidden.
 """
+from pathlib import Path
+
 import torch
 import torch.nn as nn
+
+import data
+import distributed
+from methods import PairMethod
+from model import Classifier, embed_pair
 
 
 def filter_encode(encoder, source_ids, source_mask, target_ids, target_mask, m, k):
@@ -22,10 +29,7 @@ def filter_encode(encoder, source_ids, source_mask, target_ids, target_mask, m, 
     if m < 0 or k < 0 or m + k > L:
         raise ValueError(f"FILTER needs 0 <= m, 0 <= k, m + k <= {L} (the encoder's layers); got m={m}, k={k}")
     B, T = source_ids.shape
-    if target_ids.shape != (B, T):
-        raise ValueError(f"pad source and target to one length: {tuple(source_ids.shape)} vs {tuple(target_ids.shape)}")
-    mask = torch.cat([source_mask, target_mask])                   # (2B, T)
-    h = encoder.embed(torch.cat([source_ids, target_ids]))         # (2B, T, H)
+    h, mask = embed_pair(encoder, source_ids, source_mask, target_ids, target_mask)  # (2B, T, H), (2B, T)
     for layer in encoder.layers[:m]:                               # local layers
         h = layer(h, mask)
     if k:
@@ -57,13 +61,6 @@ class Filter(nn.Module):
         return self(source_ids, source_mask, target_ids, target_mask)[1]
 
 
-def pad_pairs(tokenizer, sources, targets):
-    """Id lists of sources and targets -> (source_ids, source_mask, target_ids, target_mask), all (B, T)."""
-    ids, mask = tokenizer.pad(list(sources) + list(targets))
-    B = len(sources)
-    return ids[:B], mask[:B], ids[B:], mask[B:]
-
-
 class Teacher:
     """A fixed model whose probabilities on the translated side of the training pairs become soft
     labels: FILTER's teacher for self-teaching (Algorithm 1, Eq. 5), a FILTER model trained by
@@ -72,7 +69,6 @@ class Teacher:
     fly, or looked up in a cache of all of them, keyed by (id, language)."""
 
     def __init__(self, checkpoint=None, cache=None, device="cpu", kind="filter"):
-        from model import Classifier
         self.model, self.cache = None, None
         if cache is not None:
             self.cache = torch.load(cache, map_location="cpu", weights_only=True)
@@ -104,20 +100,90 @@ class Teacher:
             raise ValueError("the teacher cache lacks some training pairs and no --teacher checkpoint was given to compute them")
         return self.model(source_ids, source_mask, target_ids, target_mask)[1].float()
 
+    @torch.no_grad()
     def build_cache(self, tokenizer, pairs, batch_size, device, rank=0, world_size=1):
         """Compute the teacher's logits for every (source, target) pair of encoded items; the
         processes split the work and every one gets the whole cache."""
-        import torch.distributed as dist
         mine = {}
         for start in range(rank * batch_size, len(pairs), batch_size * world_size):
             batch = pairs[start:start + batch_size]
-            tensors = [t.to(device) for t in pad_pairs(tokenizer, [s.ids for s, _ in batch], [t.ids for _, t in batch])]
+            tensors = [t.to(device) for t in data.pad_pairs(tokenizer, [s.ids for s, _ in batch], [t.ids for _, t in batch])]
             logits = self.model(*tensors)[1].float().cpu()
             for b, (_, target) in enumerate(batch):
                 mine[f"{target.id}\t{target.lang}"] = logits[b] if logits.dim() == 2 else logits[b, :len(target.ids)].clone()
-        parts = [mine]
-        if dist.is_initialized():
-            parts = [None] * world_size
-            dist.all_gather_object(parts, mine)
-        self.cache = {k: v for part in parts for k, v in part.items()}
+        self.cache = {k: v for part in distributed.gather(mine) for k, v in part.items()}
         return self.cache
+
+
+def load_teacher(args, run, pairs, kind):
+    """The Teacher that --teacher and --teacher-cache ask for, or None; a --teacher-cache that does
+    not exist yet is computed from --teacher over the training pairs and written."""
+    if not (args.teacher or args.teacher_cache):
+        return None
+    cached = args.teacher_cache and Path(args.teacher_cache).exists()
+    teacher = Teacher(args.teacher, args.teacher_cache if cached else None, run.device, kind=kind)
+    if args.teacher_cache and not cached:
+        teacher.build_cache(run.tokenizer, pairs, run.batch_size, run.device, run.rank, run.world_size)
+        if run.rank == 0:
+            torch.save(teacher.cache, args.teacher_cache)
+    return teacher
+
+
+class FilterMethod(PairMethod):
+    """--method filter: Eq. 4 (the task loss on both sides of each pair, through Filter), and with
+    --teacher Eq. 6, self-teaching from a FILTER model trained first (Algorithm 1)."""
+    name = "filter"
+    help = ("FILTER (Fang et al. 2021): each source example and its translation go through the encoder together "
+            "(fusion.py), with the task loss on both sides (Eq. 4); self-teaching is a second run from the pretrained "
+            "weights with --teacher OUT/best of the first (Eq. 5-6)")
+
+    @staticmethod
+    def add_arguments(parser):
+        g = parser.add_argument_group("FILTER")
+        g.add_argument("--filter-m", type=int, default=1, help="local layers, each text alone (the paper's default: 1)")
+        g.add_argument("--filter-k", type=int, help="fusion layers over the joined pair (default: the paper's 1 for classification and "
+                                                    "tagging; for QA its 20 of 24 layers, scaled to the encoder's depth)")
+        g.add_argument("--teacher", help="self-teaching: a FILTER model trained by this script (its OUT/best); its probabilities on the "
+                                         "translations become soft labels (Eq. 5-6), computed on the fly. For --method xmixup on word "
+                                         "labels: a --method zero-shot model, whose tags of the translations are the soft labels")
+        g.add_argument("--teacher-cache", help="file of the teacher's probabilities on every training pair: read if it exists, "
+                                               "else computed once from --teacher and written")
+        g.add_argument("--kl-weight", type=float, help="1 - lambda in Eq. 6: the self-teaching loss weight (default: the paper's 0.5 "
+                                                       "for sentence labels, 0.1 for QA, 1.0 for word labels, whose lambda is 0)")
+
+    def defaults(self, level, num_layers):
+        """QA's k is XLM-R large's 20 of 24 layers, scaled to the encoder's depth."""
+        span = level == "span"
+        return {"filter_k": min(round(20 / 24 * num_layers), num_layers - self.args.filter_m) if span else 1,
+                "kl_weight": {"sentence": 0.5, "span": 0.1, "word": 1.0}[level]}
+
+    def uses_teacher(self):
+        return True
+
+    def wrap(self, model, items):
+        core = Filter(model, self.args.filter_m, self.args.filter_k)
+        self.teacher = load_teacher(self.args, self.run, items, "filter")
+        return core
+
+    def loss(self, model, batch):
+        """Eq. 4, L_s + L_t; with a teacher Eq. 6, L_s + lambda L_t + (1 - lambda) L_kl."""
+        level, w = self.run.level, batch["weights"]
+        source_logits, target_logits = model(batch["source_ids"], batch["source_mask"], batch["target_ids"], batch["target_mask"])
+        source = level.loss(source_logits, batch["source_labels"], w, batch["source_mask"])
+        # Sentence labels and a translation's own answer span carry over; word labels do not (lambda = 0
+        # in Eq. 6), so for word tasks this is 0, or a joint task's intent alone (levels.Word.translated).
+        target = level.loss(target_logits, batch["target_labels"], w, batch["target_mask"])
+        if "teacher_logits" not in batch:  # the teacher's own training, Eq. 4
+            return source + target, {"source": source.detach()}
+        kl = level.soft_label_loss(target_logits, batch["teacher_logits"], batch)  # Eq. 5
+        kl_weight = self.args.kl_weight
+        # Eq. 6. For word tasks the KL covers the words; the intent of a joint task keeps its full weight.
+        loss = source + kl_weight * kl + ((1 - kl_weight) * target if level.translations_keep_labels else target)
+        return loss, {"source": source.detach(), "kl": kl.detach()}
+
+    @classmethod
+    def load_predictor(cls, classifier, info):
+        return Filter(classifier, info["filter_m"], info["filter_k"]).predict, "pair"
+
+    def saved_info(self, model):
+        return {"filter_m": self.args.filter_m, "filter_k": self.args.filter_k}

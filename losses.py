@@ -10,6 +10,7 @@ import torch.nn.functional as F
 def weighted_mean(values, weights=None):
     if weights is None:
         return values.mean()
+    weights = weights.float()
     return (values * weights).sum() / weights.sum().clamp(min=1)
 
 
@@ -50,40 +51,45 @@ def span_loss(logits, labels, weights=None, mask=None):
     return weighted_mean(per_position.view(-1, 2).mean(1), weights)
 
 
+def mean_squared_error(x, y, weights=None):
+    """The squared distance of each pair of vectors (N, H), averaged over H, then over the pairs
+    that count: the MSE of XeroAlign and of X-Mixup's Eq. 7."""
+    per_pair = (x.float() - y.float()).pow(2).mean(dim=-1)  # (N,)
+    return weighted_mean(per_pair, weights)
+
+
+def kl_divergence(p_logits, q_logits, weights=None):
+    """KL(p || q) between the distributions of two sets of logits (..., C), one per row, averaged
+    with `weights` of the rows' shape: FILTER's self-teaching and X-Mixup's Eq. 7."""
+    p = p_logits.float().log_softmax(-1)
+    q = q_logits.float().log_softmax(-1)
+    return weighted_mean((p.exp() * (p - q)).sum(-1), weights)
+
+
 def xeroalign_loss(source_embeddings, target_embeddings, weights=None):
     """XeroAlign (Gritta & Iacobacci 2021, Sec. 3, Algorithm 1): mean squared error between the <s>
     embeddings (N, H) of source sentences and of their translations, trained jointly with the task.
     Both sides receive gradients."""
-    per_pair = (source_embeddings.float() - target_embeddings.float()).pow(2).mean(dim=-1)  # (N,)
-    return weighted_mean(per_pair, weights)
+    return mean_squared_error(source_embeddings, target_embeddings, weights)
 
 
 def self_teaching_loss(student_logits, teacher_logits, mask=None):
     """FILTER self-teaching (Eq. 5): KL(p_teacher || p_student) between the label distributions, (N, C)
     or per token (N, T, C), averaged over the positions where `mask` (N,) or (N, T) is non-zero (its
     values weight them). The teacher is a constant: no gradient reaches it."""
-    teacher = teacher_logits.detach().float().log_softmax(-1)
-    student = student_logits.float().log_softmax(-1)
-    kl = (teacher.exp() * (teacher - student)).sum(-1)  # (N,) or (N, T)
-    if mask is None:
-        return kl.mean()
-    mask = mask.float()
-    return (kl * mask).sum() / mask.sum().clamp(min=1)
+    return kl_divergence(teacher_logits.detach(), student_logits, mask)
 
 
 def representation_consistency_loss(source_representation, target_representation, weights=None):
     """X-Mixup Eq. 7, first consistency term: MSE between the sequence representations (B, H), the
     mean-pooled final hidden states of the real tokens, of a text and its translation."""
-    per_pair = (source_representation.float() - target_representation.float()).pow(2).mean(-1)  # (B,)
-    return weighted_mean(per_pair, weights)
+    return mean_squared_error(source_representation, target_representation, weights)
 
 
 def prediction_consistency_loss(source_logits, target_logits, weights=None):
     """X-Mixup Eq. 7, second consistency term (classification only): KL(p_S || p_T) between the two
     predicted distributions (B, C). The paper writes KL(p_S, p_T); both sides receive gradients."""
-    p = source_logits.float().log_softmax(-1)
-    q = target_logits.float().log_softmax(-1)
-    return weighted_mean((p.exp() * (p - q)).sum(-1), weights)
+    return kl_divergence(source_logits, target_logits, weights)
 
 
 def label_alignment_loss(embeddings, labels, tau=0.1, weights=None):

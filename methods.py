@@ -1,155 +1,245 @@
-"""What each training method does with a batch: make_batch builds its tensors from the items the
-loop hands it, compute_loss turns the model's outputs into the method's loss. train.py holds the
-loop around them; the equations live in losses.py, fusion.py and mixup.py.
+"""The interface every training method implements, and its two smallest examples: zero-shot and
+translate-train. registry.py maps `--method` names to methods; train.py's loop, evaluate.py and
+the benchmarks call only what is defined here.
+
+A method says
+  - which training items it draws from a task: single labelled texts, (source, translation)
+    pairs, or pre-training pairs (`draws`, `training_items`);
+  - how it builds and wraps the model (`build`, `wrap`: FILTER and X-Mixup run the classifier on
+    pairs, X-Mixup adds its ratio's W and b);
+  - how a batch is made and what its loss is, with named components for the log (`make_batch`,
+    `loss`), in one or more phases (`phases`: Yu & Joty have two);
+  - how it predicts at test time and which input that needs (`predictor`, `load_predictor`:
+    the text alone, or "pair": with its source-language counterpart), and what selects the best
+    model (`metric`, `evaluate`);
+  - its papers' settings per task level (`defaults`), and its own flags (`add_arguments`).
+
+What differs between task levels (sentence labels, word labels, answer spans) a method asks of
+`self.run.level` (levels.py), so that its loss is written once for all three.
 """
-import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
 
 import torch
 
 import data
-import unicoder
-from fusion import pad_pairs
-from losses import (label_alignment_loss, position_logits, prediction_consistency_loss, representation_consistency_loss,
-                    self_teaching_loss, semantic_alignment_loss, span_loss, task_loss, xeroalign_loss)
-from mixup import inverse_sigmoid_decay
+from levels import LEVELS
+from model import Classifier
 
 
-def task_defaults(level, num_layers, filter_m=1):
-    """The papers' settings for a kind of task (level: "sentence" labels, "word" labels, QA "span"s),
-    used where a flag is not given. QA's layer numbers are XLM-R large's (of 24), scaled to the
-    encoder's depth: FILTER fuses 20 layers, X-Mixup mixes at the 16th."""
-    span = level == "span"
-    return {"max_length": 384 if span else 128,
-            "filter_k": min(round(20 / 24 * num_layers), num_layers - filter_m) if span else 1,
-            "mixup_layer": {"sentence": 1, "word": 4, "span": round(16 / 24 * num_layers)}[level],  # 1-based
-            "mixup_alpha": {"sentence": 0.4, "word": 0.8, "span": 0.2}[level],
-            "ss_k": 2000 if span else 1000}
+@dataclass
+class Run:
+    """What methods and task levels are given: the task, its tokenizer, and where the run runs."""
+    task: object            # tasks.Task
+    tokenizer: object       # tokenizer.Tokenizer
+    max_length: int         # tokens per text (per window for QA)
+    batch_size: int = 64    # evaluation batch size
+    device: str = "cpu"
+    rank: int = 0
+    world_size: int = 1
+    num_layers: int = 12    # the encoder's depth (some papers' settings scale with it)
+
+    @property
+    def level(self):
+        return LEVELS[self.task.level]
+
+    def encode(self, examples):
+        return self.level.encode(examples, self.tokenizer, self.task, self.max_length)
 
 
-def head_style(task, sentence_head="roberta"):
-    """The Classifier head a task needs: joint (xSID), token, span (QA), or the sentence head."""
-    return "joint" if task.intents else {"word": "token", "span": "span"}.get(task.level, sentence_head)
+@dataclass
+class Phase:
+    """A stretch of training with its own items, batches, loss and peak learning rate."""
+    name: str
+    items: list             # what the batches are drawn from
+    steps: int
+    make_batch: Callable    # (items, weights, step) -> {name: tensor}; weight 0 marks DDP padding
+    loss: Callable          # (model, batch) -> (loss, {component: value}), means over the examples that count
+    lr_scale: float = 1.0   # its peak learning rate relative to --lr
 
 
-def make_batch(method, items, weights, step, seed, tokenizer, level, teacher=None, round_trip=None, ss_k=1000, groups=None):
-    """The tensors of one micro-batch, by name (on the CPU). For xeroalign, filter and xmixup the
-    items are (source, translation) pairs. XeroAlign encodes the sources and then their translations
-    as one batch. FILTER and X-Mixup pad both sides to one length; for X-Mixup the source is, with
-    probability 1 - p*(step), its round-trip translation (scheduled sampling, Eq. 6), drawn once per
-    step from a generator seeded by the step, so that a resumed run draws the same. contrastive-sa:
-    items are anchors, each expanded into its group for semantic alignment (Eq. 4): the anchor, b of
-    its translations and b anchors of other labels (with repetition where there are fewer than b)."""
-    if method == "unicoder":  # one of the five tasks per step, in turn; the draws follow from step and rows
-        generator = torch.Generator().manual_seed(random.Random(f"{seed}/{step}/{items[0].id}").getrandbits(62))
-        task = unicoder.TASKS[step % len(unicoder.TASKS)]
-        return unicoder.make_batch(task, items, weights, generator, tokenizer)
-    batch = {"weights": torch.tensor(weights)}
-    if method == "contrastive-sa":
-        translations, anchors, b = groups
-        rows = []
-        for anchor in items:  # drawn per anchor: the same groups however the batch is split (micro-steps, processes)
-            rng = random.Random(f"{seed}/{step}/{anchor.id}/groups")
-            mine = list(translations[anchor.id].values())
-            others = [a for a in anchors if a.label != anchor.label]
-            draw = lambda pool: rng.sample(pool, b) if len(pool) >= b else [rng.choice(pool) for _ in range(b)]
-            rows += [anchor] + draw(mine) + draw(others)
-        batch["input_ids"], batch["attention_mask"], batch["labels"] = data.collate(rows, tokenizer)
+def first(item):
+    """The source of a (source, translation) pair, or the item itself."""
+    return item[0] if isinstance(item, tuple) else item
+
+
+class Method:
+    """The interface; as it stands, a method that trains the task on the source's texts alone."""
+    name = None              # its --method
+    help = ""                # one line for --help
+    draws = "texts"          # "texts": labelled texts; "pairs": (source, translation); "parallel": pre-training pairs
+    translations = False     # for "texts": the source's translations too (translate-train)
+    levels = ("sentence", "word", "span")  # the task levels it trains on
+    levels_note = "trains on whole texts"   # why it trains on no other levels, for the message that refuses them
+    unused_parameters = False  # whether a step may leave trainable parameters without gradient (DDP must know)
+
+    def __init__(self, args, run):
+        """Keeps the flags and the run; fills in the method's defaults for the flags left unset."""
+        self.args, self.run = args, run
+        for name, value in self.defaults(run.task.level, run.num_layers).items():
+            if getattr(args, name) is None:
+                setattr(args, name, value)
+
+    @staticmethod
+    def add_arguments(parser):
+        """The method's own flags, as an argument group of train.py's parser."""
+
+    def defaults(self, level, num_layers):
+        """{flag: value}: the papers' settings for a task level, used where a flag is not given."""
+        return {}
+
+    def check(self, extra):
+        """Refuse, before the model loads, what the method cannot do with this task and these flags
+        (`extra`: the --extra-train examples)."""
+        args, task = self.args, self.run.task
+        if task.level not in self.levels:
+            raise SystemExit(f"--method {self.name} {self.levels_note}; --task {args.task} {self.run.level.description}: "
+                             f"use a method for {task.level} labels")
+        if args.parallel and self.draws != "parallel":
+            raise SystemExit("--parallel adds pre-training text for --method unicoder; fine-tuning methods learn from the task's data")
+        if extra and not self.run.level.labels_texts:
+            raise SystemExit(f"--extra-train adds labelled sentences; --task {args.task} {self.run.level.description}")
+        if extra and self.draws != "texts":
+            raise SystemExit(f"--extra-train adds single labelled texts, which --method {self.name} (trained on pairs) cannot use")
+        if (args.teacher or args.teacher_cache) and not self.uses_teacher():
+            raise SystemExit("--teacher and --teacher-cache are for --method filter (self-teaching) and for --method xmixup "
+                             "on word labels (soft labels of the translations)")
+        if args.teacher_cache and not Path(args.teacher_cache).exists() and not args.teacher:
+            raise SystemExit(f"--teacher-cache {args.teacher_cache} does not exist yet: give --teacher CKPT to compute it")
+
+    def uses_teacher(self):
+        """Whether --teacher (a trained model's soft labels) applies."""
+        return False
+
+    def training_items(self, extra=()):
+        """The encoded training items: the source's texts (and `extra` labelled texts), with their
+        translations for translate-train; for pair methods, every (source, translation) pair."""
+        task, encode = self.run.task, self.run.encode
+        if self.draws == "pairs":
+            sources = encode(task.train[task.source] + list(extra))
+            return self.run.level.pair(sources, encode([e for lang in task.targets for e in task.train[lang]]))
+        langs = [task.source, *task.targets] if self.translations else [task.source]
+        return encode([e for lang in langs for e in task.train[lang]] + list(extra))
+
+    def phases(self, items):
+        """The training phases, in order; most methods have one, over --max-steps."""
+        return [Phase(self.name, items, self.args.max_steps, self.make_batch, self.loss)]
+
+    def length(self, item):
+        """An item's tokens, for grouping batches by length (a pair: its longer side)."""
+        return max(len(x.ids) for x in (item if isinstance(item, tuple) else [item]))
+
+    def units(self, item):
+        """What the loss averages over in one item (examples; scored tokens of the source for word labels)."""
+        return self.run.level.units(first(item))
+
+    def build(self, encoder):
+        """The model whose weights OUT/best holds: the encoder with the task level's head. Parts that
+        no step trains are frozen, since DDP waits for a gradient of every trainable parameter."""
+        args, task = self.args, self.run.task
+        model = Classifier(encoder, len(task.labels), self.run.level.head(task, args.head), args.pooling, len(task.intents or ()))
+        for unused in (encoder.pooler, encoder.lm_head):
+            if unused is not None:
+                unused.requires_grad_(False)
+        return model
+
+    def wrap(self, model, items):
+        """The module the loop trains and checkpoints, around the built model; `items` are the
+        training items (a teacher labels them, Unicoder mines negatives among them)."""
+        return model
+
+    def make_batch(self, items, weights, step):
+        """The tensors of one micro-batch (on the CPU), by name."""
+        batch = {"weights": torch.tensor(weights)}
+        batch["input_ids"], batch["attention_mask"], batch["labels"] = data.collate(items, self.run.tokenizer)
         return batch
-    if method == "xeroalign":
+
+    def loss(self, model, batch):
+        """The loss of a batch, averaged over the examples that count, and its parts for the log."""
+        logits, _ = model(batch["input_ids"], batch["attention_mask"])  # (N, C) or (N, T, C)
+        return self.run.level.loss(logits, batch["labels"], batch["weights"], batch["attention_mask"]), {}
+
+    def metric(self):
+        """The dev score that selects the best model."""
+        return self.run.level.metric(self.run.task)
+
+    def predictor(self, model):
+        """(predict, test_input) of the trained module: levels.predict_batch's function of (ids,
+        mask), or of (source ids, source mask, target ids, target mask) where test_input is "pair"."""
+        return (lambda ids, mask: model(ids, mask)[0]), "text"
+
+    @classmethod
+    def load_predictor(cls, classifier, info):
+        """(predict, test_input) of a saved model (OUT/best): its Classifier and task.json."""
+        return (lambda ids, mask: classifier(ids, mask)[0]), "text"
+
+    def saved_info(self, model):
+        """What task.json needs beyond the task to rebuild the predictor (load_predictor)."""
+        return {}
+
+    def evaluate(self, model, split, langs):
+        """{lang: scores} of the trained module on a split ("dev" or "test") of the task."""
+        model.eval()
+        return score_split(self.run, *self.predictor(model), split, langs)
+
+    def test(self, best, model, trained):
+        """({lang: test scores}, encoder) of the best model on dev, saved in `best` (OUT/best), or,
+        where none was saved, of the model as trained (`model` built, `trained` wrapped); the
+        encoder is for CKA and retrieval."""
+        if not Path(best).exists():
+            return self.evaluate(trained, "test", list(self.run.task.test)), model.encoder
+        classifier, _, info = Classifier.load(best)
+        classifier.to(self.run.device).eval()
+        return score_split(self.run, *type(self).load_predictor(classifier, info), "test"), classifier.encoder
+
+
+def score_split(run, predict, test_input, split, langs=None):
+    """{lang: scores} of a predictor on a split of the task ("dev" or "test"; `langs`: all of its
+    languages unless given). A "pair" predictor sees each text with the task's source-language
+    text of the same id."""
+    examples = getattr(run.task, split)
+    partners = examples[run.task.source] if test_input == "pair" else None
+    return run.level.score(predict, {lang: examples[lang] for lang in langs or examples}, run, partners)
+
+
+class ZeroShot(Method):
+    """Zero-shot transfer: the task loss on source-language examples only."""
+    name = "zero-shot"
+    help = "the task loss on source-language examples only"
+
+
+class TranslateTrain(Method):
+    """Translate-train-all (Unicoder's multi-language fine-tuning): the task loss on the source and
+    all its translations, each a labelled text."""
+    name = "translate-train"
+    help = 'the task loss on the source and all its translations ("translate-train-all")'
+    translations = True
+
+
+class PairMethod(Method):
+    """What FILTER and X-Mixup share: every (source, translation) pair is a training example, the
+    two texts padded to one length and run side by side; a teacher's soft labels of the
+    translations where one is given; at test time each text is paired with its counterpart."""
+    draws = "pairs"
+    teacher = None  # fusion.Teacher, set by wrap()
+
+    def make_batch(self, items, weights, step):
         sources, targets = zip(*items)
-        batch["input_ids"], batch["attention_mask"], batch["labels"] = data.collate(sources + targets, tokenizer)
-        return batch
-    if method in ("filter", "xmixup"):
-        sources, targets = zip(*items)
-        if method == "xmixup" and round_trip and random.Random(f"{seed}/{step}/ss").random() > inverse_sigmoid_decay(step, ss_k):
-            sources = [round_trip.get(s.id, s) for s in sources]
-        source_ids, source_mask, target_ids, target_mask = pad_pairs(tokenizer, [s.ids for s in sources], [t.ids for t in targets])
+        return self.pair_batch(sources, targets, weights)
+
+    def pair_batch(self, sources, targets, weights):
+        """source_ids, source_mask, target_ids, target_mask (B, T), both sides' labels, the
+        translation's labels as the task level has them, and the teacher's logits."""
+        tokenizer = self.run.tokenizer
+        source_ids, source_mask, target_ids, target_mask = data.pad_pairs(tokenizer, [s.ids for s in sources], [t.ids for t in targets])
         T = source_ids.shape[1]
-        batch.update(source_ids=source_ids, source_mask=source_mask, target_ids=target_ids, target_mask=target_mask,
-                     source_labels=data.label_tensor(sources, T), target_labels=data.label_tensor(targets, T))
-        if level == "word":
-            # Word labels do not carry over to a translation; a joint task's intent (on <s>) does.
-            batch["target_labels"][:, 1:] = -100
-            # The target words' first sub-tokens, where the teacher's soft labels apply.
-            batch["target_scored"] = torch.zeros(len(targets), T)
-            for b, t in enumerate(targets):
-                batch["target_scored"][b, [token for _, token in t.extra["scored"]]] = 1.0
-        if method == "xmixup":
-            batch["round_trip"] = torch.tensor(float(sources[0] is not items[0][0]))
-        if teacher is not None:
-            batch["teacher_logits"] = teacher.logits(source_ids, source_mask, target_ids, target_mask, [(t.id, t.lang) for t in targets])
+        batch = dict(weights=torch.tensor(weights), source_ids=source_ids, source_mask=source_mask, target_ids=target_ids,
+                     target_mask=target_mask, source_labels=data.label_tensor(sources, T), target_labels=data.label_tensor(targets, T))
+        self.run.level.translated(batch, targets)
+        if self.teacher is not None:
+            batch["teacher_logits"] = self.teacher.logits(source_ids, source_mask, target_ids, target_mask, [(t.id, t.lang) for t in targets])
         return batch
-    batch["input_ids"], batch["attention_mask"], batch["labels"] = data.collate(items, tokenizer)
-    return batch
 
-
-def compute_loss(method, model, batch, args, level):
-    """The method's loss, averaged over the examples that count (weight 1) in this micro-batch,
-    and its parts for the log."""
-    if method == "unicoder":
-        loss = model(batch)
-        return loss, {batch["task"]: loss.detach()}
-    w = batch["weights"]
-
-    def supervised(logits, labels, weights, mask):  # the task's own loss; QA's is over a window's real tokens
-        return span_loss(logits, labels, weights, mask) if level == "span" else task_loss(logits, labels, weights)
-    if method == "filter":
-        source_logits, target_logits = model(batch["source_ids"], batch["source_mask"], batch["target_ids"], batch["target_mask"])
-        source = supervised(source_logits, batch["source_labels"], w, batch["source_mask"])
-        # Sentence labels and a translation's own answer span carry over; word labels do not (lambda = 0
-        # in Eq. 6), so for word tasks this is 0, or a joint task's intent alone (make_batch).
-        target = supervised(target_logits, batch["target_labels"], w, batch["target_mask"])
-        if "teacher_logits" not in batch:  # the teacher's own training, Eq. 4
-            return source + target, {"source": source.detach()}
-        kl_weight = args.kl_weight if args.kl_weight is not None else {"sentence": 0.5, "span": 0.1, "word": 1.0}[level]
-        if level == "span":  # Eq. 5 over each window's own positions, for its start and for its end
-            mask = batch["target_mask"]
-            kl = self_teaching_loss(position_logits(target_logits, mask), position_logits(batch["teacher_logits"], mask),
-                                    w[:, None].expand(-1, 2))
-        else:
-            kl = self_teaching_loss(target_logits, batch["teacher_logits"], batch["target_scored"] * w[:, None] if level == "word" else w)
-        # Eq. 6. For word tasks the KL covers the words; the intent of a joint task keeps its full weight.
-        loss = source + kl_weight * kl + (target if level == "word" else (1 - kl_weight) * target)
-        return loss, {"source": source.detach(), "kl": kl.detach()}
-    if method == "xmixup":
-        source_logits, target_logits, source_r, target_r, lam = model(batch["source_ids"], batch["source_mask"],
-                                                                      batch["target_ids"], batch["target_mask"])
-        source = supervised(source_logits, batch["source_labels"], w, batch["source_mask"])
-        if level == "word":  # word labels do not carry over: the translation's soft labels come from a source-trained model (Sec. 4.2)
-            target = self_teaching_loss(target_logits, batch["teacher_logits"], batch["target_scored"] * w[:, None])
-            target = target + task_loss(target_logits, batch["target_labels"], w)  # a joint task's intent (else 0)
-        else:  # a sentence label, or the translation's own answer span
-            target = supervised(target_logits, batch["target_labels"], w, batch["target_mask"])
-        loss = args.mixup_alpha * source + (1 - args.mixup_alpha) * target  # Eq. 8
-        parts = {"source": source.detach(), "target": target.detach(), "lambda": (lam * w).sum().detach() / w.sum().clamp(min=1),
-                 "round_trip": batch["round_trip"]}
-        if not args.no_consistency:  # Eq. 7; the KL between predictions is for sentence labels only
-            mse = representation_consistency_loss(source_r, target_r, w)
-            loss = loss + mse
-            parts.update(mse=mse.detach())
-            if level == "sentence":
-                kl = prediction_consistency_loss(source_logits, target_logits, w)
-                loss = loss + kl
-                parts.update(kl=kl.detach())
-        return loss, parts
-    logits, cls = model(batch["input_ids"], batch["attention_mask"])  # (N, C) or (N, T, C); (N, H)
-    if method == "contrastive":  # Eq. 3 on the source and its translations
-        task = task_loss(logits, batch["labels"], w)
-        la = label_alignment_loss(cls, batch["labels"], args.tau, w)
-        return task + args.la_weight * la, {"task": task.detach(), "la": la.detach()}
-    if method == "contrastive-sa":  # Eq. 5 on groups: anchor, b translations, b other labels
-        size = 2 * args.sa_group + 1
-        task = task_loss(logits, batch["labels"], w.repeat_interleave(size))
-        groups = cls.view(len(w), size, -1)
-        sa = semantic_alignment_loss(groups[:, 0], groups[:, 1:args.sa_group + 1], groups[:, args.sa_group + 1:], args.tau, w)
-        return task + args.sa_weight * sa, {"task": task.detach(), "sa": sa.detach()}
-    mask = batch["attention_mask"]
-    if method != "xeroalign":
-        return supervised(logits, batch["labels"], w, mask), {}
-    B = len(w)  # sources first, then one translation each
-    task = supervised(logits[:B], batch["labels"][:B], w, mask[:B])
-    align = xeroalign_loss(cls[:B], cls[B:], w)
-    loss = task + args.align_weight * align
-    if args.target_labels:
-        loss = loss + supervised(logits[B:], batch["labels"][B:], w, mask[B:])
-    return loss, {"task": task.detach(), "align": align.detach()}
+    def predictor(self, model):
+        return model.predict, "pair"

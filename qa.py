@@ -20,7 +20,8 @@ import string
 import unicodedata
 from collections import Counter
 
-from data import Encoded, InputError
+from data import Encoded
+from tasks import InputError
 
 MAX_QUESTION_TOKENS = 64  # longer questions are cut (BERT's max_query_length)
 
@@ -86,6 +87,15 @@ def keep_best(best, question, candidate):
     question's best so far."""
     if candidate is not None and (question not in best or candidate[0] > best[question][0]):
         best[question] = candidate
+
+
+def merge_best(parts):
+    """One {question: candidate} from several (each process's), keeping each question's best."""
+    best = {}
+    for part in parts:
+        for question, candidate in part.items():
+            keep_best(best, question, candidate)
+    return best
 
 
 def best_span(start_logits, end_logits, window, max_answer_tokens=30, n_best=20):

@@ -30,8 +30,10 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-import data
-from model import ClassificationHead, Tokenizer
+import tasks
+from methods import Method
+from model import ClassificationHead, Encoder
+from tokenizer import Tokenizer
 
 TASKS = ("mlm", "tlm", "word_recovery", "paraphrase", "xlm")
 DOCUMENT_SENTENCES = 16  # consecutive pairs a document may take, before truncation
@@ -52,7 +54,7 @@ class Pair:
 
 def parallel_pairs(task, split, tokenizer, max_length, extra=()):
     """Every (source, translation) of a task's split, language by language in id order, plus
-    `extra` line-aligned pairs ((target Example, source Example), e.g. from data.read_parallel_lines).
+    `extra` line-aligned pairs ((target Example, source Example), e.g. from tasks.read_parallel_lines).
     Each sentence is encoded to at most max_length / 2 tokens, so that a pair fits max_length, and
     each pair carries the cross-lingual document (max_length tokens) that starts with it."""
     by_lang = {}
@@ -278,9 +280,69 @@ def read_parallel_files(specs):
     for spec in specs or ():
         paths = spec.split(",")
         if len(paths) != 2:
-            raise data.InputError(f"--parallel {spec}: give two line-aligned files, TARGET,SOURCE (e.g. corpus.de,corpus.en)")
+            raise tasks.InputError(f"--parallel {spec}: give two line-aligned files, TARGET,SOURCE (e.g. corpus.de,corpus.en)")
         target_path, source_path = (Path(p) for p in paths)
-        sources, targets = data.read_parallel_lines(source_path, target_path, source_path.suffix[1:], target_path.suffix[1:])
+        sources, targets = tasks.read_parallel_lines(source_path, target_path, source_path.suffix[1:], target_path.suffix[1:])
         out += list(zip(targets, sources))
     return out
 
+
+
+class UnicoderMethod(Method):
+    """--method unicoder: continued pre-training on the task's parallel training text (never its
+    test split) and --parallel files, one of the five tasks per step in turn; OUT/best is an
+    encoder checkpoint, selected on masked-token accuracy of held-out dev pairs."""
+    name = "unicoder"
+    help = ("Unicoder (Huang et al. 2019): continued pre-training on the task's parallel training text (and --parallel "
+            "files) with its five tasks in turn (unicoder.py); OUT/best is an encoder checkpoint for --model of any other method")
+    draws = "parallel"
+    unused_parameters = True  # each step trains one task, which leaves the other tasks' heads without gradient
+
+    @staticmethod
+    def add_arguments(parser):
+        g = parser.add_argument_group("Unicoder")
+        g.add_argument("--parallel", action="append", metavar="XX_FILE,EN_FILE",
+                       help="more line-aligned parallel text for --method unicoder (e.g. corpus.de,corpus.en); repeatable")
+
+    def training_items(self, extra=()):
+        run, args = self.run, self.args
+        self.dev_pairs = parallel_pairs(run.task, "dev", run.tokenizer, args.max_length)
+        return parallel_pairs(run.task, "train", run.tokenizer, args.max_length, read_parallel_files(args.parallel))
+
+    def length(self, item):
+        return len(item.source) + len(item.target)
+
+    def units(self, item):
+        return 1
+
+    def build(self, encoder):
+        """The encoder with its LM head, W of Eq. 2 and a paraphrase classifier."""
+        if encoder.pooler is not None:
+            encoder.pooler.requires_grad_(False)
+        return Unicoder(encoder)
+
+    def wrap(self, model, items):
+        """Hard negatives from the pretrained embeddings, before any update (a resumed run finds the same)."""
+        mine_hard_negatives(items, lambda rows: mean_word_embeddings(model.encoder, rows))
+        return model
+
+    def make_batch(self, items, weights, step):
+        """One of the five tasks per step, in turn; the draws follow from the seed, the step and the rows."""
+        generator = torch.Generator().manual_seed(random.Random(f"{self.args.seed}/{step}/{items[0].id}").getrandbits(62))
+        return make_batch(TASKS[step % len(TASKS)], items, weights, generator, self.run.tokenizer)
+
+    def loss(self, model, batch):
+        loss = model(batch)
+        return loss, {batch["task"]: loss.detach()}
+
+    def metric(self):
+        return "masked_accuracy"
+
+    def evaluate(self, model, split, langs):
+        run = self.run
+        return {run.task.source: {"masked_accuracy": masked_accuracy(model, self.dev_pairs, run.tokenizer, run.batch_size, run.device)}}
+
+    def test(self, best, model, trained):
+        """An encoder, not a classifier: no test scores, only CKA and retrieval before and after."""
+        encoder = Encoder.from_pretrained(best).to(self.run.device) if Path(best).exists() else model.encoder
+        return {}, encoder

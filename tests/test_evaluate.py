@@ -4,7 +4,10 @@ import torch
 import torch.multiprocessing as mp
 
 import data
+import distributed
+import tasks
 import evaluate
+import levels
 from conftest import free_port, join_process_group_env
 
 
@@ -39,7 +42,7 @@ def test_retrieval_accuracy_both_directions():
 
 def test_scores_from_a_confusion_matrix():
     counts = torch.tensor([[5, 1, 0], [2, 2, 0], [0, 0, 0]])  # gold rows, predicted columns; label 2 unused
-    s = evaluate.scores(counts)
+    s = levels.accuracy_and_f1(counts)
     assert s["accuracy"] == pytest.approx(7 / 10) and s["n"] == 10
     f1 = [2 * 5 / (6 + 7), 2 * 2 / (4 + 3)]  # per label: 2 tp / (gold + predicted)
     assert s["macro_f1"] == pytest.approx(sum(f1) / 2)
@@ -53,38 +56,41 @@ def test_summary_average_and_gap():
 
 def evaluate_worker(rank, world_size, port, model_dir, out):
     join_process_group_env(rank, world_size, port)
-    rank, world_size, device = evaluate.setup_distributed("cpu")
+    rank, world_size, device = distributed.setup("cpu")
     counts, alignment = run_evaluation(model_dir, rank, world_size)
     if rank == 0:
         torch.save({"counts": counts, "alignment": alignment}, out)
-    evaluate.cleanup_distributed()
+    distributed.cleanup()
 
 
 def run_evaluation(model_dir, rank=0, world_size=1):
-    from model import Classifier, Encoder, Tokenizer
+    from methods import Run
+    from model import Classifier, Encoder
+    from tokenizer import Tokenizer
     torch.manual_seed(0)
     model = Classifier(Encoder.from_pretrained(model_dir), 8).eval()
     tokenizer = Tokenizer.from_pretrained(model_dir)
-    task = data.load_task("demo", targets=["de", "hi"])
-    counts = evaluate.confusion_matrices(model, tokenizer, task.test, task.labels, 16, 64, "cpu", rank, world_size)
+    task = tasks.load_task("demo", targets=["de", "hi"])
+    run = Run(task, tokenizer, 64, 16, "cpu", rank, world_size)
+    counts = run.level.score(lambda ids, mask: model(ids, mask)[0], task.test, run)  # accuracy, macro-F1 and n per language
     alignment = evaluate.alignment(model.encoder, tokenizer, task.test, "en", 16, "cpu", rank, world_size)
     return counts, alignment
 
 
 def test_one_and_two_processes_give_the_same_numbers(tmp_path, tiny_model_dir):
     counts, alignment = run_evaluation(tiny_model_dir)
-    assert sum(int(c.sum()) for c in counts.values()) == 3 * 128
+    assert sum(c["n"] for c in counts.values()) == 3 * 128
     mp.spawn(evaluate_worker, args=(2, free_port(), tiny_model_dir, tmp_path / "two.pt"), nprocs=2)
     two = torch.load(tmp_path / "two.pt")
-    assert all(torch.equal(counts[lang], two["counts"][lang]) for lang in counts)
+    assert counts == two["counts"]
     assert alignment == two["alignment"]  # exactly: each batch is computed alike, whoever computes it
 
 
 def test_entities_by_hand():
-    assert evaluate.entities(["B-PER", "I-PER", "O", "B-LOC"]) == {("PER", 0, 2), ("LOC", 3, 4)}
-    assert evaluate.entities(["B-LOC", "B-LOC", "I-LOC"]) == {("LOC", 0, 1), ("LOC", 1, 3)}  # adjacent: two entities
-    assert evaluate.entities(["O", "I-PER", "I-PER"]) == {("PER", 1, 3)}  # I- after O starts one, as in conlleval
-    assert evaluate.entities(["B-PER", "I-LOC", "I-LOC"]) == {("PER", 0, 1), ("LOC", 1, 3)}  # a type change starts one
+    assert levels.entities(["B-PER", "I-PER", "O", "B-LOC"]) == {("PER", 0, 2), ("LOC", 3, 4)}
+    assert levels.entities(["B-LOC", "B-LOC", "I-LOC"]) == {("LOC", 0, 1), ("LOC", 1, 3)}  # adjacent: two entities
+    assert levels.entities(["O", "I-PER", "I-PER"]) == {("PER", 1, 3)}  # I- after O starts one, as in conlleval
+    assert levels.entities(["B-PER", "I-LOC", "I-LOC"]) == {("PER", 0, 1), ("LOC", 1, 3)}  # a type change starts one
 
 
 def test_span_f1_against_seqeval():
@@ -96,9 +102,9 @@ def test_span_f1_against_seqeval():
     guess = [[t if rng.random() < 0.7 else rng.choice(tags) for t in sentence] for sentence in gold]
     counts = torch.zeros(8, dtype=torch.long)
     for g, p in zip(gold, guess):
-        a, b = evaluate.entities(g), evaluate.entities(p)
+        a, b = levels.entities(g), levels.entities(p)
         counts += torch.tensor([len(a & b), len(b), len(a), 0, 1, 0, 0, 1])
-    ours = evaluate.tagging_scores(counts)
+    ours = levels.tagging_scores(counts)
     assert ours["f1"] == pytest.approx(seqeval.f1_score(gold, guess), abs=1e-12)
     assert ours["precision"] == pytest.approx(seqeval.precision_score(gold, guess), abs=1e-12)
     assert ours["recall"] == pytest.approx(seqeval.recall_score(gold, guess), abs=1e-12)
@@ -106,7 +112,7 @@ def test_span_f1_against_seqeval():
 
 def test_pos_scores_are_word_accuracy():
     counts = torch.tensor([0, 0, 0, 7, 9, 0, 0, 2])  # (spans found, predicted, gold, words right, words, ..., sentences)
-    assert evaluate.tagging_scores(counts, spans=False) == {"accuracy": 7 / 9, "n": 9}
+    assert levels.tagging_scores(counts, spans=False) == {"accuracy": 7 / 9, "n": 9}
 
 
 def test_udpos_runs_end_to_end(tmp_path, tiny_model_dir):

@@ -7,8 +7,10 @@ import torch
 import torch.nn.functional as F
 
 import data
+import tasks
 import evaluate
-from conftest import SHARED_DATA
+import levels
+from conftest import SHARED_DATA, make_run
 from losses import task_loss
 from model import JointHead
 
@@ -52,7 +54,7 @@ def test_joint_loss_is_intent_loss_plus_slot_loss():
 
 
 def test_encode_tagged_puts_the_intent_on_s(tiny_model_dir):
-    from model import Tokenizer
+    from tokenizer import Tokenizer
     tokenizer = Tokenizer.from_pretrained(tiny_model_dir)
     example = data.Example(id="1", lang="en", text="wake me at seven", label="alarm/set_alarm",
                            words=["wake", "me", "at", "seven"], tags=["O", "O", "O", "B-datetime"])
@@ -73,22 +75,22 @@ def test_translations_take_the_id_of_their_english_text():
     target = lambda id, text: data.Example(id=id, lang="lt", text=text.upper(), source_text=text)
     # Right ids stay; a wrong id is replaced by the first free English sentence with that text,
     # and a repeated English text is taken once per translation.
-    fixed = data.match_source_text(english, [target("1", "a"), target("1", "c"), target("9", "a"), target("2", "b")], "lt.valid.conll")
+    fixed = tasks.match_source_text(english, [target("1", "a"), target("1", "c"), target("9", "a"), target("2", "b")], "lt.valid.conll")
     assert [(t.id, t.text) for t in fixed] == [("1", "A"), ("4", "C"), ("3", "A"), ("2", "B")]
-    with pytest.raises(data.DataError, match="lt.valid.conll: sentence '# id = 7'.*'d'"):
-        data.match_source_text(english, [target("7", "d")], "lt.valid.conll")
-    with pytest.raises(data.DataError, match="'# id = 5'"):  # a third "a" has no English sentence left
-        data.match_source_text(english, [target("1", "a"), target("3", "a"), target("5", "a")], "lt.valid.conll")
+    with pytest.raises(tasks.DataError, match="lt.valid.conll: sentence '# id = 7'.*'d'"):
+        tasks.match_source_text(english, [target("7", "d")], "lt.valid.conll")
+    with pytest.raises(tasks.DataError, match="'# id = 5'"):  # a third "a" has no English sentence left
+        tasks.match_source_text(english, [target("1", "a"), target("3", "a"), target("5", "a")], "lt.valid.conll")
 
 
 def test_xsid_reader_checks_labels(tmp_path):
     path = tmp_path / "en.valid.conll"
     path.write_text("# text = play jazz\n# intent = PlayMusic\n1\tplay\tPlayMusic\tO\n2\tjazz\tPlayMusic\tB-genre\n\n")
-    with pytest.raises(data.DataError, match="en.valid.conll:1: unknown label 'PlayMusic'"):
-        data.read_xsid(path, "en", INTENTS, SLOTS)
-    with pytest.raises(data.DataError, match="en.valid.conll:4: unknown label 'B-genre'"):
-        data.read_xsid(path, "en", ["PlayMusic"], SLOTS)
-    assert data.read_xsid(path, "en", data.XSID_INTENTS, data.XSID_SLOTS)[0].tags == ["O", "B-genre"]
+    with pytest.raises(tasks.DataError, match="en.valid.conll:1: unknown label 'PlayMusic'"):
+        tasks.read_xsid(path, "en", INTENTS, SLOTS)
+    with pytest.raises(tasks.DataError, match="en.valid.conll:4: unknown label 'B-genre'"):
+        tasks.read_xsid(path, "en", ["PlayMusic"], SLOTS)
+    assert tasks.read_xsid(path, "en", tasks.XSID_INTENTS, tasks.XSID_SLOTS)[0].tags == ["O", "B-genre"]
 
 
 class Constant(torch.nn.Module):
@@ -106,13 +108,13 @@ class Constant(torch.nn.Module):
 
 
 def test_joint_scores_against_a_direct_count(tiny_model_dir):
-    from model import Tokenizer
+    from tokenizer import Tokenizer
     tokenizer = Tokenizer.from_pretrained(tiny_model_dir)
     rows = [("weather/find", ["rain", "today"], ["O", "B-datetime"]), ("weather/find", ["is", "it", "hot"], ["O", "O", "O"]),
             ("alarm/set_alarm", ["wake", "me"], ["O", "O"]), ("weather/find", ["rain", "in", "Oslo"], ["O", "O", "B-location"])]
     examples = [data.Example(id=str(i), lang="en", text=" ".join(w), label=l, words=w, tags=t) for i, (l, w, t) in enumerate(rows)]
-    counts = evaluate.tagging_counts(Constant(0), tokenizer, {"en": examples}, SLOTS, 2, 64, "cpu", intents=INTENTS)
-    scores = evaluate.tagging_scores(counts["en"], joint=True)
+    run = make_run(SLOTS, "word", tokenizer, INTENTS)
+    scores = run.level.score(lambda ids, mask: Constant(0)(ids, mask)[0], {"en": examples}, run)["en"]
     # "weather/find" and all "O": intents right in rows 0, 1 and 3, every slot right in rows 1 and 2.
     assert scores["intent_accuracy"] == 3 / 4 and scores["exact_match"] == 1 / 4 and scores["n"] == 4
     assert scores["slot_f1"] == 0.0 and scores["word_accuracy"] == 8 / 10
@@ -141,8 +143,9 @@ def tiny_xsid(tmp_path):
 
 
 def test_xsid_task_from_files(tiny_xsid):
-    task = data.load_task("xsid", tiny_xsid, targets=["de"])
-    assert task.intents == list(data.XSID_INTENTS) and task.labels == list(data.XSID_SLOTS) and task.metric == "exact_match"
+    task = tasks.load_task("xsid", tiny_xsid, targets=["de"])
+    assert task.intents == list(tasks.XSID_INTENTS) and task.labels == list(tasks.XSID_SLOTS)
+    assert levels.LEVELS[task.level].metric(task) == "exact_match"
     train_ids, dev_ids = {e.id for e in task.train["en"]}, {e.id for e in task.dev["en"]}
     assert train_ids and dev_ids and not train_ids & dev_ids and len(train_ids | dev_ids) == 40
     assert {e.id for e in task.train["de"]} == train_ids and len(task.test["de"]) == 4
@@ -166,7 +169,7 @@ def test_xsid_runs_end_to_end(tiny_xsid, tiny_model_dir, tmp_path, method):
     if method == "translate-train":  # learnt: two sentences per language
         assert results["en"]["exact_match"] == results["de"]["exact_match"] == 1.0
     info = json.loads((out / "best" / "task.json").read_text())
-    assert info["head_style"] == "joint" and info["intents"] == list(data.XSID_INTENTS)
+    assert info["head_style"] == "joint" and info["intents"] == list(tasks.XSID_INTENTS)
 
 
 def test_contrastive_methods_refuse_word_tasks(tiny_xsid, tiny_model_dir, tmp_path):
@@ -178,8 +181,8 @@ def test_contrastive_methods_refuse_word_tasks(tiny_xsid, tiny_model_dir, tmp_pa
 
 @pytest.mark.skipif(not (SHARED_DATA / "xsid").exists(), reason="needs ../shared/data/xsid (not in a fresh clone)")
 def test_real_xsid_split_and_pairing():
-    task = data.load_task("xsid", SHARED_DATA / "xsid")
-    assert [task.source] + task.targets == data.XSID_LANGS
+    task = tasks.load_task("xsid", SHARED_DATA / "xsid")
+    assert [task.source] + task.targets == tasks.XSID_LANGS
     english = {e.id: e.text for split in (task.train, task.dev) for e in split["en"]}
     assert len(english) == 300 and not {e.id for e in task.train["en"]} & {e.id for e in task.dev["en"]}
     english_test = {e.id: e.text for e in task.test["en"]}

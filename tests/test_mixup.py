@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 
-from conftest import padded_pairs, sharp_encoder
+from conftest import make_method, make_run, padded_pairs, sharp_encoder
 from losses import prediction_consistency_loss, representation_consistency_loss
 from mixup import MixupRatio, XMixup, attention_entropy, inverse_sigmoid_decay, mixup_encode
 from model import Classifier, mean_pool
@@ -133,8 +133,6 @@ def test_resume_keeps_the_ratio(tmp_path, tiny_model_dir):
 def test_word_labels_of_the_translation_are_the_labellers_soft_tags():
     # Eq. 8 on word labels (Sec. 4.2): alpha * CE(source tags) + (1 - alpha) * KL(labeller || model)
     # on the translation's scored tokens, plus the MSE of Eq. 7 (no KL between predictions)
-    import argparse
-    import methods
     torch.manual_seed(0)
     model = XMixup(Classifier(sharp_encoder(3), 5, "token"), layer=1).eval()  # no dropout: two forwards agree
     source_ids, source_mask, target_ids, target_mask = padded_pairs()
@@ -147,8 +145,8 @@ def test_word_labels_of_the_translation_are_the_labellers_soft_tags():
     batch = dict(source_ids=source_ids, source_mask=source_mask, target_ids=target_ids, target_mask=target_mask,
                  source_labels=source_labels, target_labels=torch.full((B, T), -100), target_scored=scored,
                  teacher_logits=teacher, weights=weights, round_trip=torch.tensor(0.0))
-    args = argparse.Namespace(mixup_alpha=0.4, no_consistency=False)
-    loss, parts = methods.compute_loss("xmixup", model, batch, args, "word")
+    method = make_method("xmixup", make_run(range(5), "word"), "--mixup-alpha", "0.4")
+    loss, parts = method.loss(model, batch)
     s_logits, t_logits, s_r, t_r, _ = model(source_ids, source_mask, target_ids, target_mask)
     ce, n = 0.0, 0
     for b in range(3):

@@ -7,9 +7,11 @@ import pytest
 import torch
 
 import data
+import tasks
 import evaluate
 import qa
-from conftest import SHARED_DATA
+from conftest import SHARED_DATA, make_run
+from levels import LEVELS
 from losses import position_logits, self_teaching_loss, span_loss
 
 
@@ -46,7 +48,8 @@ def test_scores_are_means_over_questions():
 
 @pytest.fixture(scope="module")
 def tokenizer():
-    from model import Tokenizer, default_model
+    from prepare_default import default_model
+    from tokenizer import Tokenizer
     return Tokenizer.from_pretrained(default_model())
 
 
@@ -81,7 +84,8 @@ def test_an_answer_across_two_windows_is_found_in_the_one_that_holds_it(tokenize
     _, a, b = qa.best_span(logits[:, 0], logits[:, 1], windows[0])
     assert context[a:b] != "Alpha Omega"
     # ... but the question's answer comes from the window that holds the whole answer
-    scores = evaluate.qa_scores(model, tokenizer, {"en": [example]}, 4, first + 1 + question + 4, 10, 30, "cpu")
+    run = make_run(["start", "end"], "span", tokenizer, max_length=first + 1 + question + 4, doc_stride=10, max_answer_length=30)
+    scores = run.level.score(lambda ids, mask: model(ids, mask)[0], {"en": [example]}, run)
     assert scores["en"]["exact_match"] == 1.0
 
 
@@ -112,16 +116,16 @@ def test_translation_pairs_match_windows_by_position(tokenizer):
     german = data.Example(id="q", lang="de", text="?", pair="kurz " * 140, answers=[("kurz", 0)])
     sources = qa.encode_windows([english], tokenizer, 48, 8)
     targets = qa.encode_windows([german], tokenizer, 48, 8)
-    pairs = data.translation_pairs(sources, targets)
+    pairs = LEVELS["span"].pair(sources, targets)
     assert len(pairs) == len(targets) > len(sources) > 1
     matched = [sources.index(s) for s, _ in pairs]
     assert matched == sorted(matched) and matched[0] == 0 and matched[-1] == len(sources) - 1
 
 
 @pytest.mark.skipif(not (SHARED_DATA / "xquad").exists(), reason="needs ../shared/data/xquad (not in a fresh clone)")
-@pytest.mark.parametrize("lang", data.XQUAD_LANGS)
+@pytest.mark.parametrize("lang", tasks.XQUAD_LANGS)
 def test_offsets_map_every_training_answer_back(tokenizer, lang):
-    task = data.load_task("xquad", SHARED_DATA / "xquad", targets=[lang])
+    task = tasks.load_task("xquad", SHARED_DATA / "xquad", targets=[lang])
     examples = task.train[lang]
     windows = qa.encode_windows(examples, tokenizer, 256, 64)
     labelled = {}
@@ -148,8 +152,8 @@ def test_offsets_map_every_training_answer_back(tokenizer, lang):
 def test_real_xquad_split_keeps_articles_whole():
     if not (SHARED_DATA / "xquad").exists():
         pytest.skip("needs ../shared/data/xquad (not in a fresh clone)")
-    task = data.load_task("xquad", SHARED_DATA / "xquad")
-    assert [task.source] + task.targets == data.XQUAD_LANGS
+    task = tasks.load_task("xquad", SHARED_DATA / "xquad")
+    assert [task.source] + task.targets == tasks.XQUAD_LANGS
     sizes = {split: len(getattr(task, split)["en"]) for split in ("train", "dev", "test")}
     assert sizes == {"train": 897, "dev": 91, "test": 202}
     for lang in task.targets:  # the same questions in every language, no article in two splits
@@ -163,11 +167,11 @@ def test_reader_names_the_problem(tmp_path):
     path = tmp_path / "bad.json"
     path.write_text(json.dumps({"data": [{"title": "T", "paragraphs": [
         {"context": "Paris is big.", "qas": [{"id": "x1", "question": "?", "answers": [{"text": "Rome", "answer_start": 0}]}]}]}]}))
-    with pytest.raises(data.DataError, match=r"bad.json: article 0 \('T'\), paragraph 0, question x1: answer 'Rome' is not at character 0"):
-        data.read_squad(path, "en")
+    with pytest.raises(tasks.DataError, match=r"bad.json: article 0 \('T'\), paragraph 0, question x1: answer 'Rome' is not at character 0"):
+        tasks.read_squad(path, "en")
     path.write_text("[1, 2]")
-    with pytest.raises(data.DataError, match="not SQuAD v1.1 JSON"):
-        data.read_squad(path, "en")
+    with pytest.raises(tasks.DataError, match="not SQuAD v1.1 JSON"):
+        tasks.read_squad(path, "en")
 
 
 # --- losses ---------------------------------------------------------------------------------------
@@ -243,9 +247,9 @@ def write_squad(directory, lang, articles):
 
 @pytest.fixture
 def tiny_xquad(tmp_path):
-    # titles chosen for their split (data.xquad_split): two train articles, a dev and a test one
+    # titles chosen for their split (tasks.xquad_split): two train articles, a dev and a test one
     articles = [("Article 0", PEOPLE * 3), ("Article 1", PEOPLE[::-1] * 3), ("Article 6", PEOPLE[1:3]), ("Article 7", PEOPLE)]
-    assert [data.xquad_split(t) for t, _ in articles] == ["train", "train", "dev", "test"]
+    assert [tasks.xquad_split(t) for t, _ in articles] == ["train", "train", "dev", "test"]
     for lang in ("en", "de"):
         write_squad(tmp_path, lang, articles)
     return tmp_path

@@ -134,9 +134,7 @@ def test_command_line_mistakes_get_a_message_not_a_traceback(tmp_path, tiny_mode
 def test_xeroalign_on_tags_aligns_cls_or_mean_pooled_states(pooling):
     # a tagging batch: sources first, then one translation each; the alignment term of the loss is
     # the MSE between the chosen sentence vectors of the final layer
-    import argparse
-    import methods
-    from conftest import padded_pairs, sharp_encoder
+    from conftest import make_method, make_run, padded_pairs, sharp_encoder
     from model import Classifier
     torch.manual_seed(0)
     model = Classifier(sharp_encoder(2), 5, "token", pooling).eval()
@@ -144,8 +142,7 @@ def test_xeroalign_on_tags_aligns_cls_or_mean_pooled_states(pooling):
     ids, mask = torch.cat([source, target]), torch.cat([source_mask, target_mask])
     labels = torch.where(mask.bool(), torch.randint(0, 5, ids.shape), -100)
     batch = {"input_ids": ids, "attention_mask": mask, "labels": labels, "weights": torch.ones(4)}
-    args = argparse.Namespace(align_weight=1.0, target_labels=False)
-    _, parts = methods.compute_loss("xeroalign", model, batch, args, "word")
+    _, parts = make_method("xeroalign", make_run(range(5), "word")).loss(model, batch)
     hidden = model.encoder(ids, mask)
     if pooling == "cls":
         vectors = hidden[:, 0]

@@ -6,9 +6,11 @@ import pytest
 import torch
 
 import data
+import tasks
 import unicoder
 from conftest import free_port, join_process_group_env
-from model import Encoder, Tokenizer
+from model import Encoder
+from tokenizer import Tokenizer
 
 
 @pytest.fixture
@@ -19,7 +21,7 @@ def tiny(tiny_model_dir):
 
 def demo_pairs(tokenizer, lang="de", n=8):
     """Parallel sentences of the bundled corpus, as the method sees them."""
-    task = data.load_task("demo", targets=[lang])
+    task = tasks.load_task("demo", targets=[lang])
     return unicoder.parallel_pairs(task, "train", tokenizer, 64)[:n]
 
 
@@ -110,7 +112,7 @@ def test_cross_lingual_document_alternates_and_is_truncated():
 
 def test_parallel_pairs_follow_corpus_order_per_language(tiny):
     _, tokenizer = tiny
-    task = data.load_task("demo", targets=["de", "fr"])
+    task = tasks.load_task("demo", targets=["de", "fr"])
     pairs = unicoder.parallel_pairs(task, "train", tokenizer, 64)
     assert len(pairs) == len(task.train["de"]) + len(task.train["fr"])
     german = [p for p in pairs if p.lang == "de"]
@@ -175,10 +177,10 @@ def test_parallel_files(tmp_path):
     (tmp_path / "corpus.en").write_text("Hello world\nGood morning\n")
     [(target, source), _] = unicoder.read_parallel_files([f"{tmp_path}/corpus.de,{tmp_path}/corpus.en"])
     assert (target.lang, target.text, source.lang, source.text) == ("de", "Hallo Welt", "en", "Hello world")
-    with pytest.raises(data.InputError, match="TARGET,SOURCE"):
+    with pytest.raises(tasks.InputError, match="TARGET,SOURCE"):
         unicoder.read_parallel_files([f"{tmp_path}/corpus.de"])
     (tmp_path / "corpus.en").write_text("Hello world\n")
-    with pytest.raises(data.DataError, match="not line-aligned"):
+    with pytest.raises(tasks.DataError, match="not line-aligned"):
         unicoder.read_parallel_files([f"{tmp_path}/corpus.de,{tmp_path}/corpus.en"])
 
 

@@ -1,0 +1,87 @@
+"""Yu & Joty (2021), contrastive language adaptation: fine-tuning in two phases, on the source's
+labelled texts and their translations (D and D_bi).
+
+    phase 1, label alignment:    CE + lambda_LA * L_LA  on D u D_bi          (Eq. 2-3)
+    phase 2, semantic alignment: CE + lambda_SA * L_SA  on groups from D_bi  (Eq. 4-5),
+                                 for the last --sa-steps, with a smaller learning rate
+
+A semantic-alignment group is a source text (the anchor), b of its translations (positives) and b
+source texts of other labels (negatives). The losses themselves are in losses.py. Co-training,
+the paper's other method, is a driver around train.py: cotrain.py.
+"""
+import random
+
+from losses import label_alignment_loss, semantic_alignment_loss, task_loss
+from methods import Method, Phase
+
+
+class Contrastive(Method):
+    name = "contrastive"
+    help = ("Yu & Joty (2021) language adaptation: first the task loss plus label alignment (Eq. 2-3) on the source and "
+            "its translations, then, for the last --sa-steps with a smaller learning rate, the task loss plus semantic "
+            "alignment (Eq. 4-5) on groups of a source text, b of its translations and b source texts of other labels")
+    translations = True
+    levels = ("sentence",)
+    levels_note = "contrasts and pseudo-labels whole sentences (Yu & Joty classify them)"
+
+    @staticmethod
+    def add_arguments(parser):
+        g = parser.add_argument_group("contrastive adaptation (Yu & Joty)")
+        g.add_argument("--tau", type=float, default=0.1, help="temperature of the contrastive losses (the paper gives none; 0.1 here)")
+        g.add_argument("--la-weight", type=float, default=1.0, help="lambda_LA of Eq. 3")
+        g.add_argument("--sa-weight", type=float, default=1.0, help="lambda_SA of Eq. 5")
+        g.add_argument("--sa-steps", type=int, help="steps of the second phase, semantic alignment (default: a quarter of --max-steps)")
+        g.add_argument("--sa-lr", type=float, help="its peak learning rate, 'smaller' in the paper (default: --lr / 5)")
+        g.add_argument("--sa-group", type=int, default=4, help="b: translations and other-label texts per anchor (a group has 2b + 1 texts)")
+
+    def defaults(self, level, num_layers):
+        return {"sa_steps": self.args.max_steps // 4}
+
+    def phases(self, items):
+        """Label alignment on every text, then semantic alignment on the source texts that have
+        translations (the anchors)."""
+        args, source = self.args, self.run.task.source
+        first = Phase("label alignment", items, args.max_steps - args.sa_steps, self.make_batch, self.loss)
+        if not args.sa_steps:
+            return [first]
+        sources = {it.id: it for it in items if it.lang == source}
+        self.translations_of = {}
+        for it in items:
+            if it.lang != source and it.id in sources:
+                self.translations_of.setdefault(it.id, {})[it.lang] = it
+        self.anchors = [sources[i] for i in sorted(self.translations_of)]
+        if len({a.label for a in self.anchors}) < 2:
+            raise SystemExit("semantic alignment needs translated source examples of at least two labels (see --translated)")
+        lr_scale = (args.sa_lr or args.lr / 5) / args.lr
+        return [first, Phase("semantic alignment", self.anchors, args.sa_steps, self.group_batch, self.group_loss, lr_scale)]
+
+    def loss(self, model, batch):
+        """Eq. 3: CE + lambda_LA * L_LA over the batch's <s> vectors."""
+        logits, cls = model(batch["input_ids"], batch["attention_mask"])
+        w = batch["weights"]
+        task = task_loss(logits, batch["labels"], w)
+        la = label_alignment_loss(cls, batch["labels"], self.args.tau, w)
+        return task + self.args.la_weight * la, {"task": task.detach(), "la": la.detach()}
+
+    def group_batch(self, anchors, weights, step):
+        """Each anchor expanded into its group: the anchor, b of its translations and b anchors of
+        other labels (with repetition where there are fewer than b). Drawn per anchor, so that the
+        groups are the same however the batch is split into micro-steps or processes."""
+        b, rows = self.args.sa_group, []
+        for anchor in anchors:
+            rng = random.Random(f"{self.args.seed}/{step}/{anchor.id}/groups")
+            mine = list(self.translations_of[anchor.id].values())
+            others = [a for a in self.anchors if a.label != anchor.label]
+            draw = lambda pool: rng.sample(pool, b) if len(pool) >= b else [rng.choice(pool) for _ in range(b)]
+            rows += [anchor] + draw(mine) + draw(others)
+        return super().make_batch(rows, weights, step)
+
+    def group_loss(self, model, batch):
+        """Eq. 5: CE + lambda_SA * L_SA, L_SA over each group (anchor, b positives, b negatives)."""
+        logits, cls = model(batch["input_ids"], batch["attention_mask"])
+        w, b = batch["weights"], self.args.sa_group
+        size = 2 * b + 1
+        task = task_loss(logits, batch["labels"], w.repeat_interleave(size))
+        groups = cls.view(len(w), size, -1)
+        sa = semantic_alignment_loss(groups[:, 0], groups[:, 1:b + 1], groups[:, b + 1:], self.args.tau, w)
+        return task + self.args.sa_weight * sa, {"task": task.detach(), "sa": sa.detach()}

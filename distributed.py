@@ -1,0 +1,59 @@
+"""The process group: torchrun's environment when there is one, else a single process. Every
+collective the project uses is here, and each is a no-op in a single process."""
+import os
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
+
+
+def setup(device=None):
+    """(rank, world size, device): torchrun's environment if present (NCCL on CUDA, gloo on CPU), else one process."""
+    if "RANK" not in os.environ:
+        return 0, 1, device or ("cuda" if torch.cuda.is_available() else "cpu")
+    cuda = torch.cuda.is_available() and device != "cpu"
+    if not dist.is_initialized():  # already set up by an outer run (co-training trains inside one)
+        dist.init_process_group("nccl" if cuda else "gloo")
+    if cuda:
+        torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+        return dist.get_rank(), dist.get_world_size(), f"cuda:{os.environ['LOCAL_RANK']}"
+    return dist.get_rank(), dist.get_world_size(), "cpu"
+
+
+def cleanup():
+    if dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def initialized():
+    return dist.is_initialized()
+
+
+def all_reduce(tensor):
+    """Sum a tensor over the processes, in place."""
+    if dist.is_initialized():
+        dist.all_reduce(tensor)
+    return tensor
+
+
+def gather(obj):
+    """Every process's `obj` (any picklable object), as a list in rank order."""
+    if not dist.is_initialized():
+        return [obj]
+    out = [None] * dist.get_world_size()
+    dist.all_gather_object(out, obj)
+    return out
+
+
+def wrap(module, device, find_unused_parameters=False):
+    """The module under DistributedDataParallel when there are several processes, else itself.
+    find_unused_parameters: whether a step may leave trainable parameters without gradient."""
+    if not dist.is_initialized() or dist.get_world_size() == 1:
+        return module
+    return DistributedDataParallel(module, device_ids=[device] if device.startswith("cuda") else None,
+                                   find_unused_parameters=find_unused_parameters)
+
+
+def barrier():
+    if dist.is_initialized():
+        dist.barrier()

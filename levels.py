@@ -1,0 +1,265 @@
+"""Task levels: what differs between sentence labels (SIB-200, XNLI, PAWS-X, the bundled intents),
+word labels (UPOS tags, BIO slots; xSID's intent and slots together) and answer spans (XQuAD).
+
+A level says how its examples are tokenized, how a translation pairs with its source, what a loss
+averages over, which head it needs, what a translation's labels are, and how its predictions are
+scored. Methods and the training loop ask the task's level (LEVELS[task.level]) and never test
+which level it is.
+"""
+import torch
+from tqdm import tqdm
+
+import data
+import distributed
+import qa
+from losses import position_logits, self_teaching_loss, span_loss, task_loss
+
+
+def predict_batch(predict, tokenizer, items, device, partners=None):
+    """A predictor's logits for encoded items. `predict(ids, mask)` sees each text alone; with
+    `partners` ({id: encoded source-language item}), `predict(source ids, source mask, target
+    ids, target mask)` sees each text with its counterpart (FILTER's and X-Mixup's inference)."""
+    if partners is None:
+        ids, mask, _ = data.collate(items, tokenizer)
+        return predict(ids.to(device), mask.to(device))
+    tensors = data.pad_pairs(tokenizer, [partners[it.id].ids for it in items], [it.ids for it in items])
+    return predict(*(t.to(device) for t in tensors))
+
+
+class Level:
+    """The interface, as sentence-level tasks implement it (one label per text or text pair,
+    predicted from the sentence vector); Word and Span change what differs."""
+    name = "sentence"
+    description = "labels whole texts"
+    max_length = 128                # tokens per text (the papers' 128; QA's windows are longer)
+    translations_keep_labels = True  # a translation has its source's label (word labels do not carry over)
+    labels_texts = True              # a prediction is one distribution per text (X-Mixup's KL of Eq. 7 compares two)
+
+    def encode(self, examples, tokenizer, task, max_length):
+        return data.encode_examples(examples, tokenizer, task.labels, max_length)
+
+    def pair(self, sources, translations):
+        """(source, translation) pairs of encoded items: each translation with its source."""
+        return data.translation_pairs(sources, translations)
+
+    def units(self, item):
+        """What a loss averages over, counted in one encoded item: here an example."""
+        return 1
+
+    def loss(self, logits, labels, weights=None, mask=None):
+        """The task's own loss (cross-entropy), over the examples that count."""
+        return task_loss(logits, labels, weights)
+
+    def head(self, task, sentence_head="roberta"):
+        """The Classifier head the task needs (model.Classifier's head_style)."""
+        return sentence_head
+
+    def metric(self, task):
+        """The score reported first and used for model selection."""
+        return "accuracy"
+
+    def translated(self, batch, targets):
+        """Adjust a pair batch (data.pad_pairs plus labels) for what a translation's labels are."""
+
+    def soft_label_loss(self, student_logits, teacher_logits, batch):
+        """KL(teacher || student) on the translations of a pair batch (FILTER Eq. 5; X-Mixup's
+        soft word labels), over the pairs that count."""
+        return self_teaching_loss(student_logits, teacher_logits, batch["weights"])
+
+    @torch.no_grad()
+    def score(self, predict, examples_by_lang, run, partners=None):
+        """{lang: scores} of a predictor (see predict_batch) on examples, computed across processes;
+        `partners` are the source-language examples that a pair predictor sees with each text."""
+        if partners is not None:
+            partners = {it.id: it for it in run.encode(partners)}
+        out = {}
+        for lang, examples in examples_by_lang.items():
+            items = run.encode(examples)
+            counts = self.zero_counts(run.task).to(run.device)
+            for index in data.evaluation_batches([len(it.ids) for it in items], run.batch_size, run.rank, run.world_size):
+                logits = predict_batch(predict, run.tokenizer, [items[i] for i in index], run.device, partners)
+                counts += self.count(logits, [items[i] for i in index], [examples[i] for i in index], run.task).to(run.device)
+            out[lang] = self.scores(distributed.all_reduce(counts).cpu(), run.task)
+        return out
+
+    def zero_counts(self, task):
+        return torch.zeros(len(task.labels), len(task.labels), dtype=torch.long)
+
+    def count(self, logits, items, examples, task):
+        """A confusion matrix of (gold, predicted) label counts."""
+        counts = self.zero_counts(task).to(logits.device)
+        gold = torch.tensor([it.label for it in items], device=logits.device)
+        return counts.index_put_((gold, logits.argmax(-1)), torch.ones_like(gold), accumulate=True)
+
+    def scores(self, counts, task):
+        return accuracy_and_f1(counts)
+
+
+def accuracy_and_f1(counts):
+    """Accuracy and macro-F1 (over the labels that occur as gold or prediction) from a confusion matrix."""
+    counts = counts.double()
+    tp, gold, predicted = counts.diagonal(), counts.sum(1), counts.sum(0)
+    present = (gold + predicted) > 0
+    f1 = 2 * tp / (gold + predicted).clamp(min=1)
+    return {"accuracy": (tp.sum() / counts.sum().clamp(min=1)).item(), "macro_f1": f1[present].mean().item(), "n": int(counts.sum())}
+
+
+class Word(Level):
+    """Word labels: a label per word, on its first sub-token (data.encode_tagged). A joint task
+    (xSID) also labels the <s> token with the sentence's intent (model.JointHead)."""
+    name = "word"
+    description = "labels words"
+    translations_keep_labels = False
+    labels_texts = False
+
+    def encode(self, examples, tokenizer, task, max_length):
+        return data.encode_tagged(examples, tokenizer, task.labels, max_length, task.intents)
+
+    def units(self, item):
+        """Scored tokens: a word-level loss is a mean over words, so shares of a batch count them."""
+        return sum(label != -100 for label in item.label)
+
+    def head(self, task, sentence_head="roberta"):
+        return "joint" if task.intents else "token"
+
+    def metric(self, task):
+        """A joint task's share of sentences with the intent and every slot right; span F1 for BIO
+        tags; word accuracy for other tags (POS)."""
+        if task.intents:
+            return "exact_match"
+        return "f1" if any(label.startswith("B-") for label in task.labels) else "accuracy"
+
+    def translated(self, batch, targets):
+        """Word labels do not carry over to a translation; a joint task's intent (on <s>) does. The
+        translation's words' first sub-tokens are marked (`target_scored`) for soft labels."""
+        batch["target_labels"][:, 1:] = -100
+        batch["target_scored"] = torch.zeros(len(targets), batch["target_ids"].shape[1])
+        for b, t in enumerate(targets):
+            batch["target_scored"][b, [token for _, token in t.extra["scored"]]] = 1.0
+
+    def soft_label_loss(self, student_logits, teacher_logits, batch):
+        """Over the translation's scored tokens, in the pairs that count."""
+        return self_teaching_loss(student_logits, teacher_logits, batch["target_scored"] * batch["weights"][:, None])
+
+    def zero_counts(self, task):
+        # entities found, predicted, gold; words right, words; intents right, sentences all right, sentences
+        return torch.zeros(8, dtype=torch.long)
+
+    def count(self, logits, items, examples, task):
+        """A word whose tokens were truncated away is predicted "O". The intent is read from the
+        <s> token's row (model.JointHead); without intents those counts stay 0."""
+        counts = self.zero_counts(task)
+        predicted = logits.argmax(-1).cpu()  # (B, T)
+        labels, intents = task.labels, task.intents
+        for row, (item, example) in enumerate(zip(items, examples)):
+            tags = ["O"] * item.extra["words"]
+            for w, t in item.extra["scored"]:
+                tags[w] = labels[predicted[row, t]]
+            gold, guess = entities(example.tags), entities(tags)
+            right = sum(a == b for a, b in zip(example.tags, tags))
+            intent = bool(intents) and intents[predicted[row, 0] - len(labels)] == example.label
+            counts += torch.tensor([len(gold & guess), len(guess), len(gold), right, len(tags), intent, intent and right == len(tags), 1])
+        return counts
+
+    def scores(self, counts, task):
+        return tagging_scores(counts, spans=self.metric(task) != "accuracy", joint=bool(task.intents))
+
+
+def entities(tags):
+    """The entities of a BIO sequence as conlleval reads them, {(type, start, end)}: an entity starts
+    at B-, or at an I- that follows O or another type, and ends before O or the next start."""
+    found, kind, start = set(), None, 0
+    for i, tag in enumerate(list(tags) + ["O"]):
+        prefix, _, label = tag.partition("-")
+        begins = prefix == "B" or (prefix == "I" and label != kind)
+        if kind is not None and (tag == "O" or begins):
+            found.add((kind, start, i))
+            kind = None
+        if begins:
+            kind, start = label, i
+    return found
+
+
+def tagging_scores(counts, spans=True, joint=False):
+    """BIO tags (`spans`): span precision, recall and F1 (an entity counts only with its exact type
+    and boundaries) and word accuracy. Other tags (POS): word accuracy. A joint task (xSID): intent
+    accuracy, slot F1 and the exact-match rate (intent and every slot right), then the rest."""
+    found, predicted, gold, right, words, intents_right, exact, sentences = counts.tolist()
+    if not spans:
+        return {"accuracy": right / max(words, 1), "n": words}
+    precision, recall = found / max(predicted, 1), found / max(gold, 1)
+    f1 = 2 * precision * recall / max(precision + recall, 1e-12)
+    if joint:
+        return {"intent_accuracy": intents_right / max(sentences, 1), "slot_f1": f1, "exact_match": exact / max(sentences, 1),
+                "slot_precision": precision, "slot_recall": recall, "word_accuracy": right / max(words, 1), "n": sentences}
+    return {"f1": f1, "precision": precision, "recall": recall, "word_accuracy": right / max(words, 1), "n": words}
+
+
+class Span(Level):
+    """Answer spans (extractive QA, qa.py): a question and its context become windows; a window's
+    label is the answer's (start, end) tokens, its logits a start and an end per token."""
+    name = "span"
+    description = "labels answer spans"
+    max_length = 384  # per window, as in BERT's SQuAD fine-tuning
+    labels_texts = False
+
+    def encode(self, examples, tokenizer, task, max_length):
+        return qa.encode_windows(examples, tokenizer, max_length, task.doc_stride)
+
+    def pair(self, sources, translations):
+        """Each translated window with the window of its source question that covers the same part
+        of the context (qa.matching_window), in the order of the sources."""
+        windows = {}
+        for s in sources:
+            windows.setdefault(s.extra["question"], []).append(s)
+        matched = [(qa.matching_window(t, windows[t.extra["question"]]), t) for t in translations if t.extra["question"] in windows]
+        order = {id(s): i for i, s in enumerate(sources)}
+        return sorted(matched, key=lambda pair: order[id(pair[0])])
+
+    def loss(self, logits, labels, weights=None, mask=None):
+        """Over each window's real tokens."""
+        return span_loss(logits, labels, weights, mask)
+
+    def head(self, task, sentence_head="roberta"):
+        return "span"
+
+    def metric(self, task):
+        return "f1"
+
+    def soft_label_loss(self, student_logits, teacher_logits, batch):
+        """Over each window's own positions, for its start and for its end."""
+        mask, weights = batch["target_mask"], batch["weights"]
+        return self_teaching_loss(position_logits(student_logits, mask), position_logits(teacher_logits, mask),
+                                  weights[:, None].expand(-1, 2))
+
+    @torch.no_grad()
+    def score(self, predict, examples_by_lang, run, partners=None):
+        """{lang: exact match and F1 (qa.answer_scores)}. Every window of a question offers its best
+        span (qa.best_span) and the question's answer is the best of them; the processes split the
+        windows and share their candidates. With `partners`, each window is paired with the window
+        of its source-language question that covers the same part of the context."""
+        task = run.task
+        encode = lambda examples: qa.encode_windows(examples, run.tokenizer, run.max_length, task.doc_stride)
+        source_windows = {}
+        for w in encode(partners or []):
+            source_windows.setdefault(w.extra["question"], []).append(w)
+        out = {}
+        for lang, examples in examples_by_lang.items():
+            items = encode(examples)
+            counterparts = None
+            if partners is not None:
+                counterparts = {it.id: qa.matching_window(it, source_windows[it.extra["question"]]) for it in items}
+            best = {}  # question id -> (score, first character, end character)
+            batches = data.evaluation_batches([len(it.ids) for it in items], run.batch_size, run.rank, run.world_size)
+            for index in tqdm(batches, desc=f"answering {lang}", disable=run.rank != 0, leave=False, dynamic_ncols=True):
+                batch = [items[i] for i in index]
+                logits = predict_batch(predict, run.tokenizer, batch, run.device, counterparts).float().cpu()  # (B, T, 2)
+                for row, window in zip(logits, batch):
+                    qa.keep_best(best, window.extra["question"], qa.best_span(row[:, 0], row[:, 1], window, task.max_answer_length))
+            best = qa.merge_best(distributed.gather(best))  # the best candidate of each question over all processes' windows
+            contexts = {e.id: e.pair for e in examples}
+            out[lang] = qa.answer_scores({q: contexts[q][a:b] for q, (_, a, b) in best.items()}, examples, lang)
+        return out
+
+
+LEVELS = {level.name: level for level in (Level(), Word(), Span())}

@@ -1,0 +1,41 @@
+"""XeroAlign (Gritta & Iacobacci 2021, Sec. 3, Algorithm 1): the task loss on the source plus the
+MSE between the sentence embeddings of a source text and of its translation, trained jointly.
+
+As the paper says and unlike the authors' code: the <s> vector of the final layer (not the
+pooler), with the attention mask; the pairs are the task batch's own, and both sides are encoded
+in one forward pass. --pooling mean aligns the means of the real tokens' final states instead (a
+variant for tagging, whose head reads every token rather than <s>).
+"""
+from losses import xeroalign_loss
+from methods import Method
+
+
+class XeroAlign(Method):
+    name = "xeroalign"
+    help = ("the task loss on the source plus the XeroAlign loss between the <s> vectors of a source example and its "
+            "translation, both encoded in the same forward pass; target labels unused (--target-labels)")
+    draws = "pairs"
+
+    @staticmethod
+    def add_arguments(parser):
+        g = parser.add_argument_group("XeroAlign")
+        g.add_argument("--align-weight", type=float, default=1.0, help="weight of the alignment loss (the paper sums the two: 1)")
+        g.add_argument("--target-labels", action="store_true", help="also train the task on the translations' labels")
+
+    def make_batch(self, items, weights, step):
+        """The sources, then their translations, as one batch of 2B texts."""
+        sources, targets = zip(*items)
+        return super().make_batch(sources + targets, weights, step)
+
+    def loss(self, model, batch):
+        """Algorithm 1: L = L_task(source) + L_align(<s> of source, <s> of translation)."""
+        logits, cls = model(batch["input_ids"], batch["attention_mask"])  # (2B, C) or (2B, T, C); (2B, H)
+        w, labels, mask, level = batch["weights"], batch["labels"], batch["attention_mask"], self.run.level
+        B = len(w)
+        task = level.loss(logits[:B], labels[:B], w, mask[:B])
+        align = xeroalign_loss(cls[:B], cls[B:], w)
+        loss = task + self.args.align_weight * align
+        if self.args.target_labels:
+            loss = loss + level.loss(logits[B:], labels[B:], w, mask[B:])
+        return loss, {"task": task.detach(), "align": align.detach()}
+
