@@ -11,8 +11,10 @@ the paper's other method, is a driver around train.py: cotrain.py.
 """
 import random
 
+import cli
 from losses import label_alignment_loss, semantic_alignment_loss, task_loss
 from methods import Method, Phase
+from tasks import InputError
 
 
 class Contrastive(Method):
@@ -27,15 +29,21 @@ class Contrastive(Method):
     @staticmethod
     def add_arguments(parser):
         g = parser.add_argument_group("contrastive adaptation (Yu & Joty)")
-        g.add_argument("--tau", type=float, default=0.1, help="temperature of the contrastive losses (the paper gives none; 0.1 here)")
-        g.add_argument("--la-weight", type=float, default=1.0, help="lambda_LA of Eq. 3")
-        g.add_argument("--sa-weight", type=float, default=1.0, help="lambda_SA of Eq. 5")
-        g.add_argument("--sa-steps", type=int, help="steps of the second phase, semantic alignment (default: a quarter of --max-steps)")
-        g.add_argument("--sa-lr", type=float, help="its peak learning rate, 'smaller' in the paper (default: --lr / 5)")
-        g.add_argument("--sa-group", type=int, default=4, help="b: translations and other-label texts per anchor (a group has 2b + 1 texts)")
+        g.add_argument("--tau", type=cli.positive_float, default=0.1, help="temperature of the contrastive losses (the paper gives none; 0.1 here)")
+        g.add_argument("--la-weight", type=cli.non_negative_float, default=1.0, help="lambda_LA of Eq. 3")
+        g.add_argument("--sa-weight", type=cli.non_negative_float, default=1.0, help="lambda_SA of Eq. 5")
+        g.add_argument("--sa-steps", type=cli.non_negative_int, help="steps of the second phase, semantic alignment (default: a quarter of --max-steps)")
+        g.add_argument("--sa-lr", type=cli.positive_float, help="its peak learning rate, 'smaller' in the paper (default: --lr / 5)")
+        g.add_argument("--sa-group", type=cli.positive_int, default=4, help="b: translations and other-label texts per anchor (a group has 2b + 1 texts)")
 
     def defaults(self, level, num_layers):
         return {"sa_steps": self.args.max_steps // 4}
+
+    def check(self, extra):
+        super().check(extra)
+        if self.args.sa_steps > self.args.max_steps:
+            raise InputError(f"--sa-steps {self.args.sa_steps} is more than --max-steps {self.args.max_steps}: semantic alignment "
+                             "is the last part of the run")
 
     def phases(self, items):
         """Label alignment on every text, then semantic alignment on the source texts that have
@@ -51,7 +59,7 @@ class Contrastive(Method):
                 self.translations_of.setdefault(it.id, {})[it.lang] = it
         self.anchors = [sources[i] for i in sorted(self.translations_of)]
         if len({a.label for a in self.anchors}) < 2:
-            raise SystemExit("semantic alignment needs translated source examples of at least two labels (see --translated)")
+            raise InputError("semantic alignment needs translated source examples of at least two labels (see --translated)")
         lr_scale = (args.sa_lr or args.lr / 5) / args.lr
         return [first, Phase("semantic alignment", self.anchors, args.sa_steps, self.group_batch, self.group_loss, lr_scale)]
 

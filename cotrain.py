@@ -30,6 +30,7 @@ import shutil
 import sys
 from pathlib import Path
 
+import cli
 import distributed
 import evaluate
 import tasks
@@ -37,7 +38,6 @@ import train
 from data import Example
 from levels import LEVELS
 from model import Classifier
-from weights import CheckpointError
 
 
 def select(predictions, threshold, cap, rng):
@@ -81,14 +81,17 @@ def get_args(argv=None):
     """(co-training's own flags, the rest: train.py's flags for every fine-tuning run, as parsed by train.py)."""
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
     g = p.add_argument_group("co-training (Yu & Joty, Algorithm 1)")
-    g.add_argument("--model", help="f_lm, the multilingual LM fine-tuned (default: the bundled model)")
-    g.add_argument("--embedding-model", help="f_emb, the second view: a sentence-embedding checkpoint, mean-pooled (default: the bundled model)")
-    g.add_argument("--cotrain-iterations", type=int, default=3, help="s, the rounds of Algorithm 1")
-    g.add_argument("--threshold", type=float, default=0.9, help="t, the confidence a pseudo-label needs")
-    g.add_argument("--pool-per-lang", type=int, help="unlabelled texts per target language, drawn at random (default: all of its training texts)")
+    g.add_argument("--model", type=cli.existing_directory, help="f_lm, the multilingual LM fine-tuned (default: the bundled model)")
+    g.add_argument("--embedding-model", type=cli.existing_directory, help="f_emb, the second view: a sentence-embedding checkpoint, mean-pooled (default: the bundled model)")
+    g.add_argument("--cotrain-iterations", type=cli.positive_int, default=3, help="s, the rounds of Algorithm 1")
+    g.add_argument("--threshold", type=cli.fraction, default=0.9, help="t, the confidence a pseudo-label needs")
+    g.add_argument("--pool-per-lang", type=cli.positive_int, help="unlabelled texts per target language, drawn at random (default: all of its training texts)")
     g.add_argument("--out", default="runs/cotrain", help="output directory: the pool, each round's picks and models, the final results")
     g.add_argument("--resume", action="store_true", help="replay the rounds already done in OUT and go on")
+    g.add_argument("--overwrite", action="store_true", help="replace the co-training run in OUT, if there is one")
     own, rest = p.parse_known_args(argv)
+    if own.resume and own.overwrite:
+        p.error("--resume continues the co-training in --out and --overwrite replaces it: give one of them")
     return own, rest, train.get_args(rest + ["--method", "zero-shot", "--out", own.out])
 
 
@@ -96,23 +99,29 @@ def main(argv=None):
     """Algorithm 1 with fine-tuning runs of train.py as the two learners."""
     own, rest, args = get_args(argv)
     rank, world_size, device = distributed.setup(args.device)
+    out = Path(own.out)
+    replaced = output_folder(out, own)
     full = train.load_task(args)
     if not LEVELS[full.level].labels_texts:
-        raise SystemExit(f"co-training pseudo-labels whole sentences (Yu & Joty classify them); --task {args.task} "
+        raise tasks.InputError(f"co-training pseudo-labels whole sentences (Yu & Joty classify them); --task {args.task} "
                          f"{LEVELS[full.level].description}")
+    if rank == 0:
+        for path in replaced:
+            if path.is_dir():
+                shutil.rmtree(path)
+            else:
+                path.unlink()
     unlabelled = {lang: full.train[lang] for lang in full.targets}  # every target-language text, its label unused
     if own.pool_per_lang is not None:  # or a random sample of each language's
         unlabelled = {lang: random.Random(f"{args.seed}/pool/{lang}").sample(texts, min(own.pool_per_lang, len(texts)))
                       for lang, texts in unlabelled.items()}
     task = tasks.few_shot(full, args.train_fraction, args.translated, args.seed) if args.train_fraction < 1 or args.translated is not None else full
-    out = Path(own.out)
     labeled = task.train[task.source]
     pool = {f"{lang}:{e.id}": Example(id=e.id, lang=lang, text=e.text) for lang, examples in unlabelled.items() for e in examples}
     if rank == 0:
         out.mkdir(parents=True, exist_ok=True)
-        with open(out / "pool.jsonl", "w") as f:  # the unlabelled texts (their gold labels are not used)
-            for key, e in pool.items():
-                f.write(json.dumps({"key": key, "lang": e.lang, "text": e.text}, ensure_ascii=False) + "\n")
+        cli.write_text(out / "pool.jsonl", "".join(json.dumps({"key": key, "lang": e.lang, "text": e.text}, ensure_ascii=False) + "\n"
+                                                   for key, e in pool.items()))  # the unlabelled texts (their gold labels are not used)
     history = []
     while own.resume and (out / f"round{len(history)}" / "picks.json").exists():
         recorded = json.loads((out / f"round{len(history)}" / "picks.json").read_text())
@@ -131,11 +140,21 @@ def main(argv=None):
         summary = {**{k: v for k, v in results["lm"].items() if k != "args"}, "embedding_model": results["emb"],
                    "pseudo_labels": {"lm": len(D_lm) - len(labeled), "emb": len(D_emb) - len(labeled)},
                    "args": dict(vars(args), **vars(own))}
-        (out / "results.json").write_text(json.dumps(summary, indent=2) + "\n")
+        cli.write_text(out / "results.json", json.dumps(summary, indent=2) + "\n")
         shutil.copyfile(out / "final" / "lm" / "results.md", out / "results.md")
         print(f"co-training done: f_lm trained on {len(D_lm)} examples ({len(D_lm) - len(labeled)} pseudo-labelled); "
               f"results in {out}/results.json, the model in {out}/final/lm/best")
     distributed.cleanup()
+
+
+def output_folder(out, own):
+    """OUT and the co-training run it holds (what --overwrite removes), refused where it holds one
+    and neither --resume nor --overwrite is given."""
+    held = sorted(p for p in out.glob("*") if p.name in ("pool.jsonl", "results.json", "results.md", "final") or p.name.startswith("round"))
+    if held and not own.resume and not own.overwrite:
+        raise tasks.InputError(f"--out {out} holds a co-training run ({', '.join(p.name for p in held)}): continue it with --resume, "
+                               "replace it with --overwrite, or choose another --out")
+    return held if own.overwrite else []
 
 
 class FineTuning:
@@ -159,7 +178,8 @@ class FineTuning:
         model = ["--model", self.own.model] if view == "lm" and self.own.model else []
         if view == "emb":
             model = (["--model", self.own.embedding_model] if self.own.embedding_model else []) + ["--pooling", "mean"]
-        return self.rest + model + ["--method", "zero-shot", "--extra-train", str(extra), "--out", str(directory), "--no-alignment"]
+        return self.rest + model + ["--method", "zero-shot", "--extra-train", str(extra), "--out", str(directory), "--no-alignment",
+                                    "--overwrite"]  # co-training's own folders, refitted on --resume
 
     def fitter(self, view):
         """Algorithm 1's fit for a view: fine-tune on the labelled examples, then a predictor that
@@ -185,7 +205,7 @@ class FineTuning:
             return
         out = Path(self.own.out) / f"round{round_}"
         out.mkdir(parents=True, exist_ok=True)
-        (out / "picks.json").write_text(json.dumps({"lm": picks_lm, "emb": picks_emb}, indent=1) + "\n")
+        cli.write_text(out / "picks.json", json.dumps({"lm": picks_lm, "emb": picks_emb}, indent=1) + "\n")
         print(f"co-training round {round_}: f_lm picked {len(picks_lm)}, f_emb picked {len(picks_emb)} "
               f"pseudo-labels above {self.own.threshold}", flush=True)
         if not picks_lm and not picks_emb:
@@ -195,7 +215,4 @@ class FineTuning:
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except (tasks.InputError, CheckpointError, FileNotFoundError) as e:  # something to fix in the command: no traceback
-        sys.exit(f"error: {e}")
+    cli.run(main)

@@ -13,12 +13,12 @@ match; QA's exact match and F1) is in levels.py; this file holds what every leve
 """
 import argparse
 import json
-import sys
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
+import cli
 import data
 import distributed
 import tasks
@@ -27,7 +27,6 @@ from model import Classifier, Encoder, mean_pool
 from prepare_default import default_model
 from registry import METHODS
 from tokenizer import Tokenizer
-from weights import CheckpointError
 
 
 @torch.no_grad()
@@ -137,22 +136,22 @@ def alignment(encoder, tokenizer, parallel, source, batch_size, device, rank=0, 
 
 def get_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--checkpoint", help="a directory written by train.py (OUT/best); its task.json says what to test on")
-    parser.add_argument("--model", help="without --checkpoint: an encoder checkpoint directory to measure alignment on (default: the bundled model)")
+    parser.add_argument("--checkpoint", type=cli.existing_directory, help="a directory written by train.py (OUT/best); its task.json says what to test on")
+    parser.add_argument("--model", type=cli.existing_directory, help="without --checkpoint: an encoder checkpoint directory to measure alignment on (default: the bundled model)")
     parser.add_argument("--task", help="override the task of the checkpoint (demo, sib200, ...)")
-    parser.add_argument("--data", help="data directory of the task (not needed for demo)")
+    parser.add_argument("--data", type=cli.existing_directory, help="data directory of the task (not needed for demo)")
     parser.add_argument("--source-lang", help="source language (default: the task's)")
-    parser.add_argument("--target-langs", help="comma-separated target languages (default: all of the task's)")
+    parser.add_argument("--target-langs", type=cli.languages, help="comma-separated target languages (default: all of the task's)")
     parser.add_argument("--split", default="test", choices=["dev", "test"])
     parser.add_argument("--plain-inference", action="store_true",
                         help="for a FILTER or X-Mixup model: test each text alone, without its translation (X-Mixup's "
                              "ablation 'without mixup inference')")
     parser.add_argument("--alignment", action="store_true", help="also compute CKA and retrieval accuracy between source and targets")
     parser.add_argument("--alignment-only", action="store_true", help="only CKA and retrieval, for an untrained encoder (--model)")
-    parser.add_argument("--tatoeba", help="measure alignment on Tatoeba pairs in this directory (tatoeba.<xxx>-eng.*) instead of the task's test set")
-    parser.add_argument("--tatoeba-langs", help="comma-separated three-letter codes (default: every pair in --tatoeba)")
-    parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--max-length", type=int, help="tokens per text or QA window (default: the checkpoint's, else 256)")
+    parser.add_argument("--tatoeba", type=cli.existing_directory, help="measure alignment on Tatoeba pairs in this directory (tatoeba.<xxx>-eng.*) instead of the task's test set")
+    parser.add_argument("--tatoeba-langs", type=cli.languages, help="comma-separated three-letter codes (default: every pair in --tatoeba)")
+    parser.add_argument("--batch-size", type=cli.positive_int, default=64)
+    parser.add_argument("--max-length", type=cli.number(int, 8), help="tokens per text or QA window (default: the checkpoint's, else 256)")
     parser.add_argument("--out", help="directory for the .json and .md results (default: the checkpoint's parent; without --checkpoint, none)")
     args = parser.parse_args(argv)
     if not args.checkpoint and not (args.alignment_only or args.tatoeba):
@@ -163,7 +162,7 @@ def get_args(argv=None):
 def tatoeba_alignment(encoder, tokenizer, args, device, rank, world_size):
     """{lang: {"cka": ..., "retrieval": ...}} on Tatoeba's pairs; every language has its own
     English side, so each pair is measured on its own."""
-    langs = args.tatoeba_langs.split(",") if args.tatoeba_langs else sorted(
+    langs = args.tatoeba_langs or sorted(
         {p.name.split(".")[1][:3] for p in Path(args.tatoeba).glob("tatoeba.*-eng.eng")})
     return {lang: alignment(encoder, tokenizer, dict(zip(("eng", lang), tasks.read_tatoeba(args.tatoeba, lang))), "eng",
                             args.batch_size, device, rank, world_size)[lang] for lang in langs}
@@ -174,7 +173,7 @@ def test_checkpoint(model, encoder, tokenizer, info, args, device, rank, world_s
     with its method's test-time prediction (task.json says which), and CKA and retrieval."""
     task = tasks.load_task(args.task or info.get("task", "demo"), args.data or info.get("data"),
                            args.source_lang or info.get("source_lang"),
-                           args.target_langs.split(",") if args.target_langs else info.get("target_langs"))
+                           args.target_langs or info.get("target_langs"))
     task.doc_stride = info.get("doc_stride", task.doc_stride)
     task.max_answer_length = info.get("max_answer_length", task.max_answer_length)
     run = Run(task, tokenizer, args.max_length or info.get("max_length", 256), args.batch_size, device, rank, world_size)
@@ -210,14 +209,11 @@ def main(argv=None):
             Path(out).mkdir(parents=True, exist_ok=True)
             stem = "tatoeba" if args.tatoeba else "alignment" if args.alignment_only else f"results_{args.split}"
             stem += "_plain" if args.plain_inference else ""
-            (Path(out) / f"{stem}.json").write_text(json.dumps({"results": results, "alignment": extra}, indent=2) + "\n")
-            (Path(out) / f"{stem}.md").write_text(table + "\n")
+            cli.write_text(Path(out) / f"{stem}.json", json.dumps({"results": results, "alignment": extra}, indent=2) + "\n")
+            cli.write_text(Path(out) / f"{stem}.md", table + "\n")
             print(f"written to {out}/{stem}.json and {stem}.md")
     distributed.cleanup()
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except (tasks.InputError, CheckpointError, FileNotFoundError) as e:  # something to fix in the command: no traceback
-        sys.exit(f"error: {e}")
+    cli.run(main)

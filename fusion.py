@@ -9,15 +9,20 @@ the encoder's own, shared by both texts, so FILTER adds no parameters.
 m = L, k = 0 is translate-train (each text alone); m = 0, k = L is the plain concatenation.
 Shapes: B pairs, T tokens (both texts padded to one length), H hidden.
 """
+import json
+import os
 from pathlib import Path
 
 import torch
 import torch.nn as nn
 
+import cli
 import data
 import distributed
 from methods import PairMethod
 from model import Classifier, embed_pair
+from tasks import InputError
+from weights import CheckpointError, load_torch_file
 
 
 def filter_encode(encoder, source_ids, source_mask, target_ids, target_mask, m, k):
@@ -61,6 +66,21 @@ class Filter(nn.Module):
         return self(source_ids, source_mask, target_ids, target_mask)[1]
 
 
+def check_teacher(checkpoint, kind):
+    """A --teacher must be a FILTER model for FILTER's self-teaching, and a plain classifier for
+    X-Mixup's soft word labels: refused otherwise, from its task.json, before any model loads."""
+    path = Path(checkpoint) / "task.json"
+    try:
+        method = json.loads(path.read_text(encoding="utf-8")).get("method")
+    except (OSError, ValueError, AttributeError) as e:
+        raise CheckpointError(f"--teacher {checkpoint}: no readable task.json, so not an OUT/best of train.py ({e})") from None
+    if kind == "filter" and method != "filter":
+        raise InputError(f"{checkpoint} was trained with --method {method}; the teacher must be a FILTER model")
+    if kind != "filter" and method in ("filter", "xmixup"):
+        raise InputError(f"{checkpoint} was trained with --method {method}; the labeller must be a plain "
+                         "classifier trained on the source (--method zero-shot)")
+
+
 class Teacher:
     """A fixed model whose probabilities on the translated side of the training pairs become soft
     labels: FILTER's teacher for self-teaching (Algorithm 1, Eq. 5), a FILTER model trained by
@@ -71,17 +91,15 @@ class Teacher:
     def __init__(self, checkpoint=None, cache=None, device="cpu", kind="filter"):
         self.model, self.cache = None, None
         if cache is not None:
-            self.cache = torch.load(cache, map_location="cpu", weights_only=True)
+            self.cache = load_torch_file(cache, "teacher cache")
+            if not isinstance(self.cache, dict):
+                raise CheckpointError(f"{cache}: not a teacher cache written by train.py (--teacher-cache)")
         if checkpoint is not None:
+            check_teacher(checkpoint, kind)
             classifier, _, task = Classifier.load(checkpoint)
             classifier.to(device).eval()
             if kind == "filter":
-                if task.get("method") != "filter":
-                    raise ValueError(f"{checkpoint} was trained with --method {task.get('method')}; the teacher must be a FILTER model")
                 self.model = Filter(classifier, task["filter_m"], task["filter_k"]).to(device).eval()
-            elif task.get("method") in ("filter", "xmixup"):
-                raise ValueError(f"{checkpoint} was trained with --method {task.get('method')}; the labeller must be a plain "
-                                 "classifier trained on the source (--method zero-shot)")
             else:  # the translation alone; same outputs as a pair model, (source logits, target logits)
                 self.model = lambda source_ids, source_mask, target_ids, target_mask: (None, classifier(target_ids, target_mask)[0])
 
@@ -124,8 +142,10 @@ def load_teacher(args, run, pairs, kind):
     teacher = Teacher(args.teacher, args.teacher_cache if cached else None, run.device, kind=kind)
     if args.teacher_cache and not cached:
         teacher.build_cache(run.tokenizer, pairs, run.batch_size, run.device, run.rank, run.world_size)
-        if run.rank == 0:
-            torch.save(teacher.cache, args.teacher_cache)
+        if run.rank == 0:  # written aside, then moved into place: never a half-written cache
+            tmp = Path(f"{args.teacher_cache}.tmp")
+            torch.save(teacher.cache, tmp)
+            os.replace(tmp, args.teacher_cache)
     return teacher
 
 
@@ -140,15 +160,15 @@ class FilterMethod(PairMethod):
     @staticmethod
     def add_arguments(parser):
         g = parser.add_argument_group("FILTER")
-        g.add_argument("--filter-m", type=int, default=1, help="local layers, each text alone (the paper's default: 1)")
-        g.add_argument("--filter-k", type=int, help="fusion layers over the joined pair (default: the paper's 1 for classification and "
+        g.add_argument("--filter-m", type=cli.non_negative_int, default=1, help="local layers, each text alone (the paper's default: 1)")
+        g.add_argument("--filter-k", type=cli.non_negative_int, help="fusion layers over the joined pair (default: the paper's 1 for classification and "
                                                     "tagging; for QA its 20 of 24 layers, scaled to the encoder's depth)")
-        g.add_argument("--teacher", help="self-teaching: a FILTER model trained by this script (its OUT/best); its probabilities on the "
+        g.add_argument("--teacher", type=cli.existing_directory, help="self-teaching: a FILTER model trained by this script (its OUT/best); its probabilities on the "
                                          "translations become soft labels (Eq. 5-6), computed on the fly. For --method xmixup on word "
                                          "labels: a --method zero-shot model, whose tags of the translations are the soft labels")
         g.add_argument("--teacher-cache", help="file of the teacher's probabilities on every training pair: read if it exists, "
                                                "else computed once from --teacher and written")
-        g.add_argument("--kl-weight", type=float, help="1 - lambda in Eq. 6: the self-teaching loss weight (default: the paper's 0.5 "
+        g.add_argument("--kl-weight", type=cli.fraction, help="1 - lambda in Eq. 6: the self-teaching loss weight (default: the paper's 0.5 "
                                                        "for sentence labels, 0.1 for QA, 1.0 for word labels, whose lambda is 0)")
 
     def defaults(self, level, num_layers):
@@ -159,6 +179,14 @@ class FilterMethod(PairMethod):
 
     def uses_teacher(self):
         return True
+
+    def check(self, extra):
+        super().check(extra)
+        m, k, L = self.args.filter_m, self.args.filter_k, self.run.num_layers
+        if m + k > L:
+            raise InputError(f"--filter-m {m} and --filter-k {k}: FILTER needs m + k <= {L}, the encoder's layers")
+        if self.args.teacher:
+            check_teacher(self.args.teacher, "filter")
 
     def wrap(self, model, items):
         core = Filter(model, self.args.filter_m, self.args.filter_k)

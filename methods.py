@@ -26,6 +26,7 @@ import torch
 import data
 from levels import LEVELS
 from model import Classifier
+from tasks import InputError
 
 
 @dataclass
@@ -39,6 +40,7 @@ class Run:
     rank: int = 0
     world_size: int = 1
     num_layers: int = 12    # the encoder's depth (some papers' settings scale with it)
+    max_positions: int = 512  # the longest input the encoder's positions hold
 
     @property
     def level(self):
@@ -94,19 +96,19 @@ class Method:
         (`extra`: the --extra-train examples)."""
         args, task = self.args, self.run.task
         if task.level not in self.levels:
-            raise SystemExit(f"--method {self.name} {self.levels_note}; --task {args.task} {self.run.level.description}: "
+            raise InputError(f"--method {self.name} {self.levels_note}; --task {args.task} {self.run.level.description}: "
                              f"use a method for {task.level} labels")
         if args.parallel and self.draws != "parallel":
-            raise SystemExit("--parallel adds pre-training text for --method unicoder; fine-tuning methods learn from the task's data")
+            raise InputError("--parallel adds pre-training text for --method unicoder; fine-tuning methods learn from the task's data")
         if extra and not self.run.level.labels_texts:
-            raise SystemExit(f"--extra-train adds labelled sentences; --task {args.task} {self.run.level.description}")
+            raise InputError(f"--extra-train adds labelled sentences; --task {args.task} {self.run.level.description}")
         if extra and self.draws != "texts":
-            raise SystemExit(f"--extra-train adds single labelled texts, which --method {self.name} (trained on pairs) cannot use")
+            raise InputError(f"--extra-train adds single labelled texts, which --method {self.name} (trained on pairs) cannot use")
         if (args.teacher or args.teacher_cache) and not self.uses_teacher():
-            raise SystemExit("--teacher and --teacher-cache are for --method filter (self-teaching) and for --method xmixup "
+            raise InputError("--teacher and --teacher-cache are for --method filter (self-teaching) and for --method xmixup "
                              "on word labels (soft labels of the translations)")
         if args.teacher_cache and not Path(args.teacher_cache).exists() and not args.teacher:
-            raise SystemExit(f"--teacher-cache {args.teacher_cache} does not exist yet: give --teacher CKPT to compute it")
+            raise InputError(f"--teacher-cache {args.teacher_cache} does not exist yet: give --teacher CKPT to compute it")
 
     def uses_teacher(self):
         """Whether --teacher (a trained model's soft labels) applies."""

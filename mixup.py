@@ -21,10 +21,12 @@ import sys
 import torch
 import torch.nn as nn
 
-from fusion import load_teacher
+import cli
+from fusion import check_teacher, load_teacher
 from losses import prediction_consistency_loss, representation_consistency_loss
 from methods import PairMethod
 from model import embed_pair, mean_pool
+from tasks import InputError
 
 
 def inverse_sigmoid_decay(step, k):
@@ -130,13 +132,13 @@ class XMixupMethod(PairMethod):
     @staticmethod
     def add_arguments(parser):
         g = parser.add_argument_group("X-Mixup")
-        g.add_argument("--mixup-layer", type=int, help="the layer (1-based) where the translation is mixed (default: the paper's first "
+        g.add_argument("--mixup-layer", type=cli.positive_int, help="the layer (1-based) where the translation is mixed (default: the paper's first "
                                                        "for sentence labels, fourth for word labels; for QA its 16th of 24, scaled "
                                                        "to the encoder's depth)")
-        g.add_argument("--mixup-alpha", type=float, help="alpha of Eq. 8: the source's share of the task loss (default: the paper's 0.4 "
+        g.add_argument("--mixup-alpha", type=cli.fraction, help="alpha of Eq. 8: the source's share of the task loss (default: the paper's 0.4 "
                                                          "for sentence labels, 0.8 for word labels, 0.2 for QA)")
-        g.add_argument("--lambda0", type=float, default=0.5, help="the largest mixup ratio (Eq. 5)")
-        g.add_argument("--ss-k", type=float, help="k of the inverse sigmoid decay of scheduled sampling (Eq. 6; default: the paper's 1000, "
+        g.add_argument("--lambda0", type=cli.fraction, default=0.5, help="the largest mixup ratio (Eq. 5)")
+        g.add_argument("--ss-k", type=cli.positive_float, help="k of the inverse sigmoid decay of scheduled sampling (Eq. 6; default: the paper's 1000, "
                                                  "2000 for QA)")
         g.add_argument("--constant-ratio", action="store_true", help="ablation: lambda = lambda0 instead of the entropy-based ratio")
         g.add_argument("--no-consistency", action="store_true", help="ablation: without the consistency losses of Eq. 7")
@@ -156,8 +158,12 @@ class XMixupMethod(PairMethod):
     def check(self, extra):
         super().check(extra)
         if self.uses_teacher() and not (self.args.teacher or self.args.teacher_cache):
-            raise SystemExit("--method xmixup on word labels needs --teacher: a model trained on the source (--method zero-shot), "
+            raise InputError("--method xmixup on word labels needs --teacher: a model trained on the source (--method zero-shot), "
                              "whose tags of the translations are their soft labels (X-Mixup Sec. 4.2)")
+        if self.args.teacher:
+            check_teacher(self.args.teacher, "xmixup")
+        if not 1 <= self.args.mixup_layer <= self.run.num_layers:
+            raise InputError(f"--mixup-layer {self.args.mixup_layer} is not one of the encoder's layers 1..{self.run.num_layers}")
 
     def training_items(self, extra=()):
         items = super().training_items(extra)

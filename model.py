@@ -41,7 +41,11 @@ class Config:
 
     @classmethod
     def from_hf(cls, hf, source="config.json"):
-        """From a Hugging Face config.json dict; refuses what this encoder does not implement."""
+        """From a Hugging Face config.json dict; refuses what this encoder does not implement, and
+        fields of the wrong type or range."""
+        if not isinstance(hf, dict):
+            raise CheckpointError(f"{source}: not a JSON object of settings")
+        check_fields(hf, source)
         model_type = hf.get("model_type")
         if model_type not in ("xlm-roberta", "roberta", "bert"):
             raise CheckpointError(f"{source}: model_type {model_type!r} is not supported (xlm-roberta, roberta or bert)")
@@ -69,8 +73,8 @@ class Config:
         if not path.exists():
             raise CheckpointError(f"{directory}: no config.json (is this a Hugging Face checkpoint directory?)")
         try:
-            return cls.from_hf(json.loads(path.read_text()), source=str(path))
-        except json.JSONDecodeError as e:
+            return cls.from_hf(json.loads(path.read_text(encoding="utf-8")), source=str(path))
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
             raise CheckpointError(f"{path}: not valid JSON ({e})") from None
 
     def to_hf(self):
@@ -83,6 +87,40 @@ class Config:
             "attention_probs_dropout_prob": self.attention_dropout, "hidden_act": "gelu",
             "position_embedding_type": "absolute", "bos_token_id": 0, "eos_token_id": 2,
         }
+
+
+# config.json's fields this encoder reads: (type, smallest value, value must be below)
+CONFIG_FIELDS = {
+    "vocab_size": (int, 1, None), "hidden_size": (int, 1, None), "num_hidden_layers": (int, 1, None),
+    "num_attention_heads": (int, 1, None), "intermediate_size": (int, 1, None), "max_position_embeddings": (int, 1, None),
+    "type_vocab_size": (int, 1, None), "pad_token_id": (int, 0, None), "layer_norm_eps": (float, 0, None),
+    "hidden_dropout_prob": (float, 0, 1), "attention_probs_dropout_prob": (float, 0, 1),
+}
+
+
+def check_fields(hf, source):
+    """Every field the encoder reads has the type and range it needs (JSON's "768" is not 768)."""
+    for name, (kind, low, below) in CONFIG_FIELDS.items():
+        if name not in hf:
+            continue
+        value = hf[name]
+        right_type = isinstance(value, (int, float) if kind is float else int) and not isinstance(value, bool)
+        if not right_type or value < low or (below is not None and value >= below):
+            wanted = "an integer" if kind is int else "a number"
+            bounds = f" from {low}" + (f" below {below}" if below is not None else "")
+            raise CheckpointError(f"{source}: {name} is {value!r}; it must be {wanted}{bounds}")
+    heads, hidden = hf.get("num_attention_heads"), hf.get("hidden_size")
+    if heads and hidden and hidden % heads:
+        raise CheckpointError(f"{source}: hidden_size {hidden} is not divisible by num_attention_heads {heads}")
+    if hf.get("pad_token_id", 0) >= hf.get("vocab_size", float("inf")):
+        raise CheckpointError(f"{source}: pad_token_id {hf['pad_token_id']} is not below vocab_size {hf['vocab_size']}")
+
+
+def check_tokenizer(config, tokenizer, directory):
+    """The tokenizer's ids must all have rows in the embeddings (a tokenizer of another model would not)."""
+    if tokenizer.vocab_size > config.vocab_size:
+        raise CheckpointError(f"{directory}: the tokenizer has {tokenizer.vocab_size} ids but config.json's vocab_size is "
+                              f"{config.vocab_size}: the tokenizer and the weights are not of the same model")
 
 
 class Embeddings(nn.Module):
@@ -421,6 +459,9 @@ def mean_pool(hidden, mask):
     return (hidden * mask).sum(1) / mask.sum(1).clamp(min=1)
 
 
+HEAD_STYLES = ("roberta", "linear", "token", "joint", "span")
+
+
 class Classifier(nn.Module):
     """Encoder + a head: over the sentence vector (head_style "roberta" or "linear"), per token
     ("token"), both ("joint": `num_labels` slots per token and `num_intents` intents from <s>), or
@@ -463,8 +504,22 @@ class Classifier(nn.Module):
         directory = Path(directory)
         if not (directory / "task.json").is_file():
             raise CheckpointError(f"{directory}: no task.json, so not a model saved by train.py (give its OUT/best directory)")
-        task = json.loads((directory / "task.json").read_text())
-        model = cls(Encoder.from_pretrained(directory), len(task["labels"]), task.get("head_style", "roberta"), task.get("pooling", "cls"),
-                    len(task.get("intents") or ()))
-        model.head.load_state_dict(load_safetensors(directory / "head.safetensors"))
-        return model, Tokenizer.from_pretrained(directory), task
+        try:
+            task = json.loads((directory / "task.json").read_text(encoding="utf-8"))
+            labels = task["labels"]
+            head_style, pooling = task.get("head_style", "roberta"), task.get("pooling", "cls")
+            if not isinstance(labels, list) or not labels or head_style not in HEAD_STYLES or pooling not in ("cls", "mean"):
+                raise ValueError("labels, head_style or pooling")
+        except (ValueError, KeyError, TypeError, UnicodeDecodeError) as e:
+            raise CheckpointError(f"{directory / 'task.json'}: not the task.json that train.py writes ({e})") from None
+        encoder, tokenizer = Encoder.from_pretrained(directory), Tokenizer.from_pretrained(directory)
+        check_tokenizer(encoder.config, tokenizer, directory)
+        model = cls(encoder, len(labels), head_style, pooling, len(task.get("intents") or ()))
+        path = directory / "head.safetensors"
+        if not path.is_file():
+            raise CheckpointError(f"{path}: not found; OUT/best holds the head that train.py trained there")
+        try:
+            model.head.load_state_dict(load_safetensors(path))
+        except RuntimeError as e:
+            raise CheckpointError(f"{path}: does not fit task.json's labels and head ({str(e).splitlines()[0]})") from None
+        return model, tokenizer, task

@@ -5,7 +5,9 @@ Every reader checks what it reads and stops at the first problem with the file a
 (DataError); known-noisy machine-translated files are the exception, where bad rows are skipped
 and counted. Translations of a source example share its id; `pair_by_id` checks that they do.
 """
+import codecs
 import csv
+import io
 import json
 import math
 import random
@@ -31,32 +33,51 @@ class DataError(InputError):
         super().__init__(f"{path}:{line}: {problem}" if line else f"{path}: {problem}")
 
 
+def read_text(path):
+    """The text of a UTF-8 file, without a byte-order mark; a file that is not UTF-8 stops at the
+    line of its first bad byte."""
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(path, 0, "not a file" if path.exists() else "file not found")
+    raw = path.read_bytes()
+    raw = raw[len(codecs.BOM_UTF8):] if raw.startswith(codecs.BOM_UTF8) else raw
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise DataError(path, raw[:e.start].count(b"\n") + 1, f"not UTF-8 (byte 0x{raw[e.start]:02x} at offset {e.start}): "
+                                                              "save the file as UTF-8") from None
+
+
+def read_lines(path):
+    """The lines of a UTF-8 text file, with any line ending (\\n, \\r\\n, \\r), numbered from 1."""
+    text = read_text(path).replace("\r\n", "\n").replace("\r", "\n")
+    lines = text.split("\n")
+    return list(enumerate(lines[:-1] if lines and lines[-1] == "" else lines, start=1))
+
+
 def read_tsv(path, columns, header=True, noisy=False):
     """Rows of a tab-separated file as (line number, {column: value}). Rows with the wrong number of
     columns or an empty field stop the run, or, for known-noisy machine-translated files
     (`noisy=True`), are skipped and counted, with one line saying how many."""
-    path = Path(path)
-    if not path.exists():
-        raise DataError(path, 0, "file not found")
+    text = read_text(path)
+    csv.field_size_limit(2 ** 31 - 1)  # a long text is a text, not an error (the csv module's default stops at 128 KB)
     skipped, rows = 0, []
-    with open(path, encoding="utf-8", newline="") as f:
-        reader = csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
-        for number, row in enumerate(reader, start=1):
-            if header and number == 1:
-                if [c.strip() for c in row[:len(columns)]] != list(columns):
-                    raise DataError(path, 1, f"header {row!r} does not start with the expected columns {list(columns)}")
+    for number, row in enumerate(csv.reader(io.StringIO(text, newline=""), delimiter="\t", quoting=csv.QUOTE_NONE), start=1):
+        if header and number == 1:
+            if [c.strip() for c in row[:len(columns)]] != list(columns):
+                raise DataError(path, 1, f"header {row!r} does not start with the expected columns {list(columns)}")
+            continue
+        problem = None
+        if len(row) != len(columns):
+            problem = f"{len(row)} columns, expected {len(columns)} ({', '.join(columns)})"
+        elif any(not v.strip() or v.strip() == "NS" for v in row):
+            problem = f"empty or 'NS' (failed translation) field in {row!r}"
+        if problem:
+            if noisy:
+                skipped += 1
                 continue
-            problem = None
-            if len(row) != len(columns):
-                problem = f"{len(row)} columns, expected {len(columns)} ({', '.join(columns)})"
-            elif any(not v.strip() or v.strip() == "NS" for v in row):
-                problem = f"empty or 'NS' (failed translation) field in {row!r}"
-            if problem:
-                if noisy:
-                    skipped += 1
-                    continue
-                raise DataError(path, number, problem)
-            rows.append((number, dict(zip(columns, (v.strip() for v in row)))))
+            raise DataError(path, number, problem)
+        rows.append((number, dict(zip(columns, (v.strip() for v in row)))))
     if skipped:
         print(f"{path}: skipped {skipped} malformed or untranslated rows of {skipped + len(rows)}", file=sys.stderr)
     return rows
@@ -83,9 +104,8 @@ XNLI_LABELS = ("entailment", "neutral", "contradiction")
 
 def read_xnli(path, lang):
     """XNLI-1.0 xnli.{dev,test}.tsv: all languages in one file, parallel by pairID."""
-    path = Path(path)
-    with open(path, encoding="utf-8") as f:
-        columns = f.readline().rstrip("\n").split("\t")
+    lines = read_lines(path)
+    columns = lines[0][1].split("\t") if lines else []
     needed = {"language", "gold_label", "sentence1", "sentence2", "pairID"}
     if not needed <= set(columns):
         raise DataError(path, 1, f"header lacks {', '.join(sorted(needed - set(columns)))}")
@@ -117,61 +137,73 @@ def read_squad(path, lang):
     """SQuAD v1.1 JSON (XQuAD): one Example per question, with text = the question, pair = its
     context, answers = [(text, first character)] and group = the article's title. Translations of a
     question share its id."""
-    path = Path(path)
-    if not path.exists():
-        raise DataError(path, 0, "file not found")
     try:
-        articles = json.loads(path.read_text(encoding="utf-8"))["data"]
+        articles = json.loads(read_text(path))["data"]
+        if not isinstance(articles, list):
+            raise TypeError(f"'data' is a {type(articles).__name__}")
     except (json.JSONDecodeError, KeyError, TypeError) as e:
         raise DataError(path, 0, f"not SQuAD v1.1 JSON, an object with a 'data' list of articles ({e!r})") from None
     examples = []
     for a, article in enumerate(articles):
-        for p, paragraph in enumerate(article.get("paragraphs", [])):
-            where = f"article {a} ({article.get('title')!r}), paragraph {p}"
+        for p, paragraph in enumerate(article.get("paragraphs", []) if isinstance(article, dict) else [None]):
+            where = f"article {a} ({article.get('title') if isinstance(article, dict) else None!r}), paragraph {p}"
             try:
                 context = paragraph["context"]
-                for qa in paragraph["qas"]:
-                    answers = [(x["text"], x["answer_start"]) for x in qa["answers"]]
-                    for text, start in answers:
-                        if context[start:start + len(text)] != text:
-                            raise DataError(path, 0, f"{where}, question {qa['id']}: answer {text!r} is not at character {start} "
-                                                     f"of the context (found {context[start:start + len(text)]!r})")
-                    if not answers:
-                        raise DataError(path, 0, f"{where}, question {qa['id']}: no answer (SQuAD v1.1 questions have one or more)")
-                    examples.append(Example(id=qa["id"], lang=lang, text=qa["question"], pair=context, answers=answers,
-                                            group=article["title"]))
-            except (KeyError, TypeError) as e:
-                raise DataError(path, 0, f"{where}: missing or malformed field {e} (expected context, qas with id, question "
-                                         "and answers of text and answer_start)") from None
+                for q, qa in enumerate(paragraph["qas"]):
+                    examples.append(squad_question(path, f"{where}, question {qa.get('id', q)}", qa, context, lang, article["title"]))
+            except (KeyError, TypeError, AttributeError) as e:
+                raise DataError(path, 0, f"{where} (data[{a}].paragraphs[{p}]): missing or malformed field {e} (expected "
+                                         "context, qas with id, question and answers of text and answer_start)") from None
     return examples
+
+
+def squad_question(path, where, qa, context, lang, title):
+    """One SQuAD question as an Example, every field checked: its answers must lie in the context."""
+    if not isinstance(context, str) or not isinstance(qa["question"], str) or not isinstance(qa["id"], (str, int)):
+        raise DataError(path, 0, f"{where}: context, question and id must be text")
+    answers = [(x["text"], x["answer_start"]) for x in qa["answers"]]
+    if not answers:
+        raise DataError(path, 0, f"{where}: no answer (SQuAD v1.1 questions have one or more)")
+    for text, start in answers:
+        if not isinstance(text, str) or not text:
+            raise DataError(path, 0, f"{where}: an answer's text is empty (XTREME blanks the answers of its test files; "
+                                     "scores need the gold answers)")
+        if not isinstance(start, int) or isinstance(start, bool) or start < 0:
+            raise DataError(path, 0, f"{where}: answer_start {start!r} is not a character position (an integer from 0)")
+        if context[start:start + len(text)] != text:
+            raise DataError(path, 0, f"{where}: answer {text!r} is not at character {start} "
+                                     f"of the context (found {context[start:start + len(text)]!r})")
+    return Example(id=str(qa["id"]), lang=lang, text=qa["question"], pair=context, answers=answers, group=str(title))
 
 
 def conll_sentences(path, columns):
     """The sentences of a CoNLL-style file (comment lines, then one tab-separated row per word, a
     blank line after each sentence) as (first line number, {comment key: value}, [(line number,
-    cells)]). A row with other than `columns` cells stops with the file and line."""
-    path = Path(path)
-    if not path.exists():
-        raise DataError(path, 0, "file not found")
-    start, meta, rows = 0, {}, []
-    with open(path, encoding="utf-8") as f:
-        for number, line in enumerate(f, start=1):
-            line = line.rstrip("\n")
-            if not line.strip():
-                if rows:
-                    yield start, meta, rows
-                start, meta, rows = 0, {}, []
-                continue
-            start = start or number
-            if line.startswith("#"):
-                if not rows:  # "# text = ..." or xSID's "# intent: ..."
-                    key, _, value = line[1:].partition("=" if "=" in line else ":")
-                    meta[key.strip()] = value.strip()
-                continue
-            cells = line.split("\t")
-            if len(cells) != columns:
-                raise DataError(path, number, f"{len(cells)} columns, expected {columns}")
-            rows.append((number, cells))
+    cells)]). A row with other than `columns` cells stops with the file and line, and so does a
+    sentence that runs into the next (a comment among its words, or its word numbers starting
+    again): the blank line between them is missing."""
+    start, meta, rows, last = 0, {}, [], 0
+    for number, line in read_lines(path):
+        if not line.strip():
+            if rows:
+                yield start, meta, rows
+            start, meta, rows, last = 0, {}, [], 0
+            continue
+        start = start or number
+        if line.startswith("#"):
+            if rows:
+                raise DataError(path, number, "a comment line among a sentence's words: add the blank line that ends the sentence before it")
+            key, _, value = line[1:].partition("=" if "=" in line else ":")  # "# text = ..." or xSID's "# intent: ..."
+            meta[key.strip()] = value.strip()
+            continue
+        cells = line.split("\t")
+        if len(cells) != columns:
+            raise DataError(path, number, f"{len(cells)} columns, expected {columns}")
+        if cells[0].isdigit():
+            if int(cells[0]) <= last:
+                raise DataError(path, number, f"word {cells[0]} after word {last}: add the blank line that ends the sentence before it")
+            last = int(cells[0])
+        rows.append((number, cells))
     if rows:
         yield start, meta, rows
 
@@ -271,11 +303,13 @@ def read_parallel_lines(source_path, target_path, source_lang, target_lang):
     tatoeba.<xxx>-eng.{xxx,eng}: two lists of Examples whose ids are line numbers."""
     sides = []
     for path, lang in ((source_path, source_lang), (target_path, target_lang)):
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
-        empty = [n for n, line in enumerate(lines, start=1) if not line.strip()]
+        lines = read_lines(path)
+        empty = [n for n, line in lines if not line.strip()]
         if empty:
             raise DataError(path, empty[0], "empty line in a line-aligned parallel file")
-        sides.append([Example(id=str(n), lang=lang, text=line.strip()) for n, line in enumerate(lines, start=1)])
+        if not lines:
+            raise DataError(path, 0, "empty file")
+        sides.append([Example(id=str(n), lang=lang, text=line.strip()) for n, line in lines])
     if len(sides[0]) != len(sides[1]):
         raise DataError(target_path, 0, f"{len(sides[1])} lines against {len(sides[0])} in {source_path}: not line-aligned")
     return sides
@@ -289,10 +323,9 @@ def read_tatoeba(directory, lang):
 
 def read_jsonl_examples(path, labels):
     """Extra labelled examples, one JSON object per line with id, lang, text and label (co-training's
-    pseudo-labels are written this way)."""
-    path = Path(path)
+    pseudo-labels are written this way). An empty file has no examples."""
     out = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    for number, line in read_lines(path):
         if not line.strip():
             continue
         try:
@@ -300,6 +333,10 @@ def read_jsonl_examples(path, labels):
             example = Example(id=str(row["id"]), lang=row["lang"], text=row["text"], label=row["label"])
         except (json.JSONDecodeError, KeyError, TypeError) as e:
             raise DataError(path, number, f"not an object with id, lang, text and label ({e})") from None
+        if not isinstance(example.text, str) or not example.text.strip():
+            raise DataError(path, number, "empty text: give every example its text")
+        if not isinstance(example.lang, str) or not example.lang.strip():
+            raise DataError(path, number, "empty lang: give every example its language code")
         check_label(path, number, example.label, labels)
         out.append(example)
     return out
@@ -518,6 +555,10 @@ def load_task(name, data_dir=None, source=None, targets=None):
     splits = {}
     for split in ("train", "dev", "test"):
         splits[split] = {lang: layout.read(lang, split) for lang in [source, *targets]}
+        empty = [lang for lang, examples in splits[split].items() if not examples]
+        if empty:  # a score of an empty split would be a silent 0
+            raise InputError(f"task {name}: no {split} examples in {', '.join(empty)} (read from {data_dir or 'the bundled corpus'}); "
+                             "check the files, or leave the language out of --source-lang/--target-langs")
         if split == "train":  # translations must pair with the source, by id and label
             pair_by_id(splits[split][source], [e for lang in targets for e in splits[split][lang]], f"{name} {split} translations")
     return Task(name, list(layout.labels), source, targets, **splits, level=layout.level, round_trip=layout.round_trip(),

@@ -7,6 +7,8 @@ from pathlib import Path
 import sentencepiece
 import torch
 
+from weights import CheckpointError
+
 
 class Tokenizer:
     """XLM-R's tokenizer over a sentencepiece model, with fairseq's ids:
@@ -16,9 +18,12 @@ class Tokenizer:
 
     def __init__(self, model_file):
         self.model_file = Path(model_file)
-        self.sp = sentencepiece.SentencePieceProcessor(model_file=str(model_file))
-        if self.sp.id_to_piece(0) != "<unk>" or not self.sp.is_unknown(0):
-            raise ValueError(f"{model_file}: piece 0 must be <unk> as in XLM-R's sentencepiece model")
+        try:
+            self.sp = sentencepiece.SentencePieceProcessor(model_file=str(model_file))
+        except (RuntimeError, OSError) as e:
+            raise CheckpointError(f"{model_file}: not a sentencepiece model ({str(e).strip().splitlines()[0]})") from None
+        if self.sp.get_piece_size() < 1 or self.sp.id_to_piece(0) != "<unk>" or not self.sp.is_unknown(0):
+            raise CheckpointError(f"{model_file}: piece 0 must be <unk> as in XLM-R's sentencepiece model")
         self.mask_id = self.sp.get_piece_size() + 1
         self.vocab_size = self.mask_id + 1
 
@@ -26,8 +31,8 @@ class Tokenizer:
     def from_pretrained(cls, directory):
         path = Path(directory) / "sentencepiece.bpe.model"
         if not path.exists():
-            raise FileNotFoundError(f"{path} not found: minxlt tokenizes with XLM-R's sentencepiece model, "
-                                    "which a checkpoint directory carries as sentencepiece.bpe.model")
+            raise CheckpointError(f"{path} not found: minxlt tokenizes with XLM-R's sentencepiece model, "
+                                  "which a checkpoint directory carries as sentencepiece.bpe.model")
         return cls(path)
 
     def save_pretrained(self, directory):

@@ -18,6 +18,8 @@ run needs is in OUT/checkpoint.pt; the best model is OUT/best/, an ordinary chec
 losses and evaluations go to OUT/log.jsonl.
 """
 import argparse
+import errno
+import hashlib
 import json
 import math
 import os
@@ -33,17 +35,18 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
+import cli
 import data
 import distributed
 import evaluate
 import tasks
 from levels import LEVELS
 from methods import Run
-from model import Config, Encoder
+from model import Config, Encoder, check_tokenizer
 from prepare_default import default_model
 from registry import METHODS
 from tokenizer import Tokenizer
-from weights import CheckpointError
+from weights import CheckpointError, load_torch_file
 
 
 def get_args(argv=None):
@@ -54,52 +57,57 @@ def get_args(argv=None):
     g.add_argument("--method", default="xeroalign", choices=list(METHODS), help="see above (default: xeroalign); co-training: cotrain.py")
     g.add_argument("--task", default="demo", help="demo (the bundled corpus's intents), demo-slots (its BIO slots), sib200, xnli, pawsx, udpos (UPOS tagging on UD PUD), xsid (intent + BIO slots, "
                    "trained on English valid), or xquad (extractive QA, split by article)")
-    g.add_argument("--data", help="data directory of the task, e.g. ../shared/data/sib200 (not needed for demo)")
-    g.add_argument("--model", help="Hugging Face checkpoint directory to start from (default: the bundled multilingual-e5-small)")
+    g.add_argument("--data", type=cli.existing_directory, help="data directory of the task, e.g. ../shared/data/sib200 (not needed for demo)")
+    g.add_argument("--model", type=cli.existing_directory, help="Hugging Face checkpoint directory to start from (default: the bundled multilingual-e5-small)")
     g.add_argument("--source-lang", help="language with training labels (default: the task's English)")
-    g.add_argument("--target-langs", help="comma-separated languages to transfer to (default: all of the task's)")
-    g.add_argument("--out", default="runs/default", help="output directory: checkpoint, best model, log, results")
-    g.add_argument("--train-fraction", type=float, default=1.0,
+    g.add_argument("--target-langs", type=cli.languages, help="comma-separated languages to transfer to (default: all of the task's)")
+    g.add_argument("--out", default="runs/default", help="output directory: checkpoint, best model, log, results (a folder that holds "
+                                                       "a run needs --resume or --overwrite)")
+    g.add_argument("--overwrite", action="store_true", help="replace the run in --out, if there is one")
+    g.add_argument("--train-fraction", type=cli.share, default=1.0,
                    help="train on this share of the source's training examples, drawn per label (Yu & Joty's 1.2%%: 0.012)")
-    g.add_argument("--translated", type=int, help="keep the translations of only this many of them (Yu & Joty's few-shot: 200)")
-    g.add_argument("--extra-train", help="JSONL file of further labelled examples (id, lang, text, label), trained on with the "
+    g.add_argument("--translated", type=cli.non_negative_int, help="keep the translations of only this many of them (Yu & Joty's few-shot: 200)")
+    g.add_argument("--extra-train", type=cli.existing_file, help="JSONL file of further labelled examples (id, lang, text, label), trained on with the "
                                          "source's: co-training's pseudo-labels, or your own")
     g = p.add_argument_group("optimisation")
-    g.add_argument("--max-steps", type=int, default=150, help="optimizer steps (the default finishes in minutes on 2 CPU cores)")
-    g.add_argument("--batch-size", type=int, default=32, help="examples per optimizer step, over all processes and micro-steps")
-    g.add_argument("--grad-accum", type=int, default=1, help="micro-steps per optimizer step (memory: each holds batch-size / grad-accum / processes)")
-    g.add_argument("--lr", type=float, default=5e-5, help="peak learning rate of AdamW")
-    g.add_argument("--weight-decay", type=float, default=0.01, help="AdamW weight decay (not on biases and LayerNorms)")
-    g.add_argument("--warmup", type=float, default=0.1, help="fraction of steps of linear warmup, then linear decay to 0")
-    g.add_argument("--max-grad-norm", type=float, default=1.0, help="gradient clipping (0: off)")
-    g.add_argument("--max-length", type=int, help="tokens per text (pairs: in total), longest-first truncation; for QA, per window "
+    g.add_argument("--max-steps", type=cli.positive_int, default=150, help="optimizer steps (the default finishes in minutes on 2 CPU cores)")
+    g.add_argument("--batch-size", type=cli.positive_int, default=32, help="examples per optimizer step, over all processes and micro-steps")
+    g.add_argument("--grad-accum", type=cli.positive_int, default=1, help="micro-steps per optimizer step (memory: each holds batch-size / grad-accum / processes)")
+    g.add_argument("--lr", type=cli.positive_float, default=5e-5, help="peak learning rate of AdamW")
+    g.add_argument("--weight-decay", type=cli.non_negative_float, default=0.01, help="AdamW weight decay (not on biases and LayerNorms)")
+    g.add_argument("--warmup", type=cli.number(float, 0, 1, high_open=True), default=0.1, help="fraction of steps of linear warmup, then linear decay to 0")
+    g.add_argument("--max-grad-norm", type=cli.non_negative_float, default=1.0, help="gradient clipping (0: off)")
+    g.add_argument("--max-length", type=cli.number(int, 8), help="tokens per text (pairs: in total), longest-first truncation; for QA, per window "
                                                   "(default: 128, QA 384)")
-    g.add_argument("--dropout", type=float, help="override the checkpoint's dropout (0 makes runs comparable across process counts)")
+    g.add_argument("--dropout", type=cli.number(float, 0, 1, high_open=True), help="override the checkpoint's dropout (0 makes runs comparable across process counts)")
     g.add_argument("--head", default="roberta", choices=["roberta", "linear"], help="sentence classifier: dense-tanh-projection or one linear layer")
     g.add_argument("--pooling", default="cls", choices=["cls", "mean"], help="sentence vector: <s>, or the mean of the tokens (sentence-embedding models)")
     g.add_argument("--freeze-embeddings", action="store_true", help="keep the word embeddings fixed (faster: no update of the 250k x H matrix)")
     g.add_argument("--group-by-length", action="store_true", help="batch texts of similar length together (less padding)")
     g.add_argument("--seed", type=int, default=0)
     g = p.add_argument_group("question answering")
-    g.add_argument("--doc-stride", type=int, default=128, help="context tokens shared by consecutive windows of a long context")
-    g.add_argument("--max-answer-length", type=int, default=30, help="the longest answer predicted, in tokens")
+    g.add_argument("--doc-stride", type=cli.non_negative_int, default=128, help="context tokens shared by consecutive windows of a long context")
+    g.add_argument("--max-answer-length", type=cli.positive_int, default=30, help="the longest answer predicted, in tokens")
     for method in METHODS.values():
         method.add_arguments(p)
     g = p.add_argument_group("evaluation and checkpoints")
-    g.add_argument("--eval-every", type=int, default=50, help="steps between evaluations on the source dev set (and checkpoints)")
+    g.add_argument("--eval-every", type=cli.positive_int, default=50, help="steps between evaluations on the source dev set (and checkpoints)")
     g.add_argument("--dev-langs", default="source", choices=["source", "all"], help="dev languages to log (selection is always on the source)")
-    g.add_argument("--eval-batch-size", type=int, default=64)
+    g.add_argument("--eval-batch-size", type=cli.positive_int, default=64)
     g.add_argument("--no-alignment", action="store_true", help="skip CKA and retrieval before and after training")
     g.add_argument("--no-test", action="store_true", help="skip the test table at the end (the best model on dev is still saved)")
     g.add_argument("--resume", action="store_true", help="continue exactly from OUT/checkpoint.pt")
-    g.add_argument("--stop-at", type=int, help="save a checkpoint and exit after this step (continue later with --resume)")
+    g.add_argument("--stop-at", type=cli.positive_int, help="save a checkpoint and exit after this step (continue later with --resume)")
     g = p.add_argument_group("hardware")
-    g.add_argument("--device", help="cpu or cuda (default: cuda when available)")
+    g.add_argument("--device", type=cli.device, help="cpu or cuda (default: cuda when available)")
     g.add_argument("--amp", default="auto", choices=["auto", "none", "bf16", "fp16"],
                    help="autocast: auto is bf16 on GPUs that support it, fp16 with loss scaling on older ones, off on CPU")
     args = p.parse_args(argv)
-    if args.batch_size % args.grad_accum:
-        p.error(f"--batch-size {args.batch_size} must be divisible by --grad-accum {args.grad_accum}")
+    if args.grad_accum > args.batch_size or args.batch_size % args.grad_accum:
+        p.error(f"--batch-size {args.batch_size} must be a multiple of --grad-accum {args.grad_accum} (each micro-step takes "
+                "an equal share of the batch)")
+    if args.resume and args.overwrite:
+        p.error("--resume continues the run in --out and --overwrite replaces it: give one of them")
     return args
 
 
@@ -125,60 +133,79 @@ def set_rng_state(state):
         torch.cuda.set_rng_state(state["cuda"])
 
 
-def replace_dir(tmp, target):
-    """Swap a finished directory into place, so a crash leaves the old or the new one whole."""
-    old = target.with_name(target.name + ".old")
-    shutil.rmtree(old, ignore_errors=True)
-    if target.exists():
-        target.rename(old)
-    tmp.rename(target)
-    shutil.rmtree(old, ignore_errors=True)
-
-
 class StopRequest:
-    """Ctrl-C asks the run to stop after the current step and save; a second Ctrl-C aborts."""
+    """Ctrl-C (SIGINT), or SIGTERM as schedulers such as SLURM send before a kill, asks the run to
+    stop after the current step and save a checkpoint; a second one aborts at once."""
+    signals = (signal.SIGINT, signal.SIGTERM)
 
     def __init__(self):
         self.requested = False
-        signal.signal(signal.SIGINT, self.handle)
+        self.previous = {s: signal.signal(s, self.handle) for s in self.signals}
 
     def handle(self, signum, frame):
         if self.requested:
             raise KeyboardInterrupt
         self.requested = True
-        print("\nstopping after this step to save a checkpoint (Ctrl-C again to abort)", file=sys.stderr)
+        print(f"\n{signal.Signals(signum).name}: stopping after this step to save a checkpoint (once more to abort)", file=sys.stderr)
+
+    def close(self):
+        for s, handler in self.previous.items():
+            signal.signal(s, handler)
 
 
-def output_directory(args, rank):
-    """OUT, created; a fresh run leaves nothing of an earlier one there to be mistaken for its own."""
-    out = Path(args.out)
-    if rank == 0:
-        out.mkdir(parents=True, exist_ok=True)
-    if not args.resume and rank == 0:
-        if (out / "checkpoint.pt").exists():
-            print(f"note: starting afresh in {out}, replacing the run there (use --resume to continue it)", file=sys.stderr)
-        for stale in ("checkpoint.pt", "log.jsonl", "results.json", "results.md"):
-            (out / stale).unlink(missing_ok=True)
-        shutil.rmtree(out / "best", ignore_errors=True)
-    return out
+class Divergence:
+    """A run diverges when its loss is not finite, or when its mean over the last `window` steps
+    of a phase stays above `factor` times (and 1 above) the loss of the phase's first step."""
+
+    def __init__(self, factor=5.0, window=20):
+        self.factor, self.window = factor, window
+        self.phase, self.start, self.recent = None, None, []
+
+    def check(self, phase, loss):
+        """What is wrong with the loss of this step, or None."""
+        if not math.isfinite(loss):
+            return f"the loss is {loss}"
+        if phase != self.phase:
+            self.phase, self.start, self.recent = phase, loss, []
+        self.recent = (self.recent + [loss])[-self.window:]
+        mean = sum(self.recent) / len(self.recent)
+        if len(self.recent) == self.window and mean > self.factor * self.start and mean > self.start + 1:
+            return f"the loss has averaged {mean:.4g} over the last {self.window} steps, against {self.start:.4g} at the start"
+        return None
 
 
 def load_task(args):
     """The task as --task, --data and the language flags name it, with the QA flags; --max-length
     defaults to the task level's."""
-    task = tasks.load_task(args.task, args.data, args.source_lang, args.target_langs.split(",") if args.target_langs else None)
+    task = tasks.load_task(args.task, args.data, args.source_lang, args.target_langs)
     task.doc_stride, task.max_answer_length = args.doc_stride, args.max_answer_length
     args.max_length = args.max_length or LEVELS[task.level].max_length
     return task
 
 
 def load_run(args, model_dir, device, rank, world_size):
-    """The task (Yu & Joty's few-shot sample of it where asked) and the tokenizer."""
+    """The task (Yu & Joty's few-shot sample of it where asked) and the tokenizer, checked against
+    the model's config.json."""
+    config, tokenizer = Config.from_directory(model_dir), Tokenizer.from_pretrained(model_dir)
+    check_tokenizer(config, tokenizer, model_dir)
     task = load_task(args)
     if args.train_fraction < 1 or args.translated is not None:
         task = tasks.few_shot(task, args.train_fraction, args.translated, args.seed)
-    return Run(task, Tokenizer.from_pretrained(model_dir), args.max_length, args.eval_batch_size, device, rank, world_size,
-               Config.from_directory(model_dir).num_layers)
+    return Run(task, tokenizer, args.max_length, args.eval_batch_size, device, rank, world_size, config.num_layers,
+               config.max_positions - config.position_offset)
+
+
+def training_data(args, method):
+    """The method's training items (from the task and --extra-train) and its phases over them,
+    once the method has checked that it can train on them."""
+    extra = tasks.read_jsonl_examples(args.extra_train, method.run.task.labels) if args.extra_train else []
+    method.check(extra)
+    if args.max_length > method.run.max_positions:
+        raise tasks.InputError(f"--max-length {args.max_length} does not fit the model's {method.run.max_positions} positions: lower it")
+    items = method.training_items(extra)
+    if not items:
+        raise tasks.InputError(f"no training examples for --method {args.method} on {args.task}")
+    return items, method.phases(items)
 
 
 def build_model(args, method, model_dir, device, rank):
@@ -226,7 +253,7 @@ def train(args):
     """Train, evaluate, write OUT/; returns the model as it is after the last step."""
     owns_process_group = not distributed.initialized()  # co-training trains inside an outer run
     rank, world_size, device = distributed.setup(args.device)
-    out = output_directory(args, rank)
+    out = cli.output_folder(args.out, args.resume, args.overwrite, rank)
     random.seed(args.seed + rank)
     torch.manual_seed(args.seed + rank)  # dropout differs across ranks; the weights start identical (loaded)
 
@@ -234,12 +261,11 @@ def train(args):
     model_dir = Path(args.model) if args.model else default_model()
     run = load_run(args, model_dir, device, rank, world_size)
     method = METHODS[args.method](args, run)
-    extra = tasks.read_jsonl_examples(args.extra_train, run.task.labels) if args.extra_train else []
-    method.check(extra)
-    items = method.training_items(extra)
-    phases = method.phases(items)
-    if not items:
-        raise SystemExit(f"no training examples for --method {args.method} on {args.task}")
+    items, phases = training_data(args, method)
+    identity = run_identity(args, run, model_dir)
+    saved = load_checkpoint(out, identity) if args.resume else None
+    if args.overwrite and rank == 0:
+        cli.clear_run(out)
 
     # Model: the method's view of it (FILTER and X-Mixup run it on pairs) is what trains and is
     # checkpointed; OUT/best holds the built model alone, plus task.json.
@@ -250,55 +276,64 @@ def train(args):
     optimizer, scheduler = make_optimizer(args, core, phases)
     dtype = autocast_dtype(args.amp, device)
     scaler = torch.amp.GradScaler(enabled=dtype == torch.float16)
-    state = {"step": 0, "best": -1.0, "best_step": -1, "alignment_before": alignment_before}
-    if args.resume:
-        state = resume(out, core, optimizer, scheduler, scaler, rank, world_size)
-    checkpoint = lambda: save_checkpoint(out, args, core, optimizer, scheduler, scaler, state, rank)
+    state = {"step": 0, "best": -1.0, "best_step": -1, "alignment_before": alignment_before, "saved_step": None}
+    if saved is not None:
+        state = resume(out, saved, core, optimizer, scheduler, scaler, rank, world_size)
+    checkpoint = lambda: save_checkpoint(out, args, identity, core, optimizer, scheduler, scaler, state, rank)
 
     # The loop: one optimizer step per global batch; evaluation and a checkpoint every --eval-every steps.
     progress = tqdm(total=args.max_steps, initial=state["step"], disable=rank != 0, desc=f"{args.method} on {args.task}", dynamic_ncols=True)
-    stop, started, planned, stopped = StopRequest(), time.time(), None, False
+    stop, divergence, started, planned, stopped = StopRequest(), Divergence(), time.time(), None, False
     model.train()
-    while state["step"] < args.max_steps:
-        # The phase and the epoch's batch order follow from the step alone: a resumed run picks up where it stopped.
-        phase, start = phase_at(phases, state["step"])
-        epoch, position = divmod(state["step"] - start, math.ceil(len(phase.items) / args.batch_size))
-        if planned != (phase.name, epoch):
-            batches = data.epoch_batches([method.length(it) for it in phase.items], args.batch_size, epoch, args.seed,
-                                         group_by_length=args.group_by_length)
-            planned = (phase.name, epoch)
-        stats = train_step(args, run, method, phase, model, batches[position], state["step"], dtype, scaler, stop.requested)
-        if args.max_grad_norm > 0:
-            scaler.unscale_(optimizer)
-            torch.nn.utils.clip_grad_norm_(raw.parameters(), args.max_grad_norm)
-        scaler.step(optimizer)
-        scaler.update()
-        scheduler.step()
-        optimizer.zero_grad(set_to_none=True)
-        state["step"] += 1
-        record = log_step(args, out, stats, state["step"], scheduler.get_last_lr()[0], time.time() - started, rank)
-        progress.update(1)
-        progress.set_postfix(loss=f"{record['loss']:.4f}")
-        if state["step"] % args.eval_every == 0 or state["step"] == args.max_steps:
-            evaluate_and_save(args, out, method, raw, core, state, record["loss"], progress, rank)
-            model.train()
-            checkpoint()
-        if stats["stop"] or state["step"] == args.stop_at:  # saved, to be continued with --resume
-            if state["step"] % args.eval_every:
+    try:  # the signal handlers are the run's until it ends, however it ends
+        while state["step"] < args.max_steps:
+            # The phase and the epoch's batch order follow from the step alone: a resumed run picks up where it stopped.
+            phase, start = phase_at(phases, state["step"])
+            epoch, position = divmod(state["step"] - start, math.ceil(len(phase.items) / args.batch_size))
+            if planned != (phase.name, epoch):
+                batches = data.epoch_batches([method.length(it) for it in phase.items], args.batch_size, epoch, args.seed,
+                                             group_by_length=args.group_by_length)
+                planned = (phase.name, epoch)
+            stats = train_step(args, run, method, phase, model, batches[position], state["step"], dtype, scaler, stop.requested)
+            if args.max_grad_norm > 0:
+                scaler.unscale_(optimizer)
+                torch.nn.utils.clip_grad_norm_(raw.parameters(), args.max_grad_norm)
+            scaler.step(optimizer)
+            scaler.update()
+            scheduler.step()
+            optimizer.zero_grad(set_to_none=True)
+            state["step"] += 1
+            diverged(args, out, state, divergence.check(phase.name, stats["loss"]), progress, owns_process_group)
+            log(out, {"step": state["step"], "loss": stats["loss"], "lr": scheduler.get_last_lr()[0], "seconds": round(time.time() - started, 3),
+                      **stats["parts"]}, rank)
+            progress.update(1)
+            progress.set_postfix(loss=f"{stats['loss']:.4f}")
+            if state["step"] % args.eval_every == 0 or state["step"] == args.max_steps:
+                evaluate_and_save(args, out, method, raw, core, state, stats["loss"], progress, rank)
+                model.train()
                 checkpoint()
-            stopped = True
-            break
+            if stats["stop"] or state["step"] == args.stop_at:  # saved, to be continued with --resume
+                if state["step"] % args.eval_every:
+                    checkpoint()
+                stopped = True
+                break
+    finally:
+        stop.close()
     progress.close()
+    finish(args, out, method, raw, core, state, stopped, owns_process_group)
+    return raw
 
-    # Test: the best model on dev, in every language.
+
+def finish(args, out, method, raw, core, state, stopped, owns_process_group):
+    """The end of a run: the test table of the best model on dev, in every language (test), or,
+    for a run stopped to be resumed, how to continue it."""
     distributed.barrier()
-    if stopped and rank == 0:
+    if stopped and method.run.rank == 0:
         print(f"stopped at step {state['step']}; continue with the same command and --resume", file=sys.stderr)
     elif not stopped and not args.no_test:
         test(args, out, method, raw, core, state)
     if owns_process_group:
         distributed.cleanup()
-    return raw
 
 
 def train_step(args, run, method, phase, model, global_batch, step, dtype, scaler, stop):
@@ -334,17 +369,20 @@ def train_step(args, run, method, phase, model, global_batch, step, dtype, scale
     return {"loss": stats[0].item(), "parts": {k: stats[i + 1].item() for i, k in enumerate(sorted(parts))}, "stop": stats[-1] > 0}
 
 
-def log_step(args, out, stats, step, lr, seconds, rank):
-    """Append the step's record to OUT/log.jsonl; stop with advice on a non-finite loss."""
-    if not math.isfinite(stats["loss"]):
-        if rank == 0:
-            print(f"\nloss is {stats['loss']} at step {step}: try a lower --lr (now {args.lr}), --amp bf16 or none "
-                  f"instead of fp16, or --max-grad-norm 1.0; the last good state is {out}/checkpoint.pt", file=sys.stderr)
+def diverged(args, out, state, problem, progress, owns_process_group):
+    """Stop a diverging run (Divergence) with advice, naming the last checkpoint if there is one."""
+    if problem is None:
+        return
+    rank0 = not progress.disable  # (close() disables it)
+    progress.close()
+    if rank0:
+        where = (f"the last checkpoint is {out / 'checkpoint.pt'}, of step {state['saved_step']}: --resume continues from it"
+                 if state["saved_step"] is not None else f"no checkpoint was written yet (the first comes at step {args.eval_every})")
+        print(f"error: step {state['step']}: {problem}: the run is diverging; try a lower --lr (now {args.lr}), --amp bf16 or "
+              f"none instead of fp16, or --max-grad-norm 1.0; {where}", file=sys.stderr)
+    if owns_process_group:
         distributed.cleanup()
-        sys.exit(1)
-    record = {"step": step, "loss": stats["loss"], "lr": lr, "seconds": round(seconds, 3), **stats["parts"]}
-    log(out, record, rank)
-    return record
+    sys.exit(1)
 
 
 def log(out, record, rank):
@@ -374,42 +412,88 @@ def evaluate_and_save(args, out, method, raw, core, state, loss, progress, rank)
     if dev[run.task.source] > state["best"]:
         state["best"], state["best_step"] = dev[run.task.source], state["step"]
         if rank == 0:
-            tmp = out / "best.tmp"
-            shutil.rmtree(tmp, ignore_errors=True)
             info = dict(task_info(args, method, run), **method.saved_info(core), step=state["step"], **{f"dev_{metric}": state["best"]})
-            raw.save(tmp, run.tokenizer, info)
-            replace_dir(tmp, out / "best")
+            save_best(out, raw, run.tokenizer, info)
     if rank == 0:
         progress.write(f"step {state['step']}: loss {loss:.4f}, dev {metric} "
                        f"{', '.join(f'{l} {100 * a:.1f}' for l, a in dev.items())} (best {100 * state['best']:.1f} at step {state['best_step']})")
 
 
-def save_checkpoint(out, args, core, optimizer, scheduler, scaler, state, rank):
-    """OUT/checkpoint.pt: everything a resumed run needs, every process's RNG state included; written by rank 0 atomically."""
+def run_identity(args, run, model_dir):
+    """What a checkpoint must share with the command that resumes it: the method, the task and
+    its languages, the model and its tokenizer."""
+    return {"method": args.method, "task": args.task, "data": str(Path(args.data).resolve()) if args.data else None,
+            "languages": [run.task.source, *run.task.targets], "model": str(Path(model_dir).resolve()),
+            "tokenizer": hashlib.sha256(run.tokenizer.model_file.read_bytes()).hexdigest()[:16]}
+
+
+def load_checkpoint(out, identity):
+    """OUT/checkpoint.pt, refused unless it was written by this run (the same identity)."""
+    path = out / "checkpoint.pt"
+    saved = load_torch_file(path, "checkpoint")
+    if not isinstance(saved, dict) or not {"model", "optimizer", "scheduler", "scaler", "step", "rng"} <= set(saved):
+        raise CheckpointError(f"{path}: not a checkpoint written by train.py")
+    theirs = saved.get("identity") or {key: saved.get("args", {}).get(key) for key in ("method", "task")}
+    different = [f"{key} {theirs[key]!r} there, {identity[key]!r} here" for key in theirs if theirs[key] != identity.get(key)]
+    if different:
+        raise CheckpointError(f"{path} belongs to another run ({'; '.join(different)}): resume with that run's settings, or "
+                              "start afresh with --overwrite or another --out")
+    return saved
+
+
+def save_best(out, model, tokenizer, info):
+    """OUT/best: the model alone, written aside and swapped into place, so that a failed write leaves the previous best."""
+    tmp = out / "best.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        model.save(tmp, tokenizer, info)
+        cli.replace_dir(tmp, out / "best")
+    except (OSError, RuntimeError) as e:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise OSError(errno.EIO, f"writing the best model failed ({str(e).splitlines()[0]}); the previous one is whole. "
+                                 "Is the disk full? Free some space and continue with --resume", str(out / "best")) from None
+
+
+def save_checkpoint(out, args, identity, core, optimizer, scheduler, scaler, state, rank):
+    """OUT/checkpoint.pt: everything a resumed run needs, every process's RNG state included;
+    written by rank 0 to a new file that then replaces the old, so that the old one survives a
+    failed write (a full disk)."""
     states = distributed.gather(rng_state())
     if rank == 0:
         checkpoint = {"model": core.state_dict(), "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
                       "scaler": scaler.state_dict(), "step": state["step"], "best": state["best"], "best_step": state["best_step"],
-                      "rng": states, "args": vars(args), "alignment_before": state["alignment_before"]}
-        torch.save(checkpoint, out / "checkpoint.pt.tmp")
-        os.replace(out / "checkpoint.pt.tmp", out / "checkpoint.pt")
+                      "rng": states, "args": vars(args), "identity": identity, "alignment_before": state["alignment_before"]}
+        tmp, path = out / "checkpoint.pt.tmp", out / "checkpoint.pt"
+        try:
+            torch.save(checkpoint, tmp)
+            os.replace(tmp, path)
+        except (OSError, RuntimeError) as e:
+            tmp.unlink(missing_ok=True)
+            kept = f"the checkpoint of step {state['saved_step']} is whole" if state["saved_step"] is not None else "no checkpoint is kept"
+            raise OSError(errno.EIO, f"writing the checkpoint failed ({str(e).splitlines()[0]}); {kept}. Is the disk full? "
+                                     "Free some space and continue with --resume", str(path)) from None
+    state["saved_step"] = state["step"]
 
 
-def resume(out, core, optimizer, scheduler, scaler, rank, world_size):
-    """Load OUT/checkpoint.pt into the model, optimizer, scheduler and scaler; returns the loop's state."""
-    path = out / "checkpoint.pt"
-    if not path.exists():
-        raise SystemExit(f"--resume: {path} not found")
-    checkpoint = torch.load(path, map_location="cpu", weights_only=True)
-    core.load_state_dict(checkpoint["model"])
-    optimizer.load_state_dict(checkpoint["optimizer"])
-    scheduler.load_state_dict(checkpoint["scheduler"])
-    scaler.load_state_dict(checkpoint["scaler"])
-    if len(checkpoint["rng"]) == world_size:
-        set_rng_state(checkpoint["rng"][rank])
+def resume(out, saved, core, optimizer, scheduler, scaler, rank, world_size):
+    """Load a checkpoint (load_checkpoint) into the model, optimizer, scheduler and scaler; drop the
+    log's records of later steps, which the resumed run logs again; return the loop's state."""
+    try:
+        core.load_state_dict(saved["model"])
+        optimizer.load_state_dict(saved["optimizer"])
+        scheduler.load_state_dict(saved["scheduler"])
+        scaler.load_state_dict(saved["scaler"])
+    except (RuntimeError, ValueError, KeyError) as e:
+        raise CheckpointError(f"{out / 'checkpoint.pt'}: does not fit this model ({str(e).splitlines()[0]}); "
+                              "start afresh with --overwrite or another --out") from None
+    if len(saved["rng"]) == world_size:
+        set_rng_state(saved["rng"][rank])
     elif rank == 0:
-        print(f"note: resuming {len(checkpoint['rng'])}-process run on {world_size}: dropout draws will differ", file=sys.stderr)
-    return {key: checkpoint.get(key) for key in ("step", "best", "best_step", "alignment_before")}
+        print(f"note: resuming {len(saved['rng'])}-process run on {world_size}: dropout draws will differ", file=sys.stderr)
+    if rank == 0:
+        cli.keep_log_until(out / "log.jsonl", saved["step"])
+    state = {key: saved.get(key) for key in ("step", "best", "best_step", "alignment_before")}
+    return dict(state, saved_step=saved["step"])
 
 
 def alignment(encoder, run):
@@ -434,8 +518,8 @@ def test(args, out, method, raw, core, state):
         table = "(no test scores: an encoder; CKA and retrieval were skipped by --no-alignment)"
     metric = method.metric()
     summary = {**results, "alignment": aligned, "best_step": state["best_step"], f"dev_{metric}": state["best"], "args": vars(args)}
-    (out / "results.json").write_text(json.dumps(summary, indent=2) + "\n")
-    (out / "results.md").write_text(f"{args.method} on {args.task}, test split, best dev step {state['best_step']}\n\n{table}\n")
+    cli.write_text(out / "results.json", json.dumps(summary, indent=2) + "\n")
+    cli.write_text(out / "results.md", f"{args.method} on {args.task}, test split, best dev step {state['best_step']}\n\n{table}\n")
     print(f"\n{args.method} on {args.task}: test scores by language (best dev step {state['best_step']})\n\n{table}\n\n"
           f"written to {out}/results.json and results.md")
 
@@ -445,7 +529,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except (tasks.InputError, CheckpointError, FileNotFoundError) as e:  # something to fix in the command: no traceback
-        sys.exit(f"error: {e}")
+    cli.run(main)

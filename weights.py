@@ -116,18 +116,27 @@ def save_safetensors(tensors, path, metadata=None):
             f.write(data)
 
 
-def load_torch_bin(path):
-    """Load a PyTorch pickle of tensors with weights_only=True: a file that would run code is refused."""
+def load_torch_file(path, what="PyTorch weight file"):
+    """Load a PyTorch pickle with weights_only=True: tensors and plain containers only, so a file
+    that would run code is refused; a truncated or foreign file is reported as such."""
+    if not Path(path).is_file():
+        raise CheckpointError(f"{path}: {'a folder, not a file' if Path(path).is_dir() else 'not found'}")
     try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
+        return torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as e:
         first_line = str(e).strip().splitlines()[0]
         raise CheckpointError(
             f"{path}: refused to load: the pickle holds more than tensors ({first_line}). "
             "Only plain tensor files are loaded, so no code from the file can run; "
             "convert a trusted copy to model.safetensors instead.") from None
-    except (RuntimeError, EOFError, zipfile.BadZipFile, OSError) as e:
-        raise CheckpointError(f"{path}: not a readable PyTorch weight file ({e})") from None
+    except (RuntimeError, EOFError, zipfile.BadZipFile, OSError, ValueError) as e:
+        detail = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise CheckpointError(f"{path}: not a readable {what} ({detail}); it may be truncated") from None
+
+
+def load_torch_bin(path):
+    """Load a PyTorch pickle of tensors with weights_only=True: a file that would run code is refused."""
+    state = load_torch_file(path)
     if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
         raise CheckpointError(f"{path}: expected a dict of tensors, got {type(state).__name__}")
     return state

@@ -6,6 +6,7 @@ pooler), with the attention mask; the pairs are the task batch's own, and both s
 in one forward pass. --pooling mean aligns the means of the real tokens' final states instead (a
 variant for tagging, whose head reads every token rather than <s>).
 """
+import cli
 from losses import xeroalign_loss
 from methods import Method
 
@@ -19,7 +20,7 @@ class XeroAlign(Method):
     @staticmethod
     def add_arguments(parser):
         g = parser.add_argument_group("XeroAlign")
-        g.add_argument("--align-weight", type=float, default=1.0, help="weight of the alignment loss (the paper sums the two: 1)")
+        g.add_argument("--align-weight", type=cli.non_negative_float, default=1.0, help="weight of the alignment loss (the paper sums the two: 1)")
         g.add_argument("--target-labels", action="store_true", help="also train the task on the translations' labels")
 
     def make_batch(self, items, weights, step):

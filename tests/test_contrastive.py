@@ -11,6 +11,7 @@ import data
 import tasks
 import train
 from conftest import free_port, join_process_group_env, make_method, make_run
+from tasks import InputError
 import cotrain
 from cotrain import co_train, select
 
@@ -182,7 +183,7 @@ def test_extra_train_file(tmp_path, tiny_model_dir):
     with pytest.raises(tasks.DataError, match="extra.jsonl:1: unknown label 'cooking'"):
         tasks.read_jsonl_examples(path, ["alarm"])
     path.write_text('{"id": "p1", "lang": "de", "text": "Weck mich um sieben", "label": "alarm"}\n')
-    with pytest.raises(SystemExit, match="cannot use"):
+    with pytest.raises(InputError, match="cannot use"):
         train.main(["--model", str(tiny_model_dir), "--method", "filter", "--extra-train", str(path), "--out", str(tmp_path / "r")])
 
 

@@ -11,6 +11,7 @@ import tasks
 import evaluate
 import levels
 from conftest import SHARED_DATA, make_run
+from tasks import InputError
 from losses import task_loss
 from model import JointHead
 
@@ -174,7 +175,7 @@ def test_xsid_runs_end_to_end(tiny_xsid, tiny_model_dir, tmp_path, method):
 
 def test_contrastive_methods_refuse_word_tasks(tiny_xsid, tiny_model_dir, tmp_path):
     import train
-    with pytest.raises(SystemExit, match="labels words"):
+    with pytest.raises(InputError, match="labels words"):
         train.main(["--model", str(tiny_model_dir), "--task", "xsid", "--data", str(tiny_xsid), "--target-langs", "de", "--method", "contrastive",
                     "--out", str(tmp_path / "run")])
 

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from conftest import make_method, make_run, padded_pairs, sharp_encoder
+from tasks import InputError
 from losses import prediction_consistency_loss, representation_consistency_loss
 from mixup import MixupRatio, XMixup, attention_entropy, inverse_sigmoid_decay, mixup_encode
 from model import Classifier, mean_pool
@@ -172,7 +173,7 @@ def test_word_labels_need_a_source_trained_labeller(tmp_path, tiny_model_dir):
               "--max-steps", "4", "--eval-every", "2", "--no-alignment"]
     train.main(common + ["--method", "zero-shot", "--lr", "5e-3", "--out", str(tmp_path / "labeller")])
     labeller = str(tmp_path / "labeller" / "best")
-    with pytest.raises(SystemExit, match="needs --teacher"):
+    with pytest.raises(InputError, match="needs --teacher"):
         train.main(common + ["--method", "xmixup", "--out", str(tmp_path / "x")])
     with pytest.raises(ValueError, match="--mixup-layer 4 is not"):  # the paper's fourth layer by default for tagging
         train.main(common + ["--method", "xmixup", "--teacher", labeller, "--out", str(tmp_path / "x")])

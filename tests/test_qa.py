@@ -11,6 +11,7 @@ import tasks
 import evaluate
 import qa
 from conftest import SHARED_DATA, make_run
+from tasks import InputError
 from levels import LEVELS
 from losses import position_logits, self_teaching_loss, span_loss
 
@@ -279,7 +280,7 @@ def test_xquad_runs_end_to_end(tiny_xquad, tiny_model_dir, tmp_path, method):
 
 def test_qa_refuses_sentence_methods(tiny_xquad, tiny_model_dir, tmp_path):
     import train
-    with pytest.raises(SystemExit, match="answer spans"):
+    with pytest.raises(InputError, match="answer spans"):
         train.main(["--model", str(tiny_model_dir), "--task", "xquad", "--data", str(tiny_xquad), "--target-langs", "de", "--method", "contrastive",
                     "--out", str(tmp_path / "run")])
 

@@ -6,6 +6,7 @@ import torch
 import torch.multiprocessing as mp
 
 import train
+from tasks import InputError
 from conftest import free_port, join_process_group_env
 
 COMMON = ["--task", "demo", "--target-langs", "de,zh", "--batch-size", "8", "--eval-every", "3", "--no-alignment",
@@ -76,7 +77,7 @@ def test_outputs_of_a_run(tmp_path, tiny_model_dir):
 
 
 def test_resume_without_checkpoint_says_so(tmp_path, tiny_model_dir):
-    with pytest.raises(SystemExit, match="checkpoint.pt not found"):
+    with pytest.raises(InputError, match="checkpoint.pt not found"):
         train.main(["--model", str(tiny_model_dir), *COMMON, "--out", str(tmp_path), "--resume"])
 
 

@@ -1,0 +1,328 @@
+"""Bad input, faults and signals, met as a user meets them: through the command line, on small
+files. Every case ends in one line that names the problem (and the file and line where there is
+one), never a traceback, and nothing that was there before is lost."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+import cli
+import tasks
+from conftest import ROOT
+
+SIB = "index_id\tcategory\ttext\n"
+
+
+def command(script, *args, cwd=None, timeout=300):
+    """Run one of the project's commands; it must not print a traceback."""
+    env = dict(os.environ, PYTHONWARNINGS="ignore")
+    done = subprocess.run([sys.executable, str(ROOT / script), *map(str, args)], capture_output=True, text=True, cwd=cwd,
+                          timeout=timeout, env=env)
+    assert "Traceback" not in done.stderr, done.stderr
+    return done
+
+
+def error_line(done):
+    """The one line an error ends with (after any progress bars)."""
+    assert done.returncode != 0, done.stderr
+    return done.stderr.strip().splitlines()[-1]
+
+
+def write(path, text, encoding="utf-8"):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(text, bytes):
+        path.write_bytes(text)
+    else:
+        path.write_text(text, encoding=encoding)
+    return path
+
+
+def sib200(directory, langs=("eng_Latn", "deu_Latn"), rows=None):
+    """A small SIB-200-layout folder: 6 sentences per split, the same ids in every language."""
+    for lang in langs:
+        for split in ("train", "dev", "test"):
+            body = rows.get((lang, split)) if rows and (lang, split) in rows else "".join(
+                f"{i}\t{['sports', 'health'][i % 2]}\t{lang} sentence number {i} of {split}.\n" for i in range(6))
+            write(directory / lang / f"{split}.tsv", body if isinstance(body, bytes) else SIB + body)
+    return directory
+
+
+def train(tmp_path, tiny_model_dir, *args):
+    return command("train.py", "--model", tiny_model_dir, "--batch-size", "4", "--max-steps", "2", "--eval-every", "2",
+                   "--no-alignment", *args, cwd=tmp_path)
+
+
+# --- files that cannot be read as they are -------------------------------------------------------
+
+@pytest.mark.parametrize("case,message", [
+    ("invalid-utf8", "train.tsv:3: not UTF-8 (byte 0xe9"),
+    ("empty-dev", "no dev examples in eng_Latn"),
+    ("header-only-test", "no test examples in deu_Latn"),
+    ("short-row", "dev.tsv:2: 2 columns, expected 3"),
+])
+def test_broken_tsv_files(tmp_path, tiny_model_dir, case, message):
+    data = tmp_path / "sib"
+    rows = {"invalid-utf8": {("eng_Latn", "train"): (SIB + "0\tsports\tok\n1\thealth\tcaf\xe9\n").encode("latin-1")},
+            "empty-dev": {("eng_Latn", "dev"): b""},
+            "header-only-test": {("deu_Latn", "test"): ""},
+            "short-row": {("deu_Latn", "dev"): "0\tsports\n"}}[case]
+    sib200(data, rows=rows)
+    done = train(tmp_path, tiny_model_dir, "--task", "sib200", "--data", data, "--target-langs", "deu_Latn", "--out", tmp_path / "run")
+    assert error_line(done).startswith("error: ") and message in error_line(done)
+    assert not (tmp_path / "run" / "results.json").exists()
+
+
+def test_long_tsv_field_is_read(tmp_path):
+    long = "word " * 40000  # 200 KB, past the csv module's default field limit
+    write(tmp_path / "xx" / "train.tsv", f"{SIB}7\tsports\t{long}\n")
+    [example] = tasks.read_sib200(tmp_path, "xx", "train")
+    assert example.text == long.strip()
+
+
+def test_byte_order_mark_is_dropped(tmp_path):
+    write(tmp_path / "xx" / "train.tsv", ("\ufeff" + SIB + "7\tsports\tok\n").encode("utf-8"))
+    assert [e.id for e in tasks.read_sib200(tmp_path, "xx", "train")] == ["7"]
+
+
+CONLLU = "# sent_id = {id}\n1\tWe\twe\tPRON\t_\t_\t0\t_\t_\t_\n2\twalk\twalk\tVERB\t_\t_\t0\t_\t_\t_\n"
+
+
+@pytest.mark.parametrize("text,message", [
+    (CONLLU.format(id="a") + CONLLU.format(id="b"), "en_pud-ud-test.conllu:4: a comment line among a sentence's words"),
+    (CONLLU.format(id="a") + CONLLU.format(id="b").split("\n", 1)[1], "en_pud-ud-test.conllu:4: word 1 after word 2"),
+    ("# sent_id = a\n1\tnaïve\tx\tADJ\t_\t_\t0\t_\t_\t_\n".encode("latin-1"), "en_pud-ud-test.conllu:2: not UTF-8"),
+])
+def test_broken_conllu(tmp_path, tiny_model_dir, text, message):
+    write(tmp_path / "ud" / "en_pud-ud-test.conllu", text)
+    write(tmp_path / "ud" / "de_pud-ud-test.conllu", CONLLU.format(id="a") + "\n")
+    done = train(tmp_path, tiny_model_dir, "--task", "udpos", "--data", tmp_path / "ud", "--out", tmp_path / "run")
+    assert message in error_line(done)
+
+
+def test_xsid_sentences_without_a_blank_line_between(tmp_path):
+    text = "# text = hi\n# intent = weather/find\n1\thi\tweather/find\tO\n# text = yo\n# intent = weather/find\n1\tyo\tweather/find\tO\n"
+    with pytest.raises(tasks.DataError, match="en.valid.conll:4: a comment line among a sentence's words"):
+        tasks.read_xsid(write(tmp_path / "en.valid.conll", text), "en")
+
+
+@pytest.mark.parametrize("answer,message", [
+    ({"text": "Paris", "answer_start": -9}, "answer_start -9 is not a character position"),
+    ({"text": "", "answer_start": 0}, "an answer's text is empty"),
+    ({"text": "Paris", "answer_start": "0"}, "answer_start '0' is not a character position"),
+])
+def test_bad_squad_answers(tmp_path, tiny_model_dir, answer, message):
+    context = "It is in Paris."
+    for lang in ("en", "de"):
+        qas = [{"id": "q1", "question": "Where?", "answers": [answer if lang == "en" else {"text": "Paris", "answer_start": 9}]}]
+        write(tmp_path / "xq" / f"xquad.{lang}.json", json.dumps({"data": [{"title": "T", "paragraphs": [{"context": context, "qas": qas}]}]}))
+    done = train(tmp_path, tiny_model_dir, "--task", "xquad", "--data", tmp_path / "xq", "--target-langs", "de", "--max-length", "64",
+                 "--doc-stride", "16", "--out", tmp_path / "run")
+    assert "xquad.en.json: article 0 ('T'), paragraph 0, question q1: " + message in error_line(done)
+
+
+@pytest.mark.parametrize("line,message", [
+    ('{"id": "p1", "lang": "de", "text": "  ", "label": "alarm"}', "extra.jsonl:1: empty text"),
+    ('{"id": "p1", "lang": "de", "label": "alarm"}', "extra.jsonl:1: not an object with id, lang, text and label"),
+    (b'{"id": "p1", "lang": "de", "text": "caf\xe9", "label": "alarm"}', "extra.jsonl:1: not UTF-8"),
+])
+def test_bad_extra_examples(tmp_path, tiny_model_dir, line, message):
+    path = write(tmp_path / "extra.jsonl", line)
+    done = train(tmp_path, tiny_model_dir, "--method", "zero-shot", "--target-langs", "de", "--extra-train", path, "--out", tmp_path / "run")
+    assert message in error_line(done)
+
+
+# --- checkpoints and models ------------------------------------------------------------------------
+
+def model_copy(tmp_path, tiny_model_dir, **config):
+    import shutil
+    directory = tmp_path / "model"
+    shutil.copytree(tiny_model_dir, directory)
+    hf = json.loads((directory / "config.json").read_text())
+    (directory / "config.json").write_text(json.dumps(dict(hf, **config)))
+    return directory
+
+
+@pytest.mark.parametrize("config,message", [
+    ({"hidden_size": "32"}, "hidden_size is '32'; it must be an integer from 1"),
+    ({"num_attention_heads": 5}, "hidden_size 32 is not divisible by num_attention_heads 5"),
+    ({"attention_probs_dropout_prob": 1.5}, "attention_probs_dropout_prob is 1.5; it must be a number from 0 below 1"),
+])
+def test_config_with_wrong_types(tmp_path, tiny_model_dir, config, message):
+    directory = model_copy(tmp_path, tiny_model_dir, **config)
+    done = command("train.py", "--model", directory, "--out", tmp_path / "run", cwd=tmp_path)
+    assert message in error_line(done)
+
+
+def test_tokenizer_of_another_model(tmp_path, tiny_model_dir):
+    import shutil
+    directory = tmp_path / "model"
+    shutil.copytree(tiny_model_dir, directory)
+    from model import Config, Encoder
+    config = Config.from_directory(directory)
+    Encoder(Config(**{**config.__dict__, "vocab_size": 500})).save_pretrained(directory)  # fewer rows than the tokenizer's ids
+    done = command("train.py", "--model", directory, "--out", tmp_path / "run", cwd=tmp_path)
+    assert "the tokenizer has 1002 ids but config.json's vocab_size is 500" in error_line(done)
+    (directory / "sentencepiece.bpe.model").write_bytes(b"not a model")
+    done = command("train.py", "--model", directory, "--out", tmp_path / "run", cwd=tmp_path)
+    assert "sentencepiece.bpe.model: not a sentencepiece model" in error_line(done)
+
+
+def test_truncated_and_foreign_checkpoints(tmp_path, tiny_model_dir):
+    common = ["--target-langs", "de", "--method", "zero-shot", "--stop-at", "1"]
+    assert train(tmp_path, tiny_model_dir, *common, "--out", tmp_path / "run").returncode == 0
+    checkpoint = tmp_path / "run" / "checkpoint.pt"
+    whole = checkpoint.read_bytes()
+    checkpoint.write_bytes(whole[:len(whole) // 2])
+    done = train(tmp_path, tiny_model_dir, *common, "--out", tmp_path / "run", "--resume")
+    assert "checkpoint.pt: not a readable checkpoint" in error_line(done) and "truncated" in error_line(done)
+    checkpoint.write_bytes(whole)
+    done = train(tmp_path, tiny_model_dir, "--target-langs", "de", "--method", "xeroalign", "--out", tmp_path / "run", "--resume")
+    assert "belongs to another run (method 'zero-shot' there, 'xeroalign' here)" in error_line(done)
+    done = train(tmp_path, tiny_model_dir, "--target-langs", "de,zh", "--method", "zero-shot", "--out", tmp_path / "run", "--resume")
+    assert "languages ['en', 'de'] there, ['en', 'de', 'zh'] here" in error_line(done)
+
+
+# --- faults during training ------------------------------------------------------------------------
+
+def steps_logged(out):
+    return [r["step"] for r in map(json.loads, open(out / "log.jsonl")) if "loss" in r]
+
+
+def test_sigterm_saves_a_checkpoint_and_resume_logs_each_step_once(tmp_path, tiny_model_dir):
+    out = tmp_path / "run"
+    argv = [sys.executable, str(ROOT / "train.py"), "--model", str(tiny_model_dir), "--target-langs", "de", "--batch-size", "4",
+            "--method", "zero-shot", "--max-steps", "100000", "--eval-every", "100000", "--no-alignment", "--out", str(out)]
+    process = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    deadline = time.time() + 120
+    while time.time() < deadline and not ((out / "log.jsonl").exists() and len(steps_logged(out)) >= 3):
+        time.sleep(0.2)
+    process.send_signal(signal.SIGTERM)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 0 and "Traceback" not in stderr and "SIGTERM: stopping after this step" in stderr
+    step = torch.load(out / "checkpoint.pt", weights_only=True)["step"]
+    assert stderr.strip().endswith(f"stopped at step {step}; continue with the same command and --resume")
+    assert steps_logged(out) == list(range(1, step + 1))
+    # a run killed after its checkpoint logged steps the resumed run logs again: they are not kept twice
+    with open(out / "log.jsonl", "a") as f:
+        f.write(json.dumps({"step": step + 1, "loss": 1.0}) + "\n" + '{"step": ')  # the last line cut by the kill
+    done = command("train.py", *argv[2:], "--resume", "--stop-at", step + 2, cwd=tmp_path)
+    assert done.returncode == 0 and steps_logged(out) == list(range(1, step + 3))
+
+
+def test_divergence_stops_with_advice(tmp_path, tiny_model_dir):
+    done = train(tmp_path, tiny_model_dir, "--target-langs", "de", "--max-steps", "200", "--eval-every", "10", "--lr", "10",
+                 "--out", tmp_path / "run")
+    line = error_line(done)
+    assert done.returncode == 1 and "the run is diverging; try a lower --lr (now 10.0)" in line
+    saved = torch.load(tmp_path / "run" / "checkpoint.pt", weights_only=True)["step"]
+    assert f"the last checkpoint is {tmp_path / 'run' / 'checkpoint.pt'}, of step {saved}" in line
+
+
+def test_non_finite_weights_name_no_checkpoint_that_does_not_exist(tmp_path, tiny_model_dir):
+    from model import Encoder
+    directory = model_copy(tmp_path, tiny_model_dir)
+    encoder = Encoder.from_pretrained(directory)
+    with torch.no_grad():
+        encoder.layers[0].ffn_out.weight[0, 0] = float("nan")
+    encoder.save_pretrained(directory)
+    done = train(tmp_path, directory, "--target-langs", "de", "--out", tmp_path / "run")
+    assert "step 1: the loss is nan" in error_line(done) and "no checkpoint was written yet" in error_line(done)
+    assert not (tmp_path / "run" / "checkpoint.pt").exists()
+
+
+def test_failed_checkpoint_write_keeps_the_previous_one(tmp_path, tiny_model_dir, monkeypatch):
+    import train as train_module
+    argv = ["--model", str(tiny_model_dir), "--target-langs", "de", "--batch-size", "4", "--method", "zero-shot", "--max-steps", "4",
+            "--eval-every", "2", "--no-alignment", "--no-test", "--out", str(tmp_path / "run")]
+    saves = []
+
+    def full_disk(obj, path):  # the second checkpoint meets a full disk halfway
+        saves.append(path)
+        if len(saves) == 2:
+            open(path, "wb").write(b"half")
+            raise RuntimeError("PytorchStreamWriter failed writing file data/0: file write failed")
+        return real_save(obj, path)
+    real_save = torch.save
+    monkeypatch.setattr(train_module.torch, "save", full_disk)
+    with pytest.raises(OSError, match="writing the checkpoint failed .*; the checkpoint of step 2 is whole. Is the disk full?"):
+        train_module.main(argv)
+    assert torch.load(tmp_path / "run" / "checkpoint.pt", weights_only=True)["step"] == 2
+    assert not (tmp_path / "run" / "checkpoint.pt.tmp").exists()
+
+
+# --- output folders --------------------------------------------------------------------------------
+
+def test_a_fresh_run_never_deletes_another_runs_results(tmp_path, tiny_model_dir):
+    out = tmp_path / "run"
+    write(out / "results.json", '{"en": {"accuracy": 0.9}}')
+    write(out / "best" / "task.json", "{}")
+    done = train(tmp_path, tiny_model_dir, "--target-langs", "de", "--out", out)
+    assert "holds a run (results.json, best): continue it with --resume, replace it with --overwrite" in error_line(done)
+    assert (out / "results.json").read_text() == '{"en": {"accuracy": 0.9}}' and (out / "best" / "task.json").exists()
+    done = train(tmp_path, tiny_model_dir, "--target-langs", "de", "--out", out, "--overwrite")
+    assert done.returncode == 0 and json.loads((out / "results.json").read_text())["best_step"] == 2
+
+
+@pytest.mark.parametrize("make,message", [
+    (lambda tmp: write(tmp / "out.txt", "a file"), "out.txt: a file, not a folder"),
+    (lambda tmp: write(tmp / "file", "x") / "run", "cannot be written to"),
+])
+def test_output_folder_that_cannot_hold_a_run(tmp_path, tiny_model_dir, make, message):
+    done = train(tmp_path, tiny_model_dir, "--out", make(tmp_path))
+    assert message in error_line(done) and "on demo" not in done.stderr  # refused before any training
+
+
+def test_resuming_a_finished_run_with_another_method(tmp_path, tiny_model_dir):
+    assert train(tmp_path, tiny_model_dir, "--target-langs", "de", "--method", "zero-shot", "--out", tmp_path / "run").returncode == 0
+    before = (tmp_path / "run" / "results.json").read_text()
+    done = train(tmp_path, tiny_model_dir, "--target-langs", "de", "--method", "filter", "--out", tmp_path / "run", "--resume")
+    assert "belongs to another run (method 'zero-shot' there, 'filter' here)" in error_line(done)
+    assert (tmp_path / "run" / "results.json").read_text() == before
+
+
+# --- arguments -------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("args,message", [
+    (["--batch-size", "0"], "argument --batch-size: 0 is not in [1, inf]"),
+    (["--max-steps", "-5"], "argument --max-steps: -5 is not in [1, inf]"),
+    (["--lr", "0"], "argument --lr: 0 is not in (0, inf]"),
+    (["--lr", "nan"], "argument --lr: 'nan' is not a finite number"),
+    (["--warmup", "1.5"], "argument --warmup: 1.5 is not in [0, 1)"),
+    (["--train-fraction", "0"], "argument --train-fraction: 0 is not in (0, 1]"),
+    (["--eval-every", "0"], "argument --eval-every: 0 is not in [1, inf]"),
+    (["--batch-size", "8", "--grad-accum", "16"], "--batch-size 8 must be a multiple of --grad-accum 16"),
+    (["--max-length", "3"], "argument --max-length: 3 is not in [8, inf]"),
+    (["--method", "mixup"], "argument --method: invalid choice: 'mixup'"),
+    (["--data", "no/such/folder", "--task", "sib200"], "argument --data: no/such/folder: no such directory"),
+    (["--extra-train", "missing.jsonl"], "argument --extra-train: missing.jsonl: no such file"),
+    (["--teacher", "no-teacher", "--method", "filter"], "argument --teacher: no-teacher: no such directory"),
+    (["--resume", "--overwrite"], "--resume continues the run in --out and --overwrite replaces it"),
+    (["--device", "gpu"], "argument --device: 'gpu': give cpu, cuda or cuda:N"),
+])
+def test_impossible_arguments_are_refused_by_the_parser(tmp_path, args, message):
+    done = command("train.py", *args, cwd=tmp_path)
+    assert done.returncode == 2 and message in error_line(done)
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--task", "sib300"], "unknown task 'sib300'"),
+    (["--target-langs", "de,xx"], "task demo has no language(s) xx"),
+    (["--method", "filter", "--filter-m", "2", "--filter-k", "1"], "FILTER needs m + k <= 2, the encoder's layers"),
+    (["--method", "xmixup", "--mixup-layer", "3"], "--mixup-layer 3 is not one of the encoder's layers 1..2"),
+    (["--method", "contrastive", "--sa-steps", "3"], "--sa-steps 3 is more than --max-steps 2"),
+    (["--max-length", "200"], "--max-length 200 does not fit the model's 128 positions"),
+])
+def test_arguments_that_do_not_fit_the_task_or_model_stop_before_training(tmp_path, tiny_model_dir, args, message):
+    done = train(tmp_path, tiny_model_dir, *args, "--out", tmp_path / "run")
+    assert message in error_line(done) and " on demo" not in done.stderr  # no progress bar: the model never trained
+
+
+def test_an_unexpected_error_is_one_line_too(capsys):
+    with pytest.raises(SystemExit) as stop:
+        cli.run(lambda: {}["missing"])
+    assert "error: unexpected KeyError" in str(stop.value.code) and "MINXLT_TRACEBACK=1" in str(stop.value.code)
