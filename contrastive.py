@@ -12,6 +12,7 @@ the paper's other method, is a driver around train.py: cotrain.py.
 import random
 
 import cli
+import distributed
 from losses import label_alignment_loss, semantic_alignment_loss, task_loss
 from methods import Method, Phase
 from tasks import InputError
@@ -25,6 +26,7 @@ class Contrastive(Method):
     translations = True
     levels = ("sentence",)
     levels_note = "contrasts and pseudo-labels whole sentences (Yu & Joty classify them)"
+    paper = {"lr": 5e-5, "weight_decay": 0.01, "batch_size": 16, "epochs": 5}  # Sec. 4.1, Training Details (XNLI)
 
     @staticmethod
     def add_arguments(parser):
@@ -41,6 +43,10 @@ class Contrastive(Method):
 
     def check(self, extra):
         super().check(extra)
+        if self.args.grad_accum > 1 and self.args.la_weight > 0:
+            raise InputError("--method contrastive takes --grad-accum 1: label alignment (Eq. 2) contrasts every pair of texts in "
+                             "a step's batch, which micro-steps would split into smaller batches, and the loss with them; to fit "
+                             "memory, run more processes (torchrun) or give a smaller --batch-size")
         if self.args.sa_steps > self.args.max_steps:
             raise InputError(f"--sa-steps {self.args.sa_steps} is more than --max-steps {self.args.max_steps}: semantic alignment "
                              "is the last part of the run")
@@ -64,12 +70,15 @@ class Contrastive(Method):
         return [first, Phase("semantic alignment", self.anchors, args.sa_steps, self.group_batch, self.group_loss, lr_scale)]
 
     def loss(self, model, batch):
-        """Eq. 3: CE + lambda_LA * L_LA over the batch's <s> vectors."""
+        """Eq. 3: CE + lambda_LA * L_LA. Eq. 2 contrasts every pair of texts in the global batch, so
+        its vectors, labels and weights are gathered from every process; the same L_LA is then
+        computed by each, and returned as the shared part of the loss (methods.Method.loss)."""
         logits, cls = model(batch["input_ids"], batch["attention_mask"])
-        w = batch["weights"]
-        task = task_loss(logits, batch["labels"], w)
-        la = label_alignment_loss(cls, batch["labels"], self.args.tau, w)
-        return task + self.args.la_weight * la, {"task": task.detach(), "la": la.detach()}
+        w, labels = batch["weights"], batch["labels"]
+        task = task_loss(logits, labels, w)
+        la = label_alignment_loss(distributed.all_gather_with_grad(cls), distributed.all_gather(labels), self.args.tau,
+                                  distributed.all_gather(w))
+        return task, {"task": task.detach(), "la": la.detach()}, self.args.la_weight * la
 
     def group_batch(self, anchors, weights, step):
         """Each anchor expanded into its group: the anchor, b of its translations and b anchors of
@@ -85,7 +94,9 @@ class Contrastive(Method):
         return super().make_batch(rows, weights, step)
 
     def group_loss(self, model, batch):
-        """Eq. 5: CE + lambda_SA * L_SA, L_SA over each group (anchor, b positives, b negatives)."""
+        """Eq. 5: CE + lambda_SA * L_SA, L_SA over each group (anchor, b positives, b negatives). A group
+        is drawn per anchor from all the anchors (group_batch), so its loss is the anchor's own and
+        the mean over a step's anchors is the same however the step is split."""
         logits, cls = model(batch["input_ids"], batch["attention_mask"])
         w, b = batch["weights"], self.args.sa_group
         size = 2 * b + 1

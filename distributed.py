@@ -54,6 +54,37 @@ def wrap(module, device, find_unused_parameters=False):
                                    find_unused_parameters=find_unused_parameters)
 
 
+def all_gather(tensor):
+    """Every process's tensor (of the same shape), concatenated along the first dimension in rank order."""
+    if not dist.is_initialized():
+        return tensor
+    parts = [torch.empty_like(tensor) for _ in range(dist.get_world_size())]
+    dist.all_gather(parts, tensor.contiguous())
+    return torch.cat(parts)
+
+
+class _GatherWithGrad(torch.autograd.Function):
+    """all_gather whose gradient reaches each process's own part: the gradients that every
+    process computes for the gathered tensor are summed, and each keeps its own slice."""
+
+    @staticmethod
+    def forward(ctx, tensor):
+        ctx.rank, ctx.size = dist.get_rank(), len(tensor)
+        return all_gather(tensor)
+
+    @staticmethod
+    def backward(ctx, grad):
+        grad = grad.contiguous()
+        dist.all_reduce(grad)
+        return grad[ctx.rank * ctx.size:(ctx.rank + 1) * ctx.size]
+
+
+def all_gather_with_grad(tensor):
+    """all_gather for a loss over the global batch that every process computes alike: backward
+    gives each process's part the gradient of that loss (DDP's averaging then leaves it whole)."""
+    return _GatherWithGrad.apply(tensor) if dist.is_initialized() else tensor
+
+
 def barrier():
     if dist.is_initialized():
         dist.barrier()

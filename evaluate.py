@@ -22,7 +22,7 @@ import cli
 import data
 import distributed
 import tasks
-from methods import Method, Run, score_split
+from methods import TEST_INPUTS, Method, Run, counterparts, score_split
 from model import Classifier, Encoder, mean_pool
 from prepare_default import default_model
 from registry import METHODS
@@ -30,14 +30,16 @@ from tokenizer import Tokenizer
 
 
 @torch.no_grad()
-def sentence_representations(encoder, tokenizer, texts, batch_size, device, layer=-1, rank=0, world_size=1):
-    """Mean-pooled hidden states (N, H) of `layer` for every text, computed across ranks."""
+def sentence_representations(encoder, tokenizer, texts, batch_size, device, layer=-1, rank=0, world_size=1, pooling="mean"):
+    """Sentence vectors (N, H) of `layer` for every text, computed across ranks: the mean of the
+    real tokens' hidden states (pooling "mean"), or the <s> token's ("cls")."""
     H = encoder.config.hidden_size
     out = torch.zeros(len(texts), H, device=device)
     for index in data.evaluation_batches([len(t) for t in texts], batch_size, rank, world_size):
         ids, mask = tokenizer.batch([texts[i] for i in index])
         ids, mask = ids.to(device), mask.to(device)
-        out[index] = mean_pool(encoder.hidden_states(ids, mask)[layer], mask)
+        hidden = encoder.hidden_states(ids, mask)[layer]
+        out[index] = mean_pool(hidden, mask) if pooling == "mean" else hidden[:, 0]
     return distributed.all_reduce(out)
 
 
@@ -116,22 +118,28 @@ def retrieval_accuracy(x, y):
     return ((similarity.argmax(1) == gold).double().mean().item() + (similarity.argmax(0) == gold).double().mean().item()) / 2
 
 
-def alignment(encoder, tokenizer, parallel, source, batch_size, device, rank=0, world_size=1):
+def alignment(encoder, tokenizer, parallel, source, batch_size, device, rank=0, world_size=1, pooling="mean"):
     """{target: {"cka": ..., "retrieval": ...}} on parallel test sentences ({lang: [Example]}, paired
-    by id). The source side is encoded once for all targets."""
+    by id), between sentence vectors of the final layer: mean-pooled (X-Mixup's Table 7 measure)
+    or <s> (`pooling` "cls"). The source side is encoded once for all targets."""
     encoder.eval()
     sources = parallel[source]
     row = {e.id: i for i, e in enumerate(sources)}
-    source_states = sentence_representations(encoder, tokenizer, [e.text for e in sources], batch_size, device, rank=rank, world_size=world_size)
+    source_states = sentence_representations(encoder, tokenizer, [e.text for e in sources], batch_size, device, rank=rank,
+                                             world_size=world_size, pooling=pooling)
     out = {}
     for lang, examples in parallel.items():
         if lang == source:
             continue
         paired = [e for e in examples if e.id in row]
         x = source_states[[row[e.id] for e in paired]]
-        y = sentence_representations(encoder, tokenizer, [e.text for e in paired], batch_size, device, rank=rank, world_size=world_size)
+        y = sentence_representations(encoder, tokenizer, [e.text for e in paired], batch_size, device, rank=rank, world_size=world_size,
+                                     pooling=pooling)
         out[lang] = {"cka": linear_cka(x, y), "retrieval": retrieval_accuracy(x, y)}
     return out
+
+
+POOLINGS = {"mean": "the mean of the final layer's real tokens", "cls": "the final layer's <s> vectors"}
 
 
 def get_args(argv=None):
@@ -143,11 +151,19 @@ def get_args(argv=None):
     parser.add_argument("--source-lang", help="source language (default: the task's)")
     parser.add_argument("--target-langs", type=cli.languages, help="comma-separated target languages (default: all of the task's)")
     parser.add_argument("--split", default="test", choices=["dev", "test"])
+    parser.add_argument("--method", choices=list(METHODS), help="predict as this method does rather than as the checkpoint's "
+                        "(translate-test on a zero-shot checkpoint: the same training)")
+    parser.add_argument("--test-input", choices=list(TEST_INPUTS), help="what a prediction sees besides the target text (see "
+                        "train.py --help; default: what the run was tested on)")
+    parser.add_argument("--test-translations", metavar="PATH", help="the test texts' translations into the source language "
+                        "(as train.py's)")
     parser.add_argument("--plain-inference", action="store_true",
-                        help="for a FILTER or X-Mixup model: test each text alone, without its translation (X-Mixup's "
-                             "ablation 'without mixup inference')")
+                        help="for a FILTER or X-Mixup model: test each text alone, without a counterpart (--test-input text; "
+                             "X-Mixup's ablation 'without mixup inference')")
     parser.add_argument("--alignment", action="store_true", help="also compute CKA and retrieval accuracy between source and targets")
     parser.add_argument("--alignment-only", action="store_true", help="only CKA and retrieval, for an untrained encoder (--model)")
+    parser.add_argument("--alignment-pooling", default="mean", choices=["mean", "cls"], help="the sentence vectors CKA and "
+                        "retrieval compare: the mean of the final layer's real tokens (default, X-Mixup's Table 7), or <s>")
     parser.add_argument("--tatoeba", type=cli.existing_directory, help="measure alignment on Tatoeba pairs in this directory (tatoeba.<xxx>-eng.*) instead of the task's test set")
     parser.add_argument("--tatoeba-langs", type=cli.languages, help="comma-separated three-letter codes (default: every pair in --tatoeba)")
     parser.add_argument("--batch-size", type=cli.positive_int, default=64)
@@ -165,26 +181,43 @@ def tatoeba_alignment(encoder, tokenizer, args, device, rank, world_size):
     langs = args.tatoeba_langs or sorted(
         {p.name.split(".")[1][:3] for p in Path(args.tatoeba).glob("tatoeba.*-eng.eng")})
     return {lang: alignment(encoder, tokenizer, dict(zip(("eng", lang), tasks.read_tatoeba(args.tatoeba, lang))), "eng",
-                            args.batch_size, device, rank, world_size)[lang] for lang in langs}
+                            args.batch_size, device, rank, world_size, args.alignment_pooling)[lang] for lang in langs}
+
+
+def test_input_of(args, info):
+    """(--test-input, --test-translations) for a checkpoint: --plain-inference is the text alone; with
+    neither given, what the run was tested on (task.json), or for older X-Mixup checkpoints trained
+    for plain inference, the text alone."""
+    if args.plain_inference:
+        return "text", args.test_translations
+    if args.test_input or args.test_translations:
+        return args.test_input, args.test_translations
+    legacy_plain = "mixup" in info and not info["mixup"].get("inference", True)
+    return info.get("test_input") or ("text" if legacy_plain else None), None
 
 
 def test_checkpoint(model, encoder, tokenizer, info, args, device, rank, world_size):
-    """(results, alignment, source): the checkpoint's (or --model's) scores on its task's split,
-    with its method's test-time prediction (task.json says which), and CKA and retrieval."""
+    """(results, alignment, source, test input): the checkpoint's (or --model's) scores on its
+    task's split, with its method's test-time prediction (task.json says which), and CKA and
+    retrieval."""
     task = tasks.load_task(args.task or info.get("task", "demo"), args.data or info.get("data"),
                            args.source_lang or info.get("source_lang"),
                            args.target_langs or info.get("target_langs"))
     task.doc_stride = info.get("doc_stride", task.doc_stride)
     task.max_answer_length = info.get("max_answer_length", task.max_answer_length)
     run = Run(task, tokenizer, args.max_length or info.get("max_length", 256), args.batch_size, device, rank, world_size)
-    results, extra = {}, {}
+    results, extra, seen = {}, {}, None
     if model is not None and not args.alignment_only:
         model.eval()
-        method = Method if args.plain_inference else METHODS.get(info.get("method"), Method)  # Method's is the plain prediction
-        results = summarise(score_split(run, *method.load_predictor(model, info), args.split), task.source)
+        method = METHODS[args.method] if args.method else METHODS.get(info.get("method"), Method)
+        test_input = method.choose_test_input(*test_input_of(args, info if method.name == info.get("method") else {}))
+        partners = counterparts(run, args.split, test_input, args.test_translations)
+        results = summarise(score_split(run, *method.load_predictor(model, info, test_input), args.split, None, partners), task.source)
+        seen = {"input": test_input, "what": TEST_INPUTS[test_input], "translations": args.test_translations}
     if args.alignment or args.alignment_only:
-        extra = alignment(encoder, tokenizer, getattr(task, args.split), task.source, args.batch_size, device, rank, world_size)
-    return results, extra, task.source
+        extra = alignment(encoder, tokenizer, getattr(task, args.split), task.source, args.batch_size, device, rank, world_size,
+                          args.alignment_pooling)
+    return results, extra, task.source, seen
 
 
 def main(argv=None):
@@ -198,18 +231,21 @@ def main(argv=None):
         path = args.model or default_model()
         encoder, tokenizer = Encoder.from_pretrained(path).to(device), Tokenizer.from_pretrained(path)
     if args.tatoeba:
-        results, extra, source = {}, tatoeba_alignment(encoder, tokenizer, args, device, rank, world_size), "eng"
+        results, extra, source, seen = {}, tatoeba_alignment(encoder, tokenizer, args, device, rank, world_size), "eng", None
     else:
-        results, extra, source = test_checkpoint(model, encoder, tokenizer, info, args, device, rank, world_size)
+        results, extra, source, seen = test_checkpoint(model, encoder, tokenizer, info, args, device, rank, world_size)
     if rank == 0:
         table = markdown_table(results, source, extra) if results else alignment_table(extra)
+        if extra:
+            table += f"\n\nCKA and retrieval compare {POOLINGS[args.alignment_pooling]}."
         print(table)
         out = args.out or (Path(args.checkpoint).parent if args.checkpoint else None)
         if out:
             Path(out).mkdir(parents=True, exist_ok=True)
             stem = "tatoeba" if args.tatoeba else "alignment" if args.alignment_only else f"results_{args.split}"
             stem += "_plain" if args.plain_inference else ""
-            cli.write_text(Path(out) / f"{stem}.json", json.dumps({"results": results, "alignment": extra}, indent=2) + "\n")
+            summary = {"results": results, "test_input": seen, "alignment": extra, "alignment_pooling": args.alignment_pooling}
+            cli.write_text(Path(out) / f"{stem}.json", json.dumps(summary, indent=2) + "\n")
             cli.write_text(Path(out) / f"{stem}.md", table + "\n")
             print(f"written to {out}/{stem}.json and {stem}.md")
     distributed.cleanup()

@@ -56,10 +56,10 @@ class Filter(nn.Module):
         self.classifier, self.m, self.k = classifier, m, k
 
     def forward(self, source_ids, source_mask, target_ids, target_mask):
-        """Eq. 4's p^s and p^t as logits: the shared head over each text's own states (its own <s>
-        for sentence labels, its tokens for word labels)."""
+        """Eq. 4's p^s and p^t as logits: the shared head over each text's own states (its own <s>,
+        or with --pooling mean its own tokens' mean, for sentence labels; its tokens for word labels)."""
         source, target = filter_encode(self.classifier.encoder, source_ids, source_mask, target_ids, target_mask, self.m, self.k)
-        return self.classifier.head(source), self.classifier.head(target)
+        return self.classifier.classify(source, source_mask)[0], self.classifier.classify(target, target_mask)[0]
 
     def predict(self, source_ids, source_mask, target_ids, target_mask):
         """Inference: the target side's logits (the paper uses them for every task)."""
@@ -177,6 +177,8 @@ class FilterMethod(PairMethod):
         return {"filter_k": min(round(20 / 24 * num_layers), num_layers - self.args.filter_m) if span else 1,
                 "kl_weight": {"sentence": 0.5, "span": 0.1, "word": 1.0}[level]}
 
+    paper = {"batch_size": 64}  # "Implementation Details": batch size 64 for all tasks
+
     def uses_teacher(self):
         return True
 
@@ -210,7 +212,9 @@ class FilterMethod(PairMethod):
         return loss, {"source": source.detach(), "kl": kl.detach()}
 
     @classmethod
-    def load_predictor(cls, classifier, info):
+    def load_predictor(cls, classifier, info, test_input):
+        if test_input == "text":
+            return super().load_predictor(classifier, info, test_input)
         return Filter(classifier, info["filter_m"], info["filter_k"]).predict, "pair"
 
     def saved_info(self, model):

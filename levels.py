@@ -15,15 +15,16 @@ import qa
 from losses import position_logits, self_teaching_loss, span_loss, task_loss
 
 
-def predict_batch(predict, tokenizer, items, device, partners=None):
-    """A predictor's logits for encoded items. `predict(ids, mask)` sees each text alone; with
-    `partners` ({id: encoded source-language item}), `predict(source ids, source mask, target
-    ids, target mask)` sees each text with its counterpart (FILTER's and X-Mixup's inference)."""
-    if partners is None:
-        ids, mask, _ = data.collate(items, tokenizer)
-        return predict(ids.to(device), mask.to(device))
-    tensors = data.pad_pairs(tokenizer, [partners[it.id].ids for it in items], [it.ids for it in items])
-    return predict(*(t.to(device) for t in tensors))
+def predict_batch(predict, kind, tokenizer, items, device, partners=None):
+    """A predictor's logits for encoded items, by what it sees (`kind`): "text", each text alone,
+    predict(ids, mask); "pair", each text with its source-language counterpart in `partners` ({id:
+    encoded item}), predict(source ids, source mask, target ids, target mask) (FILTER's and
+    X-Mixup's inference); "counterpart", the counterpart alone, predict(ids, mask) (translate-test)."""
+    if kind == "pair":
+        tensors = data.pad_pairs(tokenizer, [partners[it.id].ids for it in items], [it.ids for it in items])
+        return predict(*(t.to(device) for t in tensors))
+    ids, mask, _ = data.collate([partners[it.id] for it in items] if kind == "counterpart" else items, tokenizer)
+    return predict(ids.to(device), mask.to(device))
 
 
 class Level:
@@ -67,17 +68,20 @@ class Level:
         return self_teaching_loss(student_logits, teacher_logits, batch["weights"])
 
     @torch.no_grad()
-    def score(self, predict, examples_by_lang, run, partners=None):
+    def score(self, predict, kind, examples_by_lang, run, partners=None):
         """{lang: scores} of a predictor (see predict_batch) on examples, computed across processes;
-        `partners` are the source-language examples that a pair predictor sees with each text."""
-        if partners is not None:
-            partners = {it.id: it for it in run.encode(partners)}
-        out = {}
+        `partners` ({lang: [Example]}) are the source-language counterparts that a "pair" or
+        "counterpart" predictor sees, by example id."""
+        out, encoded = {}, {}
         for lang, examples in examples_by_lang.items():
-            items = run.encode(examples)
+            items, mine = run.encode(examples), None
+            if kind != "text":  # the same counterparts serve every language when they are the source's own texts
+                key = id(partners[lang])
+                encoded[key] = encoded.get(key) or {it.id: it for it in run.encode(partners[lang])}
+                mine = encoded[key]
             counts = self.zero_counts(run.task).to(run.device)
             for index in data.evaluation_batches([len(it.ids) for it in items], run.batch_size, run.rank, run.world_size):
-                logits = predict_batch(predict, run.tokenizer, [items[i] for i in index], run.device, partners)
+                logits = predict_batch(predict, kind, run.tokenizer, [items[i] for i in index], run.device, mine)
                 counts += self.count(logits, [items[i] for i in index], [examples[i] for i in index], run.task).to(run.device)
             out[lang] = self.scores(distributed.all_reduce(counts).cpu(), run.task)
         return out
@@ -233,27 +237,29 @@ class Span(Level):
                                   weights[:, None].expand(-1, 2))
 
     @torch.no_grad()
-    def score(self, predict, examples_by_lang, run, partners=None):
+    def score(self, predict, kind, examples_by_lang, run, partners=None):
         """{lang: exact match and F1 (qa.answer_scores)}. Every window of a question offers its best
         span (qa.best_span) and the question's answer is the best of them; the processes split the
-        windows and share their candidates. With `partners`, each window is paired with the window
-        of its source-language question that covers the same part of the context."""
+        windows and share their candidates. A "pair" predictor sees each window with the window of
+        its source-language question that covers the same part of the context."""
         task = run.task
         encode = lambda examples: qa.encode_windows(examples, run.tokenizer, run.max_length, task.doc_stride)
-        source_windows = {}
-        for w in encode(partners or []):
-            source_windows.setdefault(w.extra["question"], []).append(w)
-        out = {}
+        out, encoded = {}, {}
         for lang, examples in examples_by_lang.items():
             items = encode(examples)
             counterparts = None
-            if partners is not None:
+            if kind == "pair":  # the source's windows, encoded once where every language shares them
+                if id(partners[lang]) not in encoded:
+                    encoded[id(partners[lang])] = {}
+                    for w in encode(partners[lang]):
+                        encoded[id(partners[lang])].setdefault(w.extra["question"], []).append(w)
+                source_windows = encoded[id(partners[lang])]
                 counterparts = {it.id: qa.matching_window(it, source_windows[it.extra["question"]]) for it in items}
             best = {}  # question id -> (score, first character, end character)
             batches = data.evaluation_batches([len(it.ids) for it in items], run.batch_size, run.rank, run.world_size)
             for index in tqdm(batches, desc=f"answering {lang}", disable=run.rank != 0, leave=False, dynamic_ncols=True):
                 batch = [items[i] for i in index]
-                logits = predict_batch(predict, run.tokenizer, batch, run.device, counterparts).float().cpu()  # (B, T, 2)
+                logits = predict_batch(predict, kind, run.tokenizer, batch, run.device, counterparts).float().cpu()  # (B, T, 2)
                 for row, window in zip(logits, batch):
                     qa.keep_best(best, window.extra["question"], qa.best_span(row[:, 0], row[:, 1], window, task.max_answer_length))
             best = qa.merge_best(distributed.gather(best))  # the best candidate of each question over all processes' windows

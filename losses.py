@@ -15,7 +15,8 @@ def weighted_mean(values, weights=None):
 
 
 def task_loss(logits, labels, weights=None):
-    """Cross-entropy of a classifier: (N, C) logits against (N,) label indices, or per token,
+    """The task loss of every paper (XeroAlign's tasks A and B, FILTER Eq. 4's L, X-Mixup Eq. 8's
+    L_task, Yu & Joty Eq. 3's CE): cross-entropy, (N, C) logits against (N,) label indices, or per token,
     (N, T, C) against (N, T) with -100 where a token is not scored (the mean is over scored tokens).
     A joint task (xSID) labels the <s> token, position 0, with the sentence's intent
     (model.JointHead): the intent's loss, a mean over sentences, and the slots' loss, a mean over
@@ -44,7 +45,7 @@ def position_logits(logits, mask=None):
 
 
 def span_loss(logits, labels, weights=None, mask=None):
-    """Extractive QA (BERT's SQuAD fine-tuning, used by every paper here for XQuAD): the
+    """The task loss of extractive QA (BERT's SQuAD fine-tuning; X-Mixup Appendix A.2): the
     cross-entropy of the answer's start token and of its end token, each a softmax over the
     window's positions, averaged: (N, T, 2) logits against (N, 2) token indices."""
     per_position = F.cross_entropy(position_logits(logits, mask).flatten(0, 1), labels.flatten(), reduction="none")

@@ -17,6 +17,7 @@ A method says
 What differs between task levels (sentence labels, word labels, answer spans) a method asks of
 `self.run.level` (levels.py), so that its loss is written once for all three.
 """
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -26,7 +27,7 @@ import torch
 import data
 from levels import LEVELS
 from model import Classifier
-from tasks import InputError
+from tasks import InputError, read_translations
 
 
 @dataclass
@@ -75,10 +76,25 @@ class Method:
     levels = ("sentence", "word", "span")  # the task levels it trains on
     levels_note = "trains on whole texts"   # why it trains on no other levels, for the message that refuses them
     unused_parameters = False  # whether a step may leave trainable parameters without gradient (DDP must know)
+    test_inputs = ("text",)  # what its test predictions can see besides the target text (TEST_INPUTS), the default first
+    paper = {}               # --preset paper: the settings its paper states (paper_preset)
 
     def __init__(self, args, run):
-        """Keeps the flags and the run; fills in the method's defaults for the flags left unset."""
+        """Keeps the flags and the run. With --preset paper, the paper's settings replace those of
+        the flags not given; --epochs becomes --max-steps; then the method's defaults fill in the
+        flags left unset."""
         self.args, self.run = args, run
+        given = getattr(args, "given", set())
+        if getattr(args, "preset", "minxlt") == "paper":
+            for name, value in self.paper_preset(run.task.level).items():
+                if name not in given:
+                    setattr(args, name, value)
+            if args.batch_size % args.grad_accum:
+                raise InputError(f"the paper's batch of {args.batch_size} is not a multiple of --grad-accum {args.grad_accum}")
+        if getattr(args, "epochs", None):
+            if "max_steps" in given:
+                raise InputError("give --max-steps or --epochs, not both (--preset paper sets --epochs where the paper gives them)")
+            args.max_steps = math.ceil(len(run.task.train[run.task.source]) / args.batch_size) * args.epochs
         for name, value in self.defaults(run.task.level, run.num_layers).items():
             if getattr(args, name) is None:
                 setattr(args, name, value)
@@ -90,6 +106,11 @@ class Method:
     def defaults(self, level, num_layers):
         """{flag: value}: the papers' settings for a task level, used where a flag is not given."""
         return {}
+
+    def paper_preset(self, level):
+        """{flag: value}: what the method's paper states of its head, learning rate, batch size and
+        epochs for a task level (--preset paper); what it does not state keeps this script's default."""
+        return dict(self.paper)
 
     def check(self, extra):
         """Refuse, before the model loads, what the method cannot do with this task and these flags
@@ -104,6 +125,7 @@ class Method:
             raise InputError(f"--extra-train adds labelled sentences; --task {args.task} {self.run.level.description}")
         if extra and self.draws != "texts":
             raise InputError(f"--extra-train adds single labelled texts, which --method {self.name} (trained on pairs) cannot use")
+        args.test_input = self.choose_test_input(args.test_input, args.test_translations)
         if (args.teacher or args.teacher_cache) and not self.uses_teacher():
             raise InputError("--teacher and --teacher-cache are for --method filter (self-teaching) and for --method xmixup "
                              "on word labels (soft labels of the translations)")
@@ -158,7 +180,9 @@ class Method:
         return batch
 
     def loss(self, model, batch):
-        """The loss of a batch, averaged over the examples that count, and its parts for the log."""
+        """The loss of a batch, averaged over the examples that count, and its parts for the log.
+        A loss over the whole global batch, which every process computes alike (Yu & Joty's label
+        alignment), comes as a third element: the loop neither weights nor scales it."""
         logits, _ = model(batch["input_ids"], batch["attention_mask"])  # (N, C) or (N, T, C)
         return self.run.level.loss(logits, batch["labels"], batch["weights"], batch["attention_mask"]), {}
 
@@ -166,43 +190,82 @@ class Method:
         """The dev score that selects the best model."""
         return self.run.level.metric(self.run.task)
 
-    def predictor(self, model):
-        """(predict, test_input) of the trained module: levels.predict_batch's function of (ids,
-        mask), or of (source ids, source mask, target ids, target mask) where test_input is "pair"."""
+    def predictor(self, model, test_input):
+        """(predict, kind) of the trained module for a test input (TEST_INPUTS): levels.predict_batch's
+        function, and what it sees, the "text" alone, the "pair" of counterpart and text, or the
+        "counterpart" alone."""
         return (lambda ids, mask: model(ids, mask)[0]), "text"
 
     @classmethod
-    def load_predictor(cls, classifier, info):
-        """(predict, test_input) of a saved model (OUT/best): its Classifier and task.json."""
+    def load_predictor(cls, classifier, info, test_input):
+        """(predict, kind) of a saved model (OUT/best): its Classifier and task.json."""
         return (lambda ids, mask: classifier(ids, mask)[0]), "text"
+
+    @classmethod
+    def choose_test_input(cls, given=None, translations=None):
+        """The test input: the one given (--test-input), else a translation where there are
+        translations (--test-translations), else the method's first."""
+        test_input = given or ("translation" if translations and "translation" in cls.test_inputs else cls.test_inputs[0])
+        if test_input not in cls.test_inputs:
+            raise InputError(f"--method {cls.name} predicts from {' or '.join(TEST_INPUTS[i] for i in cls.test_inputs)}, "
+                             f"not from {TEST_INPUTS[test_input]}")
+        if test_input == "translation" and not translations:
+            raise InputError("--test-input translation needs --test-translations: the test texts' translations into the source language")
+        if translations and test_input != "translation":
+            raise InputError(f"--test-translations: --method {cls.name} tested on {TEST_INPUTS[test_input]} reads no translations")
+        return test_input
 
     def saved_info(self, model):
         """What task.json needs beyond the task to rebuild the predictor (load_predictor)."""
         return {}
 
     def evaluate(self, model, split, langs):
-        """{lang: scores} of the trained module on a split ("dev" or "test") of the task."""
+        """{lang: scores} of the trained module on a split ("dev" or "test") of the task, a text
+        seen with the task's own source-language text of the same id where the method needs a
+        counterpart (model selection is on the source, whose counterpart is itself)."""
         model.eval()
-        return score_split(self.run, *self.predictor(model), split, langs)
+        test_input = "oracle" if "oracle" in self.test_inputs else "text"
+        return score_split(self.run, *self.predictor(model, test_input), split, langs, counterparts(self.run, split, test_input))
 
-    def test(self, best, model, trained):
+    def test(self, best, model, trained, test_input="text", translations=None):
         """({lang: test scores}, encoder) of the best model on dev, saved in `best` (OUT/best), or,
         where none was saved, of the model as trained (`model` built, `trained` wrapped); the
         encoder is for CKA and retrieval."""
+        partners = counterparts(self.run, "test", test_input, translations)
         if not Path(best).exists():
-            return self.evaluate(trained, "test", list(self.run.task.test)), model.encoder
+            trained.eval()
+            return score_split(self.run, *self.predictor(trained, test_input), "test", None, partners), model.encoder
         classifier, _, info = Classifier.load(best)
         classifier.to(self.run.device).eval()
-        return score_split(self.run, *type(self).load_predictor(classifier, info), "test"), classifier.encoder
+        return score_split(self.run, *type(self).load_predictor(classifier, info, test_input), "test", None, partners), classifier.encoder
 
 
-def score_split(run, predict, test_input, split, langs=None):
-    """{lang: scores} of a predictor on a split of the task ("dev" or "test"; `langs`: all of its
-    languages unless given). A "pair" predictor sees each text with the task's source-language
-    text of the same id."""
+# What a test prediction sees besides the target text (Method.test_inputs).
+TEST_INPUTS = {
+    "text": "the target text alone",
+    "translation": "the target's machine translation into the source language (--test-translations)",
+    "oracle": "the task's parallel source-language text, the human original (an oracle: an upper bound)",
+}
+
+
+def counterparts(run, split, test_input, translations=None):
+    """{lang: [Example]}: what a prediction sees besides each text of a split, by example id: the
+    task's source-language texts (the oracle), or translations read from --test-translations (the
+    source language is its own). None for the text alone."""
+    if test_input == "text":
+        return None
     examples = getattr(run.task, split)
-    partners = examples[run.task.source] if test_input == "pair" else None
-    return run.level.score(predict, {lang: examples[lang] for lang in langs or examples}, run, partners)
+    if test_input == "oracle":
+        return {lang: examples[run.task.source] for lang in examples}
+    return {lang: texts if lang == run.task.source else read_translations(translations, lang, run.task.source, texts)
+            for lang, texts in examples.items()}
+
+
+def score_split(run, predict, kind, split, langs=None, partners=None):
+    """{lang: scores} of a predictor (Method.predictor) on a split of the task ("dev" or "test";
+    `langs`: all of its languages unless given), with the counterparts it sees (counterparts())."""
+    examples = getattr(run.task, split)
+    return run.level.score(predict, kind, {lang: examples[lang] for lang in langs or examples}, run, partners)
 
 
 class ZeroShot(Method):
@@ -217,6 +280,7 @@ class TranslateTrain(Method):
     name = "translate-train"
     help = 'the task loss on the source and all its translations ("translate-train-all")'
     translations = True
+    paper = {"lr": 1e-5, "batch_size": 32}  # Unicoder Sec. 4.1, fine-tuning details
 
 
 class PairMethod(Method):
@@ -224,6 +288,7 @@ class PairMethod(Method):
     two texts padded to one length and run side by side; a teacher's soft labels of the
     translations where one is given; at test time each text is paired with its counterpart."""
     draws = "pairs"
+    test_inputs = ("oracle", "translation", "text")  # "text": the plain classifier on the target alone, an ablation
     teacher = None  # fusion.Teacher, set by wrap()
 
     def make_batch(self, items, weights, step):
@@ -243,5 +308,26 @@ class PairMethod(Method):
             batch["teacher_logits"] = self.teacher.logits(source_ids, source_mask, target_ids, target_mask, [(t.id, t.lang) for t in targets])
         return batch
 
-    def predictor(self, model):
+    def predictor(self, model, test_input):
+        if test_input == "text":
+            return super().predictor(model.classifier, test_input)
         return model.predict, "pair"
+
+
+class TranslateTest(Method):
+    """Translate-test: the model trained on the source alone (as zero-shot) classifies each test
+    text's translation into the source language. The baseline that sees what FILTER's and
+    X-Mixup's predictions see."""
+    name = "translate-test"
+    help = ("zero-shot's training; at test time the model classifies each text's translation into the source language "
+            "(--test-translations), or the task's parallel source-language text (an oracle)")
+    levels = ("sentence",)
+    levels_note = "classifies a translation, whose sentence label is the text's (word labels and answers do not carry over)"
+    test_inputs = ("oracle", "translation")
+
+    def predictor(self, model, test_input):
+        return (lambda ids, mask: model(ids, mask)[0]), "counterpart"
+
+    @classmethod
+    def load_predictor(cls, classifier, info, test_input):
+        return (lambda ids, mask: classifier(ids, mask)[0]), "counterpart"

@@ -1,16 +1,32 @@
 """X-Mixup (Yang et al. 2022): cross-lingual manifold mixup. A target text and its source-language
-counterpart run the encoder side by side; at one layer the target's hidden states are mixed with
+counterpart run the encoder side by side; at one layer l the target's hidden states are mixed with
 what they attend to in the source, by a ratio that grows with how well the two align.
 
-Where the mix sits. Eq. 2-4 write the attention sub-layer as MultiHead and mix
-LN(lambda h_T|S + (1 - lambda) h_T). Here the mix is inside layer l's attention sub-layer, before
-its own LayerNorm:
+The mixup layer as the paper writes it (the default, --mixup-variant paper), with LN_a layer l's
+attention LayerNorm and MHA its multi-head attention (projections included, Appendix Eq. 9):
 
-    h~_T = LN(x_T + lambda CrossAttn(x_T -> x_S) + (1 - lambda) SelfAttn(x_T))
+    h'_S = LN_a(h_S + MHA(h_S, h_S, h_S)),  h'_T = LN_a(h_T + MHA(h_T, h_T, h_T))     Eq. 2
+    h_T|S = MHA(h'_T, h'_S, h'_S)                                                       Eq. 3
+    A = softmax_j(h'_T h'_S^T / sqrt(n)),  lambda = lambda0 sigmoid((H(A) + H(A^T)) W + b)   Eq. 5
+    h~_T = LN_a(lambda h_T|S + (1 - lambda) h'_T)                                       Eq. 4
 
-so Eq. 4's LN is the layer's, lambda = 0 is exactly the plain forward, and the cross-attention
-takes the layer's inputs as its self-attention does (with the source equal to the target it *is*
-the self-attention). No attention weights are added; the ratio's W and b are the only new ones.
+Choices the paper leaves open, one per line:
+  - Eq. 2's MultiHead is layer l's whole attention sub-layer, residual and LayerNorm included: the
+    paper's h^{l+1} are hidden states, and it omits only the feed-forward "for simplification".
+  - Eq. 4's LN is layer l's own attention LayerNorm: as Eq. 3 shares the attention's parameters,
+    X-Mixup then adds no parameters but the ratio's W and b.
+  - The feed-forward the paper omits follows as in every layer: h~_T and h'_S each go through
+    layer l's feed-forward sub-layer, LN_f(h + FFN(h)).
+  - H(A^T): A's rows are distributions over the source tokens, its columns are not; H(A^T) is the
+    mean entropy of A's columns, each normalised to sum to 1 (over the target tokens).
+  - n is the hidden size; h_T|S has dropout as the layer's own attention output has.
+
+The ablation --mixup-variant in-attention mixes inside layer l's attention sub-layer, before its
+LayerNorm, with the entropies of the heads' attention probabilities both ways:
+
+    h~_T = LN_a(h_T + lambda MHA(h_T, h_S, h_S) + (1 - lambda) MHA(h_T, h_T, h_T))
+
+so that lambda = 0 is exactly the plain forward.
 
 Shapes: B pairs, T tokens (both texts padded to one length), H hidden, N heads.
 """
@@ -24,7 +40,7 @@ import torch.nn as nn
 import cli
 from fusion import check_teacher, load_teacher
 from losses import prediction_consistency_loss, representation_consistency_loss
-from methods import PairMethod
+from methods import TEST_INPUTS, PairMethod
 from model import embed_pair, mean_pool
 from tasks import InputError
 
@@ -36,14 +52,30 @@ def inverse_sigmoid_decay(step, k):
 
 
 def attention_entropy(probs, query_mask, key_mask):
-    """Eq. 5's H(A) per example, in nats: the entropy of each real query's attention over the real
-    keys, averaged over heads and real queries. probs (B, N, Tq, Tk); masks (B, Tq), (B, Tk).
-    Attention on padded keys is dropped and the rest renormalised, so padding never counts."""
+    """The in-attention ablation's H(A) per example, in nats: the entropy of each real query's
+    attention over the real keys, averaged over heads and real queries. probs (B, N, Tq, Tk);
+    masks (B, Tq), (B, Tk). Attention on padded keys is dropped and the rest renormalised."""
     p = probs * key_mask[:, None, None, :]
     p = p / p.sum(-1, keepdim=True).clamp(min=1e-12)
     entropy = -(p * p.clamp(min=1e-12).log()).sum(-1).mean(1)        # (B, Tq); 0 log 0 = 0 with a finite gradient
     q = query_mask.to(entropy.dtype)
     return (entropy * q).sum(1) / q.sum(1).clamp(min=1)              # (B,)
+
+
+def alignment_entropies(target, target_mask, source, source_mask):
+    """Eq. 5's H(A) and H(A^T) per example, in nats, from the hidden states themselves:
+    A_ij = softmax_j(h_Ti . h_Sj / sqrt(n)) over the real source tokens j. H(A) averages the
+    entropy of A's rows over the real target tokens; H(A^T) that of A's columns, each normalised
+    to sum to 1 over the real target tokens, over the real source tokens. target (B, Tt, H),
+    source (B, Ts, H); masks (B, Tt), (B, Ts)."""
+    t, s = target.float(), source.float()
+    scores = t @ s.transpose(1, 2) / math.sqrt(t.shape[-1])                     # (B, Tt, Ts)
+    A = scores.masked_fill(source_mask[:, None, :] == 0, float("-inf")).softmax(-1)
+    A = A * target_mask[:, :, None]                                             # padded target rows out
+    columns = A / A.sum(1, keepdim=True).clamp(min=1e-12)                      # A^T's rows, as distributions
+    entropy = lambda p, dim: -(p * p.clamp(min=1e-12).log()).sum(dim)          # 0 log 0 = 0 with a finite gradient
+    mean = lambda values, mask: (values * mask).sum(1) / mask.sum(1).clamp(min=1)
+    return mean(entropy(A, 2), target_mask.float()), mean(entropy(columns, 1), source_mask.float())   # (B,), (B,)
 
 
 class MixupRatio(nn.Module):
@@ -59,22 +91,42 @@ class MixupRatio(nn.Module):
 
 
 def mixup_layer(layer, ratio, target, target_mask, source, source_mask, fixed_ratio=None):
-    """Eq. 3-5 at one layer: the target's output with its attention mixed with its cross-attention
-    over the source (the layer's own attention parameters), and the ratio used (B,)."""
+    """Eq. 2-5 at layer l, as the module's docstring writes them: (source output, target output,
+    lambda (B,)). `fixed_ratio`, an ablation, replaces Eq. 5's lambda with a constant."""
+    h_s = layer.attn_norm(source + layer.dropout(layer.attention(source, source_mask)))   # Eq. 2
+    h_t = layer.attn_norm(target + layer.dropout(layer.attention(target, target_mask)))   # Eq. 2
+    h_ts = layer.attention(h_t, target_mask, context=h_s, context_mask=source_mask)       # Eq. 3, the same parameters
+    if fixed_ratio is None:
+        lam = ratio(*alignment_entropies(h_t, target_mask, h_s, source_mask))              # Eq. 5
+    else:
+        lam = torch.full((len(target),), float(fixed_ratio), device=target.device)
+    ratio_ = lam.to(h_t.dtype)[:, None, None]
+    mixed = layer.attn_norm(ratio_ * layer.dropout(h_ts) + (1 - ratio_) * h_t)              # Eq. 4
+    return layer.feed_forward(h_s), layer.feed_forward(mixed), lam
+
+
+def mixup_layer_in_attention(layer, ratio, target, target_mask, source, source_mask, fixed_ratio=None):
+    """The ablation --mixup-variant in-attention: the target's attention mixed with its
+    cross-attention over the source inside the attention sub-layer, before its LayerNorm, the
+    ratio from the heads' attention entropies both ways. (source output, target output, lambda)."""
+    source_output = layer(source, source_mask)
     self_attention = layer.attention(target, target_mask)
-    cross, A = layer.attention(target, target_mask, context=source, context_mask=source_mask, return_probs=True)  # Eq. 3
+    cross, A = layer.attention(target, target_mask, context=source, context_mask=source_mask, return_probs=True)
     if fixed_ratio is None:
         _, A_t = layer.attention(source, source_mask, context=target, context_mask=target_mask, return_probs=True)
         lam = ratio(attention_entropy(A, target_mask, source_mask), attention_entropy(A_t, source_mask, target_mask))
     else:  # an ablation: a constant ratio
         lam = torch.full((len(target),), float(fixed_ratio), device=target.device)
     lam = lam.to(cross.dtype)[:, None, None]
-    mixed = lam * cross + (1 - lam) * self_attention                 # Eq. 4, before the LayerNorm
+    mixed = lam * cross + (1 - lam) * self_attention
     h = layer.attn_norm(target + layer.dropout(mixed))
-    return layer.feed_forward(h), lam[:, 0, 0]
+    return source_output, layer.feed_forward(h), lam[:, 0, 0]
 
 
-def mixup_encode(encoder, ratio, source_ids, source_mask, target_ids, target_mask, layer_index, fixed_ratio=None):
+VARIANTS = {"paper": mixup_layer, "in-attention": mixup_layer_in_attention}
+
+
+def mixup_encode(encoder, ratio, source_ids, source_mask, target_ids, target_mask, layer_index, fixed_ratio=None, variant="paper"):
     """Both texts through the encoder, stacked along the batch, the target mixed at `layer_index`
     (0-based). Returns (source states, target states, lambda), each state (B, T, H)."""
     B = len(source_ids)
@@ -82,10 +134,9 @@ def mixup_encode(encoder, ratio, source_ids, source_mask, target_ids, target_mas
     lam = None
     for i, layer in enumerate(encoder.layers):
         if i != layer_index:
-            h = layer(h, mask)                                       # Eq. 2: each text on its own
+            h = layer(h, mask)                                       # each text on its own
             continue
-        source = layer(h[:B], source_mask)
-        target, lam = mixup_layer(layer, ratio, h[B:], target_mask, h[:B], source_mask, fixed_ratio)
+        source, target, lam = VARIANTS[variant](layer, ratio, h[B:], target_mask, h[:B], source_mask, fixed_ratio)
         h = torch.cat([source, target])
     return h[:B], h[B:], lam
 
@@ -93,20 +144,21 @@ def mixup_encode(encoder, ratio, source_ids, source_mask, target_ids, target_mas
 class XMixup(nn.Module):
     """A Classifier run as X-Mixup on (source, target) pairs, plus the ratio's W and b."""
 
-    def __init__(self, classifier, layer, lambda0=0.5, fixed_ratio=None):
+    def __init__(self, classifier, layer, lambda0=0.5, fixed_ratio=None, variant="paper"):
         super().__init__()
         if not 0 <= layer < len(classifier.encoder.layers):
             raise ValueError(f"--mixup-layer {layer + 1} is not one of the encoder's layers 1..{len(classifier.encoder.layers)}")
-        self.classifier, self.layer, self.fixed_ratio = classifier, layer, fixed_ratio
+        self.classifier, self.layer, self.fixed_ratio, self.variant = classifier, layer, fixed_ratio, variant
         self.ratio = MixupRatio(lambda0)
 
     def forward(self, source_ids, source_mask, target_ids, target_mask):
-        """(source logits, target logits, source representation, target representation, lambda)."""
+        """Eq. 2-5 at the mixup layer (mixup_encode), then the shared head on each side: (source
+        logits, target logits, source representation r_S, target representation r_T (Eq. 7), lambda)."""
         hs, ht, lam = mixup_encode(self.classifier.encoder, self.ratio, source_ids, source_mask, target_ids, target_mask,
-                                   self.layer, self.fixed_ratio)
-        head = self.classifier.head
+                                   self.layer, self.fixed_ratio, self.variant)
+        source, target = self.classifier.classify(hs, source_mask)[0], self.classifier.classify(ht, target_mask)[0]
         # Eq. 7's sequence representations r: the mean-pooled final states of the real tokens
-        return head(hs), head(ht), mean_pool(hs, source_mask), mean_pool(ht, target_mask), lam
+        return source, target, mean_pool(hs, source_mask), mean_pool(ht, target_mask), lam
 
     def predict(self, source_ids, source_mask, target_ids, target_mask):
         """Mixup inference (Sec. 4.3): a sentence label from the mean of the two predicted
@@ -140,6 +192,9 @@ class XMixupMethod(PairMethod):
         g.add_argument("--lambda0", type=cli.fraction, default=0.5, help="the largest mixup ratio (Eq. 5)")
         g.add_argument("--ss-k", type=cli.positive_float, help="k of the inverse sigmoid decay of scheduled sampling (Eq. 6; default: the paper's 1000, "
                                                  "2000 for QA)")
+        g.add_argument("--mixup-variant", default="paper", choices=list(VARIANTS), help="paper: Eq. 2-5 as written, the sub-layer's "
+                       "outputs mixed; in-attention: the ablation that mixes inside the attention sub-layer, before its LayerNorm "
+                       "(see mixup.py)")
         g.add_argument("--constant-ratio", action="store_true", help="ablation: lambda = lambda0 instead of the entropy-based ratio")
         g.add_argument("--no-consistency", action="store_true", help="ablation: without the consistency losses of Eq. 7")
         g.add_argument("--no-mixup-inference", action="store_true", help="ablation: test the target text alone, not mixed with its translation")
@@ -151,11 +206,19 @@ class XMixupMethod(PairMethod):
                 "mixup_alpha": {"sentence": 0.4, "word": 0.8, "span": 0.2}[level],
                 "ss_k": 2000 if level == "span" else 1000}
 
+    def paper_preset(self, level):
+        """Appendix C.1: batch size 64; 2 epochs for QA, 4 for the other tasks."""
+        return {"batch_size": 64, "epochs": 2 if level == "span" else 4}
+
     def uses_teacher(self):
         """Word labels do not carry over to a translation: its soft labels come from a model trained on the source."""
         return not self.run.level.translations_keep_labels
 
     def check(self, extra):
+        if self.args.no_mixup_inference:  # the ablation: the target text alone
+            if self.args.test_input not in (None, "text"):
+                raise InputError(f"--no-mixup-inference tests the target text alone, not {TEST_INPUTS[self.args.test_input]}")
+            self.args.test_input = "text"
         super().check(extra)
         if self.uses_teacher() and not (self.args.teacher or self.args.teacher_cache):
             raise InputError("--method xmixup on word labels needs --teacher: a model trained on the source (--method zero-shot), "
@@ -176,7 +239,8 @@ class XMixupMethod(PairMethod):
 
     def wrap(self, model, items):
         args = self.args
-        core = XMixup(model, args.mixup_layer - 1, args.lambda0, args.lambda0 if args.constant_ratio else None).to(self.run.device)
+        core = XMixup(model, args.mixup_layer - 1, args.lambda0, args.lambda0 if args.constant_ratio else None,
+                      args.mixup_variant).to(self.run.device)
         if args.constant_ratio:
             core.ratio.requires_grad_(False)  # unused: DDP must not wait for its gradient
         self.teacher = load_teacher(args, self.run, items, "xmixup")
@@ -217,17 +281,13 @@ class XMixupMethod(PairMethod):
                 parts.update(kl=kl.detach())
         return loss, parts
 
-    def predictor(self, model):
-        if self.args.no_mixup_inference:  # the ablation: the target text alone
-            return (lambda ids, mask: model.classifier(ids, mask)[0]), "text"
-        return model.predict, "pair"
-
     @classmethod
-    def load_predictor(cls, classifier, info):
+    def load_predictor(cls, classifier, info, test_input):
+        if test_input == "text":
+            return super().load_predictor(classifier, info, test_input)
         mixup = info["mixup"]
-        if not mixup["inference"]:
-            return super().load_predictor(classifier, info)
-        model = XMixup(classifier, mixup["layer"], mixup["lambda0"], mixup["fixed_ratio"])
+        # models saved before the paper's Eq. 2-5 became the default were trained with the in-attention mix
+        model = XMixup(classifier, mixup["layer"], mixup["lambda0"], mixup["fixed_ratio"], mixup.get("variant", "in-attention"))
         with torch.no_grad():
             model.ratio.linear.weight.fill_(mixup["ratio_weight"])
             model.ratio.linear.bias.fill_(mixup["ratio_bias"])
@@ -235,6 +295,6 @@ class XMixupMethod(PairMethod):
 
     def saved_info(self, model):
         """The ratio's W and b are read when the model is saved."""
-        return {"mixup": {"layer": model.layer, "lambda0": self.args.lambda0, "fixed_ratio": model.fixed_ratio,
+        return {"mixup": {"layer": model.layer, "lambda0": self.args.lambda0, "fixed_ratio": model.fixed_ratio, "variant": model.variant,
                           "ratio_weight": model.ratio.linear.weight.item(), "ratio_bias": model.ratio.linear.bias.item(),
                           "inference": not self.args.no_mixup_inference}}

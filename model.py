@@ -485,7 +485,12 @@ class Classifier(nn.Module):
             self.head = ClassificationHead(H, num_labels, dropout=p, style=head_style)
 
     def forward(self, input_ids, attention_mask):
-        hidden = self.encoder(input_ids, attention_mask)  # (B, T, H)
+        return self.classify(self.encoder(input_ids, attention_mask), attention_mask)
+
+    def classify(self, hidden, attention_mask):
+        """(logits, sentence vectors) from final hidden states (B, T, H): the head over the pooled
+        sentence vector (sentence labels) or over every token. FILTER and X-Mixup call it on the
+        states they compute."""
         if self.pooling == "mean":
             sentence = mean_pool(hidden, attention_mask)  # (B, H)
             return self.head(sentence if isinstance(self.head, ClassificationHead) else hidden), sentence

@@ -3,7 +3,7 @@ methods.Method (methods.TranslateTrain is the smallest) and one line here. Yu & 
 is not a method of one run but a driver of several: cotrain.py."""
 from contrastive import Contrastive
 from fusion import FilterMethod
-from methods import TranslateTrain, ZeroShot
+from methods import TranslateTest, TranslateTrain, ZeroShot
 from mixup import XMixupMethod
 from unicoder import UnicoderMethod
 from xeroalign import XeroAlign
@@ -11,6 +11,7 @@ from xeroalign import XeroAlign
 METHODS = {method.name: method for method in (
     ZeroShot,
     TranslateTrain,
+    TranslateTest,
     XeroAlign,
     FilterMethod,
     XMixupMethod,

@@ -41,7 +41,7 @@ import distributed
 import evaluate
 import tasks
 from levels import LEVELS
-from methods import Run
+from methods import TEST_INPUTS, Run
 from model import Config, Encoder, check_tokenizer
 from prepare_default import default_model
 from registry import METHODS
@@ -52,7 +52,8 @@ from weights import CheckpointError, load_torch_file
 def get_args(argv=None):
     methods = "\n".join(textwrap.fill(method.help, 100, initial_indent=f"  {name:<17}", subsequent_indent=" " * 19, break_on_hyphens=False)
                         for name, method in METHODS.items())
-    p = argparse.ArgumentParser(description=f"{__doc__}\nMethods:\n{methods}", formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(description=f"{__doc__}\nMethods:\n{methods}", formatter_class=argparse.RawDescriptionHelpFormatter,
+                                allow_abbrev=False)  # a flag is named in full, so that presets know which flags were given
     g = p.add_argument_group("what to train")
     g.add_argument("--method", default="xeroalign", choices=list(METHODS), help="see above (default: xeroalign); co-training: cotrain.py")
     g.add_argument("--task", default="demo", help="demo (the bundled corpus's intents), demo-slots (its BIO slots), sib200, xnli, pawsx, udpos (UPOS tagging on UD PUD), xsid (intent + BIO slots, "
@@ -71,6 +72,11 @@ def get_args(argv=None):
                                          "source's: co-training's pseudo-labels, or your own")
     g = p.add_argument_group("optimisation")
     g.add_argument("--max-steps", type=cli.positive_int, default=150, help="optimizer steps (the default finishes in minutes on 2 CPU cores)")
+    g.add_argument("--epochs", type=cli.positive_int, help="instead of --max-steps: passes over the source's training examples, "
+                                                           "ceil(examples / --batch-size) steps each")
+    g.add_argument("--preset", default="minxlt", choices=["minxlt", "paper"], help="paper: the settings the method's paper states "
+                   "(head, learning rate, batch size, epochs; see its --help group) for the flags not given; minxlt: this "
+                   "script's defaults")
     g.add_argument("--batch-size", type=cli.positive_int, default=32, help="examples per optimizer step, over all processes and micro-steps")
     g.add_argument("--grad-accum", type=cli.positive_int, default=1, help="micro-steps per optimizer step (memory: each holds batch-size / grad-accum / processes)")
     g.add_argument("--lr", type=cli.positive_float, default=5e-5, help="peak learning rate of AdamW")
@@ -95,7 +101,16 @@ def get_args(argv=None):
     g.add_argument("--dev-langs", default="source", choices=["source", "all"], help="dev languages to log (selection is always on the source)")
     g.add_argument("--eval-batch-size", type=cli.positive_int, default=64)
     g.add_argument("--no-alignment", action="store_true", help="skip CKA and retrieval before and after training")
+    g.add_argument("--alignment-pooling", default="mean", choices=["mean", "cls"], help="the sentence vectors CKA and retrieval "
+                   "compare: the mean of the final layer's real tokens (default, X-Mixup's Table 7), or <s>")
     g.add_argument("--no-test", action="store_true", help="skip the test table at the end (the best model on dev is still saved)")
+    g.add_argument("--test-input", choices=list(TEST_INPUTS), help="what a test prediction sees besides the target text, for "
+                   "filter, xmixup and translate-test: translation (--test-translations) or oracle (the task's parallel "
+                   "source-language text, an upper bound); xmixup also text (the target alone). Default: translation where "
+                   "--test-translations is given, else the method's first")
+    g.add_argument("--test-translations", metavar="PATH", help="the test texts' translations into the source language: a path "
+                   "with {lang} (e.g. translate-test/test-{lang}-en-translated.tsv, XTREME's) or a folder of <lang>.tsv "
+                   "files of id TAB text")
     g.add_argument("--resume", action="store_true", help="continue exactly from OUT/checkpoint.pt")
     g.add_argument("--stop-at", type=cli.positive_int, help="save a checkpoint and exit after this step (continue later with --resume)")
     g = p.add_argument_group("hardware")
@@ -103,12 +118,21 @@ def get_args(argv=None):
     g.add_argument("--amp", default="auto", choices=["auto", "none", "bf16", "fp16"],
                    help="autocast: auto is bf16 on GPUs that support it, fp16 with loss scaling on older ones, off on CPU")
     args = p.parse_args(argv)
+    args.given = sorted(given_flags(p, sys.argv[1:] if argv is None else argv))
+    if args.epochs and "max_steps" in args.given:
+        p.error("give --max-steps or --epochs, not both")
     if args.grad_accum > args.batch_size or args.batch_size % args.grad_accum:
         p.error(f"--batch-size {args.batch_size} must be a multiple of --grad-accum {args.grad_accum} (each micro-step takes "
                 "an equal share of the batch)")
     if args.resume and args.overwrite:
         p.error("--resume continues the run in --out and --overwrite replaces it: give one of them")
     return args
+
+
+def given_flags(parser, argv):
+    """The destinations of the flags named in argv (what a preset leaves as they are)."""
+    named = {token.split("=", 1)[0] for token in argv if token.startswith("--")}
+    return {action.dest for action in parser._actions if named & set(action.option_strings)}
 
 
 def autocast_dtype(amp, device):
@@ -270,7 +294,7 @@ def train(args):
     # Model: the method's view of it (FILTER and X-Mixup run it on pairs) is what trains and is
     # checkpointed; OUT/best holds the built model alone, plus task.json.
     raw = build_model(args, method, model_dir, device, rank)
-    alignment_before = None if args.no_alignment or args.resume else alignment(raw.encoder, run)
+    alignment_before = None if args.no_alignment or args.resume else alignment(raw.encoder, run, args.alignment_pooling)
     core = method.wrap(raw, items)
     model = distributed.wrap(core, device, method.unused_parameters)
     optimizer, scheduler = make_optimizer(args, core, phases)
@@ -359,9 +383,13 @@ def train_step(args, run, method, phase, model, global_batch, step, dtype, scale
         sync = model.no_sync() if world_size > 1 and micro < args.grad_accum - 1 else nullcontext()
         with sync:
             with torch.autocast(device.split(":")[0], dtype=dtype, enabled=dtype is not None):
-                loss, components = phase.loss(model, batch)
-            scaler.scale(loss * share * world_size).backward()
-        total += loss.detach() * share
+                loss, components, *shared = phase.loss(model, batch)
+            # A shared part of the loss (Method.loss) is the same on every process, each of which
+            # back-propagates it whole: its gradient reaches each process's own examples, and DDP's
+            # average over the processes leaves it as it is.
+            shared = shared[0] if shared else None
+            scaler.scale(loss * share * world_size + (shared if shared is not None else 0)).backward()
+        total += (loss.detach() if shared is None else loss.detach() + shared.detach()) * share
         for k, v in components.items():
             parts[k] = parts.get(k, 0.0) + v * share
     stats = torch.stack([total] + [parts[k] for k in sorted(parts)] + [torch.tensor(float(stop), device=device)])
@@ -396,7 +424,7 @@ def task_info(args, method, run):
     task = run.task
     info = {"task": args.task, "data": args.data, "labels": task.labels, "intents": task.intents, "source_lang": task.source,
             "target_langs": task.targets, "head_style": run.level.head(task, args.head), "pooling": args.pooling,
-            "max_length": args.max_length, "method": args.method}
+            "max_length": args.max_length, "method": args.method, "test_input": args.test_input}
     if task.level == "span":
         info.update(doc_stride=task.doc_stride, max_answer_length=task.max_answer_length)
     return info
@@ -496,32 +524,36 @@ def resume(out, saved, core, optimizer, scheduler, scaler, rank, world_size):
     return dict(state, saved_step=saved["step"])
 
 
-def alignment(encoder, run):
+def alignment(encoder, run, pooling):
     """{target: {"cka": ..., "retrieval": ...}} of an encoder on the task's parallel test sentences."""
-    return evaluate.alignment(encoder, run.tokenizer, run.task.test, run.task.source, run.batch_size, run.device, run.rank, run.world_size)
+    return evaluate.alignment(encoder, run.tokenizer, run.task.test, run.task.source, run.batch_size, run.device, run.rank, run.world_size,
+                              pooling)
 
 
 def test(args, out, method, raw, core, state):
     """The test table of the best model on dev, with CKA and retrieval before and after training:
     OUT/results.json and OUT/results.md."""
     run = method.run
-    results, encoder = method.test(out / "best", raw, core)
+    results, encoder = method.test(out / "best", raw, core, args.test_input, args.test_translations)
     results = evaluate.summarise(results, run.task.source) if results else {}
-    alignment_after = None if args.no_alignment else alignment(encoder, run)
+    alignment_after = None if args.no_alignment else alignment(encoder, run, args.alignment_pooling)
     if run.rank != 0:
         return
     before = state["alignment_before"] or {}
     aligned = {lang: {**{f"{k}_before": v for k, v in before.get(lang, {}).items()}, **after} for lang, after in (alignment_after or {}).items()}
     if results or aligned:
         table = evaluate.markdown_table(results or {lang: {} for lang in aligned}, run.task.source, aligned)
+        table += f"\n\nCKA and retrieval compare {evaluate.POOLINGS[args.alignment_pooling]}." if aligned else ""
     else:  # Unicoder with --no-alignment: an encoder has no test scores of its own
         table = "(no test scores: an encoder; CKA and retrieval were skipped by --no-alignment)"
     metric = method.metric()
-    summary = {**results, "alignment": aligned, "best_step": state["best_step"], f"dev_{metric}": state["best"], "args": vars(args)}
+    seen = {"input": args.test_input, "what": TEST_INPUTS[args.test_input], "translations": args.test_translations}
+    summary = {**results, "test_input": seen, "alignment": aligned, "alignment_pooling": args.alignment_pooling,
+               "best_step": state["best_step"], f"dev_{metric}": state["best"], "args": vars(args)}
+    title = f"{args.method} on {args.task}, test split, best dev step {state['best_step']}; each prediction saw {seen['what']}"
     cli.write_text(out / "results.json", json.dumps(summary, indent=2) + "\n")
-    cli.write_text(out / "results.md", f"{args.method} on {args.task}, test split, best dev step {state['best_step']}\n\n{table}\n")
-    print(f"\n{args.method} on {args.task}: test scores by language (best dev step {state['best_step']})\n\n{table}\n\n"
-          f"written to {out}/results.json and results.md")
+    cli.write_text(out / "results.md", f"{title}\n\n{table}\n")
+    print(f"\n{title}\n\n{table}\n\nwritten to {out}/results.json and results.md")
 
 
 def main(argv=None):

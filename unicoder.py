@@ -157,7 +157,7 @@ def make_batch(task, pairs, weights, generator, tokenizer):
     """The tensors of one micro-batch of `task`. Rows of weight 0 (DDP padding) get no labels. For
     word recovery, X is the source or the translation with equal chance (both directions learn
     the alignment); for paraphrase, each pair gives one positive (its translation) and one
-    negative (its hard negative, or where it has none another pair's translation)."""
+    negative (its hard negative, or where it has none another translation into the same language)."""
     keep = torch.tensor(weights) > 0
     batch = {"task": task}
     if task in ("mlm", "tlm", "xlm"):
@@ -181,12 +181,14 @@ def make_batch(task, pairs, weights, generator, tokenizer):
     elif task == "paraphrase":
         rows, labels = [], []
         for i, p in enumerate(pairs):
-            negative = p.negative or next((q.target for q in pairs if q.target != p.target), None)
-            if negative is None:
-                raise ValueError("a paraphrase batch needs a negative: a mined one, or two different translations in the batch")
-            rows += [tokenizer.add_special_tokens(p.source[1:-1], p.target[1:-1]),
-                     tokenizer.add_special_tokens(p.source[1:-1], negative[1:-1])]
-            labels += [1, 0] if keep[i] else [-100, -100]
+            # without a mined negative, another translation into the same language (a negative in another
+            # language would be told apart by its language alone); without one, the pair gives its positive only
+            negative = p.negative or next((q.target for q in pairs if q.lang == p.lang and q.target != p.target), None)
+            rows.append(tokenizer.add_special_tokens(p.source[1:-1], p.target[1:-1]))
+            labels.append(1 if keep[i] else -100)
+            if negative is not None:
+                rows.append(tokenizer.add_special_tokens(p.source[1:-1], negative[1:-1]))
+                labels.append(0 if keep[i] else -100)
         batch["input_ids"], batch["attention_mask"] = tokenizer.pad(rows)
         batch["labels"] = torch.tensor(labels)
     else:
@@ -231,6 +233,9 @@ class Unicoder(nn.Module):
         return F.cross_entropy(logits.float(), labels[chosen], reduction="sum") / chosen.sum().clamp(min=1)
 
     def forward(self, batch):
+        """The loss of the batch's task (Sec. 3.2): masked-token cross-entropy for the three masked
+        LMs, and for word recovery over every token of X rebuilt from Y (Eq. 1-2); cross-entropy of
+        the paraphrase label from <s>."""
         task = batch["task"]
         if task == "word_recovery":
             words = self.recovered_inputs(batch["x_ids"], batch["x_content"], batch["y_ids"], batch["y_content"])
@@ -297,6 +302,7 @@ class UnicoderMethod(Method):
             "files) with its five tasks in turn (unicoder.py); OUT/best is an encoder checkpoint for --model of any other method")
     draws = "parallel"
     unused_parameters = True  # each step trains one task, which leaves the other tasks' heads without gradient
+    paper = {"lr": 1e-5, "batch_size": 512}  # Sec. 4.1, pre-training details (512 by gradient accumulation)
 
     @staticmethod
     def add_arguments(parser):
@@ -332,6 +338,7 @@ class UnicoderMethod(Method):
         return make_batch(TASKS[step % len(TASKS)], items, weights, generator, self.run.tokenizer)
 
     def loss(self, model, batch):
+        """The step's task loss (Unicoder.forward), logged under the task's name."""
         loss = model(batch)
         return loss, {batch["task"]: loss.detach()}
 
@@ -342,7 +349,7 @@ class UnicoderMethod(Method):
         run = self.run
         return {run.task.source: {"masked_accuracy": masked_accuracy(model, self.dev_pairs, run.tokenizer, run.batch_size, run.device)}}
 
-    def test(self, best, model, trained):
+    def test(self, best, model, trained, test_input="text", translations=None):
         """An encoder, not a classifier: no test scores, only CKA and retrieval before and after."""
         encoder = Encoder.from_pretrained(best).to(self.run.device) if Path(best).exists() else model.encoder
         return {}, encoder

@@ -193,6 +193,27 @@ def worker(rank, world_size, port, argv, result_dir):
     torch.save(model.state_dict(), f"{result_dir}/rank{rank}.pt")
 
 
+def test_label_alignment_is_over_the_global_batch(tmp_path, tiny_model_dir):
+    # With dropout 0, one process and two give the same losses at every step, in both phases: label
+    # alignment (Eq. 2) contrasts the whole global batch, and its gradient reaches every text
+    argv = ["--model", str(tiny_model_dir), "--method", "contrastive", "--target-langs", "de,zh", "--batch-size", "8",
+            "--max-steps", "6", "--sa-steps", "2", "--eval-every", "6", "--no-alignment", "--no-test", "--dropout", "0", "--lr", "2e-3"]
+    train.main(argv + ["--out", str(tmp_path / "one")])
+    mp.spawn(worker, args=(2, free_port(), argv + ["--out", str(tmp_path / "two")], str(tmp_path)), nprocs=2)
+    logs = {run: [json.loads(line) for line in open(tmp_path / run / "log.jsonl") if '"loss"' in line] for run in ("one", "two")}
+    for key in ("loss", "task"):
+        assert [r[key] for r in logs["two"]] == pytest.approx([r[key] for r in logs["one"]], rel=1e-5)
+    assert [r["la"] for r in logs["two"][:4]] == pytest.approx([r["la"] for r in logs["one"][:4]], rel=1e-5)
+    # the loss over 8 texts is not the mean of two losses over 4 of them (what each process alone would compute)
+    from losses import label_alignment_loss
+    torch.manual_seed(0)
+    vectors, labels = torch.randn(8, 16), torch.tensor([0, 1, 0, 1, 2, 2, 0, 1])
+    halves = [label_alignment_loss(vectors[i::2], labels[i::2]) for i in range(2)]
+    assert abs(label_alignment_loss(vectors, labels) - sum(halves) / 2) > 1e-2
+    with pytest.raises(InputError, match="--method contrastive takes --grad-accum 1"):
+        train.main(argv + ["--grad-accum", "2", "--out", str(tmp_path / "accum")])
+
+
 def test_contrastive_under_two_processes(tmp_path, tiny_model_dir):
     argv = ["--model", str(tiny_model_dir), "--method", "contrastive", "--target-langs", "de,zh", "--batch-size", "6",
             "--max-steps", "4", "--sa-steps", "2", "--eval-every", "4", "--no-alignment", "--out", str(tmp_path / "run")]

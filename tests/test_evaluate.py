@@ -72,7 +72,7 @@ def run_evaluation(model_dir, rank=0, world_size=1):
     tokenizer = Tokenizer.from_pretrained(model_dir)
     task = tasks.load_task("demo", targets=["de", "hi"])
     run = Run(task, tokenizer, 64, 16, "cpu", rank, world_size)
-    counts = run.level.score(lambda ids, mask: model(ids, mask)[0], task.test, run)  # accuracy, macro-F1 and n per language
+    counts = run.level.score(lambda ids, mask: model(ids, mask)[0], "text", task.test, run)  # accuracy, macro-F1 and n per language
     alignment = evaluate.alignment(model.encoder, tokenizer, task.test, "en", 16, "cpu", rank, world_size)
     return counts, alignment
 

@@ -115,7 +115,7 @@ def test_joint_scores_against_a_direct_count(tiny_model_dir):
             ("alarm/set_alarm", ["wake", "me"], ["O", "O"]), ("weather/find", ["rain", "in", "Oslo"], ["O", "O", "B-location"])]
     examples = [data.Example(id=str(i), lang="en", text=" ".join(w), label=l, words=w, tags=t) for i, (l, w, t) in enumerate(rows)]
     run = make_run(SLOTS, "word", tokenizer, INTENTS)
-    scores = run.level.score(lambda ids, mask: Constant(0)(ids, mask)[0], {"en": examples}, run)["en"]
+    scores = run.level.score(lambda ids, mask: Constant(0)(ids, mask)[0], "text", {"en": examples}, run)["en"]
     # "weather/find" and all "O": intents right in rows 0, 1 and 3, every slot right in rows 1 and 2.
     assert scores["intent_accuracy"] == 3 / 4 and scores["exact_match"] == 1 / 4 and scores["n"] == 4
     assert scores["slot_f1"] == 0.0 and scores["word_accuracy"] == 8 / 10

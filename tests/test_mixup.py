@@ -9,30 +9,108 @@ import torch
 from conftest import make_method, make_run, padded_pairs, sharp_encoder
 from tasks import InputError
 from losses import prediction_consistency_loss, representation_consistency_loss
-from mixup import MixupRatio, XMixup, attention_entropy, inverse_sigmoid_decay, mixup_encode
+from mixup import MixupRatio, XMixup, alignment_entropies, attention_entropy, inverse_sigmoid_decay, mixup_encode, mixup_layer
 from model import Classifier, mean_pool
 
 
 @pytest.mark.parametrize("layer", [0, 2])
-def test_ratio_zero_is_the_plain_forward(layer):
+def test_in_attention_ratio_zero_is_the_plain_forward(layer):
     enc = sharp_encoder(3)
     source, source_mask, target, target_mask = padded_pairs()
     with torch.no_grad():
-        hs, ht, lam = mixup_encode(enc, MixupRatio(), source, source_mask, target, target_mask, layer, fixed_ratio=0.0)
+        hs, ht, lam = mixup_encode(enc, MixupRatio(), source, source_mask, target, target_mask, layer, fixed_ratio=0.0,
+                                   variant="in-attention")
         for h, ids, mask in ((hs, source, source_mask), (ht, target, target_mask)):
             assert (h - enc(ids, mask))[mask.bool()].abs().max() < 1e-5
     assert torch.equal(lam, torch.zeros(4))
 
 
-def test_mixing_with_itself_changes_nothing():
+def test_in_attention_mixing_with_itself_changes_nothing():
     enc = sharp_encoder(3)
     _, _, target, target_mask = padded_pairs()
     with torch.no_grad():  # cross-attention over the same text is its self-attention, whatever the ratio
-        _, ht, lam = mixup_encode(enc, MixupRatio(), target, target_mask, target, target_mask, 1)
+        _, ht, lam = mixup_encode(enc, MixupRatio(), target, target_mask, target, target_mask, 1, variant="in-attention")
         assert (ht - enc(target, target_mask))[target_mask.bool()].abs().max() < 1e-5
-        _, mixed, _ = mixup_encode(enc, MixupRatio(), *padded_pairs(), 1, fixed_ratio=0.5)
+        _, mixed, _ = mixup_encode(enc, MixupRatio(), *padded_pairs(), 1, fixed_ratio=0.5, variant="in-attention")
         assert (mixed - enc(target, target_mask))[target_mask.bool()].abs().max() > 1e-2
     assert ((lam > 0) & (lam < 0.5)).all()  # lambda0 * sigmoid(...)
+
+
+# --- Eq. 2-5 as the paper writes them, computed again from the formulas, one example at a time ---
+
+def multi_head(layer, queries, keys_values, key_mask):
+    """Appendix Eq. 9: MultiHead(Q, K, V) = Concat(head_1..N) W^O, head_n = softmax(Q_n K_n^T / sqrt(d)) V_n,
+    over one example's real key tokens, with the layer's projections. (Tq, H), (Tk, H) -> (Tq, H)."""
+    N, H = layer.num_heads, queries.shape[-1]
+    d = H // N
+    Q = queries @ layer.query.weight.T + layer.query.bias
+    K = keys_values @ layer.key.weight.T + layer.key.bias
+    V = keys_values @ layer.value.weight.T + layer.value.bias
+    heads = []
+    for n in range(N):
+        part = slice(n * d, (n + 1) * d)
+        scores = Q[:, part] @ K[:, part].T / math.sqrt(d)
+        scores[:, key_mask == 0] = float("-inf")
+        heads.append(scores.softmax(-1) @ V[:, part])
+    return torch.cat(heads, -1) @ layer.attn_out.weight.T + layer.attn_out.bias
+
+
+def entropies_by_hand(h_t, h_s):
+    """Eq. 5 with loops, for one example's real tokens: A_ij = softmax_j(h_Ti . h_Sj / sqrt(n));
+    H(A) over A's rows, H(A^T) over its columns normalised to sum to 1."""
+    n = h_t.shape[-1]
+    A = [[math.exp(float(h_t[i] @ h_s[j]) / math.sqrt(n)) for j in range(len(h_s))] for i in range(len(h_t))]
+    A = [[a / sum(row) for a in row] for row in A]
+    rows = [-sum(a * math.log(a) for a in row if a > 0) for row in A]
+    columns = []
+    for j in range(len(h_s)):
+        column = [A[i][j] for i in range(len(h_t))]
+        column = [a / sum(column) for a in column]
+        columns.append(-sum(a * math.log(a) for a in column if a > 0))
+    return sum(rows) / len(rows), sum(columns) / len(columns)
+
+
+def test_paper_mixup_layer_against_the_equations():
+    torch.manual_seed(0)
+    layer = sharp_encoder(1).layers[0].eval()
+    ratio = MixupRatio(0.5)
+    with torch.no_grad():
+        ratio.linear.weight.fill_(-0.7)
+        ratio.linear.bias.fill_(1.3)
+        source_ids, source_mask, target_ids, target_mask = padded_pairs()
+        source, target = torch.randn(4, source_ids.shape[1], 36), torch.randn(4, target_ids.shape[1], 36)
+        out_s, out_t, lam = mixup_layer(layer, ratio, target, target_mask, source, source_mask)
+        ln_a = lambda x: torch.nn.functional.layer_norm(x, (36,), layer.attn_norm.weight, layer.attn_norm.bias, layer.attn_norm.eps)
+        ffn = lambda x: torch.nn.functional.layer_norm(x + layer.ffn_out(torch.nn.functional.gelu(layer.ffn_in(x))), (36,),
+                                                       layer.ffn_norm.weight, layer.ffn_norm.bias, layer.ffn_norm.eps)
+        for b in range(4):
+            ns, nt = int(source_mask[b].sum()), int(target_mask[b].sum())
+            h_s, h_t = source[b, :ns], target[b, :nt]
+            h_s1 = ln_a(h_s + multi_head(layer, h_s, h_s, torch.ones(ns)))           # Eq. 2
+            h_t1 = ln_a(h_t + multi_head(layer, h_t, h_t, torch.ones(nt)))           # Eq. 2
+            h_ts = multi_head(layer, h_t1, h_s1, torch.ones(ns))                      # Eq. 3
+            H_A, H_At = entropies_by_hand(h_t1.double(), h_s1.double())             # Eq. 5
+            expected_lam = 0.5 / (1 + math.exp(-((H_A + H_At) * -0.7 + 1.3)))
+            assert lam[b].item() == pytest.approx(expected_lam, rel=1e-5)
+            mixed = ln_a(expected_lam * h_ts + (1 - expected_lam) * h_t1)             # Eq. 4
+            assert (out_t[b, :nt] - ffn(mixed)).abs().max() < 1e-4
+            assert (out_s[b, :ns] - ffn(h_s1)).abs().max() < 1e-4
+
+
+def test_alignment_entropies_by_hand_with_padding():
+    torch.manual_seed(1)
+    target, source = torch.randn(2, 5, 8), torch.randn(2, 4, 8)
+    target_mask, source_mask = torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]]), torch.tensor([[1, 1, 0, 0], [1, 1, 1, 1]])
+    H_A, H_At = alignment_entropies(target, target_mask, source, source_mask)
+    for b in range(2):
+        expected = entropies_by_hand(target[b, :int(target_mask[b].sum())].double(), source[b, :int(source_mask[b].sum())].double())
+        assert (H_A[b].item(), H_At[b].item()) == pytest.approx(expected, rel=1e-5)
+    # a text whose every token attends to one source token has H(A) = 0
+    one = torch.zeros(1, 3, 8)
+    one[0, :, 0] = 50.0
+    peak = torch.zeros(1, 2, 8)
+    peak[0, 0, 0] = 1.0
+    assert alignment_entropies(one, torch.ones(1, 3), peak, torch.ones(1, 2))[0].item() == pytest.approx(0.0, abs=1e-6)
 
 
 def test_entropy_of_uniform_and_one_hot_attention():

@@ -86,7 +86,7 @@ def test_an_answer_across_two_windows_is_found_in_the_one_that_holds_it(tokenize
     assert context[a:b] != "Alpha Omega"
     # ... but the question's answer comes from the window that holds the whole answer
     run = make_run(["start", "end"], "span", tokenizer, max_length=first + 1 + question + 4, doc_stride=10, max_answer_length=30)
-    scores = run.level.score(lambda ids, mask: model(ids, mask)[0], {"en": [example]}, run)
+    scores = run.level.score(lambda ids, mask: model(ids, mask)[0], "text", {"en": [example]}, run)
     assert scores["en"]["exact_match"] == 1.0
 
 

@@ -151,3 +151,52 @@ def test_xeroalign_on_tags_aligns_cls_or_mean_pooled_states(pooling):
         vectors = torch.stack([hidden[i, mask[i].bool()].mean(0) for i in range(len(ids))])
     expected = ((vectors[:4] - vectors[4:]) ** 2).mean()
     assert parts["align"].item() == pytest.approx(expected.item(), rel=1e-5)
+
+
+def test_paper_presets_fill_the_flags_not_given(tiny_model_dir):
+    import math
+    import tasks
+    from conftest import make_method
+    from methods import Run
+    task = tasks.load_task("demo", targets=["de"])
+    run = Run(task, None, 64)
+    steps_per_epoch = math.ceil(len(task.train["en"]) / 32)
+    method = make_method("xeroalign", run, "--preset", "paper")  # Sec. 3: a linear head on [CLS]; Sec. 3.1: 10 epochs
+    assert method.args.head == "linear" and method.args.max_steps == 10 * steps_per_epoch
+    method = make_method("xeroalign", run, "--preset", "paper", "--head", "roberta", "--epochs", "2")
+    assert method.args.head == "roberta" and method.args.max_steps == 2 * steps_per_epoch  # what is given stays
+    method = make_method("contrastive", run, "--preset", "paper")
+    args = method.args
+    assert (args.lr, args.batch_size, args.weight_decay) == (5e-5, 16, 0.01)
+    assert args.max_steps == 5 * math.ceil(len(task.train["en"]) / 16) and args.sa_steps == args.max_steps // 4
+    assert make_method("xeroalign", run).args.head == "roberta"  # the default preset is this script's
+    with pytest.raises(SystemExit):
+        train.get_args(["--epochs", "2", "--max-steps", "5"])
+
+
+def test_filter_and_xmixup_honour_mean_pooling():
+    from conftest import padded_pairs, sharp_encoder
+    from fusion import Filter, filter_encode
+    from mixup import XMixup, mixup_encode
+    from model import Classifier
+    classifier = Classifier(sharp_encoder(3), 5, "linear", pooling="mean").eval()
+    source, source_mask, target, target_mask = pairs = padded_pairs()
+    mean = lambda h, mask: (h * mask[..., None]).sum(1) / mask.sum(1, keepdim=True)  # written out
+    with torch.no_grad():
+        hs, ht = filter_encode(classifier.encoder, *pairs, m=1, k=1)
+        logits = Filter(classifier, 1, 1)(*pairs)
+        assert torch.allclose(logits[1], classifier.head.out_proj(mean(ht, target_mask)), atol=1e-5)
+        model = XMixup(classifier, 1)
+        hs, ht, _ = mixup_encode(classifier.encoder, model.ratio, *pairs, 1)
+        assert torch.allclose(model(*pairs)[0], classifier.head.out_proj(mean(hs, source_mask)), atol=1e-5)
+
+
+def test_alignment_pooling_is_chosen_and_recorded(tmp_path, tiny_model_dir):
+    argv = ["--model", str(tiny_model_dir), "--target-langs", "de", "--batch-size", "8", "--method", "zero-shot", "--max-steps", "1"]
+    runs = {}
+    for pooling in ("mean", "cls"):
+        train.main(argv + ["--alignment-pooling", pooling, "--out", str(tmp_path / pooling)])
+        runs[pooling] = json.loads((tmp_path / pooling / "results.json").read_text())
+        assert runs[pooling]["alignment_pooling"] == pooling
+    assert runs["mean"]["alignment"]["de"]["cka_before"] != runs["cls"]["alignment"]["de"]["cka_before"]
+    assert "CKA and retrieval compare the final layer's <s> vectors" in (tmp_path / "cls" / "results.md").read_text()

@@ -89,6 +89,17 @@ def test_paraphrase_batch_is_balanced_and_negatives_are_not_translations(tiny):
     assert padded["labels"].tolist() == [1, 0, -100, -100]       # a DDP padding row counts in neither class
 
 
+def test_paraphrase_negative_without_a_mined_one_stays_in_the_language(tiny):
+    _, tokenizer = tiny
+    pair = lambda i, lang: unicoder.Pair(f"{lang}:{i}", lang, [0, 10 + i, 2], [0, 100 + i + (50 if lang == "zh" else 0), 2])
+    pairs = [pair(0, "de"), pair(1, "zh"), pair(2, "de")]        # no mined negatives
+    batch = unicoder.make_batch("paraphrase", pairs, [1.0] * 3, torch.Generator(), tokenizer)
+    rows = [row[row != tokenizer.pad_id].tolist() for row in batch["input_ids"]]
+    negatives = [row[-2] for row, label in zip(rows, batch["labels"].tolist()) if label == 0]
+    assert negatives == [102, 100]                                # de's negatives are de translations
+    assert batch["labels"].tolist() == [1, 0, 1, 1, 0]            # zh has no other zh translation: its positive only
+
+
 def test_hard_negative_is_the_most_similar_other_translation():
     p = lambda i, target: unicoder.Pair(f"de:{i}", "de", [0, 10 + i, 2], target)
     pairs = [p(0, [0, 50, 2]), p(1, [0, 51, 2]), p(2, [0, 52, 2]), p(3, [0, 50, 2])]  # 3 repeats 0's translation
