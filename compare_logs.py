@@ -5,8 +5,9 @@ settings must give the same losses (after a refactor, across process counts, aft
     python compare_logs.py before/ after/ --tolerance 0  # every run found under both folders
 
 A run is a folder with a log.jsonl (co-training's sub-runs each have theirs). Wall-clock fields
-("seconds") are ignored, and so is results.json's "args"; every other number in log.jsonl and
-results.json must agree within --tolerance (relative; 0 means exactly). Exits 1 on any difference.
+("seconds") are ignored, and so is results.json's "args" (and any --ignore KEY); every other number
+in log.jsonl and results.json must agree within --tolerance (relative; 0 means exactly). Exits 1
+on any difference.
 """
 import argparse
 import json
@@ -48,7 +49,10 @@ def main(argv=None):
     parser.add_argument("a", type=Path)
     parser.add_argument("b", type=Path)
     parser.add_argument("--tolerance", type=float, default=0.0, help="relative difference allowed between numbers (default: none)")
+    parser.add_argument("--ignore", action="append", default=[], metavar="KEY",
+                        help="a record key to leave out too, such as one that only the newer run writes (repeatable)")
     args = parser.parse_args(argv)
+    IGNORED.update(args.ignore)
     a, b = runs_under(args.a), runs_under(args.b)
     if not a:
         sys.exit(f"error: no log.jsonl under {args.a}")

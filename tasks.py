@@ -55,14 +55,18 @@ def read_lines(path):
     return list(enumerate(lines[:-1] if lines and lines[-1] == "" else lines, start=1))
 
 
-def read_tsv(path, columns, header=True, noisy=False):
-    """Rows of a tab-separated file as (line number, {column: value}). Rows with the wrong number of
-    columns or an empty field stop the run, or, for known-noisy machine-translated files
-    (`noisy=True`), are skipped and counted, with one line saying how many."""
+def read_tsv(path, columns, header=True, noisy=False, quoted=False):
+    """Rows of a tab-separated file as (line number, {column: value}), read as the file is written:
+    `quoted` for csv-quoted files (a field in quotes, its quotes doubled; SIB-200's, as pandas
+    writes them), else every character as it is. Rows with the wrong number of columns or an empty
+    field stop the run, or, for known-noisy machine-translated files (`noisy=True`), are skipped and
+    counted, with one line saying how many."""
     text = read_text(path)
     csv.field_size_limit(2 ** 31 - 1)  # a long text is a text, not an error (the csv module's default stops at 128 KB)
     skipped, rows = 0, []
-    for number, row in enumerate(csv.reader(io.StringIO(text, newline=""), delimiter="\t", quoting=csv.QUOTE_NONE), start=1):
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter="\t", quoting=csv.QUOTE_MINIMAL if quoted else csv.QUOTE_NONE)
+    for row in reader:
+        number = reader.line_num
         if header and number == 1:
             if [c.strip() for c in row[:len(columns)]] != list(columns):
                 raise DataError(path, 1, f"header {row!r} does not start with the expected columns {list(columns)}")
@@ -93,10 +97,10 @@ SIB200_LABELS = ("science/technology", "travel", "politics", "sports", "health",
 
 
 def read_sib200(directory, lang, split):
-    """SIB-200: <directory>/<lang>/<split>.tsv with index_id, category, text; parallel by index_id."""
+    """SIB-200: <directory>/<lang>/<split>.tsv with index_id, category, text, csv-quoted; parallel by index_id."""
     path = Path(directory) / lang / f"{split}.tsv"
     return [Example(id=r["index_id"], lang=lang, text=r["text"], label=check_label(path, n, r["category"], SIB200_LABELS))
-            for n, r in read_tsv(path, ("index_id", "category", "text"))]
+            for n, r in read_tsv(path, ("index_id", "category", "text"), quoted=True)]
 
 
 XNLI_LABELS = ("entailment", "neutral", "contradiction")
@@ -463,8 +467,10 @@ def first_existing(directory, names):
 
 class Layout:
     """Where a task's files are and how each language's split is read: `read(lang, split)` gives
-    its examples. Subclasses set the languages, labels, default source language and level."""
+    its examples. A task's languages are the ones whose files are in its folder (`found`);
+    `langs` lists the released data set's, which are read in that order, the others after them."""
     langs: list
+    pattern: str    # a language's files, for messages
     labels: list
     source: str = "en"
     level: str = "sentence"
@@ -474,6 +480,20 @@ class Layout:
     def __init__(self, directory, source):
         self.directory, self.source = Path(directory) if directory else None, source
         self.files = {}  # files that several splits or languages read, read once
+
+    def languages(self):
+        """The languages of the data folder, in the order of `langs`, then the others by name."""
+        found = self.found()
+        return [lang for lang in self.langs if lang in found] + sorted(found - set(self.langs))
+
+    def found(self):
+        """The language codes whose files are in the data folder."""
+        return set(self.langs)
+
+    def files_like(self, pattern):
+        """The part that stands for {lang} in the names of the folder's files of `pattern` ('x.{lang}.json')."""
+        head, _, tail = pattern.partition("{lang}")
+        return {p.name[len(head):len(p.name) - len(tail)] for p in self.directory.glob(pattern.replace("{lang}", "*"))}
 
     def once(self, key, read):
         if key not in self.files:
@@ -487,7 +507,7 @@ class Layout:
 
 class Demo(Layout):
     """The bundled corpus's intents (demo_corpus.py); no files."""
-    langs, labels, needs_data = demo_corpus.LANGS, demo_corpus.INTENTS, False
+    langs, labels, needs_data, pattern = demo_corpus.LANGS, demo_corpus.INTENTS, False, "the bundled corpus"
 
     def read(self, lang, split):
         return self.once(split, lambda: demo_corpus.build(split))[lang]
@@ -503,7 +523,10 @@ class DemoSlots(Demo):
 
 class Sib200(Layout):
     """<data>/<lang>/{train,dev,test}.tsv."""
-    langs, labels, source = SIB200_LANGS, list(SIB200_LABELS), "eng_Latn"
+    langs, labels, source, pattern = SIB200_LANGS, list(SIB200_LABELS), "eng_Latn", "<lang>/{train,dev,test}.tsv"
+
+    def found(self):
+        return {p.name for p in self.directory.iterdir() if (p / "test.tsv").is_file()}
 
     def read(self, lang, split):
         return read_sib200(self.directory, lang, split)
@@ -511,7 +534,10 @@ class Sib200(Layout):
 
 class Xnli(Layout):
     """<data>/XNLI-1.0/xnli.{dev,test}.tsv and <data>/XNLI-MT-1.0/multinli/multinli.train.<lang>.tsv."""
-    langs, labels = XNLI_LANGS, list(XNLI_LABELS)
+    langs, labels, pattern = XNLI_LANGS, list(XNLI_LABELS), "XNLI-MT-1.0/multinli/multinli.train.<lang>.tsv"
+
+    def found(self):
+        return self.files_like("XNLI-MT-1.0/multinli/multinli.train.{lang}.tsv")
 
     def read(self, lang, split):
         if split == "train":
@@ -521,7 +547,10 @@ class Xnli(Layout):
 
 class Pawsx(Layout):
     """<data>/<lang>/{train|translated_train,dev|dev_2k,test|test_2k}.tsv."""
-    langs, labels = PAWSX_LANGS, ["0", "1"]
+    langs, labels, pattern = PAWSX_LANGS, ["0", "1"], "<lang>/{train,translated_train,dev,test}.tsv"
+
+    def found(self):
+        return {p.name for p in self.directory.iterdir() if (p / "test.tsv").is_file() or (p / "test_2k.tsv").is_file()}
 
     def read(self, lang, split):
         names = {"train": ["train.tsv"] if lang == self.source else ["translated_train.tsv"],
@@ -531,7 +560,10 @@ class Pawsx(Layout):
 
 class Udpos(Layout):
     """UD PUD's <data>/<lang>_pud-ud-test.conllu, split by sentence id (`ud_split`)."""
-    langs, labels, level = UDPOS_LANGS, list(UPOS_LABELS), "word"
+    langs, labels, level, pattern = UDPOS_LANGS, list(UPOS_LABELS), "word", "<lang>_pud-ud-test.conllu"
+
+    def found(self):
+        return self.files_like("{lang}_pud-ud-test.conllu")
 
     def read(self, lang, split):
         examples = read_conllu(self.directory / f"{lang}_pud-ud-test.conllu", lang)
@@ -540,7 +572,10 @@ class Udpos(Layout):
 
 class Xquad(Layout):
     """<data>/xquad.<lang>.json, split by article (`xquad_split`)."""
-    langs, labels, level = XQUAD_LANGS, ["start", "end"], "span"
+    langs, labels, level, pattern = XQUAD_LANGS, ["start", "end"], "span", "xquad.<lang>.json"
+
+    def found(self):
+        return self.files_like("xquad.{lang}.json")
 
     def read(self, lang, split):
         examples = self.once(lang, lambda: read_squad(self.directory / f"xquad.{lang}.json", lang))
@@ -550,7 +585,10 @@ class Xquad(Layout):
 class Xsid(Layout):
     """<data>/<lang>.{valid,test}.conll: train and dev from `valid` (`xsid_split`), test from
     `test`; every language is paired with English through its '# text-en' lines."""
-    langs, labels, level, intents = XSID_LANGS, list(XSID_SLOTS), "word", list(XSID_INTENTS)
+    langs, labels, level, intents, pattern = XSID_LANGS, list(XSID_SLOTS), "word", list(XSID_INTENTS), "<lang>.{valid,test}.conll"
+
+    def found(self):
+        return self.files_like("{lang}.valid.conll") & self.files_like("{lang}.test.conll")
 
     def file(self, lang, name):
         def read():
@@ -573,13 +611,16 @@ def load_task(name, data_dir=None, source=None, targets=None):
     if name not in LAYOUTS:
         raise InputError(f"unknown task {name!r}: choose {', '.join(LAYOUTS)}")
     layout = LAYOUTS[name](data_dir, source or LAYOUTS[name].source)
-    source = layout.source
-    targets = [t for t in (targets or layout.langs) if t != source]
-    unknown = [l for l in [source, *targets] if l not in layout.langs]
-    if unknown:
-        raise InputError(f"task {name} has no language(s) {', '.join(unknown)}; it has {', '.join(layout.langs)}")
     if layout.needs_data and not data_dir:
         raise InputError(f"task {name} needs --data DIR (see tasks.LAYOUTS for the layout)")
+    if layout.needs_data and not layout.directory.is_dir():
+        raise InputError(f"--data {data_dir}: no such folder")
+    langs, source = layout.languages(), layout.source
+    targets = [t for t in (targets or langs) if t != source]
+    unknown = [l for l in [source, *targets] if l not in langs]
+    if unknown:
+        where = f" in {data_dir} (a language's files: {layout.pattern})" if layout.needs_data else ""
+        raise InputError(f"task {name} has no language(s) {', '.join(unknown)}{where}; it has {', '.join(langs) or 'none'}")
     splits = {}
     for split in ("train", "dev", "test"):
         splits[split] = {lang: layout.read(lang, split) for lang in [source, *targets]}

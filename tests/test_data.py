@@ -25,6 +25,19 @@ def test_sib200_reader(tmp_path):
     assert [(e.id, e.label, e.text) for e in examples] == [("7", "sports", "The match ended in a draw."), ("12", "health", "Drink water.")]
 
 
+def test_sib200_is_read_as_csv_quotes_it(tmp_path):
+    # SIB-200's files are written by pandas: a text with quotes is put in quotes, its own quotes doubled
+    write(tmp_path / "xx" / "train.tsv", SIB_HEADER + '7\tsports\t"""Hi,"" she said."\n8\thealth\tA 5" screen.\n')
+    assert [e.text for e in tasks.read_sib200(tmp_path, "xx", "train")] == ['"Hi," she said.', 'A 5" screen.']
+
+
+@pytest.mark.skipif(not (SHARED_DATA / "sib200").exists(), reason="needs ../shared/data/sib200 (not in a fresh clone)")
+def test_real_sib200_quotes():
+    english = {e.id: e.text for e in tasks.read_sib200(SHARED_DATA / "sib200", "eng_Latn", "train")}
+    assert english["1239"].startswith('"She’s very cute and sings quite well, too," he said')
+    assert not any(text.startswith('"""') or '""' in text for text in english.values())
+
+
 @pytest.mark.parametrize("rows,message", [
     ("7\tsports\n", r"train.tsv:2: 2 columns, expected 3"),
     ("7\tsports\tok\n8\tcooking\tA recipe.\n", r"train.tsv:3: unknown label 'cooking'"),
@@ -245,6 +258,22 @@ def test_load_task_checks_languages():
         tasks.load_task("sib200")
     task = tasks.load_task("demo", targets=["ru"])
     assert task.source == "en" and task.targets == ["ru"] and set(task.test) == {"en", "ru"}
+
+
+def test_a_tasks_languages_are_those_its_folder_holds(tmp_path):
+    # any of SIB-200's 205 languages, and UD PUD's 20: what the folder holds, not what a list names
+    for lang in ("eng_Latn", "zul_Latn", "deu_Latn"):
+        for split in ("train", "dev", "test"):
+            write(tmp_path / "sib" / lang / f"{split}.tsv", SIB_HEADER + "1\tsports\tA match.\n2\thealth\tWater.\n")
+    task = tasks.load_task("sib200", tmp_path / "sib")
+    assert task.source == "eng_Latn" and task.targets == ["deu_Latn", "zul_Latn"]  # the released order, then the others by name
+    assert tasks.load_task("sib200", tmp_path / "sib", targets=["zul_Latn"]).targets == ["zul_Latn"]
+    with pytest.raises(tasks.InputError, match=r"task sib200 has no language\(s\) fra_Latn in .*; it has eng_Latn, deu_Latn, zul_Latn"):
+        tasks.load_task("sib200", tmp_path / "sib", targets=["fra_Latn"])
+    sentence = "# sent_id = {}\n1\tWe\twe\tPRON\t_\t_\t0\t_\t_\t_\n\n"
+    for lang in ("en", "ko", "pt"):
+        write(tmp_path / "ud" / f"{lang}_pud-ud-test.conllu", "".join(sentence.format(f"n{i:03d}") for i in range(40)))
+    assert tasks.load_task("udpos", tmp_path / "ud").targets == ["ko", "pt"]
 
 
 def test_parallel_lines(tmp_path):

@@ -116,7 +116,8 @@ def test_two_processes_on_a_word_level_task(tmp_path, tiny_model_dir):
 
 
 @pytest.mark.parametrize("script,args,message", [
-    ("train.py", ["--task", "udpos", "--data", "{tmp}"], "error: {tmp}/en_pud-ud-test.conllu: file not found"),
+    ("train.py", ["--task", "udpos", "--data", "{tmp}"], "error: task udpos has no language(s) en in {tmp} (a language's files: "
+                                                        "<lang>_pud-ud-test.conllu); it has none"),
     ("train.py", ["--task", "demo", "--target-langs", "xx"], "error: task demo has no language(s) xx"),
     ("evaluate.py", ["--checkpoint", "{tmp}"], "error: {tmp}: no task.json"),
 ])
