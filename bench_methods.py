@@ -16,10 +16,10 @@ import argparse
 import random
 import statistics
 import time
-from pathlib import Path
 
 import torch
 
+import hub
 import train
 from prepare_default import default_model
 from registry import METHODS
@@ -35,7 +35,7 @@ def main(argv=None):
     names = own.methods.split(",")
     settings = {name: train.get_args(rest + ["--method", name, "--device", "cpu"]) for name in names}
     first = settings[names[0]]
-    model_dir = Path(first.model) if first.model else default_model()
+    model_dir = hub.resolve(first.model) if first.model else default_model()
     run = train.load_run(first, model_dir, "cpu", 0, 1)
     encode, task = run.encode, run.task
     pairs = run.level.pair(encode(task.train[task.source]), encode([e for lang in task.targets for e in task.train[lang]]))

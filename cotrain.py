@@ -81,8 +81,8 @@ def get_args(argv=None):
     """(co-training's own flags, the rest: train.py's flags for every fine-tuning run, as parsed by train.py)."""
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
     g = p.add_argument_group("co-training (Yu & Joty, Algorithm 1)")
-    g.add_argument("--model", type=cli.existing_directory, help="f_lm, the multilingual LM fine-tuned (default: the bundled model)")
-    g.add_argument("--embedding-model", type=cli.existing_directory, help="f_emb, the second view: a sentence-embedding checkpoint, mean-pooled (default: the bundled model)")
+    g.add_argument("--model", help="f_lm, the multilingual LM fine-tuned (default: the bundled model)")
+    g.add_argument("--embedding-model", help="f_emb, the second view: a sentence-embedding checkpoint, mean-pooled (default: the bundled model)")
     g.add_argument("--cotrain-iterations", type=cli.positive_int, default=3, help="s, the rounds of Algorithm 1")
     g.add_argument("--threshold", type=cli.fraction, default=0.9, help="t, the confidence a pseudo-label needs")
     g.add_argument("--pool-per-lang", type=cli.positive_int, help="unlabelled texts per target language, drawn at random (default: all of its training texts)")

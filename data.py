@@ -51,7 +51,7 @@ def encode_tagged(examples, tokenizer, labels, max_length, intents=None):
     after the word labels: len(labels) + its index in `intents` (model.JointHead reads it so)."""
     index = {label: i for i, label in enumerate(labels)}
     intent_index = {intent: len(labels) + i for i, intent in enumerate(intents or ())}
-    bare_space = tokenizer.sp.piece_to_id("\u2581") + 1
+    bare_space = tokenizer.bare_space_id
     out = []
     for e in examples:
         ids, word_ids = tokenizer.encode_words(e.words, max_length)

@@ -21,6 +21,7 @@ import torch.nn.functional as F
 import cli
 import data
 import distributed
+import hub
 import tasks
 from methods import TEST_INPUTS, Method, Run, counterparts, score_split
 from model import Classifier, Encoder, mean_pool
@@ -142,10 +143,19 @@ def alignment(encoder, tokenizer, parallel, source, batch_size, device, rank=0, 
 POOLINGS = {"mean": "the mean of the final layer's real tokens", "cls": "the final layer's <s> vectors"}
 
 
+def write_predictions(folder, predictions):
+    """<folder>/<lang>.jsonl: one {"id", "prediction"} per line, in each language's example order."""
+    if predictions:
+        folder.mkdir(parents=True, exist_ok=True)
+    for lang, rows in predictions.items():
+        cli.write_text(folder / f"{lang}.jsonl", "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
+
+
 def get_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--checkpoint", type=cli.existing_directory, help="a directory written by train.py (OUT/best); its task.json says what to test on")
-    parser.add_argument("--model", type=cli.existing_directory, help="without --checkpoint: an encoder checkpoint directory to measure alignment on (default: the bundled model)")
+    parser.add_argument("--model", help="without --checkpoint: an encoder to measure alignment on, a folder or a Hugging Face hub id "
+                        "(default: the bundled model)")
     parser.add_argument("--task", help="override the task of the checkpoint (demo, sib200, ...)")
     parser.add_argument("--data", type=cli.existing_directory, help="data directory of the task (not needed for demo)")
     parser.add_argument("--source-lang", help="source language (default: the task's)")
@@ -196,10 +206,10 @@ def test_input_of(args, info):
     return info.get("test_input") or ("text" if legacy_plain else None), None
 
 
-def test_checkpoint(model, encoder, tokenizer, info, args, device, rank, world_size):
+def test_checkpoint(model, encoder, tokenizer, info, args, device, rank, world_size, predictions):
     """(results, alignment, source, test input): the checkpoint's (or --model's) scores on its
     task's split, with its method's test-time prediction (task.json says which), and CKA and
-    retrieval."""
+    retrieval; `predictions` receives the predictions."""
     task = tasks.load_task(args.task or info.get("task", "demo"), args.data or info.get("data"),
                            args.source_lang or info.get("source_lang"),
                            args.target_langs or info.get("target_langs"))
@@ -212,7 +222,8 @@ def test_checkpoint(model, encoder, tokenizer, info, args, device, rank, world_s
         method = METHODS[args.method] if args.method else METHODS.get(info.get("method"), Method)
         test_input = method.choose_test_input(*test_input_of(args, info if method.name == info.get("method") else {}))
         partners = counterparts(run, args.split, test_input, args.test_translations)
-        results = summarise(score_split(run, *method.load_predictor(model, info, test_input), args.split, None, partners), task.source)
+        scores = score_split(run, *method.load_predictor(model, info, test_input), args.split, None, partners, predictions)
+        results = summarise(scores, task.source)
         seen = {"input": test_input, "what": TEST_INPUTS[test_input], "translations": args.test_translations}
     if args.alignment or args.alignment_only:
         extra = alignment(encoder, tokenizer, getattr(task, args.split), task.source, args.batch_size, device, rank, world_size,
@@ -228,12 +239,14 @@ def main(argv=None):
         model, tokenizer, info = Classifier.load(args.checkpoint)
         encoder = model.to(device).encoder
     else:
-        path = args.model or default_model()
+        path = hub.resolve(args.model) if args.model else default_model()
         encoder, tokenizer = Encoder.from_pretrained(path).to(device), Tokenizer.from_pretrained(path)
+        encoder.segment_id = tokenizer.segment_id
+    predictions = {}
     if args.tatoeba:
         results, extra, source, seen = {}, tatoeba_alignment(encoder, tokenizer, args, device, rank, world_size), "eng", None
     else:
-        results, extra, source, seen = test_checkpoint(model, encoder, tokenizer, info, args, device, rank, world_size)
+        results, extra, source, seen = test_checkpoint(model, encoder, tokenizer, info, args, device, rank, world_size, predictions)
     if rank == 0:
         table = markdown_table(results, source, extra) if results else alignment_table(extra)
         if extra:
@@ -244,10 +257,14 @@ def main(argv=None):
             Path(out).mkdir(parents=True, exist_ok=True)
             stem = "tatoeba" if args.tatoeba else "alignment" if args.alignment_only else f"results_{args.split}"
             stem += "_plain" if args.plain_inference else ""
-            summary = {"results": results, "test_input": seen, "alignment": extra, "alignment_pooling": args.alignment_pooling}
+            # train.py's results.json layout: scores by language, then what the prediction saw, alignment, arguments
+            summary = {**results, "test_input": seen, "alignment": extra, "alignment_pooling": args.alignment_pooling,
+                       "checkpoint": args.checkpoint, "split": args.split, "args": vars(args)}
             cli.write_text(Path(out) / f"{stem}.json", json.dumps(summary, indent=2) + "\n")
             cli.write_text(Path(out) / f"{stem}.md", table + "\n")
-            print(f"written to {out}/{stem}.json and {stem}.md")
+            folder = Path(out) / stem.replace("results", "predictions")  # predictions_test/<lang>.jsonl
+            write_predictions(folder, predictions)
+            print(f"written to {out}/{stem}.json and {stem}.md" + (f", predictions in {folder}/" if predictions else ""))
     distributed.cleanup()
 
 

@@ -68,12 +68,14 @@ class Level:
         return self_teaching_loss(student_logits, teacher_logits, batch["weights"])
 
     @torch.no_grad()
-    def score(self, predict, kind, examples_by_lang, run, partners=None):
+    def score(self, predict, kind, examples_by_lang, run, partners=None, predictions=None):
         """{lang: scores} of a predictor (see predict_batch) on examples, computed across processes;
         `partners` ({lang: [Example]}) are the source-language counterparts that a "pair" or
-        "counterpart" predictor sees, by example id."""
+        "counterpart" predictor sees, by example id. `predictions`, a dict, receives each
+        language's predictions, [{"id", "prediction"}] in the examples' order."""
         out, encoded = {}, {}
         for lang, examples in examples_by_lang.items():
+            guesses = []
             items, mine = run.encode(examples), None
             if kind != "text":  # the same counterparts serve every language when they are the source's own texts
                 key = id(partners[lang])
@@ -83,7 +85,11 @@ class Level:
             for index in data.evaluation_batches([len(it.ids) for it in items], run.batch_size, run.rank, run.world_size):
                 logits = predict_batch(predict, kind, run.tokenizer, [items[i] for i in index], run.device, mine)
                 counts += self.count(logits, [items[i] for i in index], [examples[i] for i in index], run.task).to(run.device)
+                if predictions is not None:
+                    guesses += zip(index, self.predictions(logits, [items[i] for i in index], run.task))
             out[lang] = self.scores(distributed.all_reduce(counts).cpu(), run.task)
+            if predictions is not None:
+                predictions[lang] = in_order(guesses, examples)
         return out
 
     def zero_counts(self, task):
@@ -97,6 +103,16 @@ class Level:
 
     def scores(self, counts, task):
         return accuracy_and_f1(counts)
+
+    def predictions(self, logits, items, task):
+        """What a batch's logits predict, example by example: a label's name."""
+        return [task.labels[i] for i in logits.argmax(-1).tolist()]
+
+
+def in_order(guesses, examples):
+    """[{"id", "prediction"}] in the examples' order, from every process's (index, prediction)."""
+    merged = dict(pair for part in distributed.gather(guesses) for pair in part)
+    return [{"id": e.id, "prediction": merged[i]} for i, e in enumerate(examples) if i in merged]
 
 
 def accuracy_and_f1(counts):
@@ -156,9 +172,7 @@ class Word(Level):
         predicted = logits.argmax(-1).cpu()  # (B, T)
         labels, intents = task.labels, task.intents
         for row, (item, example) in enumerate(zip(items, examples)):
-            tags = ["O"] * item.extra["words"]
-            for w, t in item.extra["scored"]:
-                tags[w] = labels[predicted[row, t]]
+            tags = self.tags(predicted[row], item, labels)
             gold, guess = entities(example.tags), entities(tags)
             right = sum(a == b for a, b in zip(example.tags, tags))
             intent = bool(intents) and intents[predicted[row, 0] - len(labels)] == example.label
@@ -167,6 +181,22 @@ class Word(Level):
 
     def scores(self, counts, task):
         return tagging_scores(counts, spans=self.metric(task) != "accuracy", joint=bool(task.intents))
+
+    @staticmethod
+    def tags(predicted, item, labels):
+        """A word's tag from its first sub-token's prediction; a word whose tokens were truncated away is "O"."""
+        tags = ["O"] * item.extra["words"]
+        for w, t in item.extra["scored"]:
+            tags[w] = labels[predicted[t]]
+        return tags
+
+    def predictions(self, logits, items, task):
+        """Each text's tags, with a joint task's intent: {"intent", "tags"}."""
+        predicted = logits.argmax(-1).cpu()
+        tags = [self.tags(row, item, task.labels) for row, item in zip(predicted, items)]
+        if not task.intents:
+            return tags
+        return [{"intent": task.intents[row[0] - len(task.labels)], "tags": t} for row, t in zip(predicted, tags)]
 
 
 def entities(tags):
@@ -237,8 +267,8 @@ class Span(Level):
                                   weights[:, None].expand(-1, 2))
 
     @torch.no_grad()
-    def score(self, predict, kind, examples_by_lang, run, partners=None):
-        """{lang: exact match and F1 (qa.answer_scores)}. Every window of a question offers its best
+    def score(self, predict, kind, examples_by_lang, run, partners=None, predictions=None):
+        """{lang: exact match and F1 (qa.answer_scores)}, and the answers' texts in `predictions`. Every window of a question offers its best
         span (qa.best_span) and the question's answer is the best of them; the processes split the
         windows and share their candidates. A "pair" predictor sees each window with the window of
         its source-language question that covers the same part of the context."""
@@ -264,7 +294,10 @@ class Span(Level):
                     qa.keep_best(best, window.extra["question"], qa.best_span(row[:, 0], row[:, 1], window, task.max_answer_length))
             best = qa.merge_best(distributed.gather(best))  # the best candidate of each question over all processes' windows
             contexts = {e.id: e.pair for e in examples}
-            out[lang] = qa.answer_scores({q: contexts[q][a:b] for q, (_, a, b) in best.items()}, examples, lang)
+            answers = {q: contexts[q][a:b] for q, (_, a, b) in best.items()}
+            out[lang] = qa.answer_scores(answers, examples, lang)
+            if predictions is not None:
+                predictions[lang] = [{"id": e.id, "prediction": answers.get(e.id, "")} for e in examples]
         return out
 
 

@@ -227,17 +227,19 @@ class Method:
         test_input = "oracle" if "oracle" in self.test_inputs else "text"
         return score_split(self.run, *self.predictor(model, test_input), split, langs, counterparts(self.run, split, test_input))
 
-    def test(self, best, model, trained, test_input="text", translations=None):
+    def test(self, best, model, trained, test_input="text", translations=None, predictions=None):
         """({lang: test scores}, encoder) of the best model on dev, saved in `best` (OUT/best), or,
         where none was saved, of the model as trained (`model` built, `trained` wrapped); the
-        encoder is for CKA and retrieval."""
+        encoder is for CKA and retrieval. `predictions` receives the predictions (Level.score)."""
         partners = counterparts(self.run, "test", test_input, translations)
         if not Path(best).exists():
             trained.eval()
-            return score_split(self.run, *self.predictor(trained, test_input), "test", None, partners), model.encoder
-        classifier, _, info = Classifier.load(best)
-        classifier.to(self.run.device).eval()
-        return score_split(self.run, *type(self).load_predictor(classifier, info, test_input), "test", None, partners), classifier.encoder
+            predictor, encoder = self.predictor(trained, test_input), model.encoder
+        else:
+            classifier, _, info = Classifier.load(best)
+            classifier.to(self.run.device).eval()
+            predictor, encoder = type(self).load_predictor(classifier, info, test_input), classifier.encoder
+        return score_split(self.run, *predictor, "test", None, partners, predictions), encoder
 
 
 # What a test prediction sees besides the target text (Method.test_inputs).
@@ -261,11 +263,11 @@ def counterparts(run, split, test_input, translations=None):
             for lang, texts in examples.items()}
 
 
-def score_split(run, predict, kind, split, langs=None, partners=None):
+def score_split(run, predict, kind, split, langs=None, partners=None, predictions=None):
     """{lang: scores} of a predictor (Method.predictor) on a split of the task ("dev" or "test";
     `langs`: all of its languages unless given), with the counterparts it sees (counterparts())."""
     examples = getattr(run.task, split)
-    return run.level.score(predict, kind, {lang: examples[lang] for lang in langs or examples}, run, partners)
+    return run.level.score(predict, kind, {lang: examples[lang] for lang in langs or examples}, run, partners, predictions)
 
 
 class ZeroShot(Method):

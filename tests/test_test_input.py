@@ -59,7 +59,7 @@ def test_translations_from_a_file_and_in_xtreme_layout(tmp_path, tiny_model_dir)
     # evaluate.py tests the checkpoint on what its run was tested on, or on what it is told
     evaluate.main(["--checkpoint", str(tmp_path / "mt-run" / "best"), "--test-translations", str(folder)])
     saved = json.loads((tmp_path / "mt-run" / "results_test.json").read_text())
-    assert saved["test_input"]["input"] == "translation" and saved["results"]["de"]["accuracy"] == translated["de"]["accuracy"]
+    assert saved["test_input"]["input"] == "translation" and saved["de"]["accuracy"] == translated["de"]["accuracy"]
 
 
 def test_missing_and_misplaced_translations(tmp_path, tiny_model_dir):

@@ -201,3 +201,20 @@ def test_alignment_pooling_is_chosen_and_recorded(tmp_path, tiny_model_dir):
         assert runs[pooling]["alignment_pooling"] == pooling
     assert runs["mean"]["alignment"]["de"]["cka_before"] != runs["cls"]["alignment"]["de"]["cka_before"]
     assert "CKA and retrieval compare the final layer's <s> vectors" in (tmp_path / "cls" / "results.md").read_text()
+
+
+def test_prediction_files_agree_with_the_scores(tmp_path, tiny_model_dir):
+    import tasks
+    out = tmp_path / "run"
+    train.main(["--model", str(tiny_model_dir), *COMMON, "--method", "zero-shot", "--max-steps", "3", "--out", str(out)])
+    results, task = json.loads((out / "results.json").read_text()), tasks.load_task("demo", targets=["de", "zh"])
+    for lang in ("en", "de", "zh"):
+        rows = [json.loads(line) for line in open(out / "predictions" / f"{lang}.jsonl")]
+        assert [r["id"] for r in rows] == [e.id for e in task.test[lang]]  # every test example, in order
+        right = sum(r["prediction"] == e.label for r, e in zip(rows, task.test[lang]))
+        assert right / len(rows) == pytest.approx(results[lang]["accuracy"])
+    train.main(["--model", str(tiny_model_dir), *COMMON, "--task", "demo-slots", "--method", "zero-shot", "--max-steps", "1",
+                "--out", str(tmp_path / "slots")])
+    rows = [json.loads(line) for line in open(tmp_path / "slots" / "predictions" / "de.jsonl")]
+    slots = tasks.load_task("demo-slots", targets=["de"]).test["de"]
+    assert [len(r["prediction"]) for r in rows] == [len(e.words) for e in slots]  # a tag per word
