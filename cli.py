@@ -84,6 +84,7 @@ def write_text(path, text):
     """Write a file atomically: a crash leaves the old content or the new, never half of it."""
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
+    path.parent.mkdir(parents=True, exist_ok=True)
     try:
         tmp.write_text(text, encoding="utf-8")
         os.replace(tmp, path)

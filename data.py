@@ -23,6 +23,11 @@ class Example:
     answers: list | None = None  # QA: [(answer text, its first character in `pair`, the context)]; `text` is the question
     group: str | None = None  # QA: the article, which a split keeps whole
 
+    @property
+    def labelled(self):
+        """Whether it has its gold label, tags or answers (XTREME's test files have none)."""
+        return self.label is not None or self.tags is not None or self.answers is not None
+
 
 @dataclass
 class Encoded:

@@ -60,9 +60,24 @@ def predict_probabilities(model, tokenizer, texts, batch_size, max_length, devic
     return distributed.all_reduce(out).cpu()
 
 
+def unscored(split):
+    """The languages of a split ({lang: [Example]}) whose files have no gold labels (XTREME's test files)."""
+    return [lang for lang, examples in split.items() if examples and not all(e.labelled for e in examples)]
+
+
+def unscored_note(langs, folder):
+    """A line under a results table for the languages that have predictions and no scores."""
+    if not langs:
+        return ""
+    return (f"\n\nNo score for {', '.join(langs)}: the test files have no gold labels (XTREME blanks them); "
+            f"the predictions are in {folder}/.")
+
+
 def summarise(per_lang, source):
     """Per-language scores plus the average over target languages and the transfer gap
     (source score minus target average) for each metric."""
+    if not per_lang:
+        return {}
     targets = [lang for lang in per_lang if lang != source]
     metrics = [k for k in next(iter(per_lang.values())) if k != "n"]
     results = dict(per_lang)
@@ -133,6 +148,8 @@ def alignment(encoder, tokenizer, parallel, source, batch_size, device, rank=0, 
         if lang == source:
             continue
         paired = [e for e in examples if e.id in row]
+        if len(paired) < 2:  # CKA of one pair is undefined
+            continue
         x = source_states[[row[e.id] for e in paired]]
         y = sentence_representations(encoder, tokenizer, [e.text for e in paired], batch_size, device, rank=rank, world_size=world_size,
                                      pooling=pooling)
@@ -179,9 +196,13 @@ def get_args(argv=None):
     parser.add_argument("--batch-size", type=cli.positive_int, default=64)
     parser.add_argument("--max-length", type=cli.number(int, 8), help="tokens per text or QA window (default: the checkpoint's, else 256)")
     parser.add_argument("--out", help="directory for the .json and .md results (default: the checkpoint's parent; without --checkpoint, none)")
+    parser.add_argument("--plot", nargs="+", metavar="RUN", help="draw the test scores of one or more runs (OUT folders of "
+                        "train.py, or results JSON files) per language, with the transfer gap, one bar per run (needs matplotlib)")
+    parser.add_argument("--plot-file", default="scores.png", help="where --plot draws (.png, .pdf or .svg; default scores.png)")
     args = parser.parse_args(argv)
-    if not args.checkpoint and not (args.alignment_only or args.tatoeba):
-        parser.error("give --checkpoint (a model trained by train.py), or --alignment-only / --tatoeba for an encoder (--model)")
+    if not args.checkpoint and not (args.alignment_only or args.tatoeba or args.plot):
+        parser.error("give --checkpoint (a model trained by train.py), --alignment-only / --tatoeba for an encoder (--model), "
+                     "or --plot RUN...")
     return args
 
 
@@ -220,19 +241,80 @@ def test_checkpoint(model, encoder, tokenizer, info, args, device, rank, world_s
     if model is not None and not args.alignment_only:
         model.eval()
         method = METHODS[args.method] if args.method else METHODS.get(info.get("method"), Method)
-        test_input = method.choose_test_input(*test_input_of(args, info if method.name == info.get("method") else {}))
-        partners = counterparts(run, args.split, test_input, args.test_translations)
+        test_input, translations = test_input_of(args, info if method.name == info.get("method") else {})
+        translations = translations or (task.test_translations if test_input == "translation" else None)
+        test_input = method.choose_test_input(test_input, translations, task.parallel)
+        partners = counterparts(run, args.split, test_input, translations)
         scores = score_split(run, *method.load_predictor(model, info, test_input), args.split, None, partners, predictions)
         results = summarise(scores, task.source)
-        seen = {"input": test_input, "what": TEST_INPUTS[test_input], "translations": args.test_translations}
+        results["unscored"] = unscored(getattr(task, args.split))
+        seen = {"input": test_input, "what": TEST_INPUTS[test_input], "translations": translations}
+    if (args.alignment or args.alignment_only) and not task.parallel:
+        raise tasks.InputError(f"--alignment: task {task.name}'s languages are not parallel, so there are no translations to compare")
     if args.alignment or args.alignment_only:
         extra = alignment(encoder, tokenizer, getattr(task, args.split), task.source, args.batch_size, device, rank, world_size,
                           args.alignment_pooling)
     return results, extra, task.source, seen
 
 
+def plot_data(runs):
+    """(metric, languages, {run label: [score per language]}, {run label: [gap per target]}) of
+    results JSON files ({lang: scores}, "average", "args"), in percent; a run's label is its method,
+    with its folder where two runs share one. The gap of a target is the source's score minus its."""
+    loaded = []
+    for run in map(Path, runs):
+        path = run / "results.json" if run.is_dir() else run
+        try:
+            loaded.append((run, json.loads(path.read_text())))
+        except (OSError, json.JSONDecodeError) as e:
+            raise tasks.InputError(f"--plot {run}: no results JSON to read ({e})") from None
+    scored = [[k for k, v in results.items() if isinstance(v, dict) and "n" in v] for _, results in loaded]
+    if not all(scored):
+        raise tasks.InputError(f"--plot: {loaded[[bool(s) for s in scored].index(False)][0]} has no test scores")
+    metric = next(k for k in loaded[0][1][scored[0][0]] if k != "n")
+    langs = list(dict.fromkeys(lang for names in scored for lang in names))
+    methods = [results.get("args", {}).get("method") or run.name for run, results in loaded]
+    labels = [m if methods.count(m) == 1 else f"{m} ({run.name})" for m, (run, _) in zip(methods, loaded)]
+    scores, gaps = {}, {}
+    for label, names, (run, results) in zip(labels, scored, loaded):
+        if metric not in results[names[0]]:
+            raise tasks.InputError(f"--plot: {run} has no {metric} (the first run's score): plot runs of one task together")
+        source = results.get("args", {}).get("source_lang") or langs[0]
+        score = lambda lang: 100 * results[lang][metric] if lang in results and metric in results[lang] else float("nan")
+        scores[label] = [score(lang) for lang in langs]
+        gaps[label] = [score(source) - score(lang) for lang in langs if lang != source]
+    return metric, langs, scores, gaps
+
+
+def plot(runs, path):
+    """A bar chart of the runs' test scores per language, and below it each target's transfer gap."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise tasks.InputError("--plot needs matplotlib: pip install matplotlib") from None
+    metric, langs, scores, gaps = plot_data(runs)
+    targets = langs[1:]
+    figure, (top, bottom) = plt.subplots(2, 1, figsize=(max(6, 0.6 * len(langs) * max(1, len(scores) / 2)), 7),
+                                         gridspec_kw={"height_ratios": [3, 2]})
+    width = 0.8 / len(scores)
+    for i, label in enumerate(scores):
+        top.bar([x + i * width for x in range(len(langs))], scores[label], width, label=label)
+        bottom.bar([x + i * width for x in range(len(targets))], gaps[label], width, label=label)
+    for axes, names, title in ((top, langs, f"test {metric} (%)"), (bottom, targets, "transfer gap: source minus language (points)")):
+        axes.set_xticks([x + 0.4 - width / 2 for x in range(len(names))], names, rotation=45 if len(names) > 12 else 0)
+        axes.set_ylabel(title)
+    top.legend(fontsize="small")
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    print(f"drew {len(scores)} run(s) over {len(langs)} languages in {path}")
+
+
 def main(argv=None):
     args = get_args(argv)
+    if args.plot:
+        return plot(args.plot, args.plot_file)
     rank, world_size, device = distributed.setup()
     model, info = None, {}
     if args.checkpoint:
@@ -248,24 +330,32 @@ def main(argv=None):
     else:
         results, extra, source, seen = test_checkpoint(model, encoder, tokenizer, info, args, device, rank, world_size, predictions)
     if rank == 0:
-        table = markdown_table(results, source, extra) if results else alignment_table(extra)
-        if extra:
-            table += f"\n\nCKA and retrieval compare {POOLINGS[args.alignment_pooling]}."
-        print(table)
-        out = args.out or (Path(args.checkpoint).parent if args.checkpoint else None)
-        if out:
-            Path(out).mkdir(parents=True, exist_ok=True)
-            stem = "tatoeba" if args.tatoeba else "alignment" if args.alignment_only else f"results_{args.split}"
-            stem += "_plain" if args.plain_inference else ""
-            # train.py's results.json layout: scores by language, then what the prediction saw, alignment, arguments
-            summary = {**results, "test_input": seen, "alignment": extra, "alignment_pooling": args.alignment_pooling,
-                       "checkpoint": args.checkpoint, "split": args.split, "args": vars(args)}
-            cli.write_text(Path(out) / f"{stem}.json", json.dumps(summary, indent=2) + "\n")
-            cli.write_text(Path(out) / f"{stem}.md", table + "\n")
-            folder = Path(out) / stem.replace("results", "predictions")  # predictions_test/<lang>.jsonl
-            write_predictions(folder, predictions)
-            print(f"written to {out}/{stem}.json and {stem}.md" + (f", predictions in {folder}/" if predictions else ""))
+        report(args, results, extra, source, seen, predictions)
     distributed.cleanup()
+
+
+def report(args, results, extra, source, seen, predictions):
+    """Print the table, and write it with results_<split>.json (train.py's results.json layout:
+    scores by language, the languages without gold labels, what the prediction saw, alignment,
+    arguments) and predictions_<split>/<lang>.jsonl beside the checkpoint or in --out."""
+    out = Path(args.out) if args.out else Path(args.checkpoint).parent if args.checkpoint else None
+    stem = "tatoeba" if args.tatoeba else "alignment" if args.alignment_only else f"results_{args.split}"
+    stem += "_plain" if args.plain_inference else ""
+    folder = out / stem.replace("results", "predictions") if out else None  # predictions_test/<lang>.jsonl
+    unscored_langs = results.pop("unscored", [])
+    table = markdown_table(results, source, extra) if results else alignment_table(extra) if extra else "(no scores)"
+    table += unscored_note(unscored_langs, folder) if folder else ""
+    if extra:
+        table += f"\n\nCKA and retrieval compare {POOLINGS[args.alignment_pooling]}."
+    print(table)
+    if out:
+        out.mkdir(parents=True, exist_ok=True)
+        summary = {**results, "unscored": unscored_langs, "test_input": seen, "alignment": extra,
+                   "alignment_pooling": args.alignment_pooling, "checkpoint": args.checkpoint, "split": args.split, "args": vars(args)}
+        cli.write_text(out / f"{stem}.json", json.dumps(summary, indent=2) + "\n")
+        cli.write_text(out / f"{stem}.md", table + "\n")
+        write_predictions(folder, predictions)
+        print(f"written to {out}/{stem}.json and {stem}.md" + (f", predictions in {folder}/" if predictions else ""))
 
 
 if __name__ == "__main__":

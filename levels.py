@@ -72,9 +72,13 @@ class Level:
         """{lang: scores} of a predictor (see predict_batch) on examples, computed across processes;
         `partners` ({lang: [Example]}) are the source-language counterparts that a "pair" or
         "counterpart" predictor sees, by example id. `predictions`, a dict, receives each
-        language's predictions, [{"id", "prediction"}] in the examples' order."""
+        language's predictions, [{"id", "prediction"}] in the examples' order. A language without
+        gold labels (XTREME's test files) has predictions and no scores."""
         out, encoded = {}, {}
         for lang, examples in examples_by_lang.items():
+            scored = all(e.labelled for e in examples)
+            if not scored and predictions is None:
+                continue
             guesses = []
             items, mine = run.encode(examples), None
             if kind != "text":  # the same counterparts serve every language when they are the source's own texts
@@ -84,10 +88,12 @@ class Level:
             counts = self.zero_counts(run.task).to(run.device)
             for index in data.evaluation_batches([len(it.ids) for it in items], run.batch_size, run.rank, run.world_size):
                 logits = predict_batch(predict, kind, run.tokenizer, [items[i] for i in index], run.device, mine)
-                counts += self.count(logits, [items[i] for i in index], [examples[i] for i in index], run.task).to(run.device)
+                if scored:
+                    counts += self.count(logits, [items[i] for i in index], [examples[i] for i in index], run.task).to(run.device)
                 if predictions is not None:
                     guesses += zip(index, self.predictions(logits, [items[i] for i in index], run.task))
-            out[lang] = self.scores(distributed.all_reduce(counts).cpu(), run.task)
+            if scored:
+                out[lang] = self.scores(distributed.all_reduce(counts).cpu(), run.task)
             if predictions is not None:
                 predictions[lang] = in_order(guesses, examples)
         return out
@@ -271,11 +277,15 @@ class Span(Level):
         """{lang: exact match and F1 (qa.answer_scores)}, and the answers' texts in `predictions`. Every window of a question offers its best
         span (qa.best_span) and the question's answer is the best of them; the processes split the
         windows and share their candidates. A "pair" predictor sees each window with the window of
-        its source-language question that covers the same part of the context."""
+        its source-language question that covers the same part of the context. A language without
+        gold answers (XTREME's test files) has predictions and no scores."""
         task = run.task
         encode = lambda examples: qa.encode_windows(examples, run.tokenizer, run.max_length, task.doc_stride)
         out, encoded = {}, {}
         for lang, examples in examples_by_lang.items():
+            scored = all(e.labelled for e in examples)
+            if not scored and predictions is None:
+                continue
             items = encode(examples)
             counterparts = None
             if kind == "pair":  # the source's windows, encoded once where every language shares them
@@ -295,7 +305,8 @@ class Span(Level):
             best = qa.merge_best(distributed.gather(best))  # the best candidate of each question over all processes' windows
             contexts = {e.id: e.pair for e in examples}
             answers = {q: contexts[q][a:b] for q, (_, a, b) in best.items()}
-            out[lang] = qa.answer_scores(answers, examples, lang)
+            if scored:
+                out[lang] = qa.answer_scores(answers, examples, lang)
             if predictions is not None:
                 predictions[lang] = [{"id": e.id, "prediction": answers.get(e.id, "")} for e in examples]
         return out

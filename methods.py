@@ -125,12 +125,23 @@ class Method:
             raise InputError(f"--extra-train adds labelled sentences; --task {args.task} {self.run.level.description}")
         if extra and self.draws != "texts":
             raise InputError(f"--extra-train adds single labelled texts, which --method {self.name} (trained on pairs) cannot use")
-        args.test_input = self.choose_test_input(args.test_input, args.test_translations)
+        missing = [lang for lang in task.targets if not task.train[lang]]
+        if self.uses_translations() and missing:
+            raise InputError(f"--method {self.name} trains on translations of the source's training examples, and --task {args.task} "
+                             f"has none in {', '.join(missing)} (they come from: {task.translations}); leave those languages out "
+                             "of --target-langs, or use --method zero-shot")
+        if args.test_input == "translation" and not args.test_translations:
+            args.test_translations = task.test_translations  # XTREME's translate-test files, where the data folder has them
+        args.test_input = self.choose_test_input(args.test_input, args.test_translations, task.parallel)
         if (args.teacher or args.teacher_cache) and not self.uses_teacher():
             raise InputError("--teacher and --teacher-cache are for --method filter (self-teaching) and for --method xmixup "
                              "on word labels (soft labels of the translations)")
         if args.teacher_cache and not Path(args.teacher_cache).exists() and not args.teacher:
             raise InputError(f"--teacher-cache {args.teacher_cache} does not exist yet: give --teacher CKPT to compute it")
+
+    def uses_translations(self):
+        """Whether training needs the translations of the source's training examples."""
+        return self.translations or self.draws != "texts"
 
     def uses_teacher(self):
         """Whether --teacher (a trained model's soft labels) applies."""
@@ -202,10 +213,16 @@ class Method:
         return (lambda ids, mask: classifier(ids, mask)[0]), "text"
 
     @classmethod
-    def choose_test_input(cls, given=None, translations=None):
+    def choose_test_input(cls, given=None, translations=None, parallel=True):
         """The test input: the one given (--test-input), else a translation where there are
-        translations (--test-translations), else the method's first."""
-        test_input = given or ("translation" if translations and "translation" in cls.test_inputs else cls.test_inputs[0])
+        translations (--test-translations), else the method's first that the task has (the oracle
+        needs a test set parallel across languages)."""
+        offered = [i for i in cls.test_inputs if parallel or i != "oracle"] or list(cls.test_inputs)
+        test_input = given or ("translation" if translations and "translation" in cls.test_inputs else offered[0])
+        if test_input == "oracle" and not parallel:
+            raise InputError("the task's test languages are not parallel, so there is no source-language original to see (the "
+                             f"oracle): choose --test-input {' or '.join(i for i in cls.test_inputs if i != 'oracle')}"
+                             + (" (translation with --test-translations)" if "translation" in cls.test_inputs else ""))
         if test_input not in cls.test_inputs:
             raise InputError(f"--method {cls.name} predicts from {' or '.join(TEST_INPUTS[i] for i in cls.test_inputs)}, "
                              f"not from {TEST_INPUTS[test_input]}")
@@ -225,6 +242,8 @@ class Method:
         counterpart (model selection is on the source, whose counterpart is itself)."""
         model.eval()
         test_input = "oracle" if "oracle" in self.test_inputs else "text"
+        if test_input == "oracle" and not self.run.task.parallel:  # no counterpart but the source's own
+            langs = [self.run.task.source]
         return score_split(self.run, *self.predictor(model, test_input), split, langs, counterparts(self.run, split, test_input))
 
     def test(self, best, model, trained, test_input="text", translations=None, predictions=None):
@@ -267,7 +286,8 @@ def score_split(run, predict, kind, split, langs=None, partners=None, prediction
     """{lang: scores} of a predictor (Method.predictor) on a split of the task ("dev" or "test";
     `langs`: all of its languages unless given), with the counterparts it sees (counterparts())."""
     examples = getattr(run.task, split)
-    return run.level.score(predict, kind, {lang: examples[lang] for lang in langs or examples}, run, partners, predictions)
+    langs = [lang for lang in langs or examples if examples[lang]]  # a target may have no dev set (XTREME's QA tasks)
+    return run.level.score(predict, kind, {lang: examples[lang] for lang in langs}, run, partners, predictions)
 
 
 class ZeroShot(Method):

@@ -12,8 +12,8 @@ import json
 import math
 import random
 import sys
-import urllib.request
 import zlib
+from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -55,12 +55,13 @@ def read_lines(path):
     return list(enumerate(lines[:-1] if lines and lines[-1] == "" else lines, start=1))
 
 
-def read_tsv(path, columns, header=True, noisy=False, quoted=False):
+def read_tsv(path, columns, header=True, noisy=False, quoted=False, optional=0):
     """Rows of a tab-separated file as (line number, {column: value}), read as the file is written:
-    `quoted` for csv-quoted files (a field in quotes, its quotes doubled; SIB-200's, as pandas
-    writes them), else every character as it is. Rows with the wrong number of columns or an empty
-    field stop the run, or, for known-noisy machine-translated files (`noisy=True`), are skipped and
-    counted, with one line saying how many."""
+    `quoted` for csv-quoted files (a field in quotes, its quotes doubled; SIB-200's and XTREME's, as
+    pandas and Python's csv write them), else every character as it is. The last `optional`
+    columns may be absent (XTREME's test files have no labels). Rows with the wrong number of
+    columns or an empty field stop the run, or, for known-noisy machine-translated files
+    (`noisy=True`), are skipped and counted, with one line saying how many."""
     text = read_text(path)
     csv.field_size_limit(2 ** 31 - 1)  # a long text is a text, not an error (the csv module's default stops at 128 KB)
     skipped, rows = 0, []
@@ -72,7 +73,7 @@ def read_tsv(path, columns, header=True, noisy=False, quoted=False):
                 raise DataError(path, 1, f"header {row!r} does not start with the expected columns {list(columns)}")
             continue
         problem = None
-        if len(row) != len(columns):
+        if not len(columns) - optional <= len(row) <= len(columns):
             problem = f"{len(row)} columns, expected {len(columns)} ({', '.join(columns)})"
         elif any(not v.strip() or v.strip() == "NS" for v in row):
             problem = f"empty or 'NS' (failed translation) field in {row!r}"
@@ -137,35 +138,48 @@ def read_pawsx(path, lang, noisy=None):
             for n, r in read_tsv(path, ("id", "sentence1", "sentence2", "label"), noisy=noisy)]
 
 
-def read_squad(path, lang):
-    """SQuAD v1.1 JSON (XQuAD): one Example per question, with text = the question, pair = its
-    context, answers = [(text, first character)] and group = the article's title. Translations of a
-    question share its id."""
+def read_squad(path, lang, blank=False, noisy=False):
+    """SQuAD v1.1 JSON (XQuAD, MLQA, TyDiQA-GoldP): one Example per question, with text = the
+    question, pair = its context, answers = [(text, first character)] and group = the article's
+    title. Translations of a question share its id. With `blank`, a test file whose answers XTREME
+    has blanked ({"answer_start": 0, "text": ""}) gives questions without answers (answers None).
+    Machine-translated files (`noisy`) lose the questions whose answers are not in their context,
+    counted on one line."""
     try:
         articles = json.loads(read_text(path))["data"]
         if not isinstance(articles, list):
             raise TypeError(f"'data' is a {type(articles).__name__}")
     except (json.JSONDecodeError, KeyError, TypeError) as e:
         raise DataError(path, 0, f"not SQuAD v1.1 JSON, an object with a 'data' list of articles ({e!r})") from None
-    examples = []
+    examples, skipped = [], 0
     for a, article in enumerate(articles):
         for p, paragraph in enumerate(article.get("paragraphs", []) if isinstance(article, dict) else [None]):
             where = f"article {a} ({article.get('title') if isinstance(article, dict) else None!r}), paragraph {p}"
             try:
                 context = paragraph["context"]
                 for q, qa in enumerate(paragraph["qas"]):
-                    examples.append(squad_question(path, f"{where}, question {qa.get('id', q)}", qa, context, lang, article["title"]))
+                    try:
+                        examples.append(squad_question(path, f"{where}, question {qa.get('id', q)}", qa, context, lang,
+                                                       article.get("title", f"article {a}"), blank))
+                    except DataError:
+                        if not noisy:
+                            raise
+                        skipped += 1
             except (KeyError, TypeError, AttributeError) as e:
                 raise DataError(path, 0, f"{where} (data[{a}].paragraphs[{p}]): missing or malformed field {e} (expected "
                                          "context, qas with id, question and answers of text and answer_start)") from None
+    if skipped:
+        print(f"{path}: skipped {skipped} questions of {skipped + len(examples)} whose answer is not in their context", file=sys.stderr)
     return examples
 
 
-def squad_question(path, where, qa, context, lang, title):
+def squad_question(path, where, qa, context, lang, title, blank=False):
     """One SQuAD question as an Example, every field checked: its answers must lie in the context."""
     if not isinstance(context, str) or not isinstance(qa["question"], str) or not isinstance(qa["id"], (str, int)):
         raise DataError(path, 0, f"{where}: context, question and id must be text")
     answers = [(x["text"], x["answer_start"]) for x in qa["answers"]]
+    if blank and answers == [("", 0)]:  # XTREME's blanked test answer
+        return Example(id=str(qa["id"]), lang=lang, text=qa["question"], pair=context, group=str(title))
     if not answers:
         raise DataError(path, 0, f"{where}: no answer (SQuAD v1.1 questions have one or more)")
     for text, start in answers:
@@ -178,6 +192,62 @@ def squad_question(path, where, qa, context, lang, title):
             raise DataError(path, 0, f"{where}: answer {text!r} is not at character {start} "
                                      f"of the context (found {context[start:start + len(text)]!r})")
     return Example(id=str(qa["id"]), lang=lang, text=qa["question"], pair=context, answers=answers, group=str(title))
+
+
+def read_xtreme_pairs(path, lang, labels):
+    """XTREME's XNLI and PAWS-X files, {train,dev,test}-<lang>.tsv: text, second text, label (test
+    files: none), csv-quoted, no header; parallel across languages by row, so the id is the row's
+    number."""
+    out = []
+    for i, (n, r) in enumerate(read_tsv(path, ("text", "pair", "label"), header=False, quoted=True, optional=1), start=1):
+        label = r.get("label")
+        out.append(Example(id=str(i), lang=lang, text=r["text"], pair=r["pair"], label=label and check_label(path, n, label, labels)))
+    return out
+
+
+def read_xtreme_translations(path, lang, labels, sources):
+    """XTREME's translate-train files, translate-train/en-<lang>-translated.tsv, as they came from
+    the translation system: not csv-quoted, and noisy (bad rows are skipped and counted). A row is
+    English text, English second text, their translations and the label, and is paired with the
+    source example of the same English texts; a row of three columns (text, second text, label)
+    is the translation of the source example of its row number."""
+    rows = read_lines(path)
+    wide = bool(rows) and Counter(line.count("\t") for _, line in rows[:1000]).most_common(1)[0][0] == 4  # most rows' columns
+    columns = ("en_text", "en_pair", "text", "pair", "label") if wide else ("text", "pair", "label")
+    key = lambda text, pair: (" ".join(text.split()), " ".join(pair.split()))
+    by_text = {key(e.text, e.pair): e.id for e in sources}
+    out, unpaired = [], 0
+    for i, (n, r) in enumerate(read_tsv(path, columns, header=False, noisy=True), start=1):
+        id = by_text.get(key(r["en_text"], r["en_pair"])) if wide else str(i)
+        if id is None:
+            unpaired += 1
+            continue
+        label = "contradiction" if r["label"] == "contradictory" else r["label"]  # XNLI's translations say "contradictory"
+        out.append(Example(id=id, lang=lang, text=r["text"], pair=r["pair"], label=check_label(path, n, label, labels)))
+    if unpaired:
+        print(f"{path}: skipped {unpaired} rows whose English texts are not in the training file", file=sys.stderr)
+    if rows and not out:
+        raise DataError(path, 0, "no row pairs with an example of the training file (train-en.tsv)")
+    return out
+
+
+def read_panx(path, lang, labels):
+    """PAN-X (WikiANN) as XTREME writes it, {train,dev,test}-<lang>.tsv: a token and its BIO tag per
+    line (test files: the token alone), a blank line after each sentence; the id is the sentence's number."""
+    examples, rows = [], []
+    for number, line in read_lines(path) + [(None, "")]:
+        if line.strip():
+            rows.append((number, line.split("\t")))
+            continue
+        if not rows:
+            continue
+        if len({len(cells) for _, cells in rows}) > 1 or len(rows[0][1]) > 2:
+            raise DataError(path, rows[0][0], "every line of a sentence is a token and its tag, or the token alone (a test file)")
+        words = [cells[0] for _, cells in rows]
+        tags = [check_label(path, n, cells[1].strip(), labels) for n, cells in rows] if len(rows[0][1]) == 2 else None
+        examples.append(Example(id=str(len(examples) + 1), lang=lang, text=" ".join(words), words=words, tags=tags))
+        rows = []
+    return examples
 
 
 def conll_sentences(path, columns):
@@ -393,23 +463,6 @@ def pair_by_id(sources, targets, what="translations"):
     return by_id
 
 
-def download_sib200(destination, languages, base_url="https://raw.githubusercontent.com/dadelani/sib-200/main/data/annotated"):
-    """Fetch SIB-200 ({lang}/{train,dev,test}.tsv) for users with internet; any urllib URL works,
-    so `base_url` may also be a file:// mirror."""
-    for lang in languages:
-        for split in ("train", "dev", "test"):
-            target = Path(destination) / lang / f"{split}.tsv"
-            if target.exists():
-                continue
-            target.parent.mkdir(parents=True, exist_ok=True)
-            with urllib.request.urlopen(f"{base_url}/{lang}/{split}.tsv", timeout=60) as response:
-                data = response.read()
-            tmp = target.with_suffix(".tmp")
-            tmp.write_bytes(data)
-            tmp.replace(target)
-            read_sib200(destination, lang, split)  # fail now, with a clear message, if it is not SIB-200
-
-
 @dataclass
 class Task:
     """Labels, a source language, target languages, and per-split examples by language."""
@@ -425,6 +478,9 @@ class Task:
     intents: list | None = None  # a joint task's sentence labels (xSID): the intent, with BIO slots as `labels`
     doc_stride: int = 128  # QA: context tokens shared by consecutive windows
     max_answer_length: int = 30  # QA: the longest answer predicted, in tokens
+    parallel: bool = True  # dev and test parallel across languages by id (CKA, retrieval and the oracle need it)
+    translations: str = "the target languages' training files"  # where training translations come from, for messages
+    test_translations: str | None = None  # the test texts' translations as the data folder has them (--test-translations)
 
 
 SIB200_LANGS = ["eng_Latn", "deu_Latn", "fra_Latn", "spa_Latn", "rus_Cyrl", "zho_Hans", "arb_Arab", "hin_Deva", "swh_Latn",
@@ -476,6 +532,13 @@ class Layout:
     level: str = "sentence"
     intents: list | None = None
     needs_data = True
+    parallel = True        # whether dev and test are parallel across languages, by example id (CKA, retrieval, the oracle)
+    translations = "the target languages' training files"  # where translations of the training set come from, for messages
+
+    @classmethod
+    def for_folder(cls, directory):
+        """The layout of a data folder: this one, or a variant for how the folder is written (XTREME's)."""
+        return cls
 
     def __init__(self, directory, source):
         self.directory, self.source = Path(directory) if directory else None, source
@@ -493,7 +556,8 @@ class Layout:
     def files_like(self, pattern):
         """The part that stands for {lang} in the names of the folder's files of `pattern` ('x.{lang}.json')."""
         head, _, tail = pattern.partition("{lang}")
-        return {p.name[len(head):len(p.name) - len(tail)] for p in self.directory.glob(pattern.replace("{lang}", "*"))}
+        names = (p.relative_to(self.directory).as_posix() for p in self.directory.glob(pattern.replace("{lang}", "*")))
+        return {name[len(head):len(name) - len(tail)] for name in names}
 
     def once(self, key, read):
         if key not in self.files:
@@ -503,6 +567,11 @@ class Layout:
     def round_trip(self):
         """{id: Example}: round-trip translations of the source's training examples, where the task has them."""
         return {}
+
+    def test_translations(self):
+        """The test texts' translations into the source language as the data folder has them
+        (--test-translations' default), or None."""
+        return None
 
 
 class Demo(Layout):
@@ -533,8 +602,13 @@ class Sib200(Layout):
 
 
 class Xnli(Layout):
-    """<data>/XNLI-1.0/xnli.{dev,test}.tsv and <data>/XNLI-MT-1.0/multinli/multinli.train.<lang>.tsv."""
+    """<data>/XNLI-1.0/xnli.{dev,test}.tsv and <data>/XNLI-MT-1.0/multinli/multinli.train.<lang>.tsv,
+    as released; a folder with train-en.tsv is XTREME's (XtremePairs)."""
     langs, labels, pattern = XNLI_LANGS, list(XNLI_LABELS), "XNLI-MT-1.0/multinli/multinli.train.<lang>.tsv"
+
+    @classmethod
+    def for_folder(cls, directory):
+        return type("XtremeXnli", (XtremePairs, cls), {}) if directory and (Path(directory) / "train-en.tsv").is_file() else cls
 
     def found(self):
         return self.files_like("XNLI-MT-1.0/multinli/multinli.train.{lang}.tsv")
@@ -546,8 +620,13 @@ class Xnli(Layout):
 
 
 class Pawsx(Layout):
-    """<data>/<lang>/{train|translated_train,dev|dev_2k,test|test_2k}.tsv."""
+    """<data>/<lang>/{train|translated_train,dev|dev_2k,test|test_2k}.tsv, as released; a folder
+    with train-en.tsv is XTREME's (XtremePairs)."""
     langs, labels, pattern = PAWSX_LANGS, ["0", "1"], "<lang>/{train,translated_train,dev,test}.tsv"
+
+    @classmethod
+    def for_folder(cls, directory):
+        return type("XtremePawsx", (XtremePairs, cls), {}) if directory and (Path(directory) / "train-en.tsv").is_file() else cls
 
     def found(self):
         return {p.name for p in self.directory.iterdir() if (p / "test.tsv").is_file() or (p / "test_2k.tsv").is_file()}
@@ -571,8 +650,14 @@ class Udpos(Layout):
 
 
 class Xquad(Layout):
-    """<data>/xquad.<lang>.json, split by article (`xquad_split`)."""
+    """<data>/xquad.<lang>.json, split by article (`xquad_split`); a folder whose answers XTREME
+    has blanked is a test set only, with SQuAD to train on (XtremeXquad)."""
     langs, labels, level, pattern = XQUAD_LANGS, ["start", "end"], "span", "xquad.<lang>.json"
+
+    @classmethod
+    def for_folder(cls, directory):
+        english = Path(directory or ".") / "xquad.en.json"
+        return XtremeXquad if english.is_file() and squad_blanked(english) else cls
 
     def found(self):
         return self.files_like("xquad.{lang}.json")
@@ -602,15 +687,157 @@ class Xsid(Layout):
         return examples if split == "test" else [e for e in examples if xsid_split(e.id) == split]
 
 
+class XtremePairs(Layout):
+    """XNLI and PAWS-X as XTREME writes them: <data>/{train-en,dev-<lang>,test-<lang>}.tsv, the
+    translations of train-en in translate-train/en-<lang>-translated.tsv and those of the test
+    files into English in translate-test/test-<lang>-en-translated.tsv."""
+    pattern = "{dev,test}-<lang>.tsv"
+    translations = "translate-train/en-<lang>-translated.tsv"
+
+    def found(self):
+        return self.files_like("test-{lang}.tsv")
+
+    def read(self, lang, split):
+        if split == "train" and lang != self.source:
+            path = self.directory / "translate-train" / f"en-{lang}-translated.tsv"
+            return read_xtreme_translations(path, lang, self.labels, self.read(self.source, "train")) if path.is_file() else []
+        return self.once((lang, split), lambda: read_xtreme_pairs(self.directory / f"{split}-{lang}.tsv", lang, self.labels))
+
+    def test_translations(self):
+        folder = self.directory / "translate-test"
+        return str(folder / "test-{lang}-en-translated.tsv") if folder.is_dir() else None
+
+
+PANX_LABELS = ("O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC")
+PANX_LANGS = ("en af ar bg bn de el es et eu fa fi fr he hi hu id it ja jv ka kk ko ml mr ms my nl pt ru sw ta te th tl tr ur vi "
+              "yo zh").split()
+
+
+class Panx(Layout):
+    """PAN-X (WikiANN) as XTREME writes it: <data>/{train,dev,test}-<lang>.tsv. The target
+    languages' own training files are not translations, and zero-shot transfer does not train on
+    them, so the targets have no training examples; XTREME has no translations of PAN-X."""
+    langs, labels, level, pattern = PANX_LANGS, list(PANX_LABELS), "word", "{train,dev,test}-<lang>.tsv"
+    parallel, translations = False, "none: XTREME has no translations of PAN-X"
+
+    def found(self):
+        return self.files_like("test-{lang}.tsv")
+
+    def read(self, lang, split):
+        if split == "train" and lang != self.source:
+            return []
+        return read_panx(self.directory / f"{split}-{lang}.tsv", lang, self.labels)
+
+
+class SquadTrained(Layout):
+    """A QA test set that trains on SQuAD v1.1 in the sibling folder squad/ (<data>/../squad/
+    train-v1.1.json, as XTREME's download writes it), with its translations where XTREME's
+    translate-train files are there (squad/translate-train/squad.translate.train.en-<lang>.json)."""
+    labels, level, name = ["start", "end"], "span", "a QA test set"
+    translations = "../squad/translate-train/squad.translate.train.en-<lang>.json"
+
+    def squad(self, name):
+        path = self.directory.parent / "squad" / name
+        if not path.is_file():
+            raise DataError(path, 0, f"not found: {self.name} trains on SQuAD v1.1, which XTREME's download "
+                                     f"puts in squad/ beside {self.directory.name}/")
+        return path
+
+    def train(self, lang):
+        if lang == self.source:
+            return self.once("squad", lambda: read_squad(self.squad("train-v1.1.json"), lang))
+        path = self.directory.parent / "squad" / "translate-train" / f"squad.translate.train.en-{lang}.json"
+        return read_squad(path, lang, noisy=True) if path.is_file() else []
+
+
+class XtremeXquad(SquadTrained, Xquad):
+    """XQuAD as XTREME writes it, its answers blanked: <data>/xquad.<lang>.json is the test set;
+    English SQuAD v1.1 trains (train-v1.1.json) and selects (dev-v1.1.json)."""
+    name = "xquad"
+
+    def read(self, lang, split):
+        if split == "train":
+            return self.train(lang)
+        if split == "dev":
+            return read_squad(self.squad("dev-v1.1.json"), lang) if lang == self.source else []
+        return read_squad(self.directory / f"xquad.{lang}.json", lang, blank=True)
+
+
+MLQA_LANGS = ["en", "ar", "de", "es", "hi", "vi", "zh"]
+
+
+class Mlqa(SquadTrained):
+    """MLQA as XTREME writes it: <data>/MLQA_V1/{dev,test}/{dev,test}-context-<lang>-question-<lang>.json
+    (the question in the context's language; the test answers blanked), trained on SQuAD v1.1."""
+    langs, pattern, name = MLQA_LANGS, "MLQA_V1/{dev,test}/{dev,test}-context-<lang>-question-<lang>.json", "mlqa"
+
+    def found(self):
+        names = (p.name.split("-") for p in (self.directory / "MLQA_V1" / "test").glob("test-context-*-question-*.json"))
+        return {parts[2] for parts in names if len(parts) == 5 and parts[2] == parts[4][:-len(".json")]}
+
+    def read(self, lang, split):
+        if split == "train":
+            return self.train(lang)
+        path = self.directory / "MLQA_V1" / split / f"{split}-context-{lang}-question-{lang}.json"
+        return read_squad(path, lang, blank=split == "test")
+
+
+TYDIQA_LANGS = ["en", "ar", "bn", "fi", "id", "ko", "ru", "sw", "te"]
+
+
+def tydiqa_split(id):
+    """TyDiQA-GoldP has no English dev set beside its test (XTREME tests on the released dev
+    files): its English training questions are split by id, 90% to train on and 10% to select."""
+    return "dev" if zlib.crc32(id.encode()) % 10 == 0 else "train"
+
+
+class Tydiqa(Layout):
+    """TyDiQA-GoldP as XTREME writes it: English trains from tydiqa-goldp-v1.1-train/
+    tydiqa.goldp.en.train.json (split by `tydiqa_split`), each language tests on
+    tydiqa-goldp-v1.1-dev/tydiqa.goldp.<lang>.dev.json (answers blanked). The other languages'
+    training files are not translations and are not used; XTREME's translations of the English
+    training set are, where they are in translate-train/tydiqa.translate.train.en-<lang>.json."""
+    langs, labels, level, pattern = TYDIQA_LANGS, ["start", "end"], "span", "tydiqa-goldp-v1.1-dev/tydiqa.goldp.<lang>.dev.json"
+    parallel, translations = False, "translate-train/tydiqa.translate.train.en-<lang>.json"
+
+    def found(self):
+        return self.files_like("tydiqa-goldp-v1.1-dev/tydiqa.goldp.{lang}.dev.json")
+
+    def read(self, lang, split):
+        if split == "test":
+            return read_squad(self.directory / "tydiqa-goldp-v1.1-dev" / f"tydiqa.goldp.{lang}.dev.json", lang, blank=True)
+        if lang != self.source:
+            path = self.directory / "translate-train" / f"tydiqa.translate.train.en-{lang}.json"
+            return read_squad(path, lang, noisy=True) if split == "train" and path.is_file() else []
+        path = self.directory / "tydiqa-goldp-v1.1-train" / f"tydiqa.goldp.{lang}.train.json"
+        return [e for e in self.once("train", lambda: read_squad(path, lang)) if tydiqa_split(e.id) == split]
+
+
+def squad_blanked(path):
+    """Whether a SQuAD file is one that XTREME's script blanked: every answer {"answer_start": 0,
+    "text": ""}, every question an article of its own, without a title."""
+    try:
+        articles = json.loads(read_text(path))["data"]
+        questions = [qa for article in articles for p in article["paragraphs"] for qa in p["qas"]]
+        return (bool(questions) and not any("title" in article for article in articles)
+                and all(qa["answers"] == [{"answer_start": 0, "text": ""}] for qa in questions))
+    except (json.JSONDecodeError, KeyError, IndexError, TypeError):
+        return False  # read_squad says what is wrong with it
+
+
 LAYOUTS = {"demo": Demo, "demo-slots": DemoSlots, "sib200": Sib200, "xnli": Xnli, "pawsx": Pawsx, "udpos": Udpos,
-           "xsid": Xsid, "xquad": Xquad}
+           "xsid": Xsid, "xquad": Xquad, "panx": Panx, "mlqa": Mlqa, "tydiqa": Tydiqa}
+
 
 
 def load_task(name, data_dir=None, source=None, targets=None):
-    """The task's examples, read as its Layout says (the task names are LAYOUTS')."""
+    """The task's examples, read as its Layout says (the task names are LAYOUTS'). The source
+    needs labelled train, dev and test examples; a target needs test examples, and has training
+    examples where the task has translations. Test files without labels (XTREME's) are read
+    for predictions, and are not scored."""
     if name not in LAYOUTS:
         raise InputError(f"unknown task {name!r}: choose {', '.join(LAYOUTS)}")
-    layout = LAYOUTS[name](data_dir, source or LAYOUTS[name].source)
+    layout = LAYOUTS[name].for_folder(data_dir)(data_dir, source or LAYOUTS[name].source)
     if layout.needs_data and not data_dir:
         raise InputError(f"task {name} needs --data DIR (see tasks.LAYOUTS for the layout)")
     if layout.needs_data and not layout.directory.is_dir():
@@ -621,17 +848,30 @@ def load_task(name, data_dir=None, source=None, targets=None):
     if unknown:
         where = f" in {data_dir} (a language's files: {layout.pattern})" if layout.needs_data else ""
         raise InputError(f"task {name} has no language(s) {', '.join(unknown)}{where}; it has {', '.join(langs) or 'none'}")
-    splits = {}
-    for split in ("train", "dev", "test"):
-        splits[split] = {lang: layout.read(lang, split) for lang in [source, *targets]}
-        empty = [lang for lang, examples in splits[split].items() if not examples]
-        if empty:  # a score of an empty split would be a silent 0
-            raise InputError(f"task {name}: no {split} examples in {', '.join(empty)} (read from {data_dir or 'the bundled corpus'}); "
-                             "check the files, or leave the language out of --source-lang/--target-langs")
-        if split == "train":  # translations must pair with the source, by id and label
-            pair_by_id(splits[split][source], [e for lang in targets for e in splits[split][lang]], f"{name} {split} translations")
+    splits = {split: {lang: layout.read(lang, split) for lang in [source, *targets]} for split in ("train", "dev", "test")}
+    check_splits(name, splits, source, data_dir)
+    pair_by_id(splits["train"][source], [e for lang in targets for e in splits["train"][lang]], f"{name} train translations")
     return Task(name, list(layout.labels), source, targets, **splits, level=layout.level, round_trip=layout.round_trip(),
-                intents=layout.intents)
+                intents=layout.intents, parallel=layout.parallel, translations=layout.translations,
+                test_translations=layout.test_translations())
+
+
+def check_splits(name, splits, source, data_dir):
+    """Refuse what would be scored as nothing: an empty split of the source, or a target without
+    test examples (a score of no examples would be a silent 0); training and dev examples
+    without labels; a split of a language that is partly labelled."""
+    where = f"(read from {data_dir or 'the bundled corpus'})"
+    for split, by_lang in splits.items():
+        for lang, examples in by_lang.items():
+            if not examples and (lang == source or split == "test"):
+                raise InputError(f"task {name}: no {split} examples in {lang} {where}; check the files, or leave the language out "
+                                 "of --source-lang/--target-langs")
+            unlabelled = sum(not e.labelled for e in examples)
+            if unlabelled and (split != "test" or unlabelled < len(examples)):
+                first = next(e.id for e in examples if not e.labelled)
+                raise InputError(f"task {name}: {unlabelled} of the {len(examples)} {split} examples in {lang} have no label, "
+                                 f"first {first!r} {where}; " + ("only test files may be unlabelled (XTREME's are)" if split != "test"
+                                                                 else "a test file is labelled throughout or not at all"))
 
 
 def few_shot(task, fraction=1.0, translated=None, seed=0):

@@ -287,6 +287,10 @@ def train(args):
     model_dir = hub.resolve(args.model) if args.model else default_model()
     run = load_run(args, model_dir, device, rank, world_size)
     method = METHODS[args.method](args, run)
+    if not run.task.parallel and not args.no_alignment:
+        args.no_alignment = True  # CKA and retrieval compare translations of the same sentences
+        if rank == 0:
+            print(f"note: --task {args.task}'s test languages are not parallel: no CKA or retrieval", file=sys.stderr)
     items, phases = training_data(args, method)
     identity = run_identity(args, run, model_dir)
     saved = load_checkpoint(out, identity) if args.resume else None
@@ -416,9 +420,33 @@ def diverged(args, out, state, problem, progress, owns_process_group):
 
 
 def log(out, record, rank):
+    """A record ({"step": ..., name: number or {lang: number}}) on a line of OUT/log.jsonl, and as
+    TensorBoard scalars."""
     if rank == 0:
         with open(out / "log.jsonl", "a") as f:
             f.write(json.dumps(record) + "\n")
+        tensorboard(out, record)
+
+
+WRITERS = {}  # OUT -> its TensorBoard writer, or None without TensorBoard
+
+
+def tensorboard(out, record):
+    """The record's numbers as TensorBoard scalars in OUT/tensorboard ("loss", "dev_accuracy/de"),
+    where torch.utils.tensorboard can be imported (it needs the tensorboard package)."""
+    if out not in WRITERS:
+        try:
+            from torch.utils.tensorboard import SummaryWriter
+            WRITERS[out] = SummaryWriter(str(out / "tensorboard"))
+        except ImportError:
+            WRITERS[out] = None
+    if WRITERS[out] is None:
+        return
+    for key, value in record.items():
+        for name, number in (value.items() if isinstance(value, dict) else [("", value)]):
+            if key != "step" and isinstance(number, (int, float)):
+                WRITERS[out].add_scalar(f"{key}/{name}" if name else key, number, record["step"])
+    WRITERS[out].flush()
 
 
 def task_info(args, method, run):
@@ -541,16 +569,20 @@ def test(args, out, method, raw, core, state):
     alignment_after = None if args.no_alignment else alignment(encoder, run, args.alignment_pooling)
     if run.rank != 0:
         return
+    unscored = evaluate.unscored(run.task.test)
     before = state["alignment_before"] or {}
     aligned = {lang: {**{f"{k}_before": v for k, v in before.get(lang, {}).items()}, **after} for lang, after in (alignment_after or {}).items()}
     if results or aligned:
         table = evaluate.markdown_table(results or {lang: {} for lang in aligned}, run.task.source, aligned)
         table += f"\n\nCKA and retrieval compare {evaluate.POOLINGS[args.alignment_pooling]}." if aligned else ""
+    elif unscored:
+        table = "(no test scores)"
     else:  # Unicoder with --no-alignment: an encoder has no test scores of its own
         table = "(no test scores: an encoder; CKA and retrieval were skipped by --no-alignment)"
+    table += evaluate.unscored_note(unscored, out / "predictions")
     metric = method.metric()
     seen = {"input": args.test_input, "what": TEST_INPUTS[args.test_input], "translations": args.test_translations}
-    summary = {**results, "test_input": seen, "alignment": aligned, "alignment_pooling": args.alignment_pooling,
+    summary = {**results, "unscored": unscored, "test_input": seen, "alignment": aligned, "alignment_pooling": args.alignment_pooling,
                "best_step": state["best_step"], f"dev_{metric}": state["best"], "args": vars(args)}
     title = f"{args.method} on {args.task}, test split, best dev step {state['best_step']}; each prediction saw {seen['what']}"
     cli.write_text(out / "results.json", json.dumps(summary, indent=2) + "\n")

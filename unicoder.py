@@ -309,6 +309,15 @@ class UnicoderMethod(Method):
         g.add_argument("--parallel", action="append", metavar="XX_FILE,EN_FILE",
                        help="more line-aligned parallel text for --method unicoder (e.g. corpus.de,corpus.en); repeatable")
 
+    def check(self, extra):
+        super().check(extra)
+        if not self.run.task.parallel:
+            raise tasks.InputError(f"--method unicoder pairs the task's texts with their translations by id (its training and held-out "
+                                   f"pairs), and --task {self.args.task}'s languages are not parallel: use a parallel task")
+
+    def uses_translations(self):
+        return not self.args.parallel
+
     def training_items(self, extra=()):
         run, args = self.run, self.args
         self.dev_pairs = parallel_pairs(run.task, "dev", run.tokenizer, args.max_length)

@@ -64,22 +64,6 @@ def test_real_sib200_is_parallel():
     assert len(tasks.pair_by_id(english, thai)) == 701
 
 
-@pytest.mark.skipif(not (SHARED_DATA / "sib200").exists(), reason="needs ../shared/data/sib200 (not in a fresh clone)")
-def test_download_step_against_a_local_mirror(tmp_path):
-    tasks.download_sib200(tmp_path, ["eng_Latn", "wol_Latn"], base_url=(SHARED_DATA / "sib200").as_uri())
-    for lang in ("eng_Latn", "wol_Latn"):
-        for split in ("train", "dev", "test"):
-            assert (tmp_path / lang / f"{split}.tsv").read_bytes() == (SHARED_DATA / "sib200" / lang / f"{split}.tsv").read_bytes()
-
-
-def test_download_refuses_what_is_not_sib200(tmp_path):
-    mirror = tmp_path / "mirror"
-    for split in ("train", "dev", "test"):
-        write(mirror / "xx" / f"{split}.tsv", "<html>rate limited</html>\n")
-    with pytest.raises(tasks.DataError, match="header"):
-        tasks.download_sib200(tmp_path / "out", ["xx"], base_url=mirror.as_uri())
-
-
 def test_pawsx_translated_train_skips_and_counts_failed_rows(tmp_path, capsys):
     path = write(tmp_path / "de" / "translated_train.tsv", "id\tsentence1\tsentence2\tlabel\n"
                  "1\tEin Satz.\tEin Satz!\t1\n2\tNS\tNS\t0\n\n3\tZwei Sätze.\t\t0\n4\tGut.\tSchlecht.\t0\n")

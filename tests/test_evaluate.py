@@ -1,4 +1,8 @@
 """Metrics against independent computations, and evaluation split across processes."""
+import json
+import math
+import sys
+
 import pytest
 import torch
 import torch.multiprocessing as mp
@@ -9,6 +13,7 @@ import tasks
 import evaluate
 import levels
 from conftest import free_port, join_process_group_env
+from tasks import InputError
 
 
 def cka_by_hsic(x, y):
@@ -116,7 +121,6 @@ def test_pos_scores_are_word_accuracy():
 
 
 def test_udpos_runs_end_to_end(tmp_path, tiny_model_dir):
-    import json
     import zlib
     import train
     sentences = {"en": [("We", "PRON"), ("walk", "VERB"), ("home", "ADV"), (".", "PUNCT")],
@@ -138,8 +142,6 @@ def test_udpos_runs_end_to_end(tmp_path, tiny_model_dir):
 
 @pytest.mark.parametrize("method", ["filter", "xmixup"])
 def test_evaluate_cli_reproduces_the_run(tmp_path, tiny_model_dir, method, monkeypatch):
-    import json
-    import sys
     import train
     out = tmp_path / "run"
     train.main(["--model", str(tiny_model_dir), "--method", method, "--target-langs", "de,zh", "--batch-size", "8",
@@ -151,3 +153,35 @@ def test_evaluate_cli_reproduces_the_run(tmp_path, tiny_model_dir, method, monke
     monkeypatch.setattr(sys, "argv", ["evaluate.py", "--checkpoint", str(out / "best"), "--plain-inference"])
     evaluate.main()
     assert (out / "results_test_plain.json").exists()
+
+
+def results_file(path, method, scores, metric="accuracy"):
+    path.mkdir(parents=True)
+    results = {lang: {metric: value, "n": 10} for lang, value in scores.items()}
+    results.update(average={metric: 0.5}, unscored=[], args={"method": method, "source_lang": None})
+    (path / "results.json").write_text(json.dumps(results))
+    return path
+
+
+def test_plot_of_several_runs(tmp_path):
+    a = results_file(tmp_path / "a", "zero-shot", {"en": 0.9, "de": 0.6, "sw": 0.3})
+    b = results_file(tmp_path / "b", "translate-train", {"en": 0.8, "de": 0.7, "yo": 0.5})
+    c = results_file(tmp_path / "c", "zero-shot", {"en": 0.5, "de": 0.5})
+    metric, langs, scores, gaps = evaluate.plot_data([a, b, c / "results.json"])
+    assert (metric, langs) == ("accuracy", ["en", "de", "sw", "yo"])
+    assert list(scores) == ["zero-shot (a)", "translate-train", "zero-shot (results.json)"]
+    assert scores["translate-train"][:2] == pytest.approx([80, 70]) and math.isnan(scores["translate-train"][2])
+    assert gaps["zero-shot (a)"][:2] == pytest.approx([30, 60])  # source minus each target, in points
+    pytest.importorskip("matplotlib")
+    evaluate.main(["--plot", str(a), str(b), "--plot-file", str(tmp_path / "scores.png")])
+    assert (tmp_path / "scores.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    qa = results_file(tmp_path / "qa", "zero-shot", {"en": 0.9}, metric="f1")
+    with pytest.raises(InputError, match="has no accuracy .*plot runs of one task together"):
+        evaluate.plot_data([a, qa])
+
+
+def test_plot_without_matplotlib_says_what_to_install(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    a = results_file(tmp_path / "a", "zero-shot", {"en": 0.9, "de": 0.6})
+    with pytest.raises(InputError, match="--plot needs matplotlib: pip install matplotlib"):
+        evaluate.main(["--plot", str(a)])

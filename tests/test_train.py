@@ -218,3 +218,37 @@ def test_prediction_files_agree_with_the_scores(tmp_path, tiny_model_dir):
     rows = [json.loads(line) for line in open(tmp_path / "slots" / "predictions" / "de.jsonl")]
     slots = tasks.load_task("demo-slots", targets=["de"]).test["de"]
     assert [len(r["prediction"]) for r in rows] == [len(e.words) for e in slots]  # a tag per word
+
+
+def test_tensorboard_gets_what_the_log_gets(tmp_path, tiny_model_dir, monkeypatch):
+    """With torch.utils.tensorboard importable, every number of log.jsonl is a scalar at its step."""
+    import sys
+    import types
+    scalars = []
+
+    class SummaryWriter:
+        def __init__(self, folder):
+            self.folder = folder
+
+        def add_scalar(self, tag, value, step):
+            scalars.append((self.folder, tag, value, step))
+
+        def flush(self):
+            pass
+
+    monkeypatch.setitem(sys.modules, "torch.utils.tensorboard", types.SimpleNamespace(SummaryWriter=SummaryWriter))
+    out = tmp_path / "run"
+    train.main(["--model", str(tiny_model_dir), *COMMON, "--method", "zero-shot", "--max-steps", "4", "--eval-every", "2",
+                "--dev-langs", "all", "--out", str(out)])
+    expected = []
+    for line in (out / "log.jsonl").read_text().splitlines():
+        record = json.loads(line)
+        for key, value in record.items():
+            for name, number in (value.items() if isinstance(value, dict) else [("", value)]):
+                if key != "step":
+                    expected.append((str(out / "tensorboard"), f"{key}/{name}" if name else key, number, record["step"]))
+    assert scalars == expected and {"loss", "lr", "dev_accuracy/de"} <= {tag for _, tag, _, _ in scalars}
+
+    monkeypatch.setitem(sys.modules, "torch.utils.tensorboard", None)  # not installed: the run logs to log.jsonl alone
+    train.main(["--model", str(tiny_model_dir), *COMMON, "--method", "zero-shot", "--max-steps", "2", "--out", str(tmp_path / "plain")])
+    assert (tmp_path / "plain" / "log.jsonl").exists() and not (tmp_path / "plain" / "tensorboard").exists()

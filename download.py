@@ -1,0 +1,288 @@
+"""Fetch a task's data from its official source into the folder that `--task TASK --data DIR` reads,
+every file checked against its SHA-256:
+
+    python download.py sib200 --to data/sib200               # all 205 languages (or --langs eng_Latn,wol_Latn)
+    python download.py xnli --to data/xnli                   # XNLI-1.0 and XNLI-MT-1.0, as released
+    python download.py mlqa --to data/mlqa                   # MLQA_V1, and SQuAD v1.1 in data/squad to train on
+    python download.py panx --to data/panx --archive AmazonPhotos.zip
+    python download.py translations --to data             # XTREME's translations of SQuAD (data/squad/translate-train)
+                                                           # and TyDiQA-GoldP (data/tydiqa/translate-train)
+
+The checksums of files whose content is fixed are pinned in checksums.sha256; a file with no pinned
+checksum has the one it arrived with recorded in DIR/SHA256SUMS, and a later download must match
+it. A file is written under a temporary name and renamed once its checksum is right, so an
+interrupted download leaves nothing half-written; a second run fetches only what is missing (an
+archive is removed once unpacked, and DIR/.download/<name>.done marks it as done).
+--mirror URL fetches the same paths from another server (URL/<host>/<path>).
+"""
+import argparse
+import hashlib
+import io
+import json
+import shutil
+import tarfile
+import urllib.error
+import urllib.request
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from tqdm import tqdm
+
+import cli
+import tasks
+from tasks import InputError
+
+PINNED = Path(__file__).with_name("checksums.sha256")
+
+
+@dataclass
+class Source:
+    """One file of a data set: its official URL and where it goes under --to."""
+    url: str
+    path: str
+
+
+def github_listing(repo, folder, branch):
+    """The names in a folder of a GitHub repository, from GitHub's contents API."""
+    return f"https://api.github.com/repos/{repo}/contents/{folder}?ref={branch}"
+
+
+# Where each data set is released. A task's languages are whatever the release holds: listed by
+# GitHub's API where the release is a folder of per-language files, else the archive's.
+SIB200 = "https://raw.githubusercontent.com/dadelani/sib-200/main/data/annotated"
+XQUAD = "https://raw.githubusercontent.com/google-deepmind/xquad/master"
+SQUAD = "https://rajpurkar.github.io/SQuAD-explorer/dataset"
+TATOEBA = "https://raw.githubusercontent.com/facebookresearch/LASER/main/data/tatoeba/v1"
+UD_PUD = {"ar": "Arabic", "cs": "Czech", "de": "German", "en": "English", "es": "Spanish", "fi": "Finnish", "fr": "French",
+          "hi": "Hindi", "id": "Indonesian", "is": "Icelandic", "it": "Italian", "ja": "Japanese", "ko": "Korean", "pl": "Polish",
+          "pt": "Portuguese", "ru": "Russian", "sv": "Swedish", "th": "Thai", "tr": "Turkish", "zh": "Chinese"}
+TYDIQA = "https://storage.googleapis.com/tydiqa/v1.1"
+TRANSLATIONS = "https://storage.googleapis.com/xtreme_translations"
+SQUAD_TRANSLATIONS = ["ar", "de", "el", "es", "hi", "ru", "th", "tr", "vi", "zh"]
+TYDIQA_TRANSLATIONS = ["ar", "bn", "fi", "id", "ko", "ru", "sw", "te"]
+TYDIQA_LANGS = {"arabic": "ar", "bengali": "bn", "english": "en", "finnish": "fi", "indonesian": "id", "korean": "ko",
+                "russian": "ru", "swahili": "sw", "telugu": "te"}
+
+
+def sources(task, langs, fetch):
+    """[Source] of a task's release; `fetch(url)` reads a listing where the languages are listed."""
+    if task == "sib200":
+        langs = langs or sorted(e["name"] for e in json.loads(fetch(github_listing("dadelani/sib-200", "data/annotated", "main")))
+                                if e["type"] == "dir")
+        return [Source(f"{SIB200}/{lang}/{split}.tsv", f"{lang}/{split}.tsv") for lang in langs for split in ("train", "dev", "test")]
+    if task == "xquad":
+        return [Source(f"{XQUAD}/xquad.{lang}.json", f"xquad.{lang}.json") for lang in langs or tasks.XQUAD_LANGS]
+    if task == "squad":
+        return [Source(f"{SQUAD}/{name}", name) for name in ("train-v1.1.json", "dev-v1.1.json")]
+    if task == "udpos":
+        unknown = sorted(set(langs or ()) - set(UD_PUD))
+        if unknown:
+            raise InputError(f"--langs: UD PUD has no treebank for {', '.join(unknown)}; it has {', '.join(UD_PUD)}")
+        return [Source(f"https://raw.githubusercontent.com/UniversalDependencies/UD_{UD_PUD[lang]}-PUD/master/{lang}_pud-ud-test.conllu",
+                       f"{lang}_pud-ud-test.conllu") for lang in langs or UD_PUD]
+    if task == "tatoeba":
+        listing = json.loads(fetch(github_listing("facebookresearch/LASER", "data/tatoeba/v1", "main"))) if not langs else []
+        langs = langs or sorted({e["name"].split(".")[1].split("-")[0] for e in listing if e["name"].startswith("tatoeba.")})
+        return [Source(f"{TATOEBA}/tatoeba.{lang}-eng.{side}", f"tatoeba.{lang}-eng.{side}") for lang in langs for side in (lang, "eng")]
+    if task == "translations":  # XTREME's translate-train files of SQuAD (MLQA, XQuAD) and TyDiQA-GoldP
+        return [Source(f"{TRANSLATIONS}/SQuAD/translate-train/squad.translate.train.en-{lang}.json",
+                       f"squad/translate-train/squad.translate.train.en-{lang}.json") for lang in langs or SQUAD_TRANSLATIONS] + \
+               [Source(f"{TRANSLATIONS}/TyDiQA-GoldP/translate-train/tydiqa.translate.train.en-{lang}.json",
+                       f"tydiqa/translate-train/tydiqa.translate.train.en-{lang}.json") for lang in langs or TYDIQA_TRANSLATIONS]
+    archives = {"xnli": ["https://dl.fbaipublicfiles.com/XNLI/XNLI-1.0.zip", "https://dl.fbaipublicfiles.com/XNLI/XNLI-MT-1.0.zip"],
+                "pawsx": ["https://storage.googleapis.com/paws/pawsx/x-final.tar.gz"],
+                "mlqa": ["https://dl.fbaipublicfiles.com/MLQA/MLQA_V1.zip"],
+                "tydiqa": [f"{TYDIQA}/tydiqa-goldp-v1.1-train.json", f"{TYDIQA}/tydiqa-goldp-v1.1-dev.tgz"]}
+    return [Source(url, f".download/{url.rsplit('/', 1)[1]}") for url in archives[task]]
+
+
+TASKS = ("sib200", "xnli", "pawsx", "udpos", "xquad", "squad", "mlqa", "tydiqa", "tatoeba", "panx", "translations")
+
+
+class Downloader:
+    """Fetches URLs (through --mirror where given), checking each file against its checksum."""
+
+    def __init__(self, folder, mirror=None):
+        self.folder, self.mirror = Path(folder), mirror
+        self.pinned = read_sums(PINNED)
+        self.recorded_path = self.folder / "SHA256SUMS"
+        self.recorded = read_sums(self.recorded_path)
+
+    def where(self, url):
+        return f"{self.mirror.rstrip('/')}/{url.split('://', 1)[1]}" if self.mirror else url
+
+    def open(self, url):
+        try:
+            return urllib.request.urlopen(urllib.request.Request(self.where(url), headers={"User-Agent": "minxlt"}), timeout=60)
+        except urllib.error.HTTPError as e:
+            raise InputError(f"{self.where(url)}: HTTP {e.code} {e.reason}") from None
+        except (urllib.error.URLError, OSError) as e:
+            raise InputError(f"{self.where(url)}: cannot reach it ({getattr(e, 'reason', e)}); check the network "
+                             "(offline machines: copy the files, or give --mirror)") from None
+
+    def fetch(self, url):
+        """A small file's bytes (a listing), unchecked."""
+        with self.open(url) as response:
+            return response.read()
+
+    def get(self, source):
+        """Download one file to --to/<path>, unless it is there with the right checksum."""
+        target = self.folder / source.path
+        expected = self.pinned.get(source.url) or self.recorded.get(source.url)
+        if target.is_file() and (expected is None or sha256(target) == expected):
+            return target
+        target.parent.mkdir(parents=True, exist_ok=True)
+        part, digest = target.with_name(target.name + ".part"), hashlib.sha256()
+        with self.open(source.url) as response, open(part, "wb") as f:
+            size = int(response.headers.get("Content-Length") or 0) or None
+            with tqdm(total=size, unit="B", unit_scale=True, desc=source.path, leave=False, dynamic_ncols=True) as bar:
+                while chunk := response.read(1 << 20):
+                    f.write(chunk)
+                    digest.update(chunk)
+                    bar.update(len(chunk))
+        got = digest.hexdigest()
+        if expected and got != expected:
+            part.unlink()
+            raise InputError(f"{source.url}: SHA-256 {got}, expected {expected} "
+                             f"({'pinned in checksums.sha256' if source.url in self.pinned else f'recorded in {self.recorded_path}'}): "
+                             "the download is corrupt or the file changed at its source; nothing was written")
+        part.replace(target)
+        if not expected:
+            self.recorded[source.url] = got
+            cli.write_text(self.recorded_path, "".join(f"{h}  {u}\n" for u, h in sorted(self.recorded.items())))
+        return target
+
+
+def read_sums(path):
+    """{url: sha256} of a checksum file: lines "<sha256>  <url>" (sha256sum's format), # comments."""
+    if not Path(path).is_file():
+        return {}
+    sums = {}
+    for number, line in tasks.read_lines(path):
+        if line.strip() and not line.startswith("#"):
+            digest, _, url = line.partition("  ")
+            if len(digest) != 64 or not url:
+                raise tasks.DataError(path, number, "expected '<sha256>  <url>'")
+            sums[url.strip()] = digest
+    return sums
+
+
+def sha256(path):
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def unpack(archive, folder):
+    """Unpack a .zip or .tar.gz into a folder; a member that would land outside it stops the run."""
+    folder = Path(folder).resolve()
+    if archive.suffix == ".zip":
+        with zipfile.ZipFile(archive) as z:
+            for name in z.namelist():
+                if not (folder / name).resolve().is_relative_to(folder):
+                    raise InputError(f"{archive}: member {name!r} would be written outside {folder}; not unpacked")
+            z.extractall(folder)
+    else:
+        with tarfile.open(archive) as t:
+            t.extractall(folder, filter="data")  # refuses links and paths that leave the folder
+
+
+def tydiqa_layout(folder, train, dev):
+    """XTREME's TyDiQA-GoldP layout: the training file split by language into
+    tydiqa-goldp-v1.1-train/tydiqa.goldp.<iso>.train.json (a question id's last part as its id),
+    and tydiqa-goldp-v1.1-dev/tydiqa.goldp.<iso>.dev.json. Unlike XTREME's, the dev answers stay."""
+    data = json.loads(tasks.read_text(train))
+    by_lang = {}
+    for article in data["data"]:
+        for paragraph in article["paragraphs"]:
+            for qa in paragraph["qas"]:
+                language = qa["id"].split("-")[0]
+                by_lang.setdefault(TYDIQA_LANGS.get(language, language), []).append(
+                    {"paragraphs": [{"context": paragraph["context"], "qas": [dict(qa, id=qa["id"].split("-")[-1])]}]})
+    out = folder / "tydiqa-goldp-v1.1-train"
+    for iso, articles in by_lang.items():
+        cli.write_text(out / f"tydiqa.goldp.{iso}.train.json", json.dumps({"data": articles, "version": data.get("version")}))
+    unpack(dev, folder)
+    for language, iso in TYDIQA_LANGS.items():
+        released = folder / "tydiqa-goldp-v1.1-dev" / f"tydiqa-goldp-dev-{language}.json"
+        if released.is_file():
+            released.replace(released.with_name(f"tydiqa.goldp.{iso}.dev.json"))
+
+
+def panx_layout(archive, folder, langs=None):
+    """XTREME's PAN-X layout from WikiANN's AmazonPhotos.zip (one <lang>.tar.gz of train, dev and
+    test files with "<lang>:<token> TAB <tag>" lines): {train,dev,test}-<lang>.tsv of token TAB tag,
+    a blank line after each sentence. Unlike XTREME's, the test tags stay."""
+    with zipfile.ZipFile(archive) as z:
+        for name in sorted(n for n in z.namelist() if n.endswith(".tar.gz")):
+            lang = Path(name).name[:-len(".tar.gz")]
+            if langs and lang not in langs:
+                continue
+            with tarfile.open(fileobj=io.BytesIO(z.read(name))) as t:
+                for split in ("train", "dev", "test"):
+                    member = next((m for m in t.getmembers() if Path(m.name).name == split), None)
+                    if member is None:
+                        raise InputError(f"{archive}: {name} has no {split} file")
+                    lines = t.extractfile(member).read().decode("utf-8").splitlines()
+                    rows = [f"{cells[0].partition(':')[2]}\t{cells[1]}" if len(cells) == 2 else ""
+                            for cells in (line.strip().split("\t") for line in lines)]
+                    cli.write_text(folder / f"{split}-{lang}.tsv", "\n".join(rows).strip("\n") + "\n")
+
+
+def download(task, folder, langs=None, mirror=None, archive=None):
+    """Fetch `task` into `folder` (and SQuAD beside it for MLQA), in the layout its --task reads."""
+    folder = Path(folder)
+    if task == "panx":
+        if not archive:
+            raise InputError("PAN-X (WikiANN) cannot be downloaded by a script: save AmazonPhotos.zip from "
+                             "https://www.amazon.com/clouddrive/share/d3KGCRCIYwhKJF0H3eWA26hjg2ZCRhjpEQtDL70FSBN, "
+                             "then give it with --archive AmazonPhotos.zip")
+        panx_layout(archive, folder, langs)
+        return
+    loader = Downloader(folder, mirror)
+    pending = [s for s in sources(task, langs, loader.fetch) if not (folder / f"{s.path}.done").exists()]
+    files = [loader.get(s) for s in tqdm(pending, desc=task, unit="file", dynamic_ncols=True)]
+    archives = [path for path in files if path.parent.name == ".download"]
+    if task == "tydiqa" and archives:
+        tydiqa_layout(folder, *archives)
+    else:
+        for path in archives:
+            unpack(path, folder)
+    if task == "pawsx" and archives:  # x-final/<lang>/ -> <lang>/
+        for lang_folder in (folder / "x-final").iterdir():
+            shutil.rmtree(folder / lang_folder.name, ignore_errors=True)
+            lang_folder.replace(folder / lang_folder.name)
+        (folder / "x-final").rmdir()
+    for path in archives:  # unpacked: the archive goes, a marker stays so that the next run does not fetch it again
+        path.with_name(path.name + ".done").touch()
+        path.unlink()
+    if task == "mlqa":  # MLQA trains on SQuAD v1.1, which XTREME's layout keeps in squad/ beside mlqa/
+        download("squad", folder.parent / "squad", mirror=mirror)
+
+
+def get_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("task", choices=TASKS, help="the data set (squad: SQuAD v1.1, which MLQA and XQuAD train on; "
+                        "translations: XTREME's machine translations of SQuAD and TyDiQA-GoldP's training sets)")
+    parser.add_argument("--to", required=True, help="the folder to write (give it as --data to train.py)")
+    parser.add_argument("--langs", type=cli.languages, help="only these languages (default: all that the release has)")
+    parser.add_argument("--mirror", help="fetch from this server instead: URL/<host>/<path> of each official URL")
+    parser.add_argument("--archive", type=cli.existing_file, help="panx: WikiANN's AmazonPhotos.zip, saved by hand")
+    return parser.parse_args(argv)
+
+
+def main(argv=None):
+    args = get_args(argv)
+    download(args.task, args.to, args.langs, args.mirror, args.archive)
+    if args.task in tasks.LAYOUTS:  # read it back as training will, so that a problem shows now
+        task = tasks.load_task(args.task, args.to)
+        print(f"{args.task}: {len(task.targets) + 1} languages in {args.to}; train with --task {args.task} --data {args.to}")
+    else:
+        print(f"{args.task}: written to {args.to}")
+
+
+if __name__ == "__main__":
+    cli.run(main)

@@ -1,0 +1,224 @@
+"""XTREME's benchmarks in XTREME's layouts (scripts/download_data.sh, utils_preprocess.py): small
+folders written here the way those scripts write them, read by tasks.load_task, and runs whose
+test files have no labels, which write predictions and no scores."""
+import csv
+import json
+
+import pytest
+
+import tasks
+import train
+from tasks import InputError, load_task
+
+NLI = [("The cat sat on the mat.", 'He said "it sat".', "entailment"),
+       ("A man plays\tguitar.", "Nobody plays.", "contradiction"),
+       ("It rains today.", "The weather is wet.", "entailment"),
+       ("She reads a book.", "She is asleep.", "neutral")]
+
+
+def write_csv(path, rows):
+    """As utils_preprocess.py writes its TSVs: Python's csv, tab-delimited, quoting as needed."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="") as f:
+        csv.writer(f, delimiter="\t").writerows(rows)
+
+
+def xtreme_xnli(folder, three_columns=False):
+    write_csv(folder / "train-en.tsv", NLI)
+    for lang in ("en", "de"):
+        write_csv(folder / f"dev-{lang}.tsv", NLI[:2])
+        write_csv(folder / f"test-{lang}.tsv", [row[:2] for row in NLI[:3]])  # XTREME drops the test labels
+    (folder / "translate-train").mkdir()
+    if three_columns:  # text, second text, label: row i translates row i of train-en.tsv
+        rows = ["Die Katze sass.\tEr sagte \"sie sass\".\tentailment", "Ein Mann spielt.\tNiemand spielt.\tcontradictory"]
+    else:  # English texts, their translations, label; not csv-quoted, noisy
+        rows = ['A man plays\tguitar.\tNobody plays.\tEin Mann spielt.\tNiemand spielt.\tcontradictory',  # a tab in the text: skipped
+                'She reads a book.\tShe is asleep.\tSie liest "ein" Buch.\tSie schläft.\tneutral',
+                'The cat  sat on the mat.\tHe said "it sat".\tDie Katze sass.\tEr sagte "sie sass".\tentailment',
+                'Not in the training file.\tAt all.\tNicht.\tGar nicht.\tneutral',
+                'Too few columns\tentailment']
+    (folder / "translate-train" / "en-de-translated.tsv").write_text("\n".join(rows) + "\n")
+    (folder / "translate-test").mkdir()
+    (folder / "translate-test" / "test-de-en-translated.tsv").write_text(
+        "The cat sat.\tHe said it sat.\nA man plays.\tNobody plays.\nIt rains.\tIt is wet.\n")
+    return folder
+
+
+def test_xnli_as_xtreme_writes_it(tmp_path, capsys):
+    task = load_task("xnli", xtreme_xnli(tmp_path))
+    assert (task.source, task.targets) == ("en", ["de"])
+    en = task.train["en"]
+    assert [(e.id, e.text, e.pair, e.label) for e in en[:2]] == [
+        ("1", "The cat sat on the mat.", 'He said "it sat".', "entailment"), ("2", "A man plays\tguitar.", "Nobody plays.", "contradiction")]
+    de = {e.id: e for e in task.train["de"]}  # paired with train-en by its English texts, whitespace aside
+    assert sorted(de) == ["1", "4"]
+    assert (de["1"].text, de["1"].pair, de["1"].label) == ("Die Katze sass.", 'Er sagte "sie sass".', "entailment")
+    assert (de["4"].text, de["4"].label) == ('Sie liest "ein" Buch.', "neutral")  # a quote as written
+    err = capsys.readouterr().err
+    assert "skipped 2 malformed or untranslated rows" in err and "skipped 1 rows whose English texts are not in the training file" in err
+    assert [e.label for e in task.dev["de"]] == ["entailment", "contradiction"]
+    assert [e.label for e in task.test["de"]] == [None] * 3 and not any(e.labelled for e in task.test["en"])
+    assert task.test_translations == str(tmp_path / "translate-test" / "test-{lang}-en-translated.tsv")
+    assert task.parallel
+
+
+def test_three_column_translations_pair_by_row(tmp_path):
+    task = load_task("xnli", xtreme_xnli(tmp_path, three_columns=True))
+    assert [(e.id, e.text, e.label) for e in task.train["de"]] == [("1", "Die Katze sass.", "entailment"),
+                                                                   ("2", "Ein Mann spielt.", "contradiction")]
+
+
+def test_pawsx_as_xtreme_writes_it(tmp_path):
+    write_csv(tmp_path / "train-en.tsv", [("a b", "b a", "1"), ("c d", "e f", "0")])
+    for lang in ("en", "ja"):
+        write_csv(tmp_path / f"dev-{lang}.tsv", [("a b", "b a", "1")])
+        write_csv(tmp_path / f"test-{lang}.tsv", [("a b", "b a"), ("c", "d")])
+    task = load_task("pawsx", tmp_path)
+    assert task.targets == ["ja"] and task.train["ja"] == [] and [e.label for e in task.train["en"]] == ["1", "0"]
+    write_csv(tmp_path / "dev-ja.tsv", [("a b", "b a", "2")])
+    with pytest.raises(InputError, match=r"dev-ja.tsv:1: unknown label '2'"):
+        load_task("pawsx", tmp_path)
+
+
+def panx_file(path, sentences, labelled=True):
+    lines = []
+    for sentence in sentences:
+        lines += [f"{word}\t{tag}" if labelled else word for word, tag in sentence] + [""]
+    path.write_text("\n".join(lines[:-1]) + "\n")  # XTREME drops the last blank line
+
+
+PANX = [[("Angela", "B-PER"), ("Merkel", "I-PER"), ("visited", "O"), ("Paris", "B-LOC")],
+        [("The", "O"), ("United", "B-ORG"), ("Nations", "I-ORG")]]
+
+
+def xtreme_panx(folder):
+    folder.mkdir(exist_ok=True)
+    for lang in ("en", "de", "sw"):
+        for split in ("train", "dev", "test"):
+            panx_file(folder / f"{split}-{lang}.tsv", PANX, labelled=split != "test")
+    return folder
+
+
+def test_panx_as_xtreme_writes_it(tmp_path):
+    task = load_task("panx", xtreme_panx(tmp_path), targets=["sw", "de"])
+    assert (task.level, task.targets, task.parallel) == ("word", ["sw", "de"], False)
+    assert task.train["sw"] == [] and task.train["de"] == []  # the targets' own training files are not translations
+    assert [(e.words, e.tags) for e in task.train["en"]] == [([w for w, _ in s], [t for _, t in s]) for s in PANX]
+    assert [e.words for e in task.test["de"]] == [[w for w, _ in s] for s in PANX] and task.test["de"][0].tags is None
+    (tmp_path / "dev-en.tsv").write_text("Angela\tB-PERSON\n")
+    with pytest.raises(InputError, match=r"dev-en.tsv:1: unknown label 'B-PERSON'"):
+        load_task("panx", tmp_path)
+
+
+def squad(questions, blank=False):
+    """A SQuAD v1.1 file of (id, question, context, answer) questions, blanked as XTREME blanks tests."""
+    paragraphs = [{"context": c, "qas": [{"id": i, "question": q, "answers": [{"answer_start": 0, "text": ""}] if blank else
+                                          [{"answer_start": c.index(a), "text": a}]}]} for i, q, c, a in questions]
+    return json.dumps({"version": "1.1", "data": [{"paragraphs": [p]} for p in paragraphs] if blank else
+                       [{"title": "Article", "paragraphs": paragraphs}]})
+
+
+QUESTIONS = [(f"q{i}", f"Who lives in house {i}?", f"House {i} is where Anna {i} lives with her cat.", f"Anna {i}") for i in range(12)]
+
+
+def xtreme_qa(root):
+    (root / "squad").mkdir(parents=True)
+    (root / "squad" / "train-v1.1.json").write_text(squad(QUESTIONS[:8]))
+    (root / "squad" / "dev-v1.1.json").write_text(squad(QUESTIONS[8:]))
+    for split in ("dev", "test"):
+        folder = root / "mlqa" / "MLQA_V1" / split
+        folder.mkdir(parents=True)
+        for c, q in (("en", "en"), ("de", "de"), ("en", "de")):  # en-de: G-XLT's mixed pairs, not a language
+            (folder / f"{split}-context-{c}-question-{q}.json").write_text(squad(QUESTIONS[:4], blank=split == "test"))
+    (root / "xquad").mkdir()
+    for lang in ("en", "ar"):
+        (root / "xquad" / f"xquad.{lang}.json").write_text(squad(QUESTIONS[:5], blank=True))
+    return root
+
+
+def test_mlqa_trains_on_squad_beside_it(tmp_path):
+    task = load_task("mlqa", xtreme_qa(tmp_path) / "mlqa")
+    assert (task.source, task.targets, task.level) == ("en", ["de"], "span")
+    assert [e.id for e in task.train["en"]] == [f"q{i}" for i in range(8)] and task.train["de"] == []
+    assert [e.answers for e in task.dev["de"]][0] == [("Anna 0", 17)]
+    assert [e.answers for e in task.test["de"]] == [None] * 4
+    (tmp_path / "squad" / "train-v1.1.json").unlink()
+    with pytest.raises(InputError, match="train-v1.1.json: not found: mlqa trains on SQuAD v1.1, .* beside mlqa/"):
+        load_task("mlqa", tmp_path / "mlqa")
+
+
+def test_squad_translations_pair_by_question_id(tmp_path):
+    (xtreme_qa(tmp_path) / "squad" / "translate-train").mkdir()
+    translated = [(i, "Wer wohnt hier?", f"Hier wohnt {a}.", a) for i, _, _, a in QUESTIONS[:3]]
+    broken = json.loads(squad(translated))
+    broken["data"][0]["paragraphs"][2]["qas"][0]["answers"][0]["answer_start"] = 0  # not where the answer is: skipped
+    (tmp_path / "squad" / "translate-train" / "squad.translate.train.en-de.json").write_text(json.dumps(broken))
+    task = load_task("mlqa", tmp_path / "mlqa")
+    assert [(e.id, e.answers) for e in task.train["de"]] == [("q0", [("Anna 0", 11)]), ("q1", [("Anna 1", 11)])]
+
+
+def test_blanked_xquad_is_a_test_set_trained_on_squad(tmp_path):
+    task = load_task("xquad", xtreme_qa(tmp_path) / "xquad")
+    assert len(task.train["en"]) == 8 and len(task.dev["en"]) == 4 and task.dev["ar"] == []
+    assert len(task.test["ar"]) == 5 and not any(e.labelled for e in task.test["ar"])
+
+
+def test_tydiqa_as_xtreme_writes_it(tmp_path):
+    (tmp_path / "tydiqa-goldp-v1.1-train").mkdir()
+    questions = [(str(i), q, c, a) for i, (_, q, c, a) in enumerate(QUESTIONS)]
+    (tmp_path / "tydiqa-goldp-v1.1-train" / "tydiqa.goldp.en.train.json").write_text(squad(questions))
+    (tmp_path / "tydiqa-goldp-v1.1-train" / "tydiqa.goldp.sw.train.json").write_text(squad(questions))  # native, unused
+    (tmp_path / "tydiqa-goldp-v1.1-dev").mkdir()
+    for lang in ("en", "sw", "te"):
+        (tmp_path / "tydiqa-goldp-v1.1-dev" / f"tydiqa.goldp.{lang}.dev.json").write_text(squad(questions[:3], blank=True))
+    task = load_task("tydiqa", tmp_path)
+    assert (task.targets, task.parallel) == (["sw", "te"], False)
+    dev = {e.id for e in task.dev["en"]}
+    assert dev == {i for i, *_ in questions if tasks.tydiqa_split(i) == "dev"} and dev  # held out of English training
+    assert dev.isdisjoint(e.id for e in task.train["en"]) and len(dev) + len(task.train["en"]) == 12
+    assert task.train["sw"] == [] and task.dev["sw"] == [] and len(task.test["te"]) == 3
+
+
+def test_only_test_files_may_be_unlabelled(tmp_path):
+    folder = xtreme_xnli(tmp_path)
+    write_csv(folder / "test-de.tsv", [NLI[0], NLI[1][:2]])
+    with pytest.raises(InputError, match="1 of the 2 test examples in de have no label, first '2'.*labelled throughout or not at all"):
+        load_task("xnli", folder)
+    write_csv(folder / "test-de.tsv", [row[:2] for row in NLI])
+    write_csv(folder / "dev-en.tsv", [row[:2] for row in NLI])
+    with pytest.raises(InputError, match="4 of the 4 dev examples in en have no label.*only test files may be unlabelled"):
+        load_task("xnli", folder)
+
+
+def run(model, task, data, out, *flags):
+    return train.main(["--model", str(model), "--task", task, "--data", str(data), "--batch-size", "4", "--max-steps", "2",
+                       "--eval-every", "2", "--max-length", "48", "--out", str(out), *flags])
+
+
+def test_unlabelled_tests_give_predictions_and_no_scores(tmp_path, tiny_model_dir):
+    """XNLI as XTREME writes it, tested as translate-test on XTREME's translate-test files."""
+    out = tmp_path / "run"
+    run(tiny_model_dir, "xnli", xtreme_xnli(tmp_path / "xnli"), out, "--method", "translate-test", "--test-input", "translation")
+    results = json.loads((out / "results.json").read_text())
+    assert results["unscored"] == ["en", "de"] and "en" not in results and "average" not in results
+    assert results["test_input"]["translations"].endswith("translate-test/test-{lang}-en-translated.tsv")
+    assert "No score for en, de: the test files have no gold labels" in (out / "results.md").read_text()
+    for lang in ("en", "de"):
+        rows = [json.loads(line) for line in (out / "predictions" / f"{lang}.jsonl").read_text().splitlines()]
+        assert [r["id"] for r in rows] == ["1", "2", "3"] and all(r["prediction"] in tasks.XNLI_LABELS for r in rows)
+
+
+def test_word_and_span_tasks_without_test_labels(tmp_path, tiny_model_dir):
+    run(tiny_model_dir, "panx", xtreme_panx(tmp_path / "panx"), tmp_path / "ner", "--method", "zero-shot", "--target-langs", "de")
+    results = json.loads((tmp_path / "ner" / "results.json").read_text())
+    assert results["unscored"] == ["en", "de"] and results["alignment"] == {}
+    rows = [json.loads(line) for line in (tmp_path / "ner" / "predictions" / "de.jsonl").read_text().splitlines()]
+    assert [len(r["prediction"]) for r in rows] == [4, 3] and all(t in tasks.PANX_LABELS for r in rows for t in r["prediction"])
+    with pytest.raises(InputError, match="--method translate-train trains on translations .* none in de .*XTREME has no translations of PAN-X"):
+        run(tiny_model_dir, "panx", tmp_path / "panx", tmp_path / "tt", "--method", "translate-train", "--target-langs", "de")
+    data = xtreme_qa(tmp_path / "qa") / "mlqa"
+    run(tiny_model_dir, "mlqa", data, tmp_path / "qa-run", "--method", "zero-shot", "--max-length", "64", "--doc-stride", "16")
+    results = json.loads((tmp_path / "qa-run" / "results.json").read_text())
+    assert results["unscored"] == ["en", "de"] and results["dev_f1"] >= 0
+    rows = [json.loads(line) for line in (tmp_path / "qa-run" / "predictions" / "de.jsonl").read_text().splitlines()]
+    assert [r["id"] for r in rows] == ["q0", "q1", "q2", "q3"] and all(isinstance(r["prediction"], str) for r in rows)
