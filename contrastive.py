@@ -26,6 +26,7 @@ class Contrastive(Method):
     translations = True
     levels = ("sentence",)
     levels_note = "contrasts and pseudo-labels whole sentences (Yu & Joty classify them)"
+    groups_by_length = False  # label alignment contrasts every pair of texts in a batch: they are drawn at random
     paper = {"lr": 5e-5, "weight_decay": 0.01, "batch_size": 16, "epochs": 5}  # Sec. 4.1, Training Details (XNLI)
 
     @staticmethod

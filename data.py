@@ -121,6 +121,12 @@ def epoch_batches(lengths, batch_size, epoch, seed, shuffle=True, group_by_lengt
     return batches
 
 
+def padding_share(lengths, batches):
+    """The share of the tokens of padded batches (each as long as its longest) that are padding."""
+    padded = sum(len(b) * max(lengths[i] for i in b) for b in batches)
+    return 1 - sum(lengths[i] for b in batches for i in b) / max(padded, 1)
+
+
 def shard(batch, rank, world_size):
     """This rank's part of a global batch, as (indices, weights). Ranks take every world_size-th
     example; where the batch does not divide evenly, the short ranks repeat an example with weight

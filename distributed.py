@@ -29,6 +29,10 @@ def initialized():
     return dist.is_initialized()
 
 
+def world_size():
+    return dist.get_world_size() if dist.is_initialized() else 1
+
+
 def all_reduce(tensor):
     """Sum a tensor over the processes, in place."""
     if dist.is_initialized():

@@ -35,12 +35,16 @@ class Level:
     max_length = 128                # tokens per text (the papers' 128; QA's windows are longer)
     translations_keep_labels = True  # a translation has its source's label (word labels do not carry over)
     labels_texts = True              # a prediction is one distribution per text (X-Mixup's KL of Eq. 7 compares two)
+    caches_tokens = True             # training sets go through the token cache (token_cache.py)
 
     def encode(self, examples, tokenizer, task, max_length):
         return data.encode_examples(examples, tokenizer, task.labels, max_length)
 
     def pair(self, sources, translations):
-        """(source, translation) pairs of encoded items: each translation with its source."""
+        """(source, translation) pairs of encoded items: each translation with its source (by
+        index, where the items come from the token cache)."""
+        if hasattr(sources, "pair_with"):
+            return sources.pair_with(translations)
         return data.translation_pairs(sources, translations)
 
     def units(self, item):
@@ -137,6 +141,7 @@ class Word(Level):
     description = "labels words"
     translations_keep_labels = False
     labels_texts = False
+    caches_tokens = False  # an item's word positions live in Python objects
 
     def encode(self, examples, tokenizer, task, max_length):
         return data.encode_tagged(examples, tokenizer, task.labels, max_length, task.intents)
@@ -242,6 +247,7 @@ class Span(Level):
     description = "labels answer spans"
     max_length = 384  # per window, as in BERT's SQuAD fine-tuning
     labels_texts = False
+    caches_tokens = False  # a window's character spans live in Python objects
 
     def encode(self, examples, tokenizer, task, max_length):
         return qa.encode_windows(examples, tokenizer, max_length, task.doc_stride)

@@ -25,6 +25,7 @@ from typing import Callable
 import torch
 
 import data
+import token_cache
 from levels import LEVELS
 from model import Classifier
 from tasks import InputError, read_translations
@@ -47,7 +48,10 @@ class Run:
     def level(self):
         return LEVELS[self.task.level]
 
-    def encode(self, examples):
+    def encode(self, examples, cache=False):
+        """Encoded items of examples; a training set (`cache`) from the token cache, where the level's items fit it."""
+        if cache and self.level.caches_tokens:
+            return token_cache.encode(examples, self.tokenizer, self.task.labels, self.max_length, self.rank)
         return self.level.encode(examples, self.tokenizer, self.task, self.max_length)
 
 
@@ -77,6 +81,7 @@ class Method:
     levels_note = "trains on whole texts"   # why it trains on no other levels, for the message that refuses them
     unused_parameters = False  # whether a step may leave trainable parameters without gradient (DDP must know)
     test_inputs = ("text",)  # what its test predictions can see besides the target text (TEST_INPUTS), the default first
+    groups_by_length = True  # whether batches group texts of similar length by default (not where a loss compares a batch's texts)
     paper = {}               # --preset paper: the settings its paper states (paper_preset)
 
     def __init__(self, args, run):
@@ -150,7 +155,7 @@ class Method:
     def training_items(self, extra=()):
         """The encoded training items: the source's texts (and `extra` labelled texts), with their
         translations for translate-train; for pair methods, every (source, translation) pair."""
-        task, encode = self.run.task, self.run.encode
+        task, encode = self.run.task, lambda examples: self.run.encode(examples, cache=True)
         if self.draws == "pairs":
             sources = encode(task.train[task.source] + list(extra))
             return self.run.level.pair(sources, encode([e for lang in task.targets for e in task.train[lang]]))
@@ -164,6 +169,10 @@ class Method:
     def length(self, item):
         """An item's tokens, for grouping batches by length (a pair: its longer side)."""
         return max(len(x.ids) for x in (item if isinstance(item, tuple) else [item]))
+
+    def lengths(self, items):
+        """Every item's length: from the token cache's arrays where it holds the items."""
+        return items.lengths() if hasattr(items, "lengths") else [self.length(it) for it in items]
 
     def units(self, item):
         """What the loss averages over in one item (examples; scored tokens of the source for word labels)."""

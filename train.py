@@ -42,7 +42,7 @@ import hub
 import tasks
 from levels import LEVELS
 from methods import TEST_INPUTS, Run
-from model import Config, Encoder, check_tokenizer
+from model import Config, Encoder, check_tokenizer, choose_attention
 from prepare_default import default_model
 from registry import METHODS
 from tokenizer import Tokenizer
@@ -90,15 +90,37 @@ def get_args(argv=None):
     g.add_argument("--head", default="roberta", choices=["roberta", "linear"], help="sentence classifier: dense-tanh-projection or one linear layer")
     g.add_argument("--pooling", default="cls", choices=["cls", "mean"], help="sentence vector: <s>, or the mean of the tokens (sentence-embedding models)")
     g.add_argument("--freeze-embeddings", action="store_true", help="keep the word embeddings fixed (faster: no update of the 250k x H matrix)")
-    g.add_argument("--group-by-length", action="store_true", help="batch texts of similar length together (less padding)")
+    g.add_argument("--group-by-length", action=argparse.BooleanOptionalAction, help="batch texts of similar length together "
+                   "(less padding; default: on, except where the method's loss compares the texts of a batch with each other: "
+                   "contrastive, unicoder)")
     g.add_argument("--seed", type=int, default=0)
     g = p.add_argument_group("question answering")
     g.add_argument("--doc-stride", type=cli.non_negative_int, default=128, help="context tokens shared by consecutive windows of a long context")
     g.add_argument("--max-answer-length", type=cli.positive_int, default=30, help="the longest answer predicted, in tokens")
     for method in METHODS.values():
         method.add_arguments(p)
+    add_run_arguments(p)
+    args = p.parse_args(argv)
+    args.given = sorted(given_flags(p, sys.argv[1:] if argv is None else argv))
+    if args.epochs and "max_steps" in args.given:
+        p.error("give --max-steps or --epochs, not both")
+    if args.grad_accum > args.batch_size or args.batch_size % args.grad_accum:
+        p.error(f"--batch-size {args.batch_size} must be a multiple of --grad-accum {args.grad_accum} (each micro-step takes "
+                "an equal share of the batch)")
+    if args.resume and args.overwrite:
+        p.error("--resume continues the run in --out and --overwrite replaces it: give one of them")
+    return args
+
+
+def add_run_arguments(p):
+    """The flags of evaluation, checkpoints, test inputs and hardware."""
     g = p.add_argument_group("evaluation and checkpoints")
-    g.add_argument("--eval-every", type=cli.positive_int, default=50, help="steps between evaluations on the source dev set (and checkpoints)")
+    g.add_argument("--eval-every", type=cli.positive_int, default=50, help="steps between evaluations on the source dev set (the best "
+                   "model goes to OUT/best)")
+    g.add_argument("--save-every", type=cli.positive_int, default=500, help="steps between writes of OUT/checkpoint.pt, the "
+                   "resume checkpoint with the optimizer (one is kept; a stopped run writes one too)")
+    g.add_argument("--log-every", type=cli.positive_int, default=10, help="steps between log records (their mean loss); the "
+                   "losses stay on the device in between")
     g.add_argument("--dev-langs", default="source", choices=["source", "all"], help="dev languages to log (selection is always on the source)")
     g.add_argument("--eval-batch-size", type=cli.positive_int, default=64)
     g.add_argument("--no-alignment", action="store_true", help="skip CKA and retrieval before and after training")
@@ -118,16 +140,9 @@ def get_args(argv=None):
     g.add_argument("--device", type=cli.device, help="cpu or cuda (default: cuda when available)")
     g.add_argument("--amp", default="auto", choices=["auto", "none", "bf16", "fp16"],
                    help="autocast: auto is bf16 on GPUs that support it, fp16 with loss scaling on older ones, off on CPU")
-    args = p.parse_args(argv)
-    args.given = sorted(given_flags(p, sys.argv[1:] if argv is None else argv))
-    if args.epochs and "max_steps" in args.given:
-        p.error("give --max-steps or --epochs, not both")
-    if args.grad_accum > args.batch_size or args.batch_size % args.grad_accum:
-        p.error(f"--batch-size {args.batch_size} must be a multiple of --grad-accum {args.grad_accum} (each micro-step takes "
-                "an equal share of the batch)")
-    if args.resume and args.overwrite:
-        p.error("--resume continues the run in --out and --overwrite replaces it: give one of them")
-    return args
+    g.add_argument("--workers", type=cli.non_negative_int, help="processes that build the batches ahead of the step, with pinned "
+                   "memory on CUDA (default: 2 on CUDA, 0 on CPU, where they would take the cores the step needs)")
+    g.add_argument("--compile", action="store_true", help="torch.compile the model (dynamic shapes; the first steps are slow)")
 
 
 def given_flags(parser, argv):
@@ -160,7 +175,7 @@ def set_rng_state(state):
 
 class StopRequest:
     """Ctrl-C (SIGINT), or SIGTERM as schedulers such as SLURM send before a kill, asks the run to
-    stop after the current step and save a checkpoint; a second one aborts at once."""
+    stop at its next log record and save a checkpoint; a second one aborts at once."""
     signals = (signal.SIGINT, signal.SIGTERM)
 
     def __init__(self):
@@ -171,7 +186,8 @@ class StopRequest:
         if self.requested:
             raise KeyboardInterrupt
         self.requested = True
-        print(f"\n{signal.Signals(signum).name}: stopping after this step to save a checkpoint (once more to abort)", file=sys.stderr)
+        print(f"\n{signal.Signals(signum).name}: stopping at the next log record (--log-every) to save a checkpoint (once more "
+              "to abort)", file=sys.stderr)
 
     def close(self):
         for s, handler in self.previous.items():
@@ -179,8 +195,9 @@ class StopRequest:
 
 
 class Divergence:
-    """A run diverges when its loss is not finite, or when its mean over the last `window` steps
-    of a phase stays above `factor` times (and 1 above) the loss of the phase's first step."""
+    """A run diverges when its logged loss is not finite, or when its mean over the last `window`
+    log records of a phase (about 20 steps: train() makes it ceil(20 / --log-every)) stays above
+    `factor` times (and 1 above) the phase's first logged loss."""
 
     def __init__(self, factor=5.0, window=20):
         self.factor, self.window = factor, window
@@ -220,6 +237,18 @@ def load_run(args, model_dir, device, rank, world_size):
                config.max_positions - config.position_offset)
 
 
+def padding_report(args, method, phases):
+    """One line on the share of a batch's tokens that are padding, in each phase's first epoch,
+    with the batches that --group-by-length makes and without them."""
+    shares = []
+    for phase in phases:
+        lengths = method.lengths(phase.items)
+        share = lambda group: data.padding_share(lengths, data.epoch_batches(lengths, args.batch_size, 0, args.seed, group_by_length=group))
+        shares.append(f"{phase.name} {100 * share(args.group_by_length):.0f}% (with{'out' if args.group_by_length else ''} "
+                      f"--group-by-length: {100 * share(not args.group_by_length):.0f}%)")
+    return "padding: " + "; ".join(shares) + " of the batches' tokens"
+
+
 def training_data(args, method):
     """The method's training items (from the task and --extra-train) and its phases over them,
     once the method has checked that it can train on them."""
@@ -230,6 +259,12 @@ def training_data(args, method):
     items = method.training_items(extra)
     if not items:
         raise tasks.InputError(f"no training examples for --method {args.method} on {args.task}")
+    if args.group_by_length is None:
+        args.group_by_length = method.groups_by_length
+    if not method.run.task.parallel and not args.no_alignment:
+        args.no_alignment = True  # CKA and retrieval compare translations of the same sentences
+        if method.run.rank == 0:
+            print(f"note: --task {args.task}'s test languages are not parallel: no CKA or retrieval", file=sys.stderr)
     return items, method.phases(items)
 
 
@@ -279,6 +314,7 @@ def train(args):
     """Train, evaluate, write OUT/; returns the model as it is after the last step."""
     owns_process_group = not distributed.initialized()  # co-training trains inside an outer run
     rank, world_size, device = distributed.setup(args.device)
+    choose_attention(device)
     out = cli.output_folder(args.out, args.resume, args.overwrite, rank)
     random.seed(args.seed + rank)
     torch.manual_seed(args.seed + rank)  # dropout differs across ranks; the weights start identical (loaded)
@@ -287,11 +323,9 @@ def train(args):
     model_dir = hub.resolve(args.model) if args.model else default_model()
     run = load_run(args, model_dir, device, rank, world_size)
     method = METHODS[args.method](args, run)
-    if not run.task.parallel and not args.no_alignment:
-        args.no_alignment = True  # CKA and retrieval compare translations of the same sentences
-        if rank == 0:
-            print(f"note: --task {args.task}'s test languages are not parallel: no CKA or retrieval", file=sys.stderr)
     items, phases = training_data(args, method)
+    if rank == 0:
+        print(padding_report(args, method, phases), file=sys.stderr)
     identity = run_identity(args, run, model_dir)
     saved = load_checkpoint(out, identity) if args.resume else None
     if args.overwrite and rank == 0:
@@ -309,42 +343,39 @@ def train(args):
     state = {"step": 0, "best": -1.0, "best_step": -1, "alignment_before": alignment_before, "saved_step": None}
     if saved is not None:
         state = resume(out, saved, core, optimizer, scheduler, scaler, rank, world_size)
-    checkpoint = lambda: save_checkpoint(out, args, identity, core, optimizer, scheduler, scaler, state, rank)
+    checkpoint = lambda window: save_checkpoint(out, args, identity, core, optimizer, scheduler, scaler, state, window, rank)
 
-    # The loop: one optimizer step per global batch; evaluation and a checkpoint every --eval-every steps.
+    # The loop: one optimizer step per global batch, its micro-batches built ahead (StepBatches);
+    # a log record every --log-every steps, an evaluation every --eval-every, a checkpoint every --save-every.
     progress = tqdm(total=args.max_steps, initial=state["step"], disable=rank != 0, desc=f"{args.method} on {args.task}", dynamic_ncols=True)
-    stop, divergence, started, planned, stopped = StopRequest(), Divergence(), time.time(), None, False
+    stop, divergence, started, stopped = StopRequest(), Divergence(window=math.ceil(20 / args.log_every)), time.time(), False
+    window = Window(state.pop("window", None), rank, device)  # a resumed run's steps since the last record count in the next
+    batches = batch_loader(args, method, phases, state["step"])
+    if args.compile:
+        model = torch.compile(model, dynamic=True)
     model.train()
     try:  # the signal handlers are the run's until it ends, however it ends
         while state["step"] < args.max_steps:
-            # The phase and the epoch's batch order follow from the step alone: a resumed run picks up where it stopped.
-            phase, start = phase_at(phases, state["step"])
-            epoch, position = divmod(state["step"] - start, math.ceil(len(phase.items) / args.batch_size))
-            if planned != (phase.name, epoch):
-                batches = data.epoch_batches([method.length(it) for it in phase.items], args.batch_size, epoch, args.seed,
-                                             group_by_length=args.group_by_length)
-                planned = (phase.name, epoch)
-            stats = train_step(args, run, method, phase, model, batches[position], state["step"], dtype, scaler, stop.requested)
-            if args.max_grad_norm > 0:
-                scaler.unscale_(optimizer)
-                torch.nn.utils.clip_grad_norm_(raw.parameters(), args.max_grad_norm)
-            scaler.step(optimizer)
-            scaler.update()
-            scheduler.step()
-            optimizer.zero_grad(set_to_none=True)
+            phase, phase_start = phase_at(phases, state["step"])
+            window.add(train_step(args, run, phase, model, next(batches), dtype, scaler))
+            update(args, raw, optimizer, scheduler, scaler)
             state["step"] += 1
-            diverged(args, out, state, divergence.check(phase.name, stats["loss"]), progress, owns_process_group)
-            log(out, {"step": state["step"], "loss": stats["loss"], "lr": scheduler.get_last_lr()[0], "seconds": round(time.time() - started, 3),
-                      **stats["parts"]}, rank)
             progress.update(1)
-            progress.set_postfix(loss=f"{stats['loss']:.4f}")
-            if state["step"] % args.eval_every == 0 or state["step"] == args.max_steps:
-                evaluate_and_save(args, out, method, raw, core, state, stats["loss"], progress, rank)
+            evaluating = state["step"] % args.eval_every == 0 or state["step"] == args.max_steps
+            if evaluating or logs_at(args, phases, state["step"], phase, phase_start):
+                stats, stopping = window.read(stop.requested, device)  # the one wait for the device, all processes at once
+                diverged(args, out, state, divergence.check(phase.name, stats["loss"]), progress, owns_process_group)
+                log(out, {"step": state["step"], "loss": stats.pop("loss"), "lr": scheduler.get_last_lr()[0],
+                          "seconds": round(time.time() - started, 3), **stats}, rank)
+                progress.set_postfix(loss=f"{window.last:.4f}")
+            else:
+                stopping = False
+            if evaluating:
+                evaluate_and_save(args, out, method, raw, core, state, window.last, progress, rank)
                 model.train()
-                checkpoint()
-            if stats["stop"] or state["step"] == args.stop_at:  # saved, to be continued with --resume
-                if state["step"] % args.eval_every:
-                    checkpoint()
+            if state["step"] % args.save_every == 0 or stopping or state["step"] == args.stop_at:
+                checkpoint(window)
+            if stopping or state["step"] == args.stop_at:  # saved, to be continued with --resume
                 stopped = True
                 break
     finally:
@@ -352,6 +383,23 @@ def train(args):
     progress.close()
     finish(args, out, method, raw, core, state, stopped, owns_process_group)
     return raw
+
+
+def update(args, raw, optimizer, scheduler, scaler):
+    """The optimizer step, after clipping the gradient's norm (of the built model's parameters)."""
+    if args.max_grad_norm > 0:
+        scaler.unscale_(optimizer)
+        torch.nn.utils.clip_grad_norm_(raw.parameters(), args.max_grad_norm)
+    scaler.step(optimizer)
+    scaler.update()
+    scheduler.step()
+    optimizer.zero_grad(set_to_none=True)
+
+
+def logs_at(args, phases, step, phase, phase_start):
+    """Whether the step ending at `step` writes a log record: every --log-every steps, and at a
+    phase's first and last steps (its first loss is what Divergence compares with)."""
+    return step % args.log_every == 0 or step == phase_start + 1 or phase_at(phases, step)[0] is not phase
 
 
 def finish(args, out, method, raw, core, state, stopped, owns_process_group):
@@ -366,41 +414,118 @@ def finish(args, out, method, raw, core, state, stopped, owns_process_group):
         distributed.cleanup()
 
 
-def train_step(args, run, method, phase, model, global_batch, step, dtype, scaler, stop):
-    """Forward and backward of one global batch, in --grad-accum micro-steps of this process's
-    share. Returns the mean loss over the global batch and its parts (all processes agree), and
-    whether any process was asked to stop, so that all stop at the same step."""
-    device, rank, world_size = run.device, run.rank, run.world_size
+class StepBatches(torch.utils.data.IterableDataset):
+    """This process's micro-batches of every step from `start` on, each [(batch, share)] (step_batches).
+    A loader worker k of n builds steps start + k, start + k + n, ..., and the loader takes them in
+    turn, so the steps come in order however many workers build them."""
+
+    def __init__(self, args, method, phases, start):
+        self.args, self.method, self.phases, self.start = args, method, phases, start
+
+    def __iter__(self):
+        worker = torch.utils.data.get_worker_info()
+        k, n = (worker.id, worker.num_workers) if worker else (0, 1)
+        plans = {}
+        for step in range(self.start + k, self.args.max_steps, n):
+            yield step_batches(self.args, self.method, self.phases, step, plans)
+
+
+def batch_loader(args, method, phases, start):
+    """An iterator over the steps' micro-batches, built by --workers processes ahead of the step and
+    pinned in page-locked memory on CUDA, so that the copies to the device do not wait (train_step)."""
+    cuda = method.run.device.startswith("cuda")
+    workers = args.workers if args.workers is not None else 2 if cuda else 0
+    loader = torch.utils.data.DataLoader(StepBatches(args, method, phases, start), batch_size=None, num_workers=workers,
+                                         pin_memory=cuda, prefetch_factor=4 if workers else None,
+                                         generator=torch.Generator())  # its own: drawing from the global one would change dropout
+    return iter(loader)
+
+
+def step_batches(args, method, phases, step, plans):
+    """This process's micro-batches of a step, on the CPU, each with its share of the global batch:
+    [(batch, share)]. They follow from the step alone (its phase, the epoch's batch order from the
+    seed), so a resumed run picks up where it stopped. `plans` keeps an epoch's batch order."""
+    run = method.run
+    phase, start = phase_at(phases, step)
+    epoch, position = divmod(step - start, math.ceil(len(phase.items) / args.batch_size))
+    if (phase.name, epoch) not in plans:
+        plans.clear()
+        plans[(phase.name, epoch)] = data.epoch_batches(method.lengths(phase.items), args.batch_size, epoch,
+                                                        args.seed, group_by_length=args.group_by_length)
+    global_batch = plans[(phase.name, epoch)][position]
     units = {i: method.units(phase.items[i]) for i in global_batch}
-    micro_size = args.batch_size // args.grad_accum
-    total = torch.zeros((), device=device)
-    parts = {}
+    micro_size, out = args.batch_size // args.grad_accum, []
     for micro in range(args.grad_accum):
         chunk = global_batch[micro * micro_size:(micro + 1) * micro_size]
-        index, weights = data.shard(chunk or global_batch[:1], rank, world_size)
+        index, weights = data.shard(chunk or global_batch[:1], run.rank, run.world_size)
         weights = weights if chunk else [0.0] * len(weights)
-        batch = phase.make_batch([phase.items[i] for i in index], weights, step)
-        batch = {name: value.to(device) if torch.is_tensor(value) else value for name, value in batch.items()}
-        # Each micro-batch's mean loss, weighted by its share of the global batch (in the loss's
-        # units: examples, or scored tokens); times the number of processes because DDP averages
-        # gradients over them. The step's gradient is then that of the mean loss over the whole
-        # global batch, whatever the process count.
+        # Each micro-batch's mean loss is weighted by its share of the global batch (in the loss's
+        # units: examples, or scored tokens), so that the step's gradient is that of the mean loss
+        # over the whole global batch, whatever the process count.
         share = sum(w * units[i] for i, w in zip(index, weights)) / sum(units[i] for i in global_batch)
-        sync = model.no_sync() if world_size > 1 and micro < args.grad_accum - 1 else nullcontext()
+        out.append((phase.make_batch([phase.items[i] for i in index], weights, step), share))
+    return out
+
+
+def to_device(batch, device):
+    """A batch's tensors on the device; from pinned memory the copy does not wait for the host."""
+    return {name: value.to(device, non_blocking=True) if torch.is_tensor(value) else value for name, value in batch.items()}
+
+
+def train_step(args, run, phase, model, micro_batches, dtype, scaler):
+    """Forward and backward of one global batch, in --grad-accum micro-steps of this process's
+    share. Returns this process's part of the mean loss over the global batch and of its parts,
+    {name: tensor on the device}: read nothing here, so that the host never waits for the device."""
+    device, world_size = run.device, run.world_size
+    total = torch.zeros((), device=device)
+    parts = {}
+    for micro, (batch, share) in enumerate(micro_batches):
+        batch = to_device(batch, device)
+        sync = model.no_sync() if world_size > 1 and micro < len(micro_batches) - 1 else nullcontext()
         with sync:
             with torch.autocast(device.split(":")[0], dtype=dtype, enabled=dtype is not None):
                 loss, components, *shared = phase.loss(model, batch)
-            # A shared part of the loss (Method.loss) is the same on every process, each of which
-            # back-propagates it whole: its gradient reaches each process's own examples, and DDP's
-            # average over the processes leaves it as it is.
+            # Times the number of processes, because DDP averages gradients over them. A shared
+            # part of the loss (Method.loss) is the same on every process, each of which
+            # back-propagates it whole: its gradient reaches each process's own examples, and
+            # DDP's average over the processes leaves it as it is.
             shared = shared[0] if shared else None
             scaler.scale(loss * share * world_size + (shared if shared is not None else 0)).backward()
         total += (loss.detach() if shared is None else loss.detach() + shared.detach()) * share
         for k, v in components.items():
             parts[k] = parts.get(k, 0.0) + v * share
-    stats = torch.stack([total] + [parts[k] for k in sorted(parts)] + [torch.tensor(float(stop), device=device)])
-    stats = distributed.all_reduce(stats)
-    return {"loss": stats[0].item(), "parts": {k: stats[i + 1].item() for i, k in enumerate(sorted(parts))}, "stop": stats[-1] > 0}
+    return {"loss": total, **parts}
+
+
+class Window:
+    """The losses of the steps since the last log record, summed on the device, read (and summed
+    over the processes) once per record: each name's mean over the steps that had it. A resumed
+    run starts from every process's sums as the checkpoint saved them (`saved`)."""
+
+    def __init__(self, saved=None, rank=0, device="cpu"):
+        self.sums, self.counts, self.last = {}, {}, float("nan")
+        if saved:  # one {name: (sum, count)} per process; on another process count, rank 0 takes their total
+            mine = saved[rank] if rank < len(saved) and len(saved) == distributed.world_size() else None
+            for name, (total, count) in saved[0].items():
+                total = mine[name][0] if mine else sum(part[name][0] for part in saved) if rank == 0 else torch.zeros_like(total)
+                self.sums[name], self.counts[name] = total.to(device), count
+
+    def state(self):
+        return {name: (total.detach().cpu(), self.counts[name]) for name, total in self.sums.items()}
+
+    def add(self, values):
+        for name, value in values.items():
+            self.sums[name] = self.sums[name] + value if name in self.sums else torch.as_tensor(value)
+            self.counts[name] = self.counts.get(name, 0) + 1
+
+    def read(self, stop, device):
+        """({"loss": mean loss, part: mean, ...} over the global batches, whether any process was
+        asked to stop), the same on every process, so that all stop at the same step."""
+        names = ["loss"] + sorted(k for k in self.sums if k != "loss")
+        means = torch.stack([(self.sums[k] / self.counts[k]).to(device) for k in names] + [torch.tensor(float(stop), device=device)])
+        values = distributed.all_reduce(means).tolist()
+        self.sums, self.counts, self.last = {}, {}, values[0]
+        return dict(zip(names, values)), values[-1] > 0
 
 
 def diverged(args, out, state, problem, progress, owns_process_group):
@@ -411,7 +536,7 @@ def diverged(args, out, state, problem, progress, owns_process_group):
     progress.close()
     if rank0:
         where = (f"the last checkpoint is {out / 'checkpoint.pt'}, of step {state['saved_step']}: --resume continues from it"
-                 if state["saved_step"] is not None else f"no checkpoint was written yet (the first comes at step {args.eval_every})")
+                 if state["saved_step"] is not None else f"no checkpoint was written yet (the first comes at step {args.save_every})")
         print(f"error: step {state['step']}: {problem}: the run is diverging; try a lower --lr (now {args.lr}), --amp bf16 or "
               f"none instead of fp16, or --max-grad-norm 1.0; {where}", file=sys.stderr)
     if owns_process_group:
@@ -512,15 +637,15 @@ def save_best(out, model, tokenizer, info):
                                  "Is the disk full? Free some space and continue with --resume", str(out / "best")) from None
 
 
-def save_checkpoint(out, args, identity, core, optimizer, scheduler, scaler, state, rank):
-    """OUT/checkpoint.pt: everything a resumed run needs, every process's RNG state included;
-    written by rank 0 to a new file that then replaces the old, so that the old one survives a
-    failed write (a full disk)."""
-    states = distributed.gather(rng_state())
+def save_checkpoint(out, args, identity, core, optimizer, scheduler, scaler, state, window, rank):
+    """OUT/checkpoint.pt: everything a resumed run needs, every process's RNG state and losses
+    since the last log record included; written by rank 0 to a new file that then replaces the old,
+    so that the old one survives a failed write (a full disk)."""
+    states, windows = distributed.gather(rng_state()), distributed.gather(window.state())
     if rank == 0:
         checkpoint = {"model": core.state_dict(), "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
                       "scaler": scaler.state_dict(), "step": state["step"], "best": state["best"], "best_step": state["best_step"],
-                      "rng": states, "args": vars(args), "identity": identity, "alignment_before": state["alignment_before"]}
+                      "rng": states, "args": vars(args), "identity": identity, "alignment_before": state["alignment_before"], "window": windows}
         tmp, path = out / "checkpoint.pt.tmp", out / "checkpoint.pt"
         try:
             torch.save(checkpoint, tmp)
@@ -550,7 +675,7 @@ def resume(out, saved, core, optimizer, scheduler, scaler, rank, world_size):
         print(f"note: resuming {len(saved['rng'])}-process run on {world_size}: dropout draws will differ", file=sys.stderr)
     if rank == 0:
         cli.keep_log_until(out / "log.jsonl", saved["step"])
-    state = {key: saved.get(key) for key in ("step", "best", "best_step", "alignment_before")}
+    state = {key: saved.get(key) for key in ("step", "best", "best_step", "alignment_before", "window")}
     return dict(state, saved_step=saved["step"])
 
 

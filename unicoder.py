@@ -300,6 +300,7 @@ class UnicoderMethod(Method):
     help = ("Unicoder (Huang et al. 2019): continued pre-training on the task's parallel training text (and --parallel "
             "files) with its five tasks in turn (unicoder.py); OUT/best is an encoder checkpoint for --model of any other method")
     draws = "parallel"
+    groups_by_length = False  # a pair without a mined negative takes another row of its batch as one: rows are drawn at random
     unused_parameters = True  # each step trains one task, which leaves the other tasks' heads without gradient
     paper = {"lr": 1e-5, "batch_size": 512}  # Sec. 4.1, pre-training details (512 by gradient accumulation)
 

@@ -149,9 +149,10 @@ def test_contrastive_phases(tmp_path, tiny_model_dir):
     out = tmp_path / "c"
     train.main(["--model", str(tiny_model_dir), "--method", "contrastive", "--target-langs", "de,zh", "--batch-size", "8",
                 "--max-steps", "6", "--sa-steps", "2", "--lr", "1e-3", "--sa-lr", "2e-4", "--warmup", "0", "--eval-every", "3",
-                "--no-alignment", "--out", str(out)])
+                "--log-every", "1", "--no-alignment", "--out", str(out)])
     log = [json.loads(line) for line in open(out / "log.jsonl") if '"loss"' in line]
     assert ["la" in r for r in log] == [True] * 4 + [False] * 2 and all("sa" in r for r in log[4:])
+    assert json.loads((out / "results.json").read_text())["args"]["group_by_length"] is False  # Eq. 2 contrasts a random batch
     # the learning rate for the next step: phase one decays from 1e-3 over 4 steps, phase two from 2e-4 over 2
     assert [round(r["lr"], 6) for r in log] == [0.00075, 0.0005, 0.00025, 0.0002, 0.0001, 0.0]
 
@@ -197,7 +198,8 @@ def test_label_alignment_is_over_the_global_batch(tmp_path, tiny_model_dir):
     # With dropout 0, one process and two give the same losses at every step, in both phases: label
     # alignment (Eq. 2) contrasts the whole global batch, and its gradient reaches every text
     argv = ["--model", str(tiny_model_dir), "--method", "contrastive", "--target-langs", "de,zh", "--batch-size", "8",
-            "--max-steps", "6", "--sa-steps", "2", "--eval-every", "6", "--no-alignment", "--no-test", "--dropout", "0", "--lr", "2e-3"]
+            "--max-steps", "6", "--sa-steps", "2", "--eval-every", "6", "--log-every", "1", "--no-alignment", "--no-test", "--dropout", "0",
+            "--lr", "2e-3"]
     train.main(argv + ["--out", str(tmp_path / "one")])
     mp.spawn(worker, args=(2, free_port(), argv + ["--out", str(tmp_path / "two")], str(tmp_path)), nprocs=2)
     logs = {run: [json.loads(line) for line in open(tmp_path / run / "log.jsonl") if '"loss"' in line] for run in ("one", "two")}

@@ -194,6 +194,7 @@ def test_length_grouping_reduces_padding():
     lengths = [(i * 37) % 97 + 1 for i in range(400)]
     padding = lambda batches: sum(max(lengths[i] for i in b) * len(b) - sum(lengths[i] for i in b) for b in batches)
     assert padding(data.epoch_batches(lengths, 16, 0, 0, group_by_length=True)) < padding(data.epoch_batches(lengths, 16, 0, 0)) / 3
+    assert data.padding_share([3, 1, 2, 2], [[0, 1], [2, 3]]) == pytest.approx(2 / 10)  # (3 + 3) + (2 + 2) slots, 2 of them padding
 
 
 @pytest.mark.parametrize("size,world", [(8, 2), (7, 2), (5, 4), (2, 4), (1, 3)])

@@ -181,3 +181,20 @@ def test_lm_head_can_be_added_and_is_tied():
     logits.sum().backward()
     assert logits.shape == (1, 2, 101)
     assert encoder.embeddings.word.weight.grad is not None  # the projection is the embedding matrix
+
+
+def test_attention_kernels_chosen_per_device():
+    """On CUDA, cuDNN attention (a new plan for every padded shape) is off and FlashAttention and
+    memory-efficient attention on; on the CPU PyTorch's choice stands. The switches are global
+    flags, set here without a GPU."""
+    from model import choose_attention
+    backends = torch.backends.cuda
+    before = (backends.flash_sdp_enabled(), backends.mem_efficient_sdp_enabled(), backends.cudnn_sdp_enabled(), backends.math_sdp_enabled())
+    try:
+        backends.enable_cudnn_sdp(True)
+        assert "cudnn" in choose_attention("cpu")  # left as it was
+        assert choose_attention("cuda:0") == ["flash", "efficient", "math"] and not backends.cudnn_sdp_enabled()
+    finally:
+        for enable, on in zip((backends.enable_flash_sdp, backends.enable_mem_efficient_sdp, backends.enable_cudnn_sdp,
+                               backends.enable_math_sdp), before):
+            enable(on)

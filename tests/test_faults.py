@@ -196,14 +196,14 @@ def steps_logged(out):
 def test_sigterm_saves_a_checkpoint_and_resume_logs_each_step_once(tmp_path, tiny_model_dir):
     out = tmp_path / "run"
     argv = [sys.executable, str(ROOT / "train.py"), "--model", str(tiny_model_dir), "--target-langs", "de", "--batch-size", "4",
-            "--method", "zero-shot", "--max-steps", "100000", "--eval-every", "100000", "--no-alignment", "--out", str(out)]
+            "--method", "zero-shot", "--max-steps", "100000", "--eval-every", "100000", "--log-every", "1", "--no-alignment", "--out", str(out)]
     process = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
     deadline = time.time() + 120
     while time.time() < deadline and not ((out / "log.jsonl").exists() and len(steps_logged(out)) >= 3):
         time.sleep(0.2)
     process.send_signal(signal.SIGTERM)
     _, stderr = process.communicate(timeout=120)
-    assert process.returncode == 0 and "Traceback" not in stderr and "SIGTERM: stopping after this step" in stderr
+    assert process.returncode == 0 and "Traceback" not in stderr and "SIGTERM: stopping at the next log record" in stderr
     step = torch.load(out / "checkpoint.pt", weights_only=True)["step"]
     assert stderr.strip().endswith(f"stopped at step {step}; continue with the same command and --resume")
     assert steps_logged(out) == list(range(1, step + 1))
@@ -215,7 +215,7 @@ def test_sigterm_saves_a_checkpoint_and_resume_logs_each_step_once(tmp_path, tin
 
 
 def test_divergence_stops_with_advice(tmp_path, tiny_model_dir):
-    done = train(tmp_path, tiny_model_dir, "--target-langs", "de", "--max-steps", "200", "--eval-every", "10", "--lr", "10",
+    done = train(tmp_path, tiny_model_dir, "--target-langs", "de", "--max-steps", "200", "--eval-every", "10", "--save-every", "10", "--log-every", "1", "--lr", "10",
                  "--out", tmp_path / "run")
     line = error_line(done)
     assert done.returncode == 1 and "the run is diverging; try a lower --lr (now 10.0)" in line
@@ -231,14 +231,14 @@ def test_non_finite_weights_name_no_checkpoint_that_does_not_exist(tmp_path, tin
         encoder.layers[0].ffn_out.weight[0, 0] = float("nan")
     encoder.save_pretrained(directory)
     done = train(tmp_path, directory, "--target-langs", "de", "--out", tmp_path / "run")
-    assert "step 1: the loss is nan" in error_line(done) and "no checkpoint was written yet" in error_line(done)
+    assert "step 1: the loss is nan" in error_line(done) and "no checkpoint was written yet (the first comes at step 500)" in error_line(done)
     assert not (tmp_path / "run" / "checkpoint.pt").exists()
 
 
 def test_failed_checkpoint_write_keeps_the_previous_one(tmp_path, tiny_model_dir, monkeypatch):
     import train as train_module
     argv = ["--model", str(tiny_model_dir), "--target-langs", "de", "--batch-size", "4", "--method", "zero-shot", "--max-steps", "4",
-            "--eval-every", "2", "--no-alignment", "--no-test", "--out", str(tmp_path / "run")]
+            "--eval-every", "2", "--save-every", "2", "--no-alignment", "--no-test", "--out", str(tmp_path / "run")]
     saves = []
 
     def full_disk(obj, path):  # the second checkpoint meets a full disk halfway
@@ -278,7 +278,8 @@ def test_output_folder_that_cannot_hold_a_run(tmp_path, tiny_model_dir, make, me
 
 
 def test_resuming_a_finished_run_with_another_method(tmp_path, tiny_model_dir):
-    assert train(tmp_path, tiny_model_dir, "--target-langs", "de", "--method", "zero-shot", "--out", tmp_path / "run").returncode == 0
+    assert train(tmp_path, tiny_model_dir, "--target-langs", "de", "--method", "zero-shot", "--save-every", "2",
+                 "--out", tmp_path / "run").returncode == 0
     before = (tmp_path / "run" / "results.json").read_text()
     done = train(tmp_path, tiny_model_dir, "--target-langs", "de", "--method", "filter", "--out", tmp_path / "run", "--resume")
     assert "belongs to another run (method 'zero-shot' there, 'filter' here)" in error_line(done)

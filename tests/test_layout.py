@@ -49,7 +49,7 @@ def test_the_loop_names_no_method():
     # train.py, evaluate.py and the benchmarks compare no string with a method's name, nor look one up
     # by a name written in the code: they reach methods through registry.METHODS and the interface
     import registry
-    for name in ("train", "evaluate", "bench_methods", "cotrain"):
+    for name in ("train", "evaluate", "bench_train", "cotrain"):
         named = [ast.unparse(node) for node in ast.walk(MODULES[name]) if isinstance(node, (ast.Compare, ast.Subscript))
                  and any(isinstance(c, ast.Constant) and c.value in registry.METHODS for c in ast.walk(node))]
         assert not named, f"{name}.py: {named}"

@@ -300,7 +300,7 @@ def test_two_processes_answer_like_one(tiny_xquad, tiny_model_dir, tmp_path):
     from conftest import free_port
     argv = ["--model", str(tiny_model_dir), "--task", "xquad", "--data", str(tiny_xquad), "--target-langs", "de", "--method", "xeroalign",
             "--batch-size", "8", "--max-steps", "20", "--eval-every", "20", "--lr", "3e-3", "--dropout", "0", "--no-alignment",
-            "--max-length", "40", "--doc-stride", "6", "--eval-batch-size", "3"]
+            "--max-length", "40", "--doc-stride", "6", "--eval-batch-size", "3", "--no-group-by-length"]
     train.main(argv + ["--out", str(tmp_path / "one")])
     mp.spawn(qa_worker, args=(2, free_port(), argv + ["--out", str(tmp_path / "two")]), nprocs=2)
     curves = [[r["loss"] for r in map(json.loads, open(tmp_path / d / "log.jsonl")) if "loss" in r] for d in ("one", "two")]

@@ -14,7 +14,7 @@ COMMON = ["--task", "demo", "--target-langs", "de,zh", "--batch-size", "8", "--e
 
 
 def losses(out):
-    return [r["loss"] for r in map(json.loads, open(out / "log.jsonl")) if "loss" in r]
+    return [r["loss"] for r in map(json.loads, (out / "log.jsonl").read_text().splitlines()) if "loss" in r]
 
 
 def worker(rank, world_size, port, argv, result_dir):
@@ -25,9 +25,10 @@ def worker(rank, world_size, port, argv, result_dir):
 
 @pytest.mark.parametrize("method,accum", [("xeroalign", "1"), ("translate-train", "2")])
 def test_two_processes_train_like_one(tmp_path, tiny_model_dir, method, accum):
-    # batch 8 over 2 processes and maybe 2 micro-steps; the last batch of an epoch is uneven
+    # batch 8 over 2 processes and maybe 2 micro-steps; the last batch of an epoch is uneven; batches of
+    # mixed lengths, whose losses fall within 5 steps (length-grouped ones differ by their texts)
     argv = ["--model", str(tiny_model_dir), *COMMON, "--method", method, "--grad-accum", accum, "--max-steps", "5",
-            "--dropout", "0", "--lr", "2e-3"]
+            "--dropout", "0", "--lr", "2e-3", "--log-every", "1", "--no-group-by-length"]
     train.main(argv + ["--out", str(tmp_path / "one")])
     mp.spawn(worker, args=(2, free_port(), argv + ["--out", str(tmp_path / "two")], str(tmp_path)), nprocs=2)
     rank0, rank1 = torch.load(tmp_path / "rank0.pt"), torch.load(tmp_path / "rank1.pt")
@@ -62,18 +63,36 @@ def test_resume_gives_the_same_weights(tmp_path, tiny_model_dir):
 
 def test_outputs_of_a_run(tmp_path, tiny_model_dir):
     out = tmp_path / "run"
-    train.main(["--model", str(tiny_model_dir), *COMMON, "--method", "zero-shot", "--max-steps", "3", "--out", str(out)])
+    train.main(["--model", str(tiny_model_dir), *COMMON, "--method", "zero-shot", "--max-steps", "3", "--log-every", "1", "--out", str(out)])
     results = json.loads((out / "results.json").read_text())
     assert set(results) >= {"en", "de", "zh", "average", "transfer_gap"}
     assert all(0 <= results[l]["accuracy"] <= 1 for l in ("en", "de", "zh"))
     assert results["average"]["accuracy"] == pytest.approx((results["de"]["accuracy"] + results["zh"]["accuracy"]) / 2)
     assert results["transfer_gap"]["accuracy"] == pytest.approx(results["en"]["accuracy"] - results["average"]["accuracy"])
     assert "| en (source) |" in (out / "results.md").read_text()
+    assert results["args"]["group_by_length"] is True  # zero-shot's loss is per text: batches of similar lengths by default
     records = [json.loads(line) for line in open(out / "log.jsonl")]
     assert [r["step"] for r in records if "loss" in r] == [1, 2, 3] and any("dev_accuracy" in r for r in records)
     from model import Classifier
     model, tokenizer, task = Classifier.load(out / "best")  # an ordinary checkpoint directory plus the head
     assert task["labels"][0] == "weather" and model.encoder.config.hidden_size == 32
+
+
+def test_a_log_record_holds_the_mean_of_its_steps(tmp_path, tiny_model_dir):
+    """--log-every N: one record per N steps (and at each evaluation), the mean of its steps' losses
+    and parts; Unicoder's parts (a task per step) each over the steps that had it."""
+    for method in ("xeroalign", "unicoder"):
+        argv = ["--model", str(tiny_model_dir), *COMMON, "--method", method, "--max-steps", "7", "--eval-every", "5"]
+        train.main(argv + ["--log-every", "1", "--out", str(tmp_path / method / "each")])
+        train.main(argv + ["--log-every", "3", "--out", str(tmp_path / method / "three")])
+        each = [r for r in map(json.loads, open(tmp_path / method / "each" / "log.jsonl")) if "loss" in r]
+        three = [r for r in map(json.loads, open(tmp_path / method / "three" / "log.jsonl")) if "loss" in r]
+        assert [r["step"] for r in three] == [1, 3, 5, 6, 7]  # the first step, every 3 steps, the evaluations (5, 7)
+        for record, steps in zip(three, ([1], [2, 3], [4, 5], [6], [7])):
+            for key in set(record) - {"step", "lr", "seconds"}:
+                values = [r[key] for r in each if r["step"] in steps and key in r]
+                assert record[key] == pytest.approx(sum(values) / len(values), rel=1e-6), (method, key, steps)
+            assert record["lr"] == each[steps[-1] - 1]["lr"]
 
 
 def test_resume_without_checkpoint_says_so(tmp_path, tiny_model_dir):
@@ -252,3 +271,24 @@ def test_tensorboard_gets_what_the_log_gets(tmp_path, tiny_model_dir, monkeypatc
     monkeypatch.setitem(sys.modules, "torch.utils.tensorboard", None)  # not installed: the run logs to log.jsonl alone
     train.main(["--model", str(tiny_model_dir), *COMMON, "--method", "zero-shot", "--max-steps", "2", "--out", str(tmp_path / "plain")])
     assert (tmp_path / "plain" / "log.jsonl").exists() and not (tmp_path / "plain" / "tensorboard").exists()
+
+
+@pytest.mark.parametrize("method", ["xeroalign", "unicoder"])
+def test_batches_built_by_loader_workers_are_the_same(tmp_path, tiny_model_dir, method):
+    """Two worker processes build the steps' batches ahead, in turn: the same batches in the same
+    order, so the same losses and weights (dropout on; Unicoder's draws follow from the step)."""
+    argv = ["--model", str(tiny_model_dir), *COMMON, "--method", method, "--max-steps", "5", "--log-every", "1", "--no-test"]
+    inline = train.main(argv + ["--workers", "0", "--out", str(tmp_path / "inline")])
+    ahead = train.main(argv + ["--workers", "2", "--out", str(tmp_path / "ahead")])
+    assert losses(tmp_path / "ahead") == losses(tmp_path / "inline")
+    assert all(torch.equal(v, ahead.state_dict()[k]) for k, v in inline.state_dict().items())
+
+
+def test_compiled_model_trains_as_the_plain_one(tmp_path, tiny_model_dir):
+    """--compile (TorchInductor, dynamic shapes) gives the plain model's losses (without dropout,
+    whose compiled random draws differ)."""
+    argv = ["--model", str(tiny_model_dir), *COMMON, "--method", "zero-shot", "--max-steps", "3", "--log-every", "1", "--dropout", "0",
+            "--no-test"]
+    train.main(argv + ["--out", str(tmp_path / "plain")])
+    train.main(argv + ["--compile", "--out", str(tmp_path / "compiled")])
+    assert losses(tmp_path / "compiled") == pytest.approx(losses(tmp_path / "plain"), rel=1e-5)

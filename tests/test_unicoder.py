@@ -160,14 +160,14 @@ def pretrain_worker(rank, world_size, port, model_dir, out):
     import train
     join_process_group_env(rank, world_size, port)
     train.main(["--model", str(model_dir), "--method", "unicoder", "--target-langs", "de", "--batch-size", "8",
-                "--max-steps", "5", "--eval-every", "5", "--no-alignment", "--out", str(out)])
+                "--max-steps", "5", "--eval-every", "5", "--log-every", "1", "--no-alignment", "--out", str(out)])
 
 
 def test_pretraining_run_gives_a_checkpoint_other_methods_start_from(tmp_path, tiny_model_dir):
     import train
     out = tmp_path / "unicoder"
     train.main(["--model", str(tiny_model_dir), "--method", "unicoder", "--target-langs", "de,zh", "--batch-size", "8",
-                "--max-steps", "5", "--eval-every", "5", "--out", str(out)])
+                "--max-steps", "5", "--eval-every", "5", "--log-every", "1", "--out", str(out)])
     log = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
     assert [next(k for k in r if k in unicoder.TASKS) for r in log if "loss" in r] == list(unicoder.TASKS)  # one task per step, in turn
     results = json.loads((out / "results.json").read_text())

@@ -1,0 +1,31 @@
+"""bench_train.py runs end to end on the CPU: every method's row and transformers' baseline on the
+same batches, and the ratios it prints."""
+import re
+
+import pytest
+
+import bench_train
+from model import Config
+
+
+def test_bench_train_prints_each_method_and_the_baseline(tiny_model_dir, capsys):
+    pytest.importorskip("transformers")
+    bench_train.main(["--model", str(tiny_model_dir), "--methods", "translate-train,xeroalign,filter", "--batch-sizes", "4,8",
+                      "--steps", "2", "--warmup", "1", "--max-length", "48", "--target-langs", "de,zh", "--device", "cpu"])
+    out = capsys.readouterr().out
+    for batch in (4, 8):
+        table = out.split(f"batch {batch}\n")[1].split("\n\n")[0]
+        rows = {line.split(" | ")[0][2:]: line.split(" | ") for line in table.splitlines() if re.match(r"\| [a-z]", line)}
+        assert set(rows) == {"method", "translate-train", "xeroalign", "filter", "transformers"}
+        assert rows["translate-train"][-1] == "1.00 |" and float(rows["xeroalign"][-1][:-2]) > 0
+        texts = float(rows["xeroalign"][2]) * float(rows["xeroalign"][1])  # texts per step: a pair is two
+        assert texts == pytest.approx(2 * batch, rel=0.02)
+    assert re.search(r"translate-train: \d+\.\d\dx the texts/s of transformers' classifier padded to --max-length", out)
+
+
+def test_xlmr_shapes_with_random_weights(tiny_model_dir, tmp_path, monkeypatch):
+    monkeypatch.setitem(bench_train.SHAPES, "small", dict(hidden_size=16, num_layers=1, num_heads=2, ffn_size=24))
+    folder = bench_train.shaped_model(tiny_model_dir, "small", tmp_path)
+    config = Config.from_directory(folder)
+    assert (config.hidden_size, config.num_layers, config.max_positions) == (16, 1, 514)
+    assert (folder / "sentencepiece.bpe.model").exists()
