@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 import torch
 
 
-@dataclass
+@dataclass(slots=True)  # no per-example dict: a training set holds millions
 class Example:
     """One text (or text pair) in one language, as a reader gives it (tasks.py)."""
     id: str

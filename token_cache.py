@@ -72,16 +72,16 @@ class Pairs(Sequence):
 
 def pairs(sources, translations):
     """data.translation_pairs for two EncodedTexts: each translation with its source (same id), in
-    the order of the sources, sources without a translation dropped."""
-    by_id = {}
-    for t, k in enumerate(translations.id_index.tolist()):
-        by_id.setdefault(translations.example_ids[k], []).append(t)
-    source_index, translation_index = [], []
-    for position, k in enumerate(sources.id_index.tolist()):
-        found = by_id.get(sources.example_ids[k], ())
-        source_index += [position] * len(found)
-        translation_index += found
-    return Pairs(sources, translations, np.asarray(source_index, np.int64), np.asarray(translation_index, np.int64))
+    the order of the sources, sources without a translation dropped; computed on the arrays."""
+    table = {example_id: k for k, example_id in enumerate(translations.example_ids)}
+    wanted = np.asarray([table.get(example_id, -1) for example_id in sources.example_ids], np.int64)[sources.id_index]
+    order = np.argsort(translations.id_index, kind="stable")  # translation rows grouped by id, in file order
+    grouped = np.asarray(translations.id_index)[order]
+    starts, ends = np.searchsorted(grouped, wanted, "left"), np.searchsorted(grouped, wanted, "right")
+    counts = np.where(wanted >= 0, ends - starts, 0)
+    source_index = np.repeat(np.arange(len(wanted)), counts)
+    within = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)  # each pair's place in its source's group
+    return Pairs(sources, translations, source_index, order[np.repeat(starts, counts) + within])
 
 
 def key(examples, tokenizer, labels, max_length):

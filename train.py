@@ -186,8 +186,8 @@ class StopRequest:
         if self.requested:
             raise KeyboardInterrupt
         self.requested = True
-        print(f"\n{signal.Signals(signum).name}: stopping at the next log record (--log-every) to save a checkpoint (once more "
-              "to abort)", file=sys.stderr)
+        print(f"\n{signal.Signals(signum).name}: stopping after this step (several processes: at the next log record, "
+              "--log-every) to save a checkpoint (once more to abort)", file=sys.stderr)
 
     def close(self):
         for s, handler in self.previous.items():
@@ -368,8 +368,8 @@ def train(args):
                 log(out, {"step": state["step"], "loss": stats.pop("loss"), "lr": scheduler.get_last_lr()[0],
                           "seconds": round(time.time() - started, 3), **stats}, rank)
                 progress.set_postfix(loss=f"{window.last:.4f}")
-            else:
-                stopping = False
+            else:  # alone, a process stops at once; several agree on it at the next log record
+                stopping = stop.requested and world_size == 1
             if evaluating:
                 evaluate_and_save(args, out, method, raw, core, state, window.last, progress, rank)
                 model.train()

@@ -203,7 +203,7 @@ def test_sigterm_saves_a_checkpoint_and_resume_logs_each_step_once(tmp_path, tin
         time.sleep(0.2)
     process.send_signal(signal.SIGTERM)
     _, stderr = process.communicate(timeout=120)
-    assert process.returncode == 0 and "Traceback" not in stderr and "SIGTERM: stopping at the next log record" in stderr
+    assert process.returncode == 0 and "Traceback" not in stderr and "SIGTERM: stopping after this step" in stderr
     step = torch.load(out / "checkpoint.pt", weights_only=True)["step"]
     assert stderr.strip().endswith(f"stopped at step {step}; continue with the same command and --resume")
     assert steps_logged(out) == list(range(1, step + 1))
@@ -212,6 +212,22 @@ def test_sigterm_saves_a_checkpoint_and_resume_logs_each_step_once(tmp_path, tin
         f.write(json.dumps({"step": step + 1, "loss": 1.0}) + "\n" + '{"step": ')  # the last line cut by the kill
     done = command("train.py", *argv[2:], "--resume", "--stop-at", step + 2, cwd=tmp_path)
     assert done.returncode == 0 and steps_logged(out) == list(range(1, step + 3))
+
+
+def test_a_single_process_stops_after_the_step_not_at_the_next_log_record(tmp_path, tiny_model_dir):
+    out = tmp_path / "run"
+    argv = [sys.executable, str(ROOT / "train.py"), "--model", str(tiny_model_dir), "--target-langs", "de", "--batch-size", "4",
+            "--method", "zero-shot", "--max-steps", "100000", "--eval-every", "100000", "--log-every", "50000", "--no-alignment",
+            "--out", str(out)]
+    process = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    deadline = time.time() + 120
+    while time.time() < deadline and not ((out / "log.jsonl").exists() and steps_logged(out) == [1]):  # a phase's first step logs
+        time.sleep(0.2)
+    process.send_signal(signal.SIGTERM)
+    _, stderr = process.communicate(timeout=120)
+    step = torch.load(out / "checkpoint.pt", weights_only=True)["step"]
+    assert process.returncode == 0 and 1 < step < 50000 and stderr.strip().endswith(f"stopped at step {step}; continue with the "
+                                                                                   "same command and --resume")
 
 
 def test_divergence_stops_with_advice(tmp_path, tiny_model_dir):

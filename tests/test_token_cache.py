@@ -38,6 +38,12 @@ def test_cached_items_and_pairs_are_those_encoded_in_memory(cache, tiny_model_di
     lengths = [max(len(s.ids), len(t.ids)) for s, t in expected]
     assert cached.lengths() == lengths and len(cached) == len(expected) and cached[-1][1].id == expected[-1][1].id
     assert len(list(cache.iterdir())) == 2  # one entry per set of examples, each built once
+    # sources without a translation are dropped, translations in another order keep theirs
+    some = task.train["zh"][::-1] + task.train["de"][7:]
+    cached = token_cache.encode(sources, tokenizer, task.labels, 24).pair_with(token_cache.encode(some, tokenizer, task.labels, 24))
+    expected = data.translation_pairs(data.encode_examples(sources, tokenizer, task.labels, 24),
+                                      data.encode_examples(some, tokenizer, task.labels, 24))
+    assert [(plain([s])[0], plain([t])[0]) for s, t in cached] == [(plain([s])[0], plain([t])[0]) for s, t in expected]
 
 
 def test_an_entry_is_named_by_everything_that_decides_its_ids(cache, tiny_model_dir, monkeypatch):
