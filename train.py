@@ -118,9 +118,9 @@ def add_run_arguments(p):
     g.add_argument("--eval-every", type=cli.positive_int, default=50, help="steps between evaluations on the source dev set (the best "
                    "model goes to OUT/best)")
     g.add_argument("--save-every", type=cli.positive_int, default=500, help="steps between writes of OUT/checkpoint.pt, the "
-                   "resume checkpoint with the optimizer (one is kept; a stopped run writes one too)")
+                   "resume checkpoint with the optimizer (one is kept; a stopped run writes one too; default: 500)")
     g.add_argument("--log-every", type=cli.positive_int, default=10, help="steps between log records (their mean loss); the "
-                   "losses stay on the device in between")
+                   "losses stay on the device in between (default: 10)")
     g.add_argument("--dev-langs", default="source", choices=["source", "all"], help="dev languages to log (selection is always on the source)")
     g.add_argument("--eval-batch-size", type=cli.positive_int, default=64)
     g.add_argument("--no-alignment", action="store_true", help="skip CKA and retrieval before and after training")
