@@ -89,7 +89,7 @@ class Teacher:
     fly, or looked up in a cache of all of them, keyed by (id, language)."""
 
     def __init__(self, checkpoint=None, cache=None, device="cpu", kind="filter"):
-        self.model, self.cache = None, None
+        self.model, self.cache, self.device, self.complete = None, None, device, False  # complete: the cache has every pair
         if cache is not None:
             self.cache = load_torch_file(cache, "teacher cache")
             if not isinstance(self.cache, dict):
@@ -116,7 +116,8 @@ class Teacher:
             return out
         if self.model is None:
             raise ValueError("the teacher cache lacks some training pairs and no --teacher checkpoint was given to compute them")
-        return self.model(source_ids, source_mask, target_ids, target_mask)[1].float()
+        inputs = (x.to(self.device) for x in (source_ids, source_mask, target_ids, target_mask))
+        return self.model(*inputs)[1].float().to(target_ids.device)  # on the batch's device (the CPU, until the step copies it)
 
     @torch.no_grad()
     def build_cache(self, tokenizer, pairs, batch_size, device, rank=0, world_size=1):
@@ -130,6 +131,7 @@ class Teacher:
             for b, (_, target) in enumerate(batch):
                 mine[f"{target.id}\t{target.lang}"] = logits[b] if logits.dim() == 2 else logits[b, :len(target.ids)].clone()
         self.cache = {k: v for part in distributed.gather(mine) for k, v in part.items()}
+        self.complete = True
         return self.cache
 
 

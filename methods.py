@@ -152,6 +152,11 @@ class Method:
         """Whether --teacher (a trained model's soft labels) applies."""
         return False
 
+    def batches_run_a_model(self):
+        """Whether making a batch runs a model (a teacher's forward pass): then the batches are
+        made in the training process, where the model's device is (train.loader_workers)."""
+        return False
+
     def training_items(self, extra=()):
         """The encoded training items: the source's texts (and `extra` labelled texts), with their
         translations for translate-train; for pair methods, every (source, translation) pair."""
@@ -321,6 +326,9 @@ class PairMethod(Method):
     draws = "pairs"
     test_inputs = ("oracle", "translation", "text")  # "text": the plain classifier on the target alone, an ablation
     teacher = None  # fusion.Teacher, set by wrap()
+
+    def batches_run_a_model(self):
+        return self.teacher is not None and self.teacher.model is not None and not self.teacher.complete
 
     def make_batch(self, items, weights, step):
         sources, targets = zip(*items)

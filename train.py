@@ -434,11 +434,22 @@ def batch_loader(args, method, phases, start):
     """An iterator over the steps' micro-batches, built by --workers processes ahead of the step and
     pinned in page-locked memory on CUDA, so that the copies to the device do not wait (train_step)."""
     cuda = method.run.device.startswith("cuda")
-    workers = args.workers if args.workers is not None else 2 if cuda else 0
+    workers = loader_workers(args.workers, cuda, method.batches_run_a_model())
     loader = torch.utils.data.DataLoader(StepBatches(args, method, phases, start), batch_size=None, num_workers=workers,
                                          pin_memory=cuda, prefetch_factor=4 if workers else None,
                                          generator=torch.Generator())  # its own: drawing from the global one would change dropout
     return iter(loader)
+
+
+def loader_workers(asked, cuda, batches_run_a_model):
+    """--workers, or by default 2 on CUDA and none on the CPU, whose cores the step needs. None
+    where making a batch runs a model on CUDA (a teacher), which a forked worker cannot use."""
+    if batches_run_a_model and cuda:
+        if asked:
+            print(f"note: --workers {asked} ignored: making a batch runs the teacher on CUDA, which loader processes cannot use",
+                  file=sys.stderr)
+        return 0
+    return asked if asked is not None else 2 if cuda else 0
 
 
 def step_batches(args, method, phases, step, plans):
