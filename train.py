@@ -455,16 +455,19 @@ def loader_workers(asked, cuda, batches_run_a_model):
 def step_batches(args, method, phases, step, plans):
     """This process's micro-batches of a step, on the CPU, each with its share of the global batch:
     [(batch, share)]. They follow from the step alone (its phase, the epoch's batch order from the
-    seed), so a resumed run picks up where it stopped. `plans` keeps an epoch's batch order."""
+    seed), so a resumed run picks up where it stopped. `plans` keeps the phase's item lengths and
+    the epoch's batch order."""
     run = method.run
     phase, start = phase_at(phases, step)
     epoch, position = divmod(step - start, math.ceil(len(phase.items) / args.batch_size))
     if (phase.name, epoch) not in plans:
+        lengths = plans.get(phase.name) or method.lengths(phase.items)  # once per phase, not per epoch
         plans.clear()
-        plans[(phase.name, epoch)] = data.epoch_batches(method.lengths(phase.items), args.batch_size, epoch,
-                                                        args.seed, group_by_length=args.group_by_length)
+        plans[phase.name] = lengths
+        plans[(phase.name, epoch)] = data.epoch_batches(lengths, args.batch_size, epoch, args.seed, group_by_length=args.group_by_length)
     global_batch = plans[(phase.name, epoch)][position]
-    units = {i: method.units(phase.items[i]) for i in global_batch}
+    items = {i: phase.items[i] for i in global_batch}  # read once (from the token cache, each read builds the item)
+    units = {i: method.units(item) for i, item in items.items()}
     micro_size, out = args.batch_size // args.grad_accum, []
     for micro in range(args.grad_accum):
         chunk = global_batch[micro * micro_size:(micro + 1) * micro_size]
@@ -474,7 +477,7 @@ def step_batches(args, method, phases, step, plans):
         # units: examples, or scored tokens), so that the step's gradient is that of the mean loss
         # over the whole global batch, whatever the process count.
         share = sum(w * units[i] for i, w in zip(index, weights)) / sum(units[i] for i in global_batch)
-        out.append((phase.make_batch([phase.items[i] for i in index], weights, step), share))
+        out.append((phase.make_batch([items[i] for i in index], weights, step), share))
     return out
 
 
