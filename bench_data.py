@@ -7,10 +7,13 @@ XNLI layout (train-en.tsv and its translations in translate-train/), read by tra
 It runs `train.py --method translate-train --max-steps 1` in fresh processes, each into a new
 --out, twice on a small set (a tenth of the pairs) and twice on the full set, with a token cache
 ($MINXLT_CACHE/tokens, a temporary one here) that the first run on a set builds and the second
-reuses. Per run it prints the process's CPU time (user + system) and peak resident memory; the
-memory per training pair is the peak's growth from the small set to the full one, per pair
-added, which leaves out the model and optimizer. The texts are words drawn from the bundled corpus, premises of about 20 words and
-hypotheses of about 10, as in XNLI.
+reuses. Per run it prints the process's CPU time (user + system) and peak resident memory. The
+memory per training pair comes from a process that does what train.py does before it loads the
+model (`data_stage`: the task, the training items, the padding report, the first step's batch),
+on the small set and on the full one: its peak's growth per pair added. (A whole run's peak also
+holds the model, the optimizer and the first batch's activations, whose size follows the
+batch's length, not the set's.) The texts are words drawn from the bundled corpus, premises of
+about 20 words and hypotheses of about 10, as in XNLI.
 """
 import argparse
 import os
@@ -24,6 +27,7 @@ import demo_corpus
 from prepare_default import default_model
 
 LABELS = ("entailment", "neutral", "contradiction")
+HERE = Path(__file__).parent
 
 
 def words_by_lang():
@@ -50,16 +54,31 @@ def write_xnli(folder, pairs, langs, seed=0):
             f.writelines(f"{a}\t{b}\t{sentence(rng, words[lang], 20)}\t{sentence(rng, words[lang], 10)}\t{label}\n" for a, b, label in english)
 
 
-def measure(data, out, cache, model):
-    """(CPU seconds, peak resident MiB) of a train.py process that reads the set and takes one step."""
-    command = [sys.executable, "train.py", "--method", "translate-train", "--task", "xnli", "--data", str(data), "--model", model,
-               "--out", str(out), "--max-steps", "1", "--no-test", "--no-alignment", "--seed", "0"]
-    process = subprocess.Popen(command, env=dict(os.environ, MINXLT_CACHE=str(cache)), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+def command(data, out, model):
+    return ["--method", "translate-train", "--task", "xnli", "--data", str(data), "--model", model, "--out", str(out), "--max-steps", "1",
+            "--no-test", "--no-alignment", "--seed", "0"]
+
+
+def measure(argv, cache):
+    """(CPU seconds, peak resident MiB) of a fresh process running `argv` (Python's arguments)."""
+    process = subprocess.Popen([sys.executable, *argv], env=dict(os.environ, MINXLT_CACHE=str(cache)), stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE)
     stderr = process.stderr.read()
     _, status, usage = os.wait4(process.pid, 0)
     if status != 0:
-        sys.exit(f"train.py failed:\n{stderr.decode()[-2000:]}")
+        sys.exit(f"{argv[0]} failed:\n{stderr.decode()[-2000:]}")
     return usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
+
+
+def data_stage(argv):
+    """What train.train does before it loads the model, on train.py's arguments."""
+    import train
+    from registry import METHODS
+    args = train.get_args(argv)
+    method = METHODS[args.method](args, train.load_run(args, Path(args.model), "cpu", 0, 1))
+    items, phases = train.training_data(args, method)
+    train.padding_report(args, method, phases)
+    train.step_batches(args, method, phases, 0, {})
 
 
 def main(argv=None):
@@ -75,20 +94,26 @@ def main(argv=None):
         small, full = max(args.pairs // 10, 1), args.pairs
         write_xnli(tmp / "small", small, langs)
         write_xnli(tmp / "full", full, langs)
-        rows = [(f"{size} set, cache {how}", n, *measure(tmp / size, tmp / f"out-{size}-{how}", tmp / "cache", model))
-                for size, n in (("small", small), ("full", full)) for how in ("built", "reused")]
+        runs = [(size, n, how) for size, n in (("small", small), ("full", full)) for how in ("built", "reused")]
+        rows = [(f"{size} set, cache {how}", n, *measure([str(HERE / "train.py"), *command(tmp / size, tmp / f"out-{size}-{how}", model)], tmp / "cache"))
+                for size, n, how in runs]
+        stage = {size: measure([str(HERE / "bench_data.py"), "--data-stage", *command(tmp / size, tmp / f"out-{size}-stage", model)], tmp / "cache")[1]
+                 for size in ("small", "full")}
         entry = sum(f.stat().st_size for f in (tmp / "cache" / "tokens").rglob("*") if f.is_file())
     texts = lambda n: n * (1 + len(langs))  # English pairs and their translations: the training pairs
     print(f"XNLI layout, {full} English pairs x {1 + len(langs)} languages = {texts(full)} training pairs; one step of translate-train\n")
     print("| run | training pairs | CPU s | peak MiB |\n|---|---|---|---|")
     for name, n, cpu, rss in rows:
         print(f"| {name} | {texts(n)} | {cpu:.1f} | {rss:.0f} |")
-    (_, n0, _, built0), (_, _, _, reused0), (_, n1, cpu1, built1), (_, _, cpu2, reused1) = rows
-    added = texts(n1) - texts(n0)
+    (_, n0, _, _), _, (_, n1, cpu1, _), (_, _, cpu2, _) = rows
     print(f"\nCPU time to the first step, cache reused / built: {cpu2 / cpu1:.2f}")
-    print(f"peak memory per training pair: {(built1 - built0) * 2 ** 20 / added:.0f} B building the cache, "
-          f"{(reused1 - reused0) * 2 ** 20 / added:.0f} B reusing it")
+    print(f"before the model, cache reused: peak {stage['small']:.0f} MiB on the small set, {stage['full']:.0f} MiB on the full set: "
+          f"{(stage['full'] - stage['small']) * 2 ** 20 / (texts(n1) - texts(n0)):.0f} B per training pair")
     print(f"token cache on disk: {entry / (texts(n0) + texts(n1)):.0f} B per training pair")
 
+
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:2] == ["--data-stage"]:
+        data_stage(sys.argv[2:])
+    else:
+        main()

@@ -57,8 +57,8 @@ def shaped_model(model_dir, shape, folder):
 
 def source_batches(run, batch_size, steps):
     """Per step: --batch-size (source, translation) pairs into one target language drawn per step."""
-    task, encode = run.task, run.encode
-    pairs = run.level.pair(encode(task.train[task.source]), encode([e for lang in task.targets for e in task.train[lang]]))
+    task = run.task
+    pairs = run.level.pair(run.training_texts([task.source]), run.training_texts(task.targets))
     by_source = {}
     for source, translation in pairs:
         by_source.setdefault(source.id, {}).setdefault(translation.lang, (source, translation))

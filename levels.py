@@ -41,11 +41,9 @@ class Level:
         return data.encode_examples(examples, tokenizer, task.labels, max_length)
 
     def pair(self, sources, translations):
-        """(source, translation) pairs of encoded items: each translation with its source (by
-        index, where the items come from the token cache)."""
-        if hasattr(sources, "pair_with"):
-            return sources.pair_with(translations)
-        return data.translation_pairs(sources, translations)
+        """(source, translation) pairs of the training texts (token_cache.Texts): each translation
+        with its source, by index."""
+        return sources.pair_with(translations)
 
     def units(self, item):
         """What a loss averages over, counted in one encoded item: here an example."""
@@ -145,6 +143,10 @@ class Word(Level):
 
     def encode(self, examples, tokenizer, task, max_length):
         return data.encode_tagged(examples, tokenizer, task.labels, max_length, task.intents)
+
+    def pair(self, sources, translations):
+        """Each translation with its source (same id), in the order of the sources."""
+        return data.translation_pairs(sources, translations)
 
     def units(self, item):
         """Scored tokens: a word-level loss is a mean over words, so shares of a batch count them."""

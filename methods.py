@@ -18,7 +18,7 @@ What differs between task levels (sentence labels, word labels, answer spans) a 
 `self.run.level` (levels.py), so that its loss is written once for all three.
 """
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
@@ -43,16 +43,39 @@ class Run:
     world_size: int = 1
     num_layers: int = 12    # the encoder's depth (some papers' settings scale with it)
     max_positions: int = 512  # the longest input the encoder's positions hold
+    cache: dict = field(default_factory=dict, repr=False)  # {lang: the token cache's EncodedTexts of its training examples}
 
     @property
     def level(self):
         return LEVELS[self.task.level]
 
-    def encode(self, examples, cache=False):
-        """Encoded items of examples; a training set (`cache`) from the token cache, where the level's items fit it."""
-        if cache and self.level.caches_tokens:
-            return token_cache.encode(examples, self.tokenizer, self.task.labels, self.max_length, self.rank)
+    def encode(self, examples):
+        """Encoded items of examples, as the task level encodes them."""
         return self.level.encode(examples, self.tokenizer, self.task, self.max_length)
+
+    def training_texts(self, langs, extra=()):
+        """The training examples of `langs`, in order, then `extra` (--extra-train), encoded: from the
+        token cache (token_cache.py) where the task level's items fit it, else in memory."""
+        if not self.level.caches_tokens:
+            return self.encode([e for lang in langs for e in self.task.train[lang]] + list(extra))
+        parts = list(self.cached_texts(langs).values())
+        if extra:
+            parts.append(token_cache.encode(list(extra), self.tokenizer, self.task.labels, self.max_length, self.rank))
+        return token_cache.join(parts)
+
+    def cached_texts(self, langs):
+        """{lang: the token cache's EncodedTexts of its training examples}, read once per run."""
+        wanted = [lang for lang in langs if lang not in self.cache]
+        if wanted:
+            self.cache.update(token_cache.training_texts(self.task.train, wanted, self.tokenizer, self.task.labels, self.max_length,
+                                                         self.rank, self.world_size))
+        return {lang: self.cache[lang] for lang in langs}
+
+    def train_sizes(self, langs):
+        """{lang: how many training examples it has} (from the token cache, where it holds them)."""
+        if self.level.caches_tokens:
+            return {lang: len(texts) for lang, texts in self.cached_texts(langs).items()}
+        return {lang: len(self.task.train[lang]) for lang in langs}
 
 
 @dataclass
@@ -99,7 +122,7 @@ class Method:
         if getattr(args, "epochs", None):
             if "max_steps" in given:
                 raise InputError("give --max-steps or --epochs, not both (--preset paper sets --epochs where the paper gives them)")
-            args.max_steps = math.ceil(len(run.task.train[run.task.source]) / args.batch_size) * args.epochs
+            args.max_steps = math.ceil(run.train_sizes([run.task.source])[run.task.source] / args.batch_size) * args.epochs
         for name, value in self.defaults(run.task.level, run.num_layers).items():
             if getattr(args, name) is None:
                 setattr(args, name, value)
@@ -130,8 +153,9 @@ class Method:
             raise InputError(f"--extra-train adds labelled sentences; --task {args.task} {self.run.level.description}")
         if extra and self.draws != "texts":
             raise InputError(f"--extra-train adds single labelled texts, which --method {self.name} (trained on pairs) cannot use")
-        missing = [lang for lang in task.targets if not task.train[lang]]
-        if self.uses_translations() and missing:
+        sizes = self.run.train_sizes(task.targets) if self.uses_translations() else {}
+        missing = [lang for lang, size in sizes.items() if not size]
+        if missing:
             raise InputError(f"--method {self.name} trains on translations of the source's training examples, and --task {args.task} "
                              f"has none in {', '.join(missing)} (they come from: {task.translations}); leave those languages out "
                              "of --target-langs, or use --method zero-shot")
@@ -160,12 +184,10 @@ class Method:
     def training_items(self, extra=()):
         """The encoded training items: the source's texts (and `extra` labelled texts), with their
         translations for translate-train; for pair methods, every (source, translation) pair."""
-        task, encode = self.run.task, lambda examples: self.run.encode(examples, cache=True)
+        run, task = self.run, self.run.task
         if self.draws == "pairs":
-            sources = encode(task.train[task.source] + list(extra))
-            return self.run.level.pair(sources, encode([e for lang in task.targets for e in task.train[lang]]))
-        langs = [task.source, *task.targets] if self.translations else [task.source]
-        return encode([e for lang in langs for e in task.train[lang]] + list(extra))
+            return run.level.pair(run.training_texts([task.source], extra), run.training_texts(task.targets))
+        return run.training_texts([task.source, *task.targets] if self.translations else [task.source], extra)
 
     def phases(self, items):
         """The training phases, in order; most methods have one, over --max-steps."""

@@ -14,6 +14,7 @@ from pathlib import Path
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from torch.utils.checkpoint import checkpoint
 
 from tokenizer import Tokenizer
 from weights import CheckpointError, load_checkpoint_weights, load_safetensors, save_safetensors
@@ -174,6 +175,7 @@ class Layer(nn.Module):
         self.ffn_norm = nn.LayerNorm(H, eps=c.layer_norm_eps)
         self.dropout = nn.Dropout(c.dropout)
         self.attention_dropout = c.attention_dropout
+        self.checkpointed = False  # Encoder.checkpoint_layers
 
     def attention(self, x, mask=None, context=None, context_mask=None, return_probs=False):
         """Multi-head attention of x over itself, or over `context` (keys and values from another
@@ -204,6 +206,11 @@ class Layer(nn.Module):
         return self.ffn_norm(x + self.dropout(self.ffn_out(F.gelu(self.ffn_in(x)))))
 
     def forward(self, x, mask=None):
+        if self.checkpointed and torch.is_grad_enabled():
+            return checkpoint(self.layer, x, mask, use_reentrant=False)  # the same dropout draws when recomputed
+        return self.layer(x, mask)
+
+    def layer(self, x, mask=None):
         x = self.attn_norm(x + self.dropout(self.attention(x, mask)))
         return self.feed_forward(x)
 
@@ -240,6 +247,14 @@ class Encoder(nn.Module):
             nn.init.normal_(module.weight, std=0.02)
         if isinstance(module, nn.Linear):
             nn.init.zeros_(module.bias)
+
+    def checkpoint_layers(self, on=True):
+        """Gradient checkpointing: a layer keeps only its input for the backward pass, where it runs
+        again, with the same dropout draws. Training keeps one layer's activations at a time instead
+        of all of them (on CPU, attention with dropout keeps its (B, heads, T, T) probabilities), for
+        one more forward pass per step; the gradients are the same."""
+        for layer in self.layers:
+            layer.checkpointed = on
 
     def add_lm_head(self):
         """Give the encoder a freshly initialised masked-LM head (for checkpoints that have none)."""

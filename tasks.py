@@ -1,5 +1,7 @@
 """Tasks: readers for the formats people have on disk, and each task's layout (its languages,
 labels, level and files), which `load_task` reads into a Task of examples per split and language.
+The training split is read when a language is first asked for (TrainSplit): evaluation never
+reads it, and a run whose token cache holds it (token_cache.py) does not either.
 
 Every reader checks what it reads and stops at the first problem with the file and line
 (DataError); known-noisy machine-translated files are the exception, where bad rows are skipped
@@ -14,6 +16,7 @@ import random
 import sys
 import zlib
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -463,6 +466,67 @@ def pair_by_id(sources, targets, what="translations"):
     return by_id
 
 
+class TrainSplit(Mapping):
+    """A task's training examples, {lang: [Example]}, read from the files when a language is first
+    asked for: evaluation never reads them, and neither does a run whose token cache holds them
+    (token_cache.py). A language is checked as it is read, as `check_splits` checks the other
+    splits, and a target's examples against the source's (`pair_by_id`)."""
+
+    def __init__(self, name, layout, source, langs, where):
+        self.name, self.layout, self.source, self.langs, self.where = name, layout, source, list(langs), where
+        self.examples = {}
+
+    @classmethod
+    def given(cls, examples):
+        """A training split of examples already in memory (a few-shot sample of one, a test's)."""
+        split = cls(None, None, None, examples, None)
+        split.examples = dict(examples)
+        return split
+
+    def __getitem__(self, lang):
+        if lang not in self.examples:
+            if lang not in self.langs:
+                raise KeyError(lang)
+            self.examples[lang] = self.read(lang)
+        return self.examples[lang]
+
+    def __iter__(self):
+        return iter(self.langs)
+
+    def __len__(self):
+        return len(self.langs)
+
+    def read(self, lang):
+        """A language's examples, checked, without keeping them (the token cache builds an entry from them)."""
+        if self.layout is None:
+            return self.examples[lang]
+        examples = self.layout.read(lang, "train")
+        check_split(self.name, "train", lang, examples, self.source, self.where)
+        if lang != self.source:
+            pair_by_id(self[self.source], examples, f"{self.name} train translations into {lang}")
+        return examples
+
+    def release(self):
+        """Let go of the examples read so far (the token cache holds them now); they are read again if asked for."""
+        if self.layout is not None:
+            self.examples.clear()
+            self.layout.files.clear()
+
+    def files(self, lang):
+        """The files whose bytes decide a language's training examples: its own, and for a target
+        the source's, which its examples are checked against; None where the layout does not name
+        them (then only reading the examples tells what they are)."""
+        if self.layout is None:
+            return None
+        own = self.layout.train_files(lang)
+        files = own if lang == self.source or own is None else own + (self.layout.train_files(self.source) or [None])
+        return files if files is not None and all(f is not None and f.is_file() for f in files) else None
+
+    def reader(self):
+        """What turns the files into examples, for the token cache's key: the layout's name and the source language."""
+        return [type(self.layout).__name__, self.source]
+
+
 @dataclass
 class Task:
     """Labels, a source language, target languages, and per-split examples by language."""
@@ -470,7 +534,7 @@ class Task:
     labels: list
     source: str
     targets: list
-    train: dict  # {lang: [Example]}; target languages hold the translations of the source's examples
+    train: TrainSplit  # {lang: [Example]}, read when asked for; target languages hold the translations of the source's examples
     dev: dict
     test: dict
     level: str = "sentence"  # or "word": a label per word (BIO slots, POS); or "span": extractive QA (levels.LEVELS)
@@ -481,6 +545,10 @@ class Task:
     parallel: bool = True  # dev and test parallel across languages by id (CKA, retrieval and the oracle need it)
     translations: str = "the target languages' training files"  # where training translations come from, for messages
     test_translations: str | None = None  # the test texts' translations as the data folder has them (--test-translations)
+
+    def __post_init__(self):
+        if not isinstance(self.train, TrainSplit):
+            self.train = TrainSplit.given(self.train)
 
 
 SIB200_LANGS = ["eng_Latn", "deu_Latn", "fra_Latn", "spa_Latn", "rus_Cyrl", "zho_Hans", "arb_Arab", "hin_Deva", "swh_Latn",
@@ -564,6 +632,11 @@ class Layout:
             self.files[key] = read()
         return self.files[key]
 
+    def train_files(self, lang):
+        """The files a language's training examples are read from, where the token cache may name
+        an entry by their bytes (sentence-level layouts); None: only reading tells."""
+        return None
+
     def round_trip(self):
         """{id: Example}: round-trip translations of the source's training examples, where the task has them."""
         return {}
@@ -600,6 +673,9 @@ class Sib200(Layout):
     def read(self, lang, split):
         return read_sib200(self.directory, lang, split)
 
+    def train_files(self, lang):
+        return [self.directory / lang / "train.tsv"]
+
 
 class Xnli(Layout):
     """<data>/XNLI-1.0/xnli.{dev,test}.tsv and <data>/XNLI-MT-1.0/multinli/multinli.train.<lang>.tsv,
@@ -615,8 +691,11 @@ class Xnli(Layout):
 
     def read(self, lang, split):
         if split == "train":
-            return read_xnli_mt(self.directory / "XNLI-MT-1.0" / "multinli" / f"multinli.train.{lang}.tsv", lang)
+            return read_xnli_mt(self.train_files(lang)[0], lang)
         return read_xnli(self.directory / "XNLI-1.0" / f"xnli.{split}.tsv", lang)
+
+    def train_files(self, lang):
+        return [self.directory / "XNLI-MT-1.0" / "multinli" / f"multinli.train.{lang}.tsv"]
 
 
 class Pawsx(Layout):
@@ -635,6 +714,9 @@ class Pawsx(Layout):
         names = {"train": ["train.tsv"] if lang == self.source else ["translated_train.tsv"],
                  "dev": ["dev.tsv", "dev_2k.tsv"], "test": ["test.tsv", "test_2k.tsv"]}[split]
         return read_pawsx(first_existing(self.directory / lang, names), lang)
+
+    def train_files(self, lang):
+        return [self.directory / lang / ("train.tsv" if lang == self.source else "translated_train.tsv")]
 
 
 class Udpos(Layout):
@@ -699,9 +781,12 @@ class XtremePairs(Layout):
 
     def read(self, lang, split):
         if split == "train" and lang != self.source:
-            path = self.directory / "translate-train" / f"en-{lang}-translated.tsv"
+            path = self.train_files(lang)[0]
             return read_xtreme_translations(path, lang, self.labels, self.read(self.source, "train")) if path.is_file() else []
         return self.once((lang, split), lambda: read_xtreme_pairs(self.directory / f"{split}-{lang}.tsv", lang, self.labels))
+
+    def train_files(self, lang):
+        return [self.directory / ("train-en.tsv" if lang == self.source else f"translate-train/en-{lang}-translated.tsv")]
 
     def test_translations(self):
         folder = self.directory / "translate-test"
@@ -834,7 +919,8 @@ def load_task(name, data_dir=None, source=None, targets=None):
     """The task's examples, read as its Layout says (the task names are LAYOUTS'). The source
     needs labelled train, dev and test examples; a target needs test examples, and has training
     examples where the task has translations. Test files without labels (XTREME's) are read
-    for predictions, and are not scored."""
+    for predictions, and are not scored. Dev and test are read and checked here; the training
+    files when a language's examples are first asked for (TrainSplit)."""
     if name not in LAYOUTS:
         raise InputError(f"unknown task {name!r}: choose {', '.join(LAYOUTS)}")
     layout = LAYOUTS[name].for_folder(data_dir)(data_dir, source or LAYOUTS[name].source)
@@ -848,30 +934,33 @@ def load_task(name, data_dir=None, source=None, targets=None):
     if unknown:
         where = f" in {data_dir} (a language's files: {layout.pattern})" if layout.needs_data else ""
         raise InputError(f"task {name} has no language(s) {', '.join(unknown)}{where}; it has {', '.join(langs) or 'none'}")
-    splits = {split: {lang: layout.read(lang, split) for lang in [source, *targets]} for split in ("train", "dev", "test")}
-    check_splits(name, splits, source, data_dir)
-    pair_by_id(splits["train"][source], [e for lang in targets for e in splits["train"][lang]], f"{name} train translations")
-    return Task(name, list(layout.labels), source, targets, **splits, level=layout.level, round_trip=layout.round_trip(),
-                intents=layout.intents, parallel=layout.parallel, translations=layout.translations,
-                test_translations=layout.test_translations())
+    where = f"(read from {data_dir or 'the bundled corpus'})"
+    evaluation = {split: {lang: layout.read(lang, split) for lang in [source, *targets]} for split in ("dev", "test")}
+    check_splits(name, evaluation, source, where)
+    return Task(name, list(layout.labels), source, targets, TrainSplit(name, layout, source, [source, *targets], where), **evaluation,
+                level=layout.level, round_trip=layout.round_trip(), intents=layout.intents, parallel=layout.parallel,
+                translations=layout.translations, test_translations=layout.test_translations())
 
 
-def check_splits(name, splits, source, data_dir):
+def check_splits(name, splits, source, where):
     """Refuse what would be scored as nothing: an empty split of the source, or a target without
     test examples (a score of no examples would be a silent 0); training and dev examples
     without labels; a split of a language that is partly labelled."""
-    where = f"(read from {data_dir or 'the bundled corpus'})"
     for split, by_lang in splits.items():
         for lang, examples in by_lang.items():
-            if not examples and (lang == source or split == "test"):
-                raise InputError(f"task {name}: no {split} examples in {lang} {where}; check the files, or leave the language out "
-                                 "of --source-lang/--target-langs")
-            unlabelled = sum(not e.labelled for e in examples)
-            if unlabelled and (split != "test" or unlabelled < len(examples)):
-                first = next(e.id for e in examples if not e.labelled)
-                raise InputError(f"task {name}: {unlabelled} of the {len(examples)} {split} examples in {lang} have no label, "
-                                 f"first {first!r} {where}; " + ("only test files may be unlabelled (XTREME's are)" if split != "test"
-                                                                 else "a test file is labelled throughout or not at all"))
+            check_split(name, split, lang, examples, source, where)
+
+
+def check_split(name, split, lang, examples, source, where):
+    if not examples and (lang == source or split == "test"):
+        raise InputError(f"task {name}: no {split} examples in {lang} {where}; check the files, or leave the language out "
+                         "of --source-lang/--target-langs")
+    unlabelled = sum(not e.labelled for e in examples)
+    if unlabelled and (split != "test" or unlabelled < len(examples)):
+        first = next(e.id for e in examples if not e.labelled)
+        raise InputError(f"task {name}: {unlabelled} of the {len(examples)} {split} examples in {lang} have no label, "
+                         f"first {first!r} {where}; " + ("only test files may be unlabelled (XTREME's are)" if split != "test"
+                                                         else "a test file is labelled throughout or not at all"))
 
 
 def few_shot(task, fraction=1.0, translated=None, seed=0):

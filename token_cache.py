@@ -1,18 +1,26 @@
 """The token cache: a training set's sentence-level texts tokenized once, into arrays on disk that
 every later run, and every process of a run, reads memory-mapped.
 
-A cache entry is a folder in $MINXLT_CACHE/tokens/ (the default model's cache directory) named by
-a hash of the tokenizer's fingerprint, --max-length, the labels and every example's id, language,
-texts and label, so that a change to any of them is a new entry. It holds the token ids of all
-texts in one int32 array with each text's offset, the label indices, and each text's language and
-id as indices into small tables. A process holds a few bytes per text and the operating system
-shares the ids between processes; a text becomes an Encoded item only when a batch reads it.
+A cache entry is a folder in $MINXLT_CACHE/tokens/ (the default model's cache directory) holding
+one language's training examples of a task. Where the task names the files they are read from
+(tasks.Layout.train_files: XNLI, PAWS-X, SIB-200), the entry is named by a hash of those files'
+bytes, the tokenizer's fingerprint, --max-length, the labels and this code (the readers and
+tokenizer); a run finds its entry without parsing the files. Otherwise (the bundled corpus,
+--extra-train) it is named by a hash of every example. A change to any of these is a new entry.
+
+An entry holds the token ids of all texts in one int32 array with each text's offset, the label
+indices, and each text's language and id as indices into small tables. A process holds a few
+bytes per text and the operating system shares the ids between processes; a text becomes an
+Encoded item only when a batch reads it. The entries of several languages are read as one
+sequence (Joined), and pairs are index arrays into them (Pairs).
 """
+import bisect
 import hashlib
 import json
 import os
 import shutil
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 
@@ -21,9 +29,33 @@ from data import Encoded, encode_examples
 from prepare_default import cache_dir
 
 CHUNK = 10000  # texts tokenized at once while building an entry
+READERS = ("tasks.py", "data.py", "tokenizer.py", "token_cache.py")  # the code that turns files into an entry
 
 
-class EncodedTexts(Sequence):
+class Items(Sequence):
+    """Items made when they are read (`item(i)`), indexed as a list is."""
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        i = i + len(self) if i < 0 else i
+        if not 0 <= i < len(self):
+            raise IndexError(i)
+        return self.item(i)
+
+
+class Texts(Items):
+    """What EncodedTexts and Joined share: lengths and pairing, on their arrays."""
+
+    def lengths(self):
+        """Every text's tokens."""
+        return self.token_lengths().tolist()
+
+    def pair_with(self, translations):
+        return pairs(self, translations)
+
+
+class EncodedTexts(Texts):
     """Encoded sentence-level items backed by arrays: item i is made when it is read."""
 
     def __init__(self, ids, offsets, labels, langs, id_index, lang_names, example_ids):
@@ -33,24 +65,51 @@ class EncodedTexts(Sequence):
     def __len__(self):
         return len(self.labels)
 
-    def __getitem__(self, i):
-        if isinstance(i, slice):
-            return [self[j] for j in range(*i.indices(len(self)))]
-        i = i + len(self) if i < 0 else i
-        if not 0 <= i < len(self):
-            raise IndexError(i)
+    def item(self, i):
         a, b = self.offsets[i], self.offsets[i + 1]
         return Encoded(self.ids[a:b].tolist(), int(self.labels[i]), self.lang_names[self.langs[i]], self.example_ids[self.id_index[i]])
 
-    def lengths(self):
-        return np.diff(self.offsets).tolist()
+    def token_lengths(self):
+        return np.diff(self.offsets)
 
-    def pair_with(self, translations):
-        return pairs(self, translations)
+    def id_codes(self, table):
+        """Each text's example id as its number in `table` ({id: number}), -1 where it has none."""
+        return np.asarray([table.get(example_id, -1) for example_id in self.example_ids], np.int64)[self.id_index]
+
+    def distinct_ids(self):
+        return self.example_ids
 
 
-class Pairs(Sequence):
-    """(source, translation) pairs of two EncodedTexts, by index: each made when it is read."""
+class Joined(Texts):
+    """Several EncodedTexts read as one sequence, in order (the languages of a training set)."""
+
+    def __init__(self, parts):
+        self.parts = parts
+        self.starts = np.cumsum([0] + [len(part) for part in parts]).tolist()
+
+    def __len__(self):
+        return self.starts[-1]
+
+    def item(self, i):
+        k = bisect.bisect_right(self.starts, i) - 1
+        return self.parts[k].item(i - self.starts[k])
+
+    def token_lengths(self):
+        return np.concatenate([np.zeros(0, np.int64)] + [part.token_lengths() for part in self.parts])
+
+    def id_codes(self, table):
+        return np.concatenate([np.zeros(0, np.int64)] + [part.id_codes(table) for part in self.parts])
+
+    def distinct_ids(self):
+        return list(dict.fromkeys(i for part in self.parts for i in part.distinct_ids()))
+
+
+def join(parts):
+    return parts[0] if len(parts) == 1 else Joined(parts)
+
+
+class Pairs(Items):
+    """(source, translation) pairs of two Texts, by index: each made when it is read."""
 
     def __init__(self, sources, translations, source_index, translation_index):
         self.sources, self.translations = sources, translations
@@ -59,38 +118,60 @@ class Pairs(Sequence):
     def __len__(self):
         return len(self.source_index)
 
-    def __getitem__(self, i):
-        if isinstance(i, slice):
-            return [self[j] for j in range(*i.indices(len(self)))]
-        return self.sources[int(self.source_index[i])], self.translations[int(self.translation_index[i])]  # IndexError past the end
+    def item(self, i):
+        return self.sources.item(int(self.source_index[i])), self.translations.item(int(self.translation_index[i]))
 
     def lengths(self):
         """Each pair's longer side, in tokens."""
-        source, translation = np.diff(self.sources.offsets), np.diff(self.translations.offsets)
+        source, translation = self.sources.token_lengths(), self.translations.token_lengths()
         return np.maximum(source[self.source_index], translation[self.translation_index]).tolist()
 
 
 def pairs(sources, translations):
-    """data.translation_pairs for two EncodedTexts: each translation with its source (same id), in
-    the order of the sources, sources without a translation dropped; computed on the arrays."""
-    table = {example_id: k for k, example_id in enumerate(translations.example_ids)}
-    wanted = np.asarray([table.get(example_id, -1) for example_id in sources.example_ids], np.int64)[sources.id_index]
-    order = np.argsort(translations.id_index, kind="stable")  # translation rows grouped by id, in file order
-    grouped = np.asarray(translations.id_index)[order]
+    """data.translation_pairs for two Texts: each translation with its source (same id), in the
+    order of the sources, sources without a translation dropped; computed on the arrays."""
+    table = {example_id: k for k, example_id in enumerate(sources.distinct_ids())}
+    wanted, codes = sources.id_codes(table), translations.id_codes(table)
+    order = np.argsort(codes, kind="stable")  # translation rows grouped by their source's id, in order
+    grouped = codes[order]
     starts, ends = np.searchsorted(grouped, wanted, "left"), np.searchsorted(grouped, wanted, "right")
-    counts = np.where(wanted >= 0, ends - starts, 0)
+    counts = ends - starts
     source_index = np.repeat(np.arange(len(wanted)), counts)
     within = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)  # each pair's place in its source's group
     return Pairs(sources, translations, source_index, order[np.repeat(starts, counts) + within])
 
 
 def key(examples, tokenizer, labels, max_length):
-    """The entry's name: a hash of the tokenizer, --max-length, the labels and every example."""
+    """An entry's name from its examples: a hash of the tokenizer, --max-length, the labels and every example."""
     digest = hashlib.sha256(json.dumps([tokenizer.fingerprint(), max_length, list(labels)]).encode())
     for e in examples:  # fields apart by \x1f, examples by \x1e, None as \x00
         fields = (e.id, e.lang, e.text, e.pair, e.label)
         digest.update(("\x1f".join("\x00" if f is None else f for f in fields) + "\x1e").encode())
     return digest.hexdigest()[:32]
+
+
+def files_key(files, reader, lang, tokenizer, labels, max_length):
+    """An entry's name from the files its examples are read from: a hash of their bytes, what
+    reads them (`reader`: the task's layout), the language, the tokenizer, --max-length, the labels
+    and the code that reads and tokenizes (READERS)."""
+    code = [file_digest(Path(__file__).with_name(name)) for name in READERS]
+    described = [reader, lang, [file_digest(f) for f in files], code, tokenizer.fingerprint(), max_length, list(labels)]
+    return "f" + hashlib.sha256(json.dumps(described).encode()).hexdigest()[:31]
+
+
+_digests = {}  # (path, size, modification time): sha256 of the bytes, computed once per process
+
+
+def file_digest(path):
+    stat = os.stat(path)
+    known = (str(Path(path).resolve()), stat.st_size, stat.st_mtime_ns)
+    if known not in _digests:
+        digest = hashlib.sha256()
+        with open(path, "rb") as f:
+            while block := f.read(1 << 20):
+                digest.update(block)
+        _digests[known] = digest.hexdigest()
+    return _digests[known]
 
 
 def build(folder, examples, tokenizer, labels, max_length):
@@ -135,10 +216,28 @@ def load(folder):
 
 
 def encode(examples, tokenizer, labels, max_length, rank=0):
-    """The examples as EncodedTexts from the cache, built by process 0 where the entry is missing
-    while the others wait for it."""
+    """The examples as EncodedTexts, from the entry their hash names, built by process 0 where it
+    is missing while the others wait for it."""
     folder = cache_dir() / "tokens" / key(examples, tokenizer, labels, max_length)
     if rank == 0 and not folder.is_dir():
         build(folder, examples, tokenizer, labels, max_length)
     distributed.barrier()
     return load(folder)
+
+
+def training_texts(train, langs, tokenizer, labels, max_length, rank=0, world_size=1):
+    """{lang: EncodedTexts}: the training examples of `langs` (`train`: a tasks.TrainSplit). Where
+    the task names a language's files, its entry is named by their bytes and found without reading
+    them; the missing entries are built by the processes in turn (process k builds every
+    world_size-th), while the others wait. Else the entry is named by the examples' hash (`encode`)."""
+    texts = {lang: encode(train[lang], tokenizer, labels, max_length, rank) for lang in langs if train.files(lang) is None}
+    folders = {lang: cache_dir() / "tokens" / files_key(train.files(lang), train.reader(), lang, tokenizer, labels, max_length)
+               for lang in langs if lang not in texts}
+    missing = distributed.gather([lang for lang, folder in folders.items() if not folder.is_dir()])[0]  # as process 0 found them
+    for lang in missing[rank::world_size]:
+        build(folders[lang], train.read(lang), tokenizer, labels, max_length)
+    if missing:
+        train.release()
+    distributed.barrier()
+    texts.update({lang: load(folder) for lang, folder in folders.items()})
+    return {lang: texts[lang] for lang in langs}

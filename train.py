@@ -143,6 +143,8 @@ def add_run_arguments(p):
     g.add_argument("--workers", type=cli.non_negative_int, help="processes that build the batches ahead of the step, with pinned "
                    "memory on CUDA (default: 2 on CUDA, 0 on CPU, where they would take the cores the step needs)")
     g.add_argument("--compile", action="store_true", help="torch.compile the model (dynamic shapes; the first steps are slow)")
+    g.add_argument("--gradient-checkpointing", action="store_true", help="keep each layer's input only and run the layer again in "
+                   "backward: a fraction of the activation memory for one more forward pass per step, the same losses")
 
 
 def given_flags(parser, argv):
@@ -278,6 +280,7 @@ def build_model(args, method, model_dir, device, rank):
     torch.manual_seed(args.seed + rank)  # dropout differs across ranks; the weights start identical
     if args.freeze_embeddings:
         model.encoder.embeddings.word.weight.requires_grad_(False)
+    model.encoder.checkpoint_layers(args.gradient_checkpointing)
     return model
 
 

@@ -21,3 +21,4 @@ def test_four_runs_and_the_ratio(tiny_model_dir, capsys):
     assert [(size, how, int(pairs)) for size, how, pairs, _, _ in rows] == [
         ("small", "built", 8), ("small", "reused", 8), ("full", "built", 80), ("full", "reused", 80)]
     assert re.search(r"cache reused / built: \d+\.\d\d", out) and re.search(r"token cache on disk: \d+ B per training pair", out)
+    assert re.search(r"before the model, cache reused: peak \d+ MiB on the small set, \d+ MiB on the full set: -?\d+ B per training pair", out)

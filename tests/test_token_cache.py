@@ -1,14 +1,20 @@
-"""The token cache gives the items that encoding in memory gives, builds an entry once, and a run
+"""The token cache gives the items that encoding in memory gives, builds an entry once (per language,
+named by its files where the task names them, found without reading them), and a run
 on it trains exactly as a run without it."""
 import json
+import shutil
 
 import numpy as np
 import pytest
+import torch.multiprocessing as mp
 
 import data
+import distributed
+import levels
 import tasks
 import token_cache
 import train
+from conftest import free_port, join_process_group_env
 from methods import Run
 from tokenizer import Tokenizer
 
@@ -85,9 +91,93 @@ def test_a_run_on_the_cache_trains_as_one_without_it(cache, tiny_model_dir, tmp_
         train.main(argv + ["--method", method, "--out", str(tmp_path / method / "again")])  # reads the entries the first built
         assert sorted(p.name for p in cache.iterdir()) == entries
         with monkeypatch.context() as patch:  # every item encoded in memory, as without the cache
-            patch.setattr(Run, "encode", lambda self, examples, cache=False: self.level.encode(examples, self.tokenizer, self.task,
-                                                                                               self.max_length))
+            patch.setattr(Run, "training_texts", lambda self, langs, extra=(): self.encode([e for lang in langs for e in
+                                                                                            self.task.train[lang]] + list(extra)))
+            patch.setattr(levels.Level, "pair", lambda self, sources, translations: data.translation_pairs(sources, translations))
             train.main(argv + ["--method", method, "--out", str(tmp_path / method / "in-memory")])
         logs[method] = [[json.loads(line)["loss"] for line in (tmp_path / method / run / "log.jsonl").read_text().splitlines()
                          if '"loss"' in line] for run in ("first", "again", "in-memory")]
         assert logs[method][0] == logs[method][1] == logs[method][2]
+
+
+def test_entries_named_by_files_are_found_without_reading_them(cache, tiny_model_dir, tmp_path, monkeypatch):
+    import bench_data
+    bench_data.write_xnli(tmp_path / "xnli", 30, ["de", "zh"])
+    tokenizer, langs = Tokenizer.from_pretrained(tiny_model_dir), ["en", "de", "zh"]
+
+    def read(folder):  # the texts and pairs a run trains on, and what encoding the examples in memory gives
+        task = tasks.load_task("xnli", folder)
+        run = Run(task, tokenizer, 32)
+        texts, pairs = run.training_texts(langs), run.level.pair(run.training_texts(["en"]), run.training_texts(["de", "zh"]))
+        return plain(texts), [(plain([s])[0], plain([t])[0]) for s, t in pairs], task
+
+    texts, pairs, task = read(tmp_path / "xnli")
+    encoded = {lang: data.encode_examples(task.train[lang], tokenizer, task.labels, 32) for lang in langs}
+    assert texts == plain([it for lang in langs for it in encoded[lang]])
+    expected_pairs = data.translation_pairs(encoded["en"], encoded["de"] + encoded["zh"])
+    assert pairs == [(plain([s])[0], plain([t])[0]) for s, t in expected_pairs] and len(pairs) == 60
+    assert len(list(cache.iterdir())) == 3  # an entry per language
+    shutil.copytree(tmp_path / "xnli", tmp_path / "moved")
+    with monkeypatch.context() as patch:  # the same bytes elsewhere: the same entries, and no training file is parsed
+        patch.setattr(tasks.TrainSplit, "read", lambda self, lang: pytest.fail(f"{lang}'s training file was parsed"))
+        assert read(tmp_path / "xnli")[:2] == read(tmp_path / "moved")[:2] == (texts, pairs)
+    german = tmp_path / "moved" / "translate-train" / "en-de-translated.tsv"
+    german.write_text(german.read_text().replace("\t", "\tx ", 3).replace("\tx ", "\t", 2))  # one translated text changed
+    changed, _, moved = read(tmp_path / "moved")
+    assert len(list(cache.iterdir())) == 4 and changed != texts  # German's entry is new, the others are reused
+    assert changed == plain(data.encode_examples([e for lang in langs for e in moved.train[lang]], tokenizer, task.labels, 32))
+    english = tmp_path / "moved" / "train-en.tsv"
+    english.write_text(english.read_text().replace('"', '"x ', 1))  # one English text changed
+    read(tmp_path / "moved")
+    assert len(list(cache.iterdir())) == 7  # the translations are checked against the source: their entries follow its bytes
+
+
+def test_a_run_reads_no_training_file_the_second_time(cache, tiny_model_dir, tmp_path, monkeypatch):
+    import bench_data
+    bench_data.write_xnli(tmp_path / "xnli", 24, ["de"])
+    argv = ["--model", str(tiny_model_dir), "--task", "xnli", "--data", str(tmp_path / "xnli"), "--method", "xeroalign",
+            "--batch-size", "8", "--eval-every", "3", "--log-every", "1", "--no-alignment", "--no-test"]
+    train.main(argv + ["--out", str(tmp_path / "first"), "--max-steps", "3"])
+    with monkeypatch.context() as patch:
+        patch.setattr(tasks.TrainSplit, "read", lambda self, lang: pytest.fail(f"{lang}'s training file was parsed"))
+        train.main(argv + ["--out", str(tmp_path / "again"), "--epochs", "1"])  # --epochs counts the source's examples in its entry
+    losses = lambda run: [json.loads(line)["loss"] for line in (tmp_path / run / "log.jsonl").read_text().splitlines() if '"loss"' in line]
+    assert losses("first") == losses("again") and len(losses("first")) == 3
+
+
+def test_a_training_file_is_read_and_checked_when_first_asked_for(tmp_path):
+    import bench_data
+    bench_data.write_xnli(tmp_path, 6, ["de"])
+    german = tmp_path / "translate-train" / "en-de-translated.tsv"
+    german.write_text(german.read_text().replace("\tneutral\n", "\tentailment\n").replace("\tcontradiction\n", "\tentailment\n"))
+    (tmp_path / "train-en.tsv").write_text((tmp_path / "train-en.tsv").read_text().replace("\tentailment\n", "\tneutral\n"))
+    task = tasks.load_task("xnli", tmp_path)  # dev and test are read and checked; training files wait
+    assert task.test["de"] and task.train.examples == {}
+    with pytest.raises(tasks.InputError, match=r"xnli train translations into de do not pair with their sources: .*label mismatches"):
+        task.train["de"]
+    assert len(task.train["en"]) == 6
+    (tmp_path / "train-en.tsv").write_text("")
+    with pytest.raises(tasks.InputError, match="task xnli: no train examples in en"):
+        tasks.load_task("xnli", tmp_path).train["en"]
+
+
+def build_worker(rank, world_size, port, folder, model_dir, result_dir):
+    join_process_group_env(rank, world_size, port)
+    distributed.setup("cpu")
+    built, build = [], token_cache.build
+    token_cache.build = lambda entry, examples, *rest: (built.append(examples[0].lang), build(entry, examples, *rest))
+    task = tasks.load_task("xnli", folder)
+    texts = token_cache.training_texts(task.train, ["en", "de", "zh"], Tokenizer.from_pretrained(model_dir), task.labels, 32,
+                                       rank, world_size)
+    (result_dir / f"rank{rank}.json").write_text(json.dumps({"built": built, "texts": {lang: plain(t) for lang, t in texts.items()}}))
+
+
+def test_processes_build_the_missing_entries_in_turn(cache, tiny_model_dir, tmp_path):
+    import bench_data
+    bench_data.write_xnli(tmp_path / "xnli", 20, ["de", "zh"])
+    mp.spawn(build_worker, args=(2, free_port(), tmp_path / "xnli", tiny_model_dir, tmp_path), nprocs=2)
+    ranks = [json.loads((tmp_path / f"rank{rank}.json").read_text()) for rank in (0, 1)]
+    assert [r["built"] for r in ranks] == [["en", "zh"], ["de"]] and len(list(cache.iterdir())) == 3
+    task, tokenizer = tasks.load_task("xnli", tmp_path / "xnli"), Tokenizer.from_pretrained(tiny_model_dir)
+    expected = {lang: [list(x) for x in plain(data.encode_examples(task.train[lang], tokenizer, task.labels, 32))] for lang in task.train}
+    assert ranks[0]["texts"] == ranks[1]["texts"] == expected

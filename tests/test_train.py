@@ -178,8 +178,9 @@ def test_paper_presets_fill_the_flags_not_given(tiny_model_dir):
     import tasks
     from conftest import make_method
     from methods import Run
+    from tokenizer import Tokenizer
     task = tasks.load_task("demo", targets=["de"])
-    run = Run(task, None, 64)
+    run = Run(task, Tokenizer.from_pretrained(tiny_model_dir), 64)
     steps_per_epoch = math.ceil(len(task.train["en"]) / 32)
     method = make_method("xeroalign", run, "--preset", "paper")  # Sec. 3: a linear head on [CLS]; Sec. 3.1: 10 epochs
     assert method.args.head == "linear" and method.args.max_steps == 10 * steps_per_epoch
@@ -292,3 +293,27 @@ def test_compiled_model_trains_as_the_plain_one(tmp_path, tiny_model_dir):
     train.main(argv + ["--out", str(tmp_path / "plain")])
     train.main(argv + ["--compile", "--out", str(tmp_path / "compiled")])
     assert losses(tmp_path / "compiled") == pytest.approx(losses(tmp_path / "plain"), rel=1e-5)
+
+
+def test_gradient_checkpointing_keeps_less_and_changes_nothing(tiny_model_dir, tmp_path):
+    from model import Encoder
+    encoder = Encoder.from_pretrained(tiny_model_dir).train()  # dropout on: the recomputed layers must draw the same masks
+    ids = torch.randint(5, 100, (4, 24))
+
+    def step(on):
+        encoder.checkpoint_layers(on)
+        encoder.zero_grad()
+        torch.manual_seed(0)
+        saved = []  # what autograd keeps for backward outside the checkpointed layers (inside them: nothing)
+        with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t.numel() * t.element_size()) or t, lambda t: t):
+            loss = encoder(ids).pow(2).mean()
+        loss.backward()
+        return loss, sum(saved), [p.grad.clone() for p in encoder.parameters() if p.grad is not None]
+
+    (plain, kept_plain, grads_plain), (ckpt, kept_ckpt, grads_ckpt) = step(False), step(True)
+    assert torch.equal(plain, ckpt) and len(grads_plain) == len(grads_ckpt) and all(map(torch.equal, grads_plain, grads_ckpt))
+    assert kept_ckpt < kept_plain / 4
+    argv = ["--model", str(tiny_model_dir), *COMMON, "--method", "filter", "--max-steps", "4", "--log-every", "1"]
+    train.main(argv + ["--out", str(tmp_path / "plain")])
+    train.main(argv + ["--out", str(tmp_path / "checkpointed"), "--gradient-checkpointing"])
+    assert losses(tmp_path / "plain") == losses(tmp_path / "checkpointed") and len(losses(tmp_path / "plain")) == 4
