@@ -50,6 +50,9 @@ def languages(text):
     codes = [code.strip() for code in text.split(",") if code.strip()]
     if not codes:
         raise argparse.ArgumentTypeError(f"{text!r} names no language")
+    repeated = sorted({code for code in codes if codes.count(code) > 1})
+    if repeated:
+        raise argparse.ArgumentTypeError(f"{text!r} names {', '.join(repeated)} more than once")
     return codes
 
 

@@ -35,7 +35,7 @@ class Level:
     max_length = 128                # tokens per text (the papers' 128; QA's windows are longer)
     translations_keep_labels = True  # a translation has its source's label (word labels do not carry over)
     labels_texts = True              # a prediction is one distribution per text (X-Mixup's KL of Eq. 7 compares two)
-    caches_tokens = True             # training sets go through the token cache (token_cache.py)
+    caches_tokens = True             # training sets go through the token cache (token_cache.py); a level without it pairs lists (Word.pair)
 
     def encode(self, examples, tokenizer, task, max_length):
         return data.encode_examples(examples, tokenizer, task.labels, max_length)

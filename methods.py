@@ -122,7 +122,7 @@ class Method:
         if getattr(args, "epochs", None):
             if "max_steps" in given:
                 raise InputError("give --max-steps or --epochs, not both (--preset paper sets --epochs where the paper gives them)")
-            args.max_steps = math.ceil(run.train_sizes([run.task.source])[run.task.source] / args.batch_size) * args.epochs
+            args.max_steps = math.ceil(self.train_sizes([run.task.source])[run.task.source] / args.batch_size) * args.epochs
         for name, value in self.defaults(run.task.level, run.num_layers).items():
             if getattr(args, name) is None:
                 setattr(args, name, value)
@@ -153,7 +153,7 @@ class Method:
             raise InputError(f"--extra-train adds labelled sentences; --task {args.task} {self.run.level.description}")
         if extra and self.draws != "texts":
             raise InputError(f"--extra-train adds single labelled texts, which --method {self.name} (trained on pairs) cannot use")
-        sizes = self.run.train_sizes(task.targets) if self.uses_translations() else {}
+        sizes = self.train_sizes(task.targets) if self.uses_translations() else {}
         missing = [lang for lang, size in sizes.items() if not size]
         if missing:
             raise InputError(f"--method {self.name} trains on translations of the source's training examples, and --task {args.task} "
@@ -167,6 +167,13 @@ class Method:
                              "on word labels (soft labels of the translations)")
         if args.teacher_cache and not Path(args.teacher_cache).exists() and not args.teacher:
             raise InputError(f"--teacher-cache {args.teacher_cache} does not exist yet: give --teacher CKPT to compute it")
+
+    def train_sizes(self, langs):
+        """{lang: how many training examples it has}: from the token cache where the method trains on
+        it (texts and pairs), else from the examples."""
+        if self.draws in ("texts", "pairs"):
+            return self.run.train_sizes(langs)
+        return {lang: len(self.run.task.train[lang]) for lang in langs}
 
     def uses_translations(self):
         """Whether training needs the translations of the source's training examples."""

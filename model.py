@@ -207,10 +207,10 @@ class Layer(nn.Module):
 
     def forward(self, x, mask=None):
         if self.checkpointed and torch.is_grad_enabled():
-            return checkpoint(self.layer, x, mask, use_reentrant=False)  # the same dropout draws when recomputed
-        return self.layer(x, mask)
+            return checkpoint(self.block, x, mask, use_reentrant=False)  # the same dropout draws when recomputed
+        return self.block(x, mask)
 
-    def layer(self, x, mask=None):
+    def block(self, x, mask=None):
         x = self.attn_norm(x + self.dropout(self.attention(x, mask)))
         return self.feed_forward(x)
 

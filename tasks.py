@@ -479,9 +479,12 @@ class TrainSplit(Mapping):
     @classmethod
     def given(cls, examples):
         """A training split of examples already in memory (a few-shot sample of one, a test's)."""
-        split = cls(None, None, None, examples, None)
+        split = cls(name=None, layout=None, source=None, langs=examples, where=None)
         split.examples = dict(examples)
         return split
+
+    def __contains__(self, lang):
+        return lang in self.langs
 
     def __getitem__(self, lang):
         if lang not in self.examples:
@@ -510,17 +513,16 @@ class TrainSplit(Mapping):
         """Let go of the examples read so far (the token cache holds them now); they are read again if asked for."""
         if self.layout is not None:
             self.examples.clear()
-            self.layout.files.clear()
+            self.layout.parsed.clear()
 
     def files(self, lang):
         """The files whose bytes decide a language's training examples: its own, and for a target
         the source's, which its examples are checked against; None where the layout does not name
         them (then only reading the examples tells what they are)."""
-        if self.layout is None:
+        if self.layout is None or self.layout.train_files(lang) is None:
             return None
-        own = self.layout.train_files(lang)
-        files = own if lang == self.source or own is None else own + (self.layout.train_files(self.source) or [None])
-        return files if files is not None and all(f is not None and f.is_file() for f in files) else None
+        files = self.layout.train_files(lang) + ([] if lang == self.source else self.layout.train_files(self.source))
+        return files if all(f.is_file() for f in files) else None
 
     def reader(self):
         """What turns the files into examples, for the token cache's key: the layout's name and the source language."""
@@ -610,7 +612,7 @@ class Layout:
 
     def __init__(self, directory, source):
         self.directory, self.source = Path(directory) if directory else None, source
-        self.files = {}  # files that several splits or languages read, read once
+        self.parsed = {}  # files that several splits or languages read, read once
 
     def languages(self):
         """The languages of the data folder, in the order of `langs`, then the others by name."""
@@ -628,9 +630,9 @@ class Layout:
         return {name[len(head):len(name) - len(tail)] for name in names}
 
     def once(self, key, read):
-        if key not in self.files:
-            self.files[key] = read()
-        return self.files[key]
+        if key not in self.parsed:
+            self.parsed[key] = read()
+        return self.parsed[key]
 
     def train_files(self, lang):
         """The files a language's training examples are read from, where the token cache may name
@@ -684,7 +686,7 @@ class Xnli(Layout):
 
     @classmethod
     def for_folder(cls, directory):
-        return type("XtremeXnli", (XtremePairs, cls), {}) if directory and (Path(directory) / "train-en.tsv").is_file() else cls
+        return XtremeXnli if directory and (Path(directory) / "train-en.tsv").is_file() else cls
 
     def found(self):
         return self.files_like("XNLI-MT-1.0/multinli/multinli.train.{lang}.tsv")
@@ -705,7 +707,7 @@ class Pawsx(Layout):
 
     @classmethod
     def for_folder(cls, directory):
-        return type("XtremePawsx", (XtremePairs, cls), {}) if directory and (Path(directory) / "train-en.tsv").is_file() else cls
+        return XtremePawsx if directory and (Path(directory) / "train-en.tsv").is_file() else cls
 
     def found(self):
         return {p.name for p in self.directory.iterdir() if (p / "test.tsv").is_file() or (p / "test_2k.tsv").is_file()}
@@ -783,14 +785,23 @@ class XtremePairs(Layout):
         if split == "train" and lang != self.source:
             path = self.train_files(lang)[0]
             return read_xtreme_translations(path, lang, self.labels, self.read(self.source, "train")) if path.is_file() else []
-        return self.once((lang, split), lambda: read_xtreme_pairs(self.directory / f"{split}-{lang}.tsv", lang, self.labels))
+        path = self.train_files(lang)[0] if split == "train" else self.directory / f"{split}-{lang}.tsv"
+        return self.once((lang, split), lambda: read_xtreme_pairs(path, lang, self.labels))
 
     def train_files(self, lang):
-        return [self.directory / ("train-en.tsv" if lang == self.source else f"translate-train/en-{lang}-translated.tsv")]
+        return [self.directory / (f"train-{lang}.tsv" if lang == self.source else f"translate-train/en-{lang}-translated.tsv")]
 
     def test_translations(self):
         folder = self.directory / "translate-test"
         return str(folder / "test-{lang}-en-translated.tsv") if folder.is_dir() else None
+
+
+class XtremeXnli(XtremePairs, Xnli):
+    """XNLI in XTREME's layout."""
+
+
+class XtremePawsx(XtremePairs, Pawsx):
+    """PAWS-X in XTREME's layout."""
 
 
 PANX_LABELS = ("O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC")

@@ -19,6 +19,7 @@ import hashlib
 import json
 import os
 import shutil
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -27,6 +28,7 @@ import numpy as np
 import distributed
 from data import Encoded, encode_examples
 from prepare_default import cache_dir
+from tasks import InputError
 
 CHUNK = 10000  # texts tokenized at once while building an entry
 READERS = ("tasks.py", "data.py", "tokenizer.py", "token_cache.py")  # the code that turns files into an entry
@@ -210,9 +212,11 @@ def write(tmp, examples, tokenizer, labels, max_length):
 
 
 def load(folder):
+    """An entry's EncodedTexts. Its example ids are interned: the entries of a source and its
+    translations share their ids, and hold one copy of each."""
     tables = json.loads((folder / "tables.json").read_text())
     arrays = {name: np.load(folder / f"{name}.npy", mmap_mode="r") for name in ("ids", "offsets", "labels", "langs", "id_index")}
-    return EncodedTexts(**arrays, lang_names=tables["langs"], example_ids=tables["ids"])
+    return EncodedTexts(**arrays, lang_names=tables["langs"], example_ids=[sys.intern(i) for i in tables["ids"]])
 
 
 def encode(examples, tokenizer, labels, max_length, rank=0):
@@ -234,10 +238,20 @@ def training_texts(train, langs, tokenizer, labels, max_length, rank=0, world_si
     folders = {lang: cache_dir() / "tokens" / files_key(train.files(lang), train.reader(), lang, tokenizer, labels, max_length)
                for lang in langs if lang not in texts}
     missing = distributed.gather([lang for lang, folder in folders.items() if not folder.is_dir()])[0]  # as process 0 found them
+    problem = None
     for lang in missing[rank::world_size]:
-        build(folders[lang], train.read(lang), tokenizer, labels, max_length)
+        try:
+            build(folders[lang], train.read(lang), tokenizer, labels, max_length)
+        except InputError as e:  # a bad file: every process stops with its message, none waits for the others
+            problem = problem or str(e)
     if missing:
         train.release()
-    distributed.barrier()
+    problems = [p for p in distributed.gather(problem) if p]
+    if problems:
+        raise InputError(problems[0])
+    absent = [str(folder) for folder in folders.values() if not folder.is_dir()]
+    if absent:
+        raise InputError(f"token cache entries built by another process are not here: {', '.join(absent)}; every process of a "
+                         "run needs the same MINXLT_CACHE folder (a shared file system)")
     texts.update({lang: load(folder) for lang, folder in folders.items()})
     return {lang: texts[lang] for lang in langs}

@@ -343,3 +343,10 @@ def test_an_unexpected_error_is_one_line_too(capsys):
     with pytest.raises(SystemExit) as stop:
         cli.run(lambda: {}["missing"])
     assert "error: unexpected KeyError" in str(stop.value.code) and "MINXLT_TRACEBACK=1" in str(stop.value.code)
+
+
+def test_a_language_named_twice_is_refused():
+    import argparse
+    assert cli.languages(" de, zh ") == ["de", "zh"]
+    with pytest.raises(argparse.ArgumentTypeError, match="'de,zh,de' names de more than once"):
+        cli.languages("de,zh,de")

@@ -2,6 +2,7 @@
 named by its files where the task names them, found without reading them), and a run
 on it trains exactly as a run without it."""
 import json
+import pickle
 import shutil
 
 import numpy as np
@@ -152,7 +153,10 @@ def test_a_training_file_is_read_and_checked_when_first_asked_for(tmp_path):
     german.write_text(german.read_text().replace("\tneutral\n", "\tentailment\n").replace("\tcontradiction\n", "\tentailment\n"))
     (tmp_path / "train-en.tsv").write_text((tmp_path / "train-en.tsv").read_text().replace("\tentailment\n", "\tneutral\n"))
     task = tasks.load_task("xnli", tmp_path)  # dev and test are read and checked; training files wait
-    assert task.test["de"] and task.train.examples == {}
+    assert task.test["de"] and task.train.examples == {} and "de" in task.train and task.train.examples == {}
+    assert pickle.loads(pickle.dumps(task)).train.langs == ["en", "de"]  # loader processes that spawn get the task pickled
+    shutil.copy(tmp_path / "train-en.tsv", tmp_path / "train-de.tsv")
+    assert [p.name for p in tasks.load_task("xnli", tmp_path, source="de").train.files("de")] == ["train-de.tsv"]  # the file it reads
     with pytest.raises(tasks.InputError, match=r"xnli train translations into de do not pair with their sources: .*label mismatches"):
         task.train["de"]
     assert len(task.train["en"]) == 6
@@ -181,3 +185,42 @@ def test_processes_build_the_missing_entries_in_turn(cache, tiny_model_dir, tmp_
     task, tokenizer = tasks.load_task("xnli", tmp_path / "xnli"), Tokenizer.from_pretrained(tiny_model_dir)
     expected = {lang: [list(x) for x in plain(data.encode_examples(task.train[lang], tokenizer, task.labels, 32))] for lang in task.train}
     assert ranks[0]["texts"] == ranks[1]["texts"] == expected
+
+
+def test_an_entry_named_by_files_changes_with_all_that_decides_its_ids(tiny_model_dir, tmp_path, monkeypatch):
+    import bench_data
+    bench_data.write_xnli(tmp_path, 5, ["de"])
+    tokenizer, files = Tokenizer.from_pretrained(tiny_model_dir), [tmp_path / "train-en.tsv"]
+    name = lambda **changed: token_cache.files_key(**dict(dict(files=files, reader=["XtremeXnli", "en"], lang="en", tokenizer=tokenizer,
+                                                                labels=["a", "b"], max_length=24), **changed))
+    names = {name(), name(files=[tmp_path / "dev-en.tsv"]), name(reader=["XtremePawsx", "en"]), name(lang="de"),
+             name(labels=["b", "a"]), name(max_length=32)}
+    monkeypatch.setattr(token_cache, "READERS", token_cache.READERS[:-1])  # the code that reads and tokenizes
+    names.add(name())
+    assert len(names) == 7
+
+
+def test_unicoder_builds_no_entry(cache, tiny_model_dir, tmp_path):
+    train.main(["--model", str(tiny_model_dir), "--method", "unicoder", "--target-langs", "de", "--batch-size", "8", "--max-steps", "1",
+                "--no-alignment", "--no-test", "--out", str(tmp_path / "run")])
+    assert not cache.exists() or not list(cache.iterdir())  # it trains on pre-training pairs, not on the token cache
+
+
+def bad_file_worker(rank, world_size, port, folder, model_dir, result_dir):
+    join_process_group_env(rank, world_size, port)
+    distributed.setup("cpu")
+    task = tasks.load_task("xnli", folder)
+    try:
+        token_cache.training_texts(task.train, ["de", "zh"], Tokenizer.from_pretrained(model_dir), task.labels, 32, rank, world_size)
+    except tasks.InputError as e:
+        (result_dir / f"rank{rank}.txt").write_text(str(e))
+
+
+def test_a_bad_file_stops_every_process(cache, tiny_model_dir, tmp_path):
+    import bench_data
+    bench_data.write_xnli(tmp_path / "xnli", 12, ["de", "zh"])
+    chinese = tmp_path / "xnli" / "translate-train" / "en-zh-translated.tsv"  # built by process 1
+    chinese.write_text(chinese.read_text().replace("\tneutral\n", "\tcontradiction\n").replace("\tentailment\n", "\tcontradiction\n"))
+    mp.spawn(bad_file_worker, args=(2, free_port(), tmp_path / "xnli", tiny_model_dir, tmp_path), nprocs=2)
+    messages = [(tmp_path / f"rank{rank}.txt").read_text() for rank in (0, 1)]
+    assert messages[0] == messages[1] and "train translations into zh do not pair with their sources" in messages[0]

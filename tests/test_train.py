@@ -296,6 +296,9 @@ def test_compiled_model_trains_as_the_plain_one(tmp_path, tiny_model_dir):
 
 
 def test_gradient_checkpointing_keeps_less_and_changes_nothing(tiny_model_dir, tmp_path):
+    from torch.utils.checkpoint import checkpoint
+
+    import model
     from model import Encoder
     encoder = Encoder.from_pretrained(tiny_model_dir).train()  # dropout on: the recomputed layers must draw the same masks
     ids = torch.randint(5, 100, (4, 24))
@@ -315,5 +318,9 @@ def test_gradient_checkpointing_keeps_less_and_changes_nothing(tiny_model_dir, t
     assert kept_ckpt < kept_plain / 4
     argv = ["--model", str(tiny_model_dir), *COMMON, "--method", "filter", "--max-steps", "4", "--log-every", "1"]
     train.main(argv + ["--out", str(tmp_path / "plain")])
-    train.main(argv + ["--out", str(tmp_path / "checkpointed"), "--gradient-checkpointing"])
+    recomputed = []
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(model, "checkpoint", lambda *args, **kwargs: recomputed.append(1) or checkpoint(*args, **kwargs))
+        train.main(argv + ["--out", str(tmp_path / "checkpointed"), "--gradient-checkpointing"])
+    assert len(recomputed) >= 4  # layers were checkpointed at every step
     assert losses(tmp_path / "plain") == losses(tmp_path / "checkpointed") and len(losses(tmp_path / "plain")) == 4
