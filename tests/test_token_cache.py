@@ -174,6 +174,8 @@ def build_worker(rank, world_size, port, folder, model_dir, result_dir):
     texts = token_cache.training_texts(task.train, ["en", "de", "zh"], Tokenizer.from_pretrained(model_dir), task.labels, 32,
                                        rank, world_size)
     (result_dir / f"rank{rank}.json").write_text(json.dumps({"built": built, "texts": {lang: plain(t) for lang, t in texts.items()}}))
+    distributed.barrier()
+    distributed.cleanup()  # a process that exits with its process group alive may abort
 
 
 def test_processes_build_the_missing_entries_in_turn(cache, tiny_model_dir, tmp_path):
@@ -214,6 +216,8 @@ def bad_file_worker(rank, world_size, port, folder, model_dir, result_dir):
         token_cache.training_texts(task.train, ["de", "zh"], Tokenizer.from_pretrained(model_dir), task.labels, 32, rank, world_size)
     except tasks.InputError as e:
         (result_dir / f"rank{rank}.txt").write_text(str(e))
+    distributed.barrier()
+    distributed.cleanup()
 
 
 def test_a_bad_file_stops_every_process(cache, tiny_model_dir, tmp_path):
