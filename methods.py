@@ -71,12 +71,6 @@ class Run:
                                                          self.rank, self.world_size))
         return {lang: self.cache[lang] for lang in langs}
 
-    def train_sizes(self, langs):
-        """{lang: how many training examples it has} (from the token cache, where it holds them)."""
-        if self.level.caches_tokens:
-            return {lang: len(texts) for lang, texts in self.cached_texts(langs).items()}
-        return {lang: len(self.task.train[lang]) for lang in langs}
-
 
 @dataclass
 class Phase:
@@ -170,9 +164,9 @@ class Method:
 
     def train_sizes(self, langs):
         """{lang: how many training examples it has}: from the token cache where the method trains on
-        it (texts and pairs), else from the examples."""
-        if self.draws in ("texts", "pairs"):
-            return self.run.train_sizes(langs)
+        it (texts and pairs, where the task level's items fit it), else from the examples."""
+        if self.draws in ("texts", "pairs") and self.run.level.caches_tokens:
+            return {lang: len(texts) for lang, texts in self.run.cached_texts(langs).items()}
         return {lang: len(self.run.task.train[lang]) for lang in langs}
 
     def uses_translations(self):

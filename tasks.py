@@ -501,8 +501,6 @@ class TrainSplit(Mapping):
 
     def read(self, lang):
         """A language's examples, checked, without keeping them (the token cache builds an entry from them)."""
-        if self.layout is None:
-            return self.examples[lang]
         examples = self.layout.read(lang, "train")
         check_split(self.name, "train", lang, examples, self.source, self.where)
         if lang != self.source:
@@ -519,9 +517,10 @@ class TrainSplit(Mapping):
         """The files whose bytes decide a language's training examples: its own, and for a target
         the source's, which its examples are checked against; None where the layout does not name
         them (then only reading the examples tells what they are)."""
-        if self.layout is None or self.layout.train_files(lang) is None:
+        own = self.layout and self.layout.train_files(lang)
+        if own is None:
             return None
-        files = self.layout.train_files(lang) + ([] if lang == self.source else self.layout.train_files(self.source))
+        files = own + ([] if lang == self.source else self.layout.train_files(self.source))
         return files if all(f.is_file() for f in files) else None
 
     def reader(self):

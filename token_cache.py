@@ -234,8 +234,9 @@ def training_texts(train, langs, tokenizer, labels, max_length, rank=0, world_si
     the task names a language's files, its entry is named by their bytes and found without reading
     them; the missing entries are built by the processes in turn (process k builds every
     world_size-th), while the others wait. Else the entry is named by the examples' hash (`encode`)."""
-    texts = {lang: encode(train[lang], tokenizer, labels, max_length, rank) for lang in langs if train.files(lang) is None}
-    folders = {lang: cache_dir() / "tokens" / files_key(train.files(lang), train.reader(), lang, tokenizer, labels, max_length)
+    files = {lang: train.files(lang) for lang in langs}
+    texts = {lang: encode(train[lang], tokenizer, labels, max_length, rank) for lang in langs if files[lang] is None}
+    folders = {lang: cache_dir() / "tokens" / files_key(files[lang], train.reader(), lang, tokenizer, labels, max_length)
                for lang in langs if lang not in texts}
     missing = distributed.gather([lang for lang, folder in folders.items() if not folder.is_dir()])[0]  # as process 0 found them
     problem = None
