@@ -31,9 +31,10 @@ import time
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
+import distributed
 import hub
 import train
-from model import Config, Encoder, choose_attention
+from model import Config, Encoder
 from prepare_default import default_model
 from registry import METHODS
 from tokenizer import Tokenizer
@@ -204,7 +205,7 @@ def main(argv=None):
     settings = {name: train.get_args(rest + ["--method", name]) for name in names}
     first = settings[names[0]]
     device = first.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    choose_attention(device)
+    distributed.choose_attention(device)
     model_dir = hub.resolve(first.model) if first.model else default_model()
     with tempfile.TemporaryDirectory() as folder:
         if own.shapes != "model":

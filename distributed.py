@@ -1,5 +1,6 @@
-"""The process group: torchrun's environment when there is one, else a single process. Every
-collective the project uses is here, and each is a no-op in a single process."""
+"""The process group and its devices: torchrun's environment when there is one, else a single
+process, and the attention kernels for a device. Every collective the project uses is here, and
+each is a no-op in a single process."""
 import os
 
 import torch
@@ -18,6 +19,22 @@ def setup(device=None):
         torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
         return dist.get_rank(), dist.get_world_size(), f"cuda:{os.environ['LOCAL_RANK']}"
     return dist.get_rank(), dist.get_world_size(), "cpu"
+
+
+def choose_attention(device):
+    """Choose the attention kernels (F.scaled_dot_product_attention's backends) for a device, and
+    return the names of those enabled. On CUDA: FlashAttention and memory-efficient attention (the
+    kernel for padding masks), and not cuDNN's, which PyTorch picks first when there is a mask and
+    which builds a new execution plan for every new padded shape (about 25 ms each; with dynamic
+    padding nearly every batch has a new shape). Elsewhere PyTorch's own choice stands."""
+    backends = torch.backends.cuda
+    if str(device).startswith("cuda"):
+        backends.enable_cudnn_sdp(False)
+        backends.enable_flash_sdp(True)
+        backends.enable_mem_efficient_sdp(True)
+        backends.enable_math_sdp(True)  # the fallback for what the others cannot do (e.g. fp32 with dropout on old GPUs)
+    return [name for name, enabled in (("flash", backends.flash_sdp_enabled()), ("efficient", backends.mem_efficient_sdp_enabled()),
+                                       ("cudnn", backends.cudnn_sdp_enabled()), ("math", backends.math_sdp_enabled())) if enabled]
 
 
 def cleanup():

@@ -24,7 +24,7 @@ import distributed
 import hub
 import tasks
 from methods import TEST_INPUTS, Method, Run, counterparts, score_split
-from model import Classifier, Encoder, mean_pool, choose_attention
+from model import Classifier, Encoder, mean_pool
 from prepare_default import default_model
 from registry import METHODS
 from tokenizer import Tokenizer
@@ -316,7 +316,7 @@ def main(argv=None):
     if args.plot:
         return plot(args.plot, args.plot_file)
     rank, world_size, device = distributed.setup()
-    choose_attention(device)
+    distributed.choose_attention(device)
     model, info = None, {}
     if args.checkpoint:
         model, tokenizer, info = Classifier.load(args.checkpoint)

@@ -1,13 +1,11 @@
-"""The encoder: XLM-R (RoBERTa layout) and BERT-layout multilingual encoders as one module,
-its task heads, and Hugging Face checkpoint loading and saving (the tokenizer is tokenizer.py).
+"""The encoder: XLM-R (RoBERTa layout) and BERT-layout multilingual encoders as one module, and
+its task heads. Loading and saving Hugging Face checkpoints delegate to weights.py (the tokenizer
+is tokenizer.py).
 
 Shapes: B batch, T tokens (S for a second sequence), H hidden, N heads, D = H / N, V vocabulary.
 """
 import json
 import math
-import os
-import re
-import warnings
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -17,23 +15,8 @@ import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
 
 from tokenizer import Tokenizer
-from weights import CheckpointError, load_checkpoint_weights, load_safetensors, save_safetensors
-
-
-def choose_attention(device):
-    """Choose the attention kernels (F.scaled_dot_product_attention's backends) for a device, and
-    return the names of those enabled. On CUDA: FlashAttention and memory-efficient attention (the
-    kernel for padding masks), and not cuDNN's, which PyTorch picks first when there is a mask and
-    which builds a new execution plan for every new padded shape (about 25 ms each; with dynamic
-    padding nearly every batch has a new shape). Elsewhere PyTorch's own choice stands."""
-    backends = torch.backends.cuda
-    if str(device).startswith("cuda"):
-        backends.enable_cudnn_sdp(False)
-        backends.enable_flash_sdp(True)
-        backends.enable_mem_efficient_sdp(True)
-        backends.enable_math_sdp(True)  # the fallback for what the others cannot do (e.g. fp32 with dropout on old GPUs)
-    return [name for name, enabled in (("flash", backends.flash_sdp_enabled()), ("efficient", backends.mem_efficient_sdp_enabled()),
-                                       ("cudnn", backends.cudnn_sdp_enabled()), ("math", backends.math_sdp_enabled())) if enabled]
+import weights
+from weights import CheckpointError, load_safetensors, save_safetensors
 
 
 @dataclass
@@ -58,86 +41,16 @@ class Config:
 
     @classmethod
     def from_hf(cls, hf, source="config.json"):
-        """From a Hugging Face config.json dict; refuses what this encoder does not implement, and
-        fields of the wrong type or range."""
-        if not isinstance(hf, dict):
-            raise CheckpointError(f"{source}: not a JSON object of settings")
-        check_fields(hf, source)
-        model_type = hf.get("model_type")
-        if model_type not in ("xlm-roberta", "roberta", "bert"):
-            raise CheckpointError(f"{source}: model_type {model_type!r} is not supported (xlm-roberta, roberta or bert)")
-        if hf.get("hidden_act", "gelu") != "gelu":
-            raise CheckpointError(f"{source}: hidden_act {hf['hidden_act']!r}: only exact GELU ('gelu') is implemented")
-        if hf.get("position_embedding_type", "absolute") != "absolute":
-            raise CheckpointError(f"{source}: position_embedding_type {hf['position_embedding_type']!r}: only 'absolute' is implemented")
-        bert = model_type == "bert"
-        try:
-            return cls(
-                vocab_size=hf["vocab_size"], hidden_size=hf["hidden_size"], num_layers=hf["num_hidden_layers"],
-                num_heads=hf["num_attention_heads"], ffn_size=hf["intermediate_size"],
-                max_positions=hf["max_position_embeddings"], type_vocab_size=hf.get("type_vocab_size", 2 if bert else 1),
-                position_offset=0 if bert else hf.get("pad_token_id", 1) + 1,
-                layer_norm_eps=hf.get("layer_norm_eps", 1e-12 if bert else 1e-5), pad_id=hf.get("pad_token_id", 1),
-                dropout=hf.get("hidden_dropout_prob", 0.1), attention_dropout=hf.get("attention_probs_dropout_prob", 0.1),
-                model_type=model_type)
-        except KeyError as e:
-            raise CheckpointError(f"{source}: missing field {e.args[0]!r}") from None
+        """From a Hugging Face config.json dict, checked (weights.config_arguments)."""
+        return cls(**weights.config_arguments(hf, source))
 
     @classmethod
     def from_directory(cls, directory):
         """The config.json of a Hugging Face checkpoint directory."""
-        path = Path(directory) / "config.json"
-        if not path.exists():
-            raise CheckpointError(f"{directory}: no config.json (is this a Hugging Face checkpoint directory?)")
-        try:
-            return cls.from_hf(json.loads(path.read_text(encoding="utf-8")), source=str(path))
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            raise CheckpointError(f"{path}: not valid JSON ({e})") from None
+        return cls(**weights.read_config(directory))
 
     def to_hf(self):
-        return {
-            "model_type": self.model_type, "vocab_size": self.vocab_size, "hidden_size": self.hidden_size,
-            "num_hidden_layers": self.num_layers, "num_attention_heads": self.num_heads,
-            "intermediate_size": self.ffn_size, "max_position_embeddings": self.max_positions,
-            "type_vocab_size": self.type_vocab_size, "layer_norm_eps": self.layer_norm_eps,
-            "pad_token_id": self.pad_id, "hidden_dropout_prob": self.dropout,
-            "attention_probs_dropout_prob": self.attention_dropout, "hidden_act": "gelu",
-            "position_embedding_type": "absolute", "bos_token_id": 0, "eos_token_id": 2,
-        }
-
-
-# config.json's fields this encoder reads: (type, smallest value, value must be below)
-CONFIG_FIELDS = {
-    "vocab_size": (int, 1, None), "hidden_size": (int, 1, None), "num_hidden_layers": (int, 1, None),
-    "num_attention_heads": (int, 1, None), "intermediate_size": (int, 1, None), "max_position_embeddings": (int, 1, None),
-    "type_vocab_size": (int, 1, None), "pad_token_id": (int, 0, None), "layer_norm_eps": (float, 0, None),
-    "hidden_dropout_prob": (float, 0, 1), "attention_probs_dropout_prob": (float, 0, 1),
-}
-
-
-def check_fields(hf, source):
-    """Every field the encoder reads has the type and range it needs (JSON's "768" is not 768)."""
-    for name, (kind, low, below) in CONFIG_FIELDS.items():
-        if name not in hf:
-            continue
-        value = hf[name]
-        right_type = isinstance(value, (int, float) if kind is float else int) and not isinstance(value, bool)
-        if not right_type or value < low or (below is not None and value >= below):
-            wanted = "an integer" if kind is int else "a number"
-            bounds = f" from {low}" + (f" below {below}" if below is not None else "")
-            raise CheckpointError(f"{source}: {name} is {value!r}; it must be {wanted}{bounds}")
-    heads, hidden = hf.get("num_attention_heads"), hf.get("hidden_size")
-    if heads and hidden and hidden % heads:
-        raise CheckpointError(f"{source}: hidden_size {hidden} is not divisible by num_attention_heads {heads}")
-    if hf.get("pad_token_id", 0) >= hf.get("vocab_size", float("inf")):
-        raise CheckpointError(f"{source}: pad_token_id {hf['pad_token_id']} is not below vocab_size {hf['vocab_size']}")
-
-
-def check_tokenizer(config, tokenizer, directory):
-    """The tokenizer's ids must all have rows in the embeddings (a tokenizer of another model would not)."""
-    if tokenizer.vocab_size > config.vocab_size:
-        raise CheckpointError(f"{directory}: the tokenizer has {tokenizer.vocab_size} ids but config.json's vocab_size is "
-                              f"{config.vocab_size}: the tokenizer and the weights are not of the same model")
+        return weights.config_json(self)
 
 
 class Embeddings(nn.Module):
@@ -310,117 +223,21 @@ class Encoder(nn.Module):
         config fields that do not change the weights' shapes (dropout, attention_dropout)."""
         directory = Path(directory)
         config = replace(Config.from_directory(directory), **overrides)
-        state = normalise_keys(load_checkpoint_weights(directory))
-        lm_head_keys = LM_HEAD_KEYS["bert" if config.is_bert else "roberta"]
-        model = cls(config, pooler="pooler.dense.weight" in state, lm_head=lm_head_keys["lm_head.dense"] + ".weight" in state)
+        state = weights.normalise_keys(weights.load_checkpoint_weights(directory))
+        pooler, lm_head = weights.checkpoint_modules(state, config.is_bert)
+        model = cls(config, pooler=pooler, lm_head=lm_head)
         model.load_hf_state_dict(state, source=directory)
         return model.to(dtype)
 
     def load_hf_state_dict(self, state, source="state dict"):
         """Copy Hugging Face-named tensors into this encoder: every key accounted for, every shape checked."""
-        state = normalise_keys(state)
-        c = self.config
-        names = hf_names(self)
-        missing = [theirs for theirs in names.values() if theirs not in state]
-        unexpected = [k for k in state if k not in names.values() and not IGNORED_KEYS.fullmatch(k)]
-        if missing or unexpected:
-            raise CheckpointError(
-                f"{source}: the weights do not match config.json ({c.model_type}, {c.num_layers} layers)\n"
-                f"  missing ({len(missing)}): {', '.join(missing[:20])}{' ...' if len(missing) > 20 else ''}\n"
-                f"  unexpected ({len(unexpected)}): {', '.join(unexpected[:20])}{' ...' if len(unexpected) > 20 else ''}")
-        params = self.state_dict()
-        wrong = [f"{theirs}: file {tuple(state[theirs].shape)}, config expects {tuple(params[ours].shape)}"
-                 for ours, theirs in names.items() if state[theirs].shape != params[ours].shape]
-        if wrong:
-            raise CheckpointError(f"{source}: tensor shapes disagree with config.json:\n  " + "\n  ".join(wrong[:20]))
-        with torch.no_grad():
-            for ours, theirs in names.items():
-                params[ours].copy_(state[theirs])
-        word = params["embeddings.word.weight"]
-        for decoder in ("lm_head.decoder.weight", "cls.predictions.decoder.weight"):
-            if self.lm_head is not None and decoder in state and not torch.equal(state[decoder].to(word), word):
-                warnings.warn(f"{source}: {decoder} differs from the word embeddings; minxlt ties the two and uses the embeddings")
+        weights.load_state(self, self.config, state, source)
 
     def save_pretrained(self, directory, head=None):
         """Write config.json and model.safetensors in the Hugging Face layout (loadable by transformers).
-        `head`, a Classifier's export (Classifier.transformers_head), adds its weights and names its
+        `head`, a Classifier's export (weights.transformers_head), adds its weights and names its
         class, with the encoder under "roberta." / "bert." as transformers' task models keep it."""
-        directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
-        c = self.config
-        base = {"bert": "Bert", "roberta": "Roberta", "xlm-roberta": "XLMRoberta"}[c.model_type]
-        lm_head = self.lm_head is not None and head is None  # a task model drops the masked-LM head it does not use
-        prefix = "bert." if c.is_bert else "roberta."
-        prefix = prefix if lm_head or head else ""  # the *ForMaskedLM and *For<Task> layouts keep the encoder under it
-        state = self.state_dict()
-        tensors = {}
-        for ours, theirs in hf_names(self).items():
-            if theirs.startswith(("lm_head.", "cls.")):
-                if lm_head:
-                    tensors[theirs] = state[ours]
-                continue
-            tensors[prefix + theirs] = state[ours]
-        hf = dict(c.to_hf(), architectures=[base + ("ForMaskedLM" if lm_head else "Model")])
-        if head:
-            tensors.update(head["tensors"])
-            hf.update(head["config"], architectures=[base + head["architecture"]])
-        (directory / "config.json").write_text(json.dumps(hf, indent=2) + "\n")
-        tmp = directory / "model.safetensors.tmp"
-        save_safetensors(tensors, tmp)
-        os.replace(tmp, directory / "model.safetensors")
-
-
-# The one key table: our module names -> Hugging Face's (after the "roberta."/"bert." prefix).
-# Every entry names a module holding a .weight and a .bias, except where noted.
-KEY_TABLE = {
-    "embeddings.word": "embeddings.word_embeddings",              # weight only
-    "embeddings.position": "embeddings.position_embeddings",      # weight only
-    "embeddings.token_type": "embeddings.token_type_embeddings",  # weight only
-    "embeddings.norm": "embeddings.LayerNorm",
-    "layers.{i}.query": "encoder.layer.{i}.attention.self.query",
-    "layers.{i}.key": "encoder.layer.{i}.attention.self.key",
-    "layers.{i}.value": "encoder.layer.{i}.attention.self.value",
-    "layers.{i}.attn_out": "encoder.layer.{i}.attention.output.dense",
-    "layers.{i}.attn_norm": "encoder.layer.{i}.attention.output.LayerNorm",
-    "layers.{i}.ffn_in": "encoder.layer.{i}.intermediate.dense",
-    "layers.{i}.ffn_out": "encoder.layer.{i}.output.dense",
-    "layers.{i}.ffn_norm": "encoder.layer.{i}.output.LayerNorm",
-    "pooler.dense": "pooler.dense",
-}
-LM_HEAD_KEYS = {  # "lm_head.bias" is a bare parameter
-    "roberta": {"lm_head.dense": "lm_head.dense", "lm_head.norm": "lm_head.layer_norm", "lm_head.bias": "lm_head.bias"},
-    "bert": {"lm_head.dense": "cls.predictions.transform.dense", "lm_head.norm": "cls.predictions.transform.LayerNorm",
-             "lm_head.bias": "cls.predictions.bias"},
-}
-# In checkpoints but not needed: buffers, the decoder tied to the word embeddings, BERT's
-# next-sentence head, and task heads of fine-tuned models (minxlt trains its heads itself).
-IGNORED_KEYS = re.compile(r"embeddings\.position_ids|(lm_head|cls\.predictions)\.decoder\.(weight|bias)"
-                          r"|cls\.seq_relationship\.\w+|(classifier|qa_outputs)\..+")
-
-
-def hf_names(model):
-    """{our state_dict key: Hugging Face key} for every tensor of `model`."""
-    table = dict(KEY_TABLE, **LM_HEAD_KEYS["bert" if model.config.is_bert else "roberta"])
-    names = {}
-    for key in model.state_dict():
-        module, _, leaf = key.rpartition(".")
-        if key in table:  # a bare parameter
-            names[key] = table[key]
-            continue
-        template = re.sub(r"^layers\.\d+\.", "layers.{i}.", module)
-        layer = re.match(r"layers\.(\d+)\.", module)
-        names[key] = table[template].format(i=layer.group(1) if layer else "") + "." + leaf
-    return names
-
-
-def normalise_keys(state):
-    """Strip the "roberta."/"bert." prefix of *ForMaskedLM-style checkpoints; old BERT files say gamma/beta."""
-    out = {}
-    for key, value in state.items():
-        key = re.sub(r"^(roberta|bert)\.", "", key)
-        key = re.sub(r"\.gamma$", ".weight", re.sub(r"\.beta$", ".bias", key))
-        out[key] = value
-    return out
+        weights.save_encoder(directory, self.config, self.state_dict(), head)
 
 
 class ClassificationHead(nn.Module):
@@ -517,7 +334,7 @@ class Classifier(nn.Module):
     def __init__(self, encoder, num_labels, head_style="roberta", pooling="cls", num_intents=0):
         super().__init__()
         assert pooling in ("cls", "mean"), pooling
-        self.encoder, self.pooling = encoder, pooling
+        self.encoder, self.head_style, self.pooling = encoder, head_style, pooling
         H, p = encoder.config.hidden_size, encoder.config.dropout
         if head_style == "joint":
             self.head = JointHead(H, num_labels, num_intents, dropout=p)
@@ -542,54 +359,25 @@ class Classifier(nn.Module):
 
     def save(self, directory, tokenizer, task):
         """An ordinary checkpoint directory that transformers loads with its trained head where it
-        has the class for it (transformers_head), plus head.safetensors and task.json for minxlt."""
+        has the class for it (weights.transformers_head), plus head.safetensors and task.json for minxlt."""
         directory = Path(directory)
-        head = self.transformers_head(task)
+        head = weights.transformers_head(self.head_style, self.pooling, self.head.state_dict(), task["labels"],
+                                         self.encoder.config.is_bert)
         self.encoder.save_pretrained(directory, head)
         tokenizer.save_pretrained(directory)
         save_safetensors(self.head.state_dict(), directory / "head.safetensors")
         (directory / "task.json").write_text(json.dumps(dict(task, transformers=head["architecture"] if head else None), indent=2) + "\n")
 
-    def transformers_head(self, task):
-        """The head as transformers' task models hold it: {architecture (after XLMRoberta/Bert),
-        config (labels), tensors}. Sentence labels from RoBERTa's dense-tanh head over <s> (BERT's
-        pooler and classifier), a label per token, an answer's start and end. A linear or a
-        mean-pooled sentence head, and xSID's joint head, have no such class: None."""
-        head, bert = self.head, self.encoder.config.is_bert
-        labels = task["labels"]
-        tensors = lambda module, name: {f"{name}.{k}": v for k, v in module.state_dict().items()}
-        if isinstance(head, ClassificationHead) and head.dense is not None and self.pooling == "cls":
-            out = tensors(head.dense, "bert.pooler.dense" if bert else "classifier.dense")
-            out.update(tensors(head.out_proj, "classifier" if bert else "classifier.out_proj"))
-            architecture = "ForSequenceClassification"
-        elif isinstance(head, TokenClassificationHead):
-            out, architecture = tensors(head.out_proj, "classifier"), "ForTokenClassification"
-        elif isinstance(head, SpanHead):
-            out, architecture = tensors(head.out_proj, "qa_outputs"), "ForQuestionAnswering"
-            labels = None
-        else:
-            return None
-        config = {"id2label": {str(i): label for i, label in enumerate(labels)}, "label2id": {label: i for i, label in enumerate(labels)}} if labels else {}
-        return {"architecture": architecture, "config": config, "tensors": out}
-
     @classmethod
     def load(cls, directory):
         """(model, tokenizer, task dict) from a directory written by save()."""
         directory = Path(directory)
-        if not (directory / "task.json").is_file():
-            raise CheckpointError(f"{directory}: no task.json, so not a model saved by train.py (give its OUT/best directory)")
-        try:
-            task = json.loads((directory / "task.json").read_text(encoding="utf-8"))
-            labels = task["labels"]
-            head_style, pooling = task.get("head_style", "roberta"), task.get("pooling", "cls")
-            if not isinstance(labels, list) or not labels or head_style not in HEAD_STYLES or pooling not in ("cls", "mean"):
-                raise ValueError("labels, head_style or pooling")
-        except (ValueError, KeyError, TypeError, UnicodeDecodeError) as e:
-            raise CheckpointError(f"{directory / 'task.json'}: not the task.json that train.py writes ({e})") from None
+        task = weights.read_task_json(directory, HEAD_STYLES)
         encoder, tokenizer = Encoder.from_pretrained(directory), Tokenizer.from_pretrained(directory)
-        check_tokenizer(encoder.config, tokenizer, directory)
+        weights.check_tokenizer(encoder.config, tokenizer, directory)
         encoder.segment_id = tokenizer.segment_id
-        model = cls(encoder, len(labels), head_style, pooling, len(task.get("intents") or ()))
+        model = cls(encoder, len(task["labels"]), task.get("head_style", "roberta"), task.get("pooling", "cls"),
+                    len(task.get("intents") or ()))
         path = directory / "head.safetensors"
         if not path.is_file():
             raise CheckpointError(f"{path}: not found; OUT/best holds the head that train.py trained there")

