@@ -71,14 +71,16 @@ def measure(argv, cache):
 
 
 def data_stage(argv):
-    """What train.train does before it loads the model, on train.py's arguments."""
+    """What train.main does before it loads the model, on train.py's arguments."""
+    import bookkeeping
+    import flags
     import train
-    from registry import METHODS
-    args = train.get_args(argv)
-    method = METHODS[args.method](args, train.load_run(args, Path(args.model), "cpu", 0, 1))
-    items, phases = train.training_data(args, method)
-    train.padding_report(args, method, phases)
-    train.step_batches(args, method, phases, 0, {})
+    args = flags.parse(argv)
+    settings, run = flags.resolve(args, train.load_run(args, Path(args.model), "cpu", 0, 1))
+    method = flags.METHODS[settings.method](settings, run)
+    phases = method.phases(method.training_items())
+    bookkeeping.padding_report(settings, method, phases)
+    bookkeeping.step_batches(settings, method, phases, 0, {})
 
 
 def main(argv=None):

@@ -31,12 +31,13 @@ import time
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
+import data
 import distributed
+import flags
 import hub
 import train
 from model import Config, Encoder
 from prepare_default import default_model
-from registry import METHODS
 from tokenizer import Tokenizer
 
 SHAPES = {  # XLM-R base and large
@@ -75,14 +76,14 @@ def source_batches(run, batch_size, steps):
 class Trainee:
     """One method's model and optimizer, and its step (train.py's, one micro-batch)."""
 
-    def __init__(self, name, args, run, model_dir, device):
-        self.name, self.args, self.device = name, args, device
-        self.method = method = METHODS[name](args, run)
+    def __init__(self, name, settings, run, model_dir, device):
+        self.name, self.settings, self.device = name, settings, device
+        self.method = method = flags.METHODS[name](settings, run)
         if method.draws not in ("texts", "pairs"):
             raise SystemExit(f"--methods: {name} trains on {method.draws} data; this benchmark compares methods on texts and pairs")
-        self.model = method.wrap(train.build_model(args, method, model_dir, device, 0), []).train()
+        self.model = method.wrap(train.build_model(settings, method, model_dir, device, 0), []).train()
         self.optimizer = torch.optim.AdamW([p for p in self.model.parameters() if p.requires_grad], lr=1e-5, fused=True)
-        self.dtype = train.autocast_dtype(args.amp, device)
+        self.dtype = train.autocast_dtype(settings.amp, device)
 
     def batch(self, pairs, step):
         items = pairs if self.method.draws == "pairs" else [translation for _, translation in pairs]
@@ -90,9 +91,9 @@ class Trainee:
         return self.method.make_batch(items, [1.0] * len(items), step), len(texts), sum(len(t.ids) for t in texts)
 
     def step(self, batch):
-        batch = train.to_device(batch, self.device)
+        batch = data.to_device(batch, self.device)
         with torch.autocast(self.device.split(":")[0], dtype=self.dtype, enabled=self.dtype is not None):
-            loss, *_ = self.method.loss(self.model, batch)
+            loss, _ = self.method.loss(self.model, batch)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
         self.optimizer.step()
@@ -102,24 +103,24 @@ class Trainee:
 class Baseline(Trainee):
     """transformers' sequence classifier on translate-train's texts, padded to --max-length."""
 
-    def __init__(self, args, run, model_dir, device):
+    def __init__(self, settings, run, model_dir, device):
         import transformers
         transformers.logging.set_verbosity_error()  # a new head is what a fine-tuning run starts from: no warning
-        self.name, self.args, self.device, self.run = "transformers", args, device, run
+        self.name, self.settings, self.device, self.run = "transformers", settings, device, run
         self.model = transformers.AutoModelForSequenceClassification.from_pretrained(
             model_dir, num_labels=len(run.task.labels), attn_implementation="sdpa").to(device).train()
         self.optimizer = torch.optim.AdamW([p for p in self.model.parameters() if p.requires_grad], lr=1e-5, fused=True)
-        self.dtype = train.autocast_dtype(args.amp, device)
+        self.dtype = train.autocast_dtype(settings.amp, device)
 
     def batch(self, pairs, step):
         texts = [translation for _, translation in pairs]
-        pad, T = self.run.tokenizer.pad_id, self.args.max_length
+        pad, T = self.run.tokenizer.pad_id, self.settings.max_length
         ids = torch.tensor([t.ids + [pad] * (T - len(t.ids)) for t in texts])
         batch = {"input_ids": ids, "attention_mask": ids.ne(pad).long(), "labels": torch.tensor([t.label for t in texts])}
         return batch, len(texts), sum(len(t.ids) for t in texts)
 
     def step(self, batch):
-        batch = train.to_device(batch, self.device)
+        batch = data.to_device(batch, self.device)
         with torch.autocast(self.device.split(":")[0], dtype=self.dtype, enabled=self.dtype is not None):
             loss = self.model(**batch).loss
         loss.backward()
@@ -202,8 +203,8 @@ def main(argv=None):
     parser.add_argument("--peak-tflops", type=float, help="the GPU's dense bf16 peak, for MFU (known: " + ", ".join(PEAK_TFLOPS) + ")")
     own, rest = parser.parse_known_args(argv)
     names = own.methods.split(",")
-    settings = {name: train.get_args(rest + ["--method", name]) for name in names}
-    first = settings[names[0]]
+    given = {name: flags.parse(rest + ["--method", name]) for name in names}
+    first = given[names[0]]
     device = first.device or ("cuda" if torch.cuda.is_available() else "cpu")
     distributed.choose_attention(device)
     model_dir = hub.resolve(first.model) if first.model else default_model()
@@ -211,11 +212,16 @@ def main(argv=None):
         if own.shapes != "model":
             model_dir = shaped_model(model_dir, own.shapes, folder)
         run = train.load_run(first, model_dir, device, 0, 1)
-        trainees = [Trainee(name, settings[name], run, model_dir, device) for name in names]
+        resolved = {}
+        for name, args in given.items():  # each method's settings from the flags given, less other methods' flags
+            mine = sorted(set(args.given) - set(flags.foreign_flags(flags.METHODS[name])))
+            resolved[name] = flags.resolve(argparse.Namespace(**{**vars(args), "given": mine}), run)
+        settings, run = resolved[names[0]]
+        trainees = [Trainee(name, *resolved[name], model_dir, device) for name in names]
         if not own.no_baseline:
-            trainees.append(Baseline(first, run, model_dir, device))
-        print(f"{first.task}, {own.shapes} {model_dir if own.shapes == 'model' else ''}, device {device}, amp {first.amp}, "
-              f"max length {first.max_length}, torch {torch.__version__}, {torch.get_num_threads()} threads")
+            trainees.append(Baseline(settings, run, model_dir, device))
+        print(f"{settings.task}, {own.shapes} {model_dir if own.shapes == 'model' else ''}, device {device}, amp {settings.amp}, "
+              f"max length {settings.max_length}, torch {torch.__version__}, {torch.get_num_threads()} threads")
         for batch_size in map(int, own.batch_sizes.split(",")):
             batches = source_batches(run, batch_size, own.warmup + own.steps)
             peak = peak_flops(device, own.peak_tflops)

@@ -5,7 +5,8 @@ settings must give the same losses (after a refactor, across process counts, aft
     python compare_logs.py before/ after/ --tolerance 0  # every run found under both folders
 
 A run is a folder with a log.jsonl (co-training's sub-runs each have theirs). Wall-clock fields
-("seconds") are ignored, and so is results.json's "args" (and any --ignore KEY); every other number
+("seconds") are ignored, and so are results.json's "settings" (which name the run's own --out)
+and co-training's "args" (and any --ignore KEY); every other number
 in log.jsonl and results.json must agree within --tolerance (relative; 0 means exactly). Exits 1
 on any difference.
 """
@@ -15,7 +16,7 @@ import math
 import sys
 from pathlib import Path
 
-IGNORED = {"seconds", "args"}
+IGNORED = {"seconds", "args", "settings"}
 
 
 def records(run):

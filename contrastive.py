@@ -13,9 +13,17 @@ import random
 
 import cli
 import distributed
-from losses import label_alignment_loss, semantic_alignment_loss, task_loss
+from losses import label_alignment_terms, semantic_alignment_loss, task_loss
 from methods import Method, Phase
 from tasks import InputError
+
+
+def share_of_label_alignment(per_anchor, anchors, weights, mine):
+    """One process's part of Eq. 2 over a global batch, whose examples `mine` (a slice) it holds:
+    the sum of its anchors' terms over all the anchors, divided by its share of the examples that
+    count (`weights`), so that the processes' parts, each weighted by that share, add up to Eq. 2's
+    mean. (per_anchor, anchors: losses.label_alignment_terms of the global batch.)"""
+    return (per_anchor[mine] * anchors[mine]).sum() / anchors.sum().clamp(min=1) * (weights.sum() / weights[mine].sum().clamp(min=1))
 
 
 class Contrastive(Method):
@@ -27,11 +35,12 @@ class Contrastive(Method):
     levels = ("sentence",)
     levels_note = "contrasts and pseudo-labels whole sentences (Yu & Joty classify them)"
     groups_by_length = False  # label alignment contrasts every pair of texts in a batch: they are drawn at random
-    paper = {"lr": 5e-5, "weight_decay": 0.01, "batch_size": 16, "epochs": 5}  # Sec. 4.1, Training Details (XNLI)
+    paper = {"lr": 5e-5, "weight_decay": 0.01, "batch_size": 16, "epochs": 5}  # Sec. 4.2, "Training Details" (XNLI's 5 epochs)
 
     @staticmethod
     def add_arguments(parser):
-        g = parser.add_argument_group("contrastive adaptation (Yu & Joty)")
+        g = parser.add_argument_group("contrastive adaptation (Yu & Joty)", "--preset paper: AdamW at 5e-5 with weight decay 0.01 "
+                                      "and a linear schedule, batch size 16, XNLI's 5 epochs (Sec. 4.2, Training Details)")
         g.add_argument("--tau", type=cli.positive_float, default=0.1, help="temperature of the contrastive losses (the paper gives none; 0.1 here)")
         g.add_argument("--la-weight", type=cli.non_negative_float, default=1.0, help="lambda_LA of Eq. 3")
         g.add_argument("--sa-weight", type=cli.non_negative_float, default=1.0, help="lambda_SA of Eq. 5")
@@ -39,25 +48,26 @@ class Contrastive(Method):
         g.add_argument("--sa-lr", type=cli.positive_float, help="its peak learning rate, 'smaller' in the paper (default: --lr / 5)")
         g.add_argument("--sa-group", type=cli.positive_int, default=4, help="b: translations and other-label texts per anchor (a group has 2b + 1 texts)")
 
-    def defaults(self, level, num_layers):
-        return {"sa_steps": self.args.max_steps // 4}
+    @classmethod
+    def defaults(cls, level, num_layers, settings):
+        return {"sa_steps": settings["max_steps"] // 4}
 
-    def check(self, extra):
-        super().check(extra)
-        if self.args.grad_accum > 1 and self.args.la_weight > 0:
+    @classmethod
+    def check(cls, settings, run):
+        if settings.grad_accum > 1 and settings.la_weight > 0:
             raise InputError("--method contrastive takes --grad-accum 1: label alignment (Eq. 2) contrasts every pair of texts in "
                              "a step's batch, which micro-steps would split into smaller batches, and the loss with them; to fit "
                              "memory, run more processes (torchrun) or give a smaller --batch-size")
-        if self.args.sa_steps > self.args.max_steps:
-            raise InputError(f"--sa-steps {self.args.sa_steps} is more than --max-steps {self.args.max_steps}: semantic alignment "
+        if settings.sa_steps > settings.max_steps:
+            raise InputError(f"--sa-steps {settings.sa_steps} is more than --max-steps {settings.max_steps}: semantic alignment "
                              "is the last part of the run")
 
     def phases(self, items):
         """Label alignment on every text, then semantic alignment on the source texts that have
         translations (the anchors)."""
-        args, source = self.args, self.run.task.source
-        first = Phase("label alignment", items, args.max_steps - args.sa_steps, self.make_batch, self.loss)
-        if not args.sa_steps:
+        settings, source = self.settings, self.run.task.source
+        first = Phase("label alignment", items, settings.max_steps - settings.sa_steps, self.make_batch, self.loss)
+        if not settings.sa_steps:
             return [first]
         sources = {it.id: it for it in items if it.lang == source}
         self.translations_of = {}
@@ -67,27 +77,29 @@ class Contrastive(Method):
         self.anchors = [sources[i] for i in sorted(self.translations_of)]
         if len({a.label for a in self.anchors}) < 2:
             raise InputError("semantic alignment needs translated source examples of at least two labels (see --translated)")
-        lr_scale = (args.sa_lr or args.lr / 5) / args.lr
-        return [first, Phase("semantic alignment", self.anchors, args.sa_steps, self.group_batch, self.group_loss, lr_scale)]
+        lr_scale = (settings.sa_lr or settings.lr / 5) / settings.lr
+        return [first, Phase("semantic alignment", self.anchors, settings.sa_steps, self.group_batch, self.group_loss, lr_scale)]
 
     def loss(self, model, batch):
         """Eq. 3: CE + lambda_LA * L_LA. Eq. 2 contrasts every pair of texts in the global batch, so
-        its vectors, labels and weights are gathered from every process; the same L_LA is then
-        computed by each, and returned as the shared part of the loss (methods.Method.loss)."""
+        each process gathers the batch's vectors (its own with their gradient), labels and weights,
+        and keeps its own anchors' part of L_LA (share_of_label_alignment)."""
         logits, cls = model(batch["input_ids"], batch["attention_mask"])
         w, labels = batch["weights"], batch["labels"]
         task = task_loss(logits, labels, w)
-        la = label_alignment_loss(distributed.all_gather_with_grad(cls), distributed.all_gather(labels), self.args.tau,
-                                  distributed.all_gather(w))
-        return task, {"task": task.detach(), "la": la.detach()}, self.args.la_weight * la
+        weights = distributed.all_gather(w)
+        per_anchor, anchors = label_alignment_terms(distributed.all_gather_with_grad(cls), distributed.all_gather(labels), self.settings.tau,
+                                                    weights)
+        la = share_of_label_alignment(per_anchor, anchors, weights, slice(self.run.rank * len(w), (self.run.rank + 1) * len(w)))
+        return task + self.settings.la_weight * la, {"task": task.detach(), "la": la.detach()}
 
     def group_batch(self, anchors, weights, step):
         """Each anchor expanded into its group: the anchor, b of its translations and b anchors of
         other labels (with repetition where there are fewer than b). Drawn per anchor, so that the
         groups are the same however the batch is split into micro-steps or processes."""
-        b, rows = self.args.sa_group, []
+        b, rows = self.settings.sa_group, []
         for anchor in anchors:
-            rng = random.Random(f"{self.args.seed}/{step}/{anchor.id}/groups")
+            rng = random.Random(f"{self.settings.seed}/{step}/{anchor.id}/groups")
             mine = list(self.translations_of[anchor.id].values())
             others = [a for a in self.anchors if a.label != anchor.label]
             draw = lambda pool: rng.sample(pool, b) if len(pool) >= b else [rng.choice(pool) for _ in range(b)]
@@ -99,9 +111,9 @@ class Contrastive(Method):
         is drawn per anchor from all the anchors (group_batch), so its loss is the anchor's own and
         the mean over a step's anchors is the same however the step is split."""
         logits, cls = model(batch["input_ids"], batch["attention_mask"])
-        w, b = batch["weights"], self.args.sa_group
+        w, b = batch["weights"], self.settings.sa_group
         size = 2 * b + 1
         task = task_loss(logits, batch["labels"], w.repeat_interleave(size))
         groups = cls.view(len(w), size, -1)
-        sa = semantic_alignment_loss(groups[:, 0], groups[:, 1:b + 1], groups[:, b + 1:], self.args.tau, w)
-        return task + self.args.sa_weight * sa, {"task": task.detach(), "sa": sa.detach()}
+        sa = semantic_alignment_loss(groups[:, 0], groups[:, 1:b + 1], groups[:, b + 1:], self.settings.tau, w)
+        return task + self.settings.sa_weight * sa, {"task": task.detach(), "sa": sa.detach()}

@@ -33,6 +33,7 @@ from pathlib import Path
 import cli
 import distributed
 import evaluate
+import flags
 import tasks
 import train
 from data import Example
@@ -92,7 +93,7 @@ def get_args(argv=None):
     own, rest = p.parse_known_args(argv)
     if own.resume and own.overwrite:
         p.error("--resume continues the co-training in --out and --overwrite replaces it: give one of them")
-    return own, rest, train.get_args(rest + ["--method", "zero-shot", "--out", own.out])
+    return own, rest, flags.parse(rest + ["--method", "zero-shot", "--out", own.out])
 
 
 def main(argv=None):
@@ -101,7 +102,7 @@ def main(argv=None):
     rank, world_size, device = distributed.setup(args.device)
     out = Path(own.out)
     replaced = output_folder(out, own)
-    full = train.load_task(args)
+    full = tasks.load_task(args.task, args.data, args.source_lang, args.target_langs)
     if not LEVELS[full.level].labels_texts:
         raise tasks.InputError(f"co-training pseudo-labels whole sentences (Yu & Joty classify them); --task {args.task} "
                          f"{LEVELS[full.level].description}")
@@ -187,13 +188,13 @@ class FineTuning:
         def fit(examples, round_):
             directory = Path(self.own.out) / f"round{round_}" / view
             train.main(self.argv(view, directory, examples) + ["--no-test"])
-            model, tokenizer, _ = Classifier.load(directory / "best")
+            model, tokenizer, info = Classifier.load(directory / "best")
             model.to(self.device)
 
             def predict(unlabelled):
                 keys = sorted(unlabelled)
                 probabilities = evaluate.predict_probabilities(model, tokenizer, [unlabelled[k].text for k in keys], self.args.eval_batch_size,
-                                                               self.args.max_length, self.device, self.rank, self.world_size)
+                                                               info["max_length"], self.device, self.rank, self.world_size)
                 confidence, label = probabilities.max(-1)
                 return {k: (self.task.labels[l], c) for k, l, c in zip(keys, label.tolist(), confidence.tolist())}
             return predict

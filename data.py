@@ -153,3 +153,8 @@ def translation_pairs(sources, translations):
     for t in translations:
         by_id.setdefault(t.id, []).append(t)
     return [(s, t) for s in sources for t in by_id.get(s.id, [])]
+
+
+def to_device(batch, device):
+    """A batch's tensors on the device; from pinned memory the copy does not wait for the host."""
+    return {name: value.to(device, non_blocking=True) if torch.is_tensor(value) else value for name, value in batch.items()}

@@ -21,12 +21,12 @@ import torch.nn.functional as F
 import cli
 import data
 import distributed
+import flags
 import hub
 import tasks
 from methods import TEST_INPUTS, Method, Run, counterparts, score_split
 from model import Classifier, Encoder, mean_pool
 from prepare_default import default_model
-from registry import METHODS
 from tokenizer import Tokenizer
 
 
@@ -119,8 +119,10 @@ def alignment_table(alignment):
 
 
 def linear_cka(x, y):
-    """Linear CKA (Kornblith et al. 2019; X-Mixup Eq. 1) between representations (N, H) of N
-    parallel sentences: ||Y^T X||_F^2 / (||X^T X||_F ||Y^T Y||_F) on column-centred X and Y."""
+    """Linear CKA (Kornblith et al. 2019) between representations (N, H) of N parallel sentences:
+    ||Y^T X||_F^2 / (||X^T X||_F ||Y^T Y||_F) on column-centred X and Y. X-Mixup's Eq. 1 prints it
+    with squared norms in the denominator and no centring; this is Kornblith et al.'s own form,
+    which is 1 for identical representations."""
     x = x.double() - x.double().mean(0)
     y = y.double() - y.double().mean(0)
     return ((y.T @ x).norm() ** 2 / ((x.T @ x).norm() * (y.T @ y).norm())).item()
@@ -136,8 +138,8 @@ def retrieval_accuracy(x, y):
 
 def alignment(encoder, tokenizer, parallel, source, batch_size, device, rank=0, world_size=1, pooling="mean"):
     """{target: {"cka": ..., "retrieval": ...}} on parallel test sentences ({lang: [Example]}, paired
-    by id), between sentence vectors of the final layer: mean-pooled (X-Mixup's Table 7 measure)
-    or <s> (`pooling` "cls"). The source side is encoded once for all targets."""
+    by id), between sentence vectors of the final layer: mean-pooled (as X-Mixup's Figure 1 and
+    footnote 4 pool the last layer) or <s> (`pooling` "cls"). The source side is encoded once for all targets."""
     encoder.eval()
     sources = parallel[source]
     row = {e.id: i for i, e in enumerate(sources)}
@@ -160,6 +162,24 @@ def alignment(encoder, tokenizer, parallel, source, batch_size, device, rank=0, 
 POOLINGS = {"mean": "the mean of the final layer's real tokens", "cls": "the final layer's <s> vectors"}
 
 
+def run_report(results, task, before, after, pooling, predictions):
+    """(the test table in markdown, results.json's scores) of a training run: `results` per
+    language (summarise), CKA and retrieval `before` and `after` training ({lang: {name: value}}
+    or None), `predictions` the folder where the unscored languages' predictions go."""
+    unscored_langs = unscored(task.test)
+    aligned = {lang: {**{f"{k}_before": v for k, v in (before or {}).get(lang, {}).items()}, **values}
+               for lang, values in (after or {}).items()}
+    if results or aligned:
+        table = markdown_table(results or {lang: {} for lang in aligned}, task.source, aligned)
+        table += f"\n\nCKA and retrieval compare {POOLINGS[pooling]}." if aligned else ""
+    elif unscored_langs:
+        table = "(no test scores)"
+    else:  # Unicoder with --no-alignment: an encoder has no test scores of its own
+        table = "(no test scores: an encoder; CKA and retrieval were skipped by --no-alignment)"
+    table += unscored_note(unscored_langs, predictions)
+    return table, {**results, "unscored": unscored_langs, "alignment": aligned, "alignment_pooling": pooling}
+
+
 def write_predictions(folder, predictions):
     """<folder>/<lang>.jsonl: one {"id", "prediction"} per line, in each language's example order."""
     if predictions:
@@ -178,7 +198,7 @@ def get_args(argv=None):
     parser.add_argument("--source-lang", help="source language (default: the task's)")
     parser.add_argument("--target-langs", type=cli.languages, help="comma-separated target languages (default: all of the task's)")
     parser.add_argument("--split", default="test", choices=["dev", "test"])
-    parser.add_argument("--method", choices=list(METHODS), help="predict as this method does rather than as the checkpoint's "
+    parser.add_argument("--method", choices=list(flags.METHODS), help="predict as this method does rather than as the checkpoint's "
                         "(translate-test on a zero-shot checkpoint: the same training)")
     parser.add_argument("--test-input", choices=list(TEST_INPUTS), help="what a prediction sees besides the target text (see "
                         "train.py --help; default: what the run was tested on)")
@@ -190,7 +210,7 @@ def get_args(argv=None):
     parser.add_argument("--alignment", action="store_true", help="also compute CKA and retrieval accuracy between source and targets")
     parser.add_argument("--alignment-only", action="store_true", help="only CKA and retrieval, for an untrained encoder (--model)")
     parser.add_argument("--alignment-pooling", default="mean", choices=["mean", "cls"], help="the sentence vectors CKA and "
-                        "retrieval compare: the mean of the final layer's real tokens (default, X-Mixup's Table 7), or <s>")
+                        "retrieval compare: the mean of the final layer's real tokens (default, as X-Mixup's Figure 1 pools), or <s>")
     parser.add_argument("--tatoeba", type=cli.existing_directory, help="measure alignment on Tatoeba pairs in this directory (tatoeba.<xxx>-eng.*) instead of the task's test set")
     parser.add_argument("--tatoeba-langs", type=cli.languages, help="comma-separated three-letter codes (default: every pair in --tatoeba)")
     parser.add_argument("--batch-size", type=cli.positive_int, default=64)
@@ -240,10 +260,10 @@ def test_checkpoint(model, encoder, tokenizer, info, args, device, rank, world_s
     results, extra, seen = {}, {}, None
     if model is not None and not args.alignment_only:
         model.eval()
-        method = METHODS[args.method] if args.method else METHODS.get(info.get("method"), Method)
+        method = flags.METHODS[args.method] if args.method else flags.METHODS.get(info.get("method"), Method)
         test_input, translations = test_input_of(args, info if method.name == info.get("method") else {})
         translations = translations or (task.test_translations if test_input == "translation" else None)
-        test_input = method.choose_test_input(test_input, translations, task.parallel)
+        test_input = flags.choose_test_input(method, test_input, translations, task.parallel)
         partners = counterparts(run, args.split, test_input, translations)
         scores = score_split(run, *method.load_predictor(model, info, test_input), args.split, None, partners, predictions)
         results = summarise(scores, task.source)

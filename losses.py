@@ -16,7 +16,7 @@ def weighted_mean(values, weights=None):
 
 def task_loss(logits, labels, weights=None):
     """The task loss of every paper (XeroAlign's tasks A and B, FILTER Eq. 4's L, X-Mixup Eq. 8's
-    L_task, Yu & Joty Eq. 3's CE): cross-entropy, (N, C) logits against (N,) label indices, or per token,
+    L_task, Yu & Joty Eq. 1's L_CE): cross-entropy, (N, C) logits against (N,) label indices, or per token,
     (N, T, C) against (N, T) with -100 where a token is not scored (the mean is over scored tokens).
     A joint task (xSID) labels the <s> token, position 0, with the sentence's intent
     (model.JointHead): the intent's loss, a mean over sentences, and the slots' loss, a mean over
@@ -98,7 +98,15 @@ def label_alignment_loss(embeddings, labels, tau=0.1, weights=None):
     L2-normalised vectors (N, H) of a batch, each anchor i is pulled towards the other examples of
     its label j and away from all others k != i: -log exp(h_i.h_j / tau) / sum_k exp(h_i.h_k / tau),
     averaged over its positives and then over the anchors that have at least one (an example alone
-    with its label contributes nothing). `weights` marks examples that take part (padding: 0)."""
+    with its label contributes nothing; the paper sums over the anchors, which only scales the
+    loss). `weights` marks examples that take part (padding: 0)."""
+    per_anchor, anchors = label_alignment_terms(embeddings, labels, tau, weights)
+    return (per_anchor * anchors).sum() / anchors.sum().clamp(min=1)
+
+
+def label_alignment_terms(embeddings, labels, tau=0.1, weights=None):
+    """Eq. 2's term of each example as an anchor, (N,), and which examples are anchors, (N,) bool:
+    label_alignment_loss before its mean, for a process that sums the terms of its own anchors."""
     h = F.normalize(embeddings.float(), dim=-1)
     N = len(h)
     valid = torch.ones(N, dtype=torch.bool, device=h.device) if weights is None else weights > 0
@@ -108,7 +116,7 @@ def label_alignment_loss(embeddings, labels, tau=0.1, weights=None):
     positive = others & (labels[:, None] == labels[None, :])
     anchors = valid & positive.any(1)
     per_anchor = -(log_prob.masked_fill(~positive, 0.0)).sum(1) / positive.sum(1).clamp(min=1)
-    return (per_anchor * anchors).sum() / anchors.sum().clamp(min=1)
+    return per_anchor, anchors
 
 
 def semantic_alignment_loss(anchors, positives, negatives, tau=0.1, weights=None):

@@ -1,5 +1,5 @@
 """The interface every training method implements, and its two smallest examples: zero-shot and
-translate-train. registry.py maps `--method` names to methods; train.py's loop, evaluate.py and
+translate-train. flags.METHODS maps `--method` names to methods; train.py's loop, evaluate.py and
 the benchmarks call only what is defined here.
 
 A method says
@@ -12,12 +12,13 @@ A method says
   - how it predicts at test time and which input that needs (`predictor`, `load_predictor`:
     the text alone, or "pair": with its source-language counterpart), and what selects the best
     model (`metric`, `evaluate`);
-  - its papers' settings per task level (`defaults`), and its own flags (`add_arguments`).
+  - its own flags (`add_arguments`), its papers' settings (`paper`, per task level `defaults`)
+    and what its flags cannot do (`check`): flags.py reads these once, before the run, and
+    gives the method the resulting settings, read-only (`self.settings`).
 
 What differs between task levels (sentence labels, word labels, answer spans) a method asks of
 `self.run.level` (levels.py), so that its loss is written once for all three.
 """
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -28,7 +29,7 @@ import data
 import token_cache
 from levels import LEVELS
 from model import Classifier
-from tasks import InputError, read_translations
+from tasks import read_jsonl_examples, read_translations
 
 
 @dataclass
@@ -99,108 +100,60 @@ class Method:
     unused_parameters = False  # whether a step may leave trainable parameters without gradient (DDP must know)
     test_inputs = ("text",)  # what its test predictions can see besides the target text (TEST_INPUTS), the default first
     groups_by_length = True  # whether batches group texts of similar length by default (not where a loss compares a batch's texts)
+    teacher_kind = None      # the --teacher it takes (teacher.py): "filter" (FILTER's self-teaching) or "labeller"
     paper = {}               # --preset paper: the settings its paper states (paper_preset)
 
-    def __init__(self, args, run):
-        """Keeps the flags and the run. With --preset paper, the paper's settings replace those of
-        the flags not given; --epochs becomes --max-steps; then the method's defaults fill in the
-        flags left unset."""
-        self.args, self.run = args, run
-        given = getattr(args, "given", set())
-        if getattr(args, "preset", "minxlt") == "paper":
-            for name, value in self.paper_preset(run.task.level).items():
-                if name not in given:
-                    setattr(args, name, value)
-            if args.batch_size % args.grad_accum:
-                raise InputError(f"the paper's batch of {args.batch_size} is not a multiple of --grad-accum {args.grad_accum}")
-        if getattr(args, "epochs", None):
-            if "max_steps" in given:
-                raise InputError("give --max-steps or --epochs, not both (--preset paper sets --epochs where the paper gives them)")
-            args.max_steps = math.ceil(self.train_sizes([run.task.source])[run.task.source] / args.batch_size) * args.epochs
-        for name, value in self.defaults(run.task.level, run.num_layers).items():
-            if getattr(args, name) is None:
-                setattr(args, name, value)
+    def __init__(self, settings, run):
+        """The run's settings (flags.Settings, read-only) and what it runs on (Run)."""
+        self.settings, self.run = settings, run
 
     @staticmethod
     def add_arguments(parser):
         """The method's own flags, as an argument group of train.py's parser."""
 
-    def defaults(self, level, num_layers):
-        """{flag: value}: the papers' settings for a task level, used where a flag is not given."""
-        return {}
-
-    def paper_preset(self, level):
+    @classmethod
+    def paper_preset(cls, level):
         """{flag: value}: what the method's paper states of its head, learning rate, batch size and
         epochs for a task level (--preset paper); what it does not state keeps this script's default."""
-        return dict(self.paper)
+        return dict(cls.paper)
 
-    def check(self, extra):
-        """Refuse, before the model loads, what the method cannot do with this task and these flags
-        (`extra`: the --extra-train examples)."""
-        args, task = self.args, self.run.task
-        if task.level not in self.levels:
-            raise InputError(f"--method {self.name} {self.levels_note}; --task {args.task} {self.run.level.description}: "
-                             f"use a method for {task.level} labels")
-        if args.parallel and self.draws != "parallel":
-            raise InputError("--parallel adds pre-training text for --method unicoder; fine-tuning methods learn from the task's data")
-        if extra and not self.run.level.labels_texts:
-            raise InputError(f"--extra-train adds labelled sentences; --task {args.task} {self.run.level.description}")
-        if extra and self.draws != "texts":
-            raise InputError(f"--extra-train adds single labelled texts, which --method {self.name} (trained on pairs) cannot use")
-        sizes = self.train_sizes(task.targets) if self.uses_translations() else {}
-        missing = [lang for lang, size in sizes.items() if not size]
-        if missing:
-            raise InputError(f"--method {self.name} trains on translations of the source's training examples, and --task {args.task} "
-                             f"has none in {', '.join(missing)} (they come from: {task.translations}); leave those languages out "
-                             "of --target-langs, or use --method zero-shot")
-        if args.test_input == "translation" and not args.test_translations:
-            args.test_translations = task.test_translations  # XTREME's translate-test files, where the data folder has them
-        args.test_input = self.choose_test_input(args.test_input, args.test_translations, task.parallel)
-        if (args.teacher or args.teacher_cache) and not self.uses_teacher():
-            raise InputError("--teacher and --teacher-cache are for --method filter (self-teaching) and for --method xmixup "
-                             "on word labels (soft labels of the translations)")
-        if args.teacher_cache and not Path(args.teacher_cache).exists() and not args.teacher:
-            raise InputError(f"--teacher-cache {args.teacher_cache} does not exist yet: give --teacher CKPT to compute it")
+    @classmethod
+    def defaults(cls, level, num_layers, settings):
+        """{flag: value}: the papers' settings for a task level, for the flags left unset (None);
+        `settings` are the flags as resolved so far, a dict (flags.resolve)."""
+        return {}
 
-    def train_sizes(self, langs):
-        """{lang: how many training examples it has}: from the token cache where the method trains on
-        it (texts and pairs, where the task level's items fit it), else from the examples."""
-        if self.draws in ("texts", "pairs") and self.run.level.caches_tokens:
-            return {lang: len(texts) for lang, texts in self.run.cached_texts(langs).items()}
-        return {lang: len(self.run.task.train[lang]) for lang in langs}
+    @classmethod
+    def check(cls, settings, run):
+        """Refuse, before the model loads, what the method's own flags cannot do with this task and
+        model (flags.check has checked the rest)."""
 
-    def uses_translations(self):
+    @classmethod
+    def uses_translations(cls, settings):
         """Whether training needs the translations of the source's training examples."""
-        return self.translations or self.draws != "texts"
-
-    def uses_teacher(self):
-        """Whether --teacher (a trained model's soft labels) applies."""
-        return False
+        return cls.translations or cls.draws != "texts"
 
     def batches_run_a_model(self):
         """Whether making a batch runs a model (a teacher's forward pass): then the batches are
-        made in the training process, where the model's device is (train.loader_workers)."""
+        made in the training process, where the model's device is (bookkeeping.loader_workers)."""
         return False
 
-    def training_items(self, extra=()):
-        """The encoded training items: the source's texts (and `extra` labelled texts), with their
-        translations for translate-train; for pair methods, every (source, translation) pair."""
+    def training_items(self):
+        """The encoded training items: the source's texts (and --extra-train's labelled texts), with
+        their translations for translate-train; for pair methods, every (source, translation) pair."""
         run, task = self.run, self.run.task
+        extra = read_jsonl_examples(self.settings.extra_train, task.labels) if self.settings.extra_train else []
         if self.draws == "pairs":
             return run.level.pair(run.training_texts([task.source], extra), run.training_texts(task.targets))
         return run.training_texts([task.source, *task.targets] if self.translations else [task.source], extra)
 
     def phases(self, items):
         """The training phases, in order; most methods have one, over --max-steps."""
-        return [Phase(self.name, items, self.args.max_steps, self.make_batch, self.loss)]
+        return [Phase(self.name, items, self.settings.max_steps, self.make_batch, self.loss)]
 
     def length(self, item):
         """An item's tokens, for grouping batches by length (a pair: its longer side)."""
         return max(len(x.ids) for x in (item if isinstance(item, tuple) else [item]))
-
-    def lengths(self, items):
-        """Every item's length: from the token cache's arrays where it holds the items."""
-        return items.lengths() if hasattr(items, "lengths") else [self.length(it) for it in items]
 
     def units(self, item):
         """What the loss averages over in one item (examples; scored tokens of the source for word labels)."""
@@ -209,8 +162,8 @@ class Method:
     def build(self, encoder):
         """The model whose weights OUT/best holds: the encoder with the task level's head. Parts that
         no step trains are frozen, since DDP waits for a gradient of every trainable parameter."""
-        args, task = self.args, self.run.task
-        model = Classifier(encoder, len(task.labels), self.run.level.head(task, args.head), args.pooling, len(task.intents or ()))
+        settings, task = self.settings, self.run.task
+        model = Classifier(encoder, len(task.labels), self.run.level.head(task, settings.head), settings.pooling, len(task.intents or ()))
         for unused in (encoder.pooler, encoder.lm_head):
             if unused is not None:
                 unused.requires_grad_(False)
@@ -222,15 +175,16 @@ class Method:
         return model
 
     def make_batch(self, items, weights, step):
-        """The tensors of one micro-batch (on the CPU), by name."""
+        """One micro-batch, on the CPU: "input_ids" and "attention_mask" (B, T), the items padded to
+        the longest; "labels" (data.label_tensor); "weights" (B,), 0 for DDP padding."""
         batch = {"weights": torch.tensor(weights)}
         batch["input_ids"], batch["attention_mask"], batch["labels"] = data.collate(items, self.run.tokenizer)
         return batch
 
     def loss(self, model, batch):
-        """The loss of a batch, averaged over the examples that count, and its parts for the log.
-        A loss over the whole global batch, which every process computes alike (Yu & Joty's label
-        alignment), comes as a third element: the loop neither weights nor scales it."""
+        """(loss, {part: value} for the log): the batch's loss, averaged over the examples that count
+        (over its scored units: Level.units), which the loop weights by the batch's share of the
+        global batch."""
         logits, _ = model(batch["input_ids"], batch["attention_mask"])  # (N, C) or (N, T, C)
         return self.run.level.loss(logits, batch["labels"], batch["weights"], batch["attention_mask"]), {}
 
@@ -248,26 +202,6 @@ class Method:
     def load_predictor(cls, classifier, info, test_input):
         """(predict, kind) of a saved model (OUT/best): its Classifier and task.json."""
         return (lambda ids, mask: classifier(ids, mask)[0]), "text"
-
-    @classmethod
-    def choose_test_input(cls, given=None, translations=None, parallel=True):
-        """The test input: the one given (--test-input), else a translation where there are
-        translations (--test-translations), else the method's first that the task has (the oracle
-        needs a test set parallel across languages)."""
-        offered = [i for i in cls.test_inputs if parallel or i != "oracle"] or list(cls.test_inputs)
-        test_input = given or ("translation" if translations and "translation" in cls.test_inputs else offered[0])
-        if test_input == "oracle" and not parallel:
-            raise InputError("the task's test languages are not parallel, so there is no source-language original to see (the "
-                             f"oracle): choose --test-input {' or '.join(i for i in cls.test_inputs if i != 'oracle')}"
-                             + (" (translation with --test-translations)" if "translation" in cls.test_inputs else ""))
-        if test_input not in cls.test_inputs:
-            raise InputError(f"--method {cls.name} predicts from {' or '.join(TEST_INPUTS[i] for i in cls.test_inputs)}, "
-                             f"not from {TEST_INPUTS[test_input]}")
-        if test_input == "translation" and not translations:
-            raise InputError("--test-input translation needs --test-translations: the test texts' translations into the source language")
-        if translations and test_input != "translation":
-            raise InputError(f"--test-translations: --method {cls.name} tested on {TEST_INPUTS[test_input]} reads no translations")
-        return test_input
 
     def saved_info(self, model):
         """What task.json needs beyond the task to rebuild the predictor (load_predictor)."""
@@ -334,12 +268,17 @@ class ZeroShot(Method):
 
 
 class TranslateTrain(Method):
-    """Translate-train-all (Unicoder's multi-language fine-tuning): the task loss on the source and
-    all its translations, each a labelled text."""
+    """Translate-train-all (Unicoder Sec. 3.3, multi-language fine-tuning): the task loss on the
+    source and all its translations, each a labelled text."""
     name = "translate-train"
     help = 'the task loss on the source and all its translations ("translate-train-all")'
     translations = True
-    paper = {"lr": 1e-5, "batch_size": 32}  # Unicoder Sec. 4.1, fine-tuning details
+    paper = {"lr": 1e-5, "batch_size": 32}  # Unicoder Sec. 4.2, "Fine-tuning details" (see the --help group)
+
+    @staticmethod
+    def add_arguments(parser):
+        parser.add_argument_group("translate-train", "--preset paper: batch size 32 and learning rate 1e-5 (Unicoder Sec. 4.2, "
+                                  "Fine-tuning details); not its Adam with an inverse square-root decay")
 
 
 class PairMethod(Method):
@@ -348,7 +287,7 @@ class PairMethod(Method):
     translations where one is given; at test time each text is paired with its counterpart."""
     draws = "pairs"
     test_inputs = ("oracle", "translation", "text")  # "text": the plain classifier on the target alone, an ablation
-    teacher = None  # fusion.Teacher, set by wrap()
+    teacher = None  # teacher.Teacher, set by wrap() where --teacher or --teacher-cache is given
 
     def batches_run_a_model(self):
         return self.teacher is not None and self.teacher.model is not None and not self.teacher.complete
@@ -367,7 +306,7 @@ class PairMethod(Method):
                      target_mask=target_mask, source_labels=data.label_tensor(sources, T), target_labels=data.label_tensor(targets, T))
         self.run.level.translated(batch, targets)
         if self.teacher is not None:
-            batch["teacher_logits"] = self.teacher.logits(source_ids, source_mask, target_ids, target_mask, [(t.id, t.lang) for t in targets])
+            batch["teacher_logits"] = self.teacher.logits(source_ids, source_mask, target_ids, target_mask, targets)
         return batch
 
     def predictor(self, model, test_input):

@@ -3,11 +3,12 @@ counterpart run the encoder side by side; at one layer l the target's hidden sta
 what they attend to in the source, by a ratio that grows with how well the two align.
 
 The mixup layer as the paper writes it (the default, --mixup-variant paper), with LN_a layer l's
-attention LayerNorm and MHA its multi-head attention (projections included, Appendix Eq. 9):
+attention LayerNorm and MHA its multi-head attention (projections included, Appendix A.1, Eq. 9-11):
 
     h'_S = LN_a(h_S + MHA(h_S, h_S, h_S)),  h'_T = LN_a(h_T + MHA(h_T, h_T, h_T))     Eq. 2
     h_T|S = MHA(h'_T, h'_S, h'_S)                                                       Eq. 3
-    A = softmax_j(h'_T h'_S^T / sqrt(n)),  lambda = lambda0 sigmoid((H(A) + H(A^T)) W + b)   Eq. 5
+    A_ij = softmax_j(h'_Ti h'_Sj / sqrt(n)),  H(A) = -1/I sum_i sum_j A_ij log A_ij     Eq. 5 (its summand: A_ji)
+    lambda = lambda0 sigmoid((H(A) + H(A^T)) W + b)                  the sentence after Eq. 5
     h~_T = LN_a(lambda h_T|S + (1 - lambda) h'_T)                                       Eq. 4
 
 Choices the paper leaves open, one per line:
@@ -17,8 +18,11 @@ Choices the paper leaves open, one per line:
     X-Mixup then adds no parameters but the ratio's W and b.
   - The feed-forward the paper omits follows as in every layer: h~_T and h'_S each go through
     layer l's feed-forward sub-layer, LN_f(h + FFN(h)).
-  - H(A^T): A's rows are distributions over the source tokens, its columns are not; H(A^T) is the
-    mean entropy of A's columns, each normalised to sum to 1 (over the target tokens).
+  - H(A): the paper defines A_ij over target tokens i and source tokens j (softmax axis unstated:
+    here j), but writes H(A)'s summand A_ji, which fits A only where I = J; here H(A) is the mean
+    over A's rows (target tokens i) of each row's entropy over the source tokens j.
+  - H(A^T), which the paper names but does not define: A's columns are not distributions; H(A^T)
+    is the mean entropy of A's columns, each normalised to sum to 1 (over the target tokens).
   - n is the hidden size; h_T|S has dropout as the layer's own attention output has.
 
 The ablation --mixup-variant in-attention mixes inside layer l's attention sub-layer, before its
@@ -38,7 +42,7 @@ import torch
 import torch.nn as nn
 
 import cli
-from fusion import check_teacher, load_teacher
+import teacher
 from losses import prediction_consistency_loss, representation_consistency_loss
 from methods import TEST_INPUTS, PairMethod
 from model import embed_pair, mean_pool
@@ -46,8 +50,9 @@ from tasks import InputError
 
 
 def inverse_sigmoid_decay(step, k):
-    """Eq. 6's schedule (Bengio et al. 2015): p* = k / (k + exp(step / k)), the probability that the
-    mixup is fed the gold source rather than its round-trip translation."""
+    """Scheduled sampling's p* (Eq. 6), by the inverse sigmoid decay the sentence after Eq. 6 names
+    (Bengio et al. 2015): p* = k / (k + exp(step / k)), the probability that the mixup is fed the
+    gold source rather than its round-trip translation."""
     return k / (k + math.exp(step / k))
 
 
@@ -79,7 +84,7 @@ def alignment_entropies(target, target_mask, source, source_mask):
 
 
 class MixupRatio(nn.Module):
-    """Eq. 5: lambda = lambda0 * sigmoid((H(A) + H(A^T)) W + b), per example, W and b trained."""
+    """The ratio after Eq. 5: lambda = lambda0 * sigmoid((H(A) + H(A^T)) W + b), per example, W and b trained."""
 
     def __init__(self, lambda0=0.5):
         super().__init__()
@@ -92,12 +97,12 @@ class MixupRatio(nn.Module):
 
 def mixup_layer(layer, ratio, target, target_mask, source, source_mask, fixed_ratio=None):
     """Eq. 2-5 at layer l, as the module's docstring writes them: (source output, target output,
-    lambda (B,)). `fixed_ratio`, an ablation, replaces Eq. 5's lambda with a constant."""
+    lambda (B,)). `fixed_ratio`, an ablation, replaces the ratio with a constant."""
     h_s = layer.attn_norm(source + layer.dropout(layer.attention(source, source_mask)))   # Eq. 2
     h_t = layer.attn_norm(target + layer.dropout(layer.attention(target, target_mask)))   # Eq. 2
     h_ts = layer.attention(h_t, target_mask, context=h_s, context_mask=source_mask)       # Eq. 3, the same parameters
     if fixed_ratio is None:
-        lam = ratio(*alignment_entropies(h_t, target_mask, h_s, source_mask))              # Eq. 5
+        lam = ratio(*alignment_entropies(h_t, target_mask, h_s, source_mask))              # Eq. 5 and the ratio after it
     else:
         lam = torch.full((len(target),), float(fixed_ratio), device=target.device)
     ratio_ = lam.to(h_t.dtype)[:, None, None]
@@ -169,6 +174,12 @@ class XMixup(nn.Module):
         return ((source.float().softmax(-1) + target.float().softmax(-1)) / 2).log()
 
 
+def labeller(classifier, info):
+    """A source-trained classifier as a teacher of pairs (teacher.Teacher): its logits of the
+    translation alone, in the place of a pair model's target logits."""
+    return lambda source_ids, source_mask, target_ids, target_mask: (None, classifier(target_ids, target_mask)[0])
+
+
 class XMixupMethod(PairMethod):
     """--method xmixup: each source example and its translation run side by side, the translation
     mixed with the source at one layer (XMixup); Eq. 8's task losses on both sides plus Eq. 7's
@@ -181,17 +192,20 @@ class XMixupMethod(PairMethod):
             "scheduled sampling feeds round-trip translations of the source where the task has them")
     round_trip = {}  # {id: encoded round-trip translation of a source training text}
 
+    teacher_kind = "labeller"
+
     @staticmethod
     def add_arguments(parser):
-        g = parser.add_argument_group("X-Mixup")
+        g = parser.add_argument_group("X-Mixup", "--preset paper: batch size 64, 2 epochs for QA and 4 for the other tasks "
+                                      "(Appendix C.1); the paper's learning rate is one of a grid it does not resolve")
         g.add_argument("--mixup-layer", type=cli.positive_int, help="the layer (1-based) where the translation is mixed (default: the paper's first "
                                                        "for sentence labels, fourth for word labels; for QA its 16th of 24, scaled "
-                                                       "to the encoder's depth)")
+                                                       "to the encoder's depth; Sec. 5.1)")
         g.add_argument("--mixup-alpha", type=cli.fraction, help="alpha of Eq. 8: the source's share of the task loss (default: the paper's 0.4 "
                                                          "for sentence labels, 0.8 for word labels, 0.2 for QA)")
-        g.add_argument("--lambda0", type=cli.fraction, default=0.5, help="the largest mixup ratio (Eq. 5)")
-        g.add_argument("--ss-k", type=cli.positive_float, help="k of the inverse sigmoid decay of scheduled sampling (Eq. 6; default: the paper's 1000, "
-                                                 "2000 for QA)")
+        g.add_argument("--lambda0", type=cli.fraction, default=0.5, help="the largest mixup ratio (the ratio after Eq. 5; the paper's 0.5)")
+        g.add_argument("--ss-k", type=cli.positive_float, help="k of scheduled sampling's inverse sigmoid decay (after Eq. 6; default: the "
+                                                 "paper's 1000, 2000 for QA, Table 10's p_k)")
         g.add_argument("--mixup-variant", default="paper", choices=list(VARIANTS), help="paper: Eq. 2-5 as written, the sub-layer's "
                        "outputs mixed; in-attention: the ablation that mixes inside the attention sub-layer, before its LayerNorm "
                        "(see mixup.py)")
@@ -199,37 +213,36 @@ class XMixupMethod(PairMethod):
         g.add_argument("--no-consistency", action="store_true", help="ablation: without the consistency losses of Eq. 7")
         g.add_argument("--no-mixup-inference", action="store_true", help="ablation: test the target text alone, not mixed with its translation")
 
-    def defaults(self, level, num_layers):
+    @classmethod
+    def defaults(cls, level, num_layers, settings):
         """The paper's mixup layer (1-based; QA's is XLM-R large's 16th of 24, scaled to the
-        encoder's depth), alpha of Eq. 8 and k of Eq. 6."""
+        encoder's depth), alpha of Eq. 8 and k of the decay after Eq. 6; with --no-mixup-inference,
+        the target text alone at test time."""
         return {"mixup_layer": {"sentence": 1, "word": 4, "span": round(16 / 24 * num_layers)}[level],
                 "mixup_alpha": {"sentence": 0.4, "word": 0.8, "span": 0.2}[level],
-                "ss_k": 2000 if level == "span" else 1000}
+                "ss_k": 2000 if level == "span" else 1000, "test_input": "text" if settings["no_mixup_inference"] else None}
 
-    def paper_preset(self, level):
+    @classmethod
+    def paper_preset(cls, level):
         """Appendix C.1: batch size 64; 2 epochs for QA, 4 for the other tasks."""
         return {"batch_size": 64, "epochs": 2 if level == "span" else 4}
 
-    def uses_teacher(self):
-        """Word labels do not carry over to a translation: its soft labels come from a model trained on the source."""
-        return not self.run.level.translations_keep_labels
-
-    def check(self, extra):
-        if self.args.no_mixup_inference:  # the ablation: the target text alone
-            if self.args.test_input not in (None, "text"):
-                raise InputError(f"--no-mixup-inference tests the target text alone, not {TEST_INPUTS[self.args.test_input]}")
-            self.args.test_input = "text"
-        super().check(extra)
-        if self.uses_teacher() and not (self.args.teacher or self.args.teacher_cache):
+    @classmethod
+    def check(cls, settings, run):
+        if settings.no_mixup_inference and settings.test_input != "text":  # the ablation: the target text alone
+            raise InputError(f"--no-mixup-inference tests the target text alone, not {TEST_INPUTS[settings.test_input]}")
+        needs_teacher = not run.level.translations_keep_labels  # Sec. 4.2: word labels do not carry over to a translation
+        if needs_teacher and not (settings.teacher or settings.teacher_cache):
             raise InputError("--method xmixup on word labels needs --teacher: a model trained on the source (--method zero-shot), "
                              "whose tags of the translations are their soft labels (X-Mixup Sec. 4.2)")
-        if self.args.teacher:
-            check_teacher(self.args.teacher, "xmixup")
-        if not 1 <= self.args.mixup_layer <= self.run.num_layers:
-            raise InputError(f"--mixup-layer {self.args.mixup_layer} is not one of the encoder's layers 1..{self.run.num_layers}")
+        if not needs_teacher and (settings.teacher or settings.teacher_cache):
+            raise InputError(f"--teacher and --teacher-cache are for --method xmixup on word labels (soft labels of the translations); "
+                             f"--task {settings.task}'s translations have their source's labels")
+        if not 1 <= settings.mixup_layer <= run.num_layers:
+            raise InputError(f"--mixup-layer {settings.mixup_layer} is not one of the encoder's layers 1..{run.num_layers}")
 
-    def training_items(self, extra=()):
-        items = super().training_items(extra)
+    def training_items(self):
+        items = super().training_items()
         run = self.run
         self.round_trip = {it.id: it for it in run.encode(list(run.task.round_trip.values()))}
         if run.rank == 0 and not self.round_trip:
@@ -238,12 +251,12 @@ class XMixupMethod(PairMethod):
         return items
 
     def wrap(self, model, items):
-        args = self.args
-        core = XMixup(model, args.mixup_layer - 1, args.lambda0, args.lambda0 if args.constant_ratio else None,
-                      args.mixup_variant).to(self.run.device)
-        if args.constant_ratio:
+        settings = self.settings
+        core = XMixup(model, settings.mixup_layer - 1, settings.lambda0, settings.lambda0 if settings.constant_ratio else None,
+                      settings.mixup_variant).to(self.run.device)
+        if settings.constant_ratio:
             core.ratio.requires_grad_(False)  # unused: DDP must not wait for its gradient
-        self.teacher = load_teacher(args, self.run, items, "xmixup")
+        self.teacher = teacher.load(settings, self.run, items, labeller)
         return core
 
     def make_batch(self, items, weights, step):
@@ -251,7 +264,7 @@ class XMixupMethod(PairMethod):
         translation, drawn once per step from a generator seeded by the step, so that a resumed
         run and every process draw the same."""
         sources, targets = zip(*items)
-        if self.round_trip and random.Random(f"{self.args.seed}/{step}/ss").random() > inverse_sigmoid_decay(step, self.args.ss_k):
+        if self.round_trip and random.Random(f"{self.settings.seed}/{step}/ss").random() > inverse_sigmoid_decay(step, self.settings.ss_k):
             sources = [self.round_trip.get(s.id, s) for s in sources]
         batch = self.pair_batch(sources, targets, weights)
         batch["round_trip"] = torch.tensor(float(sources[0] is not items[0][0]))
@@ -259,7 +272,7 @@ class XMixupMethod(PairMethod):
 
     def loss(self, model, batch):
         """Eq. 8, alpha L_task(source) + (1 - alpha) L_task(target), plus Eq. 7's consistency terms."""
-        args, level, w = self.args, self.run.level, batch["weights"]
+        settings, level, w = self.settings, self.run.level, batch["weights"]
         source_logits, target_logits, source_r, target_r, lam = model(batch["source_ids"], batch["source_mask"],
                                                                       batch["target_ids"], batch["target_mask"])
         source = level.loss(source_logits, batch["source_labels"], w, batch["source_mask"])
@@ -268,10 +281,10 @@ class XMixupMethod(PairMethod):
         else:  # the labeller's soft tags (Sec. 4.2), plus a joint task's intent (else 0)
             target = level.soft_label_loss(target_logits, batch["teacher_logits"], batch)
             target = target + level.loss(target_logits, batch["target_labels"], w, batch["target_mask"])
-        loss = args.mixup_alpha * source + (1 - args.mixup_alpha) * target  # Eq. 8
+        loss = settings.mixup_alpha * source + (1 - settings.mixup_alpha) * target  # Eq. 8
         parts = {"source": source.detach(), "target": target.detach(), "lambda": (lam * w).sum().detach() / w.sum().clamp(min=1),
                  "round_trip": batch["round_trip"]}
-        if not args.no_consistency:  # Eq. 7; the KL between predictions is for sentence labels only
+        if not settings.no_consistency:  # Eq. 7; the KL between predictions is for sentence labels only
             mse = representation_consistency_loss(source_r, target_r, w)
             loss = loss + mse
             parts.update(mse=mse.detach())
@@ -295,6 +308,6 @@ class XMixupMethod(PairMethod):
 
     def saved_info(self, model):
         """The ratio's W and b are read when the model is saved."""
-        return {"mixup": {"layer": model.layer, "lambda0": self.args.lambda0, "fixed_ratio": model.fixed_ratio, "variant": model.variant,
+        return {"mixup": {"layer": model.layer, "lambda0": self.settings.lambda0, "fixed_ratio": model.fixed_ratio, "variant": model.variant,
                           "ratio_weight": model.ratio.linear.weight.item(), "ratio_bias": model.ratio.linear.bias.item(),
-                          "inference": not self.args.no_mixup_inference}}
+                          "inference": not self.settings.no_mixup_inference}}

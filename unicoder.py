@@ -302,27 +302,29 @@ class UnicoderMethod(Method):
     draws = "parallel"
     groups_by_length = False  # a pair without a mined negative takes another row of its batch as one: rows are drawn at random
     unused_parameters = True  # each step trains one task, which leaves the other tasks' heads without gradient
-    paper = {"lr": 1e-5, "batch_size": 512}  # Sec. 4.1, pre-training details (512 by gradient accumulation)
+    paper = {"lr": 1e-5, "batch_size": 512}  # Sec. 4.2, "Pre-training details" (512 by gradient accumulation)
 
     @staticmethod
     def add_arguments(parser):
-        g = parser.add_argument_group("Unicoder")
+        g = parser.add_argument_group("Unicoder", "--preset paper: batch size 512 and learning rate 1e-5 (Sec. 4.2, Pre-training "
+                                      "details); not its Adam with an inverse square-root decay")
         g.add_argument("--parallel", action="append", metavar="XX_FILE,EN_FILE",
                        help="more line-aligned parallel text for --method unicoder (e.g. corpus.de,corpus.en); repeatable")
 
-    def check(self, extra):
-        super().check(extra)
-        if not self.run.task.parallel:
+    @classmethod
+    def check(cls, settings, run):
+        if not run.task.parallel:
             raise tasks.InputError(f"--method unicoder pairs the task's texts with their translations by id (its training and held-out "
-                                   f"pairs), and --task {self.args.task}'s languages are not parallel: use a parallel task")
+                                   f"pairs), and --task {settings.task}'s languages are not parallel: use a parallel task")
 
-    def uses_translations(self):
-        return not self.args.parallel
+    @classmethod
+    def uses_translations(cls, settings):
+        return not settings.parallel
 
-    def training_items(self, extra=()):
-        run, args = self.run, self.args
-        self.dev_pairs = parallel_pairs(run.task, "dev", run.tokenizer, args.max_length)
-        return parallel_pairs(run.task, "train", run.tokenizer, args.max_length, read_parallel_files(args.parallel))
+    def training_items(self):
+        run, settings = self.run, self.settings
+        self.dev_pairs = parallel_pairs(run.task, "dev", run.tokenizer, settings.max_length)
+        return parallel_pairs(run.task, "train", run.tokenizer, settings.max_length, read_parallel_files(settings.parallel))
 
     def length(self, item):
         return len(item.source) + len(item.target)
@@ -343,7 +345,7 @@ class UnicoderMethod(Method):
 
     def make_batch(self, items, weights, step):
         """One of the five tasks per step, in turn; the draws follow from the seed, the step and the rows."""
-        generator = torch.Generator().manual_seed(random.Random(f"{self.args.seed}/{step}/{items[0].id}").getrandbits(62))
+        generator = torch.Generator().manual_seed(random.Random(f"{self.settings.seed}/{step}/{items[0].id}").getrandbits(62))
         return make_batch(TASKS[step % len(TASKS)], items, weights, generator, self.run.tokenizer)
 
     def loss(self, model, batch):

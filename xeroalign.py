@@ -20,7 +20,8 @@ class XeroAlign(Method):
 
     @staticmethod
     def add_arguments(parser):
-        g = parser.add_argument_group("XeroAlign")
+        g = parser.add_argument_group("XeroAlign", "--preset paper: a linear head on <s> (Sec. 3) and 10 epochs (Sec. 3.1); not "
+                                      "the paper's Adam with a OneCycleLR schedule, nor a learning rate or batch size, which it does not give")
         g.add_argument("--align-weight", type=cli.non_negative_float, default=1.0, help="weight of the alignment loss (the paper sums the two: 1)")
         g.add_argument("--target-labels", action="store_true", help="also train the task on the translations' labels")
 
@@ -36,8 +37,8 @@ class XeroAlign(Method):
         B = len(w)
         task = level.loss(logits[:B], labels[:B], w, mask[:B])
         align = xeroalign_loss(cls[:B], cls[B:], w)
-        loss = task + self.args.align_weight * align
-        if self.args.target_labels:
+        loss = task + self.settings.align_weight * align
+        if self.settings.target_labels:
             loss = loss + level.loss(logits[B:], labels[B:], w, mask[B:])
         return loss, {"task": task.detach(), "align": align.detach()}
 

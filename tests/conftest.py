@@ -94,8 +94,9 @@ def make_run(labels, level="sentence", tokenizer=None, intents=None, max_length=
     return Run(task, tokenizer, max_length, batch_size=4)
 
 
-def make_method(name, run, *flags):
-    """The method `name` with train.py's flags (its defaults, then `flags`) over `run`."""
-    import train
-    from registry import METHODS
-    return METHODS[name](train.get_args(["--method", name, *flags]), run)
+def make_method(name, run, *given):
+    """The method `name` with train.py's flags (its defaults, then `given`), resolved over `run`."""
+    import flags
+    from flags import METHODS
+    settings, run = flags.resolve(flags.parse(["--method", name, "--max-length", str(run.max_length), *given]), run)
+    return METHODS[name](settings, run)

@@ -152,7 +152,7 @@ def test_contrastive_phases(tmp_path, tiny_model_dir):
                 "--log-every", "1", "--no-alignment", "--out", str(out)])
     log = [json.loads(line) for line in open(out / "log.jsonl") if '"loss"' in line]
     assert ["la" in r for r in log] == [True] * 4 + [False] * 2 and all("sa" in r for r in log[4:])
-    assert json.loads((out / "results.json").read_text())["args"]["group_by_length"] is False  # Eq. 2 contrasts a random batch
+    assert json.loads((out / "results.json").read_text())["settings"]["group_by_length"] is False  # Eq. 2 contrasts a random batch
     # the learning rate for the next step: phase one decays from 1e-3 over 4 steps, phase two from 2e-4 over 2
     assert [round(r["lr"], 6) for r in log] == [0.00075, 0.0005, 0.00025, 0.0002, 0.0001, 0.0]
 
@@ -222,3 +222,22 @@ def test_contrastive_under_two_processes(tmp_path, tiny_model_dir):
     mp.spawn(worker, args=(2, free_port(), argv, str(tmp_path)), nprocs=2)
     rank0, rank1 = torch.load(tmp_path / "rank0.pt"), torch.load(tmp_path / "rank1.pt")
     assert all(torch.equal(rank0[k], rank1[k]) for k in rank0)
+
+
+def test_each_process_keeps_its_anchors_share_of_label_alignment():
+    # Two processes of a global batch of 10 (the second holds a padded example of weight 0): each
+    # keeps its own anchors' part of Eq. 2, and the parts, weighted by each process's share of the
+    # examples as the training loop weights a loss, add up to Eq. 2 over the whole batch, written
+    # out anchor by anchor.
+    from contrastive import share_of_label_alignment
+    from losses import label_alignment_terms
+    from test_losses import label_alignment_by_loop
+    torch.manual_seed(0)
+    vectors, labels = torch.randn(10, 6), torch.tensor([0, 1, 0, 2, 1, 0, 3, 1, 2, 0])
+    weights = torch.tensor([1.0] * 9 + [0.0])
+    per_anchor, anchors = label_alignment_terms(vectors, labels, 0.3, weights)
+    parts = [share_of_label_alignment(per_anchor, anchors, weights, slice(r * 5, r * 5 + 5)) for r in range(2)]
+    shares = [weights[:5].sum() / weights.sum(), weights[5:].sum() / weights.sum()]
+    whole = label_alignment_by_loop(vectors[:9], labels[:9], 0.3)
+    assert sum(s * p for s, p in zip(shares, parts)).item() == pytest.approx(whole, rel=1e-5)
+    assert parts[0].item() != pytest.approx(whole, rel=1e-2)  # neither part is the whole alone

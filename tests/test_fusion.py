@@ -133,20 +133,23 @@ def test_teacher_must_be_a_filter_model(tmp_path, tiny_model_dir):
 def test_a_teacher_that_runs_in_make_batch_keeps_batches_in_the_training_process(tmp_path, tiny_model_dir, capsys):
     # A forked loader process cannot run a model on CUDA: with a teacher to run, batches are made
     # inline there; with its logits all cached, or on the CPU, loader processes may make them.
+    import bookkeeping
+    import flags
     import train
+    from flags import METHODS
     common = ["--model", str(tiny_model_dir), "--method", "filter", "--target-langs", "de", "--batch-size", "8", "--max-steps", "2",
               "--eval-every", "2", "--no-alignment", "--no-test"]
     train.main(common + ["--out", str(tmp_path / "teacher")])
-    args = train.get_args(common + ["--teacher", str(tmp_path / "teacher" / "best"), "--out", str(tmp_path / "student")])
-    run = train.load_run(args, tiny_model_dir, "cpu", 0, 1)
-    method = train.METHODS["filter"](args, run)
-    items, _ = train.training_data(args, method)
-    method.wrap(train.build_model(args, method, tiny_model_dir, "cpu", 0), items)
+    args = flags.parse(common + ["--teacher", str(tmp_path / "teacher" / "best"), "--out", str(tmp_path / "student")])
+    settings, run = flags.resolve(args, train.load_run(args, tiny_model_dir, "cpu", 0, 1))
+    method = METHODS["filter"](settings, run)
+    items = method.training_items()
+    method.wrap(train.build_model(settings, method, tiny_model_dir, "cpu", 0), items)
     assert method.batches_run_a_model()
-    assert train.loader_workers(None, True, method.batches_run_a_model()) == 0
-    assert train.loader_workers(3, True, True) == 0 and "--workers 3 ignored" in capsys.readouterr().err
-    assert train.loader_workers(None, True, False) == 2 and train.loader_workers(None, False, False) == 0
-    assert train.loader_workers(3, False, True) == 3
+    assert bookkeeping.loader_workers(None, True, method.batches_run_a_model()) == 0
+    assert bookkeeping.loader_workers(3, True, True) == 0 and "--workers 3 ignored" in capsys.readouterr().err
+    assert bookkeeping.loader_workers(None, True, False) == 2 and bookkeeping.loader_workers(None, False, False) == 0
+    assert bookkeeping.loader_workers(3, False, True) == 3
     # the teacher's logits, computed or cached, come back on the batch's device, whatever the teacher's own
     computed = method.make_batch(items[:4], [1.0] * 4, 0)["teacher_logits"]
     method.teacher.build_cache(run.tokenizer, items, 8, "cpu")

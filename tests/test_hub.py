@@ -41,7 +41,7 @@ def test_a_hub_id_from_the_local_cache(tmp_path, tiny_model_dir, monkeypatch):
     import train
     train.main(["--model", "org/tiny", "--target-langs", "de", "--batch-size", "8", "--max-steps", "1", "--no-alignment",
                 "--out", str(tmp_path / "run")])
-    assert json.loads((tmp_path / "run" / "results.json").read_text())["args"]["model"] == "org/tiny"
+    assert json.loads((tmp_path / "run" / "results.json").read_text())["settings"]["model"] == "org/tiny"
 
 
 class Hub(http.server.BaseHTTPRequestHandler):

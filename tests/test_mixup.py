@@ -39,7 +39,7 @@ def test_in_attention_mixing_with_itself_changes_nothing():
 # --- Eq. 2-5 as the paper writes them, computed again from the formulas, one example at a time ---
 
 def multi_head(layer, queries, keys_values, key_mask):
-    """Appendix Eq. 9: MultiHead(Q, K, V) = Concat(head_1..N) W^O, head_n = softmax(Q_n K_n^T / sqrt(d)) V_n,
+    """Appendix A.1, Eq. 9-11: MultiHead(Q, K, V) = Concat(head_1..N) W^O, head_n = softmax(Q_n K_n^T / sqrt(d)) V_n,
     over one example's real key tokens, with the layer's projections. (Tq, H), (Tk, H) -> (Tq, H)."""
     N, H = layer.num_heads, queries.shape[-1]
     d = H // N
@@ -209,7 +209,7 @@ def test_resume_keeps_the_ratio(tmp_path, tiny_model_dir):
     assert losses("split") == losses("full")
 
 
-def test_word_labels_of_the_translation_are_the_labellers_soft_tags():
+def test_word_labels_of_the_translation_are_the_labellers_soft_tags(tmp_path):
     # Eq. 8 on word labels (Sec. 4.2): alpha * CE(source tags) + (1 - alpha) * KL(labeller || model)
     # on the translation's scored tokens, plus the MSE of Eq. 7 (no KL between predictions)
     torch.manual_seed(0)
@@ -224,7 +224,8 @@ def test_word_labels_of_the_translation_are_the_labellers_soft_tags():
     batch = dict(source_ids=source_ids, source_mask=source_mask, target_ids=target_ids, target_mask=target_mask,
                  source_labels=source_labels, target_labels=torch.full((B, T), -100), target_scored=scored,
                  teacher_logits=teacher, weights=weights, round_trip=torch.tensor(0.0))
-    method = make_method("xmixup", make_run(range(5), "word"), "--mixup-alpha", "0.4")
+    torch.save({}, tmp_path / "soft-tags.pt")  # word labels need a labeller (flags.resolve checks): its logits are the batch's
+    method = make_method("xmixup", make_run(range(5), "word"), "--mixup-alpha", "0.4", "--teacher-cache", str(tmp_path / "soft-tags.pt"))
     loss, parts = method.loss(model, batch)
     s_logits, t_logits, s_r, t_r, _ = model(source_ids, source_mask, target_ids, target_mask)
     ce, n = 0.0, 0

@@ -5,6 +5,7 @@ import pytest
 import torch
 import torch.multiprocessing as mp
 
+import flags
 import train
 from tasks import InputError
 from conftest import free_port, join_process_group_env
@@ -70,7 +71,7 @@ def test_outputs_of_a_run(tmp_path, tiny_model_dir):
     assert results["average"]["accuracy"] == pytest.approx((results["de"]["accuracy"] + results["zh"]["accuracy"]) / 2)
     assert results["transfer_gap"]["accuracy"] == pytest.approx(results["en"]["accuracy"] - results["average"]["accuracy"])
     assert "| en (source) |" in (out / "results.md").read_text()
-    assert results["args"]["group_by_length"] is True  # zero-shot's loss is per text: batches of similar lengths by default
+    assert results["settings"]["group_by_length"] is True  # zero-shot's loss is per text: batches of similar lengths by default
     records = [json.loads(line) for line in open(out / "log.jsonl")]
     assert [r["step"] for r in records if "loss" in r] == [1, 2, 3] and any("dev_accuracy" in r for r in records)
     from model import Classifier
@@ -183,16 +184,15 @@ def test_paper_presets_fill_the_flags_not_given(tiny_model_dir):
     run = Run(task, Tokenizer.from_pretrained(tiny_model_dir), 64)
     steps_per_epoch = math.ceil(len(task.train["en"]) / 32)
     method = make_method("xeroalign", run, "--preset", "paper")  # Sec. 3: a linear head on [CLS]; Sec. 3.1: 10 epochs
-    assert method.args.head == "linear" and method.args.max_steps == 10 * steps_per_epoch
+    assert method.settings.head == "linear" and method.settings.max_steps == 10 * steps_per_epoch
     method = make_method("xeroalign", run, "--preset", "paper", "--head", "roberta", "--epochs", "2")
-    assert method.args.head == "roberta" and method.args.max_steps == 2 * steps_per_epoch  # what is given stays
-    method = make_method("contrastive", run, "--preset", "paper")
-    args = method.args
-    assert (args.lr, args.batch_size, args.weight_decay) == (5e-5, 16, 0.01)
-    assert args.max_steps == 5 * math.ceil(len(task.train["en"]) / 16) and args.sa_steps == args.max_steps // 4
-    assert make_method("xeroalign", run).args.head == "roberta"  # the default preset is this script's
+    assert method.settings.head == "roberta" and method.settings.max_steps == 2 * steps_per_epoch  # what is given stays
+    settings = make_method("contrastive", run, "--preset", "paper").settings
+    assert (settings.lr, settings.batch_size, settings.weight_decay) == (5e-5, 16, 0.01)
+    assert settings.max_steps == 5 * math.ceil(len(task.train["en"]) / 16) and settings.sa_steps == settings.max_steps // 4
+    assert make_method("xeroalign", run).settings.head == "roberta"  # the default preset is this script's
     with pytest.raises(SystemExit):
-        train.get_args(["--epochs", "2", "--max-steps", "5"])
+        flags.parse(["--epochs", "2", "--max-steps", "5"])
 
 
 def test_filter_and_xmixup_honour_mean_pooling():

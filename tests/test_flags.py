@@ -1,0 +1,84 @@
+"""flags.py: a run's settings, resolved once from the flags (given, then --preset paper, then the
+method's per-level defaults, then the flag's own default) and read-only from then on; what
+results.json records; a flag of another method refused rather than ignored."""
+import ast
+import inspect
+import json
+import math
+import pickle
+import textwrap
+from dataclasses import FrozenInstanceError
+
+import pytest
+
+import flags
+import tasks
+import train
+from conftest import make_method
+from methods import Run
+from flags import METHODS
+from tasks import InputError
+
+
+@pytest.fixture
+def run(tiny_model_dir):
+    from tokenizer import Tokenizer
+    return Run(tasks.load_task("demo", targets=["de"]), Tokenizer.from_pretrained(tiny_model_dir), 64, num_layers=2)
+
+
+def test_settings_are_read_only(run):
+    settings = make_method("xeroalign", run).settings
+    with pytest.raises(FrozenInstanceError, match="settings are read-only"):
+        settings.lr = 1.0
+    with pytest.raises(FrozenInstanceError):
+        del settings.max_steps
+    with pytest.raises(AttributeError, match="no setting 'learning_rate'"):
+        settings.learning_rate
+    assert isinstance(settings.given, tuple)  # lists become tuples: nothing inside can change either
+    again = pickle.loads(pickle.dumps(settings))  # loader processes that spawn receive them pickled
+    assert again.as_dict() == settings.as_dict() and again.lr == settings.lr
+
+
+def test_each_setting_comes_from_the_first_that_gives_it(run):
+    steps = lambda batch, epochs: math.ceil(len(run.task.train["en"]) / batch) * epochs
+    settings = make_method("xmixup", run).settings  # sentence labels: the paper's first layer, alpha 0.4 (defaults)
+    assert (settings.mixup_layer, settings.mixup_alpha, settings.batch_size, settings.max_steps) == (1, 0.4, 32, 150)
+    assert settings.max_length == 64 and settings.group_by_length is True and settings.test_input == "oracle"
+    settings = make_method("xmixup", run, "--preset", "paper").settings  # Appendix C.1: batch 64, 4 epochs
+    assert (settings.batch_size, settings.epochs, settings.max_steps) == (64, 4, steps(64, 4))
+    settings = make_method("xmixup", run, "--preset", "paper", "--batch-size", "16", "--mixup-layer", "2").settings
+    assert (settings.batch_size, settings.max_steps, settings.mixup_layer) == (16, steps(16, 4), 2)  # given beats preset and default
+    assert make_method("contrastive", run, "--max-steps", "40").settings.sa_steps == 10  # a default that follows another setting
+    assert make_method("contrastive", run).settings.group_by_length is False  # the method's, where the flag is not given
+    with pytest.raises(InputError, match="give --max-steps or --epochs, not both"):
+        make_method("xeroalign", run, "--preset", "paper", "--max-steps", "5")  # the preset's epochs against the steps given
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--method", "xeroalign", "--mixup-layer", "2"], "--mixup-layer is a flag of --method xmixup; --method xeroalign does not read it"),
+    (["--method", "filter", "--parallel", "a.de,a.en"], "--parallel is a flag of --method unicoder; --method filter does not read it"),
+    (["--method", "zero-shot", "--teacher-cache", "t.pt"], "--teacher-cache is a flag of --method filter and --method xmixup"),
+    (["--method", "xmixup", "--teacher-cache", "t.pt"], "--teacher-cache t.pt does not exist yet: give --teacher CKPT"),
+])
+def test_a_flag_the_method_does_not_read_is_refused(run, argv, message):
+    with pytest.raises(InputError, match=message):
+        flags.resolve(flags.parse(argv), run)
+
+
+def test_a_methods_checks_read_its_own_flags_only():
+    # Method.check may read the flags every run has and the method's own, never another method's
+    for name, method in METHODS.items():
+        tree = ast.parse(textwrap.dedent(inspect.getsource(method.check)))
+        read = {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                and node.value.id == "settings"}
+        assert not read & set(flags.foreign_flags(method)), (name, read & set(flags.foreign_flags(method)))
+
+
+def test_results_record_the_resolved_settings(tmp_path, tiny_model_dir):
+    out = tmp_path / "run"
+    train.main(["--model", str(tiny_model_dir), "--target-langs", "de", "--method", "xmixup", "--epochs", "1", "--batch-size", "64",
+                "--eval-every", "100", "--no-alignment", "--out", str(out)])
+    settings = json.loads((out / "results.json").read_text())["settings"]
+    assert settings["max_steps"] == math.ceil(336 / 64) and settings["max_length"] == 128  # from --epochs; the level's length
+    assert settings["mixup_layer"] == 1 and settings["test_input"] == "oracle" and settings["target_langs"] == ["de"]
+    assert set(settings["given"]) == {"model", "target_langs", "method", "epochs", "batch_size", "eval_every", "no_alignment", "out"}
