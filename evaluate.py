@@ -33,11 +33,12 @@ from tokenizer import Tokenizer
 @torch.no_grad()
 def sentence_representations(encoder, tokenizer, texts, batch_size, device, layer=-1, rank=0, world_size=1, pooling="mean"):
     """Sentence vectors (N, H) of `layer` for every text, computed across ranks: the mean of the
-    real tokens' hidden states (pooling "mean"), or the <s> token's ("cls")."""
-    H = encoder.config.hidden_size
+    real tokens' hidden states (pooling "mean"), or the <s> token's ("cls"). A text longer than
+    the encoder's positions (or 512 tokens) is truncated to them."""
+    H, positions = encoder.config.hidden_size, encoder.config.max_positions - encoder.config.position_offset
     out = torch.zeros(len(texts), H, device=device)
     for index in data.evaluation_batches([len(t) for t in texts], batch_size, rank, world_size):
-        ids, mask = tokenizer.batch([texts[i] for i in index])
+        ids, mask = tokenizer.batch([texts[i] for i in index], max_length=min(512, positions))
         ids, mask = ids.to(device), mask.to(device)
         hidden = encoder.hidden_states(ids, mask)[layer]
         out[index] = mean_pool(hidden, mask) if pooling == "mean" else hidden[:, 0]

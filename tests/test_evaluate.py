@@ -34,6 +34,20 @@ def test_linear_cka_against_its_definition():
     assert evaluate.linear_cka(x, y) < 0.5
 
 
+def test_sentence_vectors_of_texts_longer_than_the_encoders_positions(tiny_model_dir):
+    # an encoder of 18 positions reads the first 18 tokens of a longer text (not an error)
+    from model import Config, Encoder
+    from tokenizer import Tokenizer
+    tokenizer = Tokenizer.from_pretrained(tiny_model_dir)
+    torch.manual_seed(0)
+    encoder = Encoder(Config(vocab_size=tokenizer.vocab_size, hidden_size=16, num_layers=1, num_heads=2, ffn_size=24, max_positions=20)).eval()
+    texts = ["wake me up at seven " * 8, "play some music"]
+    assert len(tokenizer.encode_batch(texts[:1])[0]) > 18
+    vectors = evaluate.sentence_representations(encoder, tokenizer, texts, 8, "cpu")
+    ids, mask = tokenizer.batch(texts, max_length=18)
+    assert torch.allclose(vectors, evaluate.mean_pool(encoder(ids, mask), mask), atol=1e-6)
+
+
 def test_retrieval_accuracy_both_directions():
     x = torch.eye(4)
     assert evaluate.retrieval_accuracy(x, x) == 1.0
