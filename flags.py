@@ -208,7 +208,7 @@ def resolve(args, run):
     values, given = vars(args).copy(), set(args.given)
     refuse_other_methods_flags(method, given, level)
     if values["preset"] == "paper":  # 2. what the paper states, for the flags not given
-        values.update({name: value for name, value in method.paper_preset(level).items() if name not in given})
+        values.update({name: value for name, value in method.paper_preset(run.task).items() if name not in given})
         if values["batch_size"] % values["grad_accum"]:
             raise InputError(f"the paper's batch of {values['batch_size']} is not a multiple of --grad-accum {values['grad_accum']}")
     values["max_length"] = values["max_length"] or run.level.max_length

@@ -112,9 +112,9 @@ class Method:
         """The method's own flags, as an argument group of train.py's parser."""
 
     @classmethod
-    def paper_preset(cls, level):
+    def paper_preset(cls, task):
         """{flag: value}: what the method's paper states of its head, learning rate, batch size and
-        epochs for a task level (--preset paper); what it does not state keeps this script's default."""
+        epochs for a task (tasks.Task; --preset paper); what it does not state keeps this script's default."""
         return dict(cls.paper)
 
     @classmethod

@@ -82,3 +82,12 @@ def test_results_record_the_resolved_settings(tmp_path, tiny_model_dir):
     assert settings["max_steps"] == math.ceil(336 / 64) and settings["max_length"] == 128  # from --epochs; the level's length
     assert settings["mixup_layer"] == 1 and settings["test_input"] == "oracle" and settings["target_langs"] == ["de"]
     assert set(settings["given"]) == {"model", "target_langs", "method", "epochs", "batch_size", "eval_every", "no_alignment", "out"}
+
+
+def test_xmixup_preset_epochs_follow_the_task():
+    # Appendix C.1: "For XQuAD and MLQA, we finetune 2 epochs. For other tasks, we finetune 4 epochs."
+    epochs = {}
+    for name in ("xquad", "mlqa", "tydiqa"):
+        task = tasks.Task(name, ["answer"], "en", [], {"en": []}, {}, {}, level="span")
+        epochs[name] = make_method("xmixup", Run(task, None, 384), "--preset", "paper").settings.epochs
+    assert epochs == {"xquad": 2, "mlqa": 2, "tydiqa": 4}
