@@ -77,9 +77,9 @@ class FilterMethod(PairMethod):
         g = parser.add_argument_group("FILTER", "--preset paper: batch size 64 (Implementation Details); the paper states no "
                                       "learning rate, epochs, m or k")
         g.add_argument("--filter-m", type=cli.non_negative_int, default=1, help="local layers, each text alone (default: 1; the paper "
-                       "gives no final m, and its ablation, Figure 3, varies k with m = 1)")
+                       "gives no final m, and its k ablation, Figure 3, holds m = 1)")
         g.add_argument("--filter-k", type=cli.non_negative_int, help="fusion layers over the joined pair (default: 1 for classification "
-                       "and tagging; for QA 20 of 24 layers, the largest k of the paper's ablation, scaled to the encoder's depth)")
+                       "and tagging; for QA 20 of 24 layers, the largest k of the paper's MLQA ablation, scaled to the encoder's depth)")
         g.add_argument("--kl-weight", type=cli.fraction, help="1 - lambda in Eq. 6: the self-teaching loss weight (default: the paper's 0.5 "
                                                        "for sentence labels, 0.1 for QA, 1.0 for word labels, whose lambda is 0)")
 

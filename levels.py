@@ -32,7 +32,7 @@ class Level:
     predicted from the sentence vector); Word and Span change what differs."""
     name = "sentence"
     description = "labels whole texts"
-    max_length = 128                # tokens per text (Yu & Joty's 128, Sec. 4.2; the other papers give none; QA's windows are longer)
+    max_length = 128                # tokens per text (Yu & Joty's 128, Sec. 4.2; the others give none for fine-tuning; QA's windows are longer)
     translations_keep_labels = True  # a translation has its source's label (word labels do not carry over)
     labels_texts = True              # a prediction is one distribution per text (X-Mixup's KL of Eq. 7 compares two)
     caches_tokens = True             # training sets go through the token cache (token_cache.py); a level without it pairs lists (Word.pair)
