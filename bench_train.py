@@ -83,7 +83,7 @@ class Trainee:
             raise SystemExit(f"--methods: {name} trains on {method.draws} data; this benchmark compares methods on texts and pairs")
         self.model = method.wrap(train.build_model(settings, method, model_dir, device, 0), []).train()
         self.optimizer = torch.optim.AdamW([p for p in self.model.parameters() if p.requires_grad], lr=1e-5, fused=True)
-        self.dtype = train.autocast_dtype(settings.amp, device)
+        self.dtype = train.AUTOCAST[settings.amp]
 
     def batch(self, pairs, step):
         items = pairs if self.method.draws == "pairs" else [translation for _, translation in pairs]
@@ -110,7 +110,7 @@ class Baseline(Trainee):
         self.model = transformers.AutoModelForSequenceClassification.from_pretrained(
             model_dir, num_labels=len(run.task.labels), attn_implementation="sdpa").to(device).train()
         self.optimizer = torch.optim.AdamW([p for p in self.model.parameters() if p.requires_grad], lr=1e-5, fused=True)
-        self.dtype = train.autocast_dtype(settings.amp, device)
+        self.dtype = train.AUTOCAST[settings.amp]
 
     def batch(self, pairs, step):
         texts = [translation for _, translation in pairs]

@@ -113,9 +113,15 @@ def batch_loader(settings, method, phases, start):
     cuda = method.run.device.startswith("cuda")
     workers = loader_workers(settings.workers, cuda, method.batches_run_a_model())
     loader = torch.utils.data.DataLoader(StepBatches(settings, method, phases, start), batch_size=None, num_workers=workers,
-                                         pin_memory=cuda, prefetch_factor=4 if workers else None,
+                                         pin_memory=cuda, prefetch_factor=4 if workers else None, worker_init_fn=ignore_ctrl_c,
                                          generator=torch.Generator())  # its own: drawing from the global one would change dropout
     return iter(loader)
+
+
+def ignore_ctrl_c(worker):
+    """A loader process leaves Ctrl-C to the training process, which stops at the step it agrees on
+    with the others (StopRequest) and needs the batches up to it."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def loader_workers(asked, cuda, batches_run_a_model):
@@ -225,7 +231,6 @@ class Book:
         self.saved = load_checkpoint(out, self.identity) if settings.resume else None
         if settings.overwrite and run.rank == 0:
             cli.clear_run(out)
-        self.state = State()
 
     @property
     def step(self):
@@ -252,7 +257,7 @@ class Book:
         """Whether the step just done is followed by an evaluation on dev: every --eval-every steps, and after the last."""
         return self.step % self.settings.eval_every == 0 or self.step == self.settings.max_steps
 
-    def record(self, phases, phase, losses, lr, stop_requested):
+    def record(self, phases, losses, lr, stop_requested):
         """Count a step done, with its losses ({name: tensor on the device}); every --log-every
         steps, at a phase's first and last steps and before an evaluation, read them (every
         process at once: the one wait for the device), stop a diverging run, and write a log
@@ -260,15 +265,27 @@ class Book:
         self.window.add(losses)
         self.state.step += 1
         self.progress.update(1)
-        index, start = phase_index(phases, self.step - 1)
+        index, start = phase_index(phases, self.step - 1)  # the phase of the step just done
         at_phase_edge = self.step == start + 1 or phase_index(phases, self.step)[0] != index
         if not (self.evaluates() or self.step % self.settings.log_every == 0 or at_phase_edge):
             return stop_requested and self.run.world_size == 1  # alone, a process stops at once
         stats, stopping = self.window.read(stop_requested, self.run.device)
-        self.diverged(self.divergence.check(phase.name, stats["loss"]))
+        self.diverged(self.divergence.check(phases[index].name, stats["loss"]))
         self.log({"step": self.step, "loss": stats.pop("loss"), "lr": lr, "seconds": round(time.time() - self.started, 3), **stats})
         self.progress.set_postfix(loss=f"{self.window.last:.4f}")
         return stopping
+
+    def record_dev(self, metric, dev, source):
+        """Log dev scores ({lang: score} of `metric`) and say them on the console; whether the
+        source's is the best so far (it becomes the state's best)."""
+        state, best = self.state, dev[source] > self.state.best
+        self.log({"step": state.step, f"dev_{metric}": dev})
+        if best:
+            state.best, state.best_step, self.metric = dev[source], state.step, metric
+        if self.run.rank == 0:
+            self.progress.write(f"step {state.step}: loss {self.window.last:.4f}, dev {metric} "
+                                f"{', '.join(f'{l} {100 * a:.1f}' for l, a in dev.items())} (best {100 * state.best:.1f} at step {state.best_step})")
+        return best
 
     def log(self, record):
         """A record ({"step": ..., name: number or {lang: number}}) on a line of OUT/log.jsonl, and
@@ -315,7 +332,11 @@ class Book:
         state.saved_step = state.step
 
     def save_best(self, model, tokenizer, info):
-        """OUT/best: the model alone, written aside and swapped into place, so that a failed write leaves the previous best."""
+        """OUT/best: the model alone, with task.json (`info`, and the best step and score), written by
+        rank 0 aside and swapped into place, so that a failed write leaves the previous best."""
+        if self.run.rank != 0:
+            return
+        info = dict(info, step=self.state.best_step, **{f"dev_{self.metric}": self.state.best})
         tmp = self.out / "best.tmp"
         shutil.rmtree(tmp, ignore_errors=True)
         try:

@@ -50,7 +50,7 @@ class Contrastive(Method):
 
     @classmethod
     def defaults(cls, level, num_layers, settings):
-        return {"sa_steps": settings["max_steps"] // 4}
+        return {"sa_steps": settings["max_steps"] // 4, "sa_lr": settings["lr"] / 5}
 
     @classmethod
     def check(cls, settings, run):
@@ -77,7 +77,7 @@ class Contrastive(Method):
         self.anchors = [sources[i] for i in sorted(self.translations_of)]
         if len({a.label for a in self.anchors}) < 2:
             raise InputError("semantic alignment needs translated source examples of at least two labels (see --translated)")
-        lr_scale = (settings.sa_lr or settings.lr / 5) / settings.lr
+        lr_scale = settings.sa_lr / settings.lr
         return [first, Phase("semantic alignment", self.anchors, settings.sa_steps, self.group_batch, self.group_loss, lr_scale)]
 
     def loss(self, model, batch):

@@ -138,7 +138,7 @@ def main(argv=None):
         train.main(fine_tune.argv(view, directory, examples))
         results[view] = json.loads((directory / "results.json").read_text())
     if rank == 0:
-        summary = {**{k: v for k, v in results["lm"].items() if k != "args"}, "embedding_model": results["emb"],
+        summary = {**{k: v for k, v in results["lm"].items() if k != "settings"}, "embedding_model": results["emb"],
                    "pseudo_labels": {"lm": len(D_lm) - len(labeled), "emb": len(D_emb) - len(labeled)},
                    "args": dict(vars(args), **vars(own))}
         cli.write_text(out / "results.json", json.dumps(summary, indent=2) + "\n")

@@ -101,8 +101,9 @@ class _GatherWithGrad(torch.autograd.Function):
 
 
 def all_gather_with_grad(tensor):
-    """all_gather for a loss over the global batch that every process computes alike: backward
-    gives each process's part the gradient of that loss (DDP's averaging then leaves it whole)."""
+    """all_gather for a loss over the global batch (Yu & Joty's label alignment): backward sums
+    every process's gradient of the gathered tensor and gives each process its own part, so that
+    each process's loss reaches the examples of all."""
     return _GatherWithGrad.apply(tensor) if dist.is_initialized() else tensor
 
 

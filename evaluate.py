@@ -294,13 +294,14 @@ def plot_data(runs):
         raise tasks.InputError(f"--plot: {loaded[[bool(s) for s in scored].index(False)][0]} has no test scores")
     metric = next(k for k in loaded[0][1][scored[0][0]] if k != "n")
     langs = list(dict.fromkeys(lang for names in scored for lang in names))
-    methods = [results.get("args", {}).get("method") or run.name for run, results in loaded]
+    settings = [results.get("settings") or results.get("args") or {} for _, results in loaded]  # runs before the settings: "args"
+    methods = [s.get("method") or run.name for s, (run, _) in zip(settings, loaded)]
     labels = [m if methods.count(m) == 1 else f"{m} ({run.name})" for m, (run, _) in zip(methods, loaded)]
     scores, gaps = {}, {}
-    for label, names, (run, results) in zip(labels, scored, loaded):
+    for label, names, (run, results), given in zip(labels, scored, loaded, settings):
         if metric not in results[names[0]]:
             raise tasks.InputError(f"--plot: {run} has no {metric} (the first run's score): plot runs of one task together")
-        source = results.get("args", {}).get("source_lang") or langs[0]
+        source = given.get("source_lang") or langs[0]
         score = lambda lang: 100 * results[lang][metric] if lang in results and metric in results[lang] else float("nan")
         scores[label] = [score(lang) for lang in langs]
         gaps[label] = [score(source) - score(lang) for lang in langs if lang != source]

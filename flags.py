@@ -5,18 +5,22 @@ the checkpoint record them as resolved.
 Each setting is the first of:
   1. the flag, where the command line gives it;
   2. with --preset paper, what the method's paper states (Method.paper, Method.paper_preset);
-  3. the method's default for the task level, the papers' per-task values (Method.defaults);
+  3. for a flag whose own default is unset (None), the method's default for the task level, the
+     papers' per-task values (Method.defaults), after --epochs has become --max-steps;
   4. the flag's own default (train.py --help), or, left unset there, the task level's (--max-length)
-     or the method's (--group-by-length, the test input).
-Then --epochs becomes --max-steps, and every check runs: the flags against the task and the model
-here, and the method's own flags in its Method.check.
+     or the method's (--group-by-length, the test input); --device and --amp auto as the device has them.
+Then every check runs: the flags against the task and the model here, and the method's own flags
+in its Method.check.
 """
 import argparse
+import functools
 import math
 import sys
 import textwrap
 from dataclasses import FrozenInstanceError, replace
 from types import MappingProxyType
+
+import torch
 
 import cli
 import teacher
@@ -90,8 +94,8 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
     """Descriptions as written (usage examples), a line longer than the terminal wrapped (a group's note)."""
 
     def _fill_text(self, text, width, indent):
-        return "\n".join(textwrap.fill(line, width, initial_indent=indent, subsequent_indent=indent) if len(line) > width else indent + line
-                         for line in text.splitlines())
+        return "\n".join(textwrap.fill(line, width, initial_indent=indent, subsequent_indent=indent)
+                         if len(line) > width and not line[:1].isspace() else indent + line for line in text.splitlines())
 
 
 def parser(description=""):
@@ -194,6 +198,16 @@ def given_flags(parser, argv):
     return {action.dest for action in parser._actions if named & set(action.option_strings)}
 
 
+def autocast(amp, device):
+    """--amp auto: bf16 on GPUs that support it, fp16 (with loss scaling) on older ones, none on the CPU."""
+    if amp != "auto":
+        return amp
+    if not device.startswith("cuda"):
+        return "none"
+    return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
+
+
+@functools.cache
 def flags_of(adds_arguments):
     """The destinations of the flags that an add_arguments(parser) function adds."""
     probe = argparse.ArgumentParser(add_help=False)
@@ -206,7 +220,10 @@ def resolve(args, run):
     flags parsed by parse(), for `run` (methods.Run: the task, tokenizer and model it trains)."""
     method, level = METHODS[args.method], run.task.level
     values, given = vars(args).copy(), set(args.given)
-    refuse_other_methods_flags(method, given, level)
+    refuse_other_methods_flags(method, given)
+    if level not in method.levels:
+        raise InputError(f"--method {method.name} {method.levels_note}; --task {args.task} {run.level.description}: "
+                         f"use a method for {level} labels")
     if values["preset"] == "paper":  # 2. what the paper states, for the flags not given
         values.update({name: value for name, value in method.paper_preset(run.task).items() if name not in given})
         if values["batch_size"] % values["grad_accum"]:
@@ -222,6 +239,7 @@ def resolve(args, run):
             values[name] = value
     if values["group_by_length"] is None:
         values["group_by_length"] = method.groups_by_length
+    values["device"], values["amp"] = run.device, autocast(values["amp"], run.device)
     if not run.task.parallel and not values["no_alignment"]:
         values["no_alignment"] = True  # CKA and retrieval compare translations of the same sentences
         if run.rank == 0:
@@ -234,7 +252,7 @@ def resolve(args, run):
     return settings, run
 
 
-def refuse_other_methods_flags(method, given, level):
+def refuse_other_methods_flags(method, given):
     """A method-specific flag given with a method that does not read it is refused, not ignored."""
     foreign = foreign_flags(method)
     named = sorted(given & set(foreign))
@@ -266,9 +284,6 @@ def check(settings, method, run):
     """Refuse, before the model loads, what the method cannot do with this task and these settings;
     then the method's checks of its own flags."""
     task = run.task
-    if task.level not in method.levels:
-        raise InputError(f"--method {method.name} {method.levels_note}; --task {settings.task} {run.level.description}: "
-                         f"use a method for {task.level} labels")
     if settings.extra_train and not run.level.labels_texts:
         raise InputError(f"--extra-train adds labelled sentences; --task {settings.task} {run.level.description}")
     if settings.extra_train and method.draws != "texts":

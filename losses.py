@@ -99,7 +99,8 @@ def label_alignment_loss(embeddings, labels, tau=0.1, weights=None):
     its label j and away from all others k != i: -log exp(h_i.h_j / tau) / sum_k exp(h_i.h_k / tau),
     averaged over its positives and then over the anchors that have at least one (an example alone
     with its label contributes nothing; the paper sums over the anchors, which only scales the
-    loss). `weights` marks examples that take part (padding: 0)."""
+    loss). `weights` marks examples that take part (padding: 0). Over several processes, each
+    keeps its own anchors' part of it (contrastive.share_of_label_alignment)."""
     per_anchor, anchors = label_alignment_terms(embeddings, labels, tau, weights)
     return (per_anchor * anchors).sum() / anchors.sum().clamp(min=1)
 

@@ -71,22 +71,23 @@ def main(argv=None):
     core = method.wrap(raw, items)
     model = distributed.wrap(core, device, method.unused_parameters)
     optimizer, scheduler = make_optimizer(settings, core, phases)
-    dtype = autocast_dtype(settings.amp, device)
+    dtype = AUTOCAST[settings.amp]
     scaler = torch.amp.GradScaler(enabled=dtype == torch.float16)
     book.start(core, optimizer, scheduler, scaler, alignment_before)
 
     # The loop: a step per global batch, then its bookkeeping: a log record every --log-every steps,
     # an evaluation on the source dev set every --eval-every (the best model goes to OUT/best), a
     # checkpoint every --save-every.
-    batches = bookkeeping.batch_loader(settings, method, phases, book.step)  # each step's micro-batches, built ahead
     model = torch.compile(model, dynamic=True) if settings.compile else model
     model.train()
     stopped = False
     with bookkeeping.StopRequest() as stop:
+        # each step's micro-batches, [(phase.make_batch(its items), its share of the global batch)], built ahead
+        batches = bookkeeping.batch_loader(settings, method, phases, book.step)
         while book.step < settings.max_steps and not stopped:
             phase = bookkeeping.phase_at(phases, book.step)
             losses = train_step(settings, run, phase, model, raw, next(batches), optimizer, scheduler, scaler, dtype)
-            stopping = book.record(phases, phase, losses, scheduler.get_last_lr()[0], stop.requested)
+            stopping = book.record(phases, losses, scheduler.get_last_lr()[0], stop.requested)
             if book.evaluates():
                 evaluate_and_save(settings, method, raw, core, book)
                 model.train()
@@ -148,12 +149,7 @@ def make_optimizer(settings, model, phases):
     return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
 
 
-def autocast_dtype(amp, device):
-    if amp == "auto":
-        if not device.startswith("cuda"):
-            return None
-        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
-    return {"none": None, "bf16": torch.bfloat16, "fp16": torch.float16}[amp]
+AUTOCAST = {"none": None, "bf16": torch.bfloat16, "fp16": torch.float16}  # --amp (flags.autocast resolves auto)
 
 
 def train_step(settings, run, phase, model, raw, micro_batches, optimizer, scheduler, scaler, dtype):
@@ -186,20 +182,13 @@ def train_step(settings, run, phase, model, raw, micro_batches, optimizer, sched
 
 
 def evaluate_and_save(settings, method, raw, core, book):
-    """Score the source dev set (and the targets' with --dev-langs all), log it, and save the
-    model to OUT/best when it is the best so far."""
-    run, metric, state = method.run, method.metric(), book.state
+    """Score the source dev set (and the targets' with --dev-langs all); the model of the best
+    source score so far is OUT/best."""
+    run, metric = method.run, method.metric()
     langs = [run.task.source] + (run.task.targets if settings.dev_langs == "all" else [])
     dev = {lang: scores[metric] for lang, scores in method.evaluate(core, "dev", langs).items()}
-    book.log({"step": state.step, f"dev_{metric}": dev})
-    if dev[run.task.source] > state.best:
-        state.best, state.best_step = dev[run.task.source], state.step
-        if run.rank == 0:
-            info = dict(task_info(settings, run), **method.saved_info(core), step=state.step, **{f"dev_{metric}": state.best})
-            book.save_best(raw, run.tokenizer, info)
-    if run.rank == 0:
-        book.progress.write(f"step {state.step}: loss {book.window.last:.4f}, dev {metric} "
-                            f"{', '.join(f'{l} {100 * a:.1f}' for l, a in dev.items())} (best {100 * state.best:.1f} at step {state.best_step})")
+    if book.record_dev(metric, dev, run.task.source):  # logged; True where the source's is the best so far
+        book.save_best(raw, run.tokenizer, dict(task_info(settings, run), **method.saved_info(core)))
 
 
 def task_info(settings, run):

@@ -169,10 +169,10 @@ def test_evaluate_cli_reproduces_the_run(tmp_path, tiny_model_dir, method, monke
     assert (out / "results_test_plain.json").exists()
 
 
-def results_file(path, method, scores, metric="accuracy"):
+def results_file(path, method, scores, metric="accuracy", key="settings"):
     path.mkdir(parents=True)
     results = {lang: {metric: value, "n": 10} for lang, value in scores.items()}
-    results.update(average={metric: 0.5}, unscored=[], args={"method": method, "source_lang": None})
+    results.update(average={metric: 0.5}, unscored=[], **{key: {"method": method, "source_lang": None}})
     (path / "results.json").write_text(json.dumps(results))
     return path
 
@@ -180,7 +180,7 @@ def results_file(path, method, scores, metric="accuracy"):
 def test_plot_of_several_runs(tmp_path):
     a = results_file(tmp_path / "a", "zero-shot", {"en": 0.9, "de": 0.6, "sw": 0.3})
     b = results_file(tmp_path / "b", "translate-train", {"en": 0.8, "de": 0.7, "yo": 0.5})
-    c = results_file(tmp_path / "c", "zero-shot", {"en": 0.5, "de": 0.5})
+    c = results_file(tmp_path / "c", "zero-shot", {"en": 0.5, "de": 0.5}, key="args")  # as runs before the settings wrote it
     metric, langs, scores, gaps = evaluate.plot_data([a, b, c / "results.json"])
     assert (metric, langs) == ("accuracy", ["en", "de", "sw", "yo"])
     assert list(scores) == ["zero-shot (a)", "translate-train", "zero-shot (results.json)"]

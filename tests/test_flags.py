@@ -65,13 +65,19 @@ def test_a_flag_the_method_does_not_read_is_refused(run, argv, message):
         flags.resolve(flags.parse(argv), run)
 
 
-def test_a_methods_checks_read_its_own_flags_only():
-    # Method.check may read the flags every run has and the method's own, never another method's
+def test_a_method_reads_its_own_flags_only():
+    # what a method declares to flags.py (its checks, defaults, whether it needs translations) and
+    # what it computes read the flags every run has and the method's own, never another method's
+    read_by = {}
     for name, method in METHODS.items():
-        tree = ast.parse(textwrap.dedent(inspect.getsource(method.check)))
+        tree = ast.parse(textwrap.dedent(inspect.getsource(method)))
         read = {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
                 and node.value.id == "settings"}
+        read |= {node.slice.value for node in ast.walk(tree) if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name)
+                 and node.value.id == "settings" and isinstance(node.slice, ast.Constant)}
         assert not read & set(flags.foreign_flags(method)), (name, read & set(flags.foreign_flags(method)))
+        read_by[name] = read
+    assert {"mixup_layer", "teacher", "sa_steps", "max_steps"} <= read_by["xmixup"] | read_by["contrastive"]  # the test sees them
 
 
 def test_results_record_the_resolved_settings(tmp_path, tiny_model_dir):
@@ -91,3 +97,11 @@ def test_xmixup_preset_epochs_follow_the_task():
         task = tasks.Task(name, ["answer"], "en", [], {"en": []}, {}, {}, level="span")
         epochs[name] = make_method("xmixup", Run(task, None, 384), "--preset", "paper").settings.epochs
     assert epochs == {"xquad": 2, "mlqa": 2, "tydiqa": 4}
+
+
+def test_a_level_the_method_does_not_train_on_is_refused_first():
+    # translate-test on a word-level task whose languages are not parallel (PAN-X's layout): the level is
+    # what the method cannot do, before which test input it would see
+    task = tasks.Task("panx", ["O", "B-PER"], "en", ["de"], {"en": []}, {}, {}, level="word", parallel=False)
+    with pytest.raises(InputError, match="--method translate-test classifies a translation.*labels words: use a method for word labels"):
+        make_method("translate-test", Run(task, None, 128))

@@ -324,3 +324,25 @@ def test_gradient_checkpointing_keeps_less_and_changes_nothing(tiny_model_dir, t
         train.main(argv + ["--out", str(tmp_path / "checkpointed"), "--gradient-checkpointing"])
     assert len(recomputed) >= 4  # layers were checkpointed at every step
     assert losses(tmp_path / "plain") == losses(tmp_path / "checkpointed") and len(losses(tmp_path / "plain")) == 4
+
+
+def test_loader_processes_leave_ctrl_c_to_the_training_process(tiny_model_dir):
+    # Ctrl-C in a terminal reaches the loader processes too. They ignore it: the training processes
+    # stop at a step they agree on (at the next log record), and need the batches up to it.
+    import os
+    import signal
+    import time
+
+    import bookkeeping
+    import flags
+    args = flags.parse(["--model", str(tiny_model_dir), *COMMON, "--method", "xeroalign", "--max-steps", "40", "--workers", "2"])
+    settings, run = flags.resolve(args, train.load_run(args, tiny_model_dir, "cpu", 0, 1))
+    method = flags.METHODS[settings.method](settings, run)
+    phases = method.phases(method.training_items())
+    batches = bookkeeping.batch_loader(settings, method, phases, 0)
+    next(batches)
+    for worker in batches._workers:
+        os.kill(worker.pid, signal.SIGINT)
+    time.sleep(1)
+    assert len([next(batches) for _ in range(30)]) == 30  # past what was built ahead (4 steps per worker)
+    assert all(worker.is_alive() for worker in batches._workers)
