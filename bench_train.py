@@ -79,7 +79,7 @@ class Trainee:
     def __init__(self, name, settings, run, model_dir, device):
         self.name, self.settings, self.device = name, settings, device
         self.method = method = flags.METHODS[name](settings, run)
-        if method.draws not in ("texts", "pairs"):
+        if method.draws not in ("texts", "translated", "pairs"):
             raise SystemExit(f"--methods: {name} trains on {method.draws} data; this benchmark compares methods on texts and pairs")
         self.model = method.wrap(train.build_model(settings, method, model_dir, device, 0), []).train()
         self.optimizer = torch.optim.AdamW([p for p in self.model.parameters() if p.requires_grad], lr=1e-5, fused=True)

@@ -31,7 +31,7 @@ class Contrastive(Method):
     help = ("Yu & Joty (2021) language adaptation: first the task loss plus label alignment (Eq. 2-3) on the source and "
             "its translations, then, for the last --sa-steps with a smaller learning rate, the task loss plus semantic "
             "alignment (Eq. 4-5) on groups of a source text, b of its translations and b source texts of other labels")
-    translations = True
+    draws = "translated"
     levels = ("sentence",)
     levels_note = "contrasts and pseudo-labels whole sentences (Yu & Joty classify them)"
     groups_by_length = False  # label alignment contrasts every pair of texts in a batch: they are drawn at random

@@ -275,7 +275,7 @@ def foreign_flags(method):
 def train_sizes(method, run, langs):
     """{lang: its training examples}: from the token cache where the method trains on it (texts and
     pairs, where the task level's items fit it), else from the examples."""
-    if method.draws in ("texts", "pairs") and run.level.caches_tokens:
+    if method.draws != "parallel" and run.level.caches_tokens:
         return {lang: len(texts) for lang, texts in run.cached_texts(langs).items()}
     return {lang: len(run.task.train[lang]) for lang in langs}
 
@@ -286,7 +286,7 @@ def check(settings, method, run):
     task = run.task
     if settings.extra_train and not run.level.labels_texts:
         raise InputError(f"--extra-train adds labelled sentences; --task {settings.task} {run.level.description}")
-    if settings.extra_train and method.draws != "texts":
+    if settings.extra_train and method.draws not in ("texts", "translated"):
         raise InputError(f"--extra-train adds single labelled texts, which --method {method.name} (trained on pairs) cannot use")
     missing = [lang for lang, size in train_sizes(method, run, task.targets).items() if not size] if method.uses_translations(settings) else []
     if missing:

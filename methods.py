@@ -3,8 +3,8 @@ translate-train. flags.METHODS maps `--method` names to methods; train.py's loop
 the benchmarks call only what is defined here.
 
 A method says
-  - which training items it draws from a task: single labelled texts, (source, translation)
-    pairs, or pre-training pairs (`draws`, `training_items`);
+  - which training items it draws from a task: the source's labelled texts, with their
+    translations or not, (source, translation) pairs, or pre-training pairs (`draws`, `training_items`);
   - how it builds and wraps the model (`build`, `wrap`: FILTER and X-Mixup run the classifier on
     pairs, X-Mixup adds its ratio's W and b);
   - how a batch is made and what its loss is, with named components for the log (`make_batch`,
@@ -93,8 +93,9 @@ class Method:
     """The interface; as it stands, a method that trains the task on the source's texts alone."""
     name = None              # its --method
     help = ""                # one line for --help
-    draws = "texts"          # "texts": labelled texts; "pairs": (source, translation); "parallel": pre-training pairs
-    translations = False     # for "texts": the source's translations too (translate-train)
+    # its training items: "texts", the source's labelled texts; "translated", those and their translations, each a
+    # labelled text (translate-train); "pairs", (source, translation); "parallel", pre-training pairs
+    draws = "texts"
     levels = ("sentence", "word", "span")  # the task levels it trains on
     levels_note = "trains on whole texts"   # why it trains on no other levels, for the message that refuses them
     unused_parameters = False  # whether a step may leave trainable parameters without gradient (DDP must know)
@@ -131,7 +132,7 @@ class Method:
     @classmethod
     def uses_translations(cls, settings):
         """Whether training needs the translations of the source's training examples."""
-        return cls.translations or cls.draws != "texts"
+        return cls.draws != "texts"
 
     def batches_run_a_model(self):
         """Whether making a batch runs a model (a teacher's forward pass): then the batches are
@@ -145,7 +146,7 @@ class Method:
         extra = read_jsonl_examples(self.settings.extra_train, task.labels) if self.settings.extra_train else []
         if self.draws == "pairs":
             return run.level.pair(run.training_texts([task.source], extra), run.training_texts(task.targets))
-        return run.training_texts([task.source, *task.targets] if self.translations else [task.source], extra)
+        return run.training_texts([task.source, *task.targets] if self.draws == "translated" else [task.source], extra)
 
     def phases(self, items):
         """The training phases, in order; most methods have one, over --max-steps."""
@@ -272,7 +273,7 @@ class TranslateTrain(Method):
     source and all its translations, each a labelled text."""
     name = "translate-train"
     help = 'the task loss on the source and all its translations ("translate-train-all")'
-    translations = True
+    draws = "translated"
     paper = {"lr": 1e-5, "batch_size": 32}  # Unicoder Sec. 4.2, "Fine-tuning details" (see the --help group)
 
     @staticmethod
