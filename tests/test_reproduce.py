@@ -1,0 +1,210 @@
+"""reproduce.py: an experiment file run end to end (tiny model, bundled corpus, 2 seeds, 2 methods
+and an evaluation), its table checked against numpy, finished runs skipped, a stopped run resumed
+to the numbers of an uninterrupted one, a failing run reported, and bad files refused."""
+import csv
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import reproduce
+from tasks import InputError
+
+ROOT = Path(__file__).resolve().parent.parent
+STEPS = ["--max-steps", "4", "--eval-every", "2", "--batch-size", "8", "--no-alignment"]
+
+
+def experiment_file(folder, model, **changes):
+    spec = {
+        "title": "tiny", "task": "demo", "model": str(model), "metric": "accuracy", "seeds": [0, 1], "flags": STEPS,
+        "paper": {"table": "Nobody's Table 1", "average": "all"},
+        "runs": [
+            {"name": "zero-shot", "method": "zero-shot", "test_input": "text", "paper": {"en": 90.0, "de": 80.0, "average": 75.0}},
+            {"name": "xeroalign", "method": "xeroalign", "test_input": "text"},
+            {"name": "translate-test", "evaluate": "zero-shot", "method": "translate-test", "test_input": "oracle"},
+            {"name": "broken", "method": "zero-shot", "test_input": "text", "flags": ["--max-length", "9999"]},
+        ],
+    }
+    spec.update(changes)
+    path = folder / "tiny.json"
+    path.write_text(json.dumps(spec))
+    return path
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory, tiny_model_dir):
+    """The experiment run once, after xeroalign seed 1 was stopped at step 2 (as Ctrl-C leaves a
+    run: a checkpoint, no results); also that run uninterrupted, elsewhere, to compare."""
+    folder = tmp_path_factory.mktemp("reproduce")
+    path, out = experiment_file(folder, tiny_model_dir), folder / "runs"
+    experiment = reproduce.load_experiment(path)
+    job = next(j for j in reproduce.jobs(experiment, out) if j.label == "xeroalign seed 1")
+    argv = reproduce.command(job, experiment, 1, {})
+    subprocess.run(argv + ["--stop-at", "2"], check=True, capture_output=True)
+    assert reproduce.state(job) == "interrupted"
+    whole = folder / "whole"
+    subprocess.run([a if a != str(job.folder) else str(whole) for a in argv], check=True, capture_output=True)
+    with pytest.raises(SystemExit) as exit:
+        reproduce.main([str(path), "--out", str(out)])
+    return path, out, whole, str(exit.value)
+
+
+def test_a_failing_run_is_named_with_its_log_and_the_others_finish(finished):
+    path, out, _, message = finished
+    assert "2 run(s) did not finish" in message and "broken seed 0: exit status 1" in message
+    assert "--max-length 9999 does not fit the model's" in message  # the log's last lines
+    for name in ("zero-shot", "xeroalign", "translate-test"):
+        for seed in (0, 1):
+            assert reproduce.state(reproduce.Job(reproduce.Run(name, "", "", evaluate=name == "translate-test" or None),
+                                                 seed, out / f"{name}-seed{seed}", out)) == "done"
+    table = (out / "table.md").read_text()
+    assert "broken (0 of 2 seeds; missing: seed 0, 1)" in table and "| missing |" in table
+
+
+def test_a_stopped_run_resumes_to_the_numbers_of_an_uninterrupted_one(finished):
+    _, out, whole, _ = finished
+    resumed = json.loads((out / "xeroalign-seed1" / "results.json").read_text())
+    straight = json.loads((whole / "results.json").read_text())
+    assert {k: v for k, v in resumed.items() if isinstance(v, dict) and "n" in v} == \
+           {k: v for k, v in straight.items() if isinstance(v, dict) and "n" in v}
+    losses = lambda folder: [r["loss"] for r in map(json.loads, (folder / "log.jsonl").read_text().splitlines()) if "loss" in r]
+    assert losses(out / "xeroalign-seed1") == losses(whole) and losses(whole)
+    log = (out / "logs" / "xeroalign-seed1.log").read_text()
+    assert "--resume" in log.splitlines()[0]
+
+
+def test_finished_runs_are_skipped(finished, capsys):
+    path, out, _, _ = finished
+    results = {p: p.stat().st_mtime_ns for p in out.glob("*-seed*/results*.json")}
+    logs = {p: p.read_text() for p in (out / "logs").glob("*.log") if "broken" not in p.name}
+    with pytest.raises(SystemExit):
+        reproduce.main([str(path), "--out", str(out)])
+    assert results == {p: p.stat().st_mtime_ns for p in out.glob("*-seed*/results*.json")} and len(results) == 6
+    assert logs == {p: p.read_text() for p in logs}  # nothing launched again but the failed run
+    reproduce.main([str(path), "--out", str(out), "--dry-run"])
+    listed = capsys.readouterr().out
+    assert listed.count("(finished: skipped)") == 6 and listed.count("(started: run again)") == 2
+    assert "8 runs (4 x 2 seeds): 6 done, 2 started" in listed
+
+
+def scores(out, name, seed, metric="accuracy"):
+    folder = out / f"{name}-seed{seed}"
+    results = json.loads(((folder / "results.json") if (folder / "results.json").exists() else folder / "results_test.json").read_text())
+    return {lang: 100 * row[metric] for lang, row in results.items() if isinstance(row, dict) and "n" in row}
+
+
+def test_the_table_is_numpys_mean_and_sample_std(finished):
+    path, out, _, _ = finished
+    experiment = reproduce.load_experiment(path)
+    rows = list(csv.DictReader((out / "table.csv").open()))
+    checked = 0
+    for name in ("zero-shot", "xeroalign", "translate-test"):
+        per_seed = [scores(out, name, seed) for seed in (0, 1)]
+        columns = {c.run.name: c for c in reproduce.read_scores(experiment, out)}
+        targets = [[v for lang, v in s.items() if lang != "en"] for s in per_seed]
+        expected = {lang: [s[lang] for s in per_seed] for lang in per_seed[0]}
+        expected["target average"] = [np.mean(t) for t in targets]
+        expected["average, as the paper's"] = [np.mean([s[lang] for lang in ("en", "de")]) if name == "zero-shot" else np.mean(list(s.values()))
+                                               for s in per_seed]
+        for key, values in expected.items():
+            mean, std, n = reproduce.cell(columns[name], key)
+            assert n == 2 and mean == pytest.approx(np.mean(values), abs=1e-9) and std == pytest.approx(np.std(values, ddof=1), abs=1e-9)
+            row = next(r for r in rows if r["run"] == name and r["language"] == key)
+            assert float(row["mean"]) == pytest.approx(np.mean(values), abs=0.006) and row["seeds"] == "2"
+            assert float(row["std"]) == pytest.approx(np.std(values, ddof=1), abs=0.006)
+            checked += 1
+    assert checked > 20
+    row = next(r for r in rows if r["run"] == "zero-shot" and r["language"] == "de")
+    assert float(row["paper"]) == 80.0 and float(row["difference"]) == pytest.approx(float(row["mean"]) - 80.0, abs=0.011)
+    table = (out / "table.md").read_text()
+    assert "zero-shot (2 seeds) | paper | Δ" in table
+    text, oracle = table.index("sees the target text alone"), table.index("sees the task's parallel source-language text")
+    assert text < table.index("xeroalign (2 seeds)") < oracle < table.index("translate-test (2 seeds)")  # grouped by test input
+
+
+def test_a_missing_seed_is_named_and_never_averaged_over(finished, tmp_path):
+    path, out, _, _ = finished
+    copy = tmp_path / "runs"
+    shutil.copytree(out, copy)
+    (copy / "xeroalign-seed1" / "results.json").unlink()
+    reproduce.main([str(path), "--out", str(copy), "--report"])
+    table = (copy / "table.md").read_text()
+    assert "xeroalign (1 of 2 seeds; missing: seed 1)" in table
+    column = next(c for c in reproduce.read_scores(reproduce.load_experiment(path), copy) if c.run.name == "xeroalign")
+    assert reproduce.cell(column, "de") == (scores(copy, "xeroalign", 0)["de"], None, 1)
+
+
+def bad(tmp_path, tiny_model_dir, **changes):
+    with pytest.raises(InputError) as e:
+        reproduce.load_experiment(experiment_file(tmp_path, tiny_model_dir, **changes))
+    return str(e.value)
+
+
+def runs_with(run):
+    return [{"name": "zero-shot", "method": "zero-shot", "test_input": "text"}, run]
+
+
+def test_bad_experiment_files_are_refused_naming_file_and_field(tmp_path, tiny_model_dir):
+    where = str(tmp_path / "tiny.json")
+    message = bad(tmp_path, tiny_model_dir, runs=runs_with({"name": "x", "method": "fliter", "test_input": "text"}))
+    assert message.startswith(f"{where}: runs[1].method: unknown method 'fliter'") and "\n" not in message
+    spec = experiment_file(tmp_path, tiny_model_dir)
+    broken = json.loads(spec.read_text())
+    del broken["seeds"]
+    spec.write_text(json.dumps(broken))
+    with pytest.raises(InputError, match=r"tiny.json: seeds: missing$"):
+        reproduce.load_experiment(spec)
+    assert bad(tmp_path, tiny_model_dir, runs=runs_with({"name": "x", "test_input": "text"})) == f"{where}: runs[1].method: missing"
+    message = bad(tmp_path, tiny_model_dir, runs=runs_with({"name": "x", "method": "zero-shot", "test_input": "text", "seed": 3}))
+    assert message.startswith(f"{where}: runs[1].seed: unknown field")
+    message = bad(tmp_path, tiny_model_dir, runs=runs_with({"name": "x", "method": "zero-shot", "test_input": "text", "flags": ["--lr", "fast"]}))
+    assert message.startswith(f"{where}: runs[1].flags: train.py refuses them: argument --lr") and "\n" not in message
+    assert "runs[1].name: 'zero-shot' names runs[0] already" in bad(tmp_path, tiny_model_dir, runs=runs_with(
+        {"name": "zero-shot", "method": "xeroalign", "test_input": "text"}))
+    assert "runs[1].evaluate: 'zs' is not the name of a trained run" in bad(tmp_path, tiny_model_dir, runs=runs_with(
+        {"name": "tt", "evaluate": "zs", "method": "translate-test", "test_input": "oracle"}))
+    assert "flags: --seed is set by reproduce.py" in bad(tmp_path, tiny_model_dir, flags=["--seed", "3"])
+    assert "seeds: a list of distinct integers" in bad(tmp_path, tiny_model_dir, seeds=[1, 1])
+    assert "runs[1].test_input: --method xeroalign predicts from text, not oracle" in bad(tmp_path, tiny_model_dir, runs=runs_with(
+        {"name": "x", "method": "xeroalign", "test_input": "oracle"}))
+    spec.write_text('{"title": "x",\n "task": }')
+    with pytest.raises(InputError, match=r"tiny.json:2: not JSON"):
+        reproduce.load_experiment(spec)
+
+
+def test_a_language_the_data_lacks_is_refused(tmp_path, tiny_model_dir):
+    experiment = reproduce.load_experiment(experiment_file(tmp_path, tiny_model_dir, runs=runs_with(
+        {"name": "x", "method": "zero-shot", "test_input": "text", "paper": {"en": 90, "xx": 50.0}})))
+    with pytest.raises(InputError, match=r"tiny.json: runs\[1\].paper.xx: task demo has no language 'xx' \(it has de, en"):
+        reproduce.check_languages(experiment)
+
+
+SHARED = ROOT.parent / "shared" / "data" / "sib200"
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "experiments").glob("*.json")), ids=lambda p: p.name)
+def test_every_experiment_file_loads_and_lists_its_runs(path, capsys, tmp_path):
+    experiment = reproduce.load_experiment(path)
+    assert experiment.runs and experiment.seeds
+    if experiment.paper:
+        assert any(run.paper for run in experiment.runs) and "Table" in experiment.paper["table"]
+    data = ["--data", str(SHARED)] if path.stem == "sib200" and SHARED.is_dir() else []
+    reproduce.main([str(path), "--dry-run", "--out", str(tmp_path)] + data)
+    listed = capsys.readouterr().out
+    assert f"{len(experiment.runs) * len(experiment.seeds)} runs" in listed and "torch.distributed.run" in listed
+
+
+@pytest.mark.skipif(not SHARED.is_dir(), reason="needs ../shared/data/sib200 (a sample of SIB-200)")
+def test_the_sib200_file_reads_the_languages_of_its_data_folder():
+    experiment = reproduce.load_experiment(ROOT / "experiments" / "sib200.json", str(SHARED))
+    reproduce.check_languages(experiment)  # no language named in the file: the folder's are the table's
+    assert not any(run.paper for run in experiment.runs)
+
+
+def test_the_command_line_help():
+    text = subprocess.run([sys.executable, str(ROOT / "reproduce.py"), "--help"], capture_output=True, text=True).stdout
+    assert "--nproc-per-node" in text and "--dry-run" in text and "--report" in text
