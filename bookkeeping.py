@@ -25,7 +25,7 @@ from tqdm import tqdm
 import cli
 import data
 import distributed
-from weights import CheckpointError, load_torch_file
+from weights import CheckpointError, check_finite, load_torch_file
 
 
 def phase_at(phases, step):
@@ -397,6 +397,7 @@ def load_checkpoint(out, identity):
     saved = load_torch_file(path, "checkpoint")
     if not isinstance(saved, dict) or not {"model", "optimizer", "scheduler", "scaler", "step", "rng"} <= set(saved):
         raise CheckpointError(f"{path}: not a checkpoint written by train.py")
+    check_finite(saved["model"], path)
     theirs = saved.get("identity") or {key: saved.get("args", {}).get(key) for key in ("method", "task")}
     different = [f"{key} {theirs[key]!r} there, {identity[key]!r} here" for key in theirs if theirs[key] != identity.get(key)]
     if different:

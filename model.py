@@ -382,7 +382,7 @@ class Classifier(nn.Module):
         if not path.is_file():
             raise CheckpointError(f"{path}: not found; OUT/best holds the head that train.py trained there")
         try:
-            model.head.load_state_dict(load_safetensors(path))
+            model.head.load_state_dict(weights.check_finite(load_safetensors(path), path))
         except RuntimeError as e:
             raise CheckpointError(f"{path}: does not fit task.json's labels and head ({str(e).splitlines()[0]})") from None
         return model, tokenizer, task

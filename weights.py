@@ -147,9 +147,20 @@ def load_torch_bin(path):
 
 
 def load_weight_file(path):
-    """One weight file, chosen by extension."""
+    """One weight file, chosen by extension, every tensor checked to be finite."""
     path = Path(path)
-    return load_safetensors(path) if path.suffix == ".safetensors" else load_torch_bin(path)
+    return check_finite(load_safetensors(path) if path.suffix == ".safetensors" else load_torch_bin(path), path)
+
+
+def check_finite(tensors, path):
+    """Refuse a file with a NaN or an infinity in a floating-point tensor, naming the tensor: such
+    weights make every loss NaN from the first step (one pass over the values, cheap next to reading them)."""
+    for name, tensor in tensors.items():
+        if isinstance(tensor, torch.Tensor) and tensor.is_floating_point() and not torch.isfinite(tensor).all():
+            nan, total = int(torch.isnan(tensor).sum()), tensor.numel()
+            raise CheckpointError(f"{path}: tensor {name} is not finite ({nan} NaN, {int(torch.isinf(tensor).sum())} infinite of "
+                                  f"{total} values): the file is damaged or was saved from a diverged run; use another checkpoint")
+    return tensors
 
 
 def load_checkpoint_weights(directory):

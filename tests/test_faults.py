@@ -239,16 +239,37 @@ def test_divergence_stops_with_advice(tmp_path, tiny_model_dir):
     assert f"the last checkpoint is {tmp_path / 'run' / 'checkpoint.pt'}, of step {saved}" in line
 
 
-def test_non_finite_weights_name_no_checkpoint_that_does_not_exist(tmp_path, tiny_model_dir):
+def test_non_finite_weights_are_refused_when_loaded_naming_file_and_tensor(tmp_path, tiny_model_dir):
     from model import Encoder
+    from weights import load_safetensors, save_safetensors
     directory = model_copy(tmp_path, tiny_model_dir)
     encoder = Encoder.from_pretrained(directory)
     with torch.no_grad():
-        encoder.layers[0].ffn_out.weight[0, 0] = float("nan")
+        encoder.layers[0].ffn_out.weight[0, :2] = float("nan")
+        encoder.layers[0].ffn_out.weight[1, 0] = float("inf")
     encoder.save_pretrained(directory)
     done = train(tmp_path, directory, "--target-langs", "de", "--out", tmp_path / "run")
-    assert "step 1: the loss is nan" in error_line(done) and "no checkpoint was written yet (the first comes at step 500)" in error_line(done)
+    assert error_line(done) == (f"error: {directory / 'model.safetensors'}: tensor encoder.layer.0.output.dense.weight is not finite "
+                                "(2 NaN, 1 infinite of 1184 values): the file is damaged or was saved from a diverged run; use another checkpoint")
     assert not (tmp_path / "run" / "checkpoint.pt").exists()
+    done = train(tmp_path, tiny_model_dir, "--target-langs", "de", "--out", tmp_path / "good")  # a trained model's head
+    head = load_safetensors(tmp_path / "good" / "best" / "head.safetensors")
+    name = sorted(head)[0]
+    head[name] = head[name].clone().fill_(float("-inf"))
+    save_safetensors(head, tmp_path / "good" / "best" / "head.safetensors")
+    line = error_line(command("evaluate.py", "--checkpoint", tmp_path / "good" / "best"))
+    assert f"{tmp_path / 'good' / 'best' / 'head.safetensors'}: tensor {name} is not finite (0 NaN, " in line
+
+
+def test_a_resume_checkpoint_with_non_finite_weights_is_refused(tmp_path, tiny_model_dir):
+    out = tmp_path / "run"
+    train(tmp_path, tiny_model_dir, "--target-langs", "de", "--out", out, "--max-steps", "4", "--stop-at", "2")
+    saved = torch.load(out / "checkpoint.pt", weights_only=True)
+    name = next(k for k, v in saved["model"].items() if v.is_floating_point())
+    saved["model"][name][..., 0] = float("nan")
+    torch.save(saved, out / "checkpoint.pt")
+    line = error_line(train(tmp_path, tiny_model_dir, "--target-langs", "de", "--out", out, "--max-steps", "4", "--resume"))
+    assert line.startswith(f"error: {out / 'checkpoint.pt'}: tensor {name} is not finite (")
 
 
 def test_failed_checkpoint_write_keeps_the_previous_one(tmp_path, tiny_model_dir, monkeypatch):
