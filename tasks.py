@@ -141,29 +141,35 @@ def read_pawsx(path, lang, noisy=None):
             for n, r in read_tsv(path, ("id", "sentence1", "sentence2", "label"), noisy=noisy)]
 
 
-def read_squad(path, lang, blank=False, noisy=False):
+def read_squad(path, lang, blank=False, noisy=False, unique=True):
     """SQuAD v1.1 JSON (XQuAD, MLQA, TyDiQA-GoldP): one Example per question, with text = the
     question, pair = its context, answers = [(text, first character)] and group = the article's
     title. Translations of a question share its id. With `blank`, a test file whose answers XTREME
     has blanked ({"answer_start": 0, "text": ""}) gives questions without answers (answers None).
     Machine-translated files (`noisy`) lose the questions whose answers are not in their context,
-    counted on one line."""
+    counted on one line. A question id is unique in its file (predictions are keyed by it): a
+    second use is refused, naming both places, unless `unique` is off (Tydiqa's training file)."""
     try:
         articles = json.loads(read_text(path))["data"]
         if not isinstance(articles, list):
             raise TypeError(f"'data' is a {type(articles).__name__}")
     except (json.JSONDecodeError, KeyError, TypeError) as e:
         raise DataError(path, 0, f"not SQuAD v1.1 JSON, an object with a 'data' list of articles ({e!r})") from None
-    examples, skipped = [], 0
+    examples, skipped, seen = [], 0, {}
     for a, article in enumerate(articles):
         for p, paragraph in enumerate(article.get("paragraphs", []) if isinstance(article, dict) else [None]):
             where = f"article {a} ({article.get('title') if isinstance(article, dict) else None!r}), paragraph {p}"
             try:
                 context = paragraph["context"]
                 for q, qa in enumerate(paragraph["qas"]):
+                    here = f"{where}, question {qa.get('id', q)}"
+                    if unique and qa.get("id") in seen:
+                        raise DataError(path, 0, f"question id {qa['id']!r} is used twice, in {seen[qa['id']]} and in {here} "
+                                                 f"(data[{a}].paragraphs[{p}].qas[{q}]): predictions are keyed by it; give each "
+                                                 "question its own id")
+                    seen.setdefault(qa.get("id"), here)
                     try:
-                        examples.append(squad_question(path, f"{where}, question {qa.get('id', q)}", qa, context, lang,
-                                                       article.get("title", f"article {a}"), blank))
+                        examples.append(squad_question(path, here, qa, context, lang, article.get("title", f"article {a}"), blank))
                     except DataError:
                         if not noisy:
                             raise
@@ -880,10 +886,20 @@ class Mlqa(SquadTrained):
 TYDIQA_LANGS = ["en", "ar", "bn", "fi", "id", "ko", "ru", "sw", "te"]
 
 
-def tydiqa_split(id):
+def tydiqa_split(question, context):
     """TyDiQA-GoldP has no English dev set beside its test (XTREME tests on the released dev
-    files): its English training questions are split by id, 90% to train on and 10% to select."""
-    return "dev" if zlib.crc32(id.encode()) % 10 == 0 else "train"
+    files): its English training questions are split by a hash of the question and its context,
+    90% to train on and 10% to select. Not by id: XTREME's utils_preprocess.py keeps only the last
+    part of each training question's id (english-5967113449718591924-1 becomes 1), so on its files
+    almost every id is 0 or 1."""
+    return "dev" if zlib.crc32(f"{question}\n{context}".encode()) % 10 == 0 else "train"
+
+
+def numbered_questions(examples):
+    """The English training questions of TyDiQA-GoldP, each id prefixed with the question's place
+    in the file: the one training file read with repeated ids (see tydiqa_split), since XTREME
+    writes it so. The dev questions drawn from it are predicted and scored by these ids."""
+    return [replace(e, id=f"{n}-{e.id}") for n, e in enumerate(examples)]
 
 
 class Tydiqa(Layout):
@@ -905,7 +921,8 @@ class Tydiqa(Layout):
             path = self.directory / "translate-train" / f"tydiqa.translate.train.en-{lang}.json"
             return read_squad(path, lang, noisy=True) if split == "train" and path.is_file() else []
         path = self.directory / "tydiqa-goldp-v1.1-train" / f"tydiqa.goldp.{lang}.train.json"
-        return [e for e in self.once("train", lambda: read_squad(path, lang)) if tydiqa_split(e.id) == split]
+        questions = self.once("train", lambda: numbered_questions(read_squad(path, lang, unique=False)))
+        return [e for e in questions if tydiqa_split(e.text, e.pair) == split]
 
 
 def squad_blanked(path):

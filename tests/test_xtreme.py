@@ -164,20 +164,58 @@ def test_blanked_xquad_is_a_test_set_trained_on_squad(tmp_path):
     assert len(task.test["ar"]) == 5 and not any(e.labelled for e in task.test["ar"])
 
 
-def test_tydiqa_as_xtreme_writes_it(tmp_path):
-    (tmp_path / "tydiqa-goldp-v1.1-train").mkdir()
-    questions = [(str(i), q, c, a) for i, (_, q, c, a) in enumerate(QUESTIONS)]
-    (tmp_path / "tydiqa-goldp-v1.1-train" / "tydiqa.goldp.en.train.json").write_text(squad(questions))
-    (tmp_path / "tydiqa-goldp-v1.1-train" / "tydiqa.goldp.sw.train.json").write_text(squad(questions))  # native, unused
-    (tmp_path / "tydiqa-goldp-v1.1-dev").mkdir()
-    for lang in ("en", "sw", "te"):
-        (tmp_path / "tydiqa-goldp-v1.1-dev" / f"tydiqa.goldp.{lang}.dev.json").write_text(squad(questions[:3], blank=True))
-    task = load_task("tydiqa", tmp_path)
-    assert (task.targets, task.parallel) == (["sw", "te"], False)
-    dev = {e.id for e in task.dev["en"]}
-    assert dev == {i for i, *_ in questions if tasks.tydiqa_split(i) == "dev"} and dev  # held out of English training
-    assert dev.isdisjoint(e.id for e in task.train["en"]) and len(dev) + len(task.train["en"]) == 12
-    assert task.train["sw"] == [] and task.dev["sw"] == [] and len(task.test["te"]) == 3
+def tydiqa_as_xtreme_writes_it(root, questions, blank=True):
+    """TyDiQA-GoldP as XTREME's utils_preprocess.py (tydiqa_preprocess) writes it: the training
+    file split by language, each question an article of its own without a title, its id cut to
+    the last part after '-' (english-<n>-1 becomes 1); the dev files renamed by ISO code, their
+    ids whole and, as remove_qa_test_annotations leaves them, their answers blanked."""
+    def article(i, q, c, a, answers):
+        return {"paragraphs": [{"context": c, "qas": [{"answers": answers, "question": q, "id": i}]}]}
+    (root / "tydiqa-goldp-v1.1-train").mkdir(parents=True)
+    (root / "tydiqa-goldp-v1.1-dev").mkdir()
+    for name, iso in (("english", "en"), ("swahili", "sw")):
+        full = [(f"{name}-{5967113449718591924 + n}-{n % 2}", q, c, a) for n, (_, q, c, a) in enumerate(questions)]
+        train = [article(i.split("-")[-1], q, c, a, [{"answer_start": c.index(a), "text": a}]) for i, q, c, a in full]
+        (root / "tydiqa-goldp-v1.1-train" / f"tydiqa.goldp.{iso}.train.json").write_text(
+            json.dumps({"data": train, "version": "TyDiQA-GoldP-1.1-train"}))
+        dev = [article(i, q, c, a, [{"answer_start": 0, "text": ""}] if blank else [{"answer_start": c.index(a), "text": a}])
+               for i, q, c, a in full[:3]]
+        (root / "tydiqa-goldp-v1.1-dev" / f"tydiqa.goldp.{iso}.dev.json").write_text(json.dumps({"data": dev, "version": "TyDiQA-GoldP-1.1-dev"}))
+    return root
+
+
+@pytest.mark.parametrize("blank", [True, False], ids=["test-answers-withheld", "test-answers-kept"])
+def test_tydiqa_as_xtreme_writes_it(tmp_path, blank):
+    questions = [(None, f"Who lives in house {i}?", f"House {i} is where Anna {i} lives with her cat.", f"Anna {i}") for i in range(40)]
+    task = load_task("tydiqa", tydiqa_as_xtreme_writes_it(tmp_path, questions, blank))
+    assert (task.targets, task.parallel) == (["sw"], False)
+    raw = json.loads((tmp_path / "tydiqa-goldp-v1.1-train" / "tydiqa.goldp.en.train.json").read_text())
+    assert {qa["id"] for a in raw["data"] for p in a["paragraphs"] for qa in p["qas"]} == {"0", "1"}  # as XTREME leaves them
+    dev = [(e.text, e.pair) for e in task.dev["en"]]
+    assert dev == [(q, c) for _, q, c, _ in questions if tasks.tydiqa_split(q, c) == "dev"] and 0 < len(dev) < 40
+    ids = [e.id for e in task.dev["en"] + task.train["en"]]
+    assert len(ids) == len(set(ids)) == 40  # each question its own id, for the dev predictions
+    assert task.train["sw"] == [] and len(task.test["sw"]) == 3 and all(e.labelled for e in task.test["sw"]) == (not blank)
+
+
+def test_tydiqa_as_xtreme_writes_it_trains_through_the_command_line(tmp_path, tiny_model_dir):
+    questions = [(None, f"Who lives in house {i}?", f"House {i} is where Anna {i} lives with her cat.", f"Anna {i}") for i in range(40)]
+    tydiqa_as_xtreme_writes_it(tmp_path / "tydiqa", questions)
+    run(tiny_model_dir, "tydiqa", tmp_path / "tydiqa", tmp_path / "out", "--method", "zero-shot", "--no-alignment", "--doc-stride", "8")
+    results = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert results["unscored"] == ["en", "sw"] and results["dev_f1"] is not None
+
+
+@pytest.mark.parametrize("name,where", [("xquad", "xquad/xquad.ar.json"), ("mlqa", "mlqa/MLQA_V1/dev/dev-context-de-question-de.json"),
+                                        ("mlqa", "squad/train-v1.1.json")])
+def test_a_question_id_used_twice_is_refused_naming_both_places(tmp_path, name, where):
+    xtreme_qa(tmp_path)
+    twice = [QUESTIONS[0], QUESTIONS[1], (QUESTIONS[0][0],) + QUESTIONS[2][1:]]
+    (tmp_path / where).write_text(squad(twice, blank=where.startswith("xquad")))
+    with pytest.raises(InputError) as e:
+        load_task(name, tmp_path / name).train["en"]  # training files are read when first asked for
+    assert str(e.value).startswith(f"{tmp_path / where}: question id 'q0' is used twice, in article 0 (") and \
+        "question q0 and in article " in str(e.value) and "predictions are keyed by it" in str(e.value)
 
 
 def test_only_test_files_may_be_unlabelled(tmp_path):
