@@ -102,7 +102,7 @@ def main(argv=None):
     rank, world_size, device = distributed.setup(args.device)
     out = Path(own.out)
     replaced = output_folder(out, own)
-    full = tasks.load_task(args.task, args.data, args.source_lang, args.target_langs)
+    full = tasks.load_task(args.task, args.data, args.source_lang, args.target_langs, args.strict_data)
     if not LEVELS[full.level].labels_texts:
         raise tasks.InputError(f"co-training pseudo-labels whole sentences (Yu & Joty classify them); --task {args.task} "
                          f"{LEVELS[full.level].description}")

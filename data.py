@@ -22,6 +22,7 @@ class Example:
     source_text: str | None = None  # the source-language text this translates, where the file gives it
     answers: list | None = None  # QA: [(answer text, its first character in `pair`, the context)]; `text` is the question
     group: str | None = None  # QA: the article, which a split keeps whole
+    where: str | None = field(default=None, compare=False, repr=False)  # file:line it was read from, for messages
 
     @property
     def labelled(self):
@@ -68,11 +69,11 @@ def encode_tagged(examples, tokenizer, labels, max_length, intents=None):
         if e.tags is not None:
             for w, t in scored.items():
                 if e.tags[w] not in index:
-                    raise ValueError(f"{e.lang} example {e.id}: tag {e.tags[w]!r} is not one of the task's labels")
+                    raise ValueError(f"{e.where or e.lang} example {e.id}: tag {e.tags[w]!r} is not one of the task's labels")
                 token_labels[t] = index[e.tags[w]]
         if intents and e.label is not None:
             if e.label not in intent_index:
-                raise ValueError(f"{e.lang} example {e.id}: intent {e.label!r} is not one of the task's intents")
+                raise ValueError(f"{e.where or e.lang} example {e.id}: intent {e.label!r} is not one of the task's intents")
             token_labels[0] = intent_index[e.label]
         out.append(Encoded(ids, token_labels, e.lang, e.id, {"scored": sorted(scored.items()), "words": len(e.words)}))
     return out

@@ -118,6 +118,8 @@ def parser(description=""):
     g.add_argument("--train-fraction", type=cli.share, default=1.0,
                    help="train on this share of the source's training examples, drawn per label (Yu & Joty's 1.2%%: 0.012)")
     g.add_argument("--translated", type=cli.non_negative_int, help="keep the translations of only this many of them (Yu & Joty's few-shot: 200)")
+    g.add_argument("--strict-data", action="store_true", help="refuse a translation file that does not pair fully with the "
+                   "source's training examples by id (default: say so once per file; refuse where most of it does not pair)")
     g.add_argument("--extra-train", type=cli.existing_file, help="JSONL file of further labelled examples (id, lang, text, label), trained on with the "
                                          "source's: co-training's pseudo-labels, or your own")
     add_optimisation_arguments(p)
@@ -290,8 +292,9 @@ def check(settings, method, run):
         raise InputError(f"--extra-train adds single labelled texts, which --method {method.name} (trained on pairs) cannot use")
     missing = [lang for lang, size in train_sizes(method, run, task.targets).items() if not size] if method.uses_translations(settings) else []
     if missing:
+        files = [f"{lang} ({task.train.file(lang)})" if task.train.file(lang) else lang for lang in missing]
         raise InputError(f"--method {method.name} trains on translations of the source's training examples, and --task {settings.task} "
-                         f"has none in {', '.join(missing)} (they come from: {task.translations}); leave those languages out "
+                         f"has none in {', '.join(files)} (they come from: {task.translations}); leave those languages out "
                          "of --target-langs, or use --method zero-shot")
     if settings.max_length > run.max_positions:
         raise InputError(f"--max-length {settings.max_length} does not fit the model's {run.max_positions} positions: lower it")

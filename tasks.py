@@ -12,7 +12,9 @@ import csv
 import io
 import json
 import math
+import os
 import random
+import re
 import sys
 import zlib
 from collections import Counter
@@ -91,6 +93,17 @@ def read_tsv(path, columns, header=True, noisy=False, quoted=False, optional=0):
     return rows
 
 
+def unique_ids(path, rows, what="id"):
+    """Refuse an id used twice in one file: examples are paired across languages and predictions
+    keyed by their ids, so a second use would silently replace the first. `rows`: (line, id)."""
+    first = {}
+    for line, id in rows:
+        if id in first:
+            raise DataError(path, line, f"{what} {id!r} is used twice in the file, on lines {first[id]} and {line}: give each "
+                                        "example its own (translations are paired and predictions keyed by it)")
+        first[id] = line
+
+
 def check_label(path, line, label, labels):
     if label not in labels:
         raise DataError(path, line, f"unknown label {label!r} (expected one of {', '.join(sorted(labels))})")
@@ -103,8 +116,10 @@ SIB200_LABELS = ("science/technology", "travel", "politics", "sports", "health",
 def read_sib200(directory, lang, split):
     """SIB-200: <directory>/<lang>/<split>.tsv with index_id, category, text, csv-quoted; parallel by index_id."""
     path = Path(directory) / lang / f"{split}.tsv"
-    return [Example(id=r["index_id"], lang=lang, text=r["text"], label=check_label(path, n, r["category"], SIB200_LABELS))
-            for n, r in read_tsv(path, ("index_id", "category", "text"), quoted=True)]
+    rows = read_tsv(path, ("index_id", "category", "text"), quoted=True)
+    unique_ids(path, [(n, r["index_id"]) for n, r in rows], "index_id")
+    return [Example(id=r["index_id"], lang=lang, text=r["text"], label=check_label(path, n, r["category"], SIB200_LABELS),
+                    where=f"{path}:{n}") for n, r in rows]
 
 
 XNLI_LABELS = ("entailment", "neutral", "contradiction")
@@ -117,9 +132,10 @@ def read_xnli(path, lang):
     needed = {"language", "gold_label", "sentence1", "sentence2", "pairID"}
     if not needed <= set(columns):
         raise DataError(path, 1, f"header lacks {', '.join(sorted(needed - set(columns)))}")
+    rows = [(n, r) for n, r in read_tsv(path, columns) if r["language"] == lang]
+    unique_ids(path, [(n, r["pairID"]) for n, r in rows], f"{lang} pairID")
     return [Example(id=r["pairID"], lang=lang, text=r["sentence1"], pair=r["sentence2"],
-                    label=check_label(path, n, r["gold_label"], XNLI_LABELS))
-            for n, r in read_tsv(path, columns) if r["language"] == lang]
+                    label=check_label(path, n, r["gold_label"], XNLI_LABELS), where=f"{path}:{n}") for n, r in rows]
 
 
 def read_xnli_mt(path, lang):
@@ -128,7 +144,8 @@ def read_xnli_mt(path, lang):
     out = []
     for n, r in read_tsv(path, ("premise", "hypo", "label"), noisy=lang != "en"):
         label = "contradiction" if r["label"] == "contradictory" else r["label"]  # the files say "contradictory"
-        out.append(Example(id=str(n), lang=lang, text=r["premise"], pair=r["hypo"], label=check_label(path, n, label, XNLI_LABELS)))
+        out.append(Example(id=str(n), lang=lang, text=r["premise"], pair=r["hypo"], label=check_label(path, n, label, XNLI_LABELS),
+                           where=f"{path}:{n}"))
     return out
 
 
@@ -137,8 +154,10 @@ def read_pawsx(path, lang, noisy=None):
     Machine-translated training files have blank and 'NS' rows, which are skipped and counted."""
     path = Path(path)
     noisy = path.name.startswith("translated") if noisy is None else noisy
-    return [Example(id=r["id"], lang=lang, text=r["sentence1"], pair=r["sentence2"], label=check_label(path, n, r["label"], ("0", "1")))
-            for n, r in read_tsv(path, ("id", "sentence1", "sentence2", "label"), noisy=noisy)]
+    rows = read_tsv(path, ("id", "sentence1", "sentence2", "label"), noisy=noisy)
+    unique_ids(path, [(n, r["id"]) for n, r in rows])
+    return [Example(id=r["id"], lang=lang, text=r["sentence1"], pair=r["sentence2"], label=check_label(path, n, r["label"], ("0", "1")),
+                    where=f"{path}:{n}") for n, r in rows]
 
 
 def read_squad(path, lang, blank=False, noisy=False, unique=True):
@@ -210,7 +229,8 @@ def read_xtreme_pairs(path, lang, labels):
     out = []
     for i, (n, r) in enumerate(read_tsv(path, ("text", "pair", "label"), header=False, quoted=True, optional=1), start=1):
         label = r.get("label")
-        out.append(Example(id=str(i), lang=lang, text=r["text"], pair=r["pair"], label=label and check_label(path, n, label, labels)))
+        out.append(Example(id=str(i), lang=lang, text=r["text"], pair=r["pair"], label=label and check_label(path, n, label, labels),
+                           where=f"{path}:{n}"))
     return out
 
 
@@ -232,7 +252,7 @@ def read_xtreme_translations(path, lang, labels, sources):
             unpaired += 1
             continue
         label = "contradiction" if r["label"] == "contradictory" else r["label"]  # XNLI's translations say "contradictory"
-        out.append(Example(id=id, lang=lang, text=r["text"], pair=r["pair"], label=check_label(path, n, label, labels)))
+        out.append(Example(id=id, lang=lang, text=r["text"], pair=r["pair"], label=check_label(path, n, label, labels), where=f"{path}:{n}"))
     if unpaired:
         print(f"{path}: skipped {unpaired} rows whose English texts are not in the training file", file=sys.stderr)
     if rows and not out:
@@ -254,7 +274,8 @@ def read_panx(path, lang, labels):
             raise DataError(path, rows[0][0], "every line of a sentence is a token and its tag, or the token alone (a test file)")
         words = [cells[0] for _, cells in rows]
         tags = [check_label(path, n, cells[1].strip(), labels) for n, cells in rows] if len(rows[0][1]) == 2 else None
-        examples.append(Example(id=str(len(examples) + 1), lang=lang, text=" ".join(words), words=words, tags=tags))
+        examples.append(Example(id=str(len(examples) + 1), lang=lang, text=" ".join(words), words=words, tags=tags,
+                                where=f"{path}:{rows[0][0]}"))
         rows = []
     return examples
 
@@ -296,7 +317,7 @@ def read_xsid(path, lang, intents=None, slots=None):
     of index, word, intent, BIO slot. Targets follow the English file's order, so the id is the
     sentence number ('# id' where given) and '# text-en' is kept to check the pairing. Where
     `intents` and `slots` are given, every label must be one of them."""
-    examples = []
+    examples, ids = [], []
     for start, meta, rows in conll_sentences(path, 4):
         if "intent" not in meta:
             raise DataError(path, start, "sentence without a '# intent' line")
@@ -309,7 +330,9 @@ def read_xsid(path, lang, intents=None, slots=None):
                 check_label(path, number, cells[3], slots)
         words, tags = [c[1] for _, c in rows], [c[3] for _, c in rows]
         examples.append(Example(id=meta.get("id", str(len(examples) + 1)), lang=lang, text=meta.get("text", " ".join(words)),
-                                label=meta["intent"], words=words, tags=tags, source_text=meta.get("text-en")))
+                                label=meta["intent"], words=words, tags=tags, source_text=meta.get("text-en"), where=f"{path}:{start}"))
+        ids += [(start, meta["id"])] if "id" in meta else []
+    unique_ids(path, ids, "sentence '# id'")
     return examples
 
 
@@ -341,8 +364,8 @@ def match_source_text(sources, targets, path):
         if not (t.id in by_id and by_id[t.id].text == t.source_text):
             free = [i for i in by_text.get(t.source_text, []) if i not in taken]
             if not free:
-                raise DataError(path, 0, f"sentence '# id = {t.id}': its '# text-en' {t.source_text!r} is no English sentence "
-                                          "left unpaired")
+                raise DataError(path, int(t.where.rpartition(":")[2]) if t.where else 0, f"sentence '# id = {t.id}': its '# text-en' "
+                                f"{t.source_text!r} is no English sentence left unpaired")
             taken.add(free[0])
             t = replace(t, id=free[0])
         out.append(t)
@@ -359,7 +382,7 @@ def read_conllu(path, lang):
     dem"): multi-word token ranges ("5-6") and empty nodes ("7.1") are skipped. The id is the
     sentence's `# parallel_id` without its corpus prefix ("pud/n01001011" -> "n01001011"), or its
     `# sent_id` where there is none (PUD Russian), so that translations of a sentence share an id."""
-    examples = []
+    examples, ids = [], []
     for start, meta, rows in conll_sentences(path, 10):
         words, tags = [], []
         for number, cells in rows:
@@ -377,7 +400,9 @@ def read_conllu(path, lang):
         if not words:
             raise DataError(path, start, "sentence without words")
         examples.append(Example(id=id, lang=lang, text=meta.get("text", " ".join(words)), words=words, tags=tags,
-                                source_text=meta.get("english_text")))
+                                source_text=meta.get("english_text"), where=f"{path}:{start}"))
+        ids.append((start, id))
+    unique_ids(path, ids, "sentence id")
     return examples
 
 
@@ -413,7 +438,7 @@ def read_jsonl_examples(path, labels):
             continue
         try:
             row = json.loads(line)
-            example = Example(id=str(row["id"]), lang=row["lang"], text=row["text"], label=row["label"])
+            example = Example(id=str(row["id"]), lang=row["lang"], text=row["text"], label=row["label"], where=f"{path}:{number}")
         except (json.JSONDecodeError, KeyError, TypeError) as e:
             raise DataError(path, number, f"not an object with id, lang, text and label ({e})") from None
         if not isinstance(example.text, str) or not example.text.strip():
@@ -422,6 +447,7 @@ def read_jsonl_examples(path, labels):
             raise DataError(path, number, "empty lang: give every example its language code")
         check_label(path, number, example.label, labels)
         out.append(example)
+    unique_ids(path, [(int(e.where.rpartition(":")[2]), (e.lang, e.id)) for e in out], "(lang, id)")
     return out
 
 
@@ -453,39 +479,57 @@ def read_translations(spec, lang, source, examples):
     return out
 
 
-def pair_by_id(sources, targets, what="translations"):
-    """{id: (source, [targets...])}: every target must have a source with the same id and label."""
+def pair_by_id(sources, targets, path, strict=False):
+    """{id: (source, [its translations])}: a target language's training examples (read from
+    `path`) paired with the source's by id. A translation labelled otherwise than its source is
+    refused, naming both lines. Translations without a source and sources without a translation
+    are said once per file, with their count and first ids; they are refused where `strict` is
+    set, or where most of the file's examples have no source."""
     by_id = {e.id: (e, []) for e in sources}
-    missing, mismatched = [], []
+    orphans = []
     for t in targets:
         if t.id not in by_id:
-            missing.append(t.id)
+            orphans.append(t.id)
             continue
         source = by_id[t.id][0]
         if source.label is not None and t.label is not None and source.label != t.label:
-            mismatched.append(f"{t.id} ({t.lang}: {t.label!r} vs {source.lang}: {source.label!r})")
+            raise InputError(f"{t.where or path}: the translation of {t.id!r} is labelled {t.label!r}, and its source "
+                             f"({source.where or source.lang}) {source.label!r}: a translation keeps its source's label")
         by_id[t.id][1].append(t)
-    if missing or mismatched:
-        raise InputError(f"{what} do not pair with their sources: "
-                         + (f"{len(missing)} ids without a source, first {missing[:5]}; " if missing else "")
-                         + (f"{len(mismatched)} label mismatches, first {mismatched[:5]}" if mismatched else ""))
+    if not targets:  # the layout has no translations into this language (PAN-X), or the file none at all
+        return by_id
+    untranslated = [id for id, (_, translations) in by_id.items() if not translations]
+    problems = ([f"{len(orphans)} of its {len(targets)} examples have no source example of the same id (first: "
+                 f"{', '.join(map(repr, orphans[:5]))}): they are left out"] if orphans else []) + \
+               ([f"{len(untranslated)} of the {len(sources)} source examples have no translation in it (first: "
+                 f"{', '.join(map(repr, untranslated[:5]))})"] if untranslated else [])
+    if problems and (strict or len(orphans) > len(targets) / 2):
+        raise InputError(f"{path} does not pair with the source's training examples by id: {'; '.join(problems)}"
+                         + ("" if strict else "; most of it does not pair, so it is refused") + ": check that it is this task's translation")
+    if problems and path not in WARNED:
+        WARNED.add(path)
+        if os.environ.get("RANK", "0") == "0":
+            print(f"warning: {path}: {'; '.join(problems)} (--strict-data refuses this)", file=sys.stderr)
     return by_id
+
+
+WARNED = set()  # the files pair_by_id has warned of, once per process
 
 
 class TrainSplit(Mapping):
     """A task's training examples, {lang: [Example]}, read from the files when a language is first
     asked for: evaluation never reads them, and neither does a run whose token cache holds them
-    (token_cache.py). A language is checked as it is read, as `check_splits` checks the other
+    (token_cache.py). A language is checked as it is read, as `check_split` checks the other
     splits, and a target's examples against the source's (`pair_by_id`)."""
 
-    def __init__(self, name, layout, source, langs, where):
-        self.name, self.layout, self.source, self.langs, self.where = name, layout, source, list(langs), where
+    def __init__(self, name, layout, source, langs, strict=False):
+        self.name, self.layout, self.source, self.langs, self.strict = name, layout, source, list(langs), strict
         self.examples = {}
 
     @classmethod
     def given(cls, examples):
         """A training split of examples already in memory (a few-shot sample of one, a test's)."""
-        split = cls(name=None, layout=None, source=None, langs=examples, where=None)
+        split = cls(name=None, layout=None, source=None, langs=examples)
         split.examples = dict(examples)
         return split
 
@@ -508,10 +552,15 @@ class TrainSplit(Mapping):
     def read(self, lang):
         """A language's examples, checked, without keeping them (the token cache builds an entry from them)."""
         examples = self.layout.read(lang, "train")
-        check_split(self.name, "train", lang, examples, self.source, self.where)
+        check_split(self.name, "train", lang, examples, self.source, self.layout.split_file(lang, "train"))
         if lang != self.source:
-            pair_by_id(self[self.source], examples, f"{self.name} train translations into {lang}")
+            paired = pair_by_id(self[self.source], examples, self.layout.split_file(lang, "train"), self.strict)
+            examples = [e for e in examples if e.id in paired]  # a translation without a source is not trained on
         return examples
+
+    def file(self, lang):
+        """The file a language's training examples are read from, for messages (None for a split given in memory)."""
+        return self.layout.split_file(lang, "train") if self.layout is not None else None
 
     def release(self):
         """Let go of the examples read so far (the token cache holds them now); they are read again if asked for."""
@@ -530,8 +579,9 @@ class TrainSplit(Mapping):
         return files if all(f.is_file() for f in files) else None
 
     def reader(self):
-        """What turns the files into examples, for the token cache's key: the layout's name and the source language."""
-        return [type(self.layout).__name__, self.source]
+        """What turns the files into examples, for the token cache's key: the layout's name, the
+        source language, and whether translations that do not pair are refused (--strict-data)."""
+        return [type(self.layout).__name__, self.source] + (["strict"] if self.strict else [])
 
 
 @dataclass
@@ -628,6 +678,12 @@ class Layout:
         """The language codes whose files are in the data folder."""
         return set(self.langs)
 
+    def split_file(self, lang, split):
+        """The file a language's split is read from, for messages: `pattern` with the language and,
+        where it offers the split by name ({train,dev,test}), the split."""
+        name = re.sub(r"\{([^}]*)\}", lambda m: split if split in m.group(1).split(",") else m.group(0), self.pattern)
+        return self.directory / name.replace("<lang>", lang) if self.directory else name
+
     def files_like(self, pattern):
         """The part that stands for {lang} in the names of the folder's files of `pattern` ('x.{lang}.json')."""
         head, _, tail = pattern.partition("{lang}")
@@ -704,6 +760,9 @@ class Xnli(Layout):
     def train_files(self, lang):
         return [self.directory / "XNLI-MT-1.0" / "multinli" / f"multinli.train.{lang}.tsv"]
 
+    def split_file(self, lang, split):
+        return self.train_files(lang)[0] if split == "train" else self.directory / "XNLI-1.0" / f"xnli.{split}.tsv"
+
 
 class Pawsx(Layout):
     """<data>/<lang>/{train|translated_train,dev|dev_2k,test|test_2k}.tsv, as released; a folder
@@ -718,9 +777,15 @@ class Pawsx(Layout):
         return {p.name for p in self.directory.iterdir() if (p / "test.tsv").is_file() or (p / "test_2k.tsv").is_file()}
 
     def read(self, lang, split):
-        names = {"train": ["train.tsv"] if lang == self.source else ["translated_train.tsv"],
-                 "dev": ["dev.tsv", "dev_2k.tsv"], "test": ["test.tsv", "test_2k.tsv"]}[split]
-        return read_pawsx(first_existing(self.directory / lang, names), lang)
+        return read_pawsx(first_existing(self.directory / lang, self.names(lang, split)), lang)
+
+    def names(self, lang, split):
+        return {"train": ["train.tsv"] if lang == self.source else ["translated_train.tsv"],
+                "dev": ["dev.tsv", "dev_2k.tsv"], "test": ["test.tsv", "test_2k.tsv"]}[split]
+
+    def split_file(self, lang, split):
+        paths = [self.directory / lang / name for name in self.names(lang, split)]
+        return next((path for path in paths if path.is_file()), paths[0])
 
     def train_files(self, lang):
         return [self.directory / lang / ("train.tsv" if lang == self.source else "translated_train.tsv")]
@@ -771,6 +836,9 @@ class Xsid(Layout):
             return examples if lang == "en" else match_source_text(self.file("en", name), examples, path)
         return self.once((lang, name), read)
 
+    def split_file(self, lang, split):
+        return self.directory / f"{lang}.{'test' if split == 'test' else 'valid'}.conll"
+
     def read(self, lang, split):
         examples = self.file(lang, "test" if split == "test" else "valid")
         return examples if split == "test" else [e for e in examples if xsid_split(e.id) == split]
@@ -795,6 +863,9 @@ class XtremePairs(Layout):
 
     def train_files(self, lang):
         return [self.directory / (f"train-{lang}.tsv" if lang == self.source else f"translate-train/en-{lang}-translated.tsv")]
+
+    def split_file(self, lang, split):
+        return self.train_files(lang)[0] if split == "train" else self.directory / f"{split}-{lang}.tsv"
 
     def test_translations(self):
         folder = self.directory / "translate-test"
@@ -844,6 +915,12 @@ class SquadTrained(Layout):
                                      f"puts in squad/ beside {self.directory.name}/")
         return path
 
+    def split_file(self, lang, split):
+        if split == "train":
+            return self.directory.parent / "squad" / ("train-v1.1.json" if lang == self.source else
+                                                      f"translate-train/squad.translate.train.en-{lang}.json")
+        return super().split_file(lang, split)
+
     def train(self, lang):
         if lang == self.source:
             return self.once("squad", lambda: read_squad(self.squad("train-v1.1.json"), lang))
@@ -855,6 +932,9 @@ class XtremeXquad(SquadTrained, Xquad):
     """XQuAD as XTREME writes it, its answers blanked: <data>/xquad.<lang>.json is the test set;
     English SQuAD v1.1 trains (train-v1.1.json) and selects (dev-v1.1.json)."""
     name = "xquad"
+
+    def split_file(self, lang, split):
+        return self.directory.parent / "squad" / "dev-v1.1.json" if split == "dev" else super().split_file(lang, split)
 
     def read(self, lang, split):
         if split == "train":
@@ -914,6 +994,13 @@ class Tydiqa(Layout):
     def found(self):
         return self.files_like("tydiqa-goldp-v1.1-dev/tydiqa.goldp.{lang}.dev.json")
 
+    def split_file(self, lang, split):
+        if split == "test":
+            return self.directory / "tydiqa-goldp-v1.1-dev" / f"tydiqa.goldp.{lang}.dev.json"
+        if lang != self.source:
+            return self.directory / "translate-train" / f"tydiqa.translate.train.en-{lang}.json"
+        return self.directory / "tydiqa-goldp-v1.1-train" / f"tydiqa.goldp.{lang}.train.json"
+
     def read(self, lang, split):
         if split == "test":
             return read_squad(self.directory / "tydiqa-goldp-v1.1-dev" / f"tydiqa.goldp.{lang}.dev.json", lang, blank=True)
@@ -942,12 +1029,13 @@ LAYOUTS = {"demo": Demo, "demo-slots": DemoSlots, "sib200": Sib200, "xnli": Xnli
 
 
 
-def load_task(name, data_dir=None, source=None, targets=None):
+def load_task(name, data_dir=None, source=None, targets=None, strict=False):
     """The task's examples, read as its Layout says (the task names are LAYOUTS'). The source
     needs labelled train, dev and test examples; a target needs test examples, and has training
     examples where the task has translations. Test files without labels (XTREME's) are read
     for predictions, and are not scored. Dev and test are read and checked here; the training
-    files when a language's examples are first asked for (TrainSplit)."""
+    files when a language's examples are first asked for (TrainSplit), and with `strict` a
+    translation file that does not pair with the source's is refused, not only warned of."""
     if name not in LAYOUTS:
         raise InputError(f"unknown task {name!r}: choose {', '.join(LAYOUTS)}")
     layout = LAYOUTS[name].for_folder(data_dir)(data_dir, source or LAYOUTS[name].source)
@@ -961,26 +1049,22 @@ def load_task(name, data_dir=None, source=None, targets=None):
     if unknown:
         where = f" in {data_dir} (a language's files: {layout.pattern})" if layout.needs_data else ""
         raise InputError(f"task {name} has no language(s) {', '.join(unknown)}{where}; it has {', '.join(langs) or 'none'}")
-    where = f"(read from {data_dir or 'the bundled corpus'})"
     evaluation = {split: {lang: layout.read(lang, split) for lang in [source, *targets]} for split in ("dev", "test")}
-    check_splits(name, evaluation, source, where)
-    return Task(name, list(layout.labels), source, targets, TrainSplit(name, layout, source, [source, *targets], where), **evaluation,
+    for split, by_lang in evaluation.items():
+        for lang, examples in by_lang.items():
+            check_split(name, split, lang, examples, source, layout.split_file(lang, split))
+    return Task(name, list(layout.labels), source, targets, TrainSplit(name, layout, source, [source, *targets], strict), **evaluation,
                 level=layout.level, round_trip=layout.round_trip(), intents=layout.intents, parallel=layout.parallel,
                 translations=layout.translations, test_translations=layout.test_translations())
 
 
-def check_splits(name, splits, source, where):
+def check_split(name, split, lang, examples, source, file):
     """Refuse what would be scored as nothing: an empty split of the source, or a target without
     test examples (a score of no examples would be a silent 0); training and dev examples
-    without labels; a split of a language that is partly labelled."""
-    for split, by_lang in splits.items():
-        for lang, examples in by_lang.items():
-            check_split(name, split, lang, examples, source, where)
-
-
-def check_split(name, split, lang, examples, source, where):
+    without labels; a split of a language that is partly labelled. `file`: where the split is read."""
+    where = f"(read from {file})"
     if not examples and (lang == source or split == "test"):
-        raise InputError(f"task {name}: no {split} examples in {lang} {where}; check the files, or leave the language out "
+        raise InputError(f"task {name}: no {split} examples in {lang} {where}; check the file, or leave the language out "
                          "of --source-lang/--target-langs")
     unlabelled = sum(not e.labelled for e in examples)
     if unlabelled and (split != "test" or unlabelled < len(examples)):

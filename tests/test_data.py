@@ -61,7 +61,7 @@ def test_real_sib200_is_parallel():
     english = tasks.read_sib200(SHARED_DATA / "sib200", "eng_Latn", "train")
     assert len(english) == 701 and {e.label for e in english} == set(tasks.SIB200_LABELS)
     thai = tasks.read_sib200(SHARED_DATA / "sib200", "tha_Thai", "train")
-    assert len(tasks.pair_by_id(english, thai)) == 701
+    assert len(tasks.pair_by_id(english, thai, "tha_Thai/train.tsv", strict=True)) == 701
 
 
 def test_pawsx_translated_train_skips_and_counts_failed_rows(tmp_path, capsys):
@@ -113,7 +113,7 @@ def test_real_xsid_targets_pair_with_english_by_position():
     english = tasks.read_xsid(SHARED_DATA / "xsid" / "en.valid.conll", "en")
     german = tasks.read_xsid(SHARED_DATA / "xsid" / "de.valid.conll", "de")
     assert len(english) == len(german) == 300 and len({e.text for e in english}) < 300  # English repeats itself
-    pairs = tasks.pair_by_id(english, german)
+    pairs = tasks.pair_by_id(english, german, "de.valid.conll", strict=True)
     assert len(pairs) == 300 and all(source.text == target.source_text for source, [target] in pairs.values())
 
 
@@ -173,11 +173,24 @@ def test_task_metric():
     assert metric(tasks.load_task("demo")) == "accuracy" and metric(tasks.load_task("demo-slots")) == "f1"
 
 
-def test_pairing_reports_missing_and_mismatched_ids():
-    source = [data.Example("a", "en", "x", label="p"), data.Example("b", "en", "y", label="q")]
-    targets = [data.Example("a", "de", "x", label="p"), data.Example("b", "de", "y", label="p"), data.Example("z", "de", "?", label="p")]
-    with pytest.raises(ValueError, match=r"1 ids without a source, first \['z'\].*1 label mismatches, first \[\"b \(de: 'p' vs en: 'q'\)\"\]"):
-        tasks.pair_by_id(source, targets)
+def test_pairing_refuses_a_label_mismatch_and_warns_of_what_does_not_pair(capsys):
+    source = [data.Example("a", "en", "x", label="p", where="en.tsv:2"), data.Example("b", "en", "y", label="q", where="en.tsv:3"),
+              data.Example("c", "en", "w", label="q", where="en.tsv:4")]
+    mismatch = [data.Example("a", "de", "x", label="p"), data.Example("b", "de", "y", label="p", where="de.tsv:3")]
+    with pytest.raises(ValueError, match=r"^de.tsv:3: the translation of 'b' is labelled 'p', and its source \(en.tsv:3\) 'q'"):
+        tasks.pair_by_id(source, mismatch, "de.tsv")
+    targets = [data.Example("a", "de", "x", label="p"), data.Example("b", "de", "y", label="q"), data.Example("z", "de", "?", label="p")]
+    pairs = tasks.pair_by_id(source, targets, "fr.tsv")
+    assert set(pairs) == {"a", "b", "c"} and pairs["c"][1] == []
+    warning = capsys.readouterr().err
+    assert warning == ("warning: fr.tsv: 1 of its 3 examples have no source example of the same id (first: 'z'): they are left out; "
+                       "1 of the 3 source examples have no translation in it (first: 'c') (--strict-data refuses this)\n")
+    tasks.pair_by_id(source, targets, "fr.tsv")
+    assert capsys.readouterr().err == ""  # once per file
+    with pytest.raises(ValueError, match=r"^fr.tsv does not pair with the source's training examples by id: 1 of its 3"):
+        tasks.pair_by_id(source, targets, "fr.tsv", strict=True)
+    with pytest.raises(ValueError, match=r"most of it does not pair, so it is refused"):
+        tasks.pair_by_id(source, targets[2:], "it.tsv")
 
 
 @pytest.mark.parametrize("group_by_length", [False, True])
@@ -296,3 +309,19 @@ def test_word_labels_sit_on_first_sub_tokens(tiny_model_dir):
     assert sum(l != -100 for l in item.label) == 4
     [short] = data.encode_tagged([example], tokenizer, ["O", "B-x", "B-y", "I-y"], max_length=4)
     assert len(short.ids) == 4 and max(w for w, _ in short.extra["scored"]) < 2  # later words truncated away
+
+
+@pytest.mark.parametrize("name,text,read,message", [
+    ("xnli.test.tsv", "language\tgold_label\tsentence1\tsentence2\tpairID\nde\tneutral\tA\tB\t7\nen\tneutral\tA\tB\t7\nde\tneutral\tC\tD\t7\n",
+     lambda p: tasks.read_xnli(p, "de"), r"xnli.test.tsv:4: de pairID '7' is used twice in the file, on lines 2 and 4"),
+    ("test.tsv", "id\tsentence1\tsentence2\tlabel\n3\tA\tB\t1\n3\tC\tD\t0\n",
+     lambda p: tasks.read_pawsx(p, "de"), r"test.tsv:3: id '3' is used twice in the file, on lines 2 and 3"),
+    ("de_pud-ud-test.conllu", CONLLU + "\n" + CONLLU, lambda p: tasks.read_conllu(p, "de"),
+     r"de_pud-ud-test.conllu:18: sentence id 'n01' is used twice in the file, on lines 1 and 18"),
+    ("extra.jsonl", '{"id": 1, "lang": "de", "text": "a", "label": "x"}\n{"id": 1, "lang": "fr", "text": "b", "label": "x"}\n'
+     '{"id": 1, "lang": "de", "text": "c", "label": "x"}\n', lambda p: tasks.read_jsonl_examples(p, ["x"]),
+     r"extra.jsonl:3: \(lang, id\) \('de', '1'\) is used twice in the file, on lines 1 and 3"),
+])
+def test_every_reader_refuses_an_id_used_twice(tmp_path, name, text, read, message):
+    with pytest.raises(tasks.DataError, match=message):
+        read(write(tmp_path / name, text))

@@ -371,3 +371,114 @@ def test_a_language_named_twice_is_refused():
     assert cli.languages(" de, zh ") == ["de", "zh"]
     with pytest.raises(argparse.ArgumentTypeError, match="'de,zh,de' names de more than once"):
         cli.languages("de,zh,de")
+
+
+# --- data that does not line up across files (copies of real SIB-200, xSID and UD PUD) -----------
+
+from conftest import SHARED_DATA  # noqa: E402
+
+needs_shared = pytest.mark.skipif(not (SHARED_DATA / "sib200").is_dir(), reason="needs ../shared/data (copies of real data)")
+
+
+def sib200_copy(tmp_path, langs=("eng_Latn", "deu_Latn")):
+    import shutil
+    for lang in langs:
+        shutil.copytree(SHARED_DATA / "sib200" / lang, tmp_path / "sib200" / lang)
+    return tmp_path / "sib200"
+
+
+def edit_line(path, number, change):
+    lines = path.read_text(encoding="utf-8").split("\n")
+    lines[number - 1] = change(lines[number - 1])
+    path.write_text("\n".join(lines), encoding="utf-8")
+    return lines
+
+
+def sib_train(tmp_path, tiny_model_dir, data, *args):
+    return train(tmp_path, tiny_model_dir, "--task", "sib200", "--data", data, "--method", "translate-train", "--out", tmp_path / "run", *args)
+
+
+@needs_shared
+def test_an_id_used_twice_in_one_file_is_refused_with_both_lines(tmp_path, tiny_model_dir):
+    data = sib200_copy(tmp_path)
+    path = data / "deu_Latn" / "train.tsv"
+    lines = path.read_text(encoding="utf-8").split("\n")
+    first = lines[1].split("\t")[0]
+    edit_line(path, 6, lambda line: "\t".join([first] + line.split("\t")[1:]))
+    assert error_line(sib_train(tmp_path, tiny_model_dir, data)) == (
+        f"error: {path}:6: index_id '{first}' is used twice in the file, on lines 2 and 6: give each example its own "
+        "(translations are paired and predictions keyed by it)")
+    test = data / "eng_Latn" / "test.tsv"
+    edit_line(test, 9, lambda line: "\t".join([test.read_text().split("\n")[2].split("\t")[0]] + line.split("\t")[1:]))
+    assert error_line(sib_train(tmp_path, tiny_model_dir, data)).startswith(f"error: {test}:9: index_id ")  # predictions are keyed by it
+
+
+@needs_shared
+def test_a_translation_labelled_otherwise_than_its_source_is_refused_with_both_lines(tmp_path, tiny_model_dir):
+    data = sib200_copy(tmp_path)
+    path = data / "deu_Latn" / "train.tsv"
+    lines = path.read_text(encoding="utf-8").split("\n")
+    id, label = lines[4].split("\t")[:2]
+    other = "travel" if label != "travel" else "health"
+    edit_line(path, 5, lambda line: "\t".join([id, other] + line.split("\t")[2:]))
+    english = [n for n, line in enumerate((data / "eng_Latn" / "train.tsv").read_text().split("\n"), 1) if line.startswith(id + "\t")][0]
+    assert error_line(sib_train(tmp_path, tiny_model_dir, data)) == (
+        f"error: {path}:5: the translation of '{id}' is labelled '{other}', and its source ({data / 'eng_Latn' / 'train.tsv'}:"
+        f"{english}) '{label}': a translation keeps its source's label")
+
+
+@needs_shared
+def test_translations_that_do_not_pair_are_said_once_and_refused_when_strict_or_mostly_unpaired(tmp_path, tiny_model_dir, monkeypatch):
+    monkeypatch.setenv("MINXLT_CACHE", str(tmp_path / "cache"))  # files are checked as they are read, before the token cache holds them
+    data = sib200_copy(tmp_path)
+    path = data / "deu_Latn" / "train.tsv"
+    lines = path.read_text(encoding="utf-8").split("\n")
+    missing = [line.split("\t")[0] for line in lines[10:13]]
+    path.write_text("\n".join(lines[:10] + lines[13:]).replace(lines[20].split("\t")[0] + "\t", "9999\t", 1), encoding="utf-8")
+    done = sib_train(tmp_path, tiny_model_dir, data)
+    assert done.returncode == 0, done.stderr
+    warning = [line for line in done.stderr.splitlines() if line.startswith("warning:")]
+    order = [line.split("\t")[0] for line in (data / "eng_Latn" / "train.tsv").read_text(encoding="utf-8").split("\n")[1:]]
+    untranslated = sorted(missing + [lines[20].split("\t")[0]], key=order.index)
+    assert warning == [f"warning: {path}: 1 of its 698 examples have no source example of the same id (first: '9999'): they are left "
+                       f"out; 4 of the 701 source examples have no translation in it (first: {', '.join(map(repr, untranslated))}) "
+                       "(--strict-data refuses this)"]
+    line = error_line(sib_train(tmp_path, tiny_model_dir, data, "--strict-data", "--overwrite"))
+    assert line.startswith(f"error: {path} does not pair with the source's training examples by id: 1 of its 698 examples")
+    body = "\n".join([lines[0]] + [f"x{n}\t{line.split(chr(9), 1)[1]}" for n, line in enumerate(lines[1:]) if line])
+    path.write_text(body + "\n", encoding="utf-8")  # another data set's ids: nothing pairs
+    line = error_line(sib_train(tmp_path, tiny_model_dir, data, "--overwrite"))
+    assert line.endswith("most of it does not pair, so it is refused: check that it is this task's translation")
+
+
+@needs_shared
+def test_an_empty_split_names_its_file(tmp_path, tiny_model_dir):
+    data = sib200_copy(tmp_path)
+    dev = data / "eng_Latn" / "dev.tsv"
+    whole = dev.read_text(encoding="utf-8")
+    dev.write_text(whole.split("\n")[0] + "\n", encoding="utf-8")
+    assert error_line(sib_train(tmp_path, tiny_model_dir, data)) == (
+        f"error: task sib200: no dev examples in eng_Latn (read from {dev}); check the file, or leave the language out of "
+        "--source-lang/--target-langs")
+    (data / "deu_Latn" / "train.tsv").write_text(dev.read_text(encoding="utf-8"), encoding="utf-8")  # a header alone
+    dev.write_text(whole, encoding="utf-8")
+    line = error_line(sib_train(tmp_path, tiny_model_dir, data, "--target-langs", "deu_Latn"))
+    assert "deu_Latn" in line and str(data / "deu_Latn" / "train.tsv") in line
+
+
+@needs_shared
+def test_conll_sentences_named_by_id_give_their_line(tmp_path, tiny_model_dir):
+    import shutil
+    (tmp_path / "xsid").mkdir()
+    for name in ("en.valid.conll", "en.test.conll", "de.valid.conll", "de.test.conll"):
+        shutil.copy(SHARED_DATA / "xsid" / name, tmp_path / "xsid" / name)
+    path = tmp_path / "xsid" / "de.test.conll"
+    text = path.read_text(encoding="utf-8")
+    ids = [line for line in text.split("\n") if line.startswith("# id")]
+    first = text.split("\n").index(ids[0]) + 1
+    second = text.split("\n").index(ids[1]) + 1
+    path.write_text(text.replace(ids[1] + "\n", ids[0] + "\n", 1), encoding="utf-8")
+    line = error_line(train(tmp_path, tiny_model_dir, "--task", "xsid", "--data", tmp_path / "xsid", "--method", "zero-shot",
+                            "--out", tmp_path / "run"))
+    id = ids[0].split("=", 1)[1].strip()
+    assert line.startswith(f"error: {path}:{second}: sentence '# id' {id!r} is used twice in the file, on lines {first} and {second}")

@@ -157,7 +157,7 @@ def test_a_training_file_is_read_and_checked_when_first_asked_for(tmp_path):
     assert pickle.loads(pickle.dumps(task)).train.langs == ["en", "de"]  # loader processes that spawn get the task pickled
     shutil.copy(tmp_path / "train-en.tsv", tmp_path / "train-de.tsv")
     assert [p.name for p in tasks.load_task("xnli", tmp_path, source="de").train.files("de")] == ["train-de.tsv"]  # the file it reads
-    with pytest.raises(tasks.InputError, match=r"xnli train translations into de do not pair with their sources: .*label mismatches"):
+    with pytest.raises(tasks.InputError, match=r"en-de-translated.tsv:1: the translation of .1. is labelled .entailment., and its source"):
         task.train["de"]
     assert len(task.train["en"]) == 6
     (tmp_path / "train-en.tsv").write_text("")
@@ -227,4 +227,4 @@ def test_a_bad_file_stops_every_process(cache, tiny_model_dir, tmp_path):
     chinese.write_text(chinese.read_text().replace("\tneutral\n", "\tcontradiction\n").replace("\tentailment\n", "\tcontradiction\n"))
     mp.spawn(bad_file_worker, args=(2, free_port(), tmp_path / "xnli", tiny_model_dir, tmp_path), nprocs=2)
     messages = [(tmp_path / f"rank{rank}.txt").read_text() for rank in (0, 1)]
-    assert messages[0] == messages[1] and "train translations into zh do not pair with their sources" in messages[0]
+    assert messages[0] == messages[1] and "en-zh-translated.tsv:2: the translation of" in messages[0]
