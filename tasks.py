@@ -260,10 +260,33 @@ def read_xtreme_translations(path, lang, labels, sources):
     return out
 
 
+def conlleval_tags(tagged, starts):
+    """A sentence's BIO tags, [(line, tag)], read as conlleval reads them: an I-x that starts a
+    span (after O, after a tag of another type, or first in the sentence) counts as B-x. Each
+    such tag is added to `starts` as (line, tag, the tag before it)."""
+    out, before = [], "O"
+    for line, tag in tagged:
+        if tag.startswith("I-") and before[2:] != tag[2:]:
+            starts.append((line, tag, before if out else "the sentence's start"))
+            tag = "B-" + tag[2:]
+        out.append(tag)
+        before = tag
+    return out
+
+
+def warn_of_span_starts(path, starts):
+    """One line for a file whose BIO tags start spans with I- (conlleval_tags)."""
+    if starts and os.environ.get("RANK", "0") == "0":
+        line, tag, before = starts[0]
+        print(f"warning: {path}:{line}: {tag} follows {before}: read as the start of a span (B-{tag[2:]}), as conlleval reads it; "
+              f"{len(starts)} such tag{'s' * (len(starts) > 1)} in the file, on lines {', '.join(str(n) for n, _, _ in starts[:10])}"
+              f"{' ...' if len(starts) > 10 else ''}", file=sys.stderr)
+
+
 def read_panx(path, lang, labels):
     """PAN-X (WikiANN) as XTREME writes it, {train,dev,test}-<lang>.tsv: a token and its BIO tag per
     line (test files: the token alone), a blank line after each sentence; the id is the sentence's number."""
-    examples, rows = [], []
+    examples, rows, starts = [], [], []
     for number, line in read_lines(path) + [(None, "")]:
         if line.strip():
             rows.append((number, line.split("\t")))
@@ -274,9 +297,10 @@ def read_panx(path, lang, labels):
             raise DataError(path, rows[0][0], "every line of a sentence is a token and its tag, or the token alone (a test file)")
         words = [cells[0] for _, cells in rows]
         tags = [check_label(path, n, cells[1].strip(), labels) for n, cells in rows] if len(rows[0][1]) == 2 else None
-        examples.append(Example(id=str(len(examples) + 1), lang=lang, text=" ".join(words), words=words, tags=tags,
-                                where=f"{path}:{rows[0][0]}"))
+        examples.append(Example(id=str(len(examples) + 1), lang=lang, text=" ".join(words), words=words,
+                                tags=tags and conlleval_tags(zip([n for n, _ in rows], tags), starts), where=f"{path}:{rows[0][0]}"))
         rows = []
+    warn_of_span_starts(path, starts)
     return examples
 
 
@@ -317,7 +341,7 @@ def read_xsid(path, lang, intents=None, slots=None):
     of index, word, intent, BIO slot. Targets follow the English file's order, so the id is the
     sentence number ('# id' where given) and '# text-en' is kept to check the pairing. Where
     `intents` and `slots` are given, every label must be one of them."""
-    examples, ids = [], []
+    examples, ids, starts = [], [], []
     for start, meta, rows in conll_sentences(path, 4):
         if "intent" not in meta:
             raise DataError(path, start, "sentence without a '# intent' line")
@@ -328,11 +352,12 @@ def read_xsid(path, lang, intents=None, slots=None):
                 raise DataError(path, number, f"slot label {cells[3]!r} is not O, B-... or I-...")
             if slots is not None:
                 check_label(path, number, cells[3], slots)
-        words, tags = [c[1] for _, c in rows], [c[3] for _, c in rows]
+        words, tags = [c[1] for _, c in rows], conlleval_tags([(n, c[3]) for n, c in rows], starts)
         examples.append(Example(id=meta.get("id", str(len(examples) + 1)), lang=lang, text=meta.get("text", " ".join(words)),
                                 label=meta["intent"], words=words, tags=tags, source_text=meta.get("text-en"), where=f"{path}:{start}"))
         ids += [(start, meta["id"])] if "id" in meta else []
     unique_ids(path, ids, "sentence '# id'")
+    warn_of_span_starts(path, starts)
     return examples
 
 

@@ -482,3 +482,25 @@ def test_conll_sentences_named_by_id_give_their_line(tmp_path, tiny_model_dir):
                             "--out", tmp_path / "run"))
     id = ids[0].split("=", 1)[1].strip()
     assert line.startswith(f"error: {path}:{second}: sentence '# id' {id!r} is used twice in the file, on lines {first} and {second}")
+
+
+@needs_shared
+def test_an_i_tag_that_starts_a_span_is_said_with_its_line_and_read_as_conlleval_reads_it(tmp_path, tiny_model_dir):
+    import shutil
+    (tmp_path / "xsid").mkdir()
+    for name in ("en.valid.conll", "en.test.conll", "de.valid.conll", "de.test.conll"):
+        shutil.copy(SHARED_DATA / "xsid" / name, tmp_path / "xsid" / name)
+    path = tmp_path / "xsid" / "de.test.conll"
+    lines = path.read_text(encoding="utf-8").split("\n")
+    number = next(n for n, line in enumerate(lines, 1) if line.count("\t") == 3 and line.split("\t")[3].startswith("B-")
+                  and lines[n - 2].split("\t")[-1] == "O")  # a B- after O
+    tag = lines[number - 1].split("\t")[3]
+    lines[number - 1] = lines[number - 1].replace("\tB-", "\tI-")
+    path.write_text("\n".join(lines), encoding="utf-8")
+    done = train(tmp_path, tiny_model_dir, "--task", "xsid", "--data", tmp_path / "xsid", "--method", "zero-shot", "--out", tmp_path / "run")
+    assert done.returncode == 0, done.stderr
+    assert f"warning: {path}:{number}: I-{tag[2:]} follows O: read as the start of a span ({tag}), as conlleval reads it; " \
+           f"1 such tag in the file, on lines {number}" in done.stderr
+    german = tasks.read_xsid(path, "de")
+    assert tag in [t for e in german for t in e.tags] and not any(
+        t.startswith("I-") and (i == 0 or e.tags[i - 1][2:] != t[2:]) for e in german for i, t in enumerate(e.tags))
