@@ -341,7 +341,7 @@ def read_xsid(path, lang, intents=None, slots=None):
     of index, word, intent, BIO slot. Targets follow the English file's order, so the id is the
     sentence number ('# id' where given) and '# text-en' is kept to check the pairing. Where
     `intents` and `slots` are given, every label must be one of them."""
-    examples, ids, starts = [], [], []
+    examples, starts = [], []
     for start, meta, rows in conll_sentences(path, 4):
         if "intent" not in meta:
             raise DataError(path, start, "sentence without a '# intent' line")
@@ -355,8 +355,6 @@ def read_xsid(path, lang, intents=None, slots=None):
         words, tags = [c[1] for _, c in rows], conlleval_tags([(n, c[3]) for n, c in rows], starts)
         examples.append(Example(id=meta.get("id", str(len(examples) + 1)), lang=lang, text=meta.get("text", " ".join(words)),
                                 label=meta["intent"], words=words, tags=tags, source_text=meta.get("text-en"), where=f"{path}:{start}"))
-        ids += [(start, meta["id"])] if "id" in meta else []
-    unique_ids(path, ids, "sentence '# id'")
     warn_of_span_starts(path, starts)
     return examples
 
@@ -377,16 +375,20 @@ XSID_SLOTS = ("O",) + tuple(f"{prefix}-{kind}" for kind in XSID_SLOT_TYPES for p
 
 def match_source_text(sources, targets, path):
     """Give each xSID translation the id of its English sentence: its own '# id' where the English
-    sentence of that id is its '# text-en', else (Lithuanian's ids are shuffled) the first English
-    sentence with that text not already taken. Returns the targets with corrected ids."""
+    sentence of that id is its '# text-en' and no sentence before it kept that id, else (Lithuanian's
+    ids are shuffled, and one is used twice) the first English sentence with that text not already
+    taken. Returns the targets with corrected ids."""
     by_id = {e.id: e for e in sources}
     by_text = {}
     for e in sources:
         by_text.setdefault(e.text, []).append(e.id)
-    taken = {t.id for t in targets if t.id in by_id and by_id[t.id].text == t.source_text}
+    taken, own = set(), []
+    for t in targets:  # a sentence keeps its '# id' where it names its English sentence, the first time only (Lithuanian repeats one)
+        own.append(t.id in by_id and by_id[t.id].text == t.source_text and t.id not in taken)
+        taken.update([t.id] if own[-1] else [])
     out = []
-    for t in targets:
-        if not (t.id in by_id and by_id[t.id].text == t.source_text):
+    for t, keeps in zip(targets, own):
+        if not keeps:
             free = [i for i in by_text.get(t.source_text, []) if i not in taken]
             if not free:
                 raise DataError(path, int(t.where.rpartition(":")[2]) if t.where else 0, f"sentence '# id = {t.id}': its '# text-en' "
@@ -858,7 +860,9 @@ class Xsid(Layout):
         def read():
             path = self.directory / f"{lang}.{name}.conll"
             examples = read_xsid(path, lang, self.intents, self.labels)
-            return examples if lang == "en" else match_source_text(self.file("en", name), examples, path)
+            examples = examples if lang == "en" else match_source_text(self.file("en", name), examples, path)
+            unique_ids(path, [(int(e.where.rpartition(":")[2]), e.id) for e in examples], "sentence id")  # as paired
+            return examples
         return self.once((lang, name), read)
 
     def split_file(self, lang, split):

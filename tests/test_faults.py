@@ -473,15 +473,15 @@ def test_conll_sentences_named_by_id_give_their_line(tmp_path, tiny_model_dir):
     for name in ("en.valid.conll", "en.test.conll", "de.valid.conll", "de.test.conll"):
         shutil.copy(SHARED_DATA / "xsid" / name, tmp_path / "xsid" / name)
     path = tmp_path / "xsid" / "de.test.conll"
-    text = path.read_text(encoding="utf-8")
-    ids = [line for line in text.split("\n") if line.startswith("# id")]
-    first = text.split("\n").index(ids[0]) + 1
-    second = text.split("\n").index(ids[1]) + 1
-    path.write_text(text.replace(ids[1] + "\n", ids[0] + "\n", 1), encoding="utf-8")
+    lines = path.read_text(encoding="utf-8").split("\n")
+    number = [n for n, line in enumerate(lines, 1) if line.startswith("# id")][5]
+    id = lines[number - 1].split("=", 1)[1].strip()
+    lines[number] = "# text-en = a sentence the English file does not have"
+    path.write_text("\n".join(lines), encoding="utf-8")
     line = error_line(train(tmp_path, tiny_model_dir, "--task", "xsid", "--data", tmp_path / "xsid", "--method", "zero-shot",
                             "--out", tmp_path / "run"))
-    id = ids[0].split("=", 1)[1].strip()
-    assert line.startswith(f"error: {path}:{second}: sentence '# id' {id!r} is used twice in the file, on lines {first} and {second}")
+    assert line == (f"error: {path}:{number}: sentence '# id = {id}': its '# text-en' 'a sentence the English file does not have' "
+                    "is no English sentence left unpaired")
 
 
 @needs_shared
