@@ -163,8 +163,8 @@ class Divergence:
     log records of a phase (about 20 steps: Book makes it ceil(20 / --log-every)) stays above
     `factor` times (and 1 above) the phase's first logged loss."""
 
-    def __init__(self, factor=5.0, window=20):
-        self.factor, self.window = factor, window
+    def __init__(self, factor=5.0, window=20, log_every=1):
+        self.factor, self.window, self.log_every = factor, window, log_every
         self.phase, self.start, self.recent = None, None, []
 
     def check(self, phase, loss):
@@ -176,7 +176,8 @@ class Divergence:
         self.recent = (self.recent + [loss])[-self.window:]
         mean = sum(self.recent) / len(self.recent)
         if len(self.recent) == self.window and mean > self.factor * self.start and mean > self.start + 1:
-            return f"the loss has averaged {mean:.4g} over the last {self.window} steps, against {self.start:.4g} at the start"
+            return (f"the loss has averaged {mean:.4g} over the last {self.window * self.log_every} steps, against {self.start:.4g} "
+                    "at the start")
         return None
 
 
@@ -248,7 +249,7 @@ class Book:
         self.saved = None
         settings = self.settings
         self.window = Window(window, self.run.rank, self.run.device)
-        self.divergence = Divergence(window=math.ceil(20 / settings.log_every))
+        self.divergence = Divergence(window=math.ceil(20 / settings.log_every), log_every=settings.log_every)
         self.progress = tqdm(total=settings.max_steps, initial=self.step, disable=self.run.rank != 0,
                              desc=f"{settings.method} on {settings.task}", dynamic_ncols=True)
         self.started = time.time()

@@ -504,3 +504,25 @@ def test_an_i_tag_that_starts_a_span_is_said_with_its_line_and_read_as_conlleval
     german = tasks.read_xsid(path, "de")
     assert tag in [t for e in german for t in e.tags] and not any(
         t.startswith("I-") and (i == 0 or e.tags[i - 1][2:] != t[2:]) for e in german for i, t in enumerate(e.tags))
+
+
+def test_divergence_fires_on_a_loss_that_explodes_and_stays_finite_never_on_healthy_curves():
+    import math as m
+    from bookkeeping import Divergence
+    def first_alarm(losses, phases=None, window=2, log_every=10):
+        rule = Divergence(window=window, log_every=log_every)
+        return next((i for i, (phase, loss) in enumerate(zip(phases or ["train"] * len(losses), losses))
+                     if rule.check(phase, loss)), None)
+    exploding = [2.0, 2.1, 9.0, 60.0, 180.0, 350.0, 340.0, 352.0]  # about 2 to about 350, finite
+    assert first_alarm(exploding) == 3
+    healthy = [2.0 * m.exp(-i / 8) + 0.05 * m.sin(i) + 0.1 for i in range(60)]  # falling, noisy
+    assert first_alarm(healthy) is None
+    spiky = [2.0, 1.5, 1.2, 6.0, 1.0, 0.9, 5.5, 0.8, 0.7]  # single spikes of a healthy run average out
+    assert first_alarm(spiky) is None
+    # a new phase (contrastive's semantic alignment, Unicoder's tasks) starts its own reference
+    phased = [1.9, 1.2, 0.6, 0.3, 0.2] + [4.5, 4.0, 3.8, 3.5]
+    assert first_alarm(phased, ["la"] * 5 + ["sa"] * 4) is None
+    rule = Divergence(window=2, log_every=10)
+    for loss in exploding[:5]:
+        problem = rule.check("t", loss)
+    assert problem == "the loss has averaged 120 over the last 20 steps, against 2 at the start"
