@@ -46,7 +46,8 @@ from methods import TEST_INPUTS
 HERE = Path(__file__).resolve().parent
 RESERVED = {"--method", "--task", "--data", "--model", "--seed", "--out", "--test-input", "--resume", "--overwrite"}
 FIELDS = {"title", "about", "task", "data", "model", "metric", "seeds", "flags", "paper", "runs"}
-RUN_FIELDS = {"name", "method", "test_input", "flags", "evaluate", "paper", "paper_row", "note"}
+RUN_FIELDS = {"name", "method", "test_input", "flags", "evaluate", "paper", "paper_row", "paper_table", "note"}
+MODEL_OF = re.compile(r"\{([a-z0-9][a-z0-9_.-]*)\}")  # "{filter}" in a run's flags: the best model of run filter, of the same seed
 EVALUATE_FLAGS = {"--split", "--test-translations", "--batch-size", "--max-length"}  # what an "evaluate" run may add
 
 
@@ -60,7 +61,14 @@ class Run:
     evaluate: str | None = None
     paper: dict = field(default_factory=dict)
     paper_row: str | None = None
+    paper_table: str | None = None
     note: str | None = None
+
+    @property
+    def needs(self):
+        """The runs whose best model (of the same seed) this one reads: the one it evaluates, and
+        those its flags name as {run} (FILTER's self-teaching: --teacher {filter})."""
+        return ([self.evaluate] if self.evaluate else []) + [name for flag in self.flags for name in MODEL_OF.findall(flag)]
 
 
 @dataclass
@@ -151,7 +159,11 @@ def check_run(experiment, where, spec):
     if name in names:
         refuse(path, f"{where}.name", f"{name!r} names runs[{names.index(name)}] already")
     run = Run(name, spec.get("method"), spec["test_input"], check_flags(path, f"{where}.flags", spec.get("flags", [])),
-              spec.get("evaluate"), spec.get("paper") or {}, spec.get("paper_row"), spec.get("note"))
+              spec.get("evaluate"), spec.get("paper") or {}, spec.get("paper_row"), spec.get("paper_table"), spec.get("note"))
+    trained_before = [r.name for r in experiment.runs if r.evaluate is None]
+    for needed in run.needs[1 if run.evaluate else 0:]:
+        if needed not in trained_before:
+            refuse(path, f"{where}.flags", f"{{{needed}}} is not the name of a trained run before it ({', '.join(trained_before) or 'none'})")
     if run.evaluate is not None:
         trained = {r.name: r for r in experiment.runs if r.evaluate is None}
         if run.evaluate not in trained:
@@ -169,7 +181,8 @@ def check_run(experiment, where, spec):
                f"{' or '.join(flags.METHODS[run.method].test_inputs)}, not {run.test_input}")
     if run.evaluate is None:
         folder = str(HERE) if experiment.data else None  # the data folder is checked when the runs start (check_languages)
-        argv = train_arguments(replace(experiment, data=folder), run, 0, Path("out"))
+        models = replace(run, flags=[MODEL_OF.sub(str(HERE), flag) for flag in run.flags])  # a model to be trained: a folder now
+        argv = train_arguments(replace(experiment, data=folder), models, 0, Path("out"))
         try:
             with redirect_stderr(io.StringIO()) as errors:
                 flags.parse(argv)
@@ -236,7 +249,8 @@ def train_arguments(experiment, run, seed, folder):
     argv = ["--method", run.method, "--task", experiment.task, "--seed", str(seed), "--test-input", run.test_input]
     argv += ["--data", experiment.data] if experiment.data else []
     argv += ["--model", experiment.model] if experiment.model else []
-    return argv + experiment.flags + run.flags + ["--out", str(folder)]
+    model_of = lambda name: str(folder.parent / f"{name}-seed{seed}" / "best")
+    return argv + experiment.flags + [MODEL_OF.sub(lambda m: model_of(m.group(1)), flag) for flag in run.flags] + ["--out", str(folder)]
 
 
 def state(job):
@@ -283,8 +297,9 @@ def execute(experiment, out, nproc):
     for job in todo:
         if state(job) == "done":
             continue
-        if job.run.evaluate and state(by_name[job.run.evaluate, job.seed]) != "done":
-            failed[job.label] = f"not run: {job.run.evaluate} seed {job.seed} has no model"
+        lacking = [name for name in job.run.needs if state(by_name[name, job.seed]) != "done"]
+        if lacking:
+            failed[job.label] = f"not run: {lacking[0]} seed {job.seed} has no model"
             bar.update()
             continue
         how = {"interrupted": "resuming", "started": "starting again"}.get(state(job), "starting")
@@ -430,7 +445,9 @@ def markdown(experiment, columns, failed=None):
                               "" if paper is None or value is None else f"{value[0] - paper:+.1f}"]
             label = f"{key} (source)" if key == experiment.source else key
             lines.append(f"| {label} | " + " | ".join(cells) + " |")
-        notes = [f"{c.run.name}: {c.run.note}" for c in group if c.run.note]
+        notes = [f"{c.run.name}: " + " ".join(filter(None, [c.run.note, c.run.paper_table and f"(the paper's numbers: "
+                                                             f"{c.run.paper_table}{', ' + repr(c.run.paper_row) if c.run.paper_row else ''})"]))
+                 for c in group if c.run.note or c.run.paper_table]
         lines += [""] + [f"- {note}" for note in notes] if notes else []
     if failed:
         lines += ["", "Runs that did not finish: " + "; ".join(f"{label} ({why.splitlines()[0]})" for label, why in failed.items()) + "."]

@@ -208,3 +208,17 @@ def test_the_sib200_file_reads_the_languages_of_its_data_folder():
 def test_the_command_line_help():
     text = subprocess.run([sys.executable, str(ROOT / "reproduce.py"), "--help"], capture_output=True, text=True).stdout
     assert "--nproc-per-node" in text and "--dry-run" in text and "--report" in text
+
+
+def test_a_run_reads_another_runs_model_of_the_same_seed(tmp_path, tiny_model_dir):
+    runs = [{"name": "filter", "method": "filter", "test_input": "oracle"},
+            {"name": "filter-st", "method": "filter", "test_input": "oracle", "flags": ["--teacher", "{filter}"],
+             "paper_table": "Nobody's Table 2", "paper_row": "+ ST", "paper": {"average": 80.0}}]
+    experiment = reproduce.load_experiment(experiment_file(tmp_path, tiny_model_dir, runs=runs))
+    todo = reproduce.jobs(experiment, tmp_path / "out")
+    student = next(j for j in todo if j.label == "filter-st seed 1")
+    argv = reproduce.command(student, experiment, 1, {})
+    assert argv[argv.index("--teacher") + 1] == str(tmp_path / "out" / "filter-seed1" / "best") and student.run.needs == ["filter"]
+    assert "filter-st: (the paper's numbers: Nobody's Table 2, '+ ST')" in reproduce.markdown(experiment, reproduce.read_scores(experiment, tmp_path / "out"))
+    runs[1]["flags"] = ["--teacher", "{filtre}"]
+    assert "runs[1].flags: {filtre} is not the name of a trained run before it (filter)" in bad(tmp_path, tiny_model_dir, runs=runs)
