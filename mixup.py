@@ -143,6 +143,7 @@ def mixup_encode(encoder, ratio, source_ids, source_mask, target_ids, target_mas
             continue
         source, target, lam = VARIANTS[variant](layer, ratio, h[B:], target_mask, h[:B], source_mask, fixed_ratio)
         h = torch.cat([source, target])
+    h = encoder.finish(h)
     return h[:B], h[B:], lam
 
 
@@ -151,6 +152,10 @@ class XMixup(nn.Module):
 
     def __init__(self, classifier, layer, lambda0=0.5, fixed_ratio=None, variant="paper"):
         super().__init__()
+        if classifier.encoder.config.pre_norm:
+            raise InputError("--method xmixup: the mixup layer is written for encoders whose LayerNorms follow each sub-layer "
+                             "(XLM-R base and large, BERT); where Eq. 2-4 fall in a pre-LN layer (XLM-R XL and XXL) is not "
+                             "decided yet: use another method with this model")
         if not 0 <= layer < len(classifier.encoder.layers):
             raise ValueError(f"--mixup-layer {layer + 1} is not one of the encoder's layers 1..{len(classifier.encoder.layers)}")
         self.classifier, self.layer, self.fixed_ratio, self.variant = classifier, layer, fixed_ratio, variant

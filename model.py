@@ -1,5 +1,5 @@
-"""The encoder: XLM-R (RoBERTa layout) and BERT-layout multilingual encoders as one module, and
-its task heads. Loading and saving Hugging Face checkpoints delegate to weights.py (the tokenizer
+"""The encoder: XLM-R (RoBERTa layout), XLM-R XL and XXL (pre-LN) and BERT-layout multilingual
+encoders as one module, and its task heads. Loading and saving Hugging Face checkpoints delegate to weights.py (the tokenizer
 is tokenizer.py).
 
 Shapes: B batch, T tokens (S for a second sequence), H hidden, N heads, D = H / N, V vocabulary.
@@ -33,11 +33,17 @@ class Config:
     pad_id: int = 1
     dropout: float = 0.1
     attention_dropout: float = 0.1
-    model_type: str = "xlm-roberta"  # xlm-roberta, roberta or bert: the layout written back to config.json
+    model_type: str = "xlm-roberta"  # xlm-roberta, xlm-roberta-xl, roberta or bert: the layout written back to config.json
 
     @property
     def is_bert(self):
         return self.model_type == "bert"
+
+    @property
+    def pre_norm(self):
+        """XLM-R XL and XXL (Goyal et al. 2021): each sub-layer reads LN(h) and adds to h, a final
+        LayerNorm follows the last layer, and the embeddings have none."""
+        return self.model_type == "xlm-roberta-xl"
 
     @classmethod
     def from_hf(cls, hf, source="config.json"):
@@ -59,7 +65,7 @@ class Embeddings(nn.Module):
         self.word = nn.Embedding(c.vocab_size, c.hidden_size)
         self.position = nn.Embedding(c.max_positions, c.hidden_size)
         self.token_type = nn.Embedding(c.type_vocab_size, c.hidden_size)
-        self.norm = nn.LayerNorm(c.hidden_size, eps=c.layer_norm_eps)
+        self.norm = nn.Identity() if c.pre_norm else nn.LayerNorm(c.hidden_size, eps=c.layer_norm_eps)
         self.dropout = nn.Dropout(c.dropout)
 
     def forward(self, input_ids, position_ids, token_type_ids=None, words=None):
@@ -74,12 +80,15 @@ class Embeddings(nn.Module):
 
 
 class Layer(nn.Module):
-    """One post-LN transformer layer: x = LN(x + Attn(x)); x = LN(x + FFN(x))."""
+    """One transformer layer, its LayerNorms after each sub-layer (post-LN, XLM-R and BERT):
+        x = LN_a(x + Attn(x)); x = LN_f(x + FFN(x))
+    or before it (pre-LN, XLM-R XL and XXL):
+        x = x + Attn(LN_a(x)); x = x + FFN(LN_f(x))."""
 
     def __init__(self, c):
         super().__init__()
         H = c.hidden_size
-        self.num_heads = c.num_heads
+        self.num_heads, self.pre_norm = c.num_heads, c.pre_norm
         self.query, self.key, self.value = nn.Linear(H, H), nn.Linear(H, H), nn.Linear(H, H)
         self.attn_out = nn.Linear(H, H)
         self.attn_norm = nn.LayerNorm(H, eps=c.layer_norm_eps)
@@ -114,9 +123,15 @@ class Layer(nn.Module):
         out = self.attn_out(out.transpose(1, 2).reshape(B, T, H))       # (B, T, H)
         return (out, probs) if return_probs else out
 
+    def ffn(self, x):
+        """The feed-forward sub-layer, exact GELU."""
+        return self.ffn_out(F.gelu(self.ffn_in(x)))
+
     def feed_forward(self, x):
-        """The second half of the layer: LN(x + FFN(x)), exact GELU."""
-        return self.ffn_norm(x + self.dropout(self.ffn_out(F.gelu(self.ffn_in(x)))))
+        """The second half of the layer: LN_f(x + FFN(x)), or pre-LN x + FFN(LN_f(x))."""
+        if self.pre_norm:
+            return x + self.dropout(self.ffn(self.ffn_norm(x)))
+        return self.ffn_norm(x + self.dropout(self.ffn(x)))
 
     def forward(self, x, mask=None):
         if self.checkpointed and torch.is_grad_enabled():
@@ -124,7 +139,10 @@ class Layer(nn.Module):
         return self.block(x, mask)
 
     def block(self, x, mask=None):
-        x = self.attn_norm(x + self.dropout(self.attention(x, mask)))
+        if self.pre_norm:
+            x = x + self.dropout(self.attention(self.attn_norm(x), mask))
+        else:
+            x = self.attn_norm(x + self.dropout(self.attention(x, mask)))
         return self.feed_forward(x)
 
 
@@ -147,6 +165,7 @@ class Encoder(nn.Module):
         self.config = config
         self.embeddings = Embeddings(config)
         self.layers = nn.ModuleList(Layer(config) for _ in range(config.num_layers))
+        self.norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps) if config.pre_norm else None  # after the last layer
         # The pooler (dense + tanh over <s>) is unused by the methods here; it is kept when a
         # checkpoint has one so that save_pretrained writes back what was loaded.
         self.pooler = nn.ModuleDict({"dense": nn.Linear(config.hidden_size, config.hidden_size)}) if pooler else None
@@ -209,7 +228,13 @@ class Encoder(nn.Module):
         for layer in self.layers:
             h = layer(h, attention_mask)
             states.append(h)
+        states[-1] = h = self.finish(h)
         return h if last_only else states
+
+    def finish(self, h):
+        """The last layer's output as the encoder's: through the final LayerNorm of a pre-LN
+        encoder; as it is otherwise. Code that runs the layers itself (FILTER, X-Mixup) ends with it."""
+        return h if self.norm is None else self.norm(h)
 
     def mlm_logits(self, hidden):
         """Masked-LM logits (B, T, V) from hidden states, through the head tied to the word embeddings."""
@@ -224,6 +249,8 @@ class Encoder(nn.Module):
         directory = Path(directory)
         config = replace(Config.from_directory(directory), **overrides)
         state = weights.normalise_keys(weights.load_checkpoint_weights(directory))
+        if not config.pre_norm and weights.pre_norm_weights(state):  # XXL's config.json says xlm-roberta
+            config = replace(config, model_type="xlm-roberta-xl")
         pooler, lm_head = weights.checkpoint_modules(state, config.is_bert)
         model = cls(config, pooler=pooler, lm_head=lm_head)
         model.load_hf_state_dict(state, source=directory)

@@ -225,8 +225,10 @@ def config_arguments(hf, source="config.json"):
         raise CheckpointError(f"{source}: not a JSON object of settings")
     check_fields(hf, source)
     model_type = hf.get("model_type")
-    if model_type not in ("xlm-roberta", "roberta", "bert"):
-        raise CheckpointError(f"{source}: model_type {model_type!r} is not supported (xlm-roberta, roberta or bert)")
+    if model_type not in ("xlm-roberta", "xlm-roberta-xl", "roberta", "bert"):
+        raise CheckpointError(f"{source}: model_type {model_type!r} is not supported (xlm-roberta, xlm-roberta-xl, roberta or bert)")
+    if any(str(name).startswith("XLMRobertaXL") for name in hf.get("architectures") or []):
+        model_type = "xlm-roberta-xl"  # XXL's config.json says model_type xlm-roberta; its architecture and weights are XL's
     if hf.get("hidden_act", "gelu") != "gelu":
         raise CheckpointError(f"{source}: hidden_act {hf['hidden_act']!r}: only exact GELU ('gelu') is implemented")
     if hf.get("position_embedding_type", "absolute") != "absolute":
@@ -293,6 +295,11 @@ KEY_TABLE = {
     "layers.{i}.ffn_norm": "encoder.layer.{i}.output.LayerNorm",
     "pooler.dense": "pooler.dense",
 }
+PRE_NORM_KEYS = {  # XLM-R XL and XXL: the LayerNorm before each sub-layer, and one after the last layer
+    "layers.{i}.attn_norm": "encoder.layer.{i}.attention.self_attn_layer_norm",
+    "layers.{i}.ffn_norm": "encoder.layer.{i}.LayerNorm",
+    "norm": "encoder.LayerNorm",
+}
 LM_HEAD_KEYS = {  # "lm_head.bias" is a bare parameter
     "roberta": {"lm_head.dense": "lm_head.dense", "lm_head.norm": "lm_head.layer_norm", "lm_head.bias": "lm_head.bias"},
     "bert": {"lm_head.dense": "cls.predictions.transform.dense", "lm_head.norm": "cls.predictions.transform.LayerNorm",
@@ -304,9 +311,14 @@ IGNORED_KEYS = re.compile(r"embeddings\.position_ids|(lm_head|cls\.predictions)\
                           r"|cls\.seq_relationship\.\w+|(classifier|qa_outputs)\..+")
 
 
-def hf_names(keys, is_bert):
+def pre_norm_weights(state):
+    """Whether normalised checkpoint tensors are of a pre-LN encoder (XLM-R XL and XXL)."""
+    return any(key.endswith("attention.self_attn_layer_norm.weight") for key in state)
+
+
+def hf_names(keys, is_bert, pre_norm=False):
     """{our state_dict key: Hugging Face key} for every key of an encoder's state dict."""
-    table = dict(KEY_TABLE, **LM_HEAD_KEYS["bert" if is_bert else "roberta"])
+    table = dict(KEY_TABLE, **LM_HEAD_KEYS["bert" if is_bert else "roberta"], **(PRE_NORM_KEYS if pre_norm else {}))
     names = {}
     for key in keys:
         module, _, leaf = key.rpartition(".")
@@ -341,7 +353,7 @@ def load_state(module, config, state, source="state dict"):
     accounted for, every shape checked."""
     state = normalise_keys(state)
     params = module.state_dict()
-    names = hf_names(params, config.is_bert)
+    names = hf_names(params, config.is_bert, config.pre_norm)
     missing = [theirs for theirs in names.values() if theirs not in state]
     unexpected = [k for k in state if k not in names.values() and not IGNORED_KEYS.fullmatch(k)]
     if missing or unexpected:
@@ -367,12 +379,12 @@ def save_encoder(directory, config, state, head=None):
     loads; `head` (transformers_head) adds a task model's weights and class, the encoder under "roberta."/"bert."."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    base = {"bert": "Bert", "roberta": "Roberta", "xlm-roberta": "XLMRoberta"}[config.model_type]
+    base = {"bert": "Bert", "roberta": "Roberta", "xlm-roberta": "XLMRoberta", "xlm-roberta-xl": "XLMRobertaXL"}[config.model_type]
     lm_head = "lm_head.bias" in state and head is None  # a task model drops the masked-LM head it does not use
     prefix = "bert." if config.is_bert else "roberta."
     prefix = prefix if lm_head or head else ""  # the *ForMaskedLM and *For<Task> layouts keep the encoder under it
     tensors = {}
-    for ours, theirs in hf_names(state, config.is_bert).items():
+    for ours, theirs in hf_names(state, config.is_bert, config.pre_norm).items():
         if theirs.startswith(("lm_head.", "cls.")):
             if lm_head:
                 tensors[theirs] = state[ours]

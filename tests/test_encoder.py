@@ -198,3 +198,70 @@ def test_attention_kernels_chosen_per_device():
         for enable, on in zip((backends.enable_flash_sdp, backends.enable_mem_efficient_sdp, backends.enable_cudnn_sdp,
                                backends.enable_math_sdp), before):
             enable(on)
+
+
+# --- XLM-R XL and XXL: the pre-LN layout --------------------------------------------------------
+
+def hf_xl(masked_lm=False, **config):
+    config = transformers.XLMRobertaXLConfig(**SIZES, type_vocab_size=1, pad_token_id=1, **config)
+    torch.manual_seed(2)
+    model = (transformers.XLMRobertaXLForMaskedLM if masked_lm else transformers.XLMRobertaXLModel)(config).eval()
+    with torch.no_grad():  # LayerNorms and biases randomised, as hf_model does
+        for name, p in model.named_parameters():
+            if "LayerNorm" in name or "layer_norm" in name or name.endswith("bias"):
+                p.add_(torch.randn_like(p) * 0.1)
+    return model
+
+
+@pytest.mark.parametrize("masked_lm", [False, True], ids=["model", "masked-lm"])
+def test_pre_ln_encoder_matches_transformers_xlm_roberta_xl(tmp_path, masked_lm):
+    theirs = hf_xl(masked_lm)
+    theirs.save_pretrained(tmp_path)
+    ours = Encoder.from_pretrained(tmp_path).eval()
+    assert ours.config.pre_norm and ours.norm is not None and not list(ours.embeddings.norm.parameters())
+    ids, mask = padded_batch(101, LENGTHS)
+    with torch.no_grad():
+        expected, logits = hf_outputs(theirs, ids, mask)
+        states = ours.hidden_states(ids, mask)
+        assert len(states) == len(expected) == 4
+        for a, b in zip(states, expected):
+            assert_close(a, b, mask)
+        assert_close(ours(ids, mask), theirs(input_ids=ids, attention_mask=mask, output_hidden_states=True).hidden_states[-1], mask)
+        if masked_lm:
+            assert_close(ours.mlm_logits(states[-1]), logits, mask)
+
+
+def test_xxl_config_that_says_xlm_roberta_is_read_as_xl_sharded(tmp_path):
+    """XXL on the hub: "model_type": "xlm-roberta" with "architectures": ["XLMRobertaXLForMaskedLM"], in shards."""
+    theirs = hf_xl(masked_lm=True)
+    theirs.save_pretrained(tmp_path, max_shard_size="40KB")
+    assert (tmp_path / "model.safetensors.index.json").exists()
+    hf = json.loads((tmp_path / "config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps(dict(hf, model_type="xlm-roberta", architectures=["XLMRobertaXLForMaskedLM"])))
+    ours = Encoder.from_pretrained(tmp_path).eval()
+    ids, mask = padded_batch(101, LENGTHS)
+    with torch.no_grad():
+        assert_close(ours.mlm_logits(ours(ids, mask)), theirs(input_ids=ids, attention_mask=mask).logits, mask)
+    (tmp_path / "config.json").write_text(json.dumps(dict(hf, model_type="xlm-roberta", architectures=["XLMRobertaForMaskedLM"])))
+    assert Encoder.from_pretrained(tmp_path).config.pre_norm  # the weights' names tell, too
+
+
+def test_pre_ln_save_pretrained_loads_back_in_transformers(tmp_path):
+    theirs = hf_xl(masked_lm=True)
+    theirs.save_pretrained(tmp_path / "original")
+    Encoder.from_pretrained(tmp_path / "original").save_pretrained(tmp_path / "ours")
+    assert json.loads((tmp_path / "ours" / "config.json").read_text())["model_type"] == "xlm-roberta-xl"
+    back = transformers.AutoModelForMaskedLM.from_pretrained(tmp_path / "ours").eval()
+    assert type(back).__name__ == "XLMRobertaXLForMaskedLM"
+    ids, mask = padded_batch(101, LENGTHS)
+    with torch.no_grad():
+        assert torch.equal(back(input_ids=ids, attention_mask=mask).logits, theirs(input_ids=ids, attention_mask=mask).logits)
+
+
+def test_post_ln_config_with_pre_ln_weights_and_the_reverse_are_refused(tmp_path):
+    from weights import CheckpointError
+    hf_model("xlmr").save_pretrained(tmp_path)
+    hf = json.loads((tmp_path / "config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps(dict(hf, model_type="xlm-roberta-xl")))
+    with pytest.raises(CheckpointError, match=r"the weights do not match config.json \(xlm-roberta-xl, 3 layers\)"):
+        Encoder.from_pretrained(tmp_path)

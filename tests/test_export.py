@@ -25,11 +25,23 @@ def bert_model_dir(tiny_model_dir, tmp_path_factory):
     return directory
 
 
+@pytest.fixture(scope="module")
+def xl_model_dir(tiny_model_dir, tmp_path_factory):
+    """The tiny model in XLM-R XL's pre-LN layout."""
+    directory = tmp_path_factory.mktemp("tiny-xl")
+    (directory / "sentencepiece.bpe.model").write_bytes((tiny_model_dir / "sentencepiece.bpe.model").read_bytes())
+    torch.manual_seed(1)
+    Encoder(Config(**{**Config.from_directory(tiny_model_dir).__dict__, "model_type": "xlm-roberta-xl"})).save_pretrained(directory)
+    return directory
+
+
 def round_trip(best, auto_class, texts):
     """(ours, theirs): the logits of minxlt's Classifier and of transformers' task model on `texts`."""
     ours, tokenizer, info = Classifier.load(best)
     theirs = getattr(transformers, auto_class).from_pretrained(str(best)).eval()
-    auto_tokenizer = transformers.AutoTokenizer.from_pretrained(str(best))
+    # transformers 5 gives xlm-roberta-xl's AutoTokenizer a tokenizer.json backend only; its class reads our files
+    pre_ln = json.loads((best / "config.json").read_text())["model_type"] == "xlm-roberta-xl"
+    auto_tokenizer = (transformers.XLMRobertaTokenizer if pre_ln else transformers.AutoTokenizer).from_pretrained(str(best))
     for text in texts:
         assert auto_tokenizer(text)["input_ids"] == tokenizer.encode(text), text
     ids, mask = tokenizer.batch(texts)
@@ -42,17 +54,19 @@ def round_trip(best, auto_class, texts):
 TEXTS = ["wie wird das Wetter morgen in Berlin ?", "set an alarm for 7 am", "spiele Jazz"]
 
 
-@pytest.mark.parametrize("layout", ["xlm-roberta", "bert"])
-def test_sentence_labels(tmp_path, tiny_model_dir, bert_model_dir, layout):
-    model_dir = tiny_model_dir if layout == "xlm-roberta" else bert_model_dir
+@pytest.mark.parametrize("layout", ["xlm-roberta", "bert", "xlm-roberta-xl"])
+def test_sentence_labels(tmp_path, tiny_model_dir, bert_model_dir, xl_model_dir, layout):
+    model_dir = {"xlm-roberta": tiny_model_dir, "bert": bert_model_dir, "xlm-roberta-xl": xl_model_dir}[layout]
     train.main(["--model", str(model_dir), *COMMON, "--method", "zero-shot", "--out", str(tmp_path / "run")])
     mine, output, info, config = round_trip(tmp_path / "run" / "best", "AutoModelForSequenceClassification", TEXTS)
-    assert torch.allclose(mine, output.logits, atol=1e-5)
+    assert torch.allclose(mine, output.logits, atol=1e-5) and config.model_type == layout
     assert [config.id2label[i] for i in range(len(info["labels"]))] == info["labels"] and info["transformers"] == "ForSequenceClassification"
 
 
-def test_word_labels(tmp_path, tiny_model_dir):
-    train.main(["--model", str(tiny_model_dir), *COMMON, "--task", "demo-slots", "--method", "translate-train", "--out", str(tmp_path / "run")])
+@pytest.mark.parametrize("layout", ["xlm-roberta", "xlm-roberta-xl"])
+def test_word_labels(tmp_path, tiny_model_dir, xl_model_dir, layout):
+    model_dir = tiny_model_dir if layout == "xlm-roberta" else xl_model_dir
+    train.main(["--model", str(model_dir), *COMMON, "--task", "demo-slots", "--method", "translate-train", "--out", str(tmp_path / "run")])
     mine, output, info, config = round_trip(tmp_path / "run" / "best", "AutoModelForTokenClassification", TEXTS)
     assert torch.allclose(mine, output.logits, atol=1e-5) and config.id2label[1] == info["labels"][1]
 

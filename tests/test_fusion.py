@@ -12,7 +12,7 @@ from losses import self_teaching_loss
 from model import Classifier
 
 
-@pytest.mark.parametrize("model_type", ["xlm-roberta", "bert"])
+@pytest.mark.parametrize("model_type", ["xlm-roberta", "bert", "xlm-roberta-xl"])
 def test_all_local_layers_is_translate_train(model_type):
     enc = sharp_encoder(4, model_type)
     source, source_mask, target, target_mask = padded_pairs()
@@ -24,7 +24,7 @@ def test_all_local_layers_is_translate_train(model_type):
             assert (h[:, :n] - alone)[mask[:, :n].bool()].abs().max() < 1e-5
 
 
-@pytest.mark.parametrize("model_type", ["xlm-roberta", "bert"])
+@pytest.mark.parametrize("model_type", ["xlm-roberta", "bert", "xlm-roberta-xl"])
 def test_all_fusion_layers_is_the_plain_concatenation(model_type):
     enc = sharp_encoder(4, model_type)
     source, source_mask, target, target_mask = padded_pairs()
@@ -33,11 +33,35 @@ def test_all_fusion_layers_is_the_plain_concatenation(model_type):
         for b in range(len(source)):
             s, t = source[b][source_mask[b].bool()], target[b][target_mask[b].bool()]
             joined = torch.cat([s, t])[None]  # no padding in between
-            start = 2 if model_type == "xlm-roberta" else 0  # positions count from each text's own start
+            start = 0 if model_type == "bert" else 2  # positions count from each text's own start
             positions = torch.cat([torch.arange(len(s)), torch.arange(len(t))])[None] + start
             plain = enc(joined, position_ids=positions)[0]
             assert (hs[b, :len(s)] - plain[:len(s)]).abs().max() < 1e-5
             assert (ht[b, :len(t)] - plain[len(s):]).abs().max() < 1e-5
+
+
+def test_pre_ln_fusion_is_the_layers_run_by_hand():
+    """m = 1 local, k = 2 fusion and 1 domain layer of a pre-LN encoder (XLM-R XL's layout), each
+    layer written out: x + Attn(LN_a(x)), then x + FFN(LN_f(x)); the final LayerNorm at the end."""
+    import torch.nn.functional as F
+    enc = sharp_encoder(4, "xlm-roberta-xl")
+    source, source_mask, target, target_mask = padded_pairs()
+
+    def layer(i, x, mask):
+        one = enc.layers[i]
+        x = x + one.attention(one.attn_norm(x), mask)
+        return x + one.ffn_out(F.gelu(one.ffn_in(one.ffn_norm(x))))
+
+    with torch.no_grad():
+        hs, ht = filter_encode(enc, source, source_mask, target, target_mask, m=1, k=2)
+        s, t = layer(0, enc.embed(source), source_mask), layer(0, enc.embed(target), target_mask)
+        fused, fused_mask = torch.cat([s, t], 1), torch.cat([source_mask, target_mask], 1)
+        fused = layer(2, layer(1, fused, fused_mask), fused_mask)
+        T = source.shape[1]
+        s, t = layer(3, fused[:, :T], source_mask), layer(3, fused[:, T:], target_mask)
+        final = lambda x: F.layer_norm(x, (36,), enc.norm.weight, enc.norm.bias, enc.config.layer_norm_eps)
+        for ours, hand, mask in ((hs, final(s), source_mask), (ht, final(t), target_mask)):
+            assert (ours - hand)[mask.bool()].abs().max() < 1e-5
 
 
 def test_no_fusion_means_no_influence_across_the_pair():

@@ -1,0 +1,64 @@
+"""Every method on a tiny pre-LN encoder (XLM-R XL and XXL's layout) through the command line:
+trained at each level it trains on, evaluated and exported; X-Mixup, whose mixup layer is written
+for post-LN encoders, refused in one line."""
+import json
+
+import pytest
+import torch
+
+import evaluate
+import train
+from conftest import ROOT
+from model import Classifier, Config, Encoder
+
+COMMON = ["--target-langs", "de", "--batch-size", "8", "--max-steps", "2", "--eval-every", "2", "--no-alignment"]
+LEVELS = {"sentence": ["--task", "demo"], "word": ["--task", "demo-slots"]}
+
+
+@pytest.fixture(scope="module")
+def xl_dir(tiny_model_dir, tmp_path_factory):
+    directory = tmp_path_factory.mktemp("tiny-xl")
+    (directory / "sentencepiece.bpe.model").write_bytes((tiny_model_dir / "sentencepiece.bpe.model").read_bytes())
+    torch.manual_seed(1)
+    Encoder(Config(**{**Config.from_directory(tiny_model_dir).__dict__, "model_type": "xlm-roberta-xl"})).save_pretrained(directory)
+    return directory
+
+
+@pytest.mark.parametrize("method,level", [("zero-shot", "sentence"), ("zero-shot", "word"), ("translate-train", "sentence"),
+                                          ("translate-test", "sentence"), ("xeroalign", "sentence"), ("xeroalign", "word"),
+                                          ("filter", "sentence"), ("filter", "word"), ("contrastive", "sentence"),
+                                          ("unicoder", "sentence")])
+def test_every_method_trains_tests_and_exports_on_a_pre_ln_encoder(tmp_path, xl_dir, method, level):
+    out = tmp_path / "run"
+    train.main(["--model", str(xl_dir), *COMMON, *LEVELS[level], "--method", method, "--out", str(out)]
+               + (["--sa-steps", "1"] if method == "contrastive" else []))
+    config = json.loads((out / "best" / "config.json").read_text())
+    assert config["model_type"] == "xlm-roberta-xl" and "encoder.LayerNorm.weight" in (out / "best" / "model.safetensors").read_bytes().decode("latin-1")
+    if method == "unicoder":  # an encoder with its XL masked-LM head
+        assert config["architectures"] == ["XLMRobertaXLForMaskedLM"] and Encoder.from_pretrained(out / "best").lm_head is not None
+        return
+    results = json.loads((out / "results.json").read_text())
+    assert set(results["de"]) >= {"n"}
+    model, _, _ = Classifier.load(out / "best")
+    assert model.encoder.config.pre_norm
+
+
+def test_a_pre_ln_run_resumes_to_the_same_losses_and_evaluates(tmp_path, xl_dir):
+    argv = ["--model", str(xl_dir), *COMMON, "--max-steps", "4", "--log-every", "1", "--method", "xeroalign"]
+    train.main(argv + ["--out", str(tmp_path / "whole")])
+    train.main(argv + ["--out", str(tmp_path / "split"), "--stop-at", "2"])
+    train.main(argv + ["--out", str(tmp_path / "split"), "--resume"])
+    losses = lambda run: [r["loss"] for r in map(json.loads, (tmp_path / run / "log.jsonl").read_text().splitlines()) if "loss" in r]
+    assert losses("whole") == losses("split") and len(losses("whole")) == 4
+    evaluate.main(["--checkpoint", str(tmp_path / "whole" / "best"), "--out", str(tmp_path / "eval")])
+    again = json.loads((tmp_path / "eval" / "results_test.json").read_text())
+    assert again["de"] == json.loads((tmp_path / "whole" / "results.json").read_text())["de"]
+
+
+def test_xmixup_on_a_pre_ln_encoder_is_refused_in_one_line(tmp_path, xl_dir):
+    import subprocess
+    import sys
+    done = subprocess.run([sys.executable, str(ROOT / "train.py"), "--model", str(xl_dir), *COMMON, "--method", "xmixup",
+                           "--out", str(tmp_path / "run")], capture_output=True, text=True)
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines()[-1].startswith("error: --method xmixup: the mixup layer is written for encoders whose")
