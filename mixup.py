@@ -25,6 +25,17 @@ Choices the paper leaves open, one per line:
     is the mean entropy of A's columns, each normalised to sum to 1 (over the target tokens).
   - n is the hidden size; h_T|S has dropout as the layer's own attention output has.
 
+In a pre-LN layer (XLM-R XL and XXL: x + MHA(LN_a(x)), then x + FFN(LN_f(x))), one line per choice:
+  - Eq. 2 is the attention sub-layer with its residual, its LayerNorm before it:
+    h'_S = h_S + MHA(LN_a(h_S)), and h'_T alike.
+  - Eq. 3's attention reads LN_a of its inputs, as every attention of the layer does:
+    h_T|S = MHA(LN_a(h'_T), LN_a(h'_S), LN_a(h'_S)); Eq. 5's A compares those same normalised states.
+  - Eq. 4's LN: no LayerNorm follows a pre-LN sub-layer, so h~_T = lambda h_T|S + (1 - lambda) h'_T
+    goes to the feed-forward unnormalised, whose LN_f normalises it, as it would h'_T.
+  - The in-attention ablation mixes the two attentions of LN_a(h_T) inside the residual:
+    h~_T = h_T + lambda MHA(LN_a(h_T), LN_a(h_S)) + (1 - lambda) MHA(LN_a(h_T)).
+  - At lambda = 0 either variant is the plain pre-LN layer, as in a post-LN one.
+
 The ablation --mixup-variant in-attention mixes inside layer l's attention sub-layer, before its
 LayerNorm, with the entropies of the heads' attention probabilities both ways:
 
@@ -98,16 +109,34 @@ class MixupRatio(nn.Module):
 def mixup_layer(layer, ratio, target, target_mask, source, source_mask, fixed_ratio=None):
     """Eq. 2-5 at layer l, as the module's docstring writes them: (source output, target output,
     lambda (B,)). `fixed_ratio`, an ablation, replaces the ratio with a constant."""
+    if layer.pre_norm:
+        return mixup_layer_pre_norm(layer, ratio, target, target_mask, source, source_mask, fixed_ratio)
     h_s = layer.attn_norm(source + layer.dropout(layer.attention(source, source_mask)))   # Eq. 2
     h_t = layer.attn_norm(target + layer.dropout(layer.attention(target, target_mask)))   # Eq. 2
     h_ts = layer.attention(h_t, target_mask, context=h_s, context_mask=source_mask)       # Eq. 3, the same parameters
-    if fixed_ratio is None:
-        lam = ratio(*alignment_entropies(h_t, target_mask, h_s, source_mask))              # Eq. 5 and the ratio after it
-    else:
-        lam = torch.full((len(target),), float(fixed_ratio), device=target.device)
+    lam = mix_ratio(ratio, fixed_ratio, h_t, target_mask, h_s, source_mask)                 # Eq. 5 and the ratio after it
     ratio_ = lam.to(h_t.dtype)[:, None, None]
     mixed = layer.attn_norm(ratio_ * layer.dropout(h_ts) + (1 - ratio_) * h_t)              # Eq. 4
     return layer.feed_forward(h_s), layer.feed_forward(mixed), lam
+
+
+def mixup_layer_pre_norm(layer, ratio, target, target_mask, source, source_mask, fixed_ratio=None):
+    """Eq. 2-5 at a pre-LN layer l, placed as the module's docstring says."""
+    h_s = source + layer.dropout(layer.attention(layer.attn_norm(source), source_mask))   # Eq. 2
+    h_t = target + layer.dropout(layer.attention(layer.attn_norm(target), target_mask))   # Eq. 2
+    n_s, n_t = layer.attn_norm(h_s), layer.attn_norm(h_t)                                 # what the attention reads
+    h_ts = layer.attention(n_t, target_mask, context=n_s, context_mask=source_mask)       # Eq. 3
+    lam = mix_ratio(ratio, fixed_ratio, n_t, target_mask, n_s, source_mask)                 # Eq. 5 and the ratio after it
+    ratio_ = lam.to(h_t.dtype)[:, None, None]
+    mixed = ratio_ * layer.dropout(h_ts) + (1 - ratio_) * h_t                               # Eq. 4; its LN is LN_f's, next
+    return layer.feed_forward(h_s), layer.feed_forward(mixed), lam
+
+
+def mix_ratio(ratio, fixed_ratio, h_t, target_mask, h_s, source_mask):
+    """lambda (B,): from the entropies of Eq. 5, or an ablation's constant `fixed_ratio`."""
+    if fixed_ratio is None:
+        return ratio(*alignment_entropies(h_t, target_mask, h_s, source_mask))
+    return torch.full((len(h_t),), float(fixed_ratio), device=h_t.device)
 
 
 def mixup_layer_in_attention(layer, ratio, target, target_mask, source, source_mask, fixed_ratio=None):
@@ -115,17 +144,18 @@ def mixup_layer_in_attention(layer, ratio, target, target_mask, source, source_m
     cross-attention over the source inside the attention sub-layer, before its LayerNorm, the
     ratio from the heads' attention entropies both ways. (source output, target output, lambda)."""
     source_output = layer(source, source_mask)
-    self_attention = layer.attention(target, target_mask)
-    cross, A = layer.attention(target, target_mask, context=source, context_mask=source_mask, return_probs=True)
+    q, kv = (layer.attn_norm(target), layer.attn_norm(source)) if layer.pre_norm else (target, source)  # what attention reads
+    self_attention = layer.attention(q, target_mask)
+    cross, A = layer.attention(q, target_mask, context=kv, context_mask=source_mask, return_probs=True)
     if fixed_ratio is None:
-        _, A_t = layer.attention(source, source_mask, context=target, context_mask=target_mask, return_probs=True)
+        _, A_t = layer.attention(kv, source_mask, context=q, context_mask=target_mask, return_probs=True)
         lam = ratio(attention_entropy(A, target_mask, source_mask), attention_entropy(A_t, source_mask, target_mask))
     else:  # an ablation: a constant ratio
         lam = torch.full((len(target),), float(fixed_ratio), device=target.device)
     lam = lam.to(cross.dtype)[:, None, None]
     mixed = lam * cross + (1 - lam) * self_attention
-    h = layer.attn_norm(target + layer.dropout(mixed))
-    return source_output, layer.feed_forward(h), lam[:, 0, 0]
+    h = target + layer.dropout(mixed)
+    return source_output, layer.feed_forward(h if layer.pre_norm else layer.attn_norm(h)), lam[:, 0, 0]
 
 
 VARIANTS = {"paper": mixup_layer, "in-attention": mixup_layer_in_attention}
@@ -152,10 +182,6 @@ class XMixup(nn.Module):
 
     def __init__(self, classifier, layer, lambda0=0.5, fixed_ratio=None, variant="paper"):
         super().__init__()
-        if classifier.encoder.config.pre_norm:
-            raise InputError("--method xmixup: the mixup layer is written for encoders whose LayerNorms follow each sub-layer "
-                             "(XLM-R base and large, BERT); where Eq. 2-4 fall in a pre-LN layer (XLM-R XL and XXL) is not "
-                             "decided yet: use another method with this model")
         if not 0 <= layer < len(classifier.encoder.layers):
             raise ValueError(f"--mixup-layer {layer + 1} is not one of the encoder's layers 1..{len(classifier.encoder.layers)}")
         self.classifier, self.layer, self.fixed_ratio, self.variant = classifier, layer, fixed_ratio, variant

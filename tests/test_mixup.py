@@ -13,13 +13,15 @@ from mixup import MixupRatio, XMixup, alignment_entropies, attention_entropy, in
 from model import Classifier, mean_pool
 
 
+@pytest.mark.parametrize("model_type", ["xlm-roberta", "xlm-roberta-xl"], ids=["post-ln", "pre-ln"])
+@pytest.mark.parametrize("variant", ["in-attention", "paper"])
 @pytest.mark.parametrize("layer", [0, 2])
-def test_in_attention_ratio_zero_is_the_plain_forward(layer):
-    enc = sharp_encoder(3)
+def test_ratio_zero_is_the_plain_forward(layer, variant, model_type):
+    enc = sharp_encoder(3, model_type)
     source, source_mask, target, target_mask = padded_pairs()
     with torch.no_grad():
         hs, ht, lam = mixup_encode(enc, MixupRatio(), source, source_mask, target, target_mask, layer, fixed_ratio=0.0,
-                                   variant="in-attention")
+                                   variant=variant)
         for h, ids, mask in ((hs, source, source_mask), (ht, target, target_mask)):
             assert (h - enc(ids, mask))[mask.bool()].abs().max() < 1e-5
     assert torch.equal(lam, torch.zeros(4))
@@ -93,6 +95,36 @@ def test_paper_mixup_layer_against_the_equations():
             expected_lam = 0.5 / (1 + math.exp(-((H_A + H_At) * -0.7 + 1.3)))
             assert lam[b].item() == pytest.approx(expected_lam, rel=1e-5)
             mixed = ln_a(expected_lam * h_ts + (1 - expected_lam) * h_t1)             # Eq. 4
+            assert (out_t[b, :nt] - ffn(mixed)).abs().max() < 1e-4
+            assert (out_s[b, :ns] - ffn(h_s1)).abs().max() < 1e-4
+
+
+def test_pre_ln_mixup_layer_against_the_equations():
+    """The module docstring's pre-LN placement, one example at a time: h' = h + MHA(LN_a(h)) (Eq. 2),
+    MHA over LN_a of both (Eq. 3, and Eq. 5's A), the mix unnormalised (Eq. 4), then x + FFN(LN_f(x))."""
+    torch.manual_seed(0)
+    layer = sharp_encoder(1, "xlm-roberta-xl").layers[0].eval()
+    ratio = MixupRatio(0.5)
+    F = torch.nn.functional
+    with torch.no_grad():
+        ratio.linear.weight.fill_(-0.7)
+        ratio.linear.bias.fill_(1.3)
+        source_ids, source_mask, target_ids, target_mask = padded_pairs()
+        source, target = torch.randn(4, source_ids.shape[1], 36), torch.randn(4, target_ids.shape[1], 36)
+        out_s, out_t, lam = mixup_layer(layer, ratio, target, target_mask, source, source_mask)
+        ln_a = lambda x: F.layer_norm(x, (36,), layer.attn_norm.weight, layer.attn_norm.bias, layer.attn_norm.eps)
+        ln_f = lambda x: F.layer_norm(x, (36,), layer.ffn_norm.weight, layer.ffn_norm.bias, layer.ffn_norm.eps)
+        ffn = lambda x: x + layer.ffn_out(F.gelu(layer.ffn_in(ln_f(x))))
+        for b in range(4):
+            ns, nt = int(source_mask[b].sum()), int(target_mask[b].sum())
+            h_s, h_t = source[b, :ns], target[b, :nt]
+            h_s1 = h_s + multi_head(layer, ln_a(h_s), ln_a(h_s), torch.ones(ns))     # Eq. 2
+            h_t1 = h_t + multi_head(layer, ln_a(h_t), ln_a(h_t), torch.ones(nt))     # Eq. 2
+            h_ts = multi_head(layer, ln_a(h_t1), ln_a(h_s1), torch.ones(ns))          # Eq. 3
+            H_A, H_At = entropies_by_hand(ln_a(h_t1).double(), ln_a(h_s1).double())  # Eq. 5
+            expected_lam = 0.5 / (1 + math.exp(-((H_A + H_At) * -0.7 + 1.3)))
+            assert lam[b].item() == pytest.approx(expected_lam, rel=1e-5)
+            mixed = expected_lam * h_ts + (1 - expected_lam) * h_t1                    # Eq. 4, its LN in the FFN's LN_f
             assert (out_t[b, :nt] - ffn(mixed)).abs().max() < 1e-4
             assert (out_s[b, :ns] - ffn(h_s1)).abs().max() < 1e-4
 
