@@ -190,6 +190,11 @@ def add_run_arguments(p):
     g.add_argument("--workers", type=cli.non_negative_int, help="processes that build the batches ahead of the step, with pinned "
                    "memory on CUDA (default: 2 on CUDA, 0 on CPU, where they would take the cores the step needs)")
     g.add_argument("--compile", action="store_true", help="torch.compile the model (dynamic shapes; the first steps are slow)")
+    g.add_argument("--dry-run", action="store_true", help="print what each process would hold in memory (parameters, "
+                   "gradients, AdamW's moments; under DDP and sharded) for --model, from its config.json alone, and exit")
+    g.add_argument("--processes", type=cli.positive_int, help="with --dry-run: plan for this many processes (default: torchrun's, else 1)")
+    g.add_argument("--device-memory", type=cli.positive_float, metavar="GB", help="with --dry-run: the memory of one device "
+                   "(default: the CUDA device's, else 80)")
     g.add_argument("--gradient-checkpointing", action="store_true", help="keep each layer's input only and run the layer again in "
                    "backward: a fraction of the activation memory for one more forward pass per step, the same losses")
 

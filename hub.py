@@ -32,8 +32,10 @@ def cached(repo_id, revision="main"):
     return snapshot if (snapshot / "config.json").is_file() else None
 
 
-def resolve(name, flag="--model"):
-    """The checkpoint folder that `name` stands for: itself, or a hub id's cached or downloaded snapshot."""
+def resolve(name, flag="--model", config_only=False):
+    """The checkpoint folder that `name` stands for: itself, or a hub id's cached or downloaded
+    snapshot; `config_only`: a hub id not in the cache gives a folder of its config.json alone,
+    outside the cache (train.py --dry-run)."""
     path = Path(name)
     if path.is_dir():
         return path
@@ -50,6 +52,9 @@ def resolve(name, flag="--model"):
     except ImportError:
         raise InputError(f"{where}; pip install huggingface_hub to download it, or give a checkpoint folder") from None
     try:
+        if config_only:
+            import tempfile
+            return Path(huggingface_hub.hf_hub_download(name, "config.json", local_dir=tempfile.mkdtemp(prefix="minxlt-config-"))).parent
         return Path(huggingface_hub.snapshot_download(name, allow_patterns=FILES, cache_dir=cache_dir()))
     except Exception as e:  # noqa: BLE001 - the network, the hub, a private repository: all one message
         raise InputError(f"{where}, and the download failed ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})") from None

@@ -33,6 +33,7 @@ import distributed
 import evaluate
 import flags
 import hub
+import memory
 import tasks
 from methods import TEST_INPUTS, Run
 from model import Config, Encoder
@@ -44,6 +45,8 @@ from weights import check_tokenizer
 def main(argv=None):
     """One run; returns the built model as it is after the last step."""
     args = flags.parse(argv, __doc__)
+    if args.dry_run:  # the memory plan, from config.json alone (memory.py)
+        return memory.dry_run(args, hub.resolve(args.model, config_only=True) if args.model else default_model())
     owns_process_group = not distributed.initialized()  # co-training trains inside an outer run
     rank, world_size, device = distributed.setup(args.device)
     distributed.choose_attention(device)

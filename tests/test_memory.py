@@ -1,0 +1,48 @@
+"""train.py --dry-run: the memory plan from config.json alone, its counts against a real model's."""
+import json
+import subprocess
+import sys
+
+import torch
+
+import memory
+from conftest import ROOT
+from model import Config, Encoder
+
+XXL = {"model_type": "xlm-roberta", "architectures": ["XLMRobertaXLForMaskedLM"], "vocab_size": 250880, "hidden_size": 4096,
+       "num_hidden_layers": 48, "num_attention_heads": 32, "intermediate_size": 16384, "max_position_embeddings": 514,
+       "type_vocab_size": 1, "pad_token_id": 1, "layer_norm_eps": 1e-5}
+XL = dict(XXL, hidden_size=2560, num_hidden_layers=36, intermediate_size=10240)
+
+
+def test_counts_are_the_real_models():
+    config = Config(vocab_size=101, hidden_size=36, num_layers=3, num_heads=3, ffn_size=37, max_positions=40, model_type="xlm-roberta-xl")
+    real = Encoder(config)
+    assert memory.count_parameters(config) == (sum(p.numel() for p in real.parameters()),) * 2
+    total, trainable = memory.count_parameters(config, freeze_embeddings=True)
+    assert total - trainable == real.embeddings.word.weight.numel()
+    p = memory.plan(config, 4)
+    assert p["ddp"] == {"parameters": 4 * total, "gradients": 4 * total, "AdamW moments": 8 * total, "DDP's gradient buckets": 4 * total}
+    assert p["sharded"] == {"parameters": total, "gradients": total, "AdamW moments": 2 * total}
+
+
+def dry_run(tmp_path, config, *args):
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    done = subprocess.run([sys.executable, str(ROOT / "train.py"), "--dry-run", "--model", str(tmp_path), *args],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_xxl_on_eight_processes_under_ddp_does_not_fit_and_says_what_would(tmp_path):
+    out = dry_run(tmp_path, XXL, "--processes", "8", "--amp", "bf16", "--device-memory", "80")
+    assert "10.70 B parameters" in out and "8 processes" in out
+    assert "DDP, per process: parameters 42.8 GB, gradients 42.8 GB, AdamW moments 85.6 GB, DDP's gradient buckets 42.8 GB: 213.9 GB" in out
+    assert "does not fit the device's 80 GB under DDP: sharded training would hold 21.4 GB per process, which fits" in out
+    assert "--gradient-checkpointing saves activations only" in out
+
+
+def test_xl_on_one_process_fits_with_room_for_activations(tmp_path):
+    out = dry_run(tmp_path, XL, "--processes", "1", "--device-memory", "80")
+    assert "3.48 B parameters" in out and "DDP's gradient buckets" not in out
+    assert "fits the device's 80 GB with 24.4 GB left for activations" in out
