@@ -260,11 +260,12 @@ class Encoder(nn.Module):
         """Copy Hugging Face-named tensors into this encoder: every key accounted for, every shape checked."""
         weights.load_state(self, self.config, state, source)
 
-    def save_pretrained(self, directory, head=None):
-        """Write config.json and model.safetensors in the Hugging Face layout (loadable by transformers).
-        `head`, a Classifier's export (weights.transformers_head), adds its weights and names its
-        class, with the encoder under "roberta." / "bert." as transformers' task models keep it."""
-        weights.save_encoder(directory, self.config, self.state_dict(), head)
+    def save_pretrained(self, directory, head=None, shard_bytes=weights.SHARD_BYTES):
+        """Write config.json and model.safetensors in the Hugging Face layout (loadable by transformers),
+        in shards with an index above `shard_bytes`. `head`, a Classifier's export (weights.transformers_head),
+        adds its weights and names its class, with the encoder under "roberta." / "bert." as transformers'
+        task models keep it."""
+        weights.save_encoder(directory, self.config, self.state_dict(), head, shard_bytes)
 
 
 class ClassificationHead(nn.Module):

@@ -374,9 +374,13 @@ def load_state(module, config, state, source="state dict"):
             warnings.warn(f"{source}: {decoder} differs from the word embeddings; minxlt ties the two and uses the embeddings")
 
 
-def save_encoder(directory, config, state, head=None):
+SHARD_BYTES = 5 * 10**9  # above this, weights are written in shards with an index, as transformers writes them
+
+
+def save_encoder(directory, config, state, head=None, shard_bytes=SHARD_BYTES):
     """An encoder's state dict as config.json and model.safetensors in Hugging Face's layout, which transformers
-    loads; `head` (transformers_head) adds a task model's weights and class, the encoder under "roberta."/"bert."."""
+    loads; `head` (transformers_head) adds a task model's weights and class, the encoder under "roberta."/"bert.".
+    Weights of more than `shard_bytes` go to model-0000i-of-0000n.safetensors with model.safetensors.index.json."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     base = {"bert": "Bert", "roberta": "Roberta", "xlm-roberta": "XLMRoberta", "xlm-roberta-xl": "XLMRobertaXL"}[config.model_type]
@@ -395,9 +399,30 @@ def save_encoder(directory, config, state, head=None):
         tensors.update(head["tensors"])
         hf.update(head["config"], architectures=[base + head["architecture"]])
     (directory / "config.json").write_text(json.dumps(hf, indent=2) + "\n")
-    tmp = directory / "model.safetensors.tmp"
-    save_safetensors(tensors, tmp)
-    os.replace(tmp, directory / "model.safetensors")
+    for old in [*directory.glob("model-*-of-*.safetensors"), directory / "model.safetensors.index.json", directory / "model.safetensors"]:
+        old.unlink(missing_ok=True)  # a previous save's files, single or sharded
+    shards = shard(tensors, shard_bytes)
+    names = ["model.safetensors"] if len(shards) == 1 else [f"model-{i:05d}-of-{len(shards):05d}.safetensors" for i in range(1, len(shards) + 1)]
+    for name, part in zip(names, shards):
+        tmp = directory / (name + ".tmp")
+        save_safetensors(part, tmp)
+        os.replace(tmp, directory / name)
+    if len(shards) > 1:
+        index = {"metadata": {"total_size": sum(t.numel() * t.element_size() for t in tensors.values())},
+                 "weight_map": {key: name for name, part in zip(names, shards) for key in part}}
+        (directory / "model.safetensors.index.json").write_text(json.dumps(index, indent=2) + "\n")
+
+
+def shard(tensors, shard_bytes):
+    """The tensors in order, cut into dicts of at most `shard_bytes` each (a larger tensor alone)."""
+    shards, size = [{}], 0
+    for key, tensor in tensors.items():
+        nbytes = tensor.numel() * tensor.element_size()
+        if shards[-1] and size + nbytes > shard_bytes:
+            shards.append({})
+            size = 0
+        shards[-1][key], size = tensor, size + nbytes
+    return shards
 
 
 def transformers_head(style, pooling, state, labels, is_bert):

@@ -265,3 +265,22 @@ def test_post_ln_config_with_pre_ln_weights_and_the_reverse_are_refused(tmp_path
     (tmp_path / "config.json").write_text(json.dumps(dict(hf, model_type="xlm-roberta-xl")))
     with pytest.raises(CheckpointError, match=r"the weights do not match config.json \(xlm-roberta-xl, 3 layers\)"):
         Encoder.from_pretrained(tmp_path)
+
+
+@pytest.mark.parametrize("kind", ["xl", "xlmr"])
+def test_a_large_model_is_written_in_shards_with_an_index_that_transformers_reads(tmp_path, kind):
+    theirs = hf_xl(masked_lm=True) if kind == "xl" else hf_model("xlmr-mlm")
+    theirs.save_pretrained(tmp_path / "original")
+    ours = Encoder.from_pretrained(tmp_path / "original")
+    ours.save_pretrained(tmp_path / "ours")  # small: one file
+    ours.save_pretrained(tmp_path / "ours", shard_bytes=20_000)  # again, over it, in shards: the single file goes
+    index = json.loads((tmp_path / "ours" / "model.safetensors.index.json").read_text())
+    files = sorted(set(index["weight_map"].values()))
+    assert len(files) > 3 and files[0] == f"model-00001-of-{len(files):05d}.safetensors" and not (tmp_path / "ours" / "model.safetensors").exists()
+    assert sorted(p.name for p in (tmp_path / "ours").glob("model-*.safetensors")) == files
+    back = type(theirs).from_pretrained(tmp_path / "ours").eval()
+    again = Encoder.from_pretrained(tmp_path / "ours").eval()
+    ids, mask = padded_batch(101, LENGTHS)
+    with torch.no_grad():
+        assert torch.equal(back(input_ids=ids, attention_mask=mask).logits, theirs(input_ids=ids, attention_mask=mask).logits)
+        assert torch.equal(again(ids, mask), ours.eval()(ids, mask))
