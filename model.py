@@ -244,17 +244,22 @@ class Encoder(nn.Module):
 
     @classmethod
     def from_pretrained(cls, directory, dtype=torch.float32, **overrides):
-        """Load a Hugging Face checkpoint directory (xlm-roberta, roberta or bert); `overrides` replace
-        config fields that do not change the weights' shapes (dropout, attention_dropout)."""
+        """Load a Hugging Face checkpoint directory (xlm-roberta, xlm-roberta-xl, roberta or bert);
+        `overrides` replace config fields that do not change the weights' shapes (dropout,
+        attention_dropout). The model is built on the meta device and filled file by file (shard by
+        shard) in `dtype`: no second copy of the weights is ever held."""
         directory = Path(directory)
         config = replace(Config.from_directory(directory), **overrides)
-        state = weights.normalise_keys(weights.load_checkpoint_weights(directory))
-        if not config.pre_norm and weights.pre_norm_weights(state):  # XXL's config.json says xlm-roberta
+        files = weights.checkpoint_files(directory)
+        shapes = weights.checkpoint_shapes(files)
+        if not config.pre_norm and weights.pre_norm_weights(shapes):  # XXL's config.json says xlm-roberta
             config = replace(config, model_type="xlm-roberta-xl")
-        pooler, lm_head = weights.checkpoint_modules(state, config.is_bert)
-        model = cls(config, pooler=pooler, lm_head=lm_head)
-        model.load_hf_state_dict(state, source=directory)
-        return model.to(dtype)
+        pooler, lm_head = weights.checkpoint_modules(shapes, config.is_bert)
+        with torch.device("meta"):
+            model = cls(config, pooler=pooler, lm_head=lm_head)
+        model = model.to(dtype).to_empty(device="cpu")
+        weights.stream_state(model, config, files, shapes, directory)
+        return model
 
     def load_hf_state_dict(self, state, source="state dict"):
         """Copy Hugging Face-named tensors into this encoder: every key accounted for, every shape checked."""

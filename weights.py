@@ -156,39 +156,53 @@ def check_finite(tensors, path):
     """Refuse a file with a NaN or an infinity in a floating-point tensor, naming the tensor: such
     weights make every loss NaN from the first step (one pass over the values, cheap next to reading them)."""
     for name, tensor in tensors.items():
-        if isinstance(tensor, torch.Tensor) and tensor.is_floating_point() and not torch.isfinite(tensor).all():
+        if isinstance(tensor, torch.Tensor) and tensor.is_floating_point() and not all(
+                torch.isfinite(chunk).all() for chunk in tensor.reshape(-1).split(1 << 22)):  # in chunks: no tensor-sized temporary
             nan, total = int(torch.isnan(tensor).sum()), tensor.numel()
             raise CheckpointError(f"{path}: tensor {name} is not finite ({nan} NaN, {int(torch.isinf(tensor).sum())} infinite of "
                                   f"{total} values): the file is damaged or was saved from a diverged run; use another checkpoint")
     return tensors
 
 
-def load_checkpoint_weights(directory):
-    """All weights of a Hugging Face checkpoint directory: single file or sharded with an index."""
+def checkpoint_files(directory):
+    """The weight files of a Hugging Face checkpoint directory, in order: the shards its index
+    names (model.safetensors.index.json or pytorch_model.bin.index.json), or its single file."""
     directory = Path(directory)
     for index_name in ("model.safetensors.index.json", "pytorch_model.bin.index.json"):
         index_path = directory / index_name
         if index_path.exists():
             try:
                 weight_map = json.loads(index_path.read_text())["weight_map"]
-            except (json.JSONDecodeError, KeyError, TypeError) as e:
+                shards = sorted(set(weight_map.values()))
+            except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as e:
                 raise CheckpointError(f"{index_path}: not a valid shard index ({e!r})") from None
-            state = {}
-            for shard in sorted(set(weight_map.values())):
-                shard_path = directory / shard
-                if Path(shard).name != shard or not shard_path.exists():
+            for shard in shards:
+                if not isinstance(shard, str) or Path(shard).name != shard or not (directory / shard).is_file():
                     raise CheckpointError(f"{index_path}: shard {shard!r} is not a file in {directory}")
-                state.update(load_weight_file(shard_path))
-            missing = sorted(set(weight_map) - set(state))
+            found = {key for shard in shards for key in tensor_shapes(directory / shard)}
+            missing = sorted(set(weight_map) - found)
             if missing:
                 raise CheckpointError(f"{index_path}: keys listed in the index are in no shard: {', '.join(missing[:10])}")
-            return state
+            return [directory / shard for shard in shards]
     for name in ("model.safetensors", "pytorch_model.bin"):
         if (directory / name).exists():
-            return load_weight_file(directory / name)
+            return [directory / name]
     raise CheckpointError(
         f"{directory}: no weights found (looked for model.safetensors, model.safetensors.index.json, "
         "pytorch_model.bin, pytorch_model.bin.index.json)")
+
+
+def tensor_shapes(path):
+    """{name: shape} of a weight file: a safetensors header, read without its tensors; a .bin file's tensors."""
+    path = Path(path)
+    if path.suffix == ".safetensors":
+        return {name: tuple(entry[1]) for name, entry in read_safetensors_header(path)[0].items()}
+    return {name: tuple(tensor.shape) for name, tensor in load_torch_bin(path).items()}
+
+
+def checkpoint_shapes(files):
+    """{normalised name: shape} over a checkpoint's files (checkpoint_files)."""
+    return normalise_keys({name: shape for path in files for name, shape in tensor_shapes(path).items()})
 
 
 # config.json's fields this encoder reads: (type, smallest value, value must be below)
@@ -352,25 +366,48 @@ def load_state(module, config, state, source="state dict"):
     """Copy Hugging Face-named tensors into an encoder `module` of model.Config `config`: every key
     accounted for, every shape checked."""
     state = normalise_keys(state)
+    names = check_names(module.state_dict(), config, {key: tuple(t.shape) for key, t in state.items()}, source)
+    copy_in(module.state_dict(), names, state, source)
+
+
+def stream_state(module, config, files, shapes, source):
+    """load_state, file by file: a checkpoint's files (checkpoint_files) read one at a time and
+    copied into `module`, which may hold another dtype than the files; `shapes` (checkpoint_shapes)
+    are checked first. No more than one file's tensors are held beside the module's."""
     params = module.state_dict()
+    names = check_names(params, config, shapes, source)
+    for path in files:
+        copy_in(params, names, normalise_keys(load_weight_file(path)), source)
+
+
+def check_names(params, config, shapes, source):
+    """{our key: Hugging Face key} for an encoder's `params`, refusing a checkpoint (`shapes`:
+    {Hugging Face key: shape}) with a key missing, one unexpected, or a shape that disagrees."""
     names = hf_names(params, config.is_bert, config.pre_norm)
-    missing = [theirs for theirs in names.values() if theirs not in state]
-    unexpected = [k for k in state if k not in names.values() and not IGNORED_KEYS.fullmatch(k)]
+    missing = [theirs for theirs in names.values() if theirs not in shapes]
+    unexpected = [k for k in shapes if k not in names.values() and not IGNORED_KEYS.fullmatch(k)]
     if missing or unexpected:
         raise CheckpointError(
             f"{source}: the weights do not match config.json ({config.model_type}, {config.num_layers} layers)\n"
             f"  missing ({len(missing)}): {', '.join(missing[:20])}{' ...' if len(missing) > 20 else ''}\n"
             f"  unexpected ({len(unexpected)}): {', '.join(unexpected[:20])}{' ...' if len(unexpected) > 20 else ''}")
-    wrong = [f"{theirs}: file {tuple(state[theirs].shape)}, config expects {tuple(params[ours].shape)}"
-             for ours, theirs in names.items() if state[theirs].shape != params[ours].shape]
+    wrong = [f"{theirs}: file {tuple(shapes[theirs])}, config expects {tuple(params[ours].shape)}"
+             for ours, theirs in names.items() if tuple(shapes[theirs]) != tuple(params[ours].shape)]
     if wrong:
         raise CheckpointError(f"{source}: tensor shapes disagree with config.json:\n  " + "\n  ".join(wrong[:20]))
+    return names
+
+
+def copy_in(params, names, part, source):
+    """Copy the tensors of `part` ({Hugging Face key: tensor}) that `names` maps into `params`."""
+    theirs_to_ours = {theirs: ours for ours, theirs in names.items()}
     with torch.no_grad():
-        for ours, theirs in names.items():
-            params[ours].copy_(state[theirs])
+        for theirs, tensor in part.items():
+            if theirs in theirs_to_ours:
+                params[theirs_to_ours[theirs]].copy_(tensor)
     word = params["embeddings.word.weight"]
     for decoder in ("lm_head.decoder.weight", "cls.predictions.decoder.weight"):
-        if "lm_head.bias" in params and decoder in state and not torch.equal(state[decoder].to(word), word):
+        if "lm_head.bias" in params and decoder in part and not torch.equal(part[decoder].to(word), word):
             warnings.warn(f"{source}: {decoder} differs from the word embeddings; minxlt ties the two and uses the embeddings")
 
 

@@ -1,0 +1,69 @@
+"""Peak memory while loading a sharded checkpoint: Encoder.from_pretrained builds the model on the
+meta device and fills it shard by shard, in the dtype the run trains in, so a process should never
+hold more than the model plus one shard. This measures it on a random XLM-R XL-layout checkpoint
+(pre-LN) of several hundred MB, written in shards, each load in a fresh process:
+
+    python bench_load.py                       # ~800 MB in float32, 200 MB shards
+    python bench_load.py --hidden 2048 --layers 8 --shard-mb 500
+
+Memory is the process's resident set (Linux /proc/self/status: VmHWM, the peak, less VmRSS before
+loading, once the kernels a load runs are paged in), file pages mapped from the shards included.
+"""
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import torch
+
+MB = 2 ** 20
+
+
+def child(directory, dtype):
+    """In a fresh process: load, and print the peak resident memory the load added, in bytes."""
+    from model import Encoder
+    status = lambda key: int(next(line.split()[1] for line in open("/proc/self/status") if line.startswith(key + ":"))) * 1024
+    warm = torch.zeros(1 << 20)  # the kernels a load runs, their code paged in before measuring
+    torch.isfinite(warm).all(), torch.zeros(1 << 20, dtype=getattr(torch, dtype)).copy_(warm)
+    del warm
+    before = status("VmRSS")
+    model = Encoder.from_pretrained(directory, dtype=getattr(torch, dtype))
+    size = sum(p.numel() * p.element_size() for p in model.parameters())
+    print(json.dumps({"added": status("VmHWM") - before, "model": size}))
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--hidden", type=int, default=1024)
+    p.add_argument("--layers", type=int, default=12)
+    p.add_argument("--vocab", type=int, default=50000)
+    p.add_argument("--shard-mb", type=int, default=200)
+    p.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.child:
+        return child(*args.child)
+    from model import Config, Encoder
+    config = Config(vocab_size=args.vocab, hidden_size=args.hidden, num_layers=args.layers, num_heads=args.hidden // 64,
+                    ffn_size=4 * args.hidden, model_type="xlm-roberta-xl")
+    with tempfile.TemporaryDirectory() as folder:
+        torch.manual_seed(0)
+        Encoder(config, lm_head=True).save_pretrained(folder, shard_bytes=args.shard_mb * MB)
+        shards = sorted(Path(folder).glob("model-*.safetensors"))
+        largest = max(s.stat().st_size for s in shards)
+        total = sum(s.stat().st_size for s in shards)
+        print(f"checkpoint: {total / MB:.0f} MB in {len(shards)} shards (largest {largest / MB:.0f} MB), float32, "
+              f"hidden {args.hidden}, {args.layers} pre-LN layers, vocabulary {args.vocab}")
+        print("| load into | model | largest shard | peak added while loading | ratio to model + one shard |")
+        print("|---|---|---|---|---|")
+        for dtype in ("float32", "bfloat16"):
+            done = subprocess.run([sys.executable, __file__, "--child", folder, dtype], capture_output=True, text=True, check=True)
+            got = json.loads(done.stdout.strip().splitlines()[-1])
+            bound = got["model"] + largest
+            print(f"| {dtype} | {got['model'] / MB:.0f} MB | {largest / MB:.0f} MB | {got['added'] / MB:.0f} MB | "
+                  f"{got['added'] / bound:.2f} |")
+
+
+if __name__ == "__main__":
+    main()
