@@ -121,7 +121,7 @@ def test_the_table_is_numpys_mean_and_sample_std(finished):
     row = next(r for r in rows if r["run"] == "zero-shot" and r["language"] == "de")
     assert float(row["paper"]) == 80.0 and float(row["difference"]) == pytest.approx(float(row["mean"]) - 80.0, abs=0.011)
     table = (out / "table.md").read_text()
-    assert "zero-shot (2 seeds) | paper | Δ" in table
+    assert "zero-shot (2 seeds) | paper | Δ" in table and (out / "table.png").read_bytes()[:4] == b"\x89PNG"
     text, oracle = table.index("sees the target text alone"), table.index("sees the task's parallel source-language text")
     assert text < table.index("xeroalign (2 seeds)") < oracle < table.index("translate-test (2 seeds)")  # grouped by test input
 
