@@ -71,12 +71,13 @@ def test_word_labels(tmp_path, tiny_model_dir, xl_model_dir, layout):
     assert torch.allclose(mine, output.logits, atol=1e-5) and config.id2label[1] == info["labels"][1]
 
 
-def test_answer_spans(tmp_path, tiny_model_dir):
+@pytest.mark.parametrize("layout", ["xlm-roberta", "xlm-roberta-xl"])
+def test_answer_spans(tmp_path, tiny_model_dir, xl_model_dir, layout):
     from test_qa import PEOPLE, write_squad
     articles = [("Article 0", PEOPLE * 2), ("Article 1", PEOPLE), ("Article 6", PEOPLE[1:3]), ("Article 7", PEOPLE)]
     for lang in ("en", "de"):
         write_squad(tmp_path, lang, articles)
-    train.main(["--model", str(tiny_model_dir), *COMMON, "--task", "xquad", "--data", str(tmp_path), "--max-length", "40",
+    train.main(["--model", str(tiny_model_dir if layout == "xlm-roberta" else xl_model_dir), *COMMON, "--task", "xquad", "--data", str(tmp_path), "--max-length", "40",
                 "--doc-stride", "6", "--method", "zero-shot", "--out", str(tmp_path / "run")])
     mine, output, _, _ = round_trip(tmp_path / "run" / "best", "AutoModelForQuestionAnswering", TEXTS)
     assert torch.allclose(mine[..., 0], output.start_logits, atol=1e-5) and torch.allclose(mine[..., 1], output.end_logits, atol=1e-5)

@@ -22,14 +22,23 @@ def xl_dir(tiny_model_dir, tmp_path_factory):
     return directory
 
 
-@pytest.mark.parametrize("method,level", [("zero-shot", "sentence"), ("zero-shot", "word"), ("translate-train", "sentence"),
-                                          ("translate-test", "sentence"), ("xeroalign", "sentence"), ("xeroalign", "word"),
-                                          ("filter", "sentence"), ("filter", "word"), ("xmixup", "sentence"),
-                                          ("xmixup-in-attention", "sentence"), ("contrastive", "sentence"), ("unicoder", "sentence")])
+CASES = [(method, level) for level, methods in {
+    "sentence": ["zero-shot", "translate-train", "translate-test", "xeroalign", "filter", "xmixup", "xmixup-in-attention",
+                 "contrastive", "unicoder"],
+    "word": ["zero-shot", "translate-train", "xeroalign", "filter", "unicoder"],  # X-Mixup's word labels need a labeller (test_mixup)
+    "span": ["zero-shot", "translate-train", "xeroalign", "filter", "xmixup", "unicoder"]}.items() for method in methods]
+
+
+@pytest.mark.parametrize("method,level", CASES)
 def test_every_method_trains_tests_and_exports_on_a_pre_ln_encoder(tmp_path, xl_dir, method, level):
     out = tmp_path / "run"
     extra = {"contrastive": ["--sa-steps", "1"], "xmixup-in-attention": ["--mixup-variant", "in-attention"]}.get(method, [])
-    train.main(["--model", str(xl_dir), *COMMON, *LEVELS[level], "--method", method.split("-in-")[0], "--out", str(out)] + extra)
+    if level == "span":  # a small XQuAD-layout folder, parallel, so that the target has translations
+        from test_qa import PEOPLE, write_squad
+        for lang in ("en", "de"):
+            write_squad(tmp_path, lang, [("Article 0", PEOPLE * 2), ("Article 1", PEOPLE), ("Article 6", PEOPLE[1:3]), ("Article 7", PEOPLE)])
+        extra += ["--task", "xquad", "--data", str(tmp_path), "--max-length", "40", "--doc-stride", "6"]
+    train.main(["--model", str(xl_dir), *COMMON, *LEVELS.get(level, []), "--method", method.split("-in-")[0], "--out", str(out)] + extra)
     config = json.loads((out / "best" / "config.json").read_text())
     assert config["model_type"] == "xlm-roberta-xl" and "encoder.LayerNorm.weight" in (out / "best" / "model.safetensors").read_bytes().decode("latin-1")
     if method == "unicoder":  # an encoder with its XL masked-LM head
