@@ -481,7 +481,7 @@ def plot(experiment, columns, path):
         return False
     keys = [key for key in rows_of(experiment, columns) if key != "average, as the paper's"]
     drawn = [c for c in columns if c.seeds]
-    figure, axes = plt.subplots(figsize=(max(7, 0.5 * len(keys) * max(1, len(drawn) / 2)), 5))
+    figure, axes = plt.subplots(figsize=(min(24, max(7, 0.5 * len(keys) * max(1, len(drawn) / 2))), 6))
     width = 0.8 / max(1, len(drawn))
     for i, c in enumerate(drawn):
         x = [k + i * width for k in range(len(keys))]
