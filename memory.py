@@ -21,21 +21,24 @@ def count_parameters(config, freeze_embeddings=False):
     return total, total - frozen
 
 
-def plan(config, processes, amp="none", freeze_embeddings=False, device_memory=80 * GB):
-    """{name: bytes per process} under DDP, the same sharded over the processes, and whether each fits `device_memory`."""
+def plan(config, processes, amp="none", freeze_embeddings=False, device_memory=80 * GB, teacher=False):
+    """{name: bytes per process} under DDP, the same sharded over the processes, and whether each
+    fits `device_memory`; `teacher`: a float32 teacher model of the same size on every process (--teacher)."""
     total, trainable = count_parameters(config, freeze_embeddings)
     ddp = {"parameters": 4 * total, "gradients": 4 * trainable, "AdamW moments": 8 * trainable}
+    if teacher:
+        ddp["the teacher"] = 4 * total
     if processes > 1:
         ddp["DDP's gradient buckets"] = 4 * trainable
-    sharded = {name: (4 * total if name == "parameters" else size) / processes for name, size in ddp.items()
+    sharded = {name: size if name == "the teacher" else size / processes for name, size in ddp.items()
                if name != "DDP's gradient buckets"}
     return {"parameters_count": total, "trainable": trainable, "ddp": ddp, "sharded": sharded,
             "fits": sum(ddp.values()) <= device_memory, "fits_sharded": sum(sharded.values()) <= device_memory}
 
 
-def report(name, config, processes, amp, freeze_embeddings, device_memory):
+def report(name, config, processes, amp, freeze_embeddings, device_memory, teacher=False):
     """The plan as the lines train.py --dry-run prints."""
-    p = plan(config, processes, amp, freeze_embeddings, device_memory)
+    p = plan(config, processes, amp, freeze_embeddings, device_memory, teacher)
     compute = {"none": "float32", "bf16": "bf16 (autocast)", "fp16": "fp16 (autocast)", "auto": "as --amp auto chooses"}[amp]
     parts = lambda sizes: ", ".join(f"{part} {size / GB:.1f} GB" for part, size in sizes.items())
     lines = [f"memory plan: {name}, {p['parameters_count'] / 1e9:.2f} B parameters ({p['trainable'] / 1e9:.2f} B trained), "
@@ -68,4 +71,5 @@ def dry_run(args, model_dir):
     import os
     processes = args.processes or int(os.environ.get("WORLD_SIZE", "1"))
     config = Config.from_directory(model_dir)
-    print(report(args.model or "the default model", config, processes, args.amp, args.freeze_embeddings, device_memory(args.device_memory)))
+    print(report(args.model or "the default model", config, processes, args.amp, args.freeze_embeddings,
+                 device_memory(args.device_memory), teacher=bool(args.teacher)))

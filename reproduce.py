@@ -47,8 +47,9 @@ HERE = Path(__file__).resolve().parent
 RESERVED = {"--method", "--task", "--data", "--model", "--seed", "--out", "--test-input", "--resume", "--overwrite"}
 FIELDS = {"title", "about", "task", "data", "model", "metric", "seeds", "flags", "paper", "runs"}
 RUN_FIELDS = {"name", "method", "test_input", "flags", "evaluate", "paper", "paper_row", "paper_table", "note"}
-MODEL_OF = re.compile(r"\{([a-z0-9][a-z0-9_.-]*)\}")  # "{filter}" in a run's flags: the best model of run filter, of the same seed
-EVALUATE_FLAGS = {"--split", "--test-translations", "--batch-size", "--max-length"}  # what an "evaluate" run may add
+MODEL_OF = re.compile(r"\{(?!lang\})([a-z0-9][a-z0-9_.-]*)\}")  # "{filter}" in a run's flags: run filter's best model, same seed ({lang} is a path's)
+PER_RUN = {"--teacher-cache": "a file each run writes for itself", "--source-lang": "the experiment's, in its top-level flags"}
+EVALUATE_FLAGS = {"--test-translations", "--batch-size", "--max-length"}  # what an "evaluate" run may add
 
 
 @dataclass
@@ -87,8 +88,13 @@ class Experiment:
 
     @property
     def source(self):
-        given = self.flags[self.flags.index("--source-lang") + 1] if "--source-lang" in self.flags[:-1] else None
-        return given or tasks.LAYOUTS[self.task].source
+        """The source language: the top-level flags' --source-lang (either form), else the task's."""
+        for i, flag in enumerate(self.flags):
+            if flag.startswith("--source-lang="):
+                return flag.split("=", 1)[1]
+            if flag == "--source-lang" and i + 1 < len(self.flags):
+                return self.flags[i + 1]
+        return tasks.LAYOUTS[self.task].source
 
 
 def refuse(path, where, problem):
@@ -142,9 +148,14 @@ def check_fields(path, where, spec, known, required):
 def check_flags(path, where, given):
     if not (isinstance(given, list) and all(isinstance(flag, str) for flag in given)):
         refuse(path, where, f"a list of strings (command-line flags), not {given!r}")
-    reserved = sorted(RESERVED & {flag.split("=", 1)[0] for flag in given})
+    named = {flag.split("=", 1)[0] for flag in given}
+    reserved = sorted(RESERVED & named)
     if reserved:
         refuse(path, where, f"{reserved[0]} is set by reproduce.py (from the file's task, data, model, seeds and runs)")
+    shared = sorted(named & set(PER_RUN) - ({"--source-lang"} if where == "flags" else set()))
+    if shared:
+        refuse(path, where, f"{shared[0]} cannot be given here: it is {PER_RUN[shared[0]]} (every seed's run would share it)"
+               if shared[0] == "--teacher-cache" else f"{shared[0]} is {PER_RUN[shared[0]]}: every column must have the same source")
     return list(given)
 
 

@@ -1005,10 +1005,12 @@ def tydiqa_split(question, context):
 
 
 def numbered_questions(examples):
-    """The English training questions of TyDiQA-GoldP, each id prefixed with the question's place
-    in the file: the one training file read with repeated ids (see tydiqa_split), since XTREME
-    writes it so. The dev questions drawn from it are predicted and scored by these ids."""
-    return [replace(e, id=f"{n}-{e.id}") for n, e in enumerate(examples)]
+    """The English training questions of TyDiQA-GoldP, the one training file read with repeated
+    ids (see tydiqa_split), since XTREME writes it so: where ids repeat, each is prefixed with
+    the question's place in the file, so that the dev questions drawn from it are predicted and
+    scored by unique ids. Translations pair with them by id only where the ids were unique."""
+    ids = [e.id for e in examples]
+    return examples if len(set(ids)) == len(ids) else [replace(e, id=f"{n}-{e.id}") for n, e in enumerate(examples)]
 
 
 class Tydiqa(Layout):

@@ -406,8 +406,9 @@ def copy_in(params, names, part, source):
             if theirs in theirs_to_ours:
                 params[theirs_to_ours[theirs]].copy_(tensor)
     word = params["embeddings.word.weight"]
-    for decoder in ("lm_head.decoder.weight", "cls.predictions.decoder.weight"):
-        if "lm_head.bias" in params and decoder in part and not torch.equal(part[decoder].to(word), word):
+    embeddings = names.get("embeddings.word.weight")
+    for decoder in ("lm_head.decoder.weight", "cls.predictions.decoder.weight"):  # compared where the embeddings are in the same file
+        if "lm_head.bias" in params and decoder in part and embeddings in part and not torch.equal(part[decoder].to(word), word):
             warnings.warn(f"{source}: {decoder} differs from the word embeddings; minxlt ties the two and uses the embeddings")
 
 

@@ -24,6 +24,7 @@ def test_counts_are_the_real_models():
     p = memory.plan(config, 4)
     assert p["ddp"] == {"parameters": 4 * total, "gradients": 4 * total, "AdamW moments": 8 * total, "DDP's gradient buckets": 4 * total}
     assert p["sharded"] == {"parameters": total, "gradients": total, "AdamW moments": 2 * total}
+    assert memory.plan(config, 4, teacher=True)["ddp"]["the teacher"] == 4 * total  # FILTER's self-teaching keeps one per process
 
 
 def dry_run(tmp_path, config, *args):

@@ -222,3 +222,17 @@ def test_a_run_reads_another_runs_model_of_the_same_seed(tmp_path, tiny_model_di
     assert "filter-st: (the paper's numbers: Nobody's Table 2, '+ ST')" in reproduce.markdown(experiment, reproduce.read_scores(experiment, tmp_path / "out"))
     runs[1]["flags"] = ["--teacher", "{filtre}"]
     assert "runs[1].flags: {filtre} is not the name of a trained run before it (filter)" in bad(tmp_path, tiny_model_dir, runs=runs)
+
+
+def test_flags_that_would_make_seeds_or_columns_share_a_setting_are_refused(tmp_path, tiny_model_dir):
+    assert "runs[1].flags: --teacher-cache cannot be given here: it is a file each run writes for itself" in bad(
+        tmp_path, tiny_model_dir, runs=runs_with({"name": "x", "method": "filter", "test_input": "oracle", "flags": ["--teacher-cache", "t.pt"]}))
+    assert "runs[1].flags: --source-lang is the experiment's, in its top-level flags" in bad(
+        tmp_path, tiny_model_dir, runs=runs_with({"name": "x", "method": "zero-shot", "test_input": "text", "flags": ["--source-lang=de"]}))
+    assert "--split: an evaluation takes only" in bad(tmp_path, tiny_model_dir, runs=runs_with(
+        {"name": "tt", "evaluate": "zero-shot", "method": "translate-test", "test_input": "oracle", "flags": ["--split", "dev"]}))
+    for given in (["--source-lang", "de"], ["--source-lang=de"]):
+        assert reproduce.load_experiment(experiment_file(tmp_path, tiny_model_dir, flags=STEPS + given)).source == "de"
+    runs = runs_with({"name": "tt", "evaluate": "zero-shot", "method": "translate-test", "test_input": "translation",
+                      "flags": ["--test-translations", "tt/test-{lang}-en.tsv"]})  # a path's {lang} is no run
+    assert reproduce.load_experiment(experiment_file(tmp_path, tiny_model_dir, runs=runs)).runs[1].needs == ["zero-shot"]
