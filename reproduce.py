@@ -1,10 +1,10 @@
 """A paper's table in one command: every run of an experiment file, for every seed, through
 torchrun, then the mean and standard deviation over seeds beside the paper's numbers.
 
-    python reproduce.py experiments/sib200.json --data ../shared/data/sib200   # runs, then the table
+    python reproduce.py experiments/sib-200.json --data ../shared/data/sib200   # runs, then the table
     python reproduce.py experiments/filter-xnli.json --nproc-per-node 8        # 8 GPUs per run
     python reproduce.py experiments/filter-xnli.json --dry-run                 # the runs and their commands
-    python reproduce.py experiments/sib200.json --report                       # the table of the runs there are
+    python reproduce.py experiments/sib-200.json --report                       # the table of the runs there are
 
 An experiment file (experiments/*.json) names the task, data and model, the seeds, the flags every
 run gets, and the runs: a method with its test input and flags, or an evaluation of another run's

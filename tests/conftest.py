@@ -100,3 +100,14 @@ def make_method(name, run, *given):
     from flags import METHODS
     settings, run = flags.resolve(flags.parse(["--method", name, "--max-length", str(run.max_length), *given]), run)
     return METHODS[name](settings, run)
+
+
+@pytest.fixture(scope="session")
+def xl_model_dir(tiny_model_dir, tmp_path_factory):
+    """The tiny model in XLM-R XL's pre-LN layout (random weights, the same tokenizer)."""
+    from model import Config, Encoder
+    directory = tmp_path_factory.mktemp("tiny-xl")
+    (directory / "sentencepiece.bpe.model").write_bytes((tiny_model_dir / "sentencepiece.bpe.model").read_bytes())
+    torch.manual_seed(1)
+    Encoder(Config(**{**Config.from_directory(tiny_model_dir).__dict__, "model_type": "xlm-roberta-xl"})).save_pretrained(directory)
+    return directory

@@ -25,16 +25,6 @@ def bert_model_dir(tiny_model_dir, tmp_path_factory):
     return directory
 
 
-@pytest.fixture(scope="module")
-def xl_model_dir(tiny_model_dir, tmp_path_factory):
-    """The tiny model in XLM-R XL's pre-LN layout."""
-    directory = tmp_path_factory.mktemp("tiny-xl")
-    (directory / "sentencepiece.bpe.model").write_bytes((tiny_model_dir / "sentencepiece.bpe.model").read_bytes())
-    torch.manual_seed(1)
-    Encoder(Config(**{**Config.from_directory(tiny_model_dir).__dict__, "model_type": "xlm-roberta-xl"})).save_pretrained(directory)
-    return directory
-
-
 def round_trip(best, auto_class, texts):
     """(ours, theirs): the logits of minxlt's Classifier and of transformers' task model on `texts`."""
     ours, tokenizer, info = Classifier.load(best)

@@ -387,6 +387,13 @@ def sib200_copy(tmp_path, langs=("eng_Latn", "deu_Latn")):
     return tmp_path / "sib200"
 
 
+def xsid_copy(tmp_path):
+    import shutil
+    (tmp_path / "xsid").mkdir()
+    for name in ("en.valid.conll", "en.test.conll", "de.valid.conll", "de.test.conll"):
+        shutil.copy(SHARED_DATA / "xsid" / name, tmp_path / "xsid" / name)
+
+
 def edit_line(path, number, change):
     lines = path.read_text(encoding="utf-8").split("\n")
     lines[number - 1] = change(lines[number - 1])
@@ -468,10 +475,7 @@ def test_an_empty_split_names_its_file(tmp_path, tiny_model_dir):
 
 @needs_shared
 def test_conll_sentences_named_by_id_give_their_line(tmp_path, tiny_model_dir):
-    import shutil
-    (tmp_path / "xsid").mkdir()
-    for name in ("en.valid.conll", "en.test.conll", "de.valid.conll", "de.test.conll"):
-        shutil.copy(SHARED_DATA / "xsid" / name, tmp_path / "xsid" / name)
+    xsid_copy(tmp_path)
     path = tmp_path / "xsid" / "de.test.conll"
     lines = path.read_text(encoding="utf-8").split("\n")
     number = [n for n, line in enumerate(lines, 1) if line.startswith("# id")][5]
@@ -486,10 +490,7 @@ def test_conll_sentences_named_by_id_give_their_line(tmp_path, tiny_model_dir):
 
 @needs_shared
 def test_an_i_tag_that_starts_a_span_is_said_with_its_line_and_read_as_conlleval_reads_it(tmp_path, tiny_model_dir):
-    import shutil
-    (tmp_path / "xsid").mkdir()
-    for name in ("en.valid.conll", "en.test.conll", "de.valid.conll", "de.test.conll"):
-        shutil.copy(SHARED_DATA / "xsid" / name, tmp_path / "xsid" / name)
+    xsid_copy(tmp_path)
     path = tmp_path / "xsid" / "de.test.conll"
     lines = path.read_text(encoding="utf-8").split("\n")
     number = next(n for n, line in enumerate(lines, 1) if line.count("\t") == 3 and line.split("\t")[3].startswith("B-")

@@ -3,23 +3,13 @@ trained, tested and exported, a run resumed and evaluated again."""
 import json
 
 import pytest
-import torch
 
 import evaluate
 import train
-from model import Classifier, Config, Encoder
+from model import Classifier, Encoder
 
 COMMON = ["--target-langs", "de", "--batch-size", "8", "--max-steps", "2", "--eval-every", "2", "--no-alignment"]
 LEVELS = {"sentence": ["--task", "demo"], "word": ["--task", "demo-slots"]}
-
-
-@pytest.fixture(scope="module")
-def xl_dir(tiny_model_dir, tmp_path_factory):
-    directory = tmp_path_factory.mktemp("tiny-xl")
-    (directory / "sentencepiece.bpe.model").write_bytes((tiny_model_dir / "sentencepiece.bpe.model").read_bytes())
-    torch.manual_seed(1)
-    Encoder(Config(**{**Config.from_directory(tiny_model_dir).__dict__, "model_type": "xlm-roberta-xl"})).save_pretrained(directory)
-    return directory
 
 
 CASES = [(method, level) for level, methods in {
@@ -30,7 +20,7 @@ CASES = [(method, level) for level, methods in {
 
 
 @pytest.mark.parametrize("method,level", CASES)
-def test_every_method_trains_tests_and_exports_on_a_pre_ln_encoder(tmp_path, xl_dir, method, level):
+def test_every_method_trains_tests_and_exports_on_a_pre_ln_encoder(tmp_path, xl_model_dir, method, level):
     out = tmp_path / "run"
     extra = {"contrastive": ["--sa-steps", "1"], "xmixup-in-attention": ["--mixup-variant", "in-attention"]}.get(method, [])
     if level == "span":  # a small XQuAD-layout folder, parallel, so that the target has translations
@@ -38,7 +28,7 @@ def test_every_method_trains_tests_and_exports_on_a_pre_ln_encoder(tmp_path, xl_
         for lang in ("en", "de"):
             write_squad(tmp_path, lang, [("Article 0", PEOPLE * 2), ("Article 1", PEOPLE), ("Article 6", PEOPLE[1:3]), ("Article 7", PEOPLE)])
         extra += ["--task", "xquad", "--data", str(tmp_path), "--max-length", "40", "--doc-stride", "6"]
-    train.main(["--model", str(xl_dir), *COMMON, *LEVELS.get(level, []), "--method", method.split("-in-")[0], "--out", str(out)] + extra)
+    train.main(["--model", str(xl_model_dir), *COMMON, *LEVELS.get(level, []), "--method", method.split("-in-")[0], "--out", str(out)] + extra)
     config = json.loads((out / "best" / "config.json").read_text())
     assert config["model_type"] == "xlm-roberta-xl" and "encoder.LayerNorm.weight" in (out / "best" / "model.safetensors").read_bytes().decode("latin-1")
     if method == "unicoder":  # an encoder with its XL masked-LM head
@@ -50,8 +40,8 @@ def test_every_method_trains_tests_and_exports_on_a_pre_ln_encoder(tmp_path, xl_
     assert model.encoder.config.pre_norm
 
 
-def test_a_pre_ln_run_resumes_to_the_same_losses_and_evaluates(tmp_path, xl_dir):
-    argv = ["--model", str(xl_dir), *COMMON, "--max-steps", "4", "--log-every", "1", "--method", "xeroalign"]
+def test_a_pre_ln_run_resumes_to_the_same_losses_and_evaluates(tmp_path, xl_model_dir):
+    argv = ["--model", str(xl_model_dir), *COMMON, "--max-steps", "4", "--log-every", "1", "--method", "xeroalign"]
     train.main(argv + ["--out", str(tmp_path / "whole")])
     train.main(argv + ["--out", str(tmp_path / "split"), "--stop-at", "2"])
     train.main(argv + ["--out", str(tmp_path / "split"), "--resume"])

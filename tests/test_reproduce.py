@@ -192,7 +192,7 @@ def test_every_experiment_file_loads_and_lists_its_runs(path, capsys, tmp_path):
     assert experiment.runs and experiment.seeds
     if experiment.paper:
         assert any(run.paper for run in experiment.runs) and "Table" in experiment.paper["table"]
-    data = ["--data", str(SHARED)] if path.stem == "sib200" and SHARED.is_dir() else []
+    data = ["--data", str(SHARED)] if path.stem == "sib-200" and SHARED.is_dir() else []
     reproduce.main([str(path), "--dry-run", "--out", str(tmp_path)] + data)
     listed = capsys.readouterr().out
     assert f"{len(experiment.runs) * len(experiment.seeds)} runs" in listed and "torch.distributed.run" in listed
@@ -200,7 +200,7 @@ def test_every_experiment_file_loads_and_lists_its_runs(path, capsys, tmp_path):
 
 @pytest.mark.skipif(not SHARED.is_dir(), reason="needs ../shared/data/sib200 (a sample of SIB-200)")
 def test_the_sib200_file_reads_the_languages_of_its_data_folder():
-    experiment = reproduce.load_experiment(ROOT / "experiments" / "sib200.json", str(SHARED))
+    experiment = reproduce.load_experiment(ROOT / "experiments" / "sib-200.json", str(SHARED))
     reproduce.check_languages(experiment)  # no language named in the file: the folder's are the table's
     assert not any(run.paper for run in experiment.runs)
 
