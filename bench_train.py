@@ -16,11 +16,18 @@ translation) pairs, two texts each. The baseline, transformers' AutoModelForSequ
 noise hits all alike; times are medians over --steps after --warmup steps.
 
 Columns: seconds per step; texts and real (unpadded) tokens per second; the step's memory above
-what the models hold between steps (CUDA; activations and transients); MFU, the FLOPs of the step
+what the models hold between steps (CUDA; activations and transients), and the peak of all the
+device holds (every trainee's weights and optimizer included); MFU, the FLOPs of the step
 as torch.utils.flop_counter counts them over the padded batch, per second, against the GPU's dense
-bf16 peak (--peak-tflops where the GPU is not known). --shapes base or large: XLM-R's shapes with
+bf16 peak (--peak-tflops where the GPU is not known). --shapes base, large or xl: XLM-R's shapes with
 random weights and --model's tokenizer (the bundled one is XLM-R's), for machines without the
-checkpoint. Every other flag is train.py's.
+checkpoint. Every other flag is train.py's; with --shard each method trains sharded (FSDP2) in one
+process, for its cost against the same run unsharded. XL sharded and not, one method at a time
+(each trainee holds its own XL, 56 GB with AdamW):
+
+    for m in translate-train xmixup; do for s in "" --shard; do python bench_train.py --device cuda --shapes xl \
+        --methods $m --no-baseline --amp bf16 --gradient-checkpointing --batch-sizes 32 --max-length 128 \
+        --task sib200 --data ../shared/data/sib200 $s; done; done
 """
 import argparse
 import random
@@ -35,14 +42,16 @@ import data
 import distributed
 import flags
 import hub
+import shard
 import train
 from model import Config, Encoder
 from prepare_default import default_model
 from tokenizer import Tokenizer
 
-SHAPES = {  # XLM-R base and large
+SHAPES = {  # XLM-R base and large, and XLM-R XL (pre-LN)
     "base": dict(hidden_size=768, num_layers=12, num_heads=12, ffn_size=3072),
     "large": dict(hidden_size=1024, num_layers=24, num_heads=16, ffn_size=4096),
+    "xl": dict(hidden_size=2560, num_layers=36, num_heads=32, ffn_size=10240, model_type="xlm-roberta-xl"),
 }
 PEAK_TFLOPS = {"H100": 989, "H200": 989, "A100": 312, "L40S": 362, "A10": 125}  # dense bf16, SXM where there are two
 
@@ -81,7 +90,10 @@ class Trainee:
         self.method = method = flags.METHODS[name](settings, run)
         if method.draws not in ("texts", "translated", "pairs"):
             raise SystemExit(f"--methods: {name} trains on {method.draws} data; this benchmark compares methods on texts and pairs")
-        self.model = method.wrap(train.build_model(settings, method, model_dir, device, 0), []).train()
+        raw = train.build_model(settings, method, model_dir, device, 0)
+        self.model = method.wrap(raw, []).train()
+        if settings.shard:  # in one process: what sharding costs where the model fits (several: train.py under torchrun)
+            shard.wrap(self.model, raw.encoder, method.layers_run_in_parts(self.model), settings.amp)
         self.optimizer = torch.optim.AdamW([p for p in self.model.parameters() if p.requires_grad], lr=1e-5, fused=True)
         self.dtype = train.AUTOCAST[settings.amp]
 
@@ -135,10 +147,10 @@ def sync(device):
 
 
 def measure(trainees, batches, warmup, device, count_flops):
-    """{name: (median seconds, texts, real tokens, step memory in bytes or None, FLOPs or None)} per
-    step, the last four means over the timed steps. FLOPs are counted in an extra, untimed step on
+    """{name: (median seconds, texts, real tokens, step memory in bytes or None, FLOPs or None, peak
+    bytes or None)} per step, the middle four means over the timed steps. FLOPs are counted in an extra, untimed step on
     each timed batch (the counter's own cost would distort the time)."""
-    times, sizes, memory, flops = ({t.name: [] for t in trainees} for _ in range(4))
+    times, sizes, memory, flops, peaks = ({t.name: [] for t in trainees} for _ in range(5))
     for step, pairs in enumerate(batches):
         for t in trainees:
             batch, texts, tokens = t.batch(pairs, step)
@@ -155,13 +167,15 @@ def measure(trainees, batches, warmup, device, count_flops):
             sizes[t.name].append((texts, tokens))
             if device.startswith("cuda"):
                 memory[t.name].append(torch.cuda.max_memory_allocated() - held)
+                peaks[t.name].append(torch.cuda.max_memory_allocated())
             if count_flops:
                 with FlopCounterMode(display=False) as counter:
                     t.step(batch)
                 flops[t.name].append(counter.get_total_flops())
     mean = lambda values: statistics.mean(values) if values else None
     return {name: (statistics.median(times[name]), mean([s[0] for s in sizes[name]]), mean([s[1] for s in sizes[name]]),
-                   max(memory[name]) if memory[name] else None, mean(flops[name])) for name in times}
+                   max(memory[name]) if memory[name] else None, mean(flops[name]), max(peaks[name]) if peaks[name] else None)
+            for name in times}
 
 
 def peak_flops(device, given):
@@ -176,12 +190,12 @@ def peak_flops(device, given):
 def report(results, batch_size, peak, reference):
     """The table of one batch size, and the reference method's throughput against transformers'."""
     print(f"\nbatch {batch_size}")
-    print(f"| method | s/step | texts/s | tokens/s | step memory MB | MFU | time per text vs {reference} |")
-    print("|---|---|---|---|---|---|---|")
+    print(f"| method | s/step | texts/s | tokens/s | step memory MB | peak GB | MFU | time per text vs {reference} |")
+    print("|---|---|---|---|---|---|---|---|")
     base = results.get(reference)
-    for name, (seconds, texts, tokens, memory, flops) in results.items():
+    for name, (seconds, texts, tokens, memory, flops, peak_bytes) in results.items():
         cells = [name, f"{seconds:.4f}", f"{texts / seconds:.1f}", f"{tokens / seconds:.0f}",
-                 f"{memory / 2**20:.0f}" if memory is not None else "-",
+                 f"{memory / 2**20:.0f}" if memory is not None else "-", f"{peak_bytes / 1e9:.1f}" if peak_bytes else "-",
                  f"{100 * flops / seconds / peak:.1f}%" if peak and flops else "-",
                  f"{(seconds / texts) / (base[0] / base[1]):.2f}" if base and name != "transformers" else ""]
         print("| " + " | ".join(cells) + " |")

@@ -25,6 +25,7 @@ from tqdm import tqdm
 import cli
 import data
 import distributed
+import shard
 from weights import CheckpointError, check_finite, load_torch_file
 
 
@@ -303,7 +304,7 @@ class Book:
         self.progress.close()
         settings, state = self.settings, self.state
         if self.run.rank == 0:
-            where = (f"the last checkpoint is {self.out / 'checkpoint.pt'}, of step {state.saved_step}: --resume continues from it"
+            where = (f"the last checkpoint is {self.out / ('checkpoint' if self.settings.shard else 'checkpoint.pt')}, of step {state.saved_step}: --resume continues from it"
                      if state.saved_step is not None else f"no checkpoint was written yet (the first comes at step {settings.save_every})")
             print(f"error: step {state.step}: {problem}: the run is diverging; try a lower --lr (now {settings.lr}), --amp bf16 or "
                   f"none instead of fp16, or --max-grad-norm 1.0; {where}", file=sys.stderr)
@@ -314,35 +315,51 @@ class Book:
     def save_checkpoint(self, core, optimizer, scheduler, scaler):
         """OUT/checkpoint.pt: everything a resumed run needs, every process's RNG state and losses
         since the last log record included; written by rank 0 to a new file that then replaces the
-        old, so that the old one survives a failed write (a full disk)."""
+        old, so that the old one survives a failed write (a full disk). A sharded run's is the folder
+        OUT/checkpoint/ (shard.py): each process writes its shards, rank 0 the rest as state.pt."""
         states, windows = distributed.gather(rng_state()), distributed.gather(self.window.state())
-        state = self.state
-        if self.run.rank == 0:
-            checkpoint = {"model": core.state_dict(), "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
-                          "scaler": scaler.state_dict(), **{k: v for k, v in asdict(state).items() if k != "saved_step"},
-                          "rng": states, "settings": self.settings.as_dict(), "identity": self.identity, "window": windows}
-            tmp, path = self.out / "checkpoint.pt.tmp", self.out / "checkpoint.pt"
-            try:
-                torch.save(checkpoint, tmp)
+        state, rank, sharded = self.state, self.run.rank, shard.sharded(core)
+        rest = {"scheduler": scheduler.state_dict(), "scaler": scaler.state_dict(), **{k: v for k, v in asdict(state).items() if k != "saved_step"},
+                "rng": states, "settings": self.settings.as_dict(), "identity": self.identity, "window": windows}
+        path = self.out / ("checkpoint" if sharded else "checkpoint.pt")
+        tmp = path.with_name(path.name + ".tmp")
+        try:
+            if sharded:
+                shard.save(tmp, core, optimizer, rank)
+                if rank == 0:
+                    torch.save(rest, tmp / "state.pt")
+                shard.commit(tmp, path, rank)
+            elif rank == 0:
+                torch.save(dict(rest, model=core.state_dict(), optimizer=optimizer.state_dict()), tmp)
                 os.replace(tmp, path)
-            except (OSError, RuntimeError) as e:
-                tmp.unlink(missing_ok=True)
-                kept = f"the checkpoint of step {state.saved_step} is whole" if state.saved_step is not None else "no checkpoint is kept"
-                raise OSError(errno.EIO, f"writing the checkpoint failed ({str(e).splitlines()[0]}); {kept}. Is the disk full? "
-                                         "Free some space and continue with --resume", str(path)) from None
+        except (OSError, RuntimeError, shard.CheckpointException) as e:
+            if rank == 0:
+                shutil.rmtree(tmp, ignore_errors=True) if sharded else tmp.unlink(missing_ok=True)
+            kept = f"the checkpoint of step {state.saved_step} is whole" if state.saved_step is not None else "no checkpoint is kept"
+            raise OSError(errno.EIO, f"writing the checkpoint failed ({str(e).strip().splitlines()[0]}); {kept}. Is the disk full? "
+                                     "Free some space and continue with --resume", str(path)) from None
+        if rank == 0:  # the other kind, from a run of the same folder with(out) --shard, is now older
+            stale = self.out / ("checkpoint.pt" if sharded else "checkpoint")
+            shutil.rmtree(stale) if stale.is_dir() else stale.unlink(missing_ok=True)
         state.saved_step = state.step
 
     def save_best(self, model, tokenizer, info):
         """OUT/best: the model alone, with task.json (`info`, and the best step and score), written by
         rank 0 aside and swapped into place, so that a failed write leaves the previous best."""
-        if self.run.rank != 0:
+        sharded = shard.sharded(model) or any(shard.sharded(m) for m in model.modules())
+        if self.run.rank != 0 and not sharded:
             return
         info = dict(info, step=self.state.best_step, **{f"dev_{self.metric}": self.state.best})
         tmp = self.out / "best.tmp"
-        shutil.rmtree(tmp, ignore_errors=True)
+        if self.run.rank == 0:
+            shutil.rmtree(tmp, ignore_errors=True)
         try:
-            model.save(tmp, tokenizer, info)
-            cli.replace_dir(tmp, self.out / "best")
+            if sharded:  # every process gathers each file's tensors in turn (shard.whole); rank 0 writes them
+                model.save(tmp, tokenizer, info, whole=shard.whole, write=self.run.rank == 0)
+            else:
+                model.save(tmp, tokenizer, info)
+            if self.run.rank == 0:
+                cli.replace_dir(tmp, self.out / "best")
         except (OSError, RuntimeError) as e:
             shutil.rmtree(tmp, ignore_errors=True)
             raise OSError(errno.EIO, f"writing the best model failed ({str(e).splitlines()[0]}); the previous one is whole. "
@@ -393,12 +410,18 @@ def run_identity(settings, run, model_dir):
 
 
 def load_checkpoint(out, identity):
-    """OUT/checkpoint.pt, refused unless it was written by this run (the same identity)."""
-    path = out / "checkpoint.pt"
+    """OUT/checkpoint.pt, or a sharded run's OUT/checkpoint/ (its state.pt here; the model and the
+    optimizer when they load, in resume), refused unless it was written by this run (the same identity)."""
+    sharded = (out / "checkpoint").is_dir()
+    path = out / "checkpoint" / "state.pt" if sharded else out / "checkpoint.pt"
     saved = load_torch_file(path, "checkpoint")
-    if not isinstance(saved, dict) or not {"model", "optimizer", "scheduler", "scaler", "step", "rng"} <= set(saved):
+    needed = {"scheduler", "scaler", "step", "rng"} | (set() if sharded else {"model", "optimizer"})
+    if not isinstance(saved, dict) or not needed <= set(saved):
         raise CheckpointError(f"{path}: not a checkpoint written by train.py")
-    check_finite(saved["model"], path)
+    if sharded:
+        saved["sharded"] = out / "checkpoint"
+    else:
+        check_finite(saved["model"], path)
     theirs = saved.get("identity") or {key: saved.get("args", {}).get(key) for key in ("method", "task")}
     different = [f"{key} {theirs[key]!r} there, {identity[key]!r} here" for key in theirs if theirs[key] != identity.get(key)]
     if different:
@@ -409,14 +432,25 @@ def load_checkpoint(out, identity):
 
 def resume(out, saved, core, optimizer, scheduler, scaler, rank, world_size):
     """Load a checkpoint (load_checkpoint) into the model, optimizer, scheduler and scaler, and
-    the RNG states; drop the log's records of later steps, which the resumed run logs again."""
+    the RNG states; drop the log's records of later steps, which the resumed run logs again. A
+    sharded run's checkpoint loads on any number of processes, sharded or not (shard.load)."""
+    path = saved.get("sharded") or out / "checkpoint.pt"
+    if shard.sharded(core) and "sharded" not in saved:
+        raise CheckpointError(f"{path} was written by a run without --shard: resume it without --shard (a sharded run's "
+                              "checkpoint, OUT/checkpoint/, resumes either way)")
     try:
-        core.load_state_dict(saved["model"])
-        optimizer.load_state_dict(saved["optimizer"])
+        if "sharded" in saved:
+            shard.load(path, core, optimizer)
+            problems = [p for p in distributed.gather(shard.non_finite(core)) if p]
+            if problems:
+                raise CheckpointError(f"{path}: {problems[0]}")
+        else:
+            core.load_state_dict(saved["model"])
+            optimizer.load_state_dict(saved["optimizer"])
         scheduler.load_state_dict(saved["scheduler"])
         scaler.load_state_dict(saved["scaler"])
-    except (RuntimeError, ValueError, KeyError) as e:
-        raise CheckpointError(f"{out / 'checkpoint.pt'}: does not fit this model ({str(e).splitlines()[0]}); "
+    except (RuntimeError, ValueError, KeyError, shard.CheckpointException) as e:
+        raise CheckpointError(f"{path}: does not fit this model ({str(e).strip().splitlines()[0]}); "
                               "start afresh with --overwrite or another --out") from None
     if len(saved["rng"]) == world_size:
         set_rng_state(saved["rng"][rank])

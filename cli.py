@@ -7,12 +7,14 @@ import errno
 import json
 import os
 import shutil
+import socket
 import sys
 import traceback
 from pathlib import Path
 
 import torch
 
+import distributed
 from tasks import InputError
 from weights import CheckpointError
 
@@ -106,7 +108,12 @@ def replace_dir(tmp, target):
     shutil.rmtree(old, ignore_errors=True)
 
 
-RUN_FILES = ("checkpoint.pt", "log.jsonl", "results.json", "results.md", "best")  # what makes a folder a run's
+RUN_FILES = ("checkpoint.pt", "checkpoint", "log.jsonl", "results.json", "results.md", "best")  # what makes a folder a run's
+
+
+def has_checkpoint(out):
+    """Whether OUT holds a resume checkpoint: checkpoint.pt, or a sharded run's checkpoint/ folder."""
+    return (Path(out) / "checkpoint.pt").is_file() or (Path(out) / "checkpoint" / "state.pt").is_file()
 
 
 def output_folder(out, resume=False, overwrite=False, rank=0):
@@ -117,8 +124,8 @@ def output_folder(out, resume=False, overwrite=False, rank=0):
     if out.exists() and not out.is_dir():
         raise InputError(f"--out {out}: a file, not a folder; choose another --out")
     held = [name for name in RUN_FILES if (out / name).exists()]
-    if resume and not (out / "checkpoint.pt").exists():
-        raise InputError(f"--resume: {out / 'checkpoint.pt'} not found" + (f" ({out} holds {', '.join(held)})" if held else "")
+    if resume and not has_checkpoint(out):
+        raise InputError(f"--resume: {out / 'checkpoint.pt'} not found, nor a sharded run's checkpoint/" + (f" ({out} holds {', '.join(held)})" if held else "")
                          + "; drop --resume to start afresh")
     if held and not resume and not overwrite:
         raise InputError(f"--out {out} holds a run ({', '.join(held)}): continue it with --resume, replace it with --overwrite, "
@@ -132,6 +139,28 @@ def output_folder(out, resume=False, overwrite=False, rank=0):
         except OSError as e:
             raise InputError(f"--out {out}: cannot be written to ({e.strerror}); choose another --out") from None
     return out
+
+
+def check_shared(folders, rank):
+    """Refuse, on every process, a folder ({what: folder}) that not every process sees as process 0
+    wrote it: a run over several nodes needs --out and the token cache on storage they all share."""
+    if distributed.world_size() == 1:
+        return
+    token = distributed.gather(os.urandom(8).hex())[0]  # process 0's
+    for what, folder in folders.items():
+        probe = Path(folder) / f".shared-{token}"
+        if rank == 0:
+            probe.parent.mkdir(parents=True, exist_ok=True)
+            probe.write_text(token)
+        distributed.barrier()
+        seen = distributed.gather((probe.is_file() and probe.read_text() == token, socket.gethostname()))
+        distributed.barrier()
+        if rank == 0:
+            probe.unlink(missing_ok=True)
+        blind = [f"{r} (on {host})" for r, (ok, host) in enumerate(seen) if not ok]
+        if blind:
+            raise InputError(f"{what} {folder} is not on storage every process sees: process {', '.join(blind)} cannot read what "
+                             f"process 0 (on {seen[0][1]}) wrote there; put it on a file system that every node shares")
 
 
 def clear_run(out):

@@ -138,13 +138,15 @@ def shard(batch, rank, world_size):
     return mine + [batch[0]] * (size - len(mine)), weights
 
 
-def evaluation_batches(lengths, batch_size, rank, world_size):
+def evaluation_batches(lengths, batch_size, rank, world_size, lockstep=False):
     """This process's batches of indices into `lengths`, texts of similar length together (little
     padding). Whole batches are dealt out, so every example is computed in the same batch whatever
-    the number of processes, and the results are identical."""
+    the number of processes, and the results are identical. `lockstep`: every process gets as many,
+    the last ones empty (a sharded model's forward needs all processes; levels.predict_batch)."""
     order = sorted(range(len(lengths)), key=lambda i: (lengths[i], i))
     batches = [order[start:start + batch_size] for start in range(0, len(order), batch_size)]
-    return batches[rank::world_size]
+    mine = batches[rank::world_size]
+    return mine + [[]] * (math.ceil(len(batches) / world_size) - len(mine)) if lockstep else mine
 
 
 def translation_pairs(sources, translations):

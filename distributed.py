@@ -2,6 +2,7 @@
 process, and the attention kernels for a device. Every collective the project uses is here, and
 each is a no-op in a single process."""
 import os
+from contextlib import nullcontext
 
 import torch
 import torch.distributed as dist
@@ -39,7 +40,8 @@ def choose_attention(device):
 
 def cleanup():
     if dist.is_initialized():
-        dist.destroy_process_group()
+        dist.barrier()  # every collective done on every process: a group destroyed while gloo's thread still releases a
+        dist.destroy_process_group()  # finished all_gather's tensors can hang (it waits for the lock Python holds)
 
 
 def initialized():
@@ -73,6 +75,15 @@ def wrap(module, device, find_unused_parameters=False):
         return module
     return DistributedDataParallel(module, device_ids=[device] if device.startswith("cuda") else None,
                                    find_unused_parameters=find_unused_parameters)
+
+
+def gradient_sync(model, last):
+    """A micro-step's context: the gradients are averaged over the processes after the last micro-step
+    of a step only. DDP: no_sync() before it; a sharded model (shard.py) is told whether to reduce."""
+    if hasattr(model, "set_requires_gradient_sync"):
+        model.set_requires_gradient_sync(last)
+        return nullcontext()
+    return model.no_sync() if hasattr(model, "no_sync") and not last else nullcontext()
 
 
 def all_gather(tensor):

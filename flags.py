@@ -190,6 +190,9 @@ def add_run_arguments(p):
     g.add_argument("--workers", type=cli.non_negative_int, help="processes that build the batches ahead of the step, with pinned "
                    "memory on CUDA (default: 2 on CUDA, 0 on CPU, where they would take the cores the step needs)")
     g.add_argument("--compile", action="store_true", help="torch.compile the model (dynamic shapes; the first steps are slow)")
+    g.add_argument("--shard", action="store_true", help="fully sharded data parallel (FSDP2, shard.py): each of N processes holds "
+                   "1/N of the weights, gradients and AdamW's moments, for models that do not fit one device under DDP "
+                   "(the default); its checkpoint is OUT/checkpoint/, which any number of processes can resume")
     g.add_argument("--dry-run", action="store_true", help="print what each process would hold in memory (parameters, "
                    "gradients, AdamW's moments; under DDP and sharded) for --model, from its config.json alone, and exit")
     g.add_argument("--processes", type=cli.positive_int, help="with --dry-run: plan for this many processes (default: torchrun's, else 1)")
@@ -236,7 +239,7 @@ def resolve(args, run):
         if values["batch_size"] % values["grad_accum"]:
             raise InputError(f"the paper's batch of {values['batch_size']} is not a multiple of --grad-accum {values['grad_accum']}")
     values["max_length"] = values["max_length"] or run.level.max_length
-    run = replace(run, max_length=values["max_length"])
+    run = replace(run, max_length=values["max_length"], lockstep=values["shard"] and run.world_size > 1)
     if values["epochs"]:
         if "max_steps" in given:
             raise InputError("give --max-steps or --epochs, not both (--preset paper sets --epochs where the paper gives them)")
@@ -301,6 +304,11 @@ def check(settings, method, run):
         raise InputError(f"--method {method.name} trains on translations of the source's training examples, and --task {settings.task} "
                          f"has none in {', '.join(files)} (they come from: {task.translations}); leave those languages out "
                          "of --target-langs, or use --method zero-shot")
+    if settings.shard and settings.amp == "fp16":
+        raise InputError("--shard computes in bf16 or float32: give --amp bf16 (or none); fp16's loss scaling is not built for "
+                         "sharded gradients here")
+    if settings.shard and settings.compile:
+        raise InputError("--shard and --compile: compiling a sharded model is not supported here; drop one of them")
     if settings.max_length > run.max_positions:
         raise InputError(f"--max-length {settings.max_length} does not fit the model's {run.max_positions} positions: lower it")
     if method.teacher_kind is not None:

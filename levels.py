@@ -19,7 +19,13 @@ def predict_batch(predict, kind, tokenizer, items, device, partners=None):
     """A predictor's logits for encoded items, by what it sees (`kind`): "text", each text alone,
     predict(ids, mask); "pair", each text with its source-language counterpart in `partners` ({id:
     encoded item}), predict(source ids, source mask, target ids, target mask) (FILTER's and
-    X-Mixup's inference); "counterpart", the counterpart alone, predict(ids, mask) (translate-test)."""
+    X-Mixup's inference); "counterpart", the counterpart alone, predict(ids, mask) (translate-test).
+    No items (a process with no batch left while a sharded model's others still run, Run.lockstep):
+    a placeholder text runs and no logits are returned."""
+    if not items:
+        ids = torch.tensor([[tokenizer.bos_id, tokenizer.eos_id]], device=device)
+        logits = predict(ids, torch.ones_like(ids), ids, torch.ones_like(ids)) if kind == "pair" else predict(ids, torch.ones_like(ids))
+        return logits[:0]
     if kind == "pair":
         tensors = data.pad_pairs(tokenizer, [partners[it.id].ids for it in items], [it.ids for it in items])
         return predict(*(t.to(device) for t in tensors))
@@ -88,7 +94,7 @@ class Level:
                 encoded[key] = encoded.get(key) or {it.id: it for it in run.encode(partners[lang])}
                 mine = encoded[key]
             counts = self.zero_counts(run.task).to(run.device)
-            for index in data.evaluation_batches([len(it.ids) for it in items], run.batch_size, run.rank, run.world_size):
+            for index in data.evaluation_batches([len(it.ids) for it in items], run.batch_size, run.rank, run.world_size, run.lockstep):
                 logits = predict_batch(predict, kind, run.tokenizer, [items[i] for i in index], run.device, mine)
                 if scored:
                     counts += self.count(logits, [items[i] for i in index], [examples[i] for i in index], run.task).to(run.device)
@@ -304,7 +310,7 @@ class Span(Level):
                 source_windows = encoded[id(partners[lang])]
                 counterparts = {it.id: qa.matching_window(it, source_windows[it.extra["question"]]) for it in items}
             best = {}  # question id -> (score, first character, end character)
-            batches = data.evaluation_batches([len(it.ids) for it in items], run.batch_size, run.rank, run.world_size)
+            batches = data.evaluation_batches([len(it.ids) for it in items], run.batch_size, run.rank, run.world_size, run.lockstep)
             for index in tqdm(batches, desc=f"answering {lang}", disable=run.rank != 0, leave=False, dynamic_ncols=True):
                 batch = [items[i] for i in index]
                 logits = predict_batch(predict, kind, run.tokenizer, batch, run.device, counterparts).float().cpu()  # (B, T, 2)

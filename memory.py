@@ -3,8 +3,12 @@ model is built on the `meta` device from config.json alone, with no weights and 
 its parameters counted. Under AMP the parameters stay in float32 (autocast computes in bf16 or
 fp16); so do their gradients; AdamW keeps two float32 moments; DDP adds a float32 bucket per
 gradient for its all-reduce. That is 16 bytes per trainable parameter, and 4 more under DDP,
-before any activation. Sharded training (FSDP) would hold 1/N of each on each of N processes.
+before any activation. Sharded training (--shard, shard.py) holds about 1/N of each on each of N
+processes (each parameter's rows cut in N), and gathers the embeddings and one layer at a time
+whole. bench_shard.py measures these on real processes.
 """
+import math
+
 import torch
 
 from model import Config, Encoder
@@ -12,47 +16,78 @@ from model import Config, Encoder
 GB = 1e9
 
 
-def count_parameters(config, freeze_embeddings=False):
-    """(parameters, trainable parameters) of the encoder of `config`, built on the meta device."""
+def parameter_shapes(config, freeze_embeddings=False):
+    """[(shape, trained)] of every parameter of the encoder of `config`, built on the meta device."""
     with torch.device("meta"):
         encoder = Encoder(config)
-    total = sum(p.numel() for p in encoder.parameters())
-    frozen = encoder.embeddings.word.weight.numel() if freeze_embeddings else 0
-    return total, total - frozen
+    frozen = encoder.embeddings.word.weight if freeze_embeddings else None
+    return [(tuple(p.shape), p is not frozen) for p in encoder.parameters()]
+
+
+def count_parameters(config, freeze_embeddings=False):
+    """(parameters, trainable parameters) of the encoder of `config`."""
+    shapes = parameter_shapes(config, freeze_embeddings)
+    return sum(math.prod(s) for s, _ in shapes), sum(math.prod(s) for s, trained in shapes if trained)
+
+
+def first_shard(shape, processes):
+    """Elements of a parameter that the first of N processes holds when sharded (FSDP2): its first
+    dimension cut into chunks of ceil(rows / N), the first process's chunk the largest."""
+    return min(math.ceil(shape[0] / processes), shape[0]) * math.prod(shape[1:]) if shape else math.prod(shape)
 
 
 def plan(config, processes, amp="none", freeze_embeddings=False, device_memory=80 * GB, teacher=False):
-    """{name: bytes per process} under DDP, the same sharded over the processes, and whether each
-    fits `device_memory`; `teacher`: a float32 teacher model of the same size on every process (--teacher)."""
+    """{name: bytes per process} under DDP, the same sharded over the processes (those of the first
+    process, which holds the most), and whether each fits `device_memory`; `teacher`: a float32
+    teacher model of the same size on every process (--teacher)."""
+    shapes = parameter_shapes(config, freeze_embeddings)
     total, trainable = count_parameters(config, freeze_embeddings)
     ddp = {"parameters": 4 * total, "gradients": 4 * trainable, "AdamW moments": 8 * trainable}
     if teacher:
         ddp["the teacher"] = 4 * total
     if processes > 1:
         ddp["DDP's gradient buckets"] = 4 * trainable
-    sharded = {name: size if name == "the teacher" else size / processes for name, size in ddp.items()
-               if name != "DDP's gradient buckets"}
+    mine = sum(first_shard(s, processes) for s, _ in shapes)
+    mine_trained = sum(first_shard(s, processes) for s, trained in shapes if trained)
+    sharded = {"parameters": 4 * mine, "gradients": 4 * mine_trained, "AdamW moments": 8 * mine_trained}
+    if teacher:
+        sharded["the teacher"] = 4 * total  # not sharded: a frozen model each process runs whole (teacher.py)
     return {"parameters_count": total, "trainable": trainable, "ddp": ddp, "sharded": sharded,
             "fits": sum(ddp.values()) <= device_memory, "fits_sharded": sum(sharded.values()) <= device_memory}
 
 
-def report(name, config, processes, amp, freeze_embeddings, device_memory, teacher=False):
-    """The plan as the lines train.py --dry-run prints."""
+def gathered(config, amp):
+    """Bytes a sharded process gathers whole during a step (shard.py): the embeddings for the whole
+    step and the layer that runs, in the dtype the layers compute in."""
+    with torch.device("meta"):
+        encoder = Encoder(config)
+    size = 2 if amp in ("bf16", "fp16") else 4
+    return size * (sum(p.numel() for p in encoder.embeddings.parameters()) + sum(p.numel() for p in encoder.layers[0].parameters()))
+
+
+def report(name, config, processes, amp, freeze_embeddings, device_memory, teacher=False, shard=False):
+    """The plan as the lines train.py --dry-run prints; its verdict for the run's mode (--shard or DDP)."""
     p = plan(config, processes, amp, freeze_embeddings, device_memory, teacher)
     compute = {"none": "float32", "bf16": "bf16 (autocast)", "fp16": "fp16 (autocast)", "auto": "as --amp auto chooses"}[amp]
     parts = lambda sizes: ", ".join(f"{part} {size / GB:.1f} GB" for part, size in sizes.items())
+    ddp, sharded, whole = sum(p["ddp"].values()), sum(p["sharded"].values()), gathered(config, amp)
     lines = [f"memory plan: {name}, {p['parameters_count'] / 1e9:.2f} B parameters ({p['trainable'] / 1e9:.2f} B trained), "
              f"{processes} process{'es' * (processes > 1)}, float32 weights computing in {compute}",
-             f"  DDP, per process: {parts(p['ddp'])}: {sum(p['ddp'].values()) / GB:.1f} GB before activations",
-             f"  sharded over {processes} (FSDP), per process: {parts(p['sharded'])}: {sum(p['sharded'].values()) / GB:.1f} GB"]
-    if p["fits"]:
-        lines.append(f"  fits the device's {device_memory / GB:.0f} GB with {(device_memory - sum(p['ddp'].values())) / GB:.1f} GB "
+             f"  DDP, per process: {parts(p['ddp'])}: {ddp / GB:.1f} GB before activations",
+             f"  sharded over {processes} (--shard), per process: {parts(p['sharded'])}: {sharded / GB:.1f} GB, and gathered whole "
+             f"during a step: {whole / GB:.1f} GB (the embeddings and the layer that runs)"]
+    held = sharded + whole if shard else ddp
+    if held <= device_memory:
+        lines.append(f"  {'sharded, it' if shard else 'it'} fits the device's {device_memory / GB:.0f} GB with {(device_memory - held) / GB:.1f} GB "
                      "left for activations (--gradient-checkpointing keeps one layer's; --batch-size and --grad-accum set them)")
+    elif shard:
+        lines.append(f"  does not fit the device's {device_memory / GB:.0f} GB even sharded over {processes} process{'es' * (processes > 1)}: run "
+                     "more processes (more nodes)" + ("; --freeze-embeddings trains fewer parameters" if not freeze_embeddings else ""))
     else:
-        what = (f"sharded training would hold {sum(p['sharded'].values()) / GB:.1f} GB per process, which fits"
-                if p["fits_sharded"] else f"even sharded over {processes} processes it would not: use more processes")
-        lines.append(f"  does not fit the device's {device_memory / GB:.0f} GB under DDP: {what}; minxlt's processes each hold "
-                     "the whole model (DDP), and --gradient-checkpointing saves activations only, not these"
+        what = (f"sharded training (--shard) would hold {(sharded + whole) / GB:.1f} GB per process, which fits"
+                if sharded + whole <= device_memory else f"even sharded over {processes} processes it would not: use more processes")
+        lines.append(f"  does not fit the device's {device_memory / GB:.0f} GB under DDP: {what}; under DDP each process holds "
+                     "the whole model, and --gradient-checkpointing saves activations only, not these"
                      + ("; --freeze-embeddings trains fewer parameters" if not freeze_embeddings else ""))
     return "\n".join(lines)
 
@@ -72,4 +107,4 @@ def dry_run(args, model_dir):
     processes = args.processes or int(os.environ.get("WORLD_SIZE", "1"))
     config = Config.from_directory(model_dir)
     print(report(args.model or "the default model", config, processes, args.amp, args.freeze_embeddings,
-                 device_memory(args.device_memory), teacher=bool(args.teacher)))
+                 device_memory(args.device_memory), teacher=bool(args.teacher), shard=args.shard))

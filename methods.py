@@ -44,6 +44,7 @@ class Run:
     world_size: int = 1
     num_layers: int = 12    # the encoder's depth (some papers' settings scale with it)
     max_positions: int = 512  # the longest input the encoder's positions hold
+    lockstep: bool = False  # every process runs as many evaluation batches (a sharded model gathers its layers in each)
     cache: dict = field(default_factory=dict, repr=False)  # {lang: the token cache's EncodedTexts of its training examples}
 
     @property
@@ -174,6 +175,11 @@ class Method:
         """The module the loop trains and checkpoints, around the built model; `items` are the
         training items (a teacher labels them, Unicoder mines negatives among them)."""
         return model
+
+    def layers_run_in_parts(self, core):
+        """The encoder layers (indices) whose sub-layers the method calls itself rather than the layer
+        (X-Mixup's mixup layer): a sharded run (shard.py) keeps them whole with the root."""
+        return ()
 
     def make_batch(self, items, weights, step):
         """One micro-batch, on the CPU: "input_ids" and "attention_mask" (B, T), the items padded to

@@ -291,6 +291,9 @@ class XMixupMethod(PairMethod):
         self.teacher = teacher.load(settings, self.run, items, labeller)
         return core
 
+    def layers_run_in_parts(self, core):
+        return (core.layer,)  # the mixup layer: Eq. 2-4 call its attention and feed-forward themselves
+
     def make_batch(self, items, weights, step):
         """Scheduled sampling (Eq. 6): with probability 1 - p*(step) the source is its round-trip
         translation, drawn once per step from a generator seeded by the step, so that a resumed

@@ -265,12 +265,12 @@ class Encoder(nn.Module):
         """Copy Hugging Face-named tensors into this encoder: every key accounted for, every shape checked."""
         weights.load_state(self, self.config, state, source)
 
-    def save_pretrained(self, directory, head=None, shard_bytes=weights.SHARD_BYTES):
+    def save_pretrained(self, directory, head=None, shard_bytes=weights.SHARD_BYTES, whole=None, write=True):
         """Write config.json and model.safetensors in the Hugging Face layout (loadable by transformers),
         in shards with an index above `shard_bytes`. `head`, a Classifier's export (weights.transformers_head),
         adds its weights and names its class, with the encoder under "roberta." / "bert." as transformers'
-        task models keep it."""
-        weights.save_encoder(directory, self.config, self.state_dict(), head, shard_bytes)
+        task models keep it. A sharded encoder: every process calls this, with shard.whole, one writes."""
+        weights.save_encoder(directory, self.config, self.state_dict(), head, shard_bytes, whole, write)
 
 
 class ClassificationHead(nn.Module):
@@ -390,15 +390,19 @@ class Classifier(nn.Module):
             return self.head(sentence if isinstance(self.head, ClassificationHead) else hidden), sentence
         return self.head(hidden), hidden[:, 0]
 
-    def save(self, directory, tokenizer, task):
+    def save(self, directory, tokenizer, task, whole=None, write=True):
         """An ordinary checkpoint directory that transformers loads with its trained head where it
-        has the class for it (weights.transformers_head), plus head.safetensors and task.json for minxlt."""
+        has the class for it (weights.transformers_head), plus head.safetensors and task.json for minxlt.
+        A sharded model: every process calls this, with shard.whole, and one writes."""
         directory = Path(directory)
         head = weights.transformers_head(self.head_style, self.pooling, self.head.state_dict(), task["labels"],
                                          self.encoder.config.is_bert)
-        self.encoder.save_pretrained(directory, head)
+        self.encoder.save_pretrained(directory, head, whole=whole, write=write)
+        head_state = {key: whole(value) for key, value in self.head.state_dict().items()} if whole else self.head.state_dict()
+        if not write:
+            return
         tokenizer.save_pretrained(directory)
-        save_safetensors(self.head.state_dict(), directory / "head.safetensors")
+        save_safetensors(head_state, directory / "head.safetensors")
         (directory / "task.json").write_text(json.dumps(dict(task, transformers=head["architecture"] if head else None), indent=2) + "\n")
 
     @classmethod

@@ -269,7 +269,7 @@ def state(job):
     again) or new."""
     if job.results.is_file():
         return "done"
-    if not job.run.evaluate and (job.folder / "checkpoint.pt").is_file():
+    if not job.run.evaluate and cli.has_checkpoint(job.folder):
         return "interrupted"
     return "started" if job.folder.exists() else "new"
 

@@ -22,8 +22,6 @@ checkpoint directory; losses and evaluations go to OUT/log.jsonl.
 import json
 import random
 import sys
-from contextlib import nullcontext
-
 import torch
 
 import bookkeeping
@@ -34,10 +32,11 @@ import evaluate
 import flags
 import hub
 import memory
+import shard
 import tasks
 from methods import TEST_INPUTS, Run
 from model import Config, Encoder
-from prepare_default import default_model
+from prepare_default import cache_dir, default_model
 from tokenizer import Tokenizer
 from weights import check_tokenizer
 
@@ -51,6 +50,7 @@ def main(argv=None):
     rank, world_size, device = distributed.setup(args.device)
     distributed.choose_attention(device)
     out = cli.output_folder(args.out, args.resume, args.overwrite, rank)
+    cli.check_shared({"--out": out, "the token cache (MINXLT_CACHE)": cache_dir()}, rank)  # several nodes: storage they all see
     random.seed(args.seed + rank)
     torch.manual_seed(args.seed + rank)  # dropout differs across ranks; the weights start identical (loaded)
 
@@ -72,7 +72,10 @@ def main(argv=None):
     raw = build_model(settings, method, model_dir, device, rank)
     alignment_before = None if settings.no_alignment or settings.resume else alignment(raw.encoder, run, settings.alignment_pooling)
     core = method.wrap(raw, items)
-    model = distributed.wrap(core, device, method.unused_parameters)
+    if settings.shard:  # each process holds 1/N of the weights, gradients and AdamW's moments (shard.py)
+        model = shard.wrap(core, raw.encoder, method.layers_run_in_parts(core), settings.amp)
+    else:  # each process holds them all (DDP)
+        model = distributed.wrap(core, device, method.unused_parameters)
     optimizer, scheduler = make_optimizer(settings, core, phases)
     dtype = AUTOCAST[settings.amp]
     scaler = torch.amp.GradScaler(enabled=dtype == torch.float16)
@@ -165,11 +168,11 @@ def train_step(settings, run, phase, model, raw, micro_batches, optimizer, sched
     for micro, (batch, share) in enumerate(micro_batches):
         batch = data.to_device(batch, device)
         last = micro == len(micro_batches) - 1
-        with model.no_sync() if world_size > 1 and not last else nullcontext():  # DDP averages the gradients once, after the last
+        with distributed.gradient_sync(model, last):  # the gradients are averaged over the processes once, after the last
             with torch.autocast(device.split(":")[0], dtype=dtype, enabled=dtype is not None):
                 loss, components = phase.loss(model, batch)  # the method's loss: a mean over the micro-batch
             # Weighted by the micro-batch's share of the global batch, so that the gradients add up to
-            # that of the mean over the global batch; times the processes, whose gradients DDP averages.
+            # that of the mean over the global batch; times the processes, whose gradients are averaged.
             scaler.scale(loss * share * world_size).backward()
         total += loss.detach() * share
         for name, value in components.items():
@@ -189,9 +192,12 @@ def evaluate_and_save(settings, method, raw, core, book):
     source score so far is OUT/best."""
     run, metric = method.run, method.metric()
     langs = [run.task.source] + (run.task.targets if settings.dev_langs == "all" else [])
-    dev = {lang: scores[metric] for lang, scores in method.evaluate(core, "dev", langs).items()}
-    if book.record_dev(metric, dev, run.task.source):  # logged; True where the source's is the best so far
-        book.save_best(raw, run.tokenizer, dict(task_info(settings, run), **method.saved_info(core)))
+    with shard.gathered(core):  # a sharded model's own parameters whole, for predictors that call a part of it
+        dev = {lang: scores[metric] for lang, scores in method.evaluate(core, "dev", langs).items()}
+        best = book.record_dev(metric, dev, run.task.source)  # logged; True where the source's is the best so far
+        info = dict(task_info(settings, run), **method.saved_info(core)) if best else None
+    if best:
+        book.save_best(raw, run.tokenizer, info)
 
 
 def task_info(settings, run):
@@ -215,7 +221,8 @@ def test(settings, method, raw, core, book):
     """The test table of the best model on dev, with CKA and retrieval before and after training:
     OUT/results.json (with the settings) and OUT/results.md."""
     run, predictions, out, state = method.run, {}, book.out, book.state
-    results, encoder = method.test(out / "best", raw, core, settings.test_input, settings.test_translations, predictions)
+    with shard.gathered(core):
+        results, encoder = method.test(out / "best", raw, core, settings.test_input, settings.test_translations, predictions)
     results = evaluate.summarise(results, run.task.source) if results else {}
     after = None if settings.no_alignment else alignment(encoder, run, settings.alignment_pooling)
     if run.rank != 0:

@@ -247,10 +247,13 @@ class Unicoder(nn.Module):
             return F.cross_entropy(logits.float(), batch["labels"], ignore_index=-100, reduction="sum") / labelled.sum().clamp(min=1)
         return self.mlm_loss(hidden, batch["labels"])
 
-    def save(self, directory, tokenizer, info):
+    def save(self, directory, tokenizer, info, whole=None, write=True):
         """An ordinary checkpoint directory (config.json, model.safetensors with the LM head, the
-        sentencepiece model) that --model accepts, plus unicoder.json saying how it was made."""
-        self.encoder.save_pretrained(directory)
+        sentencepiece model) that --model accepts, plus unicoder.json saying how it was made. A
+        sharded model: every process calls this, with shard.whole, and one writes."""
+        self.encoder.save_pretrained(directory, whole=whole, write=write)
+        if not write:
+            return
         tokenizer.save_pretrained(directory)
         (Path(directory) / "unicoder.json").write_text(json.dumps(info, indent=2) + "\n")
 

@@ -29,3 +29,15 @@ def test_xlmr_shapes_with_random_weights(tiny_model_dir, tmp_path, monkeypatch):
     config = Config.from_directory(folder)
     assert (config.hidden_size, config.num_layers, config.max_positions) == (16, 1, 514)
     assert (folder / "sentencepiece.bpe.model").exists()
+
+
+def test_bench_train_runs_the_methods_sharded(tiny_model_dir, capsys):
+    import distributed
+    try:
+        bench_train.main(["--model", str(tiny_model_dir), "--methods", "translate-train,xmixup", "--batch-sizes", "4", "--steps", "2",
+                          "--warmup", "1", "--max-length", "48", "--target-langs", "de", "--device", "cpu", "--no-baseline", "--shard"])
+    finally:
+        distributed.cleanup()  # the group of one that a sharded model needs
+    table = capsys.readouterr().out.split("batch 4\n")[1]
+    rows = {line.split(" | ")[0][2:]: line.split(" | ") for line in table.splitlines() if re.match(r"\| [a-z]", line)}
+    assert {"translate-train", "xmixup"} <= set(rows) and float(rows["xmixup"][1]) > 0

@@ -22,7 +22,9 @@ def test_counts_are_the_real_models():
     assert total - trainable == real.embeddings.word.weight.numel()
     p = memory.plan(config, 4)
     assert p["ddp"] == {"parameters": 4 * total, "gradients": 4 * total, "AdamW moments": 8 * total, "DDP's gradient buckets": 4 * total}
-    assert p["sharded"] == {"parameters": total, "gradients": total, "AdamW moments": 2 * total}
+    first = sum(-(-p.shape[0] // 4) * p[0].numel() for p in real.parameters())  # ceil(rows / 4) rows of each on the first process
+    assert p["sharded"] == {"parameters": 4 * first, "gradients": 4 * first, "AdamW moments": 8 * first}
+    assert memory.plan(config, 1)["sharded"] == {k: v for k, v in memory.plan(config, 1)["ddp"].items()}
     assert memory.plan(config, 4, teacher=True)["ddp"]["the teacher"] == 4 * total  # FILTER's self-teaching keeps one per process
 
 
@@ -38,7 +40,13 @@ def test_xxl_on_eight_processes_under_ddp_does_not_fit_and_says_what_would(tmp_p
     out = dry_run(tmp_path, XXL, "--processes", "8", "--amp", "bf16", "--device-memory", "80")
     assert "10.70 B parameters" in out and "8 processes" in out
     assert "DDP, per process: parameters 42.8 GB, gradients 42.8 GB, AdamW moments 85.6 GB, DDP's gradient buckets 42.8 GB: 213.9 GB" in out
-    assert "does not fit the device's 80 GB under DDP: sharded training would hold 21.4 GB per process, which fits" in out
+    assert "does not fit the device's 80 GB under DDP: sharded training (--shard) would hold 23.9 GB per process, which fits" in out
+    sharded = dry_run(tmp_path, XXL, "--processes", "8", "--amp", "bf16", "--device-memory", "80", "--shard")
+    assert "sharded over 8 (--shard), per process: parameters 5.3 GB, gradients 5.3 GB, AdamW moments 10.7 GB: 21.4 GB" in sharded
+    assert "gathered whole during a step: 2.5 GB (the embeddings and the layer that runs)" in sharded
+    assert "sharded, it fits the device's 80 GB with 56.1 GB left for activations" in sharded
+    alone = dry_run(tmp_path, XXL, "--processes", "1", "--amp", "bf16", "--device-memory", "80", "--shard")
+    assert "does not fit the device's 80 GB even sharded over 1 process: run more processes (more nodes)" in alone
     assert "--gradient-checkpointing saves activations only" in out
 
 

@@ -1,0 +1,240 @@
+"""Sharded training (--shard, shard.py) against DDP on a tiny encoder, on CPU with gloo: every method
+at every level it supports, post-LN and pre-LN, logs the same losses; a sharded checkpoint resumes on
+another number of processes; OUT/best of a sharded run holds the trained weights; two nodes on
+localhost train like one node of two processes."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+import train
+from conftest import ROOT, free_port, join_process_group_env
+from test_pre_ln import CASES
+
+COMMON = ["--target-langs", "de", "--batch-size", "8", "--max-steps", "5", "--eval-every", "5", "--no-alignment", "--dropout", "0",
+          "--lr", "2e-3", "--log-every", "1", "--eval-batch-size", "8"]
+TASKS = {"sentence": ["--task", "demo"], "word": ["--task", "demo-slots"]}
+NO_ACCUMULATION = {"contrastive"}  # its label alignment contrasts the whole global batch at once (contrastive.py refuses it)
+
+
+def logged(out):
+    """Every log record's numbers but the time and learning rate: {step: {name: value}}."""
+    records = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
+    return {r["step"]: {k: v for k, v in r.items() if k not in ("step", "seconds", "lr") and not isinstance(v, dict)}
+            for r in records if "loss" in r}
+
+
+def assert_same_losses(a, b, what):
+    first, second = logged(a), logged(b)
+    assert len(first) >= 5 and first.keys() == second.keys(), what
+    for step in first:
+        assert first[step].keys() == second[step].keys(), (what, step)
+        for name, value in first[step].items():
+            assert second[step][name] == pytest.approx(value, rel=1e-5, abs=1e-7), (what, step, name)
+
+
+def runs_worker(rank, world_size, port, runs):
+    """Every run of `runs` ([(argv, out)]) in turn, in one process group."""
+    join_process_group_env(rank, world_size, port)
+    dist.init_process_group("gloo")
+    for argv, out in runs:
+        train.main(argv + ["--out", str(out)])
+    dist.destroy_process_group()
+
+
+def spawn(runs, processes=2):
+    mp.spawn(runs_worker, args=(processes, free_port(), runs), nprocs=processes)
+
+
+def span_data(folder):
+    """A small XQuAD-layout folder (the one test_pre_ln trains on)."""
+    from test_qa import PEOPLE, write_squad
+    folder.mkdir(parents=True, exist_ok=True)
+    for lang in ("en", "de"):
+        write_squad(folder, lang, [("Article 0", PEOPLE * 2), ("Article 1", PEOPLE), ("Article 6", PEOPLE[1:3]), ("Article 7", PEOPLE)])
+    return ["--task", "xquad", "--data", str(folder), "--max-length", "40", "--doc-stride", "6"]
+
+
+def jobs(model, tmp_path, layout):
+    """{name: argv} of every method at every level it supports (test_pre_ln.CASES), plus the two
+    teachers' students: FILTER's self-teaching and X-Mixup's soft word labels. A pre-LN encoder's
+    runs accumulate gradients over 2 micro-steps wherever the method allows it."""
+    out = {}
+    span = span_data(tmp_path / "xquad")
+    for method, level in CASES:
+        name = method.split("-in-")[0]
+        extra = {"contrastive": ["--sa-steps", "1"], "xmixup-in-attention": ["--mixup-variant", "in-attention"]}.get(method, [])
+        accumulate = ["--grad-accum", "2"] if layout == "pre-ln" and name not in NO_ACCUMULATION else []
+        out[f"{method}-{level}"] = ["--model", str(model), *COMMON, *TASKS.get(level, span if level == "span" else []),
+                                    "--method", name, *extra, *accumulate]
+    teacher = lambda job: str(tmp_path / layout / job / "ddp" / "best")
+    out["filter-self-teaching-sentence"] = out["filter-sentence"] + ["--teacher", teacher("filter-sentence")]
+    out["xmixup-word"] = ["--model", str(model), *COMMON, *TASKS["word"], "--method", "xmixup", "--mixup-layer", "2", "--teacher",
+                          teacher("zero-shot-word")]
+    return out
+
+
+@pytest.mark.parametrize("layout", ["post-ln", "pre-ln"])
+def test_every_method_sharded_logs_the_losses_of_ddp(tmp_path, tiny_model_dir, xl_model_dir, layout):
+    model = tiny_model_dir if layout == "post-ln" else xl_model_dir
+    every = jobs(model, tmp_path, layout)
+    spawn([(argv + flag, tmp_path / layout / name / mode) for name, argv in every.items() for mode, flag in (("ddp", []), ("shard", ["--shard"]))])
+    for name in every:
+        assert_same_losses(tmp_path / layout / name / "ddp", tmp_path / layout / name / "shard", f"{layout} {name}")
+        assert (tmp_path / layout / name / "shard" / "best" / "config.json").is_file()
+
+
+def test_sharded_training_options_match_ddp(tmp_path, tiny_model_dir):
+    # gradient clipping on the sharded gradients (a norm of 0.05 clips every step), gradient checkpointing, and
+    # 2 micro-steps whose gradients are reduced once
+    argv = ["--model", str(tiny_model_dir), *COMMON, *TASKS["sentence"], "--method", "translate-train", "--max-grad-norm", "0.05",
+            "--gradient-checkpointing", "--grad-accum", "2"]
+    spawn([(argv, tmp_path / "ddp"), (argv + ["--shard"], tmp_path / "shard")])
+    assert_same_losses(tmp_path / "ddp", tmp_path / "shard", "clipping, checkpointing, accumulation")
+    clipped = [json.loads(line) for line in (tmp_path / "ddp" / "log.jsonl").read_text().splitlines()]
+    unclipped = tmp_path / "unclipped"
+    spawn([([a if a != "0.05" else "0" for a in argv] + ["--shard"], unclipped)])
+    assert logged(unclipped)[5]["loss"] != pytest.approx(clipped[4]["loss"], rel=1e-3)  # the clipping did act
+
+
+RESUMED = ["--method", "xeroalign", "--max-steps", "6", "--save-every", "3", "--eval-every", "6", "--shard"]
+
+
+def test_a_sharded_checkpoint_resumes_on_another_number_of_processes(tmp_path, tiny_model_dir):
+    argv = ["--model", str(tiny_model_dir), *COMMON, *TASKS["sentence"], *RESUMED]
+    spawn([(argv, tmp_path / "whole"), (argv + ["--stop-at", "3"], tmp_path / "two-one")])
+    assert (tmp_path / "two-one" / "checkpoint" / "state.pt").is_file() and not (tmp_path / "two-one" / "checkpoint.pt").exists()
+    assert len(list((tmp_path / "two-one" / "checkpoint").glob("*.distcp"))) == 2  # each process wrote its own shards
+    train.main(argv + ["--out", str(tmp_path / "two-one"), "--resume"])  # one process, not under torchrun
+    assert_same_losses(tmp_path / "whole", tmp_path / "two-one", "2 -> 1 processes")
+
+    train.main(argv + ["--out", str(tmp_path / "one-two"), "--stop-at", "3"])
+    spawn([(argv + ["--resume"], tmp_path / "one-two")])
+    assert_same_losses(tmp_path / "whole", tmp_path / "one-two", "1 -> 2 processes")
+
+    unsharded = [a for a in argv if a != "--shard"]  # a sharded checkpoint loads whole into a run without --shard
+    spawn([(argv + ["--stop-at", "3"], tmp_path / "to-ddp")])
+    spawn([(unsharded + ["--resume"], tmp_path / "to-ddp")])
+    assert_same_losses(tmp_path / "whole", tmp_path / "to-ddp", "sharded -> DDP")
+    assert (tmp_path / "to-ddp" / "checkpoint.pt").is_file() and not (tmp_path / "to-ddp" / "checkpoint").exists()
+
+
+def test_a_ddp_checkpoint_is_not_resumed_sharded(tmp_path, tiny_model_dir):
+    from weights import CheckpointError
+    argv = ["--model", str(tiny_model_dir), *COMMON, *TASKS["sentence"], *RESUMED[:-1], "--out", str(tmp_path)]
+    train.main(argv + ["--stop-at", "3"])
+    with pytest.raises(CheckpointError, match="written by a run without --shard: resume it without --shard"):
+        train.main(argv + ["--resume", "--shard"])
+
+
+def test_a_failed_checkpoint_write_leaves_the_last_one(tmp_path, tiny_model_dir, monkeypatch):
+    import shard
+    argv = ["--model", str(tiny_model_dir), *COMMON, *TASKS["sentence"], *RESUMED]
+    train.main(argv + ["--out", str(tmp_path / "whole")])
+    real, calls = shard.dcp.save, []
+
+    def killed_at_the_second(state, checkpoint_id):
+        calls.append(checkpoint_id)
+        if len(calls) == 1:
+            return real(state, checkpoint_id=checkpoint_id)
+        (tmp_path / "run" / "checkpoint.tmp" / "__0_0.distcp").write_bytes(b"half")  # a write cut short
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(shard.dcp, "save", killed_at_the_second)
+    with pytest.raises(OSError, match="the checkpoint of step 3 is whole"):
+        train.main(argv + ["--out", str(tmp_path / "run")])
+    monkeypatch.setattr(shard.dcp, "save", real)
+    assert not (tmp_path / "run" / "checkpoint.tmp").exists()
+    train.main(argv + ["--out", str(tmp_path / "run"), "--resume"])
+    assert_same_losses(tmp_path / "whole", tmp_path / "run", "resumed after a failed write")
+
+
+def export_worker(rank, world_size, port, argv, result):
+    import shard
+    join_process_group_env(rank, world_size, port)
+    dist.init_process_group("gloo")
+    model = train.main(argv)
+    state = {name: shard.whole(value) for name, value in model.state_dict().items()}  # every process gathers, in order
+    if rank == 0:
+        torch.save(state, result)
+    dist.destroy_process_group()
+
+
+def test_best_of_a_sharded_run_holds_the_trained_weights(tmp_path, tiny_model_dir):
+    from model import Classifier
+    argv = ["--model", str(tiny_model_dir), *COMMON, *TASKS["word"], "--method", "zero-shot", "--shard", "--out", str(tmp_path / "run")]
+    mp.spawn(export_worker, args=(2, free_port(), argv, tmp_path / "trained.pt"), nprocs=2)  # best = step 5, the last
+    trained = torch.load(tmp_path / "trained.pt")
+    best, _, task = Classifier.load(tmp_path / "run" / "best")
+    saved = best.state_dict()
+    assert saved.keys() == trained.keys() and all(torch.equal(saved[k], trained[k]) for k in saved)
+    assert task["transformers"] == "ForTokenClassification" and task["step"] == 5
+
+
+def test_two_nodes_on_localhost_train_like_one_node_of_two(tmp_path, tiny_model_dir):
+    argv = ["train.py", "--model", str(tiny_model_dir), *COMMON, *TASKS["sentence"], "--method", "xeroalign", "--shard"]
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    one = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port", str(free_port()),
+                          *argv, "--out", str(tmp_path / "one-node")], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert one.returncode == 0, one.stderr[-2000:]
+    endpoint = f"127.0.0.1:{free_port()}"
+    nodes = [subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--node-rank", str(r), "--nproc-per-node", "1",
+                               "--rdzv-backend", "c10d", "--rdzv-endpoint", endpoint, "--rdzv-id", "test", *argv,
+                               "--out", str(tmp_path / "two-nodes")], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for r in range(2)]
+    outputs = [node.communicate(timeout=300) for node in nodes]
+    assert all(node.returncode == 0 for node in nodes), [err[-2000:] for _, err in outputs]
+    assert_same_losses(tmp_path / "one-node", tmp_path / "two-nodes", "2 nodes of 1 process")
+
+
+def shared_worker(rank, world_size, port, folders, result):
+    import cli
+    join_process_group_env(rank, world_size, port)
+    dist.init_process_group("gloo")
+    try:
+        cli.check_shared({"--out": folders[rank]}, rank)  # each process given its own folder: as node-local disks look
+        message = None
+    except Exception as e:  # noqa: BLE001
+        message = str(e)
+    if rank == 1:
+        result.write_text(message or "")
+    dist.destroy_process_group()
+
+
+def test_a_folder_that_not_every_node_sees_is_refused(tmp_path):
+    folders = [tmp_path / "node0", tmp_path / "node1"]
+    mp.spawn(shared_worker, args=(2, free_port(), folders, tmp_path / "message"), nprocs=2)
+    message = (tmp_path / "message").read_text()
+    assert message.startswith(f"--out {folders[1]} is not on storage every process sees: process 1 (on ")
+    assert "put it on a file system that every node shares" in message and not list(folders[0].glob(".shared-*"))
+
+
+def measure_worker(rank, world_size, port, result):
+    import bench_shard
+    import distributed
+    from model import Config
+    join_process_group_env(rank, world_size, port)
+    dist.init_process_group("gloo")
+    config = Config(vocab_size=101, hidden_size=36, num_layers=3, num_heads=3, ffn_size=37, max_positions=40, model_type="xlm-roberta-xl")
+    held = distributed.gather({mode: bench_shard.measure(config, mode == "sharded") for mode in ("ddp", "sharded")})
+    if rank == 0:
+        result.write_text(json.dumps(held))
+    dist.destroy_process_group()
+
+
+def test_the_memory_plan_is_what_each_process_holds(tmp_path):
+    # the --dry-run plan's parameters, gradients and moments, against the bytes two real processes hold after a step
+    import memory
+    from model import Config
+    mp.spawn(measure_worker, args=(2, free_port(), tmp_path / "held.json"), nprocs=2)
+    held = json.loads((tmp_path / "held.json").read_text())
+    config = Config(vocab_size=101, hidden_size=36, num_layers=3, num_heads=3, ffn_size=37, max_positions=40, model_type="xlm-roberta-xl")
+    plan = memory.plan(config, 2)
+    parts = ("parameters", "gradients", "AdamW moments")
+    assert held[0]["sharded"] == {k: plan["sharded"][k] for k in parts}  # the first process holds the most
+    assert all(held[r]["ddp"] == {k: plan["ddp"][k] for k in parts} for r in (0, 1))
+    assert sum(held[1]["sharded"].values()) < sum(held[0]["sharded"].values()) < 0.52 * sum(held[0]["ddp"].values())
