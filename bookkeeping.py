@@ -5,7 +5,8 @@
   - the log: the losses of the steps since the last record, summed on the device and read once per
     record by every process at once (Window), written to OUT/log.jsonl and TensorBoard (Book.log);
   - stop requests (Ctrl-C, SIGTERM) agreed across processes, and divergence;
-  - the resume checkpoint, OUT/checkpoint.pt (Book.save_checkpoint, Book.start), and OUT/best.
+  - the resume checkpoint, OUT/checkpoint.pt or a sharded run's OUT/checkpoint/ (Book.save_checkpoint,
+    Book.start), and OUT/best.
 """
 import errno
 import json
@@ -224,7 +225,7 @@ class State:
 
 
 class Book:
-    """The run's bookkeeping in OUT: the log, the loop's state, OUT/checkpoint.pt and OUT/best.
+    """The run's bookkeeping in OUT: the log, the loop's state, the resume checkpoint and OUT/best.
     Made before the model loads, it refuses a --resume whose checkpoint belongs to another run."""
 
     def __init__(self, out, settings, run, model_dir, owns_process_group=True):
@@ -239,7 +240,7 @@ class Book:
         return self.state.step
 
     def start(self, core, optimizer, scheduler, scaler, alignment_before):
-        """The loop's state: fresh, or as OUT/checkpoint.pt left it (--resume), loaded into the
+        """The loop's state: fresh, or as the resume checkpoint left it (--resume), loaded into the
         model, optimizer, scheduler and scaler. Then the progress bar and the log window."""
         saved, window = self.saved, None
         self.state = State(alignment_before=alignment_before)
@@ -280,6 +281,7 @@ class Book:
     def record_dev(self, metric, dev, source):
         """Log dev scores ({lang: score} of `metric`) and say them on the console; whether the
         source's is the best so far (it becomes the state's best)."""
+        dev = distributed.gather(dev)[0]  # process 0's scores: every process must agree on the best (a sharded save is collective)
         state, best = self.state, dev[source] > self.state.best
         self.log({"step": state.step, f"dev_{metric}": dev})
         if best:
@@ -323,21 +325,26 @@ class Book:
                 "rng": states, "settings": self.settings.as_dict(), "identity": self.identity, "window": windows}
         path = self.out / ("checkpoint" if sharded else "checkpoint.pt")
         tmp = path.with_name(path.name + ".tmp")
+        problem = None
         try:
             if sharded:
-                shard.save(tmp, core, optimizer, rank)
-                if rank == 0:
+                shard.save(tmp, core, optimizer, rank)  # DCP: a failure raises on every process
+            if rank == 0:
+                if sharded:
                     torch.save(rest, tmp / "state.pt")
-                shard.commit(tmp, path, rank)
-            elif rank == 0:
-                torch.save(dict(rest, model=core.state_dict(), optimizer=optimizer.state_dict()), tmp)
-                os.replace(tmp, path)
+                    cli.replace_dir(tmp, path)
+                else:
+                    torch.save(dict(rest, model=core.state_dict(), optimizer=optimizer.state_dict()), tmp)
+                    os.replace(tmp, path)
         except (OSError, RuntimeError, shard.CheckpointException) as e:
+            problem = shard.reason(e)
             if rank == 0:
                 shutil.rmtree(tmp, ignore_errors=True) if sharded else tmp.unlink(missing_ok=True)
+        problem = distributed.first_error(problem) if sharded else problem  # every process stops with rank 0's failure
+        if problem:
             kept = f"the checkpoint of step {state.saved_step} is whole" if state.saved_step is not None else "no checkpoint is kept"
-            raise OSError(errno.EIO, f"writing the checkpoint failed ({str(e).strip().splitlines()[0]}); {kept}. Is the disk full? "
-                                     "Free some space and continue with --resume", str(path)) from None
+            raise OSError(errno.EIO, f"writing the checkpoint failed ({problem}); {kept}. Is the disk full? "
+                                     "Free some space and continue with --resume", str(path))
         if rank == 0:  # the other kind, from a run of the same folder with(out) --shard, is now older
             stale = self.out / ("checkpoint.pt" if sharded else "checkpoint")
             shutil.rmtree(stale) if stale.is_dir() else stale.unlink(missing_ok=True)
@@ -346,11 +353,11 @@ class Book:
     def save_best(self, model, tokenizer, info):
         """OUT/best: the model alone, with task.json (`info`, and the best step and score), written by
         rank 0 aside and swapped into place, so that a failed write leaves the previous best."""
-        sharded = shard.sharded(model) or any(shard.sharded(m) for m in model.modules())
+        sharded = shard.sharded(model)
         if self.run.rank != 0 and not sharded:
             return
         info = dict(info, step=self.state.best_step, **{f"dev_{self.metric}": self.state.best})
-        tmp = self.out / "best.tmp"
+        tmp, problem = self.out / "best.tmp", None
         if self.run.rank == 0:
             shutil.rmtree(tmp, ignore_errors=True)
         try:
@@ -361,9 +368,13 @@ class Book:
             if self.run.rank == 0:
                 cli.replace_dir(tmp, self.out / "best")
         except (OSError, RuntimeError) as e:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise OSError(errno.EIO, f"writing the best model failed ({str(e).splitlines()[0]}); the previous one is whole. "
-                                     "Is the disk full? Free some space and continue with --resume", str(self.out / "best")) from None
+            problem = str(e).splitlines()[0]
+            if self.run.rank == 0:
+                shutil.rmtree(tmp, ignore_errors=True)
+        problem = distributed.first_error(problem) if sharded else problem  # every process stops with rank 0's failure
+        if problem:
+            raise OSError(errno.EIO, f"writing the best model failed ({problem}); the previous one is whole. "
+                                     "Is the disk full? Free some space and continue with --resume", str(self.out / "best"))
 
 
 WRITERS = {}  # OUT -> its TensorBoard writer, or None without TensorBoard
@@ -412,14 +423,16 @@ def run_identity(settings, run, model_dir):
 def load_checkpoint(out, identity):
     """OUT/checkpoint.pt, or a sharded run's OUT/checkpoint/ (its state.pt here; the model and the
     optimizer when they load, in resume), refused unless it was written by this run (the same identity)."""
-    sharded = (out / "checkpoint").is_dir()
-    path = out / "checkpoint" / "state.pt" if sharded else out / "checkpoint.pt"
+    path = cli.latest_checkpoint(out)
+    if path is None:
+        raise CheckpointError(f"{out / 'checkpoint.pt'}: not found, nor a sharded run's checkpoint/")
+    sharded = path.name == "state.pt"
     saved = load_torch_file(path, "checkpoint")
     needed = {"scheduler", "scaler", "step", "rng"} | (set() if sharded else {"model", "optimizer"})
     if not isinstance(saved, dict) or not needed <= set(saved):
         raise CheckpointError(f"{path}: not a checkpoint written by train.py")
     if sharded:
-        saved["sharded"] = out / "checkpoint"
+        saved["sharded"] = path.parent
     else:
         check_finite(saved["model"], path)
     theirs = saved.get("identity") or {key: saved.get("args", {}).get(key) for key in ("method", "task")}
@@ -450,7 +463,7 @@ def resume(out, saved, core, optimizer, scheduler, scaler, rank, world_size):
         scheduler.load_state_dict(saved["scheduler"])
         scaler.load_state_dict(saved["scaler"])
     except (RuntimeError, ValueError, KeyError, shard.CheckpointException) as e:
-        raise CheckpointError(f"{path}: does not fit this model ({str(e).strip().splitlines()[0]}); "
+        raise CheckpointError(f"{path}: does not fit this model ({shard.reason(e)}); "
                               "start afresh with --overwrite or another --out") from None
     if len(saved["rng"]) == world_size:
         set_rng_state(saved["rng"][rank])

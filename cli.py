@@ -111,9 +111,17 @@ def replace_dir(tmp, target):
 RUN_FILES = ("checkpoint.pt", "checkpoint", "log.jsonl", "results.json", "results.md", "best")  # what makes a folder a run's
 
 
+def latest_checkpoint(out):
+    """OUT's resume checkpoint: checkpoint.pt, or a sharded run's checkpoint/state.pt (checkpoint.old/
+    where a kill came between replace_dir's two renames); the newer where there are both; None."""
+    out = Path(out)
+    sharded = next((f for f in (out / "checkpoint" / "state.pt", out / "checkpoint.old" / "state.pt") if f.is_file()), None)
+    found = [f for f in (sharded, out / "checkpoint.pt") if f is not None and f.is_file()]
+    return max(found, key=lambda f: f.stat().st_mtime) if found else None
+
+
 def has_checkpoint(out):
-    """Whether OUT holds a resume checkpoint: checkpoint.pt, or a sharded run's checkpoint/ folder."""
-    return (Path(out) / "checkpoint.pt").is_file() or (Path(out) / "checkpoint" / "state.pt").is_file()
+    return latest_checkpoint(out) is not None
 
 
 def output_folder(out, resume=False, overwrite=False, rank=0):
@@ -148,13 +156,17 @@ def check_shared(folders, rank):
         return
     token = distributed.gather(os.urandom(8).hex())[0]  # process 0's
     for what, folder in folders.items():
-        probe = Path(folder) / f".shared-{token}"
+        probe, problem = Path(folder) / f".shared-{token}", None
         if rank == 0:
-            probe.parent.mkdir(parents=True, exist_ok=True)
-            probe.write_text(token)
-        distributed.barrier()
+            try:
+                probe.parent.mkdir(parents=True, exist_ok=True)
+                probe.write_text(token)
+            except OSError as e:
+                problem = f"{what} {folder}: cannot be written to ({e.strerror or e}); choose another"
+        problem = distributed.first_error(problem)  # also: process 0 has written the probe
+        if problem:
+            raise InputError(problem)
         seen = distributed.gather((probe.is_file() and probe.read_text() == token, socket.gethostname()))
-        distributed.barrier()
         if rank == 0:
             probe.unlink(missing_ok=True)
         blind = [f"{r} (on {host})" for r, (ok, host) in enumerate(seen) if not ok]

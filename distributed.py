@@ -68,6 +68,12 @@ def gather(obj):
     return out
 
 
+def first_error(problem):
+    """The first process's problem (a message, or None) in rank order, the same on every process:
+    where one process meets a failure (a full disk) inside collective work, all stop with it."""
+    return next((p for p in gather(problem) if p), None)
+
+
 def wrap(module, device, find_unused_parameters=False):
     """The module under DistributedDataParallel when there are several processes, else itself.
     find_unused_parameters: whether a step may leave trainable parameters without gradient."""

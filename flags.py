@@ -181,7 +181,7 @@ def add_run_arguments(p):
     g.add_argument("--test-translations", metavar="PATH", help="the test texts' translations into the source language: a path "
                    "with {lang} (e.g. translate-test/test-{lang}-en-translated.tsv, XTREME's) or a folder of <lang>.tsv "
                    "files of id TAB text")
-    g.add_argument("--resume", action="store_true", help="continue exactly from OUT/checkpoint.pt")
+    g.add_argument("--resume", action="store_true", help="continue exactly from OUT/checkpoint.pt (a sharded run's: OUT/checkpoint/)")
     g.add_argument("--stop-at", type=cli.positive_int, help="save a checkpoint and exit after this step (continue later with --resume)")
     g = p.add_argument_group("hardware")
     g.add_argument("--device", type=cli.device, help="cpu or cuda (default: cuda when available)")

@@ -112,7 +112,7 @@ class Level:
     def count(self, logits, items, examples, task):
         """A confusion matrix of (gold, predicted) label counts."""
         counts = self.zero_counts(task).to(logits.device)
-        gold = torch.tensor([it.label for it in items], device=logits.device)
+        gold = torch.tensor([it.label for it in items], dtype=torch.long, device=logits.device)
         return counts.index_put_((gold, logits.argmax(-1)), torch.ones_like(gold), accumulate=True)
 
     def scores(self, counts, task):

@@ -36,10 +36,12 @@ def first_shard(shape, processes):
     return min(math.ceil(shape[0] / processes), shape[0]) * math.prod(shape[1:]) if shape else math.prod(shape)
 
 
-def plan(config, processes, amp="none", freeze_embeddings=False, device_memory=80 * GB, teacher=False):
-    """{name: bytes per process} under DDP, the same sharded over the processes (those of the first
-    process, which holds the most), and whether each fits `device_memory`; `teacher`: a float32
-    teacher model of the same size on every process (--teacher)."""
+def plan(config, processes, amp="none", freeze_embeddings=False, device_memory=80 * GB, teacher=False, grad_accum=1):
+    """{name: bytes per process} under DDP, the same sharded over the processes (FSDP2 pads every
+    process's part of a parameter to the first's, ceil(rows / N) rows), and whether each fits
+    `device_memory`; `teacher`: a float32 teacher model of the same size on every process
+    (--teacher); `grad_accum` > 1: a sharded run keeps its gradients whole, in float32, between the
+    micro-steps of a step (they are reduced after the last only)."""
     shapes = parameter_shapes(config, freeze_embeddings)
     total, trainable = count_parameters(config, freeze_embeddings)
     ddp = {"parameters": 4 * total, "gradients": 4 * trainable, "AdamW moments": 8 * trainable}
@@ -52,8 +54,10 @@ def plan(config, processes, amp="none", freeze_embeddings=False, device_memory=8
     sharded = {"parameters": 4 * mine, "gradients": 4 * mine_trained, "AdamW moments": 8 * mine_trained}
     if teacher:
         sharded["the teacher"] = 4 * total  # not sharded: a frozen model each process runs whole (teacher.py)
-    return {"parameters_count": total, "trainable": trainable, "ddp": ddp, "sharded": sharded,
-            "fits": sum(ddp.values()) <= device_memory, "fits_sharded": sum(sharded.values()) <= device_memory}
+    if grad_accum > 1:
+        sharded["whole gradients between micro-steps"] = 4 * trainable
+    return {"parameters_count": total, "trainable": trainable, "ddp": ddp, "sharded": sharded, "gathered": gathered(config, amp),
+            "fits": sum(ddp.values()) <= device_memory, "fits_sharded": sum(sharded.values()) + gathered(config, amp) <= device_memory}
 
 
 def gathered(config, amp):
@@ -65,12 +69,12 @@ def gathered(config, amp):
     return size * (sum(p.numel() for p in encoder.embeddings.parameters()) + sum(p.numel() for p in encoder.layers[0].parameters()))
 
 
-def report(name, config, processes, amp, freeze_embeddings, device_memory, teacher=False, shard=False):
+def report(name, config, processes, amp, freeze_embeddings, device_memory, teacher=False, shard=False, grad_accum=1):
     """The plan as the lines train.py --dry-run prints; its verdict for the run's mode (--shard or DDP)."""
-    p = plan(config, processes, amp, freeze_embeddings, device_memory, teacher)
-    compute = {"none": "float32", "bf16": "bf16 (autocast)", "fp16": "fp16 (autocast)", "auto": "as --amp auto chooses"}[amp]
+    p = plan(config, processes, amp, freeze_embeddings, device_memory, teacher, grad_accum)
+    compute = {"none": "float32", "bf16": "bf16 (autocast)", "fp16": "fp16 (autocast)", "auto": "as --amp auto chooses; float32 counted"}[amp]
     parts = lambda sizes: ", ".join(f"{part} {size / GB:.1f} GB" for part, size in sizes.items())
-    ddp, sharded, whole = sum(p["ddp"].values()), sum(p["sharded"].values()), gathered(config, amp)
+    ddp, sharded, whole = sum(p["ddp"].values()), sum(p["sharded"].values()), p["gathered"]
     lines = [f"memory plan: {name}, {p['parameters_count'] / 1e9:.2f} B parameters ({p['trainable'] / 1e9:.2f} B trained), "
              f"{processes} process{'es' * (processes > 1)}, float32 weights computing in {compute}",
              f"  DDP, per process: {parts(p['ddp'])}: {ddp / GB:.1f} GB before activations",
@@ -107,4 +111,4 @@ def dry_run(args, model_dir):
     processes = args.processes or int(os.environ.get("WORLD_SIZE", "1"))
     config = Config.from_directory(model_dir)
     print(report(args.model or "the default model", config, processes, args.amp, args.freeze_embeddings,
-                 device_memory(args.device_memory), teacher=bool(args.teacher), shard=args.shard))
+                 device_memory(args.device_memory), teacher=bool(args.teacher), shard=args.shard, grad_accum=args.grad_accum))

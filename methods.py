@@ -6,7 +6,8 @@ A method says
   - which training items it draws from a task: the source's labelled texts, with their
     translations or not, (source, translation) pairs, or pre-training pairs (`draws`, `training_items`);
   - how it builds and wraps the model (`build`, `wrap`: FILTER and X-Mixup run the classifier on
-    pairs, X-Mixup adds its ratio's W and b);
+    pairs, X-Mixup adds its ratio's W and b), and which layers it runs sub-layer by sub-layer
+    (`layers_run_in_parts`: X-Mixup's mixup layer, which a sharded run keeps whole);
   - how a batch is made and what its loss is, with named components for the log (`make_batch`,
     `loss`), in one or more phases (`phases`: Yu & Joty have two);
   - how it predicts at test time and which input that needs (`predictor`, `load_predictor`:

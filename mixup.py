@@ -57,6 +57,7 @@ import teacher
 from losses import prediction_consistency_loss, representation_consistency_loss
 from methods import TEST_INPUTS, PairMethod
 from model import embed_pair, mean_pool
+from shard import whole
 from tasks import InputError
 
 
@@ -342,7 +343,7 @@ class XMixupMethod(PairMethod):
         return model.to(next(classifier.parameters()).device).eval().predict, "pair"
 
     def saved_info(self, model):
-        """The ratio's W and b are read when the model is saved."""
+        """The ratio's W and b are read when the model is saved (gathered, where sharded: every process calls this)."""
         return {"mixup": {"layer": model.layer, "lambda0": self.settings.lambda0, "fixed_ratio": model.fixed_ratio, "variant": model.variant,
-                          "ratio_weight": model.ratio.linear.weight.item(), "ratio_bias": model.ratio.linear.bias.item(),
+                          "ratio_weight": whole(model.ratio.linear.weight).item(), "ratio_bias": whole(model.ratio.linear.bias).item(),
                           "inference": not self.settings.no_mixup_inference}}

@@ -13,9 +13,13 @@ in backward), and scatters the gradients' sum after backward, each process keepi
     stays with the root: its own forward, where its parameters would be gathered, never runs.
 
 Code that calls a part of the model rather than the whole (an evaluation of the encoder alone) runs
-inside `gathered`, and every process runs as many evaluation batches (methods.Run.lockstep), since
-each layer's forward gathers with all processes at once. Under --amp bf16 the layers compute in
-bf16 (parameters gathered in bf16) and gradients are summed in float32.
+inside `gathered`, and in the task's evaluation every process runs as many batches
+(methods.Run.lockstep), since each layer's forward gathers with all processes at once. Under --amp
+bf16 the layers compute in bf16 (parameters gathered in bf16; evaluation too, unlike DDP's, which
+evaluates in float32) and gradients are summed in float32.
+
+Not sharded: a teacher (teacher.py), which each process runs whole; the pretrained weights as they
+load (each process reads the whole model, then shards it); OUT/best as the test loads it.
 
 The resume checkpoint of a sharded run is OUT/checkpoint/, a DCP checkpoint: every process writes
 its own shards, and any number of processes, sharded or not, can read it (`save`, `load`).
@@ -28,13 +32,12 @@ from contextlib import contextmanager
 import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
-from torch.distributed.checkpoint.api import CheckpointException  # noqa: F401 (what a failed DCP write raises)
-from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict, set_state_dict
+from torch.distributed.checkpoint.api import CheckpointException  # what a failed DCP write or read raises, on every process
+from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict, set_model_state_dict, set_optimizer_state_dict
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
 from torch.distributed.tensor import DTensor
 
-import cli
 
 
 def wrap(core, encoder, layers_in_parts=(), amp="none"):
@@ -54,8 +57,8 @@ def wrap(core, encoder, layers_in_parts=(), amp="none"):
 
 
 def sharded(module):
-    """Whether a module is, or holds, a sharded one."""
-    return any(isinstance(m, FSDPModule) for m in module.modules())
+    """Whether a module holds sharded parameters."""
+    return any(isinstance(p, DTensor) for p in module.parameters())
 
 
 @contextmanager
@@ -87,7 +90,7 @@ OPTIONS = StateDictOptions(strict=True)
 
 def save(folder, core, optimizer, rank):
     """The model's and optimizer's state as a DCP checkpoint in a new `folder` (emptied first), each
-    process writing its own shards; `commit` then puts it in place."""
+    process writing its own shards; bookkeeping.Book.save_checkpoint then puts it in place."""
     if rank == 0:
         shutil.rmtree(folder, ignore_errors=True)
     barrier()
@@ -95,21 +98,30 @@ def save(folder, core, optimizer, rank):
     dcp.save({"model": model, "optimizer": optim}, checkpoint_id=str(folder))
 
 
-def commit(tmp, path, rank):
-    """Swap a written checkpoint (save) into place, once every process has written its part."""
-    barrier()
-    if rank == 0:
-        cli.replace_dir(tmp, path)
-    barrier()
-
-
 def load(path, core, optimizer):
     """Fill the model and optimizer from a DCP checkpoint (save), resharded to this run's processes,
-    or whole where the model is not sharded."""
-    model, optim = get_state_dict(core, optimizer, options=OPTIONS)
-    state = {"model": model, "optimizer": optim}
-    dcp.load(state, checkpoint_id=str(path))
-    set_state_dict(core, optimizer, model_state_dict=state["model"], optim_state_dict=state["optimizer"], options=OPTIONS)
+    or whole where the model is not sharded. Every weight must be there; AdamW's state only for the
+    parameters that had a gradient before the save (Unicoder's heads wait for their task's turn)."""
+    model, optim = get_state_dict(core, optimizer, options=OPTIONS)  # AdamW's state made for every parameter (a step at lr 0)
+    dcp.load({"model": model}, checkpoint_id=str(path))
+    saved = dcp.FileSystemReader(str(path)).read_metadata().state_dict_metadata
+    absent = [name for name, state in optim["state"].items() if not all(f"optimizer.state.{name}.{key}" in saved for key in state)]
+    for name in absent:
+        del optim["state"][name]
+    dcp.load({"optimizer": optim}, checkpoint_id=str(path))
+    set_model_state_dict(core, model, options=OPTIONS)
+    set_optimizer_state_dict(core, optimizer, optim, options=StateDictOptions(strict=False))
+    parameters = dict(core.named_parameters())
+    for name in absent:  # as before the save: no state until the first gradient
+        optimizer.state.pop(parameters[name], None)
+
+
+def reason(error):
+    """The first line of what went wrong, from a DCP CheckpointException (every rank's) or another error."""
+    if isinstance(error, CheckpointException):
+        first = next(iter(error.failures.values()))[0]
+        return f"{type(first).__name__}: {str(first).strip().splitlines()[0] if str(first).strip() else ''}"
+    return str(error).strip().splitlines()[0]
 
 
 def non_finite(module):

@@ -4,6 +4,7 @@
     python train.py --method zero-shot --task sib200 --data ../shared/data/sib200 --out runs/sib200-zs
     python train.py --method filter --task xquad --data ../shared/data/xquad --out runs/xquad-filter   # QA
     torchrun --nproc_per_node 2 train.py --method xeroalign --out runs/demo-xa
+    torchrun --nproc_per_node 8 train.py --shard --amp bf16 --model facebook/xlm-roberta-xl ...  # sharded (shard.py)
 
     python train.py --method filter --out runs/filter-teacher                      # FILTER's self-teaching:
     python train.py --method filter --teacher runs/filter-teacher/best --out runs/filter-student
@@ -16,8 +17,8 @@ on (flags.py); the data; the model; the optimizer; the loop; the test table of t
 One step is train_step: the batch comes in, the method's loss (flags.METHODS names its class),
 backward with the batch's share of the global batch, the update. What the loop does around the
 step (the batch plan, log records, stop requests, divergence, checkpoints) is bookkeeping.py.
-Everything a resumed run needs is in OUT/checkpoint.pt; the best model is OUT/best/, an ordinary
-checkpoint directory; losses and evaluations go to OUT/log.jsonl.
+Everything a resumed run needs is in OUT/checkpoint.pt (a sharded run's: OUT/checkpoint/); the best
+model is OUT/best/, an ordinary checkpoint directory; losses and evaluations go to OUT/log.jsonl.
 """
 import json
 import random
@@ -49,8 +50,8 @@ def main(argv=None):
     owns_process_group = not distributed.initialized()  # co-training trains inside an outer run
     rank, world_size, device = distributed.setup(args.device)
     distributed.choose_attention(device)
+    cli.check_shared({"--out": args.out, "the token cache (MINXLT_CACHE)": cache_dir()}, rank)  # several nodes: storage all see
     out = cli.output_folder(args.out, args.resume, args.overwrite, rank)
-    cli.check_shared({"--out": out, "the token cache (MINXLT_CACHE)": cache_dir()}, rank)  # several nodes: storage they all see
     random.seed(args.seed + rank)
     torch.manual_seed(args.seed + rank)  # dropout differs across ranks; the weights start identical (loaded)
 
@@ -194,10 +195,8 @@ def evaluate_and_save(settings, method, raw, core, book):
     langs = [run.task.source] + (run.task.targets if settings.dev_langs == "all" else [])
     with shard.gathered(core):  # a sharded model's own parameters whole, for predictors that call a part of it
         dev = {lang: scores[metric] for lang, scores in method.evaluate(core, "dev", langs).items()}
-        best = book.record_dev(metric, dev, run.task.source)  # logged; True where the source's is the best so far
-        info = dict(task_info(settings, run), **method.saved_info(core)) if best else None
-    if best:
-        book.save_best(raw, run.tokenizer, info)
+    if book.record_dev(metric, dev, run.task.source):  # logged; True where the source's is the best so far
+        book.save_best(raw, run.tokenizer, dict(task_info(settings, run), **method.saved_info(core)))
 
 
 def task_info(settings, run):

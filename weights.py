@@ -421,9 +421,15 @@ def save_encoder(directory, config, state, head=None, shard_bytes=SHARD_BYTES, w
     Weights of more than `shard_bytes` go to model-0000i-of-0000n.safetensors with model.safetensors.index.json.
     A sharded model's tensors are gathered by `whole`, a file's at a time, by every process; those not
     told to `write` gather and write nothing (shard.py)."""
-    directory = Path(directory)
-    if write:
-        directory.mkdir(parents=True, exist_ok=True)
+    directory, failed = Path(directory), []
+
+    def attempt(write_files):  # a writer that fails still gathers every file's tensors with the other processes
+        if write and not failed:
+            try:
+                write_files()
+            except OSError as e:
+                failed.append(e)
+    attempt(lambda: directory.mkdir(parents=True, exist_ok=True))
     base = {"bert": "Bert", "roberta": "Roberta", "xlm-roberta": "XLMRoberta", "xlm-roberta-xl": "XLMRobertaXL"}[config.model_type]
     lm_head = "lm_head.bias" in state and head is None  # a task model drops the masked-LM head it does not use
     prefix = "bert." if config.is_bert else "roberta."
@@ -441,20 +447,18 @@ def save_encoder(directory, config, state, head=None, shard_bytes=SHARD_BYTES, w
         hf.update(head["config"], architectures=[base + head["architecture"]])
     shards = shard(tensors, shard_bytes)
     names = ["model.safetensors"] if len(shards) == 1 else [f"model-{i:05d}-of-{len(shards):05d}.safetensors" for i in range(1, len(shards) + 1)]
-    if write:
-        (directory / "config.json").write_text(json.dumps(hf, indent=2) + "\n")
-        for old in [*directory.glob("model-*-of-*.safetensors"), directory / "model.safetensors.index.json", directory / "model.safetensors"]:
-            old.unlink(missing_ok=True)  # a previous save's files, single or sharded
+    attempt(lambda: (directory / "config.json").write_text(json.dumps(hf, indent=2) + "\n"))
+    for old in [*directory.glob("model-*-of-*.safetensors"), directory / "model.safetensors.index.json", directory / "model.safetensors"]:
+        attempt(lambda: old.unlink(missing_ok=True))  # a previous save's files, single or sharded
     for name, part in zip(names, shards):
         part = {key: whole(tensor) for key, tensor in part.items()} if whole else part
-        if write:
-            tmp = directory / (name + ".tmp")
-            save_safetensors(part, tmp)
-            os.replace(tmp, directory / name)
-    if len(shards) > 1 and write:
+        attempt(lambda: (save_safetensors(part, directory / (name + ".tmp")), os.replace(directory / (name + ".tmp"), directory / name)))
+    if len(shards) > 1:
         index = {"metadata": {"total_size": sum(t.numel() * t.element_size() for t in tensors.values())},
                  "weight_map": {key: name for name, part in zip(names, shards) for key in part}}
-        (directory / "model.safetensors.index.json").write_text(json.dumps(index, indent=2) + "\n")
+        attempt(lambda: (directory / "model.safetensors.index.json").write_text(json.dumps(index, indent=2) + "\n"))
+    if failed:
+        raise failed[0]
 
 
 def shard(tensors, shard_bytes):

@@ -45,6 +45,9 @@ def test_xxl_on_eight_processes_under_ddp_does_not_fit_and_says_what_would(tmp_p
     assert "sharded over 8 (--shard), per process: parameters 5.3 GB, gradients 5.3 GB, AdamW moments 10.7 GB: 21.4 GB" in sharded
     assert "gathered whole during a step: 2.5 GB (the embeddings and the layer that runs)" in sharded
     assert "sharded, it fits the device's 80 GB with 56.1 GB left for activations" in sharded
+    accumulating = dry_run(tmp_path, XXL, "--processes", "8", "--amp", "bf16", "--device-memory", "80", "--shard", "--grad-accum", "2",
+                           "--batch-size", "32")
+    assert "AdamW moments 10.7 GB, whole gradients between micro-steps 42.8 GB: 64.2 GB" in accumulating
     alone = dry_run(tmp_path, XXL, "--processes", "1", "--amp", "bf16", "--device-memory", "80", "--shard")
     assert "does not fit the device's 80 GB even sharded over 1 process: run more processes (more nodes)" in alone
     assert "--gradient-checkpointing saves activations only" in out
