@@ -136,7 +136,8 @@ def main(argv=None):
     for view, examples in (("lm", D_lm), ("emb", D_emb)):
         directory = out / "final" / view
         train.main(fine_tune.argv(view, directory, examples))
-        results[view] = json.loads((directory / "results.json").read_text())
+        if rank == 0:  # which wrote it
+            results[view] = json.loads((directory / "results.json").read_text())
     if rank == 0:
         summary = {**{k: v for k, v in results["lm"].items() if k != "settings"}, "embedding_model": results["emb"],
                    "pseudo_labels": {"lm": len(D_lm) - len(labeled), "emb": len(D_emb) - len(labeled)},

@@ -253,3 +253,25 @@ def test_a_checkpoint_before_every_head_has_trained_resumes(tmp_path, tiny_model
     argv = ["--model", str(tiny_model_dir), *COMMON, *TASKS["sentence"], "--method", "unicoder", "--max-steps", "6", "--shard"]
     spawn([(argv, tmp_path / "whole"), (argv + ["--stop-at", "2"], tmp_path / "split"), (argv + ["--resume"], tmp_path / "split")])
     assert_same_losses(tmp_path / "whole", tmp_path / "split", "Unicoder resumed at step 2")
+
+
+def cotrain_worker(rank, world_size, port, argv):
+    import cotrain
+    join_process_group_env(rank, world_size, port)
+    cotrain.main(argv)
+
+
+def test_co_training_sharded_logs_the_losses_of_ddp(tmp_path, tiny_model_dir):
+    # both views, f_lm and the embedding model f_emb, are train.py runs that take --shard; a threshold of 0 makes
+    # every prediction qualify, so the picks are the seeded draws alone
+    argv = ["--model", str(tiny_model_dir), "--embedding-model", str(tiny_model_dir), "--target-langs", "de", "--batch-size", "8",
+            "--max-steps", "5", "--eval-every", "5", "--log-every", "1", "--dropout", "0", "--lr", "2e-3", "--cotrain-iterations", "1",
+            "--threshold", "0.0", "--train-fraction", "0.2", "--eval-batch-size", "24"]
+    for mode, flag in (("ddp", []), ("shard", ["--shard"])):
+        mp.spawn(cotrain_worker, args=(2, free_port(), argv + flag + ["--out", str(tmp_path / mode)]), nprocs=2)
+    picks = [json.loads((tmp_path / mode / "round0" / "picks.json").read_text()) for mode in ("ddp", "shard")]
+    for view in ("lm", "emb"):  # the same texts with the same labels, their confidences to float precision
+        assert {k: label for k, (label, _) in picks[0][view].items()} == {k: label for k, (label, _) in picks[1][view].items()}
+        assert [c for _, c in picks[1][view].values()] == pytest.approx([c for _, c in picks[0][view].values()], rel=1e-5)
+    for run in ("round0/lm", "round0/emb", "final/lm", "final/emb"):
+        assert_same_losses(tmp_path / "ddp" / run, tmp_path / "shard" / run, f"co-training {run}")
