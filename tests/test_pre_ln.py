@@ -1,5 +1,5 @@
 """Every method on a tiny pre-LN encoder (XLM-R XL and XXL's layout) through the command line:
-trained, tested and exported, a run resumed and evaluated again."""
+trained, stopped and resumed to the same losses, tested, exported and evaluated again from OUT/best."""
 import json
 
 import pytest
@@ -28,7 +28,12 @@ def test_every_method_trains_tests_and_exports_on_a_pre_ln_encoder(tmp_path, xl_
         for lang in ("en", "de"):
             write_squad(tmp_path, lang, [("Article 0", PEOPLE * 2), ("Article 1", PEOPLE), ("Article 6", PEOPLE[1:3]), ("Article 7", PEOPLE)])
         extra += ["--task", "xquad", "--data", str(tmp_path), "--max-length", "40", "--doc-stride", "6"]
-    train.main(["--model", str(xl_model_dir), *COMMON, *LEVELS.get(level, []), "--method", method.split("-in-")[0], "--out", str(out)] + extra)
+    argv = ["--model", str(xl_model_dir), *COMMON, *LEVELS.get(level, []), "--method", method.split("-in-")[0]] + extra
+    train.main(argv + ["--out", str(out)])
+    train.main(argv + ["--out", str(tmp_path / "split"), "--stop-at", "1"])  # stopped after a step, then resumed
+    train.main(argv + ["--out", str(tmp_path / "split"), "--resume"])
+    losses = lambda run: [r["loss"] for r in map(json.loads, (run / "log.jsonl").read_text().splitlines()) if "loss" in r]
+    assert losses(tmp_path / "split") == losses(out) and len(losses(out)) == 2
     config = json.loads((out / "best" / "config.json").read_text())
     assert config["model_type"] == "xlm-roberta-xl" and "encoder.LayerNorm.weight" in (out / "best" / "model.safetensors").read_bytes().decode("latin-1")
     if method == "unicoder":  # an encoder with its XL masked-LM head
@@ -38,6 +43,8 @@ def test_every_method_trains_tests_and_exports_on_a_pre_ln_encoder(tmp_path, xl_
     assert set(results["de"]) >= {"n"}
     model, _, _ = Classifier.load(out / "best")
     assert model.encoder.config.pre_norm
+    evaluate.main(["--checkpoint", str(out / "best"), "--out", str(tmp_path / "eval")])  # OUT/best evaluated again, alone
+    assert json.loads((tmp_path / "eval" / "results_test.json").read_text())["de"] == results["de"]
 
 
 def test_a_pre_ln_run_resumes_to_the_same_losses_and_evaluates(tmp_path, xl_model_dir):
