@@ -189,8 +189,7 @@ class FineTuning:
         def fit(examples, round_):
             directory = Path(self.own.out) / f"round{round_}" / view
             train.main(self.argv(view, directory, examples) + ["--no-test"])
-            model, tokenizer, info = Classifier.load(directory / "best")
-            model.to(self.device)
+            model, tokenizer, info = Classifier.load(directory / "best", self.device)
 
             def predict(unlabelled):
                 keys = sorted(unlabelled)

@@ -341,8 +341,8 @@ def main(argv=None):
     distributed.choose_attention(device)
     model, info = None, {}
     if args.checkpoint:
-        model, tokenizer, info = Classifier.load(args.checkpoint)
-        encoder = model.to(device).encoder
+        model, tokenizer, info = Classifier.load(args.checkpoint, device)
+        encoder = model.encoder
     else:
         path = hub.resolve(args.model) if args.model else default_model()
         encoder, tokenizer = Encoder.from_pretrained(path).to(device), Tokenizer.from_pretrained(path)

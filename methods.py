@@ -234,8 +234,8 @@ class Method:
             trained.eval()
             predictor, encoder = self.predictor(trained, test_input), model.encoder
         else:
-            classifier, _, info = Classifier.load(best)
-            classifier.to(self.run.device).eval()
+            classifier, _, info = Classifier.load(best, self.run.device)
+            classifier.eval()
             predictor, encoder = type(self).load_predictor(classifier, info, test_input), classifier.encoder
         return score_split(self.run, *predictor, "test", None, partners, predictions), encoder
 

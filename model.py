@@ -243,11 +243,12 @@ class Encoder(nn.Module):
         return self.lm_head(hidden, self.embeddings.word.weight)
 
     @classmethod
-    def from_pretrained(cls, directory, dtype=torch.float32, **overrides):
+    def from_pretrained(cls, directory, dtype=torch.float32, device="cpu", **overrides):
         """Load a Hugging Face checkpoint directory (xlm-roberta, xlm-roberta-xl, roberta or bert);
         `overrides` replace config fields that do not change the weights' shapes (dropout,
         attention_dropout). The model is built on the meta device and filled file by file (shard by
-        shard) in `dtype`: no second copy of the weights is ever held."""
+        shard) in `dtype` on `device`: no second copy of the weights is ever held, and on a GPU the
+        host holds one file's tensors at a time."""
         directory = Path(directory)
         config = replace(Config.from_directory(directory), **overrides)
         files = weights.checkpoint_files(directory)
@@ -257,7 +258,7 @@ class Encoder(nn.Module):
         pooler, lm_head = weights.checkpoint_modules(shapes, config.is_bert)
         with torch.device("meta"):
             model = cls(config, pooler=pooler, lm_head=lm_head)
-        model = model.to(dtype).to_empty(device="cpu")
+        model = model.to(dtype).to_empty(device=device)
         weights.stream_state(model, config, files, shapes, directory)
         return model
 
@@ -406,11 +407,11 @@ class Classifier(nn.Module):
         (directory / "task.json").write_text(json.dumps(dict(task, transformers=head["architecture"] if head else None), indent=2) + "\n")
 
     @classmethod
-    def load(cls, directory):
-        """(model, tokenizer, task dict) from a directory written by save()."""
+    def load(cls, directory, device="cpu"):
+        """(model on `device`, tokenizer, task dict) from a directory written by save()."""
         directory = Path(directory)
         task = weights.read_task_json(directory, HEAD_STYLES)
-        encoder, tokenizer = Encoder.from_pretrained(directory), Tokenizer.from_pretrained(directory)
+        encoder, tokenizer = Encoder.from_pretrained(directory, device=device), Tokenizer.from_pretrained(directory)
         weights.check_tokenizer(encoder.config, tokenizer, directory)
         encoder.segment_id = tokenizer.segment_id
         model = cls(encoder, len(task["labels"]), task.get("head_style", "roberta"), task.get("pooling", "cls"),
@@ -422,4 +423,4 @@ class Classifier(nn.Module):
             model.head.load_state_dict(weights.check_finite(load_safetensors(path), path))
         except RuntimeError as e:
             raise CheckpointError(f"{path}: does not fit task.json's labels and head ({str(e).splitlines()[0]})") from None
-        return model, tokenizer, task
+        return model.to(device), tokenizer, task

@@ -19,7 +19,7 @@ bf16 the layers compute in bf16 (parameters gathered in bf16; evaluation too, un
 evaluates in float32) and gradients are summed in float32.
 
 Not sharded: a teacher (teacher.py), which each process runs whole; the pretrained weights as they
-load (each process reads the whole model, then shards it); OUT/best as the test loads it.
+load (each process fills the whole model on its device, then shards it); OUT/best as the test loads it.
 
 The resume checkpoint of a sharded run is OUT/checkpoint/, a DCP checkpoint: every process writes
 its own shards, and any number of processes, sharded or not, can read it (`save`, `load`).

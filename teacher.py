@@ -74,8 +74,8 @@ class Teacher:
             if not isinstance(self.cache, dict):
                 raise CheckpointError(f"{cache}: not a teacher cache written by train.py (--teacher-cache)")
         if checkpoint is not None:
-            classifier, _, task = Classifier.load(checkpoint)
-            self.model = pair_model(classifier.to(device).eval(), task)
+            classifier, _, task = Classifier.load(checkpoint, device)
+            self.model = pair_model(classifier.eval(), task)
 
     @torch.no_grad()
     def logits(self, source_ids, source_mask, target_ids, target_mask, targets):

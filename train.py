@@ -128,7 +128,7 @@ def load_run(args, model_dir, device, rank, world_size):
 def build_model(settings, method, model_dir, device, rank):
     """The encoder and a fresh head, identical on every rank before DDP wraps them."""
     dropout = {} if settings.dropout is None else {"dropout": settings.dropout, "attention_dropout": settings.dropout}
-    encoder = Encoder.from_pretrained(model_dir, **dropout)
+    encoder = Encoder.from_pretrained(model_dir, device=device, **dropout)
     encoder.segment_id = method.run.tokenizer.segment_id  # BERT's tokenizers put a pair's second text in segment 1
     torch.manual_seed(settings.seed)
     model = method.build(encoder).to(device)

@@ -365,5 +365,5 @@ class UnicoderMethod(Method):
 
     def test(self, best, model, trained, test_input="text", translations=None, predictions=None):
         """An encoder, not a classifier: no test scores, only CKA and retrieval before and after."""
-        encoder = Encoder.from_pretrained(best).to(self.run.device) if Path(best).exists() else model.encoder
+        encoder = Encoder.from_pretrained(best, device=self.run.device) if Path(best).exists() else model.encoder
         return {}, encoder
