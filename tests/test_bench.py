@@ -1,6 +1,7 @@
 """bench_train.py runs end to end on the CPU: every method's row and transformers' baseline on the
 same batches, and the ratios it prints."""
 import re
+import sys
 
 import pytest
 
@@ -41,3 +42,11 @@ def test_bench_train_runs_the_methods_sharded(tiny_model_dir, capsys):
     table = capsys.readouterr().out.split("batch 4\n")[1]
     rows = {line.split(" | ")[0][2:]: line.split(" | ") for line in table.splitlines() if re.match(r"\| [a-z]", line)}
     assert {"translate-train", "xmixup"} <= set(rows) and float(rows["xmixup"][1]) > 0
+
+
+def test_bench_load_prints_both_loads_and_the_ratio(capsys, monkeypatch):
+    import bench_load
+    monkeypatch.setattr(sys, "argv", ["bench_load.py", "--hidden", "64", "--layers", "2", "--vocab", "2000", "--shard-mb", "1"])
+    bench_load.main()
+    rows = [line.split(" | ") for line in capsys.readouterr().out.splitlines() if line.startswith(("| float32", "| bfloat16"))]
+    assert len(rows) == 2 and all(float(row[-1].rstrip(" |")) > 0 for row in rows)
