@@ -1,6 +1,7 @@
 """The process group and its devices: torchrun's environment when there is one, else a single
 process, and the attention kernels for a device. Every collective the project uses is here, and
 each is a no-op in a single process."""
+import gc
 import os
 from contextlib import nullcontext
 
@@ -39,9 +40,13 @@ def choose_attention(device):
 
 
 def cleanup():
+    """Destroy the process group once every collective is done on every process, and once the DDP
+    models that hold it are gone: a group destroyed while gloo's threads still release a finished
+    collective's tensors, or later by a model's collection, can hang or abort the process."""
     if dist.is_initialized():
-        dist.barrier()  # every collective done on every process: a group destroyed while gloo's thread still releases a
-        dist.destroy_process_group()  # finished all_gather's tensors can hang (it waits for the lock Python holds)
+        gc.collect()
+        dist.barrier()
+        dist.destroy_process_group()
 
 
 def initialized():

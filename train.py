@@ -108,6 +108,7 @@ def main(argv=None):
     elif not stopped and not settings.no_test:
         test(settings, method, raw, core, book)
     if owns_process_group:
+        del model  # DDP's, which holds the process group: gone before the group (distributed.cleanup)
         distributed.cleanup()
     return raw
 

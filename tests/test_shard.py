@@ -45,7 +45,7 @@ def runs_worker(rank, world_size, port, runs):
     dist.init_process_group("gloo")
     for argv, out in runs:
         train.main(argv + ["--out", str(out)])
-    dist.destroy_process_group()
+    distributed.cleanup()
 
 
 def spawn(runs, processes=2):
@@ -168,7 +168,7 @@ def export_worker(rank, world_size, port, argv, result):
     state = {name: shard.whole(value) for name, value in model.state_dict().items()}  # every process gathers, in order
     if rank == 0:
         torch.save(state, result)
-    dist.destroy_process_group()
+    distributed.cleanup()
 
 
 def test_best_of_a_sharded_run_holds_the_trained_weights(tmp_path, tiny_model_dir):
@@ -209,7 +209,7 @@ def shared_worker(rank, world_size, port, folders, result):
         message = str(e)
     if rank == 1:
         result.write_text(message or "")
-    dist.destroy_process_group()
+    distributed.cleanup()
 
 
 def test_a_folder_that_not_every_node_sees_is_refused(tmp_path):
@@ -230,7 +230,7 @@ def measure_worker(rank, world_size, port, result):
     held = distributed.gather({mode: bench_shard.measure(config, mode == "sharded") for mode in ("ddp", "sharded")})
     if rank == 0:
         result.write_text(json.dumps(held))
-    dist.destroy_process_group()
+    distributed.cleanup()
 
 
 def test_the_memory_plan_is_what_each_process_holds(tmp_path):
