@@ -1,7 +1,9 @@
-"""Benchmark: our Encoder against transformers' XLMRobertaModel, same config, weights, dtype and inputs.
+"""Benchmark: our Encoder against transformers' XLMRobertaModel (XLMRobertaXLModel for XL), same config,
+weights, dtype and inputs.
 
     python bench_encoder.py                                   # CPU, base and large shapes, vocab 8000
     python bench_encoder.py --device cuda --amp bf16 --vocab 250002 --batch 32 --seq 256
+    python bench_encoder.py --device cuda --amp bf16 --vocab 250880 --batch 32 --seq 128 --shapes xl   # XL (pre-LN)
 
 One training step is forward + backward of a scalar loss over the final hidden states, in train
 mode (dropout on), on a padded batch. Time: median over --steps, the two models alternating step
@@ -17,9 +19,10 @@ import time
 
 import torch
 
-SHAPES = {  # XLM-R base and large
+SHAPES = {  # XLM-R base and large, and XLM-R XL (pre-LN: against XLMRobertaXLModel)
     "base": dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072),
     "large": dict(hidden_size=1024, num_hidden_layers=24, num_attention_heads=16, intermediate_size=4096),
+    "xl": dict(hidden_size=2560, num_hidden_layers=36, num_attention_heads=32, intermediate_size=10240, pre_ln=True),
 }
 
 
@@ -29,8 +32,10 @@ def build(impl, shape, args):
 
     from model import Config, Encoder
     torch.manual_seed(0)
-    config = transformers.XLMRobertaConfig(vocab_size=args.vocab, max_position_embeddings=514, **SHAPES[shape])
-    reference = transformers.XLMRobertaModel(config, add_pooling_layer=False)
+    sizes = dict(SHAPES[shape])
+    layout = ("XLMRobertaXLConfig", "XLMRobertaXLModel") if sizes.pop("pre_ln", False) else ("XLMRobertaConfig", "XLMRobertaModel")
+    config = getattr(transformers, layout[0])(vocab_size=args.vocab, max_position_embeddings=514, **sizes)
+    reference = getattr(transformers, layout[1])(config, add_pooling_layer=False)
     if impl == "ours":
         model = Encoder(Config.from_hf(config.to_dict()))
         model.load_hf_state_dict(reference.state_dict())
@@ -132,7 +137,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", default="cpu", help="cpu or cuda")
     parser.add_argument("--amp", default="none", choices=["none", "bf16", "fp16"], help="autocast dtype (float32 weights)")
-    parser.add_argument("--shapes", default="base,large", help="comma-separated: base, large")
+    parser.add_argument("--shapes", default="base,large", help="comma-separated: base, large, xl")
     parser.add_argument("--vocab", type=int, default=8000, help="vocabulary size (XLM-R: 250002; smaller keeps CPU runs short)")
     parser.add_argument("--batch", type=int, default=4)
     parser.add_argument("--seq", type=int, default=128, help="longest sequence; the others are 50-100%% of it")

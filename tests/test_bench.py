@@ -4,6 +4,7 @@ import re
 import sys
 
 import pytest
+import torch
 
 import bench_train
 from model import Config
@@ -50,3 +51,19 @@ def test_bench_load_prints_both_loads_and_the_ratio(capsys, monkeypatch):
     bench_load.main()
     rows = [line.split(" | ") for line in capsys.readouterr().out.splitlines() if line.startswith(("| float32", "| bfloat16"))]
     assert len(rows) == 2 and all(float(row[-1].rstrip(" |")) > 0 for row in rows)
+
+
+def test_bench_encoder_times_the_pre_ln_layout_against_transformers(monkeypatch):
+    import argparse
+
+    import bench_encoder
+    pytest.importorskip("transformers")
+    monkeypatch.setitem(bench_encoder.SHAPES, "tiny-xl", dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                                                              intermediate_size=37, pre_ln=True))
+    args = argparse.Namespace(device="cpu", amp="none", vocab=100, batch=2, seq=16, steps=1, warmup=0)
+    ours, _, _ = bench_encoder.build("ours", "tiny-xl", args)
+    theirs, ids, mask = bench_encoder.build("theirs", "tiny-xl", args)
+    assert type(theirs).__name__ == "XLMRobertaXLModel" and ours.config.pre_norm
+    with torch.no_grad():
+        assert torch.allclose(ours.eval()(ids, mask), theirs.eval()(input_ids=ids, attention_mask=mask).last_hidden_state, atol=1e-5)
+    assert all(t > 0 for t in bench_encoder.time_steps(args, "tiny-xl").values())
