@@ -39,7 +39,6 @@ from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
 from torch.distributed.tensor import DTensor
 
 
-
 def wrap(core, encoder, layers_in_parts=(), amp="none"):
     """Shard `core` (the trained module, in place) over every process: each layer of `encoder`
     but those in `layers_in_parts` (indices), then the root. Returns `core`."""

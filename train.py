@@ -23,6 +23,7 @@ model is OUT/best/, an ordinary checkpoint directory; losses and evaluations go 
 import json
 import random
 import sys
+
 import torch
 
 import bookkeeping
