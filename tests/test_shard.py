@@ -180,6 +180,12 @@ def test_best_of_a_sharded_run_holds_the_trained_weights(tmp_path, tiny_model_di
     saved = best.state_dict()
     assert saved.keys() == trained.keys() and all(torch.equal(saved[k], trained[k]) for k in saved)
     assert task["transformers"] == "ForTokenClassification" and task["step"] == 5
+    transformers = pytest.importorskip("transformers")  # and transformers loads it with its trained head
+    theirs = transformers.AutoModelForTokenClassification.from_pretrained(tmp_path / "run" / "best").eval()
+    ids = torch.tensor([[0, 25, 36, 47, 2, 1]])
+    mask = ids.ne(1).long()
+    with torch.no_grad():
+        assert torch.allclose(theirs(input_ids=ids, attention_mask=mask).logits, best.eval()(ids, mask)[0], atol=1e-5)
 
 
 def test_two_nodes_on_localhost_train_like_one_node_of_two(tmp_path, tiny_model_dir):
