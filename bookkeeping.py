@@ -224,6 +224,11 @@ class State:
     saved_step: int | None = None         # the step of the last checkpoint written
 
 
+FAILED_WRITE = (OSError, RuntimeError)  # a full disk, a folder that cannot be written
+# Sharded, every process takes part in a write: whatever fails on one is told to all (distributed.first_error), none left waiting.
+FAILED_WRITE_SHARDED = (Exception, shard.CheckpointException)
+
+
 class Book:
     """The run's bookkeeping in OUT: the log, the loop's state, the resume checkpoint and OUT/best.
     Made before the model loads, it refuses a --resume whose checkpoint belongs to another run."""
@@ -325,7 +330,7 @@ class Book:
                 "rng": states, "settings": self.settings.as_dict(), "identity": self.identity, "window": windows}
         path = self.out / ("checkpoint" if sharded else "checkpoint.pt")
         tmp = path.with_name(path.name + ".tmp")
-        problem = None
+        problem, caught = None, FAILED_WRITE_SHARDED if sharded else FAILED_WRITE
         try:
             if sharded:
                 shard.save(tmp, core, optimizer, rank)  # DCP: a failure raises on every process
@@ -336,7 +341,7 @@ class Book:
                 else:
                     torch.save(dict(rest, model=core.state_dict(), optimizer=optimizer.state_dict()), tmp)
                     os.replace(tmp, path)
-        except (OSError, RuntimeError, shard.CheckpointException) as e:
+        except caught as e:
             problem = shard.reason(e)
             if rank == 0:
                 shutil.rmtree(tmp, ignore_errors=True) if sharded else tmp.unlink(missing_ok=True)
@@ -357,7 +362,7 @@ class Book:
         if self.run.rank != 0 and not sharded:
             return
         info = dict(info, step=self.state.best_step, **{f"dev_{self.metric}": self.state.best})
-        tmp, problem = self.out / "best.tmp", None
+        tmp, problem, caught = self.out / "best.tmp", None, FAILED_WRITE_SHARDED if sharded else FAILED_WRITE
         if self.run.rank == 0:
             shutil.rmtree(tmp, ignore_errors=True)
         try:
@@ -367,8 +372,8 @@ class Book:
                 model.save(tmp, tokenizer, info)
             if self.run.rank == 0:
                 cli.replace_dir(tmp, self.out / "best")
-        except (OSError, RuntimeError) as e:
-            problem = str(e).splitlines()[0]
+        except caught as e:
+            problem = shard.reason(e)
             if self.run.rank == 0:
                 shutil.rmtree(tmp, ignore_errors=True)
         problem = distributed.first_error(problem) if sharded else problem  # every process stops with rank 0's failure

@@ -108,7 +108,8 @@ def replace_dir(tmp, target):
     shutil.rmtree(old, ignore_errors=True)
 
 
-RUN_FILES = ("checkpoint.pt", "checkpoint", "log.jsonl", "results.json", "results.md", "best")  # what makes a folder a run's
+RUN_FILES = ("checkpoint.pt", "checkpoint", "checkpoint.old", "log.jsonl", "results.json", "results.md", "best")  # what makes a folder a run's
+LEFTOVERS = ("checkpoint.tmp", "checkpoint.pt.tmp", "best.tmp", "best.old")  # writes cut short, which --overwrite removes too
 
 
 def latest_checkpoint(out):
@@ -176,8 +177,8 @@ def check_shared(folders, rank):
 
 
 def clear_run(out):
-    """Remove the run that OUT holds (--overwrite)."""
-    for name in RUN_FILES:
+    """Remove the run that OUT holds (--overwrite), and what its writes left half done."""
+    for name in RUN_FILES + LEFTOVERS:
         path = Path(out) / name
         if path.is_dir():
             shutil.rmtree(path)

@@ -398,9 +398,9 @@ class Classifier(nn.Module):
         directory = Path(directory)
         head = weights.transformers_head(self.head_style, self.pooling, self.head.state_dict(), task["labels"],
                                          self.encoder.config.is_bert)
-        self.encoder.save_pretrained(directory, head, whole=whole, write=write)
         head_state = {key: whole(value) for key, value in self.head.state_dict().items()} if whole else self.head.state_dict()
-        if not write:
+        self.encoder.save_pretrained(directory, head, whole=whole, write=write)  # the last collective, where sharded: a write error
+        if not write:  # raised in it leaves no process behind in a gather
             return
         tokenizer.save_pretrained(directory)
         save_safetensors(head_state, directory / "head.safetensors")

@@ -118,9 +118,9 @@ def load(path, core, optimizer):
 def reason(error):
     """The first line of what went wrong, from a DCP CheckpointException (every rank's) or another error."""
     if isinstance(error, CheckpointException):
-        first = next(iter(error.failures.values()))[0]
-        return f"{type(first).__name__}: {str(first).strip().splitlines()[0] if str(first).strip() else ''}"
-    return str(error).strip().splitlines()[0]
+        error = next(iter(error.failures.values()))[0]
+        return f"{type(error).__name__}: {reason(error)}"
+    return (str(error).strip().splitlines() or [type(error).__name__])[0]
 
 
 def non_finite(module):

@@ -281,3 +281,30 @@ def test_co_training_sharded_logs_the_losses_of_ddp(tmp_path, tiny_model_dir):
         assert [c for _, c in picks[1][view].values()] == pytest.approx([c for _, c in picks[0][view].values()], rel=1e-5)
     for run in ("round0/lm", "round0/emb", "final/lm", "final/emb"):
         assert_same_losses(tmp_path / "ddp" / run, tmp_path / "shard" / run, f"co-training {run}")
+
+
+def failing_write_worker(rank, world_size, port, argv, result_dir):
+    import model
+    import weights
+    join_process_group_env(rank, world_size, port)
+    dist.init_process_group("gloo")
+    if rank == 0:  # a full disk where process 0 writes OUT/best; the others only gather
+        def full(*args, **kwargs):
+            raise OSError(28, "No space left on device")
+        weights.save_safetensors = model.save_safetensors = full
+    try:
+        train.main(argv)
+        message = "returned"
+    except OSError as e:
+        message = str(e)
+    (result_dir / f"rank{rank}.txt").write_text(message)
+    distributed.cleanup()
+
+
+def test_a_failed_write_of_the_best_model_stops_every_process_with_its_message(tmp_path, tiny_model_dir):
+    argv = ["--model", str(tiny_model_dir), *COMMON, *TASKS["sentence"], "--method", "zero-shot", "--shard", "--out", str(tmp_path / "run")]
+    mp.spawn(failing_write_worker, args=(2, free_port(), argv, tmp_path), nprocs=2)
+    for rank in (0, 1):
+        message = (tmp_path / f"rank{rank}.txt").read_text()
+        assert "writing the best model failed ([Errno 28] No space left on device); the previous one is whole" in message, message
+    assert not (tmp_path / "run" / "best").exists() and not (tmp_path / "run" / "best.tmp").exists()

@@ -183,3 +183,20 @@ def test_writer_agrees_with_the_safetensors_package(tmp_path):
     assert set(theirs) == set(TENSORS) | {"view"}
     for name, tensor in TENSORS.items():
         assert theirs[name].dtype == tensor.dtype and torch.equal(theirs[name], tensor), name
+
+
+def test_a_decoder_that_differs_from_the_word_embeddings_is_said(tmp_path):
+    # minxlt ties the masked-LM decoder to the word embeddings; a checkpoint whose decoder differs is loaded with a warning
+    import warnings
+
+    from model import Config, Encoder
+    from weights import load_safetensors, save_safetensors
+    Encoder(Config(vocab_size=100, hidden_size=16, num_layers=1, num_heads=2, ffn_size=20, max_positions=40), lm_head=True).save_pretrained(tmp_path)
+    tensors = dict(load_safetensors(tmp_path / "model.safetensors"))
+    word = tensors["roberta.embeddings.word_embeddings.weight"].clone()
+    for decoder, expected in ((word, False), (word + 1, True)):
+        save_safetensors(dict(tensors, **{"lm_head.decoder.weight": decoder}), tmp_path / "model.safetensors")
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            Encoder.from_pretrained(tmp_path)
+        assert any("differs from the word embeddings" in str(w.message) for w in caught) == expected
