@@ -43,7 +43,7 @@ def plan(config, processes, amp="none", freeze_embeddings=False, device_memory=8
     (--teacher); `grad_accum` > 1: a sharded run keeps its gradients whole, in float32, between the
     micro-steps of a step (they are reduced after the last only)."""
     shapes = parameter_shapes(config, freeze_embeddings)
-    total, trainable = count_parameters(config, freeze_embeddings)
+    total, trainable = sum(math.prod(s) for s, _ in shapes), sum(math.prod(s) for s, trained in shapes if trained)
     ddp = {"parameters": 4 * total, "gradients": 4 * trainable, "AdamW moments": 8 * trainable}
     if teacher:
         ddp["the teacher"] = 4 * total
@@ -56,8 +56,9 @@ def plan(config, processes, amp="none", freeze_embeddings=False, device_memory=8
         sharded["the teacher"] = 4 * total  # not sharded: a frozen model each process runs whole (teacher.py)
     if grad_accum > 1:
         sharded["whole gradients between micro-steps"] = 4 * trainable
-    return {"parameters_count": total, "trainable": trainable, "ddp": ddp, "sharded": sharded, "gathered": gathered(config, amp),
-            "fits": sum(ddp.values()) <= device_memory, "fits_sharded": sum(sharded.values()) + gathered(config, amp) <= device_memory}
+    whole = gathered(config, amp)
+    return {"parameters_count": total, "trainable": trainable, "ddp": ddp, "sharded": sharded, "gathered": whole,
+            "fits": sum(ddp.values()) <= device_memory, "fits_sharded": sum(sharded.values()) + whole <= device_memory}
 
 
 def gathered(config, amp):

@@ -38,6 +38,8 @@ from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
 from torch.distributed.tensor import DTensor
 
+import distributed
+
 
 def wrap(core, encoder, layers_in_parts=(), amp="none"):
     """Shard `core` (the trained module, in place) over every process: each layer of `encoder`
@@ -92,7 +94,7 @@ def save(folder, core, optimizer, rank):
     process writing its own shards; bookkeeping.Book.save_checkpoint then puts it in place."""
     if rank == 0:
         shutil.rmtree(folder, ignore_errors=True)
-    barrier()
+    distributed.barrier()
     model, optim = get_state_dict(core, optimizer, options=OPTIONS)
     dcp.save({"model": model, "optimizer": optim}, checkpoint_id=str(folder))
 
@@ -130,8 +132,3 @@ def non_finite(module):
         if not torch.isfinite(local).all():
             return f"{name} holds NaN or infinite values"
     return None
-
-
-def barrier():
-    if dist.is_initialized():
-        dist.barrier()

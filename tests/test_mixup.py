@@ -72,16 +72,23 @@ def entropies_by_hand(h_t, h_s):
     return sum(rows) / len(rows), sum(columns) / len(columns)
 
 
-def test_paper_mixup_layer_against_the_equations():
+def mixup_of_random_states(model_type):
+    """A one-layer encoder's layer of `model_type`, a ratio with W = -0.7 and b = 1.3, padded random
+    states of 4 pairs, and mixup_layer's outputs on them: (layer, masks, states, outputs)."""
     torch.manual_seed(0)
-    layer = sharp_encoder(1).layers[0].eval()
+    layer = sharp_encoder(1, model_type).layers[0].eval()
     ratio = MixupRatio(0.5)
     with torch.no_grad():
         ratio.linear.weight.fill_(-0.7)
         ratio.linear.bias.fill_(1.3)
         source_ids, source_mask, target_ids, target_mask = padded_pairs()
         source, target = torch.randn(4, source_ids.shape[1], 36), torch.randn(4, target_ids.shape[1], 36)
-        out_s, out_t, lam = mixup_layer(layer, ratio, target, target_mask, source, source_mask)
+        return layer, (source_mask, target_mask), (source, target), mixup_layer(layer, ratio, target, target_mask, source, source_mask)
+
+
+def test_paper_mixup_layer_against_the_equations():
+    layer, (source_mask, target_mask), (source, target), (out_s, out_t, lam) = mixup_of_random_states("xlm-roberta")
+    with torch.no_grad():
         ln_a = lambda x: torch.nn.functional.layer_norm(x, (36,), layer.attn_norm.weight, layer.attn_norm.bias, layer.attn_norm.eps)
         ffn = lambda x: torch.nn.functional.layer_norm(x + layer.ffn_out(torch.nn.functional.gelu(layer.ffn_in(x))), (36,),
                                                        layer.ffn_norm.weight, layer.ffn_norm.bias, layer.ffn_norm.eps)
@@ -102,16 +109,9 @@ def test_paper_mixup_layer_against_the_equations():
 def test_pre_ln_mixup_layer_against_the_equations():
     """The module docstring's pre-LN placement, one example at a time: h' = h + MHA(LN_a(h)) (Eq. 2),
     MHA over LN_a of both (Eq. 3, and Eq. 5's A), the mix unnormalised (Eq. 4), then x + FFN(LN_f(x))."""
-    torch.manual_seed(0)
-    layer = sharp_encoder(1, "xlm-roberta-xl").layers[0].eval()
-    ratio = MixupRatio(0.5)
+    layer, (source_mask, target_mask), (source, target), (out_s, out_t, lam) = mixup_of_random_states("xlm-roberta-xl")
     F = torch.nn.functional
     with torch.no_grad():
-        ratio.linear.weight.fill_(-0.7)
-        ratio.linear.bias.fill_(1.3)
-        source_ids, source_mask, target_ids, target_mask = padded_pairs()
-        source, target = torch.randn(4, source_ids.shape[1], 36), torch.randn(4, target_ids.shape[1], 36)
-        out_s, out_t, lam = mixup_layer(layer, ratio, target, target_mask, source, source_mask)
         ln_a = lambda x: F.layer_norm(x, (36,), layer.attn_norm.weight, layer.attn_norm.bias, layer.attn_norm.eps)
         ln_f = lambda x: F.layer_norm(x, (36,), layer.ffn_norm.weight, layer.ffn_norm.bias, layer.ffn_norm.eps)
         ffn = lambda x: x + layer.ffn_out(F.gelu(layer.ffn_in(ln_f(x))))
