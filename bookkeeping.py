@@ -137,6 +137,13 @@ def loader_workers(asked, cuda, batches_run_a_model):
     return asked if asked is not None else 2 if cuda else 0
 
 
+def selection_score(select_on, dev, source):
+    """The dev score that --select-on selects by: the source's, or the mean of every language's
+    (X-Mixup Sec. 5.1: "the averaged performance of all languages on the dev set"); with "last",
+    the source's, logged, while the last model is kept whatever it scores."""
+    return sum(dev.values()) / len(dev) if select_on == "all" else dev[source]
+
+
 class StopRequest:
     """Ctrl-C (SIGINT), or SIGTERM as schedulers such as SLURM send before a kill, asks the run to
     stop at its next log record and save a checkpoint; a second one aborts at once. The handlers
@@ -262,8 +269,9 @@ class Book:
         self.started = time.time()
 
     def evaluates(self):
-        """Whether the step just done is followed by an evaluation on dev: every --eval-every steps, and after the last."""
-        return self.step % self.settings.eval_every == 0 or self.step == self.settings.max_steps
+        """Whether the step just done is followed by an evaluation on dev: every --eval-every steps
+        (with --select-on last, none before the end), and after the last."""
+        return self.step == self.settings.max_steps or (self.step % self.settings.eval_every == 0 and self.settings.select_on != "last")
 
     def record(self, phases, losses, lr, stop_requested):
         """Count a step done, with its losses ({name: tensor on the device}); every --log-every
@@ -285,12 +293,13 @@ class Book:
 
     def record_dev(self, metric, dev, source):
         """Log dev scores ({lang: score} of `metric`) and say them on the console; whether the
-        source's is the best so far (it becomes the state's best)."""
+        model is the best so far, as --select-on scores it (it becomes the state's best)."""
         dev = distributed.gather(dev)[0]  # process 0's scores: every process must agree on the best (a sharded save is collective)
-        state, best = self.state, dev[source] > self.state.best
+        score = selection_score(self.settings.select_on, dev, source)
+        state, best = self.state, score > self.state.best or self.settings.select_on == "last"
         self.log({"step": state.step, f"dev_{metric}": dev})
         if best:
-            state.best, state.best_step, self.metric = dev[source], state.step, metric
+            state.best, state.best_step, self.metric = score, state.step, metric
         if self.run.rank == 0:
             self.progress.write(f"step {state.step}: loss {self.window.last:.4f}, dev {metric} "
                                 f"{', '.join(f'{l} {100 * a:.1f}' for l, a in dev.items())} (best {100 * state.best:.1f} at step {state.best_step})")

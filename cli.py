@@ -40,6 +40,14 @@ def number(kind, low=None, high=None, low_open=False, high_open=False):
 
 
 positive_int = number(int, 1)
+
+
+def steps_or_epoch(text):
+    """An argparse type: a positive number of steps, or "epoch" (an epoch's steps, once --epochs counts them)."""
+    return text if text == "epoch" else positive_int(text)
+
+
+steps_or_epoch.__name__ = "steps"
 non_negative_int = number(int, 0)
 positive_float = number(float, 0, low_open=True)
 non_negative_float = number(float, 0)

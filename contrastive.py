@@ -3,12 +3,17 @@ labelled texts and their translations (D and D_bi).
 
     phase 1, label alignment:    CE + lambda_LA * L_LA  on D u D_bi          (Eq. 2-3)
     phase 2, semantic alignment: CE + lambda_SA * L_SA  on groups from D_bi  (Eq. 4-5),
-                                 for the last --sa-steps, with a smaller learning rate
+                                 then, with a smaller learning rate (Sec. 3.2, after Eq. 5)
+
+With --epochs each phase has passes of its own: --epochs over D u D_bi, then --sa-epochs over
+D_bi's source texts, one group each (the paper gives no length for phase 2; by default as many
+passes as phase 1, "five epochs on XNLI", Sec. 4.2). With --max-steps, phase 2 is its last --sa-steps.
 
 A semantic-alignment group is a source text (the anchor), b of its translations (positives) and b
 source texts of other labels (negatives). The losses themselves are in losses.py. Co-training,
 the paper's other method, is a driver around train.py: cotrain.py.
 """
+import math
 import random
 
 import cli
@@ -36,6 +41,8 @@ class Contrastive(Method):
     levels_note = "contrasts and pseudo-labels whole sentences (Yu & Joty classify them)"
     groups_by_length = False  # label alignment contrasts every pair of texts in a batch: they are drawn at random
     paper = {"lr": 5e-5, "weight_decay": 0.01, "batch_size": 16, "epochs": 5}  # Sec. 4.2, "Training Details" (XNLI's 5 epochs)
+    epoch = ("label alignment: a pass over the source's examples and their translations (D u D_bi); semantic alignment then has "
+             "--sa-epochs passes of its own over the translated source texts (D_bi's, one group each)")
 
     @staticmethod
     def add_arguments(parser):
@@ -44,13 +51,35 @@ class Contrastive(Method):
         g.add_argument("--tau", type=cli.positive_float, default=0.1, help="temperature of the contrastive losses (the paper gives none; 0.1 here)")
         g.add_argument("--la-weight", type=cli.non_negative_float, default=1.0, help="lambda_LA of Eq. 3")
         g.add_argument("--sa-weight", type=cli.non_negative_float, default=1.0, help="lambda_SA of Eq. 5")
-        g.add_argument("--sa-steps", type=cli.non_negative_int, help="steps of the second phase, semantic alignment (default: a quarter of --max-steps)")
+        g.add_argument("--sa-steps", type=cli.non_negative_int, help="steps of the second phase, semantic alignment (default: with --epochs, "
+                       "--sa-epochs passes over the translated source texts after label alignment's; else the last quarter of --max-steps)")
+        g.add_argument("--sa-epochs", type=cli.positive_int, help="with --epochs: semantic alignment's own passes over the translated "
+                       "source texts, after label alignment's --epochs (default: as many as --epochs; the paper gives none)")
         g.add_argument("--sa-lr", type=cli.positive_float, help="its peak learning rate, 'smaller' in the paper (default: --lr / 5)")
         g.add_argument("--sa-group", type=cli.positive_int, default=4, help="b: translations and other-label texts per anchor (a group has 2b + 1 texts)")
 
     @classmethod
     def defaults(cls, level, num_layers, settings):
-        return {"sa_steps": settings["max_steps"] // 4, "sa_lr": settings["lr"] / 5}
+        """Phase 2 at a fifth of the learning rate, for a quarter of --max-steps or, with --epochs,
+        as many passes of its own (epoch_steps; unset in a plan, flags.planned, which counts no data)."""
+        steps = settings["max_steps"]
+        return {"sa_steps": None if steps is None else steps // 4, "sa_lr": settings["lr"] / 5,
+                "sa_epochs": settings["epochs"] if settings["epochs"] and settings["sa_steps"] is None else None}
+
+    @classmethod
+    def epoch_steps(cls, run, settings):
+        """Phase 1, --epochs passes over D u D_bi; then phase 2, --sa-epochs passes over D_bi's
+        source texts (or --sa-steps): --max-steps is both."""
+        if settings.sa_steps is not None:
+            sa_epochs, sa_steps = None, settings.sa_steps
+        else:
+            task = run.task
+            translated = {i for lang in task.targets for i in run.training_texts([lang]).distinct_ids()}
+            anchors = sum(i in translated for i in run.training_texts([task.source]).distinct_ids())
+            sa_epochs = settings.sa_epochs or settings.epochs
+            sa_steps = math.ceil(anchors / settings.batch_size) * sa_epochs
+        label_alignment = super().epoch_steps(run, settings)["max_steps"]
+        return {"max_steps": label_alignment + sa_steps, "sa_steps": sa_steps, **({"sa_epochs": sa_epochs} if sa_epochs else {})}
 
     @classmethod
     def check(cls, settings, run):
@@ -58,6 +87,8 @@ class Contrastive(Method):
             raise InputError("--method contrastive takes --grad-accum 1: label alignment (Eq. 2) contrasts every pair of texts in "
                              "a step's batch, which micro-steps would split into smaller batches, and the loss with them; to fit "
                              "memory, run more processes (torchrun) or give a smaller --batch-size")
+        if "sa_epochs" in settings.given and not settings.epochs:
+            raise InputError("--sa-epochs counts passes with --epochs; with --max-steps, give semantic alignment's --sa-steps")
         if settings.sa_steps > settings.max_steps:
             raise InputError(f"--sa-steps {settings.sa_steps} is more than --max-steps {settings.max_steps}: semantic alignment "
                              "is the last part of the run")

@@ -22,6 +22,11 @@ the grown labelled set (not from the previous round's model); each model labels 
 fine-tuned once more on their final sets, and those two are tested. The unlabelled pool, each
 round's picks and every fine-tuned model are written under OUT/, and --resume replays the rounds
 already done.
+
+The paper's other rows of Table 3 run here too: --self-training, its baseline (Dong and de Melo
+2019), where f_lm labels the pool for itself and there is no second view; and --lm-method
+contrastive, "lang. adaptation & co-training", where f_lm is fine-tuned with Sec. 3.2's language
+adaptation (contrastive.py) on D, D_bi (--translated) and its pseudo-labels.
 """
 import argparse
 import json
@@ -52,14 +57,19 @@ def select(predictions, threshold, cap, rng):
 def co_train(fit_lm, fit_emb, labeled, pool, iterations, threshold, rng, history=(), on_round=None):
     """Algorithm 1. `fit_x(labeled examples, round)` returns a predictor, which maps {key: Example}
     to {key: (label, confidence)}; `pool` is {key: unlabelled Example}. Rounds in `history` (their
-    picks, as on_round received them) are replayed without fitting. Returns the final (D_lm, D_emb)."""
+    picks, as on_round received them) are replayed without fitting. Returns the final (D_lm, D_emb).
+    With `fit_emb` None, self-training: f_lm's own picks join D_lm (D_emb stays D)."""
     cap = len(labeled) // 3
     D_lm, D_emb = list(labeled), list(labeled)
     U_lm, U_emb = dict(pool), dict(pool)
+    pseudo = lambda picks: [Example(id=key, lang=pool[key].lang, text=pool[key].text, label=label) for key, (label, _) in picks.items()]
 
     def exchange(picks_lm, picks_emb):
-        for picks, D, U in ((picks_emb, D_lm, U_emb), (picks_lm, D_emb, U_lm)):  # S_emb -> D_lm, S_lm -> D_emb
-            D += [Example(id=key, lang=pool[key].lang, text=pool[key].text, label=label) for key, (label, _) in picks.items()]
+        if fit_emb is None:  # self-training: its own picks
+            D_lm.extend(pseudo(picks_lm))
+        else:  # S_emb -> D_lm, S_lm -> D_emb
+            D_lm.extend(pseudo(picks_emb))
+            D_emb.extend(pseudo(picks_lm))
         for key in picks_lm:
             U_lm.pop(key)
         for key in picks_emb:
@@ -69,9 +79,9 @@ def co_train(fit_lm, fit_emb, labeled, pool, iterations, threshold, rng, history
         if round_ < len(history):
             exchange(*history[round_])
             continue
-        predict_lm, predict_emb = fit_lm(D_lm, round_), fit_emb(D_emb, round_)
+        predict_lm, predict_emb = fit_lm(D_lm, round_), fit_emb and fit_emb(D_emb, round_)
         picks_lm = select(predict_lm(U_lm), threshold, cap, rng)
-        picks_emb = select(predict_emb(U_emb), threshold, cap, rng)
+        picks_emb = select(predict_emb(U_emb), threshold, cap, rng) if predict_emb else {}
         if on_round:
             on_round(round_, picks_lm, picks_emb)
         exchange(picks_lm, picks_emb)
@@ -87,13 +97,20 @@ def get_args(argv=None):
     g.add_argument("--cotrain-iterations", type=cli.positive_int, default=3, help="s, the rounds of Algorithm 1")
     g.add_argument("--threshold", type=cli.fraction, default=0.9, help="t, the confidence a pseudo-label needs")
     g.add_argument("--pool-per-lang", type=cli.positive_int, help="unlabelled texts per target language, drawn at random (default: all of its training texts)")
+    g.add_argument("--self-training", action="store_true", help="the paper's baseline instead (Dong and de Melo 2019): f_lm labels the "
+                   "pool for itself, no second view")
+    g.add_argument("--lm-method", default="zero-shot", choices=["zero-shot", "contrastive"], help="how f_lm is fine-tuned: on its "
+                   "labelled set (zero-shot), or with language adaptation on it and the translated examples, --translated "
+                   "('lang. adaptation & co-training', Sec. 3.2; contrastive.py)")
     g.add_argument("--out", default="runs/cotrain", help="output directory: the pool, each round's picks and models, the final results")
     g.add_argument("--resume", action="store_true", help="replay the rounds already done in OUT and go on")
     g.add_argument("--overwrite", action="store_true", help="replace the co-training run in OUT, if there is one")
     own, rest = p.parse_known_args(argv)
     if own.resume and own.overwrite:
         p.error("--resume continues the co-training in --out and --overwrite replaces it: give one of them")
-    return own, rest, flags.parse(rest + ["--method", "zero-shot", "--out", own.out])
+    if own.self_training and own.embedding_model:
+        p.error("--self-training has no second view: drop --embedding-model")
+    return own, rest, flags.parse(rest + ["--method", own.lm_method, "--out", own.out])
 
 
 def main(argv=None):
@@ -129,17 +146,17 @@ def main(argv=None):
         history.append(tuple({key: tuple(value) for key, value in recorded[view].items()} for view in ("lm", "emb")))
     fine_tune = FineTuning(own, rest, args, task, len(labeled), device, rank, world_size)
     rng = random.Random(f"{args.seed}/cotrain")
-    D_lm, D_emb = co_train(fine_tune.fitter("lm"), fine_tune.fitter("emb"), labeled, pool, own.cotrain_iterations, own.threshold, rng,
-                           history, fine_tune.record)
-    # Both views once more on their final sets, tested in every language.
+    D_lm, D_emb = co_train(fine_tune.fitter("lm"), None if own.self_training else fine_tune.fitter("emb"), labeled, pool,
+                           own.cotrain_iterations, own.threshold, rng, history, fine_tune.record)
+    # Both views (self-training: f_lm) once more on their final sets, tested in every language.
     results = {}
-    for view, examples in (("lm", D_lm), ("emb", D_emb)):
+    for view, examples in (("lm", D_lm),) + ((("emb", D_emb),) if not own.self_training else ()):
         directory = out / "final" / view
         train.main(fine_tune.argv(view, directory, examples))
         if rank == 0:  # which wrote it
             results[view] = json.loads((directory / "results.json").read_text())
     if rank == 0:
-        summary = {**{k: v for k, v in results["lm"].items() if k != "settings"}, "embedding_model": results["emb"],
+        summary = {**results["lm"], "embedding_model": results.get("emb"),  # f_lm's scores and settings, f_emb's results
                    "pseudo_labels": {"lm": len(D_lm) - len(labeled), "emb": len(D_emb) - len(labeled)},
                    "args": dict(vars(args), **vars(own))}
         cli.write_text(out / "results.json", json.dumps(summary, indent=2) + "\n")
@@ -180,7 +197,8 @@ class FineTuning:
         model = ["--model", self.own.model] if view == "lm" and self.own.model else []
         if view == "emb":
             model = (["--model", self.own.embedding_model] if self.own.embedding_model else []) + ["--pooling", "mean"]
-        return self.rest + model + ["--method", "zero-shot", "--extra-train", str(extra), "--out", str(directory), "--no-alignment",
+        method = self.own.lm_method if view == "lm" else "zero-shot"
+        return self.rest + model + ["--method", method, "--extra-train", str(extra), "--out", str(directory), "--no-alignment",
                                     "--overwrite"]  # co-training's own folders, refitted on --resume
 
     def fitter(self, view):

@@ -5,8 +5,9 @@ every file checked against its SHA-256:
     python download.py xnli --to data/xnli                   # XNLI-1.0 and XNLI-MT-1.0, as released
     python download.py mlqa --to data/mlqa                   # MLQA_V1, and SQuAD v1.1 in data/squad to train on
     python download.py panx --to data/panx --archive AmazonPhotos.zip
-    python download.py translations --to data             # XTREME's translations of SQuAD (data/squad/translate-train)
-                                                           # and TyDiQA-GoldP (data/tydiqa/translate-train)
+    python download.py translations --to data             # XTREME's translations of SQuAD (data/squad/translate-train),
+                                                           # TyDiQA-GoldP (data/tydiqa/translate-train) and of XNLI's
+                                                           # test sets into English (data/xnli/translate-test)
 
 The checksums of files whose content is fixed are pinned in checksums.sha256; a file with no pinned
 checksum has the one it arrived with recorded in DIR/SHA256SUMS, and a later download must match
@@ -61,6 +62,7 @@ TYDIQA = "https://storage.googleapis.com/tydiqa/v1.1"
 TRANSLATIONS = "https://storage.googleapis.com/xtreme_translations"
 SQUAD_TRANSLATIONS = ["ar", "de", "el", "es", "hi", "ru", "th", "tr", "vi", "zh"]
 TYDIQA_TRANSLATIONS = ["ar", "bn", "fi", "id", "ko", "ru", "sw", "te"]
+XNLI_TRANSLATIONS = [lang for lang in tasks.XNLI_LANGS if lang != "en"]
 TYDIQA_LANGS = {"arabic": "ar", "bengali": "bn", "english": "en", "finnish": "fi", "indonesian": "id", "korean": "ko",
                 "russian": "ru", "swahili": "sw", "telugu": "te"}
 
@@ -85,11 +87,13 @@ def sources(task, langs, fetch):
         listing = json.loads(fetch(github_listing("facebookresearch/LASER", "data/tatoeba/v1", "main"))) if not langs else []
         langs = langs or sorted({e["name"].split(".")[1].split("-")[0] for e in listing if e["name"].startswith("tatoeba.")})
         return [Source(f"{TATOEBA}/tatoeba.{lang}-eng.{side}", f"tatoeba.{lang}-eng.{side}") for lang in langs for side in (lang, "eng")]
-    if task == "translations":  # XTREME's translate-train files of SQuAD (MLQA, XQuAD) and TyDiQA-GoldP
+    if task == "translations":  # XTREME's translate-train files of SQuAD (MLQA, XQuAD) and TyDiQA-GoldP; XNLI's translate-test
         return [Source(f"{TRANSLATIONS}/SQuAD/translate-train/squad.translate.train.en-{lang}.json",
                        f"squad/translate-train/squad.translate.train.en-{lang}.json") for lang in langs or SQUAD_TRANSLATIONS] + \
                [Source(f"{TRANSLATIONS}/TyDiQA-GoldP/translate-train/tydiqa.translate.train.en-{lang}.json",
-                       f"tydiqa/translate-train/tydiqa.translate.train.en-{lang}.json") for lang in langs or TYDIQA_TRANSLATIONS]
+                       f"tydiqa/translate-train/tydiqa.translate.train.en-{lang}.json") for lang in langs or TYDIQA_TRANSLATIONS] + \
+               [Source(f"{TRANSLATIONS}/XNLI/translate-test/test-{lang}-en-translated.tsv",  # line i: the i-th test pair in English
+                       f"xnli/translate-test/test-{lang}-en-translated.tsv") for lang in langs or XNLI_TRANSLATIONS]
     archives = {"xnli": ["https://dl.fbaipublicfiles.com/XNLI/XNLI-1.0.zip", "https://dl.fbaipublicfiles.com/XNLI/XNLI-MT-1.0.zip"],
                 "pawsx": ["https://storage.googleapis.com/paws/pawsx/x-final.tar.gz"],
                 "mlqa": ["https://dl.fbaipublicfiles.com/MLQA/MLQA_V1.zip"],

@@ -14,7 +14,6 @@ in its Method.check.
 """
 import argparse
 import functools
-import math
 import sys
 import textwrap
 from dataclasses import FrozenInstanceError, replace
@@ -23,9 +22,11 @@ from types import MappingProxyType
 import torch
 
 import cli
+import tasks
 import teacher
 from contrastive import Contrastive
 from fusion import FilterMethod
+from levels import LEVELS
 from methods import TEST_INPUTS, TranslateTest, TranslateTrain, ZeroShot
 from mixup import XMixupMethod
 from tasks import InputError
@@ -99,8 +100,8 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
 
 
 def parser(description=""):
-    methods = "\n".join(textwrap.fill(method.help, 100, initial_indent=f"  {name:<17}", subsequent_indent=" " * 19, break_on_hyphens=False)
-                        for name, method in METHODS.items())
+    methods = "\n".join(textwrap.fill(f"{method.help}; one epoch: {method.epoch}", 100, initial_indent=f"  {name:<17}",
+                                       subsequent_indent=" " * 19, break_on_hyphens=False) for name, method in METHODS.items())
     p = argparse.ArgumentParser(description=f"{description}\nMethods:\n{methods}", formatter_class=HelpFormatter,
                                 allow_abbrev=False)  # a flag is named in full, so that presets know which flags were given
     g = p.add_argument_group("what to train")
@@ -122,6 +123,8 @@ def parser(description=""):
                    "source's training examples by id (default: say so once per file; refuse where most of it does not pair)")
     g.add_argument("--extra-train", type=cli.existing_file, help="JSONL file of further labelled examples (id, lang, text, label), trained on with the "
                                          "source's: co-training's pseudo-labels, or your own")
+    g.add_argument("--self-pairs", action=argparse.BooleanOptionalAction, help="pair methods: also pair each source text with itself "
+                   "(default: on for filter and xmixup, as both authors' code does, off for xeroalign)")
     add_optimisation_arguments(p)
     add_run_arguments(p)
     teacher.add_arguments(p)
@@ -133,8 +136,9 @@ def parser(description=""):
 def add_optimisation_arguments(p):
     g = p.add_argument_group("optimisation")
     g.add_argument("--max-steps", type=cli.positive_int, default=150, help="optimizer steps (the default finishes in minutes on 2 CPU cores)")
-    g.add_argument("--epochs", type=cli.positive_int, help="instead of --max-steps: passes over the source's training examples, "
-                                                           "ceil(examples / --batch-size) steps each")
+    g.add_argument("--epochs", type=cli.positive_int, help="instead of --max-steps: passes over the method's training items, "
+                   "ceil(items / --batch-size) steps each, the items counted as the method's paper or its authors' code counts them "
+                   "(each method's 'one epoch' above)")
     g.add_argument("--preset", default="minxlt", choices=["minxlt", "paper"], help="paper: the settings the method's paper states "
                    "(head, learning rate, batch size, epochs; see its --help group) for the flags not given; minxlt: this "
                    "script's defaults")
@@ -162,13 +166,16 @@ def add_optimisation_arguments(p):
 def add_run_arguments(p):
     """The flags of evaluation, checkpoints, test inputs and hardware."""
     g = p.add_argument_group("evaluation and checkpoints")
-    g.add_argument("--eval-every", type=cli.positive_int, default=50, help="steps between evaluations on the source dev set (the best "
-                   "model goes to OUT/best)")
+    g.add_argument("--eval-every", type=cli.steps_or_epoch, default=50, help="steps between evaluations on the dev set, or 'epoch' "
+                   "with --epochs: an epoch's steps (the best model goes to OUT/best; see --select-on)")
     g.add_argument("--save-every", type=cli.positive_int, default=500, help="steps between writes of OUT/checkpoint.pt, the "
                    "resume checkpoint with the optimizer (one is kept; a stopped run writes one too; default: 500)")
     g.add_argument("--log-every", type=cli.positive_int, default=10, help="steps between log records (their mean loss); the "
                    "losses stay on the device in between (default: 10)")
-    g.add_argument("--dev-langs", default="source", choices=["source", "all"], help="dev languages to log (selection is always on the source)")
+    g.add_argument("--dev-langs", default="source", choices=["source", "all"], help="dev languages to log (--select-on all logs them all)")
+    g.add_argument("--select-on", default="source", choices=["source", "all", "last"], help="which model is OUT/best, tested at the "
+                   "end: the best on the source's dev set (source; XTREME's), the best on the mean of every language's dev score "
+                   "(all; X-Mixup's, Unicoder's code), or the model after the last step (last; FILTER's and XeroAlign's code)")
     g.add_argument("--eval-batch-size", type=cli.positive_int, default=64)
     g.add_argument("--no-alignment", action="store_true", help="skip CKA and retrieval before and after training")
     g.add_argument("--alignment-pooling", default="mean", choices=["mean", "cls"], help="the sentence vectors CKA and retrieval "
@@ -228,27 +235,9 @@ def flags_of(adds_arguments):
 def resolve(args, run):
     """(Settings, the run with the resolved --max-length): every preset, default and check of the
     flags parsed by parse(), for `run` (methods.Run: the task, tokenizer and model it trains)."""
-    method, level = METHODS[args.method], run.task.level
-    values, given = vars(args).copy(), set(args.given)
-    refuse_other_methods_flags(method, given)
-    if level not in method.levels:
-        raise InputError(f"--method {method.name} {method.levels_note}; --task {args.task} {run.level.description}: "
-                         f"use a method for {level} labels")
-    if values["preset"] == "paper":  # 2. what the paper states, for the flags not given
-        values.update({name: value for name, value in method.paper_preset(run.task).items() if name not in given})
-        if values["batch_size"] % values["grad_accum"]:
-            raise InputError(f"the paper's batch of {values['batch_size']} is not a multiple of --grad-accum {values['grad_accum']}")
-    values["max_length"] = values["max_length"] or run.level.max_length
+    method = METHODS[args.method]
+    values = settled(args, method, run.task, run.num_layers, run)
     run = replace(run, max_length=values["max_length"], lockstep=values["shard"] and run.world_size > 1)
-    if values["epochs"]:
-        if "max_steps" in given:
-            raise InputError("give --max-steps or --epochs, not both (--preset paper sets --epochs where the paper gives them)")
-        values["max_steps"] = math.ceil(train_sizes(method, run, [run.task.source])[run.task.source] / values["batch_size"]) * values["epochs"]
-    for name, value in method.defaults(level, run.num_layers, values).items():  # 3. the papers' per-task values
-        if values[name] is None:
-            values[name] = value
-    if values["group_by_length"] is None:
-        values["group_by_length"] = method.groups_by_length
     values["device"], values["amp"] = run.device, autocast(values["amp"], run.device)
     if not run.task.parallel and not values["no_alignment"]:
         values["no_alignment"] = True  # CKA and retrieval compare translations of the same sentences
@@ -260,6 +249,53 @@ def resolve(args, run):
     settings = Settings(values)
     check(settings, method, run)
     return settings, run
+
+
+def settled(args, method, task, num_layers, run=None):
+    """The flags with the paper's presets and the method's defaults filled in (steps 1-4 of this
+    module's docstring), as a dict. With `run` (methods.Run), --epochs becomes --max-steps over
+    the method's training items; without it (a plan: planned()), --max-steps stays unset."""
+    level, values, given = LEVELS[task.level], vars(args).copy(), set(args.given)
+    refuse_other_methods_flags(method, given)
+    if task.level not in method.levels:
+        raise InputError(f"--method {method.name} {method.levels_note}; --task {args.task} {level.description}: "
+                         f"use a method for {task.level} labels")
+    if values["preset"] == "paper":  # 2. what the paper states, for the flags not given
+        values.update({name: value for name, value in method.paper_preset(task).items() if name not in given})
+        if values["batch_size"] % values["grad_accum"]:
+            raise InputError(f"the paper's batch of {values['batch_size']} is not a multiple of --grad-accum {values['grad_accum']}")
+    values["max_length"] = values["max_length"] or level.max_length
+    if values["self_pairs"] is None:
+        values["self_pairs"] = method.self_pairs
+    if values["epochs"] and "max_steps" in given:
+        raise InputError("give --max-steps or --epochs, not both (--preset paper sets --epochs where the paper gives them)")
+    if values["eval_every"] == "epoch" and not values["epochs"]:
+        raise InputError("--eval-every epoch evaluates once an epoch: give --epochs, or --eval-every in steps")
+    if run is not None:
+        run = replace(run, max_length=values["max_length"])
+        check_training_items(method, Settings(values), run)
+        if values["epochs"]:  # passes over the method's training items, as its paper's code counts them (Method.epoch)
+            values.update(method.epoch_steps(run, Settings(values)))
+        if values["eval_every"] == "epoch":
+            values["eval_every"] = max(1, values["max_steps"] // values["epochs"])
+    elif values["epochs"]:
+        values["max_steps"] = None  # counted from the data
+    for name, value in method.defaults(task.level, num_layers, values).items():  # 3. the papers' per-task values
+        if values[name] is None:
+            values[name] = value
+    if values["group_by_length"] is None:
+        values["group_by_length"] = method.groups_by_length
+    return values
+
+
+def planned(argv, task_name, num_layers):
+    """The settings a train.py command line resolves to before any data is read: the flags, the
+    paper's presets and the method's defaults, --max-steps unset where --epochs counts the data
+    (reproduce.py's plan of an experiment; train.py resolves the rest)."""
+    args = parse(argv)
+    layout = tasks.LAYOUTS[task_name]
+    task = tasks.Task(task_name, list(layout.labels), layout.source, [], {}, {}, {}, level=layout.level)
+    return settled(args, METHODS[args.method], task, num_layers)
 
 
 def refuse_other_methods_flags(method, given):
@@ -290,20 +326,28 @@ def train_sizes(method, run, langs):
     return {lang: len(run.task.train[lang]) for lang in langs}
 
 
-def check(settings, method, run):
-    """Refuse, before the model loads, what the method cannot do with this task and these settings;
-    then the method's checks of its own flags."""
+def check_training_items(method, settings, run):
+    """Refuse what the method cannot train on, before its items are built (--epochs counts them):
+    --extra-train where it cannot use it, --self-pairs where there are no pairs, a target language
+    without translations where the method trains on them."""
     task = run.task
     if settings.extra_train and not run.level.labels_texts:
         raise InputError(f"--extra-train adds labelled sentences; --task {settings.task} {run.level.description}")
     if settings.extra_train and method.draws not in ("texts", "translated"):
         raise InputError(f"--extra-train adds single labelled texts, which --method {method.name} (trained on pairs) cannot use")
+    if "self_pairs" in settings.given and method.draws != "pairs":
+        raise InputError(f"--self-pairs pairs the source's texts with themselves; --method {method.name} trains on no pairs")
     missing = [lang for lang, size in train_sizes(method, run, task.targets).items() if not size] if method.uses_translations(settings) else []
     if missing:
         files = [f"{lang} ({task.train.file(lang)})" if task.train.file(lang) else lang for lang in missing]
         raise InputError(f"--method {method.name} trains on translations of the source's training examples, and --task {settings.task} "
                          f"has none in {', '.join(files)} (they come from: {task.translations}); leave those languages out "
                          "of --target-langs, or use --method zero-shot")
+
+
+def check(settings, method, run):
+    """Refuse, before the model loads, what the method cannot do with this task and these settings
+    (check_training_items has checked what it trains on); then the method's checks of its own flags."""
     if settings.shard and settings.amp == "fp16":
         raise InputError("--shard computes in bf16 or float32: give --amp bf16 (or none); fp16's loss scaling is not built for "
                          "sharded gradients here")

@@ -110,13 +110,17 @@ class FilterMethod(PairMethod):
         # Sentence labels and a translation's own answer span carry over; word labels do not (lambda = 0
         # in Eq. 6), so for word tasks this is 0, or a joint task's intent alone (levels.Word.translated).
         target = level.loss(target_logits, batch["target_labels"], w, batch["target_mask"])
-        if "teacher_logits" not in batch:  # the teacher's own training, Eq. 4
-            return source + target, {"source": source.detach()}
+        parts = {"source": source.detach(), "target": target.detach()}
+        if "teacher_logits" not in batch:  # the teacher's own training, Eq. 4: L_s + L_t
+            return source + target, parts
         kl = level.soft_label_loss(target_logits, batch["teacher_logits"], batch)  # Eq. 5
-        kl_weight = self.settings.kl_weight
-        # Eq. 6. For word tasks the KL covers the words; the intent of a joint task keeps its full weight.
-        loss = source + kl_weight * kl + ((1 - kl_weight) * target if level.translations_keep_labels else target)
-        return loss, {"source": source.detach(), "kl": kl.detach()}
+        # Eq. 6's lambda, and the KL's weight 1 - lambda, which is what the paper states (--kl-weight)
+        lam, kl_weight = 1 - self.settings.kl_weight, self.settings.kl_weight
+        if level.translations_keep_labels:
+            loss = source + lam * target + kl_weight * kl  # Eq. 6: L_s + lambda L_t + (1 - lambda) L_kl
+        else:  # word labels: lambda = 0, the KL over the words; a joint task's intent (in `target`) keeps its full weight
+            loss = source + target + kl_weight * kl
+        return loss, dict(parts, kl=kl.detach())
 
     @classmethod
     def load_predictor(cls, classifier, info, test_input):

@@ -20,6 +20,7 @@ A method says
 What differs between task levels (sentence labels, word labels, answer spans) a method asks of
 `self.run.level` (levels.py), so that its loss is written once for all three.
 """
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -47,6 +48,7 @@ class Run:
     max_positions: int = 512  # the longest input the encoder's positions hold
     lockstep: bool = False  # every process runs as many evaluation batches (a sharded model gathers its layers in each)
     cache: dict = field(default_factory=dict, repr=False)  # {lang: the token cache's EncodedTexts of its training examples}
+    encoded: dict = field(default_factory=dict, repr=False)  # {langs: their training examples encoded, where not in the token cache}
 
     @property
     def level(self):
@@ -60,7 +62,10 @@ class Run:
         """The training examples of `langs`, in order, then `extra` (--extra-train), encoded: from the
         token cache (token_cache.py) where the task level's items fit it, else in memory."""
         if not self.level.caches_tokens:
-            return self.encode([e for lang in langs for e in self.task.train[lang]] + list(extra))
+            key = (tuple(langs), tuple(e.id for e in extra))  # encoded once, whether --epochs counted them first or not
+            if key not in self.encoded:
+                self.encoded[key] = self.encode([e for lang in langs for e in self.task.train[lang]] + list(extra))
+            return self.encoded[key]
         parts = list(self.cached_texts(langs).values())
         if extra:
             parts.append(token_cache.encode(list(extra), self.tokenizer, self.task.labels, self.max_length, self.rank))
@@ -105,6 +110,9 @@ class Method:
     groups_by_length = True  # whether batches group texts of similar length by default (not where a loss compares a batch's texts)
     teacher_kind = None      # the --teacher it takes (teacher.py): "filter" (FILTER's self-teaching) or "labeller"
     paper = {}               # --preset paper: the settings its paper states (paper_preset)
+    self_pairs = False       # pairs: whether each source text is also paired with itself (--self-pairs' default)
+    # what one --epochs is: a pass over the training items, counted as the paper's (or its authors') code counts them
+    epoch = "a pass over the source's training examples (XTREME's run_classify.py counts them so)"
 
     def __init__(self, settings, run):
         """The run's settings (flags.Settings, read-only) and what it runs on (Run)."""
@@ -146,9 +154,17 @@ class Method:
         their translations for translate-train; for pair methods, every (source, translation) pair."""
         run, task = self.run, self.run.task
         extra = read_jsonl_examples(self.settings.extra_train, task.labels) if self.settings.extra_train else []
-        if self.draws == "pairs":
-            return run.level.pair(run.training_texts([task.source], extra), run.training_texts(task.targets))
+        if self.draws == "pairs":  # --self-pairs: the source's texts among their own counterparts, each paired with itself
+            counterparts = [task.source, *task.targets] if self.settings.self_pairs else task.targets
+            return run.level.pair(run.training_texts([task.source], extra), run.training_texts(counterparts))
         return run.training_texts([task.source, *task.targets] if self.draws == "translated" else [task.source], extra)
+
+    @classmethod
+    def epoch_steps(cls, run, settings):
+        """{setting: value} that --epochs resolves: --max-steps, --epochs passes over the items that
+        one epoch counts (`epoch`), --batch-size a step; `settings` are those resolved so far."""
+        items = cls(settings, run).training_items()  # encoded once: the run's training_items() reads them again
+        return {"max_steps": math.ceil(len(items) / settings.batch_size) * settings.epochs}
 
     def phases(self, items):
         """The training phases, in order; most methods have one, over --max-steps."""
@@ -282,6 +298,8 @@ class TranslateTrain(Method):
     help = 'the task loss on the source and all its translations ("translate-train-all")'
     draws = "translated"
     paper = {"lr": 1e-5, "batch_size": 32}  # Unicoder Sec. 4.2, "Fine-tuning details" (see the --help group)
+    epoch = ("a pass over the source's training examples and all their translations, one concatenated set (XTREME's "
+             "run_classify.py, Unicoder's run_xglue.py)")
 
     @staticmethod
     def add_arguments(parser):
@@ -295,6 +313,10 @@ class PairMethod(Method):
     translations where one is given; at test time each text is paired with its counterpart."""
     draws = "pairs"
     test_inputs = ("oracle", "translation", "text")  # "text": the plain classifier on the target alone, an ablation
+    # Both papers are silent; both authors' code pairs every language's line with its English source, English's own
+    # included (FILTER's run_xcls.py AlignDataset, X-Mixup's data/datasets/xnli.py): 15 x N pairs an XNLI epoch.
+    self_pairs = True
+    epoch = "a pass over every (source, translation) pair of every language and, with --self-pairs, each source paired with itself"
     teacher = None  # teacher.Teacher, set by wrap() where --teacher or --teacher-cache is given
 
     def batches_run_a_model(self):

@@ -24,17 +24,23 @@ Choices the paper leaves open, one per line:
   - H(A^T), which the paper names but does not define: A's columns are not distributions; H(A^T)
     is the mean entropy of A's columns, each normalised to sum to 1 (over the target tokens).
   - n is the hidden size; h_T|S has dropout as the layer's own attention output has.
+  - At lambda = 0 this is not the plain layer: h~_T = LN_a(h'_T) = LN_a(LN_a(h_T + MHA(h_T))), the
+    attention LayerNorm twice. The authors' code does the same (xmixup/models/bert.py, BertSelfOutput:
+    LayerNorm(ratio * cross + (1 - ratio) * input_tensor), input_tensor already normalised).
 
 In a pre-LN layer (XLM-R XL and XXL: x + MHA(LN_a(x)), then x + FFN(LN_f(x))), one line per choice:
   - Eq. 2 is the attention sub-layer with its residual, its LayerNorm before it:
     h'_S = h_S + MHA(LN_a(h_S)), and h'_T alike.
-  - Eq. 3's attention reads LN_a of its inputs, as every attention of the layer does:
-    h_T|S = MHA(LN_a(h'_T), LN_a(h'_S), LN_a(h'_S)); Eq. 5's A compares those same normalised states.
-  - Eq. 4's LN: no LayerNorm follows a pre-LN sub-layer, so h~_T = lambda h_T|S + (1 - lambda) h'_T
-    goes to the feed-forward unnormalised, whose LN_f normalises it, as it would h'_T.
+  - Eq. 3 is a sub-layer too, with the residual every pre-LN sub-layer has, its attention reading
+    LN_a of its inputs: h_T|S = h'_T + MHA(LN_a(h'_T), LN_a(h'_S), LN_a(h'_S)); Eq. 5's A compares
+    those same normalised states.
+  - Eq. 4 then mixes two hidden states of one scale, with no LayerNorm after it (none follows a
+    pre-LN sub-layer; the feed-forward's LN_f normalises its input): h~_T = lambda h_T|S +
+    (1 - lambda) h'_T = h'_T + lambda MHA(...). The residual stream is not rescaled by 1 - lambda,
+    which every later layer would read, and lambda = 0 is the plain pre-LN layer.
   - The in-attention ablation mixes the two attentions of LN_a(h_T) inside the residual:
-    h~_T = h_T + lambda MHA(LN_a(h_T), LN_a(h_S)) + (1 - lambda) MHA(LN_a(h_T)).
-  - At lambda = 0 either variant is the plain pre-LN layer, as in a post-LN one.
+    h~_T = h_T + lambda MHA(LN_a(h_T), LN_a(h_S)) + (1 - lambda) MHA(LN_a(h_T)); lambda = 0 is the
+    plain layer here too.
 
 The ablation --mixup-variant in-attention mixes inside layer l's attention sub-layer, before its
 LayerNorm, with the entropies of the heads' attention probabilities both ways:
@@ -126,10 +132,10 @@ def mixup_layer_pre_norm(layer, ratio, target, target_mask, source, source_mask,
     h_s = source + layer.dropout(layer.attention(layer.attn_norm(source), source_mask))   # Eq. 2
     h_t = target + layer.dropout(layer.attention(layer.attn_norm(target), target_mask))   # Eq. 2
     n_s, n_t = layer.attn_norm(h_s), layer.attn_norm(h_t)                                 # what the attention reads
-    h_ts = layer.attention(n_t, target_mask, context=n_s, context_mask=source_mask)       # Eq. 3
+    h_ts = h_t + layer.dropout(layer.attention(n_t, target_mask, context=n_s, context_mask=source_mask))  # Eq. 3, a sub-layer
     lam = mix_ratio(ratio, fixed_ratio, n_t, target_mask, n_s, source_mask)                 # Eq. 5 and the ratio after it
     ratio_ = lam.to(h_t.dtype)[:, None, None]
-    mixed = ratio_ * layer.dropout(h_ts) + (1 - ratio_) * h_t                               # Eq. 4; its LN is LN_f's, next
+    mixed = ratio_ * h_ts + (1 - ratio_) * h_t                                              # Eq. 4; its LN is LN_f's, next
     return layer.feed_forward(h_s), layer.feed_forward(mixed), lam
 
 
@@ -278,13 +284,13 @@ class XMixupMethod(PairMethod):
         items = super().training_items()
         run = self.run
         self.round_trip = {it.id: it for it in run.encode(list(run.task.round_trip.values()))}
-        if run.rank == 0 and not self.round_trip:
-            print(f"note: {run.task.name} has no round-trip translations of its {run.task.source} training texts: "
-                  "scheduled sampling is off (the mixup always sees the gold source)", file=sys.stderr)
         return items
 
     def wrap(self, model, items):
-        settings = self.settings
+        settings, run = self.settings, self.run
+        if run.rank == 0 and not self.round_trip:
+            print(f"note: {run.task.name} has no round-trip translations of its {run.task.source} training texts: "
+                  "scheduled sampling is off (the mixup always sees the gold source)", file=sys.stderr)
         core = XMixup(model, settings.mixup_layer - 1, settings.lambda0, settings.lambda0 if settings.constant_ratio else None,
                       settings.mixup_variant).to(self.run.device)
         if settings.constant_ratio:

@@ -733,8 +733,10 @@ class Layout:
 
     def test_translations(self):
         """The test texts' translations into the source language as the data folder has them
-        (--test-translations' default), or None."""
-        return None
+        (--test-translations' default): XTREME's translate-test/test-<lang>-en-translated.tsv, as
+        XTREME's layout has them and download.py translations adds them to XNLI's; else None."""
+        folder = self.directory / "translate-test" if self.directory else None
+        return str(folder / "test-{lang}-en-translated.tsv") if folder and any(folder.glob("test-*-en-translated.tsv")) else None
 
 
 class Demo(Layout):
@@ -895,10 +897,6 @@ class XtremePairs(Layout):
 
     def split_file(self, lang, split):
         return self.train_files(lang)[0] if split == "train" else self.directory / f"{split}-{lang}.tsv"
-
-    def test_translations(self):
-        folder = self.directory / "translate-test"
-        return str(folder / "test-{lang}-en-translated.tsv") if folder.is_dir() else None
 
 
 class XtremeXnli(XtremePairs, Xnli):

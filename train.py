@@ -191,13 +191,13 @@ def train_step(settings, run, phase, model, raw, micro_batches, optimizer, sched
 
 
 def evaluate_and_save(settings, method, raw, core, book):
-    """Score the source dev set (and the targets' with --dev-langs all); the model of the best
-    source score so far is OUT/best."""
+    """Score the source dev set (and the targets' with --dev-langs all or --select-on all); the
+    model of the best score so far, as --select-on scores it, is OUT/best."""
     run, metric = method.run, method.metric()
-    langs = [run.task.source] + (run.task.targets if settings.dev_langs == "all" else [])
+    langs = [run.task.source] + (run.task.targets if "all" in (settings.dev_langs, settings.select_on) else [])
     with shard.gathered(core):  # a sharded model's own parameters whole, for predictors that call a part of it
         dev = {lang: scores[metric] for lang, scores in method.evaluate(core, "dev", langs).items()}
-    if book.record_dev(metric, dev, run.task.source):  # logged; True where the source's is the best so far
+    if book.record_dev(metric, dev, run.task.source):  # logged; True where it is the best so far
         book.save_best(raw, run.tokenizer, dict(task_info(settings, run), **method.saved_info(core)))
 
 
@@ -231,7 +231,8 @@ def test(settings, method, raw, core, book):
     seen = {"input": settings.test_input, "what": TEST_INPUTS[settings.test_input], "translations": settings.test_translations}
     table, summary = evaluate.run_report(results, run.task, state.alignment_before, after, settings.alignment_pooling, out / "predictions")
     summary.update(test_input=seen, best_step=state.best_step, **{f"dev_{method.metric()}": state.best}, settings=settings.as_dict())
-    title = f"{settings.method} on {settings.task}, test split, best dev step {state.best_step}; each prediction saw {seen['what']}"
+    chosen = {"source": "best dev step", "all": "best mean dev step", "last": "last step"}[settings.select_on]
+    title = f"{settings.method} on {settings.task}, test split, {chosen} {state.best_step}; each prediction saw {seen['what']}"
     cli.write_text(out / "results.json", json.dumps(summary, indent=2) + "\n")
     cli.write_text(out / "results.md", f"{title}\n\n{table}\n")
     evaluate.write_predictions(out / "predictions", predictions)

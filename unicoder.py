@@ -306,6 +306,7 @@ class UnicoderMethod(Method):
     groups_by_length = False  # a pair without a mined negative takes another row of its batch as one: rows are drawn at random
     unused_parameters = True  # each step trains one task, which leaves the other tasks' heads without gradient
     paper = {"lr": 1e-5, "batch_size": 512}  # Sec. 4.2, "Pre-training details" (512 by gradient accumulation)
+    epoch = "a pass over the parallel sentence pairs, one of the five tasks a step"
 
     @staticmethod
     def add_arguments(parser):

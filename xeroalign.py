@@ -6,6 +6,8 @@ pooler), with the attention mask; the pairs are the task batch's own, and both s
 in one forward pass. --pooling mean aligns the means of the real tokens' final states instead (a
 variant for tagging, whose head reads every token rather than <s>).
 """
+import math
+
 import cli
 from losses import xeroalign_loss
 from methods import Method
@@ -17,6 +19,12 @@ class XeroAlign(Method):
             "translation, both encoded in the same forward pass; target labels unused (--target-labels)")
     draws = "pairs"
     paper = {"head": "linear", "epochs": 10}  # Sec. 3: a linear classifier on the [CLS] embedding; Sec. 3.1: 10 epochs
+    epoch = ("a pass's worth of the source's training examples, each with one of its translations (the authors' train.py "
+             "iterates over the English examples and draws the alignment pairs beside them)")
+
+    @classmethod
+    def epoch_steps(cls, run, settings):
+        return {"max_steps": math.ceil(len(run.training_texts([run.task.source])) / settings.batch_size) * settings.epochs}
 
     @staticmethod
     def add_arguments(parser):

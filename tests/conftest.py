@@ -38,9 +38,21 @@ def padded_batch(vocab_size, lengths, pad_id=1, bos_id=0, eos_id=2, low=4):
     return ids, ids.ne(pad_id).long()
 
 
+def random_layer_norms(model, seed=0):
+    """Every LayerNorm's weight and bias drawn at random (about 1 and 0): at weight 1 and bias 0 a
+    LayerNorm applied twice, or in the wrong place, is nearly invisible. Returns the model."""
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for module in model.modules():
+            if isinstance(module, torch.nn.LayerNorm):
+                module.weight.copy_(1 + 0.5 * torch.randn(module.weight.shape, generator=generator))
+                module.bias.copy_(0.5 * torch.randn(module.bias.shape, generator=generator))
+    return model
+
+
 def sharp_encoder(num_layers=4, model_type="xlm-roberta"):
-    """A tiny random encoder (odd sizes) with weights scaled up, so that attention is sharp and a
-    wrong mask or position changes the outputs visibly."""
+    """A tiny random encoder (odd sizes, random LayerNorms) with weights scaled up, so that attention
+    is sharp and a wrong mask or position changes the outputs visibly."""
     from model import Config, Encoder
     bert = model_type == "bert"
     config = Config(vocab_size=101, hidden_size=36, num_layers=num_layers, num_heads=3, ffn_size=37, max_positions=60,
@@ -51,7 +63,7 @@ def sharp_encoder(num_layers=4, model_type="xlm-roberta"):
         for p in model.parameters():
             if p.ndim == 2:
                 p.mul_(8)
-    return model
+    return random_layer_norms(model)
 
 
 def padded_pairs():
@@ -81,7 +93,7 @@ def tiny_model_dir(tmp_path_factory):
     tokenizer = Tokenizer.from_pretrained(directory)
     torch.manual_seed(0)
     config = Config(vocab_size=tokenizer.vocab_size, hidden_size=32, num_layers=2, num_heads=2, ffn_size=37, max_positions=130)
-    Encoder(config).save_pretrained(directory)
+    random_layer_norms(Encoder(config)).save_pretrained(directory)
     return directory
 
 
@@ -109,5 +121,5 @@ def xl_model_dir(tiny_model_dir, tmp_path_factory):
     directory = tmp_path_factory.mktemp("tiny-xl")
     (directory / "sentencepiece.bpe.model").write_bytes((tiny_model_dir / "sentencepiece.bpe.model").read_bytes())
     torch.manual_seed(1)
-    Encoder(Config(**{**Config.from_directory(tiny_model_dir).__dict__, "model_type": "xlm-roberta-xl"})).save_pretrained(directory)
+    random_layer_norms(Encoder(Config(**{**Config.from_directory(tiny_model_dir).__dict__, "model_type": "xlm-roberta-xl"})), 1).save_pretrained(directory)
     return directory

@@ -62,6 +62,20 @@ def test_exchange_of_confident_labels_improves_each_view():
     assert any(int(e.text) >= 30 for e in given_to_lm)  # including texts where f_lm was wrong
 
 
+def test_self_training_gives_a_view_its_own_picks():
+    # the paper's baseline (Dong and de Melo 2019): one view, its confident predictions join its own set,
+    # wrong ones included when it is sure of them; its accuracy gains nothing it did not already know
+    fit = view(lambda n: n < 30)
+    rounds = []
+    D_lm, D_emb = co_train(fit, None, LABELED, POOL, iterations=3, threshold=0.9, rng=random.Random(0),
+                           on_round=lambda r, picks_lm, picks_emb: rounds.append((picks_lm, picks_emb)))
+    assert D_emb == LABELED and all(picks_emb == {} for _, picks_emb in rounds)
+    own = [e for e in D_lm if e.lang == "x"]
+    assert len(own) == 9 and {f"x:{e.text}" for e in own} == {key for picks, _ in rounds for key in picks}
+    assert all(int(e.text) < 30 for e in own)  # only what it was already sure of: no text where it was wrong
+    assert accuracy(fit, D_lm) == accuracy(fit, LABELED)
+
+
 def test_selection_threshold_and_cap():
     predictions = {"a": ("x", 0.95), "b": ("y", 0.9), "c": ("x", 0.99), "d": ("y", 0.2), "e": ("x", 0.91)}
     assert select(predictions, 0.9, cap=10, rng=random.Random(0)) == {k: predictions[k] for k in ("a", "c", "e")}  # strictly above
@@ -111,6 +125,28 @@ def test_cotrain_run(tmp_path, tiny_model_dir, capsys):
     assert len(pool) == 30 and all(german[p["key"].partition(":")[2]] == p["text"] for p in pool)
     assert json.loads((tmp_path / "small" / "round0" / "picks.json").read_text()) == {"lm": {}, "emb": {}}
     assert "nothing was exchanged" in capsys.readouterr().err
+
+
+def test_self_training_and_language_adaptation_with_co_training_runs(tmp_path, tiny_model_dir):
+    common = ["--model", str(tiny_model_dir), "--target-langs", "de", "--batch-size", "8", "--max-steps", "2", "--eval-every", "2",
+              "--cotrain-iterations", "1", "--threshold", "0.0", "--train-fraction", "0.2"]
+    cotrain.main(common + ["--self-training", "--out", str(tmp_path / "self")])
+    picks = json.loads((tmp_path / "self" / "round0" / "picks.json").read_text())
+    extra = [json.loads(line) for line in open(tmp_path / "self" / "final" / "lm-extra.jsonl")]
+    assert picks["emb"] == {} and {e["id"] for e in extra} == set(picks["lm"]) and picks["lm"]  # f_lm's own picks train f_lm
+    results = json.loads((tmp_path / "self" / "results.json").read_text())
+    assert results["embedding_model"] is None and not (tmp_path / "self" / "final" / "emb").exists()
+    assert results["settings"]["method"] == "zero-shot"
+    cotrain.main(common + ["--embedding-model", str(tiny_model_dir), "--lm-method", "contrastive", "--translated", "20",
+                           "--out", str(tmp_path / "adapted")])
+    results = json.loads((tmp_path / "adapted" / "results.json").read_text())
+    assert results["settings"]["method"] == "contrastive" and "de" in results["embedding_model"]
+    log = [json.loads(line) for line in open(tmp_path / "adapted" / "final" / "lm" / "log.jsonl") if '"loss"' in line]
+    assert any("la" in r for r in log)  # f_lm trained with label alignment
+    emb = json.loads((tmp_path / "adapted" / "final" / "emb" / "results.json").read_text())
+    assert emb["settings"]["method"] == "zero-shot"
+    with pytest.raises(SystemExit):
+        cotrain.get_args(common + ["--self-training", "--embedding-model", str(tiny_model_dir)])
 
 
 def test_semantic_alignment_groups(tiny_model_dir):

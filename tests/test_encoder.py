@@ -5,7 +5,7 @@ import json
 import pytest
 import torch
 
-from conftest import padded_batch
+from conftest import padded_batch, random_layer_norms
 from model import ClassificationHead, Config, Encoder
 
 transformers = pytest.importorskip("transformers", reason="parity checks need transformers (requirements-test.txt)")
@@ -117,7 +117,7 @@ def test_classification_head_matches_roberta_head():
 
 def tiny_encoder(**overrides):
     config = Config(vocab_size=101, hidden_size=36, num_layers=3, num_heads=3, ffn_size=37, max_positions=40, **overrides)
-    return Encoder(config).eval()
+    return random_layer_norms(Encoder(config)).eval()
 
 
 def test_pieces_compose_to_the_forward():

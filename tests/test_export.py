@@ -6,6 +6,7 @@ import pytest
 import torch
 
 import train
+from conftest import random_layer_norms
 from model import Classifier, Config, Encoder
 
 transformers = pytest.importorskip("transformers", reason="the round trip needs transformers")
@@ -20,8 +21,8 @@ def bert_model_dir(tiny_model_dir, tmp_path_factory):
     (directory / "sentencepiece.bpe.model").write_bytes((tiny_model_dir / "sentencepiece.bpe.model").read_bytes())
     config = Config.from_directory(tiny_model_dir)
     torch.manual_seed(1)
-    Encoder(Config(**{**config.__dict__, "model_type": "bert", "position_offset": 0, "type_vocab_size": 2,
-                      "layer_norm_eps": 1e-12})).save_pretrained(directory)
+    random_layer_norms(Encoder(Config(**{**config.__dict__, "model_type": "bert", "position_offset": 0, "type_vocab_size": 2,
+                                         "layer_norm_eps": 1e-12}))).save_pretrained(directory)
     return directory
 
 

@@ -40,7 +40,8 @@ def test_settings_are_read_only(run):
 
 
 def test_each_setting_comes_from_the_first_that_gives_it(run):
-    steps = lambda batch, epochs: math.ceil(len(run.task.train["en"]) / batch) * epochs
+    pairs = len(run.task.train["de"]) + len(run.task.train["en"])  # X-Mixup's epoch: every (target, source) pair, English's own too
+    steps = lambda batch, epochs: math.ceil(pairs / batch) * epochs
     settings = make_method("xmixup", run).settings  # sentence labels: the paper's first layer, alpha 0.4 (defaults)
     assert (settings.mixup_layer, settings.mixup_alpha, settings.batch_size, settings.max_steps) == (1, 0.4, 32, 150)
     assert settings.max_length == 64 and settings.group_by_length is True and settings.test_input == "oracle"
@@ -85,7 +86,7 @@ def test_results_record_the_resolved_settings(tmp_path, tiny_model_dir):
     train.main(["--model", str(tiny_model_dir), "--target-langs", "de", "--method", "xmixup", "--epochs", "1", "--batch-size", "64",
                 "--eval-every", "100", "--no-alignment", "--out", str(out)])
     settings = json.loads((out / "results.json").read_text())["settings"]
-    assert settings["max_steps"] == math.ceil(336 / 64) and settings["max_length"] == 128  # from --epochs; the level's length
+    assert settings["max_steps"] == math.ceil(2 * 336 / 64) and settings["max_length"] == 128  # (de, en) and (en, en) pairs; the level's length
     assert settings["mixup_layer"] == 1 and settings["test_input"] == "oracle" and settings["target_langs"] == ["de"]
     assert set(settings["given"]) == {"model", "target_langs", "method", "epochs", "batch_size", "eval_every", "no_alignment", "out"}
 

@@ -180,3 +180,32 @@ def test_a_teacher_that_runs_in_make_batch_keeps_batches_in_the_training_process
     assert not method.batches_run_a_model()
     cached = method.make_batch(items[:4], [1.0] * 4, 0)["teacher_logits"]
     assert computed.device == cached.device == torch.device("cpu") and torch.allclose(computed, cached, atol=1e-5)
+
+
+def test_eq6_with_the_papers_lambda_and_every_term_logged():
+    """FilterMethod.loss against Eq. 4 and Eq. 6 written out: L_s + L_t for the teacher's own run;
+    L_s + lambda L_t + (1 - lambda) KL(p_teacher || p_student) for the student, --kl-weight being
+    the paper's stated KL weight, 1 - lambda."""
+    import torch.nn.functional as F
+    from conftest import make_method, make_run
+    method = make_method("filter", make_run(["a", "b", "c"]), "--kl-weight", "0.3")
+    model = Filter(Classifier(sharp_encoder(3), 3), 1, 1).eval()
+    source, source_mask, target, target_mask = padded_pairs()
+    labels, weights = torch.tensor([0, 2, 1, 2]), torch.tensor([1.0, 1.0, 0.0, 1.0])  # one example of DDP padding
+    batch = dict(source_ids=source, source_mask=source_mask, target_ids=target, target_mask=target_mask, source_labels=labels,
+                 target_labels=labels, weights=weights)
+    with torch.no_grad():
+        s, t = model(source, source_mask, target, target_mask)
+        kept = weights.bool()
+        L_s, L_t = F.cross_entropy(s[kept], labels[kept]), F.cross_entropy(t[kept], labels[kept])
+        loss, parts = method.loss(model, batch)
+        assert loss.item() == pytest.approx((L_s + L_t).item(), rel=1e-5)  # Eq. 4, the teacher's own training
+        assert parts["source"].item() == pytest.approx(L_s.item(), rel=1e-5) and parts["target"].item() == pytest.approx(L_t.item(), rel=1e-5)
+        teacher = torch.randn(4, 3)
+        p = teacher.softmax(-1)
+        kl = (p * (p.log() - t.log_softmax(-1))).sum(-1)[kept].mean()
+        loss, parts = method.loss(model, dict(batch, teacher_logits=teacher))
+        lam = 0.7
+        assert loss.item() == pytest.approx((L_s + lam * L_t + (1 - lam) * kl).item(), rel=1e-5)  # Eq. 6
+        assert set(parts) == {"source", "target", "kl"}
+        assert [parts[n].item() for n in ("source", "target", "kl")] == pytest.approx([L_s.item(), L_t.item(), kl.item()], rel=1e-5)

@@ -13,11 +13,11 @@ from mixup import MixupRatio, XMixup, alignment_entropies, attention_entropy, in
 from model import Classifier, mean_pool
 
 
-@pytest.mark.parametrize("model_type", ["xlm-roberta", "xlm-roberta-xl"], ids=["post-ln", "pre-ln"])
-@pytest.mark.parametrize("variant", ["in-attention", "paper"])
+@pytest.mark.parametrize("model_type,variant", [("xlm-roberta", "in-attention"), ("xlm-roberta-xl", "in-attention"),
+                                                ("xlm-roberta-xl", "paper")], ids=["post-ln-in-attention", "pre-ln-in-attention", "pre-ln-paper"])
 @pytest.mark.parametrize("layer", [0, 2])
 def test_ratio_zero_is_the_plain_forward(layer, variant, model_type):
-    enc = sharp_encoder(3, model_type)
+    enc = sharp_encoder(3, model_type)  # random LayerNorms: a LayerNorm applied twice would show
     source, source_mask, target, target_mask = padded_pairs()
     with torch.no_grad():
         hs, ht, lam = mixup_encode(enc, MixupRatio(), source, source_mask, target, target_mask, layer, fixed_ratio=0.0,
@@ -25,6 +25,25 @@ def test_ratio_zero_is_the_plain_forward(layer, variant, model_type):
         for h, ids, mask in ((hs, source, source_mask), (ht, target, target_mask)):
             assert (h - enc(ids, mask))[mask.bool()].abs().max() < 1e-5
     assert torch.equal(lam, torch.zeros(4))
+
+
+@pytest.mark.parametrize("layer", [0, 2])
+def test_post_ln_paper_mix_at_ratio_zero_normalises_twice_as_the_authors_code_does(layer):
+    # Eq. 4 at lambda = 0 is LN_a(h'_T) = LN_a(LN_a(h_T + MHA(h_T))): not the plain layer, as in the
+    # authors' BertSelfOutput, whose input_tensor is already normalised; the source's side is plain
+    enc = sharp_encoder(3)
+    source, source_mask, target, target_mask = padded_pairs()
+    with torch.no_grad():
+        hs, ht, _ = mixup_encode(enc, MixupRatio(), source, source_mask, target, target_mask, layer, fixed_ratio=0.0)
+        assert (hs - enc(source, source_mask))[source_mask.bool()].abs().max() < 1e-5
+        assert (ht - enc(target, target_mask))[target_mask.bool()].abs().max() > 0.1
+        h = enc.embed(target)
+        for i, block in enumerate(enc.layers):
+            if i == layer:  # written out: the attention sub-layer, its LayerNorm again, the feed-forward sub-layer
+                h = block.feed_forward(block.attn_norm(block.attn_norm(h + block.attention(h, target_mask))))
+            else:
+                h = block(h, target_mask)
+        assert (ht - enc.finish(h))[target_mask.bool()].abs().max() < 1e-5
 
 
 def test_in_attention_mixing_with_itself_changes_nothing():
@@ -108,7 +127,8 @@ def test_paper_mixup_layer_against_the_equations():
 
 def test_pre_ln_mixup_layer_against_the_equations():
     """The module docstring's pre-LN placement, one example at a time: h' = h + MHA(LN_a(h)) (Eq. 2),
-    MHA over LN_a of both (Eq. 3, and Eq. 5's A), the mix unnormalised (Eq. 4), then x + FFN(LN_f(x))."""
+    h_T|S = h'_T + MHA over LN_a of both (Eq. 3, and Eq. 5's A), the mix unnormalised and the residual
+    stream not rescaled (Eq. 4), then x + FFN(LN_f(x))."""
     layer, (source_mask, target_mask), (source, target), (out_s, out_t, lam) = mixup_of_random_states("xlm-roberta-xl")
     F = torch.nn.functional
     with torch.no_grad():
@@ -120,11 +140,12 @@ def test_pre_ln_mixup_layer_against_the_equations():
             h_s, h_t = source[b, :ns], target[b, :nt]
             h_s1 = h_s + multi_head(layer, ln_a(h_s), ln_a(h_s), torch.ones(ns))     # Eq. 2
             h_t1 = h_t + multi_head(layer, ln_a(h_t), ln_a(h_t), torch.ones(nt))     # Eq. 2
-            h_ts = multi_head(layer, ln_a(h_t1), ln_a(h_s1), torch.ones(ns))          # Eq. 3
+            h_ts = h_t1 + multi_head(layer, ln_a(h_t1), ln_a(h_s1), torch.ones(ns))  # Eq. 3, with its residual
             H_A, H_At = entropies_by_hand(ln_a(h_t1).double(), ln_a(h_s1).double())  # Eq. 5
             expected_lam = 0.5 / (1 + math.exp(-((H_A + H_At) * -0.7 + 1.3)))
             assert lam[b].item() == pytest.approx(expected_lam, rel=1e-5)
             mixed = expected_lam * h_ts + (1 - expected_lam) * h_t1                    # Eq. 4, its LN in the FFN's LN_f
+            assert (mixed - (h_t1 + expected_lam * (h_ts - h_t1))).abs().max() < 1e-5  # h'_T at weight 1: not rescaled
             assert (out_t[b, :nt] - ffn(mixed)).abs().max() < 1e-4
             assert (out_s[b, :ns] - ffn(h_s1)).abs().max() < 1e-4
 

@@ -3,6 +3,7 @@ and an evaluation), its table checked against numpy, finished runs skipped, a st
 to the numbers of an uninterrupted one, a failing run reported, and bad files refused."""
 import csv
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -44,6 +45,8 @@ def finished(tmp_path_factory, tiny_model_dir):
     experiment = reproduce.load_experiment(path)
     job = next(j for j in reproduce.jobs(experiment, out) if j.label == "xeroalign seed 1")
     argv = reproduce.command(job, experiment, 1, {})
+    job.log.parent.mkdir(parents=True)
+    job.record_file.write_text(json.dumps(reproduce.record(job, experiment, {})))  # as reproduce.py launches it
     subprocess.run(argv + ["--stop-at", "2"], check=True, capture_output=True)
     assert reproduce.state(job) == "interrupted"
     whole = folder / "whole"
@@ -236,3 +239,107 @@ def test_flags_that_would_make_seeds_or_columns_share_a_setting_are_refused(tmp_
     runs = runs_with({"name": "tt", "evaluate": "zero-shot", "method": "translate-test", "test_input": "translation",
                       "flags": ["--test-translations", "tt/test-{lang}-en.tsv"]})  # a path's {lang} is no run
     assert reproduce.load_experiment(experiment_file(tmp_path, tiny_model_dir, runs=runs)).runs[1].needs == ["zero-shot"]
+
+
+def with_settings(tmp_path, tiny_model_dir, settings, run_settings=None, flags=STEPS):
+    runs = [{"name": "zero-shot", "method": "zero-shot", "test_input": "text", **({"settings": run_settings} if run_settings else {})}]
+    return experiment_file(tmp_path, tiny_model_dir, flags=flags, settings=settings, runs=runs)
+
+
+def test_every_stated_setting_is_checked_against_the_runs_flags(tmp_path, tiny_model_dir, capsys):
+    lr = {"paper": 1e-4, "paper_where": "Sec. 4", "script": 5e-5, "script_where": "run.sh:3"}
+    path = with_settings(tmp_path, tiny_model_dir, {"lr": dict(lr, run=5e-5, departure="the script's, for the demo")})
+    reproduce.main([str(path), "--dry-run", "--out", str(tmp_path / "out")])
+    listed = capsys.readouterr().out
+    assert "lr: paper 0.0001 (Sec. 4); script 5e-05 (run.sh:3); run 5e-05 *" in listed  # train.py's default 5e-5
+    assert "every trained run, lr: the script's, for the demo" in listed
+    problems = {
+        "the 0.001 the file says": {"lr": dict(lr, run=1e-3, departure="x")},  # the flags resolve to another value
+        "departs from the paper's 0.0001 with no departure listed": {"lr": dict(lr, run=5e-5)},
+        "a departure is listed, but the run takes the paper's 8": {"batch_size": {"paper": 8, "paper_where": "Sec. 4", "run": 8,
+                                                                                   "departure": "none really"}},
+        "neither the paper nor its authors' script gives it": {"warmup": {"paper": None, "script": None, "run": 0.1}},
+        "is neither a setting of train.py": {"learning_rate": {"paper": None, "run": 1, "departure": "x"}},
+        "runs[0].settings.seeds: run zero-shot resolves it to 2": None,
+    }
+    for message, settings in problems.items():
+        if settings is None:  # a run's own settings, checked as the file's are
+            path = with_settings(tmp_path, tiny_model_dir, {}, {"seeds": {"paper": 3, "paper_where": "x", "run": 3}})
+        else:
+            path = with_settings(tmp_path, tiny_model_dir, settings)
+        with pytest.raises(InputError, match=re.escape(message)):
+            reproduce.load_experiment(path)
+    with pytest.raises(InputError, match=r"settings.lr.paper_where: missing: where the paper gives 0.0001"):
+        reproduce.load_experiment(with_settings(tmp_path, tiny_model_dir, {"lr": {"paper": 1e-4, "run": 1e-4}}, flags=STEPS + ["--lr", "1e-4"]))
+
+
+def test_every_paper_file_states_the_settings_that_decide_a_run():
+    needed = {"lr", "batch_size", "max_length", "warmup", "weight_decay", "select_on", "seeds", "optimizer", "schedule"}
+    for path in sorted((ROOT / "experiments").glob("*.json")):
+        experiment = reproduce.load_experiment(path)  # every stated setting checked (audit)
+        if path.stem == "sib-200":
+            continue
+        for run in experiment.runs:
+            if run.evaluate:
+                continue
+            stated = set(experiment.settings) | set(run.settings)
+            assert needed <= stated and stated & {"epochs", "max_steps"}, (path.name, run.name, needed - stated)
+
+
+def test_a_run_made_otherwise_is_changed_not_counted_and_run_again_on_request(finished, tmp_path, capsys):
+    path, out, _, _ = finished
+    spec = json.loads(path.read_text())
+    spec["runs"] = [dict(r, flags=["--lr", "1e-3"]) if r["name"] == "zero-shot" else r for r in spec["runs"] if r["name"] != "broken"]
+    changed = tmp_path / "tiny.json"
+    changed.write_text(json.dumps(spec))
+    copy = tmp_path / "runs"
+    shutil.copytree(out, copy)
+    experiment = reproduce.load_experiment(changed)
+    by_name = {(j.run.name, j.seed): j for j in reproduce.jobs(experiment, copy)}
+    assert [reproduce.status(by_name["zero-shot", s], experiment, by_name) for s in (0, 1)] == ["changed"] * 2
+    assert reproduce.status(by_name["xeroalign", 0], experiment, by_name) == "done"
+    reproduce.main([str(changed), "--out", str(copy), "--dry-run"])
+    assert capsys.readouterr().out.count("(changed: not counted; --rerun-changed runs it again)") == 2
+    with pytest.raises(SystemExit, match="2 run\\(s\\) did not finish"):
+        reproduce.main([str(changed), "--out", str(copy)])  # nothing runs again unasked
+    assert "zero-shot (0 of 2 seeds; changed, not counted: seed 0, 1)" in (copy / "table.md").read_text()
+    before = {s: reproduce.fingerprint(by_name["zero-shot", s].best) for s in (0, 1)}
+    reproduce.main([str(changed), "--out", str(copy), "--rerun-changed"])
+    table = (copy / "table.md").read_text()
+    assert "zero-shot (2 seeds)" in table and "translate-test (2 seeds)" in table and "changed" not in table
+    assert all(reproduce.fingerprint(by_name["zero-shot", s].best) != before[s] for s in (0, 1))
+    log = (copy / "logs" / "translate-test-seed0.log").read_text()
+    assert log.count("$ ") == 2  # the evaluation of the retrained model, run again: its model changed
+    assert "lr 0.001" in table  # the settings as the run resolved them
+
+
+def test_a_difference_over_fewer_seeds_is_marked_and_another_models_row_has_none(tmp_path, tiny_model_dir):
+    experiment = reproduce.load_experiment(experiment_file(tmp_path, tiny_model_dir, runs=[
+        {"name": "zero-shot", "method": "zero-shot", "test_input": "text", "paper": {"de": 80.0}},
+        {"name": "other", "method": "zero-shot", "test_input": "text", "paper": {"de": 70.0}, "paper_model": "Their own model"}]))
+    columns = [reproduce.Column(experiment.runs[0], [0], [1], {"de": {0: 81.0}}),
+               reproduce.Column(experiment.runs[1], [0, 1], [], {"de": {0: 75.0, 1: 77.0}})]
+    table = reproduce.markdown(experiment, columns)
+    assert "| de | 81.0 | 80.0 | +1.0 (1 of 2 seeds) | 76.0 ± 1.4 | 70.0 |" in table
+    assert "other (2 seeds) | paper (another model) |" in table and "The paper's row is of another model: Their own model." in table
+    assert ",other,zero-shot,de,2,76.00,1.41,70.0,," in reproduce.csv_text(experiment, columns)
+
+
+def test_a_cotraining_run_is_run_by_cotrain_py(tmp_path, tiny_model_dir):
+    runs = [{"name": "self-training", "cotrain": True, "test_input": "text", "flags": ["--self-training", "--threshold", "0.5"],
+             "settings": {"threshold": {"paper": None, "run": 0.5, "departure": "the demo's"}}},
+            {"name": "adapted", "cotrain": True, "test_input": "text", "flags": ["--lm-method", "contrastive"]}]
+    experiment = reproduce.load_experiment(experiment_file(tmp_path, tiny_model_dir, runs=runs))
+    assert [run.method for run in experiment.runs] == ["zero-shot", "contrastive"]
+    job = reproduce.jobs(experiment, tmp_path / "out")[0]
+    argv = reproduce.command(job, experiment, 1, {})
+    assert argv[argv.index("--nproc-per-node") + 2].endswith("cotrain.py") and "--method" not in argv and "--self-training" in argv
+    assert reproduce.state(job) == "new"
+    job.folder.mkdir(parents=True)
+    (job.folder / "pool.jsonl").write_text("")
+    assert reproduce.state(job) == "interrupted" and "--resume" in reproduce.command(job, experiment, 1, {})
+    assert job.best == job.folder / "final" / "lm" / "best"
+    message = bad(tmp_path, tiny_model_dir, runs=runs_with({"name": "x", "cotrain": True, "test_input": "text", "flags": ["--threshold", "2"]}))
+    assert "runs[1].flags: cotrain.py refuses them: argument --threshold" in message
+    assert "runs[1].cotrain: true for a run of cotrain.py" in bad(tmp_path, tiny_model_dir, runs=runs_with(
+        {"name": "x", "cotrain": "yes", "test_input": "text"}))

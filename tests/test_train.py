@@ -189,7 +189,8 @@ def test_paper_presets_fill_the_flags_not_given(tiny_model_dir):
     assert method.settings.head == "roberta" and method.settings.max_steps == 2 * steps_per_epoch  # what is given stays
     settings = make_method("contrastive", run, "--preset", "paper").settings
     assert (settings.lr, settings.batch_size, settings.weight_decay) == (5e-5, 16, 0.01)
-    assert settings.max_steps == 5 * math.ceil(len(task.train["en"]) / 16) and settings.sa_steps == settings.max_steps // 4
+    label_alignment = 5 * math.ceil(2 * len(task.train["en"]) / 16)  # 5 epochs of English and German, then 5 of semantic alignment
+    assert settings.sa_steps == 5 * math.ceil(len(task.train["en"]) / 16) and settings.max_steps == label_alignment + settings.sa_steps
     assert make_method("xeroalign", run).settings.head == "roberta"  # the default preset is this script's
     with pytest.raises(SystemExit):
         flags.parse(["--epochs", "2", "--max-steps", "5"])
