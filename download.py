@@ -88,17 +88,29 @@ def sources(task, langs, fetch):
         langs = langs or sorted({e["name"].split(".")[1].split("-")[0] for e in listing if e["name"].startswith("tatoeba.")})
         return [Source(f"{TATOEBA}/tatoeba.{lang}-eng.{side}", f"tatoeba.{lang}-eng.{side}") for lang in langs for side in (lang, "eng")]
     if task == "translations":  # XTREME's translate-train files of SQuAD (MLQA, XQuAD) and TyDiQA-GoldP; XNLI's translate-test
-        return [Source(f"{TRANSLATIONS}/SQuAD/translate-train/squad.translate.train.en-{lang}.json",
-                       f"squad/translate-train/squad.translate.train.en-{lang}.json") for lang in langs or SQUAD_TRANSLATIONS] + \
-               [Source(f"{TRANSLATIONS}/TyDiQA-GoldP/translate-train/tydiqa.translate.train.en-{lang}.json",
-                       f"tydiqa/translate-train/tydiqa.translate.train.en-{lang}.json") for lang in langs or TYDIQA_TRANSLATIONS] + \
-               [Source(f"{TRANSLATIONS}/XNLI/translate-test/test-{lang}-en-translated.tsv",  # line i: the i-th test pair in English
-                       f"xnli/translate-test/test-{lang}-en-translated.tsv") for lang in langs or XNLI_TRANSLATIONS]
+        return translations(langs)
     archives = {"xnli": ["https://dl.fbaipublicfiles.com/XNLI/XNLI-1.0.zip", "https://dl.fbaipublicfiles.com/XNLI/XNLI-MT-1.0.zip"],
                 "pawsx": ["https://storage.googleapis.com/paws/pawsx/x-final.tar.gz"],
                 "mlqa": ["https://dl.fbaipublicfiles.com/MLQA/MLQA_V1.zip"],
                 "tydiqa": [f"{TYDIQA}/tydiqa-goldp-v1.1-train.json", f"{TYDIQA}/tydiqa-goldp-v1.1-dev.tgz"]}
     return [Source(url, f".download/{url.rsplit('/', 1)[1]}") for url in archives[task]]
+
+
+def translations(langs=None):
+    """[Source] of XTREME's translations: SQuAD's and TyDiQA-GoldP's training sets into each language, and
+    XNLI's test sets into English; of `langs` only, where each data set has them."""
+    chosen = lambda available: [lang for lang in langs if lang in available] if langs else available
+    out = [Source(f"{TRANSLATIONS}/SQuAD/translate-train/squad.translate.train.en-{lang}.json",
+                  f"squad/translate-train/squad.translate.train.en-{lang}.json") for lang in chosen(SQUAD_TRANSLATIONS)]
+    out += [Source(f"{TRANSLATIONS}/TyDiQA-GoldP/translate-train/tydiqa.translate.train.en-{lang}.json",
+                   f"tydiqa/translate-train/tydiqa.translate.train.en-{lang}.json") for lang in chosen(TYDIQA_TRANSLATIONS)]
+    out += [Source(f"{TRANSLATIONS}/XNLI/translate-test/test-{lang}-en-translated.tsv",  # line i: the i-th test pair in English
+                   f"xnli/translate-test/test-{lang}-en-translated.tsv") for lang in chosen(XNLI_TRANSLATIONS)]
+    if not out:
+        raise InputError(f"--langs: XTREME has no translations of {', '.join(langs)}: SQuAD's are into "
+                         f"{', '.join(SQUAD_TRANSLATIONS)}; TyDiQA's into {', '.join(TYDIQA_TRANSLATIONS)}; XNLI's from "
+                         f"{', '.join(XNLI_TRANSLATIONS)}")
+    return out
 
 
 TASKS = ("sib200", "xnli", "pawsx", "udpos", "xquad", "squad", "mlqa", "tydiqa", "tatoeba", "panx", "translations")

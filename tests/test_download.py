@@ -130,6 +130,18 @@ def test_xnli_archives_unpack_into_the_released_layout(tmp_path, mirror, unpinne
     fetched = len(requests)
     download.main(["xnli", "--to", str(tmp_path / "xnli"), "--mirror", url])
     assert len(requests) == fetched  # unpacked before: nothing fetched again
+    assert task.test_translations is None
+    # XTREME's translations of the test sets into English: text, second text, label, line i for the language's i-th test row
+    put(folder, f"{download.TRANSLATIONS}/XNLI/translate-test/test-de-en-translated.tsv", "".join(f"A de {i} in English.\tB.\tneutral\n"
+                                                                                                 for i in range(2)))
+    put(folder, f"{download.TRANSLATIONS}/SQuAD/translate-train/squad.translate.train.en-de.json", "{}")
+    download.main(["translations", "--to", str(tmp_path), "--langs", "de", "--mirror", url])  # TyDiQA-GoldP has no German: none asked for
+    task = tasks.load_task("xnli", tmp_path / "xnli")
+    assert task.test_translations == str(tmp_path / "xnli" / "translate-test" / "test-{lang}-en-translated.tsv")
+    read = tasks.read_translations(task.test_translations, "de", "en", task.test["de"])
+    assert [(e.id, e.text, e.pair) for e in read] == [("0", "A de 0 in English.", "B."), ("1", "A de 1 in English.", "B.")]
+    with pytest.raises(InputError, match="XTREME has no translations of xx"):
+        download.main(["translations", "--to", str(tmp_path), "--langs", "xx", "--mirror", url])
 
 
 def test_pawsx_and_tydiqa_archives(tmp_path, mirror, unpinned):
