@@ -16,11 +16,9 @@ the paper's other method, is a driver around train.py: cotrain.py.
 import math
 import random
 
-import cli
-import distributed
 from losses import label_alignment_terms, semantic_alignment_loss, task_loss
-from methods import Method, Phase
-from tasks import InputError
+from methods import Method, Phase, non_negative_float, non_negative_int, positive_float, positive_int
+from minxlt.errors import InputError
 
 
 def share_of_label_alignment(per_anchor, anchors, weights, mine):
@@ -48,15 +46,15 @@ class Contrastive(Method):
     def add_arguments(parser):
         g = parser.add_argument_group("contrastive adaptation (Yu & Joty)", "--preset paper: AdamW at 5e-5 with weight decay 0.01 "
                                       "and a linear schedule, batch size 16, XNLI's 5 epochs (Sec. 4.2, Training Details)")
-        g.add_argument("--tau", type=cli.positive_float, default=0.1, help="temperature of the contrastive losses (the paper gives none; 0.1 here)")
-        g.add_argument("--la-weight", type=cli.non_negative_float, default=1.0, help="lambda_LA of Eq. 3")
-        g.add_argument("--sa-weight", type=cli.non_negative_float, default=1.0, help="lambda_SA of Eq. 5")
-        g.add_argument("--sa-steps", type=cli.non_negative_int, help="steps of the second phase, semantic alignment (default: with --epochs, "
+        g.add_argument("--tau", type=positive_float, default=0.1, help="temperature of the contrastive losses (the paper gives none; 0.1 here)")
+        g.add_argument("--la-weight", type=non_negative_float, default=1.0, help="lambda_LA of Eq. 3")
+        g.add_argument("--sa-weight", type=non_negative_float, default=1.0, help="lambda_SA of Eq. 5")
+        g.add_argument("--sa-steps", type=non_negative_int, help="steps of the second phase, semantic alignment (default: with --epochs, "
                        "--sa-epochs passes over the translated source texts after label alignment's; else the last quarter of --max-steps)")
-        g.add_argument("--sa-epochs", type=cli.positive_int, help="with --epochs: semantic alignment's own passes over the translated "
+        g.add_argument("--sa-epochs", type=positive_int, help="with --epochs: semantic alignment's own passes over the translated "
                        "source texts, after label alignment's --epochs (default: as many as --epochs; the paper gives none)")
-        g.add_argument("--sa-lr", type=cli.positive_float, help="its peak learning rate, 'smaller' in the paper (default: --lr / 5)")
-        g.add_argument("--sa-group", type=cli.positive_int, default=4, help="b: translations and other-label texts per anchor (a group has 2b + 1 texts)")
+        g.add_argument("--sa-lr", type=positive_float, help="its peak learning rate, 'smaller' in the paper (default: --lr / 5)")
+        g.add_argument("--sa-group", type=positive_int, default=4, help="b: translations and other-label texts per anchor (a group has 2b + 1 texts)")
 
     @classmethod
     def defaults(cls, level, num_layers, settings):
@@ -94,8 +92,11 @@ class Contrastive(Method):
                              "is the last part of the run")
 
     def phases(self, items):
-        """Label alignment on every text, then semantic alignment on the source texts that have
-        translations (the anchors)."""
+        """The paper's two phases (Sec. 3.2, after Eq. 5: "we first train it with Eq. 3 on D u D_bi.
+        Then, we train it on D_bi using Eq. 5 with a smaller learning rate"): label alignment on
+        every text, for --max-steps less --sa-steps; then semantic alignment on the source texts
+        that have translations (the anchors), for --sa-steps, its own warmup and decay peaking at
+        --sa-lr (methods.learning_rate). --epochs gives each phase its passes (epoch_steps)."""
         settings, source = self.settings, self.run.task.source
         first = Phase("label alignment", items, settings.max_steps - settings.sa_steps, self.make_batch, self.loss)
         if not settings.sa_steps:
@@ -116,12 +117,11 @@ class Contrastive(Method):
         each process gathers the batch's vectors (its own with their gradient), labels and weights,
         and keeps its own anchors' part of L_LA (share_of_label_alignment)."""
         logits, cls = model(batch["input_ids"], batch["attention_mask"])
-        w, labels = batch["weights"], batch["labels"]
+        w, labels, run = batch["weights"], batch["labels"], self.run
         task = task_loss(logits, labels, w)
-        weights = distributed.all_gather(w)
-        per_anchor, anchors = label_alignment_terms(distributed.all_gather_with_grad(cls), distributed.all_gather(labels), self.settings.tau,
-                                                    weights)
-        la = share_of_label_alignment(per_anchor, anchors, weights, slice(self.run.rank * len(w), (self.run.rank + 1) * len(w)))
+        weights = run.all_gather(w)
+        per_anchor, anchors = label_alignment_terms(run.all_gather_with_grad(cls), run.all_gather(labels), self.settings.tau, weights)
+        la = share_of_label_alignment(per_anchor, anchors, weights, slice(run.rank * len(w), (run.rank + 1) * len(w)))
         return task + self.settings.la_weight * la, {"task": task.detach(), "la": la.detach()}
 
     def group_batch(self, anchors, weights, step):

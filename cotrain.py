@@ -35,14 +35,13 @@ import shutil
 import sys
 from pathlib import Path
 
-import cli
-import distributed
 import evaluate
-import flags
-import tasks
 import train
 from data import Example
 from levels import LEVELS
+from minxlt import tasks
+from minxlt.parallel import distributed
+from minxlt.run import cli, flags
 from model import Classifier
 
 

@@ -30,9 +30,9 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-import cli
-import tasks
-from tasks import InputError
+from minxlt import tasks
+from minxlt.errors import InputError
+from minxlt.run import cli
 
 PINNED = Path(__file__).with_name("checksums.sha256")
 

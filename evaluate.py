@@ -18,16 +18,15 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-import cli
 import data
-import distributed
-import flags
-import hub
-import tasks
 from methods import TEST_INPUTS, Method, Run, counterparts, score_split
+from minxlt import tasks
+from minxlt.checkpoints import hub
+from minxlt.checkpoints.prepare_default import default_model
+from minxlt.parallel import distributed
+from minxlt.run import cli, flags
+from minxlt.text.tokenizer import Tokenizer
 from model import Classifier, Encoder, mean_pool
-from prepare_default import default_model
-from tokenizer import Tokenizer
 
 
 @torch.no_grad()

@@ -7,17 +7,15 @@ the encoder's own, shared by both texts, so FILTER adds no parameters.
     target -> embed -> layers[:m] --'                                     '--> layers[m+k:] -> target states
 
 m = L, k = 0 is translate-train (each text alone); m = 0, k = L is the plain concatenation.
-Self-teaching (Algorithm 1, Eq. 5-6) learns from a FILTER model trained first: teacher.py.
+Self-teaching (Algorithm 1, Eq. 5-6) learns from a FILTER model trained first (--teacher).
 Shapes: B pairs, T tokens (both texts padded to one length), H hidden.
 """
 import torch
 import torch.nn as nn
 
-import cli
-import teacher
-from methods import PairMethod
+from methods import PairMethod, fraction, non_negative_int
+from minxlt.errors import InputError
 from model import embed_pair
-from tasks import InputError
 
 
 def filter_encode(encoder, source_ids, source_mask, target_ids, target_mask, m, k):
@@ -77,11 +75,11 @@ class FilterMethod(PairMethod):
     def add_arguments(parser):
         g = parser.add_argument_group("FILTER", "--preset paper: batch size 64 (Implementation Details); the paper states no "
                                       "learning rate, epochs, m or k")
-        g.add_argument("--filter-m", type=cli.non_negative_int, default=1, help="local layers, each text alone (default: 1; the paper "
+        g.add_argument("--filter-m", type=non_negative_int, default=1, help="local layers, each text alone (default: 1; the paper "
                        "gives no final m, and its k ablation, Figure 3, holds m = 1)")
-        g.add_argument("--filter-k", type=cli.non_negative_int, help="fusion layers over the joined pair (default: 1 for classification "
+        g.add_argument("--filter-k", type=non_negative_int, help="fusion layers over the joined pair (default: 1 for classification "
                        "and tagging; for QA 20 of 24 layers, the largest k of the paper's MLQA ablation, scaled to the encoder's depth)")
-        g.add_argument("--kl-weight", type=cli.fraction, help="1 - lambda in Eq. 6: the self-teaching loss weight (default: the paper's 0.5 "
+        g.add_argument("--kl-weight", type=fraction, help="1 - lambda in Eq. 6: the self-teaching loss weight (default: the paper's 0.5 "
                                                        "for sentence labels, 0.1 for QA, 1.0 for word labels, whose lambda is 0)")
 
     @classmethod
@@ -99,7 +97,7 @@ class FilterMethod(PairMethod):
 
     def wrap(self, model, items):
         core = Filter(model, self.settings.filter_m, self.settings.filter_k)
-        self.teacher = teacher.load(self.settings, self.run, items, lambda trained, info: Filter(trained, info["filter_m"], info["filter_k"]).eval())
+        self.teacher = self.load_teacher(items, lambda trained, info: Filter(trained, info["filter_m"], info["filter_k"]).eval())
         return core
 
     def loss(self, model, batch):

@@ -10,9 +10,9 @@ import torch
 from tqdm import tqdm
 
 import data
-import distributed
-import qa
 from losses import position_logits, self_teaching_loss, span_loss, task_loss
+from minxlt.parallel import distributed
+from minxlt.tasks import qa
 
 
 def predict_batch(predict, kind, tokenizer, items, device, partners=None):
@@ -41,7 +41,7 @@ class Level:
     max_length = 128                # tokens per text (Yu & Joty's 128, Sec. 4.2; the others give none for fine-tuning; QA's windows are longer)
     translations_keep_labels = True  # a translation has its source's label (word labels do not carry over)
     labels_texts = True              # a prediction is one distribution per text (X-Mixup's KL of Eq. 7 compares two)
-    caches_tokens = True             # training sets go through the token cache (token_cache.py); a level without it pairs lists (Word.pair)
+    caches_tokens = True             # training sets go through the token cache (minxlt/text/token_cache.py); a level without it pairs lists (Word.pair)
 
     def encode(self, examples, tokenizer, task, max_length):
         return data.encode_examples(examples, tokenizer, task.labels, max_length)
@@ -249,7 +249,7 @@ def tagging_scores(counts, spans=True, joint=False):
 
 
 class Span(Level):
-    """Answer spans (extractive QA, qa.py): a question and its context become windows; a window's
+    """Answer spans (extractive QA, minxlt/tasks/qa.py): a question and its context become windows; a window's
     label is the answer's (start, end) tokens, its logits a start and an end per token."""
     name = "span"
     description = "labels answer spans"

@@ -14,7 +14,7 @@ A method says
     the text alone, or "pair": with its source-language counterpart), and what selects the best
     model (`metric`, `evaluate`);
   - its own flags (`add_arguments`), its papers' settings (`paper`, per task level `defaults`)
-    and what its flags cannot do (`check`): flags.py reads these once, before the run, and
+    and what its flags cannot do (`check`): minxlt/run/flags.py reads these once, before the run, and
     gives the method the resulting settings, read-only (`self.settings`).
 
 What differs between task levels (sentence labels, word labels, answer spans) a method asks of
@@ -28,10 +28,20 @@ from typing import Callable
 import torch
 
 import data
-import token_cache
 from levels import LEVELS
+from minxlt.parallel import distributed
+from minxlt.run import teacher
+
+# What a method's file is given besides the encoder, the losses and this interface, so that it imports
+# no machinery itself: the types of its own flags (add_arguments), and Unicoder's reader of --parallel files.
+from minxlt.run.cli import fraction, non_negative_float, non_negative_int, positive_float, positive_int  # noqa: E402,F401,I001
+from minxlt.tasks import (
+    read_jsonl_examples,
+    read_parallel_lines,  # noqa: E402,F401
+    read_translations,
+)
+from minxlt.text import token_cache
 from model import Classifier
-from tasks import read_jsonl_examples, read_translations
 
 
 @dataclass
@@ -60,7 +70,7 @@ class Run:
 
     def training_texts(self, langs, extra=()):
         """The training examples of `langs`, in order, then `extra` (--extra-train), encoded: from the
-        token cache (token_cache.py) where the task level's items fit it, else in memory."""
+        token cache (minxlt/text/token_cache.py) where the task level's items fit it, else in memory."""
         if not self.level.caches_tokens:
             key = (tuple(langs), tuple(e.id for e in extra))  # encoded once, whether --epochs counted them first or not
             if key not in self.encoded:
@@ -70,6 +80,14 @@ class Run:
         if extra:
             parts.append(token_cache.encode(list(extra), self.tokenizer, self.task.labels, self.max_length, self.rank))
         return token_cache.join(parts)
+
+    def all_gather(self, tensor):
+        """Every process's `tensor`, concatenated in process order (a global batch's), without gradient."""
+        return distributed.all_gather(tensor)
+
+    def all_gather_with_grad(self, tensor):
+        """all_gather, the gradient flowing back into this process's own part."""
+        return distributed.all_gather_with_grad(tensor)
 
     def cached_texts(self, langs):
         """{lang: the token cache's EncodedTexts of its training examples}, read once per run."""
@@ -82,13 +100,39 @@ class Run:
 
 @dataclass
 class Phase:
-    """A stretch of training with its own items, batches, loss and peak learning rate."""
+    """A stretch of training with its own items, batches, loss and peak learning rate: most methods
+    have one; Yu & Joty's language adaptation has two, the second at a smaller learning rate
+    (contrastive.py). Each phase warms up and decays on its own (learning_rate)."""
     name: str
     items: list             # what the batches are drawn from
     steps: int
     make_batch: Callable    # (items, weights, step) -> {name: tensor}; weight 0 marks DDP padding
     loss: Callable          # (model, batch) -> (loss, {component: value}), means over the examples that count
     lr_scale: float = 1.0   # its peak learning rate relative to --lr
+
+
+def phase_index(phases, step):
+    """(the index of the phase a step belongs to, the phase's first step); past the end, the last phase."""
+    start = 0
+    for i, phase in enumerate(phases[:-1]):
+        if step < start + phase.steps:
+            return i, start
+        start += phase.steps
+    return len(phases) - 1, start
+
+
+def phase_at(phases, step):
+    """The phase a step belongs to; past the end, the last phase."""
+    return phases[phase_index(phases, step)[0]]
+
+
+def learning_rate(phases, warmup, step):
+    """The learning rate of a step relative to --lr: within its phase, a linear warmup over the
+    first `warmup` share of the phase's steps, then a linear decay to 0, from the phase's own peak."""
+    index, start = phase_index(phases, step)
+    phase, s = phases[index], step - start
+    rise = int(warmup * phase.steps)
+    return phase.lr_scale * min((s + 1) / max(rise, 1), max(0.0, (phase.steps - s) / max(phase.steps - rise, 1)))
 
 
 def first(item):
@@ -108,7 +152,7 @@ class Method:
     unused_parameters = False  # whether a step may leave trainable parameters without gradient (DDP must know)
     test_inputs = ("text",)  # what its test predictions can see besides the target text (TEST_INPUTS), the default first
     groups_by_length = True  # whether batches group texts of similar length by default (not where a loss compares a batch's texts)
-    teacher_kind = None      # the --teacher it takes (teacher.py): "filter" (FILTER's self-teaching) or "labeller"
+    teacher_kind = None      # the --teacher it takes (minxlt/run/teacher.py): "filter" (FILTER's self-teaching) or "labeller"
     paper = {}               # --preset paper: the settings its paper states (paper_preset)
     self_pairs = False       # pairs: whether each source text is also paired with itself (--self-pairs' default)
     # what one --epochs is: a pass over the training items, counted as the paper's (or its authors') code counts them
@@ -195,7 +239,7 @@ class Method:
 
     def layers_run_in_parts(self, core):
         """The encoder layers (indices) whose sub-layers the method calls itself rather than the layer
-        (X-Mixup's mixup layer): a sharded run (shard.py) keeps them whole with the root."""
+        (X-Mixup's mixup layer): a sharded run (minxlt/parallel/shard.py) keeps them whole with the root."""
         return ()
 
     def make_batch(self, items, weights, step):
@@ -321,6 +365,11 @@ class PairMethod(Method):
 
     def batches_run_a_model(self):
         return self.teacher is not None and self.teacher.model is not None and not self.teacher.complete
+
+    def load_teacher(self, items, build):
+        """The teacher of --teacher or --teacher-cache (minxlt/run/teacher.py), or None: a saved model
+        made into a predictor of pairs by `build(classifier, task.json)`, its soft labels of `items`."""
+        return teacher.load(self.settings, self.run, items, build)
 
     def make_batch(self, items, weights, step):
         sources, targets = zip(*items)

@@ -58,13 +58,10 @@ import sys
 import torch
 import torch.nn as nn
 
-import cli
-import teacher
 from losses import prediction_consistency_loss, representation_consistency_loss
-from methods import TEST_INPUTS, PairMethod
+from methods import TEST_INPUTS, PairMethod, fraction, positive_float, positive_int
+from minxlt.errors import InputError
 from model import embed_pair, mean_pool
-from shard import whole
-from tasks import InputError
 
 
 def inverse_sigmoid_decay(step, k):
@@ -85,12 +82,12 @@ def attention_entropy(probs, query_mask, key_mask):
     return (entropy * q).sum(1) / q.sum(1).clamp(min=1)              # (B,)
 
 
-def alignment_entropies(target, target_mask, source, source_mask):
+def alignment_entropies(source, source_mask, target, target_mask):
     """Eq. 5's H(A) and H(A^T) per example, in nats, from the hidden states themselves:
     A_ij = softmax_j(h_Ti . h_Sj / sqrt(n)) over the real source tokens j. H(A) averages the
     entropy of A's rows over the real target tokens; H(A^T) that of A's columns, each normalised
-    to sum to 1 over the real target tokens, over the real source tokens. target (B, Tt, H),
-    source (B, Ts, H); masks (B, Tt), (B, Ts)."""
+    to sum to 1 over the real target tokens, over the real source tokens. source (B, Ts, H),
+    target (B, Tt, H); masks (B, Ts), (B, Tt)."""
     t, s = target.float(), source.float()
     scores = t @ s.transpose(1, 2) / math.sqrt(t.shape[-1])                     # (B, Tt, Ts)
     A = scores.masked_fill(source_mask[:, None, :] == 0, float("-inf")).softmax(-1)
@@ -113,40 +110,40 @@ class MixupRatio(nn.Module):
         return self.lambda0 * torch.sigmoid(self.linear((entropy + entropy_transposed)[:, None]))[:, 0]  # (B,)
 
 
-def mixup_layer(layer, ratio, target, target_mask, source, source_mask, fixed_ratio=None):
+def mixup_layer(layer, ratio_net, source, source_mask, target, target_mask, fixed_ratio=None):
     """Eq. 2-5 at layer l, as the module's docstring writes them: (source output, target output,
     lambda (B,)). `fixed_ratio`, an ablation, replaces the ratio with a constant."""
     if layer.pre_norm:
-        return mixup_layer_pre_norm(layer, ratio, target, target_mask, source, source_mask, fixed_ratio)
-    h_s = layer.attn_norm(source + layer.dropout(layer.attention(source, source_mask)))   # Eq. 2
-    h_t = layer.attn_norm(target + layer.dropout(layer.attention(target, target_mask)))   # Eq. 2
+        return mixup_layer_pre_norm(layer, ratio_net, source, source_mask, target, target_mask, fixed_ratio)
+    h_s = layer.attn_norm(source + layer.dropout(layer.attention(source, source_mask)))   # Eq. 2: h_S^{l+1}
+    h_t = layer.attn_norm(target + layer.dropout(layer.attention(target, target_mask)))   # Eq. 2: h_T^{l+1}
     h_ts = layer.attention(h_t, target_mask, context=h_s, context_mask=source_mask)       # Eq. 3, the same parameters
-    lam = mix_ratio(ratio, fixed_ratio, h_t, target_mask, h_s, source_mask)                 # Eq. 5 and the ratio after it
-    ratio_ = lam.to(h_t.dtype)[:, None, None]
-    mixed = layer.attn_norm(ratio_ * layer.dropout(h_ts) + (1 - ratio_) * h_t)              # Eq. 4
+    lam = mix_ratio(ratio_net, fixed_ratio, h_s, source_mask, h_t, target_mask)             # Eq. 5 and the ratio after it
+    lam_ = lam.to(h_t.dtype)[:, None, None]                                                 # (B, 1, 1)
+    mixed = layer.attn_norm(lam_ * layer.dropout(h_ts) + (1 - lam_) * h_t)                  # Eq. 4
     return layer.feed_forward(h_s), layer.feed_forward(mixed), lam
 
 
-def mixup_layer_pre_norm(layer, ratio, target, target_mask, source, source_mask, fixed_ratio=None):
+def mixup_layer_pre_norm(layer, ratio_net, source, source_mask, target, target_mask, fixed_ratio=None):
     """Eq. 2-5 at a pre-LN layer l, placed as the module's docstring says."""
-    h_s = source + layer.dropout(layer.attention(layer.attn_norm(source), source_mask))   # Eq. 2
-    h_t = target + layer.dropout(layer.attention(layer.attn_norm(target), target_mask))   # Eq. 2
+    h_s = source + layer.dropout(layer.attention(layer.attn_norm(source), source_mask))   # Eq. 2: h_S^{l+1}
+    h_t = target + layer.dropout(layer.attention(layer.attn_norm(target), target_mask))   # Eq. 2: h_T^{l+1}
     n_s, n_t = layer.attn_norm(h_s), layer.attn_norm(h_t)                                 # what the attention reads
     h_ts = h_t + layer.dropout(layer.attention(n_t, target_mask, context=n_s, context_mask=source_mask))  # Eq. 3, a sub-layer
-    lam = mix_ratio(ratio, fixed_ratio, n_t, target_mask, n_s, source_mask)                 # Eq. 5 and the ratio after it
-    ratio_ = lam.to(h_t.dtype)[:, None, None]
-    mixed = ratio_ * h_ts + (1 - ratio_) * h_t                                              # Eq. 4; its LN is LN_f's, next
+    lam = mix_ratio(ratio_net, fixed_ratio, n_s, source_mask, n_t, target_mask)             # Eq. 5 and the ratio after it
+    lam_ = lam.to(h_t.dtype)[:, None, None]                                                 # (B, 1, 1)
+    mixed = lam_ * h_ts + (1 - lam_) * h_t                                                  # Eq. 4; its LN is LN_f's, next
     return layer.feed_forward(h_s), layer.feed_forward(mixed), lam
 
 
-def mix_ratio(ratio, fixed_ratio, h_t, target_mask, h_s, source_mask):
-    """lambda (B,): from the entropies of Eq. 5, or an ablation's constant `fixed_ratio`."""
+def mix_ratio(ratio_net, fixed_ratio, h_s, source_mask, h_t, target_mask):
+    """lambda (B,): from the entropies of Eq. 5 through the ratio's W and b, or an ablation's constant `fixed_ratio`."""
     if fixed_ratio is None:
-        return ratio(*alignment_entropies(h_t, target_mask, h_s, source_mask))
+        return ratio_net(*alignment_entropies(h_s, source_mask, h_t, target_mask))
     return torch.full((len(h_t),), float(fixed_ratio), device=h_t.device)
 
 
-def mixup_layer_in_attention(layer, ratio, target, target_mask, source, source_mask, fixed_ratio=None):
+def mixup_layer_in_attention(layer, ratio_net, source, source_mask, target, target_mask, fixed_ratio=None):
     """The ablation --mixup-variant in-attention: the target's attention mixed with its
     cross-attention over the source inside the attention sub-layer, before its LayerNorm, the
     ratio from the heads' attention entropies both ways. (source output, target output, lambda)."""
@@ -156,52 +153,53 @@ def mixup_layer_in_attention(layer, ratio, target, target_mask, source, source_m
     cross, A = layer.attention(q, target_mask, context=kv, context_mask=source_mask, return_probs=True)
     if fixed_ratio is None:
         _, A_t = layer.attention(kv, source_mask, context=q, context_mask=target_mask, return_probs=True)
-        lam = ratio(attention_entropy(A, target_mask, source_mask), attention_entropy(A_t, source_mask, target_mask))
+        lam = ratio_net(attention_entropy(A, target_mask, source_mask), attention_entropy(A_t, source_mask, target_mask))
     else:  # an ablation: a constant ratio
         lam = torch.full((len(target),), float(fixed_ratio), device=target.device)
-    lam = lam.to(cross.dtype)[:, None, None]
-    mixed = lam * cross + (1 - lam) * self_attention
+    lam_ = lam.to(cross.dtype)[:, None, None]                                               # (B, 1, 1)
+    mixed = lam_ * cross + (1 - lam_) * self_attention
     h = target + layer.dropout(mixed)
-    return source_output, layer.feed_forward(h if layer.pre_norm else layer.attn_norm(h)), lam[:, 0, 0]
+    return source_output, layer.feed_forward(h if layer.pre_norm else layer.attn_norm(h)), lam_[:, 0, 0]
 
 
 VARIANTS = {"paper": mixup_layer, "in-attention": mixup_layer_in_attention}
 
 
-def mixup_encode(encoder, ratio, source_ids, source_mask, target_ids, target_mask, layer_index, fixed_ratio=None, variant="paper"):
-    """Both texts through the encoder, stacked along the batch, the target mixed at `layer_index`
-    (0-based). Returns (source states, target states, lambda), each state (B, T, H)."""
+def mixup_encode(encoder, ratio_net, source_ids, source_mask, target_ids, target_mask, layer, fixed_ratio=None, variant="paper"):
+    """Both texts through the encoder, stacked along the batch, the target mixed at `layer` (counted
+    from 1, as --mixup-layer is). Returns (source's final states, target's final states, lambda),
+    each state (B, T, H)."""
     B = len(source_ids)
     h, mask = embed_pair(encoder, source_ids, source_mask, target_ids, target_mask)  # (2B, T, H), (2B, T)
     lam = None
-    for i, layer in enumerate(encoder.layers):
-        if i != layer_index:
-            h = layer(h, mask)                                       # each text on its own
+    for number, block in enumerate(encoder.layers, start=1):
+        if number != layer:
+            h = block(h, mask)                                       # each text on its own
             continue
-        source, target, lam = VARIANTS[variant](layer, ratio, h[B:], target_mask, h[:B], source_mask, fixed_ratio)
+        source, target, lam = VARIANTS[variant](block, ratio_net, h[:B], source_mask, h[B:], target_mask, fixed_ratio)
         h = torch.cat([source, target])
     h = encoder.finish(h)
     return h[:B], h[B:], lam
 
 
 class XMixup(nn.Module):
-    """A Classifier run as X-Mixup on (source, target) pairs, plus the ratio's W and b."""
+    """A Classifier run as X-Mixup on (source, target) pairs, plus the ratio's W and b (ratio_net)."""
 
     def __init__(self, classifier, layer, lambda0=0.5, fixed_ratio=None, variant="paper"):
         super().__init__()
-        if not 0 <= layer < len(classifier.encoder.layers):
-            raise ValueError(f"--mixup-layer {layer + 1} is not one of the encoder's layers 1..{len(classifier.encoder.layers)}")
+        if not 1 <= layer <= len(classifier.encoder.layers):
+            raise ValueError(f"--mixup-layer {layer} is not one of the encoder's layers 1..{len(classifier.encoder.layers)}")
         self.classifier, self.layer, self.fixed_ratio, self.variant = classifier, layer, fixed_ratio, variant
-        self.ratio = MixupRatio(lambda0)
+        self.ratio_net = MixupRatio(lambda0)
 
     def forward(self, source_ids, source_mask, target_ids, target_mask):
         """Eq. 2-5 at the mixup layer (mixup_encode), then the shared head on each side: (source
         logits, target logits, source representation r_S, target representation r_T (Eq. 7), lambda)."""
-        hs, ht, lam = mixup_encode(self.classifier.encoder, self.ratio, source_ids, source_mask, target_ids, target_mask,
-                                   self.layer, self.fixed_ratio, self.variant)
-        source, target = self.classifier.classify(hs, source_mask)[0], self.classifier.classify(ht, target_mask)[0]
+        final_s, final_t, lam = mixup_encode(self.classifier.encoder, self.ratio_net, source_ids, source_mask, target_ids, target_mask,
+                                             self.layer, self.fixed_ratio, self.variant)
+        source, target = self.classifier.classify(final_s, source_mask)[0], self.classifier.classify(final_t, target_mask)[0]
         # Eq. 7's sequence representations r: the mean-pooled final states of the real tokens
-        return source, target, mean_pool(hs, source_mask), mean_pool(ht, target_mask), lam
+        return source, target, mean_pool(final_s, source_mask), mean_pool(final_t, target_mask), lam
 
     def predict(self, source_ids, source_mask, target_ids, target_mask):
         """Mixup inference (Sec. 4.3): a sentence label from the mean of the two predicted
@@ -236,13 +234,13 @@ class XMixupMethod(PairMethod):
     def add_arguments(parser):
         g = parser.add_argument_group("X-Mixup", "--preset paper: batch size 64, 2 epochs for XQuAD and MLQA and 4 for the other "
                                       "tasks (Appendix C.1); the paper's learning rate is one of a grid it does not resolve")
-        g.add_argument("--mixup-layer", type=cli.positive_int, help="the layer (1-based) where the translation is mixed (default: the paper's first "
+        g.add_argument("--mixup-layer", type=positive_int, help="the layer (1-based) where the translation is mixed (default: the paper's first "
                                                        "for sentence labels, fourth for word labels; for QA its 16th of 24, scaled "
                                                        "to the encoder's depth; Sec. 5.1)")
-        g.add_argument("--mixup-alpha", type=cli.fraction, help="alpha of Eq. 8: the source's share of the task loss (default: the paper's 0.4 "
+        g.add_argument("--mixup-alpha", type=fraction, help="alpha of Eq. 8: the source's share of the task loss (default: the paper's 0.4 "
                                                          "for sentence labels, 0.8 for word labels, 0.2 for QA)")
-        g.add_argument("--lambda0", type=cli.fraction, default=0.5, help="the largest mixup ratio (the ratio after Eq. 5; the paper's 0.5)")
-        g.add_argument("--ss-k", type=cli.positive_float, help="k of scheduled sampling's inverse sigmoid decay (after Eq. 6; default: the "
+        g.add_argument("--lambda0", type=fraction, default=0.5, help="the largest mixup ratio (the ratio after Eq. 5; the paper's 0.5)")
+        g.add_argument("--ss-k", type=positive_float, help="k of scheduled sampling's inverse sigmoid decay (after Eq. 6; default: the "
                                                  "paper's 1000, 2000 for QA, Table 10's p_k)")
         g.add_argument("--mixup-variant", default="paper", choices=list(VARIANTS), help="paper: Eq. 2-5 as written, the sub-layer's "
                        "outputs mixed; in-attention: the ablation that mixes inside the attention sub-layer, before its LayerNorm "
@@ -291,15 +289,15 @@ class XMixupMethod(PairMethod):
         if run.rank == 0 and not self.round_trip:
             print(f"note: {run.task.name} has no round-trip translations of its {run.task.source} training texts: "
                   "scheduled sampling is off (the mixup always sees the gold source)", file=sys.stderr)
-        core = XMixup(model, settings.mixup_layer - 1, settings.lambda0, settings.lambda0 if settings.constant_ratio else None,
+        core = XMixup(model, settings.mixup_layer, settings.lambda0, settings.lambda0 if settings.constant_ratio else None,
                       settings.mixup_variant).to(self.run.device)
         if settings.constant_ratio:
-            core.ratio.requires_grad_(False)  # unused: DDP must not wait for its gradient
-        self.teacher = teacher.load(settings, self.run, items, labeller)
+            core.ratio_net.requires_grad_(False)  # unused: DDP must not wait for its gradient
+        self.teacher = self.load_teacher(items, labeller)
         return core
 
     def layers_run_in_parts(self, core):
-        return (core.layer,)  # the mixup layer: Eq. 2-4 call its attention and feed-forward themselves
+        return (core.layer - 1,)  # the mixup layer (its index in encoder.layers): Eq. 2-4 call its attention and feed-forward themselves
 
     def make_batch(self, items, weights, step):
         """Scheduled sampling (Eq. 6): with probability 1 - p*(step) the source is its round-trip
@@ -341,15 +339,18 @@ class XMixupMethod(PairMethod):
         if test_input == "text":
             return super().load_predictor(classifier, info, test_input)
         mixup = info["mixup"]
-        # models saved before the paper's Eq. 2-5 became the default were trained with the in-attention mix
-        model = XMixup(classifier, mixup["layer"], mixup["lambda0"], mixup["fixed_ratio"], mixup.get("variant", "in-attention"))
+        if "mixup_layer" not in mixup:
+            raise InputError("task.json's mixup has no mixup_layer: the model was saved by an older version of this repository "
+                             "(its layer counted from 0); train it again")
+        model = XMixup(classifier, mixup["mixup_layer"], mixup["lambda0"], mixup["fixed_ratio"], mixup["variant"])
         with torch.no_grad():
-            model.ratio.linear.weight.fill_(mixup["ratio_weight"])
-            model.ratio.linear.bias.fill_(mixup["ratio_bias"])
+            model.ratio_net.linear.weight.fill_(mixup["ratio_weight"])
+            model.ratio_net.linear.bias.fill_(mixup["ratio_bias"])
         return model.to(next(classifier.parameters()).device).eval().predict, "pair"
 
     def saved_info(self, model):
-        """The ratio's W and b are read when the model is saved (gathered, where sharded: every process calls this)."""
-        return {"mixup": {"layer": model.layer, "lambda0": self.settings.lambda0, "fixed_ratio": model.fixed_ratio, "variant": model.variant,
-                          "ratio_weight": whole(model.ratio.linear.weight).item(), "ratio_bias": whole(model.ratio.linear.bias).item(),
-                          "inference": not self.settings.no_mixup_inference}}
+        """What rebuilds the mixup at test time: its layer (from 1, as --mixup-layer), lambda0, the
+        variant, and the ratio's trained W and b (the loop gathers them first where sharded)."""
+        return {"mixup": {"mixup_layer": model.layer, "lambda0": self.settings.lambda0, "fixed_ratio": model.fixed_ratio,
+                          "variant": model.variant, "ratio_weight": model.ratio_net.linear.weight.item(),
+                          "ratio_bias": model.ratio_net.linear.bias.item(), "inference": not self.settings.no_mixup_inference}}

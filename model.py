@@ -1,6 +1,6 @@
 """The encoder: XLM-R (RoBERTa layout), XLM-R XL and XXL (pre-LN) and BERT-layout multilingual
-encoders as one module, and its task heads. Loading and saving Hugging Face checkpoints delegate to weights.py (the tokenizer
-is tokenizer.py).
+encoders as one module, and its task heads. Loading and saving Hugging Face checkpoints delegate to minxlt/checkpoints/weights.py (the tokenizer
+is minxlt/text/tokenizer.py).
 
 Shapes: B batch, T tokens (S for a second sequence), H hidden, N heads, D = H / N, V vocabulary.
 """
@@ -14,9 +14,9 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
 
-from tokenizer import Tokenizer
-import weights
-from weights import CheckpointError, load_safetensors, save_safetensors
+from minxlt.checkpoints import weights
+from minxlt.checkpoints.weights import CheckpointError, load_safetensors, save_safetensors
+from minxlt.text.tokenizer import Tokenizer
 
 
 @dataclass
@@ -330,7 +330,7 @@ class JointHead(nn.Module):
 
 
 class SpanHead(nn.Module):
-    """Extractive QA: a start and an end logit per token, as (B, T, 2) (qa.py reads the answer)."""
+    """Extractive QA: a start and an end logit per token, as (B, T, 2) (minxlt/tasks/qa.py reads the answer)."""
 
     def __init__(self, hidden_size):
         super().__init__()

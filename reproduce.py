@@ -30,8 +30,8 @@ import hashlib
 import io
 import json
 import math
-import re
 import os
+import re
 import shlex
 import signal
 import statistics
@@ -44,11 +44,10 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-import cli
-import flags
-import hub
-import tasks
 from methods import TEST_INPUTS
+from minxlt import tasks
+from minxlt.checkpoints import hub
+from minxlt.run import cli, flags
 
 HERE = Path(__file__).resolve().parent
 RESERVED = {"--method", "--task", "--data", "--model", "--seed", "--out", "--test-input", "--resume", "--overwrite"}

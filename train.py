@@ -4,7 +4,7 @@
     python train.py --method zero-shot --task sib200 --data ../shared/data/sib200 --out runs/sib200-zs
     python train.py --method filter --task xquad --data ../shared/data/xquad --out runs/xquad-filter   # QA
     torchrun --nproc_per_node 2 train.py --method xeroalign --out runs/demo-xa
-    torchrun --nproc_per_node 8 train.py --shard --amp bf16 --model facebook/xlm-roberta-xl ...  # sharded (shard.py)
+    torchrun --nproc_per_node 8 train.py --shard --amp bf16 --model facebook/xlm-roberta-xl ...  # sharded (minxlt/parallel/shard.py)
 
     python train.py --method filter --out runs/filter-teacher                      # FILTER's self-teaching:
     python train.py --method filter --teacher runs/filter-teacher/best --out runs/filter-student
@@ -13,10 +13,10 @@
     python cotrain.py --task sib200 --data ../shared/data/sib200 --out runs/cotrain  # Yu & Joty's co-training
 
 The run reads top to bottom (main): the settings, every flag resolved once and read-only from then
-on (flags.py); the data; the model; the optimizer; the loop; the test table of the best model.
+on (minxlt/run/flags.py); the data; the model; the optimizer; the loop; the test table of the best model.
 One step is train_step: the batch comes in, the method's loss (flags.METHODS names its class),
 backward with the batch's share of the global batch, the update. What the loop does around the
-step (the batch plan, log records, stop requests, divergence, checkpoints) is bookkeeping.py.
+step (the batch plan, log records, stop requests, divergence, checkpoints) is minxlt/run/bookkeeping.py.
 Everything a resumed run needs is in OUT/checkpoint.pt (a sharded run's: OUT/checkpoint/); the best
 model is OUT/best/, an ordinary checkpoint directory; losses and evaluations go to OUT/log.jsonl.
 """
@@ -26,27 +26,23 @@ import sys
 
 import torch
 
-import bookkeeping
-import cli
 import data
-import distributed
 import evaluate
-import flags
-import hub
-import memory
-import shard
-import tasks
-from methods import TEST_INPUTS, Run
+from methods import TEST_INPUTS, Run, learning_rate, phase_at
+from minxlt import tasks
+from minxlt.checkpoints import hub
+from minxlt.checkpoints.prepare_default import cache_dir, default_model
+from minxlt.checkpoints.weights import check_tokenizer
+from minxlt.parallel import distributed, memory, shard
+from minxlt.run import bookkeeping, cli, flags
+from minxlt.text.tokenizer import Tokenizer
 from model import Config, Encoder
-from prepare_default import cache_dir, default_model
-from tokenizer import Tokenizer
-from weights import check_tokenizer
 
 
 def main(argv=None):
     """One run; returns the built model as it is after the last step."""
     args = flags.parse(argv, __doc__)
-    if args.dry_run:  # the memory plan, from config.json alone (memory.py)
+    if args.dry_run:  # the memory plan, from config.json alone (minxlt/parallel/memory.py)
         return memory.dry_run(args, hub.resolve(args.model, config_only=True) if args.model else default_model())
     owns_process_group = not distributed.initialized()  # co-training trains inside an outer run
     rank, world_size, device = distributed.setup(args.device)
@@ -56,7 +52,7 @@ def main(argv=None):
     random.seed(args.seed + rank)
     torch.manual_seed(args.seed + rank)  # dropout differs across ranks; the weights start identical (loaded)
 
-    # Settings and data: every flag resolved once, read-only from here on (flags.py); every example
+    # Settings and data: every flag resolved once, read-only from here on (minxlt/run/flags.py); every example
     # tokenized once, translations of a source sharing its id.
     model_dir = hub.resolve(args.model) if args.model else default_model()
     settings, run = flags.resolve(args, load_run(args, model_dir, device, rank, world_size))
@@ -74,7 +70,7 @@ def main(argv=None):
     raw = build_model(settings, method, model_dir, device, rank)
     alignment_before = None if settings.no_alignment or settings.resume else alignment(raw.encoder, run, settings.alignment_pooling)
     core = method.wrap(raw, items)
-    if settings.shard:  # each process holds 1/N of the weights, gradients and AdamW's moments (shard.py)
+    if settings.shard:  # each process holds 1/N of the weights, gradients and AdamW's moments (minxlt/parallel/shard.py)
         model = shard.wrap(core, raw.encoder, method.layers_run_in_parts(core), settings.amp)
     else:  # each process holds them all (DDP)
         model = distributed.wrap(core, device, method.unused_parameters)
@@ -93,7 +89,7 @@ def main(argv=None):
         # each step's micro-batches, [(phase.make_batch(its items), its share of the global batch)], built ahead
         batches = bookkeeping.batch_loader(settings, method, phases, book.step)
         while book.step < settings.max_steps and not stopped:
-            phase = bookkeeping.phase_at(phases, book.step)
+            phase = phase_at(phases, book.step)
             losses = train_step(settings, run, phase, model, raw, next(batches), optimizer, scheduler, scaler, dtype)
             stopping = book.record(phases, losses, scheduler.get_last_lr()[0], stop.requested)
             if book.evaluates():
@@ -142,20 +138,14 @@ def build_model(settings, method, model_dir, device, rank):
 
 
 def make_optimizer(settings, model, phases):
-    """AdamW, no decay on biases and LayerNorms; per phase, linear warmup then linear decay to 0,
-    from its own peak (Yu & Joty's second phase has a smaller one)."""
+    """AdamW, no decay on biases and LayerNorms; the learning rate of each phase, warmed up and
+    decayed on its own from its own peak (methods.learning_rate: Yu & Joty's second phase has a smaller one)."""
     decay = [p for p in model.parameters() if p.requires_grad and p.ndim >= 2]
     no_decay = [p for p in model.parameters() if p.requires_grad and p.ndim < 2]
     # fused: one pass over each tensor; on CPU it halves the step, most of which is updating the 250k-row embedding
     optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": settings.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
                                   lr=settings.lr, fused=True)
-
-    def schedule(step):
-        index, start = bookkeeping.phase_index(phases, step)
-        phase, s = phases[index], step - start
-        warmup = int(settings.warmup * phase.steps)
-        return phase.lr_scale * min((s + 1) / max(warmup, 1), max(0.0, (phase.steps - s) / max(phase.steps - warmup, 1)))
-    return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
+    return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: learning_rate(phases, settings.warmup, step))
 
 
 AUTOCAST = {"none": None, "bf16": torch.bfloat16, "fp16": torch.float16}  # --amp (flags.autocast resolves auto)
@@ -195,10 +185,11 @@ def evaluate_and_save(settings, method, raw, core, book):
     model of the best score so far, as --select-on scores it, is OUT/best."""
     run, metric = method.run, method.metric()
     langs = [run.task.source] + (run.task.targets if "all" in (settings.dev_langs, settings.select_on) else [])
-    with shard.gathered(core):  # a sharded model's own parameters whole, for predictors that call a part of it
+    with shard.gathered(core):  # a sharded model's own parameters whole, for predictors that call a part of it, and task.json
         dev = {lang: scores[metric] for lang, scores in method.evaluate(core, "dev", langs).items()}
+        info = dict(task_info(settings, run), **method.saved_info(core))
     if book.record_dev(metric, dev, run.task.source):  # logged; True where it is the best so far
-        book.save_best(raw, run.tokenizer, dict(task_info(settings, run), **method.saved_info(core)))
+        book.save_best(raw, run.tokenizer, info)
 
 
 def task_info(settings, run):

@@ -30,8 +30,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-import tasks
-from methods import Method
+from methods import Method, read_parallel_lines
+from minxlt.errors import InputError
 from model import ClassificationHead, Encoder
 
 TASKS = ("mlm", "tlm", "word_recovery", "paraphrase", "xlm")
@@ -53,7 +53,7 @@ class Pair:
 
 def parallel_pairs(task, split, tokenizer, max_length, extra=()):
     """Every (source, translation) of a task's split, language by language in id order, plus
-    `extra` line-aligned pairs ((target Example, source Example), e.g. from tasks.read_parallel_lines).
+    `extra` line-aligned pairs ((target Example, source Example), e.g. from read_parallel_lines).
     Each sentence is encoded to at most max_length / 2 tokens, so that a pair fits max_length, and
     each pair carries the cross-lingual document (max_length tokens) that starts with it."""
     by_lang = {}
@@ -287,9 +287,9 @@ def read_parallel_files(specs):
     for spec in specs or ():
         paths = spec.split(",")
         if len(paths) != 2:
-            raise tasks.InputError(f"--parallel {spec}: give two line-aligned files, TARGET,SOURCE (e.g. corpus.de,corpus.en)")
+            raise InputError(f"--parallel {spec}: give two line-aligned files, TARGET,SOURCE (e.g. corpus.de,corpus.en)")
         target_path, source_path = (Path(p) for p in paths)
-        sources, targets = tasks.read_parallel_lines(source_path, target_path, source_path.suffix[1:], target_path.suffix[1:])
+        sources, targets = read_parallel_lines(source_path, target_path, source_path.suffix[1:], target_path.suffix[1:])
         out += list(zip(targets, sources))
     return out
 
@@ -318,7 +318,7 @@ class UnicoderMethod(Method):
     @classmethod
     def check(cls, settings, run):
         if not run.task.parallel:
-            raise tasks.InputError(f"--method unicoder pairs the task's texts with their translations by id (its training and held-out "
+            raise InputError(f"--method unicoder pairs the task's texts with their translations by id (its training and held-out "
                                    f"pairs), and --task {settings.task}'s languages are not parallel: use a parallel task")
 
     @classmethod

@@ -8,9 +8,8 @@ variant for tagging, whose head reads every token rather than <s>).
 """
 import math
 
-import cli
 from losses import xeroalign_loss
-from methods import Method
+from methods import Method, non_negative_float
 
 
 class XeroAlign(Method):
@@ -23,6 +22,11 @@ class XeroAlign(Method):
              "iterates over the English examples and draws the alignment pairs beside them)")
 
     @classmethod
+    def defaults(cls, level, num_layers, settings):
+        """CKA and retrieval compare what XeroAlign aligns: <s>, or with --pooling mean the tokens' mean."""
+        return {"alignment_pooling": settings["pooling"]}
+
+    @classmethod
     def epoch_steps(cls, run, settings):
         return {"max_steps": math.ceil(len(run.training_texts([run.task.source])) / settings.batch_size) * settings.epochs}
 
@@ -30,7 +34,7 @@ class XeroAlign(Method):
     def add_arguments(parser):
         g = parser.add_argument_group("XeroAlign", "--preset paper: a linear head on <s> (Sec. 3) and 10 epochs (Sec. 3.1); not "
                                       "the paper's Adam with a OneCycleLR schedule, nor a learning rate or batch size, which it does not give")
-        g.add_argument("--align-weight", type=cli.non_negative_float, default=1.0, help="weight of the alignment loss (the paper sums the two: 1)")
+        g.add_argument("--align-weight", type=non_negative_float, default=1.0, help="weight of the alignment loss (the paper sums the two: 1)")
         g.add_argument("--target-labels", action="store_true", help="also train the task on the translations' labels")
 
     def make_batch(self, items, weights, step):

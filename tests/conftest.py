@@ -81,9 +81,9 @@ def tiny_model_dir(tmp_path_factory):
 
     import sentencepiece
 
-    import demo_corpus
+    from minxlt.tasks import demo as demo_corpus
+    from minxlt.text.tokenizer import Tokenizer
     from model import Config, Encoder
-    from tokenizer import Tokenizer
     directory = tmp_path_factory.mktemp("tiny-model")
     texts = [e.text for split in ("train", "dev", "test") for examples in demo_corpus.build(split).values() for e in examples]
     buffer = io.BytesIO()
@@ -101,15 +101,15 @@ def make_run(labels, level="sentence", tokenizer=None, intents=None, max_length=
     """A methods.Run over a task with no examples of its own: what a method or a task level needs
     to make batches, compute losses and score predictions given to it directly."""
     from methods import Run
-    from tasks import Task
+    from minxlt.tasks import Task
     task = Task("test", list(labels), "en", [], {}, {}, {}, level=level, intents=intents, **task_fields)
     return Run(task, tokenizer, max_length, batch_size=4)
 
 
 def make_method(name, run, *given):
     """The method `name` with train.py's flags (its defaults, then `given`), resolved over `run`."""
-    import flags
-    from flags import METHODS
+    from minxlt.run import flags
+    from minxlt.run.flags import METHODS
     settings, run = flags.resolve(flags.parse(["--method", name, "--max-length", str(run.max_length), *given]), run)
     return METHODS[name](settings, run)
 

@@ -6,7 +6,7 @@ import sys
 import pytest
 import torch
 
-import bench_train
+from bench import train_step as bench_train
 from model import Config
 
 
@@ -34,7 +34,7 @@ def test_xlmr_shapes_with_random_weights(tiny_model_dir, tmp_path, monkeypatch):
 
 
 def test_bench_train_runs_the_methods_sharded(tiny_model_dir, capsys):
-    import distributed
+    from minxlt.parallel import distributed
     try:
         bench_train.main(["--model", str(tiny_model_dir), "--methods", "translate-train,xmixup", "--batch-sizes", "4", "--steps", "2",
                           "--warmup", "1", "--max-length", "48", "--target-langs", "de", "--device", "cpu", "--no-baseline", "--shard"])
@@ -46,7 +46,7 @@ def test_bench_train_runs_the_methods_sharded(tiny_model_dir, capsys):
 
 
 def test_bench_load_prints_both_loads_and_the_ratio(capsys, monkeypatch):
-    import bench_load
+    from bench import load as bench_load
     monkeypatch.setattr(sys, "argv", ["bench_load.py", "--hidden", "64", "--layers", "2", "--vocab", "2000", "--shard-mb", "1"])
     bench_load.main()
     rows = [line.split(" | ") for line in capsys.readouterr().out.splitlines() if line.startswith(("| float32", "| bfloat16"))]
@@ -56,7 +56,7 @@ def test_bench_load_prints_both_loads_and_the_ratio(capsys, monkeypatch):
 def test_bench_encoder_times_the_pre_ln_layout_against_transformers(monkeypatch):
     import argparse
 
-    import bench_encoder
+    from bench import encoder as bench_encoder
     pytest.importorskip("transformers")
     monkeypatch.setitem(bench_encoder.SHAPES, "tiny-xl", dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
                                                               intermediate_size=37, pre_ln=True))

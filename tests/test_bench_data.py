@@ -2,8 +2,8 @@
 their rows, with the second run on a set reusing the first's token cache."""
 import re
 
-import bench_data
-from tasks import load_task
+from bench import data as bench_data
+from minxlt.tasks import load_task
 
 
 def test_generated_set_reads_as_xtreme_xnli(tmp_path):

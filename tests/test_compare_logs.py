@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-import compare_logs
+from dev import compare_logs
 
 
 def write_run(directory, losses, seconds, accuracy=0.5):

@@ -7,13 +7,13 @@ import pytest
 import torch
 import torch.multiprocessing as mp
 
+import cotrain
 import data
-import tasks
 import train
 from conftest import free_port, join_process_group_env, make_method, make_run
-from tasks import InputError
-import cotrain
 from cotrain import co_train, select
+from minxlt import tasks
+from minxlt.errors import InputError
 
 # A toy problem: texts are the numbers 0-59, labelled by parity. Each view is sure and right on one
 # half and unsure and wrong on the other, unless it has been given the label.
@@ -150,7 +150,7 @@ def test_self_training_and_language_adaptation_with_co_training_runs(tmp_path, t
 
 
 def test_semantic_alignment_groups(tiny_model_dir):
-    from tokenizer import Tokenizer
+    from minxlt.text.tokenizer import Tokenizer
     tokenizer = Tokenizer.from_pretrained(tiny_model_dir)
     task = tasks.load_task("demo", targets=["de", "zh", "hi"])
     run = make_run(task.labels, tokenizer=tokenizer)
@@ -265,9 +265,10 @@ def test_each_process_keeps_its_anchors_share_of_label_alignment():
     # keeps its own anchors' part of Eq. 2, and the parts, weighted by each process's share of the
     # examples as the training loop weights a loss, add up to Eq. 2 over the whole batch, written
     # out anchor by anchor.
+    from test_losses import label_alignment_by_loop
+
     from contrastive import share_of_label_alignment
     from losses import label_alignment_terms
-    from test_losses import label_alignment_by_loop
     torch.manual_seed(0)
     vectors, labels = torch.randn(10, 6), torch.tensor([0, 1, 0, 2, 1, 0, 3, 1, 2, 0])
     weights = torch.tensor([1.0] * 9 + [0.0])

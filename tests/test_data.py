@@ -4,10 +4,10 @@ import unicodedata
 import pytest
 
 import data
-import tasks
-from levels import LEVELS
-import demo_corpus
 from conftest import SHARED_DATA
+from levels import LEVELS
+from minxlt import tasks
+from minxlt.tasks import demo as demo_corpus
 
 
 def write(path, text):
@@ -294,7 +294,7 @@ def test_real_tatoeba():
 
 
 def test_word_labels_sit_on_first_sub_tokens(tiny_model_dir):
-    from tokenizer import Tokenizer
+    from minxlt.text.tokenizer import Tokenizer
     tokenizer = Tokenizer.from_pretrained(tiny_model_dir)
     bare_space = tokenizer.sp.piece_to_id("\u2581") + 1
     words = ["Reservierungsbestätigungen", "für", "\u200b", "伦敦", "heute"]  # a long word, a vanishing one, CJK

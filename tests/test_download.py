@@ -13,9 +13,9 @@ import zipfile
 import pytest
 
 import download
-import tasks
 from conftest import SHARED_DATA
-from tasks import InputError
+from minxlt import tasks
+from minxlt.errors import InputError
 
 
 @pytest.fixture

@@ -187,7 +187,7 @@ def test_attention_kernels_chosen_per_device():
     """On CUDA, cuDNN attention (a new plan for every padded shape) is off and FlashAttention and
     memory-efficient attention on; on the CPU PyTorch's choice stands. The switches are global
     flags, set here without a GPU."""
-    from distributed import choose_attention
+    from minxlt.parallel.distributed import choose_attention
     backends = torch.backends.cuda
     before = (backends.flash_sdp_enabled(), backends.mem_efficient_sdp_enabled(), backends.cudnn_sdp_enabled(), backends.math_sdp_enabled())
     try:
@@ -259,7 +259,7 @@ def test_pre_ln_save_pretrained_loads_back_in_transformers(tmp_path):
 
 
 def test_post_ln_config_with_pre_ln_weights_and_the_reverse_are_refused(tmp_path):
-    from weights import CheckpointError
+    from minxlt.checkpoints.weights import CheckpointError
     hf_model("xlmr").save_pretrained(tmp_path)
     hf = json.loads((tmp_path / "config.json").read_text())
     (tmp_path / "config.json").write_text(json.dumps(dict(hf, model_type="xlm-roberta-xl")))

@@ -7,18 +7,17 @@ from dataclasses import replace
 
 import pytest
 
-import bookkeeping
-import flags
-import tasks
 import train
 from conftest import make_method
 from methods import Run
-from tasks import InputError
+from minxlt import tasks
+from minxlt.errors import InputError
+from minxlt.run import bookkeeping, flags
 
 
 @pytest.fixture
 def run(tiny_model_dir):
-    from tokenizer import Tokenizer
+    from minxlt.text.tokenizer import Tokenizer
     return Run(tasks.load_task("demo", targets=["de", "zh"]), Tokenizer.from_pretrained(tiny_model_dir), 64, num_layers=2)
 
 

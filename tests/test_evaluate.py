@@ -7,13 +7,12 @@ import pytest
 import torch
 import torch.multiprocessing as mp
 
-import data
-import distributed
-import tasks
 import evaluate
 import levels
 from conftest import free_port, join_process_group_env
-from tasks import InputError
+from minxlt import tasks
+from minxlt.errors import InputError
+from minxlt.parallel import distributed
 
 
 def cka_by_hsic(x, y):
@@ -36,8 +35,8 @@ def test_linear_cka_against_its_definition():
 
 def test_sentence_vectors_of_texts_longer_than_the_encoders_positions(tiny_model_dir):
     # an encoder of 18 positions reads the first 18 tokens of a longer text (not an error)
+    from minxlt.text.tokenizer import Tokenizer
     from model import Config, Encoder
-    from tokenizer import Tokenizer
     tokenizer = Tokenizer.from_pretrained(tiny_model_dir)
     torch.manual_seed(0)
     encoder = Encoder(Config(vocab_size=tokenizer.vocab_size, hidden_size=16, num_layers=1, num_heads=2, ffn_size=24, max_positions=20)).eval()
@@ -84,8 +83,8 @@ def evaluate_worker(rank, world_size, port, model_dir, out):
 
 def run_evaluation(model_dir, rank=0, world_size=1):
     from methods import Run
+    from minxlt.text.tokenizer import Tokenizer
     from model import Classifier, Encoder
-    from tokenizer import Tokenizer
     torch.manual_seed(0)
     model = Classifier(Encoder.from_pretrained(model_dir), 8).eval()
     tokenizer = Tokenizer.from_pretrained(model_dir)
@@ -136,6 +135,7 @@ def test_pos_scores_are_word_accuracy():
 
 def test_udpos_runs_end_to_end(tmp_path, tiny_model_dir):
     import zlib
+
     import train
     sentences = {"en": [("We", "PRON"), ("walk", "VERB"), ("home", "ADV"), (".", "PUNCT")],
                  "de": [("Wir", "PRON"), ("gehen", "VERB"), ("heim", "ADV"), (".", "PUNCT")]}

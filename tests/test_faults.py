@@ -11,9 +11,9 @@ import time
 import pytest
 import torch
 
-import cli
-import tasks
 from conftest import ROOT
+from minxlt import tasks
+from minxlt.run import cli
 
 SIB = "index_id\tcategory\ttext\n"
 
@@ -240,8 +240,8 @@ def test_divergence_stops_with_advice(tmp_path, tiny_model_dir):
 
 
 def test_non_finite_weights_are_refused_when_loaded_naming_file_and_tensor(tmp_path, tiny_model_dir):
+    from minxlt.checkpoints.weights import load_safetensors, save_safetensors
     from model import Encoder
-    from weights import load_safetensors, save_safetensors
     directory = model_copy(tmp_path, tiny_model_dir)
     encoder = Encoder.from_pretrained(directory)
     with torch.no_grad():
@@ -509,7 +509,8 @@ def test_an_i_tag_that_starts_a_span_is_said_with_its_line_and_read_as_conlleval
 
 def test_divergence_fires_on_a_loss_that_explodes_and_stays_finite_never_on_healthy_curves():
     import math as m
-    from bookkeeping import Divergence
+
+    from minxlt.run.bookkeeping import Divergence
     def first_alarm(losses, phases=None, window=2, log_every=10):
         rule = Divergence(window=window, log_every=log_every)
         return next((i for i, (phase, loss) in enumerate(zip(phases or ["train"] * len(losses), losses))

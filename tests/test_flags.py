@@ -11,18 +11,18 @@ from dataclasses import FrozenInstanceError
 
 import pytest
 
-import flags
-import tasks
 import train
 from conftest import make_method
 from methods import Run
-from flags import METHODS
-from tasks import InputError
+from minxlt import tasks
+from minxlt.errors import InputError
+from minxlt.run import flags
+from minxlt.run.flags import METHODS
 
 
 @pytest.fixture
 def run(tiny_model_dir):
-    from tokenizer import Tokenizer
+    from minxlt.text.tokenizer import Tokenizer
     return Run(tasks.load_task("demo", targets=["de"]), Tokenizer.from_pretrained(tiny_model_dir), 64, num_layers=2)
 
 

@@ -157,10 +157,9 @@ def test_teacher_must_be_a_filter_model(tmp_path, tiny_model_dir):
 def test_a_teacher_that_runs_in_make_batch_keeps_batches_in_the_training_process(tmp_path, tiny_model_dir, capsys):
     # A forked loader process cannot run a model on CUDA: with a teacher to run, batches are made
     # inline there; with its logits all cached, or on the CPU, loader processes may make them.
-    import bookkeeping
-    import flags
     import train
-    from flags import METHODS
+    from minxlt.run import bookkeeping, flags
+    from minxlt.run.flags import METHODS
     common = ["--model", str(tiny_model_dir), "--method", "filter", "--target-langs", "de", "--batch-size", "8", "--max-steps", "2",
               "--eval-every", "2", "--no-alignment", "--no-test"]
     train.main(common + ["--out", str(tmp_path / "teacher")])
@@ -187,6 +186,7 @@ def test_eq6_with_the_papers_lambda_and_every_term_logged():
     L_s + lambda L_t + (1 - lambda) KL(p_teacher || p_student) for the student, --kl-weight being
     the paper's stated KL weight, 1 - lambda."""
     import torch.nn.functional as F
+
     from conftest import make_method, make_run
     method = make_method("filter", make_run(["a", "b", "c"]), "--kl-weight", "0.3")
     model = Filter(Classifier(sharp_encoder(3), 3), 1, 1).eval()

@@ -11,9 +11,9 @@ import threading
 
 import pytest
 
-import hub
-import tasks
 from conftest import ROOT
+from minxlt import tasks
+from minxlt.checkpoints import hub
 
 SHA = "0123456789abcdef0123456789abcdef01234567"
 

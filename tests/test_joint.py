@@ -7,12 +7,11 @@ import torch
 import torch.nn.functional as F
 
 import data
-import tasks
-import evaluate
 import levels
 from conftest import SHARED_DATA, make_run
-from tasks import InputError
 from losses import task_loss
+from minxlt import tasks
+from minxlt.errors import InputError
 from model import JointHead
 
 SLOTS = ["O", "B-datetime", "I-datetime", "B-location", "I-location"]
@@ -55,7 +54,7 @@ def test_joint_loss_is_intent_loss_plus_slot_loss():
 
 
 def test_encode_tagged_puts_the_intent_on_s(tiny_model_dir):
-    from tokenizer import Tokenizer
+    from minxlt.text.tokenizer import Tokenizer
     tokenizer = Tokenizer.from_pretrained(tiny_model_dir)
     example = data.Example(id="1", lang="en", text="wake me at seven", label="alarm/set_alarm",
                            words=["wake", "me", "at", "seven"], tags=["O", "O", "O", "B-datetime"])
@@ -109,7 +108,7 @@ class Constant(torch.nn.Module):
 
 
 def test_joint_scores_against_a_direct_count(tiny_model_dir):
-    from tokenizer import Tokenizer
+    from minxlt.text.tokenizer import Tokenizer
     tokenizer = Tokenizer.from_pretrained(tiny_model_dir)
     rows = [("weather/find", ["rain", "today"], ["O", "B-datetime"]), ("weather/find", ["is", "it", "hot"], ["O", "O", "O"]),
             ("alarm/set_alarm", ["wake", "me"], ["O", "O"]), ("weather/find", ["rain", "in", "Oslo"], ["O", "O", "B-location"])]

@@ -1,26 +1,48 @@
-"""The codebase's shape: flat modules that import one another without cycles (imports inside
-functions count), and functions short enough to read at once."""
+"""The codebase's shape: at the top, what a reader of the papers opens or runs; the machinery one
+folder down (minxlt/, bench/, dev/); modules that import one another without cycles (imports
+inside functions count), and functions short enough to read at once, in every folder."""
 import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-MODULES = {path.stem: ast.parse(path.read_text(encoding="utf-8")) for path in sorted(ROOT.glob("*.py"))}
+FOLDERS = ("minxlt", "bench", "dev")
+PAPERS = {"model", "data", "losses", "train", "evaluate",  # the encoder, the examples, the losses, the run, the test tables
+          "methods", "levels",  # the interface every method implements, and what differs between task levels
+          "xeroalign", "fusion", "mixup", "contrastive", "cotrain", "unicoder",  # one file per paper's method
+          "reproduce", "download"}  # the user's commands: a paper's table, a task's data
+
+
+def module_name(path):
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+PATHS = sorted(ROOT.glob("*.py")) + sorted(p for folder in FOLDERS for p in (ROOT / folder).rglob("*.py"))
+MODULES = {module_name(path): ast.parse(path.read_text(encoding="utf-8")) for path in PATHS}
 LONGEST = 80  # lines of a function, docstring included
 
 
 def imports(tree):
-    """The project's modules that a module imports anywhere in its body."""
+    """The project's modules that a module imports anywhere in its body (`from package import module`
+    names the module)."""
     found = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            found |= {alias.name.split(".")[0] for alias in node.names}
+            found |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            found.add(node.module.split(".")[0])
+            found |= {f"{node.module}.{alias.name}" if f"{node.module}.{alias.name}" in MODULES else node.module for alias in node.names}
     return found & set(MODULES)
 
 
+def test_the_root_holds_the_papers_and_the_commands():
+    assert {path.stem for path in ROOT.glob("*.py")} == PAPERS
+    assert len(PAPERS) <= 16
+    for folder in ("minxlt", "minxlt/run", "minxlt/checkpoints", "minxlt/text", "minxlt/tasks", "minxlt/parallel", "bench", "dev"):
+        assert ast.get_docstring(MODULES[folder.replace("/", ".")]), f"{folder}/__init__.py says what the folder holds"
+
+
 def test_no_import_cycles():
-    graph = {name: imports(tree) for name, tree in MODULES.items()}
+    graph = {name: imports(tree) - {name} for name, tree in MODULES.items()}
     done, path = set(), []
 
     def visit(name):
@@ -30,7 +52,8 @@ def test_no_import_cycles():
             return
         path.append(name)
         for other in sorted(graph[name]):
-            visit(other)
+            if not name.startswith(other + "."):  # a package's own modules import through it (minxlt.tasks.* and its __init__)
+                visit(other)
         path.pop()
         done.add(name)
     for name in graph:
@@ -38,8 +61,15 @@ def test_no_import_cycles():
     assert "train" in graph["cotrain"] and "cotrain" not in graph["train"]  # co-training drives train.py, not the reverse
 
 
+def test_the_paper_files_import_only_what_the_papers_need():
+    # the encoder, the losses, the interface and its errors: the machinery reaches them through methods.py
+    allowed = {"model", "losses", "methods", "data", "minxlt.errors"}
+    for name in ("xeroalign", "fusion", "mixup", "contrastive", "unicoder"):
+        assert imports(MODULES[name]) <= allowed, (name, imports(MODULES[name]) - allowed)
+
+
 def test_functions_are_short():
-    long = [f"{name}.py:{node.lineno} {node.name} ({node.end_lineno - node.lineno + 1} lines)"
+    long = [f"{name}:{node.lineno} {node.name} ({node.end_lineno - node.lineno + 1} lines)"
             for name, tree in MODULES.items() for node in ast.walk(tree)
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno + 1 > LONGEST]
     assert not long, long
@@ -48,8 +78,8 @@ def test_functions_are_short():
 def test_the_loop_names_no_method():
     # train.py, evaluate.py and the benchmarks compare no string with a method's name, nor look one up
     # by a name written in the code: they reach methods through flags.METHODS and the interface
-    import flags
-    for name in ("train", "evaluate", "bench_train", "cotrain"):
+    from minxlt.run import flags
+    for name in ("train", "evaluate", "bench.train_step", "cotrain"):
         named = [ast.unparse(node) for node in ast.walk(MODULES[name]) if isinstance(node, (ast.Compare, ast.Subscript))
                  and any(isinstance(c, ast.Constant) and c.value in flags.METHODS for c in ast.walk(node))]
         assert not named, f"{name}.py: {named}"
@@ -57,7 +87,7 @@ def test_the_loop_names_no_method():
 
 def test_the_training_step_reads_on_one_screen():
     # train.py is the run from the command line to the test table, its loop and its step; what the
-    # loop does around the step is bookkeeping.py
+    # loop does around the step is minxlt/run/bookkeeping.py
     lines = len((ROOT / "train.py").read_text(encoding="utf-8").splitlines())
     assert lines <= 350, f"train.py has {lines} lines"
     step = next(node for node in ast.walk(MODULES["train"]) if isinstance(node, ast.FunctionDef) and node.name == "train_step")
@@ -71,11 +101,11 @@ def test_settings_are_not_assigned_after_resolution():
         return (isinstance(node, ast.Name) and node.id in ("settings", "args")) or (isinstance(node, ast.Attribute) and node.attr == "settings")
     assigned = []
     for name, tree in MODULES.items():
-        if name == "flags":
+        if name == "minxlt.run.flags":
             continue
         for node in ast.walk(tree):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else []
-            assigned += [f"{name}.py:{node.lineno}" for t in targets if isinstance(t, (ast.Attribute, ast.Subscript)) and settings_like(t.value)]
+            assigned += [f"{name}:{node.lineno}" for t in targets if isinstance(t, (ast.Attribute, ast.Subscript)) and settings_like(t.value)]
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("setattr", "delattr") and settings_like(node.args[0]):
-                assigned.append(f"{name}.py:{node.lineno}")
+                assigned.append(f"{name}:{node.lineno}")
     assert not assigned, assigned

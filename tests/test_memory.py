@@ -3,9 +3,8 @@ import json
 import subprocess
 import sys
 
-
-import memory
 from conftest import ROOT
+from minxlt.parallel import memory
 from model import Config, Encoder
 
 XXL = {"model_type": "xlm-roberta", "architectures": ["XLMRobertaXLForMaskedLM"], "vocab_size": 250880, "hidden_size": 4096,

@@ -7,15 +7,15 @@ import pytest
 import torch
 
 from conftest import make_method, make_run, padded_pairs, sharp_encoder
-from tasks import InputError
 from losses import prediction_consistency_loss, representation_consistency_loss
+from minxlt.errors import InputError
 from mixup import MixupRatio, XMixup, alignment_entropies, attention_entropy, inverse_sigmoid_decay, mixup_encode, mixup_layer
 from model import Classifier, mean_pool
 
 
 @pytest.mark.parametrize("model_type,variant", [("xlm-roberta", "in-attention"), ("xlm-roberta-xl", "in-attention"),
                                                 ("xlm-roberta-xl", "paper")], ids=["post-ln-in-attention", "pre-ln-in-attention", "pre-ln-paper"])
-@pytest.mark.parametrize("layer", [0, 2])
+@pytest.mark.parametrize("layer", [1, 3])  # counted from 1, as --mixup-layer
 def test_ratio_zero_is_the_plain_forward(layer, variant, model_type):
     enc = sharp_encoder(3, model_type)  # random LayerNorms: a LayerNorm applied twice would show
     source, source_mask, target, target_mask = padded_pairs()
@@ -27,7 +27,7 @@ def test_ratio_zero_is_the_plain_forward(layer, variant, model_type):
     assert torch.equal(lam, torch.zeros(4))
 
 
-@pytest.mark.parametrize("layer", [0, 2])
+@pytest.mark.parametrize("layer", [1, 3])
 def test_post_ln_paper_mix_at_ratio_zero_normalises_twice_as_the_authors_code_does(layer):
     # Eq. 4 at lambda = 0 is LN_a(h'_T) = LN_a(LN_a(h_T + MHA(h_T))): not the plain layer, as in the
     # authors' BertSelfOutput, whose input_tensor is already normalised; the source's side is plain
@@ -38,8 +38,8 @@ def test_post_ln_paper_mix_at_ratio_zero_normalises_twice_as_the_authors_code_do
         assert (hs - enc(source, source_mask))[source_mask.bool()].abs().max() < 1e-5
         assert (ht - enc(target, target_mask))[target_mask.bool()].abs().max() > 0.1
         h = enc.embed(target)
-        for i, block in enumerate(enc.layers):
-            if i == layer:  # written out: the attention sub-layer, its LayerNorm again, the feed-forward sub-layer
+        for number, block in enumerate(enc.layers, start=1):
+            if number == layer:  # written out: the attention sub-layer, its LayerNorm again, the feed-forward sub-layer
                 h = block.feed_forward(block.attn_norm(block.attn_norm(h + block.attention(h, target_mask))))
             else:
                 h = block(h, target_mask)
@@ -50,9 +50,9 @@ def test_in_attention_mixing_with_itself_changes_nothing():
     enc = sharp_encoder(3)
     _, _, target, target_mask = padded_pairs()
     with torch.no_grad():  # cross-attention over the same text is its self-attention, whatever the ratio
-        _, ht, lam = mixup_encode(enc, MixupRatio(), target, target_mask, target, target_mask, 1, variant="in-attention")
+        _, ht, lam = mixup_encode(enc, MixupRatio(), target, target_mask, target, target_mask, 2, variant="in-attention")
         assert (ht - enc(target, target_mask))[target_mask.bool()].abs().max() < 1e-5
-        _, mixed, _ = mixup_encode(enc, MixupRatio(), *padded_pairs(), 1, fixed_ratio=0.5, variant="in-attention")
+        _, mixed, _ = mixup_encode(enc, MixupRatio(), *padded_pairs(), 2, fixed_ratio=0.5, variant="in-attention")
         assert (mixed - enc(target, target_mask))[target_mask.bool()].abs().max() > 1e-2
     assert ((lam > 0) & (lam < 0.5)).all()  # lambda0 * sigmoid(...)
 
@@ -102,7 +102,7 @@ def mixup_of_random_states(model_type):
         ratio.linear.bias.fill_(1.3)
         source_ids, source_mask, target_ids, target_mask = padded_pairs()
         source, target = torch.randn(4, source_ids.shape[1], 36), torch.randn(4, target_ids.shape[1], 36)
-        return layer, (source_mask, target_mask), (source, target), mixup_layer(layer, ratio, target, target_mask, source, source_mask)
+        return layer, (source_mask, target_mask), (source, target), mixup_layer(layer, ratio, source, source_mask, target, target_mask)
 
 
 def test_paper_mixup_layer_against_the_equations():
@@ -154,7 +154,7 @@ def test_alignment_entropies_by_hand_with_padding():
     torch.manual_seed(1)
     target, source = torch.randn(2, 5, 8), torch.randn(2, 4, 8)
     target_mask, source_mask = torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]]), torch.tensor([[1, 1, 0, 0], [1, 1, 1, 1]])
-    H_A, H_At = alignment_entropies(target, target_mask, source, source_mask)
+    H_A, H_At = alignment_entropies(source, source_mask, target, target_mask)
     for b in range(2):
         expected = entropies_by_hand(target[b, :int(target_mask[b].sum())].double(), source[b, :int(source_mask[b].sum())].double())
         assert (H_A[b].item(), H_At[b].item()) == pytest.approx(expected, rel=1e-5)
@@ -163,7 +163,7 @@ def test_alignment_entropies_by_hand_with_padding():
     one[0, :, 0] = 50.0
     peak = torch.zeros(1, 2, 8)
     peak[0, 0, 0] = 1.0
-    assert alignment_entropies(one, torch.ones(1, 3), peak, torch.ones(1, 2))[0].item() == pytest.approx(0.0, abs=1e-6)
+    assert alignment_entropies(peak, torch.ones(1, 2), one, torch.ones(1, 3))[0].item() == pytest.approx(0.0, abs=1e-6)
 
 
 def test_entropy_of_uniform_and_one_hot_attention():
@@ -201,10 +201,10 @@ def test_inverse_sigmoid_decay():
 
 
 def test_ratio_gradient_reaches_w_and_b():
-    model = XMixup(Classifier(sharp_encoder(3), 4), layer=1)
+    model = XMixup(Classifier(sharp_encoder(3), 4), layer=2)
     outputs = model(*padded_pairs())
     (outputs[1].sum() + outputs[3].sum()).backward()
-    for p in (model.ratio.linear.weight, model.ratio.linear.bias):
+    for p in (model.ratio_net.linear.weight, model.ratio_net.linear.bias):
         assert p.grad is not None and torch.isfinite(p.grad).all() and p.grad.abs().sum() > 0
 
 
@@ -226,7 +226,7 @@ def test_prediction_consistency_by_hand():
 
 
 def test_mixup_inference_averages_the_two_distributions():
-    model = XMixup(Classifier(sharp_encoder(3), 4), layer=0).eval()
+    model = XMixup(Classifier(sharp_encoder(3), 4), layer=1).eval()
     inputs = padded_pairs()
     with torch.no_grad():
         source_logits, target_logits = model(*inputs)[:2]
@@ -266,7 +266,7 @@ def test_word_labels_of_the_translation_are_the_labellers_soft_tags(tmp_path):
     # Eq. 8 on word labels (Sec. 4.2): alpha * CE(source tags) + (1 - alpha) * KL(labeller || model)
     # on the translation's scored tokens, plus the MSE of Eq. 7 (no KL between predictions)
     torch.manual_seed(0)
-    model = XMixup(Classifier(sharp_encoder(3), 5, "token"), layer=1).eval()  # no dropout: two forwards agree
+    model = XMixup(Classifier(sharp_encoder(3), 5, "token"), layer=2).eval()  # no dropout: two forwards agree
     source_ids, source_mask, target_ids, target_mask = padded_pairs()
     B, T = source_ids.shape
     source_labels = torch.where(torch.rand(B, T) < 0.5, torch.randint(0, 5, (B, T)), -100) * source_mask - 100 * (1 - source_mask)

@@ -7,14 +7,12 @@ import pytest
 import torch
 
 import data
-import tasks
-import evaluate
-import qa
 from conftest import SHARED_DATA, make_run
-from tasks import InputError
 from levels import LEVELS
 from losses import position_logits, self_teaching_loss, span_loss
-
+from minxlt import tasks
+from minxlt.errors import InputError
+from minxlt.tasks import qa
 
 # --- exact match and F1 ---------------------------------------------------------------------------
 
@@ -49,8 +47,8 @@ def test_scores_are_means_over_questions():
 
 @pytest.fixture(scope="module")
 def tokenizer():
-    from prepare_default import default_model
-    from tokenizer import Tokenizer
+    from minxlt.checkpoints.prepare_default import default_model
+    from minxlt.text.tokenizer import Tokenizer
     return Tokenizer.from_pretrained(default_model())
 
 

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import reproduce
-from tasks import InputError
+from minxlt.errors import InputError
 
 ROOT = Path(__file__).resolve().parent.parent
 STEPS = ["--max-steps", "4", "--eval-every", "2", "--batch-size", "8", "--no-alignment"]

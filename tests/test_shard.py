@@ -11,11 +11,11 @@ import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
+from test_pre_ln import CASES
 
-import distributed
 import train
 from conftest import ROOT, free_port, join_process_group_env
-from test_pre_ln import CASES
+from minxlt.parallel import distributed
 
 COMMON = ["--target-langs", "de", "--batch-size", "8", "--max-steps", "5", "--eval-every", "5", "--no-alignment", "--dropout", "0",
           "--lr", "2e-3", "--log-every", "1", "--eval-batch-size", "24"]  # dev and test in batch counts that 2 processes split unevenly
@@ -126,7 +126,7 @@ def test_a_sharded_checkpoint_resumes_on_another_number_of_processes(tmp_path, t
 
 
 def test_a_ddp_checkpoint_is_not_resumed_sharded(tmp_path, tiny_model_dir):
-    from weights import CheckpointError
+    from minxlt.checkpoints.weights import CheckpointError
     argv = ["--model", str(tiny_model_dir), *COMMON, *TASKS["sentence"], *RESUMED[:-1], "--out", str(tmp_path)]
     train.main(argv + ["--stop-at", "3"])
     try:
@@ -137,7 +137,7 @@ def test_a_ddp_checkpoint_is_not_resumed_sharded(tmp_path, tiny_model_dir):
 
 
 def test_a_failed_checkpoint_write_leaves_the_last_one(tmp_path, tiny_model_dir, monkeypatch):
-    import shard
+    from minxlt.parallel import shard
     argv = ["--model", str(tiny_model_dir), *COMMON, *TASKS["sentence"], *RESUMED]
     train.main(argv + ["--out", str(tmp_path / "whole")])
     real, calls = shard.dcp.save, []
@@ -161,7 +161,7 @@ def test_a_failed_checkpoint_write_leaves_the_last_one(tmp_path, tiny_model_dir,
 
 
 def export_worker(rank, world_size, port, argv, result):
-    import shard
+    from minxlt.parallel import shard
     join_process_group_env(rank, world_size, port)
     dist.init_process_group("gloo")
     model = train.main(argv)
@@ -205,7 +205,7 @@ def test_two_nodes_on_localhost_train_like_one_node_of_two(tmp_path, tiny_model_
 
 
 def shared_worker(rank, world_size, port, folders, result):
-    import cli
+    from minxlt.run import cli
     join_process_group_env(rank, world_size, port)
     dist.init_process_group("gloo")
     try:
@@ -227,8 +227,8 @@ def test_a_folder_that_not_every_node_sees_is_refused(tmp_path):
 
 
 def measure_worker(rank, world_size, port, result):
-    import bench_shard
-    import distributed
+    from bench import shard as bench_shard
+    from minxlt.parallel import distributed
     from model import Config
     join_process_group_env(rank, world_size, port)
     dist.init_process_group("gloo")
@@ -241,7 +241,7 @@ def measure_worker(rank, world_size, port, result):
 
 def test_the_memory_plan_is_what_each_process_holds(tmp_path):
     # the --dry-run plan's parameters, gradients and moments, against the bytes two real processes hold after a step
-    import memory
+    from minxlt.parallel import memory
     from model import Config
     mp.spawn(measure_worker, args=(2, free_port(), tmp_path / "held.json"), nprocs=2)
     held = json.loads((tmp_path / "held.json").read_text())
@@ -285,7 +285,7 @@ def test_co_training_sharded_logs_the_losses_of_ddp(tmp_path, tiny_model_dir):
 
 def failing_write_worker(rank, world_size, port, argv, result_dir):
     import model
-    import weights
+    from minxlt.checkpoints import weights
     join_process_group_env(rank, world_size, port)
     dist.init_process_group("gloo")
     if rank == 0:  # a full disk where process 0 writes OUT/best; the others only gather

@@ -6,9 +6,9 @@ import json
 import pytest
 
 import evaluate
-import tasks
 import train
-from tasks import InputError
+from minxlt import tasks
+from minxlt.errors import InputError
 
 COMMON = ["--target-langs", "de,zh", "--batch-size", "8", "--max-steps", "4", "--eval-every", "4", "--no-alignment", "--lr", "3e-3"]
 

@@ -10,14 +10,14 @@ import pytest
 import torch.multiprocessing as mp
 
 import data
-import distributed
 import levels
-import tasks
-import token_cache
 import train
 from conftest import free_port, join_process_group_env
 from methods import Run
-from tokenizer import Tokenizer
+from minxlt import tasks
+from minxlt.parallel import distributed
+from minxlt.text import token_cache
+from minxlt.text.tokenizer import Tokenizer
 
 
 @pytest.fixture
@@ -102,7 +102,7 @@ def test_a_run_on_the_cache_trains_as_one_without_it(cache, tiny_model_dir, tmp_
 
 
 def test_entries_named_by_files_are_found_without_reading_them(cache, tiny_model_dir, tmp_path, monkeypatch):
-    import bench_data
+    from bench import data as bench_data
     bench_data.write_xnli(tmp_path / "xnli", 30, ["de", "zh"])
     tokenizer, langs = Tokenizer.from_pretrained(tiny_model_dir), ["en", "de", "zh"]
 
@@ -134,7 +134,7 @@ def test_entries_named_by_files_are_found_without_reading_them(cache, tiny_model
 
 
 def test_a_run_reads_no_training_file_the_second_time(cache, tiny_model_dir, tmp_path, monkeypatch):
-    import bench_data
+    from bench import data as bench_data
     bench_data.write_xnli(tmp_path / "xnli", 24, ["de"])
     argv = ["--model", str(tiny_model_dir), "--task", "xnli", "--data", str(tmp_path / "xnli"), "--method", "xeroalign",
             "--batch-size", "8", "--eval-every", "3", "--log-every", "1", "--no-alignment", "--no-test"]
@@ -147,7 +147,7 @@ def test_a_run_reads_no_training_file_the_second_time(cache, tiny_model_dir, tmp
 
 
 def test_a_training_file_is_read_and_checked_when_first_asked_for(tmp_path):
-    import bench_data
+    from bench import data as bench_data
     bench_data.write_xnli(tmp_path, 6, ["de"])
     german = tmp_path / "translate-train" / "en-de-translated.tsv"
     german.write_text(german.read_text().replace("\tneutral\n", "\tentailment\n").replace("\tcontradiction\n", "\tentailment\n"))
@@ -179,7 +179,7 @@ def build_worker(rank, world_size, port, folder, model_dir, result_dir):
 
 
 def test_processes_build_the_missing_entries_in_turn(cache, tiny_model_dir, tmp_path):
-    import bench_data
+    from bench import data as bench_data
     bench_data.write_xnli(tmp_path / "xnli", 20, ["de", "zh"])
     mp.spawn(build_worker, args=(2, free_port(), tmp_path / "xnli", tiny_model_dir, tmp_path), nprocs=2)
     ranks = [json.loads((tmp_path / f"rank{rank}.json").read_text()) for rank in (0, 1)]
@@ -190,7 +190,7 @@ def test_processes_build_the_missing_entries_in_turn(cache, tiny_model_dir, tmp_
 
 
 def test_an_entry_named_by_files_changes_with_all_that_decides_its_ids(tiny_model_dir, tmp_path, monkeypatch):
-    import bench_data
+    from bench import data as bench_data
     bench_data.write_xnli(tmp_path, 5, ["de"])
     tokenizer, files = Tokenizer.from_pretrained(tiny_model_dir), [tmp_path / "train-en.tsv"]
     name = lambda **changed: token_cache.files_key(**dict(dict(files=files, reader=["XtremeXnli", "en"], lang="en", tokenizer=tokenizer,
@@ -221,7 +221,7 @@ def bad_file_worker(rank, world_size, port, folder, model_dir, result_dir):
 
 
 def test_a_bad_file_stops_every_process(cache, tiny_model_dir, tmp_path):
-    import bench_data
+    from bench import data as bench_data
     bench_data.write_xnli(tmp_path / "xnli", 12, ["de", "zh"])
     chinese = tmp_path / "xnli" / "translate-train" / "en-zh-translated.tsv"  # built by process 1
     chinese.write_text(chinese.read_text().replace("\tneutral\n", "\tcontradiction\n").replace("\tentailment\n", "\tcontradiction\n"))

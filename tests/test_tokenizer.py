@@ -6,7 +6,7 @@ import pytest
 import sentencepiece
 import torch
 
-from tokenizer import Tokenizer, truncate
+from minxlt.text.tokenizer import Tokenizer, truncate
 
 CORPUS = """The weather was cold, so we stayed inside and read books all afternoon.
 Please book a table for four people at seven o'clock tonight.

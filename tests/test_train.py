@@ -5,10 +5,10 @@ import pytest
 import torch
 import torch.multiprocessing as mp
 
-import flags
 import train
-from tasks import InputError
 from conftest import free_port, join_process_group_env
+from minxlt.errors import InputError
+from minxlt.run import flags
 
 COMMON = ["--task", "demo", "--target-langs", "de,zh", "--batch-size", "8", "--eval-every", "3", "--no-alignment",
           "--eval-batch-size", "32"]
@@ -113,6 +113,7 @@ def test_checkpoint_with_an_lm_head_trains_under_ddp(tmp_path, tiny_model_dir):
     # XLM-R checkpoints carry a masked-LM head that classification never uses: it is frozen, so DDP
     # does not wait for its gradients
     import shutil
+
     from model import Encoder
     directory = tmp_path / "with-head"
     shutil.copytree(tiny_model_dir, directory)
@@ -176,10 +177,11 @@ def test_xeroalign_on_tags_aligns_cls_or_mean_pooled_states(pooling):
 
 def test_paper_presets_fill_the_flags_not_given(tiny_model_dir):
     import math
-    import tasks
+
     from conftest import make_method
     from methods import Run
-    from tokenizer import Tokenizer
+    from minxlt import tasks
+    from minxlt.text.tokenizer import Tokenizer
     task = tasks.load_task("demo", targets=["de"])
     run = Run(task, Tokenizer.from_pretrained(tiny_model_dir), 64)
     steps_per_epoch = math.ceil(len(task.train["en"]) / 32)
@@ -208,8 +210,8 @@ def test_filter_and_xmixup_honour_mean_pooling():
         hs, ht = filter_encode(classifier.encoder, *pairs, m=1, k=1)
         logits = Filter(classifier, 1, 1)(*pairs)
         assert torch.allclose(logits[1], classifier.head.out_proj(mean(ht, target_mask)), atol=1e-5)
-        model = XMixup(classifier, 1)
-        hs, ht, _ = mixup_encode(classifier.encoder, model.ratio, *pairs, 1)
+        model = XMixup(classifier, 2)
+        hs, ht, _ = mixup_encode(classifier.encoder, model.ratio_net, *pairs, 2)
         assert torch.allclose(model(*pairs)[0], classifier.head.out_proj(mean(hs, source_mask)), atol=1e-5)
 
 
@@ -222,10 +224,14 @@ def test_alignment_pooling_is_chosen_and_recorded(tmp_path, tiny_model_dir):
         assert runs[pooling]["alignment_pooling"] == pooling
     assert runs["mean"]["alignment"]["de"]["cka_before"] != runs["cls"]["alignment"]["de"]["cka_before"]
     assert "CKA and retrieval compare the final layer's <s> vectors" in (tmp_path / "cls" / "results.md").read_text()
+    # by default, what the method aligns: XeroAlign its --pooling (<s>), the others the tokens' mean
+    from conftest import make_method, make_run
+    pooling = lambda name, *given: make_method(name, make_run(["a", "b"]), *given).settings.alignment_pooling
+    assert (pooling("xeroalign"), pooling("xeroalign", "--pooling", "mean"), pooling("zero-shot"), pooling("xmixup")) == ("cls", "mean", "mean", "mean")
 
 
 def test_prediction_files_agree_with_the_scores(tmp_path, tiny_model_dir):
-    import tasks
+    from minxlt import tasks
     out = tmp_path / "run"
     train.main(["--model", str(tiny_model_dir), *COMMON, "--method", "zero-shot", "--max-steps", "3", "--out", str(out)])
     results, task = json.loads((out / "results.json").read_text()), tasks.load_task("demo", targets=["de", "zh"])
@@ -334,8 +340,7 @@ def test_loader_processes_leave_ctrl_c_to_the_training_process(tiny_model_dir):
     import signal
     import time
 
-    import bookkeeping
-    import flags
+    from minxlt.run import bookkeeping, flags
     args = flags.parse(["--model", str(tiny_model_dir), *COMMON, "--method", "xeroalign", "--max-steps", "40", "--workers", "2"])
     settings, run = flags.resolve(args, train.load_run(args, tiny_model_dir, "cpu", 0, 1))
     method = flags.METHODS[settings.method](settings, run)

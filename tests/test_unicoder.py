@@ -5,12 +5,11 @@ import json
 import pytest
 import torch
 
-import data
-import tasks
 import unicoder
 from conftest import free_port, join_process_group_env
+from minxlt import tasks
+from minxlt.text.tokenizer import Tokenizer
 from model import Encoder
-from tokenizer import Tokenizer
 
 
 @pytest.fixture

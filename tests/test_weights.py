@@ -7,8 +7,8 @@ import struct
 import pytest
 import torch
 
+from minxlt.checkpoints.weights import CheckpointError, load_safetensors, save_safetensors
 from model import Config, Encoder
-from weights import CheckpointError, load_safetensors, save_safetensors
 
 TINY = Config(vocab_size=101, hidden_size=36, num_layers=2, num_heads=3, ffn_size=37, max_positions=40)
 
@@ -189,8 +189,8 @@ def test_a_decoder_that_differs_from_the_word_embeddings_is_said(tmp_path):
     # minxlt ties the masked-LM decoder to the word embeddings; a checkpoint whose decoder differs is loaded with a warning
     import warnings
 
+    from minxlt.checkpoints.weights import load_safetensors, save_safetensors
     from model import Config, Encoder
-    from weights import load_safetensors, save_safetensors
     Encoder(Config(vocab_size=100, hidden_size=16, num_layers=1, num_heads=2, ffn_size=20, max_positions=40), lm_head=True).save_pretrained(tmp_path)
     tensors = dict(load_safetensors(tmp_path / "model.safetensors"))
     word = tensors["roberta.embeddings.word_embeddings.weight"].clone()

@@ -5,10 +5,10 @@ import json
 
 import pytest
 import torch
+from test_tokenizer import CORPUS, HARD
 
 from conftest import SHARED_DATA
-from test_tokenizer import CORPUS, HARD
-from tokenizer import Tokenizer, WordPieceTokenizer
+from minxlt.text.tokenizer import Tokenizer, WordPieceTokenizer
 
 tokenizers = pytest.importorskip("tokenizers", reason="the reference WordPiece tokenizer comes with transformers (tokenizers)")
 transformers = pytest.importorskip("transformers", reason="tokenizer parity needs transformers")
@@ -21,7 +21,7 @@ EDGES = ["كَتَبَ الوَلَدُ الدَّرْسَ", "क़िला �
 def texts():
     real = []
     if (SHARED_DATA / "sib200").exists():  # real multilingual sentences, where the data is at hand
-        import tasks
+        from minxlt import tasks
         for lang in ("deu_Latn", "rus_Cyrl", "zho_Hans", "arb_Arab", "hin_Deva", "tha_Thai", "jpn_Jpan", "kor_Hang", "ell_Grek", "amh_Ethi"):
             real += [e.text for e in tasks.read_sib200(SHARED_DATA / "sib200", lang, "test")[:15]]
     return CORPUS.splitlines() + HARD + EDGES + real
@@ -103,6 +103,6 @@ def test_a_pairs_second_text_is_segment_one_for_bert(vocab_dir, tmp_path):
 
 
 def test_a_folder_without_a_tokenizer_says_what_was_looked_for(tmp_path):
-    from weights import CheckpointError
+    from minxlt.checkpoints.weights import CheckpointError
     with pytest.raises(CheckpointError, match="no tokenizer; looked for sentencepiece.bpe.model, tokenizer.json .* or vocab.txt"):
         Tokenizer.from_pretrained(tmp_path)

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-import tasks
 import train
-from tasks import InputError, load_task
+from minxlt import tasks
+from minxlt.tasks import InputError, load_task
 
 NLI = [("The cat sat on the mat.", 'He said "it sat".', "entailment"),
        ("A man plays\tguitar.", "Nobody plays.", "contradiction"),

@@ -1,0 +1,120 @@
+"""Benchmark: what a training set costs before the first step, on a generated set in XTREME's
+XNLI layout (train-en.tsv and its translations in translate-train/), read by train.py.
+
+    python -m bench.data                               # 20,000 English pairs, 4 translations of each
+    python -m bench.data --pairs 100000 --langs 14     # closer to XNLI's translate-train-all
+
+It runs `train.py --method translate-train --max-steps 1` in fresh processes, each into a new
+--out, twice on a small set (a tenth of the pairs) and twice on the full set, with a token cache
+($MINXLT_CACHE/tokens, a temporary one here) that the first run on a set builds and the second
+reuses. Per run it prints the process's CPU time (user + system) and peak resident memory. The
+memory per training pair comes from a process that does what train.py does before it loads the
+model (`data_stage`: the task, the training items, the padding report, the first step's batch),
+on the small set and on the full one: its peak's growth per pair added. (A whole run's peak also
+holds the model, the optimizer and the first batch's activations, whose size follows the
+batch's length, not the set's.) The texts are words drawn from the bundled corpus, premises of
+about 20 words and hypotheses of about 10, as in XNLI.
+"""
+import argparse
+import os
+import random
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from minxlt.checkpoints.prepare_default import default_model
+from minxlt.tasks import demo as demo_corpus
+
+LABELS = ("entailment", "neutral", "contradiction")
+ROOT = Path(__file__).resolve().parents[1]  # the repository: train.py, and this module as bench.data
+
+
+def words_by_lang():
+    return {lang: [w for e in examples for w in e.text.split()] for lang, examples in demo_corpus.build("train").items()}
+
+
+def sentence(rng, words, n):
+    return " ".join(rng.choice(words) for _ in range(rng.randint(n // 2, n + n // 2)))
+
+
+def write_xnli(folder, pairs, langs, seed=0):
+    """A folder in XTREME's XNLI layout with `pairs` English training pairs and their translations."""
+    rng, words = random.Random(seed), words_by_lang()
+    (folder / "translate-train").mkdir(parents=True)
+    english = [(sentence(rng, words["en"], 20), sentence(rng, words["en"], 10), rng.choice(LABELS)) for _ in range(pairs)]
+    with open(folder / "train-en.tsv", "w") as f:
+        f.writelines(f'"{a}"\t"{b}"\t{label}\n' for a, b, label in english)
+    for lang in ["en", *langs]:
+        for split in ("dev", "test"):
+            with open(folder / f"{split}-{lang}.tsv", "w") as f:
+                f.writelines(f"{sentence(rng, words[lang], 20)}\t{sentence(rng, words[lang], 10)}\t{label}\n" for label in LABELS * 4)
+    for lang in langs:
+        with open(folder / "translate-train" / f"en-{lang}-translated.tsv", "w") as f:
+            f.writelines(f"{a}\t{b}\t{sentence(rng, words[lang], 20)}\t{sentence(rng, words[lang], 10)}\t{label}\n" for a, b, label in english)
+
+
+def command(data, out, model):
+    return ["--method", "translate-train", "--task", "xnli", "--data", str(data), "--model", model, "--out", str(out), "--max-steps", "1",
+            "--no-test", "--no-alignment", "--seed", "0"]
+
+
+def measure(argv, cache):
+    """(CPU seconds, peak resident MiB) of a fresh process running `argv` (Python's arguments)."""
+    process = subprocess.Popen([sys.executable, *argv], env=dict(os.environ, MINXLT_CACHE=str(cache)), stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE, cwd=ROOT)
+    stderr = process.stderr.read()
+    _, status, usage = os.wait4(process.pid, 0)
+    if status != 0:
+        sys.exit(f"{argv[0]} failed:\n{stderr.decode()[-2000:]}")
+    return usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
+
+
+def data_stage(argv):
+    """What train.main does before it loads the model, on train.py's arguments."""
+    import train
+    from minxlt.run import bookkeeping, flags
+    args = flags.parse(argv)
+    settings, run = flags.resolve(args, train.load_run(args, Path(args.model), "cpu", 0, 1))
+    method = flags.METHODS[settings.method](settings, run)
+    phases = method.phases(method.training_items())
+    bookkeeping.padding_report(settings, method, phases)
+    bookkeeping.step_batches(settings, method, phases, 0, {})
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--pairs", type=int, default=20000, help="English training pairs (default: 20000)")
+    p.add_argument("--langs", type=int, default=4, help="languages they are translated into, of the bundled corpus's 6 (default: 4)")
+    p.add_argument("--model", help="the checkpoint folder train.py starts from (default: the bundled model)")
+    args = p.parse_args(argv)
+    langs = [lang for lang in demo_corpus.LANGS if lang != "en"][:args.langs]
+    model = args.model or str(default_model())
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        small, full = max(args.pairs // 10, 1), args.pairs
+        write_xnli(tmp / "small", small, langs)
+        write_xnli(tmp / "full", full, langs)
+        runs = [(size, n, how) for size, n in (("small", small), ("full", full)) for how in ("built", "reused")]
+        rows = [(f"{size} set, cache {how}", n, *measure([str(ROOT / "train.py"), *command(tmp / size, tmp / f"out-{size}-{how}", model)], tmp / "cache"))
+                for size, n, how in runs]
+        stage = {size: measure(["-m", "bench.data", "--data-stage", *command(tmp / size, tmp / f"out-{size}-stage", model)], tmp / "cache")[1]
+                 for size in ("small", "full")}
+        entry = sum(f.stat().st_size for f in (tmp / "cache" / "tokens").rglob("*") if f.is_file())
+    texts = lambda n: n * (1 + len(langs))  # English pairs and their translations: the training pairs
+    print(f"XNLI layout, {full} English pairs x {1 + len(langs)} languages = {texts(full)} training pairs; one step of translate-train\n")
+    print("| run | training pairs | CPU s | peak MiB |\n|---|---|---|---|")
+    for name, n, cpu, rss in rows:
+        print(f"| {name} | {texts(n)} | {cpu:.1f} | {rss:.0f} |")
+    (_, n0, _, _), _, (_, n1, cpu1, _), (_, _, cpu2, _) = rows
+    print(f"\nCPU time to the first step, cache reused / built: {cpu2 / cpu1:.2f}")
+    print(f"before the model, cache reused: peak {stage['small']:.0f} MiB on the small set, {stage['full']:.0f} MiB on the full set: "
+          f"{(stage['full'] - stage['small']) * 2 ** 20 / (texts(n1) - texts(n0)):.0f} B per training pair")
+    print(f"token cache on disk: {entry / (texts(n0) + texts(n1)):.0f} B per training pair")
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["--data-stage"]:
+        data_stage(sys.argv[2:])
+    else:
+        main()

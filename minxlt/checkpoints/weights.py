@@ -1,0 +1,510 @@
+"""Reading and writing Hugging Face checkpoints without ever executing code from a file: weight
+files, config.json, the key table between the encoder's names and theirs, and task heads in
+transformers' layout. What it reads is plain data (settings, tensors) for model.py to build from.
+
+safetensors is parsed here from its documented layout (8-byte little-endian
+header length, a JSON header, then one flat data region), and every entry is
+validated before a byte of it is used; `.bin` files go through
+`torch.load(weights_only=True)`, which refuses pickled objects other than
+tensors and plain containers. The `safetensors` package is not needed.
+"""
+import json
+import math
+import mmap
+import os
+import pickle
+import re
+import warnings
+from pathlib import Path
+
+import torch
+
+from minxlt.errors import CheckpointError
+
+# safetensors dtype name -> (torch dtype, bytes per element)
+DTYPES = {
+    "F64": (torch.float64, 8), "F32": (torch.float32, 4), "F16": (torch.float16, 2),
+    "BF16": (torch.bfloat16, 2), "I64": (torch.int64, 8), "I32": (torch.int32, 4),
+    "I16": (torch.int16, 2), "I8": (torch.int8, 1), "U8": (torch.uint8, 1), "BOOL": (torch.bool, 1),
+}
+DTYPE_NAMES = {dtype: name for name, (dtype, _) in DTYPES.items()}
+MAX_HEADER_BYTES = 100 * 1024 * 1024  # the safetensors library's own limit
+
+
+def read_safetensors_header(path):
+    """Parse and validate a safetensors header; returns ({name: (dtype, shape, start, end)}, data offset)."""
+    path = Path(path)
+    size = path.stat().st_size
+    with open(path, "rb") as f:
+        if size < 8:
+            raise CheckpointError(f"{path}: {size} bytes is too short for a safetensors file (it needs an 8-byte header length)")
+        n = int.from_bytes(f.read(8), "little")
+        if n > MAX_HEADER_BYTES or 8 + n > size:
+            raise CheckpointError(f"{path}: header claims {n} bytes but the file has {size - 8} after the length field (truncated or not safetensors)")
+        raw = f.read(n)
+    try:
+        header = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise CheckpointError(f"{path}: header is not valid JSON ({e})") from None
+    if not isinstance(header, dict):
+        raise CheckpointError(f"{path}: header must be a JSON object, got {type(header).__name__}")
+    header.pop("__metadata__", None)
+    data_start, data_len = 8 + n, size - 8 - n
+    entries, spans = {}, []
+    for name, info in header.items():
+        where = f"{path}: tensor {name!r}"
+        if not isinstance(info, dict) or set(info) != {"dtype", "shape", "data_offsets"}:
+            raise CheckpointError(f"{where}: entry must have exactly dtype, shape and data_offsets")
+        dtype, shape, offsets = info["dtype"], info["shape"], info["data_offsets"]
+        if dtype not in DTYPES:
+            raise CheckpointError(f"{where}: unknown dtype {dtype!r} (known: {', '.join(DTYPES)})")
+        if not (isinstance(shape, list) and all(isinstance(d, int) and d >= 0 for d in shape)):
+            raise CheckpointError(f"{where}: shape {shape!r} is not a list of non-negative integers")
+        if not (isinstance(offsets, list) and len(offsets) == 2 and all(isinstance(o, int) for o in offsets)):
+            raise CheckpointError(f"{where}: data_offsets {offsets!r} is not a pair of integers")
+        start, end = offsets
+        if not 0 <= start <= end <= data_len:
+            raise CheckpointError(f"{where}: data_offsets [{start}, {end}] fall outside the {data_len}-byte data region")
+        expected = math.prod(shape) * DTYPES[dtype][1]
+        if end - start != expected:
+            raise CheckpointError(f"{where}: {dtype} {shape} needs {expected} bytes but data_offsets span {end - start}")
+        entries[name] = (dtype, shape, start, end)
+        spans.append((start, end, name))
+    # The format stores tensors back to back: no gaps, no overlaps, nothing after the last one.
+    position = 0
+    for start, end, name in sorted(spans):
+        if start != position:
+            raise CheckpointError(f"{path}: tensor {name!r} starts at byte {start}, expected {position} (overlapping or gapped data)")
+        position = end
+    if position != data_len:
+        raise CheckpointError(f"{path}: tensors cover {position} bytes of a {data_len}-byte data region")
+    return entries, data_start
+
+
+def load_safetensors(path):
+    """Read a safetensors file into a {name: tensor} dict (memory-mapped, copy-on-write)."""
+    entries, data_start = read_safetensors_header(path)
+    tensors = {}
+    with open(path, "rb") as f:  # the mapping outlives the file object
+        buffer = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)
+    for name, (dtype, shape, start, end) in entries.items():
+        torch_dtype = DTYPES[dtype][0]
+        if end == start:
+            tensors[name] = torch.empty(shape, dtype=torch_dtype)
+            continue
+        raw = torch.frombuffer(buffer, dtype=torch.uint8, count=end - start, offset=data_start + start)
+        tensors[name] = raw.view(torch_dtype).reshape(shape)
+    return tensors
+
+
+def save_safetensors(tensors, path, metadata=None):
+    """Write {name: tensor} as safetensors (header padded to 8 bytes, as the format recommends)."""
+    header, offset, blobs = {}, 0, []
+    for name in sorted(tensors):
+        t = tensors[name].detach().cpu().contiguous()
+        if t.dtype not in DTYPE_NAMES:
+            raise CheckpointError(f"{path}: cannot store {name!r} of dtype {t.dtype} in safetensors")
+        data = t.reshape(-1).view(torch.uint8).numpy().tobytes()
+        header[name] = {"dtype": DTYPE_NAMES[t.dtype], "shape": list(t.shape), "data_offsets": [offset, offset + len(data)]}
+        offset += len(data)
+        blobs.append(data)
+    header["__metadata__"] = metadata or {"format": "pt"}
+    raw = json.dumps(header, separators=(",", ":")).encode()
+    raw += b" " * (-len(raw) % 8)
+    with open(path, "wb") as f:
+        f.write(len(raw).to_bytes(8, "little"))
+        f.write(raw)
+        for data in blobs:
+            f.write(data)
+
+
+def load_torch_file(path, what="PyTorch weight file"):
+    """Load a PyTorch pickle with weights_only=True: tensors and plain containers only, so a file
+    that would run code is refused; a truncated or foreign file is reported as such."""
+    if not Path(path).is_file():
+        raise CheckpointError(f"{path}: {'a folder, not a file' if Path(path).is_dir() else 'not found'}")
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as e:
+        first_line = str(e).strip().splitlines()[0]
+        raise CheckpointError(
+            f"{path}: refused to load: the pickle holds more than tensors ({first_line}). "
+            "Only plain tensor files are loaded, so no code from the file can run; "
+            "convert a trusted copy to model.safetensors instead.") from None
+    except Exception as e:  # noqa: BLE001 - bytes that are no pickle fail in any of many ways (nothing of the file ran)
+        detail = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise CheckpointError(f"{path}: not a readable {what} ({detail}); it may be truncated") from None
+
+
+def load_torch_bin(path):
+    """Load a PyTorch pickle of tensors with weights_only=True: a file that would run code is refused."""
+    state = load_torch_file(path)
+    if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
+        raise CheckpointError(f"{path}: expected a dict of tensors, got {type(state).__name__}")
+    return state
+
+
+def load_weight_file(path):
+    """One weight file, chosen by extension, every tensor checked to be finite."""
+    path = Path(path)
+    return check_finite(load_safetensors(path) if path.suffix == ".safetensors" else load_torch_bin(path), path)
+
+
+def check_finite(tensors, path):
+    """Refuse a file with a NaN or an infinity in a floating-point tensor, naming the tensor: such
+    weights make every loss NaN from the first step (one pass over the values, cheap next to reading them)."""
+    for name, tensor in tensors.items():
+        if isinstance(tensor, torch.Tensor) and tensor.is_floating_point() and not all(
+                torch.isfinite(chunk).all() for chunk in tensor.reshape(-1).split(1 << 22)):  # in chunks: no tensor-sized temporary
+            nan, total = int(torch.isnan(tensor).sum()), tensor.numel()
+            raise CheckpointError(f"{path}: tensor {name} is not finite ({nan} NaN, {int(torch.isinf(tensor).sum())} infinite of "
+                                  f"{total} values): the file is damaged or was saved from a diverged run; use another checkpoint")
+    return tensors
+
+
+def checkpoint_files(directory):
+    """The weight files of a Hugging Face checkpoint directory, in order: the shards its index
+    names (model.safetensors.index.json or pytorch_model.bin.index.json), or its single file."""
+    directory = Path(directory)
+    for index_name in ("model.safetensors.index.json", "pytorch_model.bin.index.json"):
+        index_path = directory / index_name
+        if index_path.exists():
+            try:
+                weight_map = json.loads(index_path.read_text())["weight_map"]
+                shards = sorted(set(weight_map.values()))
+            except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as e:
+                raise CheckpointError(f"{index_path}: not a valid shard index ({e!r})") from None
+            for shard in shards:
+                if not isinstance(shard, str) or Path(shard).name != shard or not (directory / shard).is_file():
+                    raise CheckpointError(f"{index_path}: shard {shard!r} is not a file in {directory}")
+            found = {key for shard in shards for key in tensor_shapes(directory / shard)}
+            missing = sorted(set(weight_map) - found)
+            if missing:
+                raise CheckpointError(f"{index_path}: keys listed in the index are in no shard: {', '.join(missing[:10])}")
+            return [directory / shard for shard in shards]
+    for name in ("model.safetensors", "pytorch_model.bin"):
+        if (directory / name).exists():
+            return [directory / name]
+    raise CheckpointError(
+        f"{directory}: no weights found (looked for model.safetensors, model.safetensors.index.json, "
+        "pytorch_model.bin, pytorch_model.bin.index.json)")
+
+
+def tensor_shapes(path):
+    """{name: shape} of a weight file: a safetensors header, read without its tensors; a .bin file's tensors."""
+    path = Path(path)
+    if path.suffix == ".safetensors":
+        return {name: tuple(entry[1]) for name, entry in read_safetensors_header(path)[0].items()}
+    return {name: tuple(tensor.shape) for name, tensor in load_torch_bin(path).items()}
+
+
+def checkpoint_shapes(files):
+    """{normalised name: shape} over a checkpoint's files (checkpoint_files)."""
+    return normalise_keys({name: shape for path in files for name, shape in tensor_shapes(path).items()})
+
+
+# config.json's fields this encoder reads: (type, smallest value, value must be below)
+CONFIG_FIELDS = {
+    "vocab_size": (int, 1, None), "hidden_size": (int, 1, None), "num_hidden_layers": (int, 1, None),
+    "num_attention_heads": (int, 1, None), "intermediate_size": (int, 1, None), "max_position_embeddings": (int, 1, None),
+    "type_vocab_size": (int, 1, None), "pad_token_id": (int, 0, None), "layer_norm_eps": (float, 0, None),
+    "hidden_dropout_prob": (float, 0, 1), "attention_probs_dropout_prob": (float, 0, 1),
+}
+
+
+def check_fields(hf, source):
+    """Every field the encoder reads has the type and range it needs (JSON's "768" is not 768)."""
+    for name, (kind, low, below) in CONFIG_FIELDS.items():
+        if name not in hf:
+            continue
+        value = hf[name]
+        right_type = isinstance(value, (int, float) if kind is float else int) and not isinstance(value, bool)
+        if not right_type or value < low or (below is not None and value >= below):
+            wanted = "an integer" if kind is int else "a number"
+            bounds = f" from {low}" + (f" below {below}" if below is not None else "")
+            raise CheckpointError(f"{source}: {name} is {value!r}; it must be {wanted}{bounds}")
+    heads, hidden = hf.get("num_attention_heads"), hf.get("hidden_size")
+    if heads and hidden and hidden % heads:
+        raise CheckpointError(f"{source}: hidden_size {hidden} is not divisible by num_attention_heads {heads}")
+    if hf.get("pad_token_id", 0) >= hf.get("vocab_size", float("inf")):
+        raise CheckpointError(f"{source}: pad_token_id {hf['pad_token_id']} is not below vocab_size {hf['vocab_size']}")
+
+
+def config_arguments(hf, source="config.json"):
+    """model.Config's keyword arguments from a Hugging Face config.json dict; refuses what the
+    encoder does not implement, and fields of the wrong type or range."""
+    if not isinstance(hf, dict):
+        raise CheckpointError(f"{source}: not a JSON object of settings")
+    check_fields(hf, source)
+    model_type = hf.get("model_type")
+    if model_type not in ("xlm-roberta", "xlm-roberta-xl", "roberta", "bert"):
+        raise CheckpointError(f"{source}: model_type {model_type!r} is not supported (xlm-roberta, xlm-roberta-xl, roberta or bert)")
+    if any(str(name).startswith("XLMRobertaXL") for name in hf.get("architectures") or []):
+        model_type = "xlm-roberta-xl"  # XXL's config.json says model_type xlm-roberta; its architecture and weights are XL's
+    if hf.get("hidden_act", "gelu") != "gelu":
+        raise CheckpointError(f"{source}: hidden_act {hf['hidden_act']!r}: only exact GELU ('gelu') is implemented")
+    if hf.get("position_embedding_type", "absolute") != "absolute":
+        raise CheckpointError(f"{source}: position_embedding_type {hf['position_embedding_type']!r}: only 'absolute' is implemented")
+    bert = model_type == "bert"
+    try:
+        return dict(
+            vocab_size=hf["vocab_size"], hidden_size=hf["hidden_size"], num_layers=hf["num_hidden_layers"],
+            num_heads=hf["num_attention_heads"], ffn_size=hf["intermediate_size"],
+            max_positions=hf["max_position_embeddings"], type_vocab_size=hf.get("type_vocab_size", 2 if bert else 1),
+            position_offset=0 if bert else hf.get("pad_token_id", 1) + 1,
+            layer_norm_eps=hf.get("layer_norm_eps", 1e-12 if bert else 1e-5), pad_id=hf.get("pad_token_id", 1),
+            dropout=hf.get("hidden_dropout_prob", 0.1), attention_dropout=hf.get("attention_probs_dropout_prob", 0.1),
+            model_type=model_type)
+    except KeyError as e:
+        raise CheckpointError(f"{source}: missing field {e.args[0]!r}") from None
+
+
+def read_config(directory):
+    """model.Config's keyword arguments from the config.json of a Hugging Face checkpoint directory."""
+    path = Path(directory) / "config.json"
+    if not path.exists():
+        raise CheckpointError(f"{directory}: no config.json (is this a Hugging Face checkpoint directory?)")
+    try:
+        return config_arguments(json.loads(path.read_text(encoding="utf-8")), source=str(path))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise CheckpointError(f"{path}: not valid JSON ({e})") from None
+
+
+def config_json(c):
+    """The config.json fields of a model.Config `c`, as transformers reads them."""
+    return {
+        "model_type": c.model_type, "vocab_size": c.vocab_size, "hidden_size": c.hidden_size,
+        "num_hidden_layers": c.num_layers, "num_attention_heads": c.num_heads,
+        "intermediate_size": c.ffn_size, "max_position_embeddings": c.max_positions,
+        "type_vocab_size": c.type_vocab_size, "layer_norm_eps": c.layer_norm_eps,
+        "pad_token_id": c.pad_id, "hidden_dropout_prob": c.dropout,
+        "attention_probs_dropout_prob": c.attention_dropout, "hidden_act": "gelu",
+        "position_embedding_type": "absolute", "bos_token_id": 0, "eos_token_id": 2,
+    }
+
+
+def check_tokenizer(config, tokenizer, directory):
+    """The tokenizer's ids must all have rows in the embeddings (a tokenizer of another model would not)."""
+    if tokenizer.vocab_size > config.vocab_size:
+        raise CheckpointError(f"{directory}: the tokenizer has {tokenizer.vocab_size} ids but config.json's vocab_size is "
+                              f"{config.vocab_size}: the tokenizer and the weights are not of the same model")
+
+
+# The one key table: our module names -> Hugging Face's (after the "roberta."/"bert." prefix).
+# Every entry names a module holding a .weight and a .bias, except where noted.
+KEY_TABLE = {
+    "embeddings.word": "embeddings.word_embeddings",              # weight only
+    "embeddings.position": "embeddings.position_embeddings",      # weight only
+    "embeddings.token_type": "embeddings.token_type_embeddings",  # weight only
+    "embeddings.norm": "embeddings.LayerNorm",
+    "layers.{i}.query": "encoder.layer.{i}.attention.self.query",
+    "layers.{i}.key": "encoder.layer.{i}.attention.self.key",
+    "layers.{i}.value": "encoder.layer.{i}.attention.self.value",
+    "layers.{i}.attn_out": "encoder.layer.{i}.attention.output.dense",
+    "layers.{i}.attn_norm": "encoder.layer.{i}.attention.output.LayerNorm",
+    "layers.{i}.ffn_in": "encoder.layer.{i}.intermediate.dense",
+    "layers.{i}.ffn_out": "encoder.layer.{i}.output.dense",
+    "layers.{i}.ffn_norm": "encoder.layer.{i}.output.LayerNorm",
+    "pooler.dense": "pooler.dense",
+}
+PRE_NORM_KEYS = {  # XLM-R XL and XXL: the LayerNorm before each sub-layer, and one after the last layer
+    "layers.{i}.attn_norm": "encoder.layer.{i}.attention.self_attn_layer_norm",
+    "layers.{i}.ffn_norm": "encoder.layer.{i}.LayerNorm",
+    "norm": "encoder.LayerNorm",
+}
+LM_HEAD_KEYS = {  # "lm_head.bias" is a bare parameter
+    "roberta": {"lm_head.dense": "lm_head.dense", "lm_head.norm": "lm_head.layer_norm", "lm_head.bias": "lm_head.bias"},
+    "bert": {"lm_head.dense": "cls.predictions.transform.dense", "lm_head.norm": "cls.predictions.transform.LayerNorm",
+             "lm_head.bias": "cls.predictions.bias"},
+}
+# In checkpoints but not needed: buffers, the decoder tied to the word embeddings, BERT's
+# next-sentence head, and task heads of fine-tuned models (minxlt trains its heads itself).
+IGNORED_KEYS = re.compile(r"embeddings\.position_ids|(lm_head|cls\.predictions)\.decoder\.(weight|bias)"
+                          r"|cls\.seq_relationship\.\w+|(classifier|qa_outputs)\..+")
+
+
+def pre_norm_weights(state):
+    """Whether normalised checkpoint tensors are of a pre-LN encoder (XLM-R XL and XXL)."""
+    return any(key.endswith("attention.self_attn_layer_norm.weight") for key in state)
+
+
+def hf_names(keys, is_bert, pre_norm=False):
+    """{our state_dict key: Hugging Face key} for every key of an encoder's state dict."""
+    table = dict(KEY_TABLE, **LM_HEAD_KEYS["bert" if is_bert else "roberta"], **(PRE_NORM_KEYS if pre_norm else {}))
+    names = {}
+    for key in keys:
+        module, _, leaf = key.rpartition(".")
+        if key in table:  # a bare parameter
+            names[key] = table[key]
+            continue
+        template = re.sub(r"^layers\.\d+\.", "layers.{i}.", module)
+        layer = re.match(r"layers\.(\d+)\.", module)
+        names[key] = table[template].format(i=layer.group(1) if layer else "") + "." + leaf
+    return names
+
+
+def normalise_keys(state):
+    """Strip the "roberta."/"bert." prefix of *ForMaskedLM-style checkpoints; old BERT files say gamma/beta."""
+    out = {}
+    for key, value in state.items():
+        key = re.sub(r"^(roberta|bert)\.", "", key)
+        key = re.sub(r"\.gamma$", ".weight", re.sub(r"\.beta$", ".bias", key))
+        out[key] = value
+    return out
+
+
+def checkpoint_modules(state, is_bert):
+    """(pooler, masked-LM head): whether normalised checkpoint tensors hold each, so that the
+    encoder is built with the modules the file has."""
+    lm_head_keys = LM_HEAD_KEYS["bert" if is_bert else "roberta"]
+    return "pooler.dense.weight" in state, lm_head_keys["lm_head.dense"] + ".weight" in state
+
+
+def load_state(module, config, state, source="state dict"):
+    """Copy Hugging Face-named tensors into an encoder `module` of model.Config `config`: every key
+    accounted for, every shape checked."""
+    state = normalise_keys(state)
+    names = check_names(module.state_dict(), config, {key: tuple(t.shape) for key, t in state.items()}, source)
+    copy_in(module.state_dict(), names, state, source)
+
+
+def stream_state(module, config, files, shapes, source):
+    """load_state, file by file: a checkpoint's files (checkpoint_files) read one at a time and
+    copied into `module`, which may hold another dtype than the files; `shapes` (checkpoint_shapes)
+    are checked first. No more than one file's tensors are held beside the module's."""
+    params = module.state_dict()
+    names = check_names(params, config, shapes, source)
+    for path in files:
+        copy_in(params, names, normalise_keys(load_weight_file(path)), source)
+
+
+def check_names(params, config, shapes, source):
+    """{our key: Hugging Face key} for an encoder's `params`, refusing a checkpoint (`shapes`:
+    {Hugging Face key: shape}) with a key missing, one unexpected, or a shape that disagrees."""
+    names = hf_names(params, config.is_bert, config.pre_norm)
+    missing = [theirs for theirs in names.values() if theirs not in shapes]
+    unexpected = [k for k in shapes if k not in names.values() and not IGNORED_KEYS.fullmatch(k)]
+    if missing or unexpected:
+        raise CheckpointError(
+            f"{source}: the weights do not match config.json ({config.model_type}, {config.num_layers} layers)\n"
+            f"  missing ({len(missing)}): {', '.join(missing[:20])}{' ...' if len(missing) > 20 else ''}\n"
+            f"  unexpected ({len(unexpected)}): {', '.join(unexpected[:20])}{' ...' if len(unexpected) > 20 else ''}")
+    wrong = [f"{theirs}: file {tuple(shapes[theirs])}, config expects {tuple(params[ours].shape)}"
+             for ours, theirs in names.items() if tuple(shapes[theirs]) != tuple(params[ours].shape)]
+    if wrong:
+        raise CheckpointError(f"{source}: tensor shapes disagree with config.json:\n  " + "\n  ".join(wrong[:20]))
+    return names
+
+
+def copy_in(params, names, part, source):
+    """Copy the tensors of `part` ({Hugging Face key: tensor}) that `names` maps into `params`."""
+    theirs_to_ours = {theirs: ours for ours, theirs in names.items()}
+    with torch.no_grad():
+        for theirs, tensor in part.items():
+            if theirs in theirs_to_ours:
+                params[theirs_to_ours[theirs]].copy_(tensor)
+    word = params["embeddings.word.weight"]
+    embeddings = names.get("embeddings.word.weight")
+    for decoder in ("lm_head.decoder.weight", "cls.predictions.decoder.weight"):  # compared where the embeddings are in the same file
+        if "lm_head.bias" in params and decoder in part and embeddings in part and (part[decoder].shape != word.shape or not all(
+                torch.equal(theirs.to(ours), ours) for theirs, ours in zip(part[decoder].split(4096), word.split(4096)))):  # in chunks: on a GPU
+            warnings.warn(f"{source}: {decoder} differs from the word embeddings; minxlt ties the two and uses the embeddings")
+
+
+SHARD_BYTES = 5 * 10**9  # above this, weights are written in shards with an index, as transformers writes them
+
+
+def save_encoder(directory, config, state, head=None, shard_bytes=SHARD_BYTES, whole=None, write=True):
+    """An encoder's state dict as config.json and model.safetensors in Hugging Face's layout, which transformers
+    loads; `head` (transformers_head) adds a task model's weights and class, the encoder under "roberta."/"bert.".
+    Weights of more than `shard_bytes` go to model-0000i-of-0000n.safetensors with model.safetensors.index.json.
+    A sharded model's tensors are gathered by `whole`, a file's at a time, by every process; those not
+    told to `write` gather and write nothing (shard.py)."""
+    directory, failed = Path(directory), []
+
+    def attempt(write_files):  # a writer that fails still gathers every file's tensors with the other processes
+        if write and not failed:
+            try:
+                write_files()
+            except Exception as e:  # noqa: BLE001 - raised below, once every file is gathered
+                failed.append(e)
+    attempt(lambda: directory.mkdir(parents=True, exist_ok=True))
+    base = {"bert": "Bert", "roberta": "Roberta", "xlm-roberta": "XLMRoberta", "xlm-roberta-xl": "XLMRobertaXL"}[config.model_type]
+    lm_head = "lm_head.bias" in state and head is None  # a task model drops the masked-LM head it does not use
+    prefix = "bert." if config.is_bert else "roberta."
+    prefix = prefix if lm_head or head else ""  # the *ForMaskedLM and *For<Task> layouts keep the encoder under it
+    tensors = {}
+    for ours, theirs in hf_names(state, config.is_bert, config.pre_norm).items():
+        if theirs.startswith(("lm_head.", "cls.")):
+            if lm_head:
+                tensors[theirs] = state[ours]
+            continue
+        tensors[prefix + theirs] = state[ours]
+    hf = dict(config_json(config), architectures=[base + ("ForMaskedLM" if lm_head else "Model")])
+    if head:
+        tensors.update(head["tensors"])
+        hf.update(head["config"], architectures=[base + head["architecture"]])
+    shards = shard(tensors, shard_bytes)
+    names = ["model.safetensors"] if len(shards) == 1 else [f"model-{i:05d}-of-{len(shards):05d}.safetensors" for i in range(1, len(shards) + 1)]
+    attempt(lambda: (directory / "config.json").write_text(json.dumps(hf, indent=2) + "\n"))
+    for old in [*directory.glob("model-*-of-*.safetensors"), directory / "model.safetensors.index.json", directory / "model.safetensors"]:
+        attempt(lambda: old.unlink(missing_ok=True))  # a previous save's files, single or sharded
+    for name, part in zip(names, shards):
+        part = {key: whole(tensor) for key, tensor in part.items()} if whole else part
+        attempt(lambda: (save_safetensors(part, directory / (name + ".tmp")), os.replace(directory / (name + ".tmp"), directory / name)))
+    if len(shards) > 1:
+        index = {"metadata": {"total_size": sum(t.numel() * t.element_size() for t in tensors.values())},
+                 "weight_map": {key: name for name, part in zip(names, shards) for key in part}}
+        attempt(lambda: (directory / "model.safetensors.index.json").write_text(json.dumps(index, indent=2) + "\n"))
+    if failed:
+        raise failed[0]
+
+
+def shard(tensors, shard_bytes):
+    """The tensors in order, cut into dicts of at most `shard_bytes` each (a larger tensor alone)."""
+    shards, size = [{}], 0
+    for key, tensor in tensors.items():
+        nbytes = tensor.numel() * tensor.element_size()
+        if shards[-1] and size + nbytes > shard_bytes:
+            shards.append({})
+            size = 0
+        shards[-1][key], size = tensor, size + nbytes
+    return shards
+
+
+def transformers_head(style, pooling, state, labels, is_bert):
+    """A Classifier head as transformers' task models hold it, {architecture, config (labels), tensors}: RoBERTa's
+    dense-tanh over <s> (BERT's pooler and classifier), a label per token, an answer span; other heads have none: None."""
+    if style == "roberta" and pooling == "cls":
+        names = ({"dense": "bert.pooler.dense", "out_proj": "classifier"} if is_bert
+                 else {"dense": "classifier.dense", "out_proj": "classifier.out_proj"})
+        architecture = "ForSequenceClassification"
+    elif style == "token":
+        names, architecture = {"out_proj": "classifier"}, "ForTokenClassification"
+    elif style == "span":
+        names, architecture, labels = {"out_proj": "qa_outputs"}, "ForQuestionAnswering", None
+    else:
+        return None
+    tensors = {}
+    for key, value in state.items():
+        module, _, leaf = key.rpartition(".")
+        tensors[f"{names[module]}.{leaf}"] = value
+    config = {"id2label": {str(i): label for i, label in enumerate(labels)}, "label2id": {label: i for i, label in enumerate(labels)}} if labels else {}
+    return {"architecture": architecture, "config": config, "tensors": tensors}
+
+
+def read_task_json(directory, head_styles):
+    """The task.json that train.py writes beside a trained model, checked: labels, a head style of
+    `head_styles` and a pooling that Classifier knows."""
+    directory = Path(directory)
+    if not (directory / "task.json").is_file():
+        raise CheckpointError(f"{directory}: no task.json, so not a model saved by train.py (give its OUT/best directory)")
+    try:
+        task = json.loads((directory / "task.json").read_text(encoding="utf-8"))
+        labels = task["labels"]
+        head_style, pooling = task.get("head_style", "roberta"), task.get("pooling", "cls")
+        if not isinstance(labels, list) or not labels or head_style not in head_styles or pooling not in ("cls", "mean"):
+            raise ValueError("labels, head_style or pooling")
+    except (ValueError, KeyError, TypeError, UnicodeDecodeError) as e:
+        raise CheckpointError(f"{directory / 'task.json'}: not the task.json that train.py writes ({e})") from None
+    return task

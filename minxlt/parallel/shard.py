@@ -1,0 +1,134 @@
+"""Sharded training (train.py --shard): PyTorch's fully sharded data parallel (FSDP2,
+torch.distributed.fsdp.fully_shard) and its sharded checkpoints (torch.distributed.checkpoint, DCP).
+A run without --shard never comes here.
+
+Each of N processes holds 1/N of every parameter, gradient and AdamW moment (a DTensor sharded on
+its first dimension). A sharded module gathers its whole parameters in its own forward (and again
+in backward), and scatters the gradients' sum after backward, each process keeping its part:
+
+  - every encoder layer is sharded on its own, so that one layer at a time is gathered;
+  - the trained module as a whole is the root: the embeddings, heads and a method's own parameters
+    (X-Mixup's ratio, Unicoder's heads), gathered for the whole step;
+  - a layer whose sub-layers a method calls itself (X-Mixup's mixup layer, Method.layers_run_in_parts)
+    stays with the root: its own forward, where its parameters would be gathered, never runs.
+
+Code that calls a part of the model rather than the whole (an evaluation of the encoder alone) runs
+inside `gathered`, and in the task's evaluation every process runs as many batches
+(methods.Run.lockstep), since each layer's forward gathers with all processes at once. Under --amp
+bf16 the layers compute in bf16 (parameters gathered in bf16; evaluation too, unlike DDP's, which
+evaluates in float32) and gradients are summed in float32.
+
+Not sharded: a teacher (teacher.py), which each process runs whole; the pretrained weights as they
+load (each process fills the whole model on its device, then shards it); OUT/best as the test loads it.
+
+The resume checkpoint of a sharded run is OUT/checkpoint/, a DCP checkpoint: every process writes
+its own shards, and any number of processes, sharded or not, can read it (`save`, `load`).
+OUT/best is written a file at a time from the gathered tensors (`whole`), by process 0.
+"""
+import shutil
+import warnings
+from contextlib import contextmanager
+
+import torch
+import torch.distributed as dist
+import torch.distributed.checkpoint as dcp
+from torch.distributed.checkpoint.api import CheckpointException  # what a failed DCP write or read raises, on every process
+from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict, set_model_state_dict, set_optimizer_state_dict
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
+from torch.distributed.tensor import DTensor
+
+from minxlt.parallel import distributed
+
+
+def wrap(core, encoder, layers_in_parts=(), amp="none"):
+    """Shard `core` (the trained module, in place) over every process: each layer of `encoder`
+    but those in `layers_in_parts` (indices), then the root. Returns `core`."""
+    device = next(core.parameters()).device.type
+    if not dist.is_initialized():  # one process, not started by torchrun: a group of one
+        dist.init_process_group("nccl" if device == "cuda" else "gloo", store=dist.HashStore(), rank=0, world_size=1)
+    mesh = init_device_mesh(device, (dist.get_world_size(),))
+    # The root returns views (a Classifier's <s> vectors); no method changes them in place, which is what this warns of.
+    warnings.filterwarnings("ignore", message=".*returned a view tensor", category=UserWarning)
+    policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32) if amp == "bf16" else MixedPrecisionPolicy()
+    for i, layer in enumerate(encoder.layers):
+        if i not in layers_in_parts:
+            fully_shard(layer, mesh=mesh, mp_policy=policy)
+    return fully_shard(core, mesh=mesh, mp_policy=policy)
+
+
+def sharded(module):
+    """Whether a module holds sharded parameters."""
+    return any(isinstance(p, DTensor) for p in module.parameters())
+
+
+@contextmanager
+def gathered(core):
+    """The root's own parameters (embeddings, heads) whole while the block runs, for code that calls
+    a part of a sharded model (the encoder alone, its LM head); the layers gather themselves."""
+    if not isinstance(core, FSDPModule):
+        yield
+        return
+    core.unshard()
+    try:
+        yield
+    finally:
+        core.reshard()
+
+
+def whole(tensor):
+    """A parameter's whole value, gathered from every process (each must call this, in the same order)."""
+    return tensor.full_tensor() if isinstance(tensor, DTensor) else tensor
+
+
+def local_bytes(tensors):
+    """Bytes this process holds of some tensors: a DTensor's own shard only."""
+    return sum((t.to_local() if isinstance(t, DTensor) else t).nbytes for t in tensors if t is not None)
+
+
+OPTIONS = StateDictOptions(strict=True)
+
+
+def save(folder, core, optimizer, rank):
+    """The model's and optimizer's state as a DCP checkpoint in a new `folder` (emptied first), each
+    process writing its own shards; bookkeeping.Book.save_checkpoint then puts it in place."""
+    if rank == 0:
+        shutil.rmtree(folder, ignore_errors=True)
+    distributed.barrier()
+    model, optim = get_state_dict(core, optimizer, options=OPTIONS)
+    dcp.save({"model": model, "optimizer": optim}, checkpoint_id=str(folder))
+
+
+def load(path, core, optimizer):
+    """Fill the model and optimizer from a DCP checkpoint (save), resharded to this run's processes,
+    or whole where the model is not sharded. Every weight must be there; AdamW's state only for the
+    parameters that had a gradient before the save (Unicoder's heads wait for their task's turn)."""
+    model, optim = get_state_dict(core, optimizer, options=OPTIONS)  # AdamW's state made for every parameter (a step at lr 0)
+    dcp.load({"model": model}, checkpoint_id=str(path))
+    saved = dcp.FileSystemReader(str(path)).read_metadata().state_dict_metadata
+    absent = [name for name, state in optim["state"].items() if not all(f"optimizer.state.{name}.{key}" in saved for key in state)]
+    for name in absent:
+        del optim["state"][name]
+    dcp.load({"optimizer": optim}, checkpoint_id=str(path))
+    set_model_state_dict(core, model, options=OPTIONS)
+    set_optimizer_state_dict(core, optimizer, optim, options=StateDictOptions(strict=False))
+    parameters = dict(core.named_parameters())
+    for name in absent:  # as before the save: no state until the first gradient
+        optimizer.state.pop(parameters[name], None)
+
+
+def reason(error):
+    """The first line of what went wrong, from a DCP CheckpointException (every rank's) or another error."""
+    if isinstance(error, CheckpointException):
+        error = next(iter(error.failures.values()))[0]
+        return f"{type(error).__name__}: {reason(error)}"
+    return (str(error).strip().splitlines() or [type(error).__name__])[0]
+
+
+def non_finite(module):
+    """A line naming this process's first parameter shard with a NaN or infinity, or None."""
+    for name, p in module.named_parameters():
+        local = p.to_local() if isinstance(p, DTensor) else p
+        if not torch.isfinite(local).all():
+            return f"{name} holds NaN or infinite values"
+    return None

@@ -1,0 +1,472 @@
+"""What train.py's loop does around the training step, and what a reader of the step can skip:
+
+  - the batch plan: each step's micro-batches, which follow from the seed and the step alone, built
+    ahead by loader processes (StepBatches, batch_loader);
+  - the log: the losses of the steps since the last record, summed on the device and read once per
+    record by every process at once (Window), written to OUT/log.jsonl and TensorBoard (Book.log);
+  - stop requests (Ctrl-C, SIGTERM) agreed across processes, and divergence;
+  - the resume checkpoint, OUT/checkpoint.pt or a sharded run's OUT/checkpoint/ (Book.save_checkpoint,
+    Book.start), and OUT/best.
+"""
+import errno
+import json
+import math
+import os
+import random
+import shutil
+import signal
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+from tqdm import tqdm
+
+import data
+from methods import phase_index
+from minxlt.checkpoints.weights import CheckpointError, check_finite, load_torch_file
+from minxlt.parallel import distributed, shard
+from minxlt.run import cli
+
+
+def lengths(method, items):
+    """Every item's length: from the token cache's arrays where it holds the items."""
+    return items.lengths() if hasattr(items, "lengths") else [method.length(it) for it in items]
+
+
+def padding_report(settings, method, phases):
+    """One line on the share of a batch's tokens that are padding, in each phase's first epoch,
+    with the batches that --group-by-length makes and without them."""
+    shares = []
+    for phase in phases:
+        sizes = lengths(method, phase.items)
+        share = lambda group: data.padding_share(sizes, data.epoch_batches(sizes, settings.batch_size, 0, settings.seed, group_by_length=group))
+        shares.append(f"{phase.name} {100 * share(settings.group_by_length):.0f}% (with{'out' if settings.group_by_length else ''} "
+                      f"--group-by-length: {100 * share(not settings.group_by_length):.0f}%)")
+    return "padding: " + "; ".join(shares) + " of the batches' tokens"
+
+
+def step_batches(settings, method, phases, step, plans):
+    """This process's micro-batches of a step, on the CPU, each with its share of the global batch:
+    [(batch, share)]. They follow from the step alone (its phase, the epoch's batch order from the
+    seed), so a resumed run picks up where it stopped. `plans` keeps the phase's item lengths and
+    the epoch's batch order."""
+    run = method.run
+    index, start = phase_index(phases, step)
+    phase = phases[index]
+    epoch, position = divmod(step - start, math.ceil(len(phase.items) / settings.batch_size))
+    if (phase.name, epoch) not in plans:
+        sizes = plans.get(phase.name) or lengths(method, phase.items)  # once per phase, not per epoch
+        plans.clear()
+        plans[phase.name] = sizes
+        plans[(phase.name, epoch)] = data.epoch_batches(sizes, settings.batch_size, epoch, settings.seed, group_by_length=settings.group_by_length)
+    global_batch = plans[(phase.name, epoch)][position]
+    items = {i: phase.items[i] for i in global_batch}  # read once (from the token cache, each read builds the item)
+    units = {i: method.units(item) for i, item in items.items()}
+    micro_size, out = settings.batch_size // settings.grad_accum, []
+    for micro in range(settings.grad_accum):
+        chunk = global_batch[micro * micro_size:(micro + 1) * micro_size]
+        index, weights = data.shard(chunk or global_batch[:1], run.rank, run.world_size)
+        weights = weights if chunk else [0.0] * len(weights)
+        # Each micro-batch's mean loss is weighted by its share of the global batch (in the loss's
+        # units: examples, or scored tokens), so that the step's gradient is that of the mean loss
+        # over the whole global batch, whatever the process count.
+        share = sum(w * units[i] for i, w in zip(index, weights)) / sum(units[i] for i in global_batch)
+        out.append((phase.make_batch([items[i] for i in index], weights, step), share))
+    return out
+
+
+class StepBatches(torch.utils.data.IterableDataset):
+    """This process's micro-batches of every step from `start` on, each [(batch, share)] (step_batches).
+    A loader worker k of n builds steps start + k, start + k + n, ..., and the loader takes them in
+    turn, so the steps come in order however many workers build them."""
+
+    def __init__(self, settings, method, phases, start):
+        self.settings, self.method, self.phases, self.start = settings, method, phases, start
+
+    def __iter__(self):
+        worker = torch.utils.data.get_worker_info()
+        k, n = (worker.id, worker.num_workers) if worker else (0, 1)
+        plans = {}
+        for step in range(self.start + k, self.settings.max_steps, n):
+            yield step_batches(self.settings, self.method, self.phases, step, plans)
+
+
+def batch_loader(settings, method, phases, start):
+    """An iterator over the steps' micro-batches from step `start` on, built by --workers processes
+    ahead of the step and pinned in page-locked memory on CUDA, so that the copies to the device do
+    not wait."""
+    cuda = method.run.device.startswith("cuda")
+    workers = loader_workers(settings.workers, cuda, method.batches_run_a_model())
+    loader = torch.utils.data.DataLoader(StepBatches(settings, method, phases, start), batch_size=None, num_workers=workers,
+                                         pin_memory=cuda, prefetch_factor=4 if workers else None, worker_init_fn=ignore_ctrl_c,
+                                         generator=torch.Generator())  # its own: drawing from the global one would change dropout
+    return iter(loader)
+
+
+def ignore_ctrl_c(worker):
+    """A loader process leaves Ctrl-C to the training process, which stops at the step it agrees on
+    with the others (StopRequest) and needs the batches up to it."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def loader_workers(asked, cuda, batches_run_a_model):
+    """--workers, or by default 2 on CUDA and none on the CPU, whose cores the step needs. None
+    where making a batch runs a model on CUDA (a teacher), which a forked worker cannot use."""
+    if batches_run_a_model and cuda:
+        if asked:
+            print(f"note: --workers {asked} ignored: making a batch runs the teacher on CUDA, which loader processes cannot use",
+                  file=sys.stderr)
+        return 0
+    return asked if asked is not None else 2 if cuda else 0
+
+
+def selection_score(select_on, dev, source):
+    """The dev score that --select-on selects by: the source's, or the mean of every language's
+    (X-Mixup Sec. 5.1: "the averaged performance of all languages on the dev set"); with "last",
+    the source's, logged, while the last model is kept whatever it scores."""
+    return sum(dev.values()) / len(dev) if select_on == "all" else dev[source]
+
+
+class StopRequest:
+    """Ctrl-C (SIGINT), or SIGTERM as schedulers such as SLURM send before a kill, asks the run to
+    stop at its next log record and save a checkpoint; a second one aborts at once. The handlers
+    are the run's while the `with` block lasts, however it ends."""
+    signals = (signal.SIGINT, signal.SIGTERM)
+
+    def __enter__(self):
+        self.requested = False
+        self.previous = {s: signal.signal(s, self.handle) for s in self.signals}
+        return self
+
+    def handle(self, signum, frame):
+        if self.requested:
+            raise KeyboardInterrupt
+        self.requested = True
+        print(f"\n{signal.Signals(signum).name}: stopping after this step (several processes: at the next log record, "
+              "--log-every) to save a checkpoint (once more to abort)", file=sys.stderr)
+
+    def __exit__(self, *exception):
+        for s, handler in self.previous.items():
+            signal.signal(s, handler)
+
+
+class Divergence:
+    """A run diverges when its logged loss is not finite, or when its mean over the last `window`
+    log records of a phase (about 20 steps: Book makes it ceil(20 / --log-every)) stays above
+    `factor` times (and 1 above) the phase's first logged loss."""
+
+    def __init__(self, factor=5.0, window=20, log_every=1):
+        self.factor, self.window, self.log_every = factor, window, log_every
+        self.phase, self.start, self.recent = None, None, []
+
+    def check(self, phase, loss):
+        """What is wrong with the loss of this step, or None."""
+        if not math.isfinite(loss):
+            return f"the loss is {loss}"
+        if phase != self.phase:
+            self.phase, self.start, self.recent = phase, loss, []
+        self.recent = (self.recent + [loss])[-self.window:]
+        mean = sum(self.recent) / len(self.recent)
+        if len(self.recent) == self.window and mean > self.factor * self.start and mean > self.start + 1:
+            return (f"the loss has averaged {mean:.4g} over the last {self.window * self.log_every} steps, against {self.start:.4g} "
+                    "at the start")
+        return None
+
+
+class Window:
+    """The losses of the steps since the last log record, summed on the device, read (and summed
+    over the processes) once per record: each name's mean over the steps that had it. A resumed
+    run starts from every process's sums as the checkpoint saved them (`saved`)."""
+
+    def __init__(self, saved=None, rank=0, device="cpu"):
+        self.sums, self.counts, self.last = {}, {}, float("nan")
+        if saved:  # one {name: (sum, count)} per process; on another process count, rank 0 takes their total
+            mine = saved[rank] if rank < len(saved) and len(saved) == distributed.world_size() else None
+            for name, (total, count) in saved[0].items():
+                total = mine[name][0] if mine else sum(part[name][0] for part in saved) if rank == 0 else torch.zeros_like(total)
+                self.sums[name], self.counts[name] = total.to(device), count
+
+    def state(self):
+        return {name: (total.detach().cpu(), self.counts[name]) for name, total in self.sums.items()}
+
+    def add(self, values):
+        for name, value in values.items():
+            self.sums[name] = self.sums[name] + value if name in self.sums else torch.as_tensor(value)
+            self.counts[name] = self.counts.get(name, 0) + 1
+
+    def read(self, stop, device):
+        """({"loss": mean loss, part: mean, ...} over the global batches, whether any process was
+        asked to stop), the same on every process, so that all stop at the same step."""
+        names = ["loss"] + sorted(k for k in self.sums if k != "loss")
+        means = torch.stack([(self.sums[k] / self.counts[k]).to(device) for k in names] + [torch.tensor(float(stop), device=device)])
+        values = distributed.all_reduce(means).tolist()
+        self.sums, self.counts, self.last = {}, {}, values[0]
+        return dict(zip(names, values)), values[-1] > 0
+
+
+@dataclass
+class State:
+    """Where the loop is: what the checkpoint saves besides the model, optimizer and RNG."""
+    step: int = 0
+    best: float = -1.0         # the best dev score so far
+    best_step: int = -1
+    alignment_before: dict | None = None  # CKA and retrieval of the pretrained encoder
+    saved_step: int | None = None         # the step of the last checkpoint written
+
+
+FAILED_WRITE = (OSError, RuntimeError)  # a full disk, a folder that cannot be written
+# Sharded, every process takes part in a write: whatever fails on one is told to all (distributed.first_error), none left waiting.
+FAILED_WRITE_SHARDED = (Exception, shard.CheckpointException)
+
+
+class Book:
+    """The run's bookkeeping in OUT: the log, the loop's state, the resume checkpoint and OUT/best.
+    Made before the model loads, it refuses a --resume whose checkpoint belongs to another run."""
+
+    def __init__(self, out, settings, run, model_dir, owns_process_group=True):
+        self.out, self.settings, self.run, self.owns_process_group = out, settings, run, owns_process_group
+        self.identity = run_identity(settings, run, model_dir)
+        self.saved = load_checkpoint(out, self.identity) if settings.resume else None
+        if settings.overwrite and run.rank == 0:
+            cli.clear_run(out)
+
+    @property
+    def step(self):
+        return self.state.step
+
+    def start(self, core, optimizer, scheduler, scaler, alignment_before):
+        """The loop's state: fresh, or as the resume checkpoint left it (--resume), loaded into the
+        model, optimizer, scheduler and scaler. Then the progress bar and the log window."""
+        saved, window = self.saved, None
+        self.state = State(alignment_before=alignment_before)
+        if saved is not None:
+            resume(self.out, saved, core, optimizer, scheduler, scaler, self.run.rank, self.run.world_size)
+            self.state = State(**{key: saved.get(key) for key in ("step", "best", "best_step", "alignment_before")}, saved_step=saved["step"])
+            window = saved.get("window")  # a resumed run's steps since the last record count in the next
+        self.saved = None
+        settings = self.settings
+        self.window = Window(window, self.run.rank, self.run.device)
+        self.divergence = Divergence(window=math.ceil(20 / settings.log_every), log_every=settings.log_every)
+        self.progress = tqdm(total=settings.max_steps, initial=self.step, disable=self.run.rank != 0,
+                             desc=f"{settings.method} on {settings.task}", dynamic_ncols=True)
+        self.started = time.time()
+
+    def evaluates(self):
+        """Whether the step just done is followed by an evaluation on dev: every --eval-every steps
+        (with --select-on last, none before the end), and after the last."""
+        return self.step == self.settings.max_steps or (self.step % self.settings.eval_every == 0 and self.settings.select_on != "last")
+
+    def record(self, phases, losses, lr, stop_requested):
+        """Count a step done, with its losses ({name: tensor on the device}); every --log-every
+        steps, at a phase's first and last steps and before an evaluation, read them (every
+        process at once: the one wait for the device), stop a diverging run, and write a log
+        record. Returns whether the run stops here (a stop request, agreed at a record)."""
+        self.window.add(losses)
+        self.state.step += 1
+        self.progress.update(1)
+        index, start = phase_index(phases, self.step - 1)  # the phase of the step just done
+        at_phase_edge = self.step == start + 1 or phase_index(phases, self.step)[0] != index
+        if not (self.evaluates() or self.step % self.settings.log_every == 0 or at_phase_edge):
+            return stop_requested and self.run.world_size == 1  # alone, a process stops at once
+        stats, stopping = self.window.read(stop_requested, self.run.device)
+        self.diverged(self.divergence.check(phases[index].name, stats["loss"]))
+        self.log({"step": self.step, "loss": stats.pop("loss"), "lr": lr, "seconds": round(time.time() - self.started, 3), **stats})
+        self.progress.set_postfix(loss=f"{self.window.last:.4f}")
+        return stopping
+
+    def record_dev(self, metric, dev, source):
+        """Log dev scores ({lang: score} of `metric`) and say them on the console; whether the
+        model is the best so far, as --select-on scores it (it becomes the state's best)."""
+        dev = distributed.gather(dev)[0]  # process 0's scores: every process must agree on the best (a sharded save is collective)
+        score = selection_score(self.settings.select_on, dev, source)
+        state, best = self.state, score > self.state.best or self.settings.select_on == "last"
+        self.log({"step": state.step, f"dev_{metric}": dev})
+        if best:
+            state.best, state.best_step, self.metric = score, state.step, metric
+        if self.run.rank == 0:
+            self.progress.write(f"step {state.step}: loss {self.window.last:.4f}, dev {metric} "
+                                f"{', '.join(f'{l} {100 * a:.1f}' for l, a in dev.items())} (best {100 * state.best:.1f} at step {state.best_step})")
+        return best
+
+    def log(self, record):
+        """A record ({"step": ..., name: number or {lang: number}}) on a line of OUT/log.jsonl, and
+        as TensorBoard scalars."""
+        if self.run.rank == 0:
+            with open(self.out / "log.jsonl", "a") as f:
+                f.write(json.dumps(record) + "\n")
+            tensorboard(self.out, record)
+
+    def diverged(self, problem):
+        """Stop a diverging run (Divergence) with advice, naming the last checkpoint if there is one."""
+        if problem is None:
+            return
+        self.progress.close()
+        settings, state = self.settings, self.state
+        if self.run.rank == 0:
+            where = (f"the last checkpoint is {self.out / ('checkpoint' if self.settings.shard else 'checkpoint.pt')}, of step {state.saved_step}: --resume continues from it"
+                     if state.saved_step is not None else f"no checkpoint was written yet (the first comes at step {settings.save_every})")
+            print(f"error: step {state.step}: {problem}: the run is diverging; try a lower --lr (now {settings.lr}), --amp bf16 or "
+                  f"none instead of fp16, or --max-grad-norm 1.0; {where}", file=sys.stderr)
+        if self.owns_process_group:
+            distributed.cleanup()
+        sys.exit(1)
+
+    def save_checkpoint(self, core, optimizer, scheduler, scaler):
+        """OUT/checkpoint.pt: everything a resumed run needs, every process's RNG state and losses
+        since the last log record included; written by rank 0 to a new file that then replaces the
+        old, so that the old one survives a failed write (a full disk). A sharded run's is the folder
+        OUT/checkpoint/ (shard.py): each process writes its shards, rank 0 the rest as state.pt."""
+        states, windows = distributed.gather(rng_state()), distributed.gather(self.window.state())
+        state, rank, sharded = self.state, self.run.rank, shard.sharded(core)
+        rest = {"scheduler": scheduler.state_dict(), "scaler": scaler.state_dict(), **{k: v for k, v in asdict(state).items() if k != "saved_step"},
+                "rng": states, "settings": self.settings.as_dict(), "identity": self.identity, "window": windows}
+        path = self.out / ("checkpoint" if sharded else "checkpoint.pt")
+        tmp = path.with_name(path.name + ".tmp")
+        problem, caught = None, FAILED_WRITE_SHARDED if sharded else FAILED_WRITE
+        try:
+            if sharded:
+                shard.save(tmp, core, optimizer, rank)  # DCP: a failure raises on every process
+            if rank == 0:
+                if sharded:
+                    torch.save(rest, tmp / "state.pt")
+                    cli.replace_dir(tmp, path)
+                else:
+                    torch.save(dict(rest, model=core.state_dict(), optimizer=optimizer.state_dict()), tmp)
+                    os.replace(tmp, path)
+        except caught as e:
+            problem = shard.reason(e)
+            if rank == 0:
+                shutil.rmtree(tmp, ignore_errors=True) if sharded else tmp.unlink(missing_ok=True)
+        problem = distributed.first_error(problem) if sharded else problem  # every process stops with rank 0's failure
+        if problem:
+            kept = f"the checkpoint of step {state.saved_step} is whole" if state.saved_step is not None else "no checkpoint is kept"
+            raise OSError(errno.EIO, f"writing the checkpoint failed ({problem}); {kept}. Is the disk full? "
+                                     "Free some space and continue with --resume", str(path))
+        if rank == 0:  # the other kind, from a run of the same folder with(out) --shard, is now older
+            stale = self.out / ("checkpoint.pt" if sharded else "checkpoint")
+            shutil.rmtree(stale) if stale.is_dir() else stale.unlink(missing_ok=True)
+        state.saved_step = state.step
+
+    def save_best(self, model, tokenizer, info):
+        """OUT/best: the model alone, with task.json (`info`, and the best step and score), written by
+        rank 0 aside and swapped into place, so that a failed write leaves the previous best."""
+        sharded = shard.sharded(model)
+        if self.run.rank != 0 and not sharded:
+            return
+        info = dict(info, step=self.state.best_step, **{f"dev_{self.metric}": self.state.best})
+        tmp, problem, caught = self.out / "best.tmp", None, FAILED_WRITE_SHARDED if sharded else FAILED_WRITE
+        if self.run.rank == 0:
+            shutil.rmtree(tmp, ignore_errors=True)
+        try:
+            if sharded:  # every process gathers each file's tensors in turn (shard.whole); rank 0 writes them
+                model.save(tmp, tokenizer, info, whole=shard.whole, write=self.run.rank == 0)
+            else:
+                model.save(tmp, tokenizer, info)
+            if self.run.rank == 0:
+                cli.replace_dir(tmp, self.out / "best")
+        except caught as e:
+            problem = shard.reason(e)
+            if self.run.rank == 0:
+                shutil.rmtree(tmp, ignore_errors=True)
+        problem = distributed.first_error(problem) if sharded else problem  # every process stops with rank 0's failure
+        if problem:
+            raise OSError(errno.EIO, f"writing the best model failed ({problem}); the previous one is whole. "
+                                     "Is the disk full? Free some space and continue with --resume", str(self.out / "best"))
+
+
+WRITERS = {}  # OUT -> its TensorBoard writer, or None without TensorBoard
+
+
+def tensorboard(out, record):
+    """The record's numbers as TensorBoard scalars in OUT/tensorboard ("loss", "dev_accuracy/de"),
+    where torch.utils.tensorboard can be imported (it needs the tensorboard package)."""
+    if out not in WRITERS:
+        try:
+            from torch.utils.tensorboard import SummaryWriter
+            WRITERS[out] = SummaryWriter(str(out / "tensorboard"))
+        except ImportError:
+            WRITERS[out] = None
+    if WRITERS[out] is None:
+        return
+    for key, value in record.items():
+        for name, number in (value.items() if isinstance(value, dict) else [("", value)]):
+            if key != "step" and isinstance(number, (int, float)):
+                WRITERS[out].add_scalar(f"{key}/{name}" if name else key, number, record["step"])
+    WRITERS[out].flush()
+
+
+def rng_state():
+    state = {"python": random.getstate(), "torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state()
+    return state
+
+
+def set_rng_state(state):
+    random.setstate(state["python"])
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state(state["cuda"])
+
+
+def run_identity(settings, run, model_dir):
+    """What a checkpoint must share with the command that resumes it: the method, the task and
+    its languages, the model and its tokenizer."""
+    return {"method": settings.method, "task": settings.task, "data": str(Path(settings.data).resolve()) if settings.data else None,
+            "languages": [run.task.source, *run.task.targets], "model": str(Path(model_dir).resolve()),
+            "tokenizer": run.tokenizer.fingerprint()}
+
+
+def load_checkpoint(out, identity):
+    """OUT/checkpoint.pt, or a sharded run's OUT/checkpoint/ (its state.pt here; the model and the
+    optimizer when they load, in resume), refused unless it was written by this run (the same identity)."""
+    path = cli.latest_checkpoint(out)
+    if path is None:
+        raise CheckpointError(f"{out / 'checkpoint.pt'}: not found, nor a sharded run's checkpoint/")
+    sharded = path.name == "state.pt"
+    saved = load_torch_file(path, "checkpoint")
+    needed = {"scheduler", "scaler", "step", "rng"} | (set() if sharded else {"model", "optimizer"})
+    if not isinstance(saved, dict) or not needed <= set(saved):
+        raise CheckpointError(f"{path}: not a checkpoint written by train.py")
+    if sharded:
+        saved["sharded"] = path.parent
+    else:
+        check_finite(saved["model"], path)
+    theirs = saved.get("identity") or {key: saved.get("args", {}).get(key) for key in ("method", "task")}
+    different = [f"{key} {theirs[key]!r} there, {identity[key]!r} here" for key in theirs if theirs[key] != identity.get(key)]
+    if different:
+        raise CheckpointError(f"{path} belongs to another run ({'; '.join(different)}): resume with that run's settings, or "
+                              "start afresh with --overwrite or another --out")
+    return saved
+
+
+def resume(out, saved, core, optimizer, scheduler, scaler, rank, world_size):
+    """Load a checkpoint (load_checkpoint) into the model, optimizer, scheduler and scaler, and
+    the RNG states; drop the log's records of later steps, which the resumed run logs again. A
+    sharded run's checkpoint loads on any number of processes, sharded or not (shard.load)."""
+    path = saved.get("sharded") or out / "checkpoint.pt"
+    if shard.sharded(core) and "sharded" not in saved:
+        raise CheckpointError(f"{path} was written by a run without --shard: resume it without --shard (a sharded run's "
+                              "checkpoint, OUT/checkpoint/, resumes either way)")
+    try:
+        if "sharded" in saved:
+            shard.load(path, core, optimizer)
+            problems = [p for p in distributed.gather(shard.non_finite(core)) if p]
+            if problems:
+                raise CheckpointError(f"{path}: {problems[0]}")
+        else:
+            core.load_state_dict(saved["model"])
+            optimizer.load_state_dict(saved["optimizer"])
+        scheduler.load_state_dict(saved["scheduler"])
+        scaler.load_state_dict(saved["scaler"])
+    except (RuntimeError, ValueError, KeyError, shard.CheckpointException) as e:
+        raise CheckpointError(f"{path}: does not fit this model ({shard.reason(e)}); "
+                              "start afresh with --overwrite or another --out") from None
+    if len(saved["rng"]) == world_size:
+        set_rng_state(saved["rng"][rank])
+    elif rank == 0:
+        print(f"note: resuming {len(saved['rng'])}-process run on {world_size}: dropout draws will differ", file=sys.stderr)
+    if rank == 0:
+        cli.keep_log_until(out / "log.jsonl", saved["step"])

@@ -1,0 +1,234 @@
+"""What the commands share at their edges: argument types that refuse impossible values, files
+written so that a crash leaves the old or the new one whole, the output folder's safety checks,
+and bad input reported as one line that says what to change, never a traceback.
+"""
+import argparse
+import errno
+import json
+import os
+import shutil
+import socket
+import sys
+import traceback
+from pathlib import Path
+
+import torch
+
+from minxlt.checkpoints.weights import CheckpointError
+from minxlt.errors import InputError
+from minxlt.parallel import distributed
+
+
+def number(kind, low=None, high=None, low_open=False, high_open=False):
+    """An argparse type: a number of `kind` within [low, high] (or open at either end)."""
+    def parse(text):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {'an integer' if kind is int else 'a number'}") from None
+        if value != value or value in (float("inf"), float("-inf")):
+            raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
+        too_low = low is not None and (value <= low if low_open else value < low)
+        too_high = high is not None and (value >= high if high_open else value > high)
+        if too_low or too_high:
+            left, right = "(" if low_open else "[", ")" if high_open else "]"
+            bounds = f"in {left}{'-inf' if low is None else low}, {'inf' if high is None else high}{right}"
+            raise argparse.ArgumentTypeError(f"{text} is not {bounds}")
+        return value
+    parse.__name__ = kind.__name__  # argparse names the type in its messages
+    return parse
+
+
+positive_int = number(int, 1)
+
+
+def steps_or_epoch(text):
+    """An argparse type: a positive number of steps, or "epoch" (an epoch's steps, once --epochs counts them)."""
+    return text if text == "epoch" else positive_int(text)
+
+
+steps_or_epoch.__name__ = "steps"
+non_negative_int = number(int, 0)
+positive_float = number(float, 0, low_open=True)
+non_negative_float = number(float, 0)
+fraction = number(float, 0, 1)                 # [0, 1]
+share = number(float, 0, 1, low_open=True)     # (0, 1]
+
+
+def languages(text):
+    """A comma-separated list of language codes (--target-langs de,fr,zh)."""
+    codes = [code.strip() for code in text.split(",") if code.strip()]
+    if not codes:
+        raise argparse.ArgumentTypeError(f"{text!r} names no language")
+    repeated = sorted({code for code in codes if codes.count(code) > 1})
+    if repeated:
+        raise argparse.ArgumentTypeError(f"{text!r} names {', '.join(repeated)} more than once")
+    return codes
+
+
+def device(text):
+    """--device: cpu, or cuda (cuda:N) where a CUDA device is available."""
+    if text == "cpu":
+        return text
+    if text == "cuda" or (text.startswith("cuda:") and text[5:].isdigit()):
+        if not torch.cuda.is_available():
+            raise argparse.ArgumentTypeError(f"{text}: no CUDA device is available here; use cpu")
+        if text != "cuda" and int(text[5:]) >= torch.cuda.device_count():
+            raise argparse.ArgumentTypeError(f"{text}: there are {torch.cuda.device_count()} CUDA devices")
+        return text
+    raise argparse.ArgumentTypeError(f"{text!r}: give cpu, cuda or cuda:N")
+
+
+def existing_directory(text):
+    path = Path(text)
+    if not path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text}: {'not a directory' if path.exists() else 'no such directory'}")
+    return text
+
+
+def existing_file(text):
+    path = Path(text)
+    if not path.is_file():
+        raise argparse.ArgumentTypeError(f"{text}: {'not a file' if path.exists() else 'no such file'}")
+    return text
+
+
+def write_text(path, text):
+    """Write a file atomically: a crash leaves the old content or the new, never half of it."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def replace_dir(tmp, target):
+    """Swap a finished directory into place, so a crash leaves the old or the new one whole."""
+    old = target.with_name(target.name + ".old")
+    shutil.rmtree(old, ignore_errors=True)
+    if target.exists():
+        target.rename(old)
+    tmp.rename(target)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+RUN_FILES = ("checkpoint.pt", "checkpoint", "checkpoint.old", "log.jsonl", "results.json", "results.md", "best")  # what makes a folder a run's
+LEFTOVERS = ("checkpoint.tmp", "checkpoint.pt.tmp", "best.tmp", "best.old")  # writes cut short, which --overwrite removes too
+
+
+def latest_checkpoint(out):
+    """OUT's resume checkpoint: checkpoint.pt, or a sharded run's checkpoint/state.pt (checkpoint.old/
+    where a kill came between replace_dir's two renames); the newer where there are both; None."""
+    out = Path(out)
+    sharded = next((f for f in (out / "checkpoint" / "state.pt", out / "checkpoint.old" / "state.pt") if f.is_file()), None)
+    found = [f for f in (sharded, out / "checkpoint.pt") if f is not None and f.is_file()]
+    return max(found, key=lambda f: f.stat().st_mtime) if found else None
+
+
+def has_checkpoint(out):
+    return latest_checkpoint(out) is not None
+
+
+def output_folder(out, resume=False, overwrite=False, rank=0):
+    """OUT, checked before any training: a folder that can be written to, holding no other run
+    unless --resume continues it or --overwrite will replace it (clear_run, once the command's
+    input has been checked)."""
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise InputError(f"--out {out}: a file, not a folder; choose another --out")
+    held = [name for name in RUN_FILES if (out / name).exists()]
+    if resume and not has_checkpoint(out):
+        raise InputError(f"--resume: {out / 'checkpoint.pt'} not found, nor a sharded run's checkpoint/" + (f" ({out} holds {', '.join(held)})" if held else "")
+                         + "; drop --resume to start afresh")
+    if held and not resume and not overwrite:
+        raise InputError(f"--out {out} holds a run ({', '.join(held)}): continue it with --resume, replace it with --overwrite, "
+                         "or choose another --out")
+    if rank == 0:
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+            probe = out / ".write-test"
+            probe.write_text("")
+            probe.unlink()
+        except OSError as e:
+            raise InputError(f"--out {out}: cannot be written to ({e.strerror}); choose another --out") from None
+    return out
+
+
+def check_shared(folders, rank):
+    """Refuse, on every process, a folder ({what: folder}) that not every process sees as process 0
+    wrote it: a run over several nodes needs --out and the token cache on storage they all share."""
+    if distributed.world_size() == 1:
+        return
+    token = distributed.gather(os.urandom(8).hex())[0]  # process 0's
+    for what, folder in folders.items():
+        probe, problem = Path(folder) / f".shared-{token}", None
+        if rank == 0:
+            try:
+                probe.parent.mkdir(parents=True, exist_ok=True)
+                probe.write_text(token)
+            except OSError as e:
+                problem = f"{what} {folder}: cannot be written to ({e.strerror or e}); choose another"
+        problem = distributed.first_error(problem)  # also: process 0 has written the probe
+        if problem:
+            raise InputError(problem)
+        seen = distributed.gather((probe.is_file() and probe.read_text() == token, socket.gethostname()))
+        if rank == 0:
+            probe.unlink(missing_ok=True)
+        blind = [f"{r} (on {host})" for r, (ok, host) in enumerate(seen) if not ok]
+        if blind:
+            raise InputError(f"{what} {folder} is not on storage every process sees: process {', '.join(blind)} cannot read what "
+                             f"process 0 (on {seen[0][1]}) wrote there; put it on a file system that every node shares")
+
+
+def clear_run(out):
+    """Remove the run that OUT holds (--overwrite), and what its writes left half done."""
+    for name in RUN_FILES + LEFTOVERS:
+        path = Path(out) / name
+        if path.is_dir():
+            shutil.rmtree(path)
+        elif path.exists():
+            path.unlink()
+
+
+def keep_log_until(path, step):
+    """Drop the records of steps after `step` from a log.jsonl (a resumed run logs them again), and
+    a last line cut short by a kill."""
+    path = Path(path)
+    if not path.exists():
+        return
+    kept = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            if json.loads(line).get("step", 0) <= step:
+                kept.append(line)
+        except (json.JSONDecodeError, AttributeError):
+            continue
+    write_text(path, "".join(line + "\n" for line in kept))
+
+
+def run(main):
+    """Run a command's main(): a problem with the input or the environment is one line on stderr
+    and exit status 1; an unexpected error too, unless MINXLT_TRACEBACK=1 asks for the traceback."""
+    try:
+        main()
+    except (InputError, CheckpointError) as e:
+        sys.exit(f"error: {e}")
+    except FileNotFoundError as e:
+        sys.exit(f"error: {e.filename or e}: not found")
+    except OSError as e:
+        if e.errno == errno.ENOSPC:
+            sys.exit(f"error: no space left on the device{f' writing {e.filename}' if e.filename else ''}: free some space and "
+                     "continue with --resume (the last checkpoint is whole)")
+        sys.exit(f"error: {e.filename + ': ' if e.filename else ''}{e.strerror or e}")
+    except KeyboardInterrupt:
+        sys.exit("interrupted")
+    except Exception as e:  # noqa: BLE001 - the last resort: still one line, with the way to the traceback
+        if os.environ.get("MINXLT_TRACEBACK"):
+            raise
+        where = traceback.extract_tb(e.__traceback__)[-1]
+        sys.exit(f"error: unexpected {type(e).__name__} ({Path(where.filename).name}:{where.lineno}): {e}. This input was not "
+                 "checked as it should have been; please report it (MINXLT_TRACEBACK=1 shows the traceback)")

@@ -1,0 +1,127 @@
+"""A teacher: a fixed, trained model whose probabilities on the translated side of the training
+pairs become soft labels. FILTER's self-teaching (Algorithm 1, Eq. 5) learns from a FILTER model
+trained first; X-Mixup on word labels (Sec. 4.2) from a source-trained classifier's tags of the
+translations, which have no labels of their own.
+
+    python train.py --method filter --out runs/teacher
+    python train.py --method filter --teacher runs/teacher/best --out runs/student
+
+The logits of a pair are computed on the fly, or looked up in a cache of all of them
+(--teacher-cache), keyed by the translation's id and language and written once, whole.
+"""
+import json
+import os
+from pathlib import Path
+
+import torch
+
+import data
+from minxlt.checkpoints.weights import CheckpointError, load_torch_file
+from minxlt.errors import InputError
+from minxlt.parallel import distributed
+from minxlt.run import cli
+from model import Classifier
+
+KINDS = {"filter": "FILTER's self-teaching", "labeller": "X-Mixup's soft word labels"}
+
+
+def add_arguments(parser):
+    g = parser.add_argument_group("a teacher's soft labels (" + "; ".join(KINDS.values()) + ")")
+    g.add_argument("--teacher", type=cli.existing_directory, help="self-teaching: a FILTER model trained by this script (its OUT/best); its probabilities on the "
+                                     "translations become soft labels (Eq. 5-6), computed on the fly. For --method xmixup on word "
+                                     "labels: a --method zero-shot model, whose tags of the translations are the soft labels")
+    g.add_argument("--teacher-cache", help="file of the teacher's probabilities on every training pair: read if it exists, "
+                                           "else computed once from --teacher and written")
+
+
+def check(settings, kind):
+    """The teacher flags of a method whose teacher is of `kind` ("filter" or "labeller")."""
+    if settings.teacher_cache and not Path(settings.teacher_cache).exists() and not settings.teacher:
+        raise InputError(f"--teacher-cache {settings.teacher_cache} does not exist yet: give --teacher CKPT to compute it")
+    if settings.teacher:
+        check_checkpoint(settings.teacher, kind)
+
+
+def check_checkpoint(checkpoint, kind):
+    """A --teacher must be a FILTER model for FILTER's self-teaching, and a plain classifier for
+    X-Mixup's soft word labels: refused otherwise, from its task.json, before any model loads."""
+    path = Path(checkpoint) / "task.json"
+    try:
+        method = json.loads(path.read_text(encoding="utf-8")).get("method")
+    except (OSError, ValueError, AttributeError) as e:
+        raise CheckpointError(f"--teacher {checkpoint}: no readable task.json, so not an OUT/best of train.py ({e})") from None
+    if kind == "filter" and method != "filter":
+        raise InputError(f"{checkpoint} was trained with --method {method}; the teacher must be a FILTER model")
+    if kind != "filter" and method in ("filter", "xmixup"):
+        raise InputError(f"{checkpoint} was trained with --method {method}; the labeller must be a plain "
+                         "classifier trained on the source (--method zero-shot)")
+
+
+def key(item):
+    """An encoded translation's key in the cache."""
+    return f"{item.id}\t{item.lang}"
+
+
+class Teacher:
+    """The teacher of `checkpoint` (OUT/best of train.py), run on pairs by `pair_model(classifier,
+    task_info) -> module(source_ids, source_mask, target_ids, target_mask) -> (_, target logits)`,
+    and/or a cache of its logits on every training pair."""
+
+    def __init__(self, checkpoint=None, cache=None, device="cpu", pair_model=None):
+        self.model, self.cache, self.device, self.complete = None, None, device, False  # complete: the cache has every pair
+        if cache is not None:
+            self.cache = load_torch_file(cache, "teacher cache")
+            if not isinstance(self.cache, dict):
+                raise CheckpointError(f"{cache}: not a teacher cache written by train.py (--teacher-cache)")
+        if checkpoint is not None:
+            classifier, _, task = Classifier.load(checkpoint, device)
+            self.model = pair_model(classifier.eval(), task)
+
+    @torch.no_grad()
+    def logits(self, source_ids, source_mask, target_ids, target_mask, targets):
+        """(B, C) or (B, T, C) teacher logits on the targets (encoded items), from the cache where it
+        has them all."""
+        keys = [key(t) for t in targets]
+        if self.cache is not None and all(k in self.cache for k in keys):
+            rows = [self.cache[k] for k in keys]
+            if rows[0].dim() == 1:
+                return torch.stack(rows).to(target_ids.device)
+            out = torch.zeros(len(rows), target_ids.shape[1], rows[0].shape[-1], device=target_ids.device)
+            for b, row in enumerate(rows):
+                out[b, :len(row)] = row
+            return out
+        if self.model is None:
+            raise ValueError("the teacher cache lacks some training pairs and no --teacher checkpoint was given to compute them")
+        inputs = (x.to(self.device) for x in (source_ids, source_mask, target_ids, target_mask))
+        return self.model(*inputs)[1].float().to(target_ids.device)  # on the batch's device (the CPU, until the step copies it)
+
+    @torch.no_grad()
+    def build_cache(self, tokenizer, pairs, batch_size, device, rank=0, world_size=1):
+        """Compute the teacher's logits for every (source, target) pair of encoded items; the
+        processes split the work and every one gets the whole cache."""
+        mine = {}
+        for start in range(rank * batch_size, len(pairs), batch_size * world_size):
+            batch = pairs[start:start + batch_size]
+            tensors = [t.to(device) for t in data.pad_pairs(tokenizer, [s.ids for s, _ in batch], [t.ids for _, t in batch])]
+            logits = self.model(*tensors)[1].float().cpu()
+            for b, (_, target) in enumerate(batch):
+                mine[key(target)] = logits[b] if logits.dim() == 2 else logits[b, :len(target.ids)].clone()
+        self.cache = {k: v for part in distributed.gather(mine) for k, v in part.items()}
+        self.complete = True
+        return self.cache
+
+
+def load(settings, run, pairs, pair_model):
+    """The Teacher that --teacher and --teacher-cache ask for, or None; a --teacher-cache that does
+    not exist yet is computed from --teacher over the training pairs and written."""
+    if not (settings.teacher or settings.teacher_cache):
+        return None
+    cached = settings.teacher_cache and Path(settings.teacher_cache).exists()
+    teacher = Teacher(settings.teacher, settings.teacher_cache if cached else None, run.device, pair_model)
+    if settings.teacher_cache and not cached:
+        teacher.build_cache(run.tokenizer, pairs, run.batch_size, run.device, run.rank, run.world_size)
+        if run.rank == 0:  # written aside, then moved into place: never a half-written cache
+            tmp = Path(f"{settings.teacher_cache}.tmp")
+            torch.save(teacher.cache, tmp)
+            os.replace(tmp, settings.teacher_cache)
+    return teacher

@@ -1,0 +1,79 @@
+"""Tasks: each benchmark's module holds its constants, its reader and its layout (where its files
+are, how a language's split is read); `load_task` reads a task by its name (LAYOUTS) into a Task
+of examples per split and language. The training split is read when a language is first asked for
+(TrainSplit): evaluation never reads it, and a run whose token cache holds it does not either.
+Translations of a source example share its id; `pair_by_id` checks that they do.
+
+    task.py       Task, TrainSplit, Layout, the checks of a split, few_shot
+    readers.py    the generic formats: TSV, CoNLL, SQuAD JSON, JSONL, parallel lines, test translations
+    demo.py       the bundled corpus        sib200.py, xnli.py, pawsx.py, xtreme.py (XTREME's layout of both)
+    udpos.py, xsid.py, panx.py              word labels
+    xquad.py, mlqa.py, tydiqa.py, qa.py     answer spans, and QA's windows, spans and metrics
+"""
+from minxlt.errors import DataError, InputError
+from minxlt.tasks import demo
+from minxlt.tasks.mlqa import MLQA_LANGS, Mlqa
+from minxlt.tasks.panx import PANX_LABELS, PANX_LANGS, Panx, read_panx
+from minxlt.tasks.pawsx import PAWSX_LANGS, Pawsx, read_pawsx
+from minxlt.tasks.readers import (
+    check_label,
+    first_existing,
+    read_jsonl_examples,
+    read_lines,
+    read_parallel_lines,
+    read_squad,
+    read_tatoeba,
+    read_text,
+    read_translations,
+    read_tsv,
+    squad_blanked,
+)
+from minxlt.tasks.sib200 import SIB200_LABELS, SIB200_LANGS, Sib200, read_sib200
+from minxlt.tasks.task import Layout, Task, TrainSplit, check_split, few_shot, pair_by_id
+from minxlt.tasks.tydiqa import TYDIQA_LANGS, Tydiqa, tydiqa_split
+from minxlt.tasks.udpos import UDPOS_LANGS, UPOS_LABELS, Udpos, read_conllu, ud_split
+from minxlt.tasks.xnli import XNLI_LABELS, XNLI_LANGS, Xnli, read_xnli, read_xnli_mt
+from minxlt.tasks.xquad import XQUAD_LANGS, Xquad, xquad_split
+from minxlt.tasks.xsid import XSID_INTENTS, XSID_LANGS, XSID_SLOTS, Xsid, match_source_text, read_xsid, xsid_split
+
+__all__ = [  # what other modules read of tasks
+    'DataError', 'InputError', 'demo', 'MLQA_LANGS', 'Mlqa', 'PANX_LABELS', 'PANX_LANGS', 'Panx', 'read_panx',
+    'PAWSX_LANGS', 'Pawsx', 'read_pawsx', 'check_label', 'first_existing', 'read_jsonl_examples', 'read_lines',
+    'read_parallel_lines', 'read_squad', 'read_tatoeba', 'read_text', 'read_translations', 'read_tsv', 'squad_blanked',
+    'SIB200_LABELS', 'SIB200_LANGS', 'Sib200', 'read_sib200', 'Layout', 'Task', 'TrainSplit', 'check_split', 'few_shot',
+    'pair_by_id', 'TYDIQA_LANGS', 'Tydiqa', 'tydiqa_split', 'UDPOS_LANGS', 'UPOS_LABELS', 'Udpos', 'read_conllu',
+    'ud_split', 'XNLI_LABELS', 'XNLI_LANGS', 'Xnli', 'read_xnli', 'read_xnli_mt', 'XQUAD_LANGS', 'Xquad', 'xquad_split',
+    'XSID_INTENTS', 'XSID_LANGS', 'XSID_SLOTS', 'Xsid', 'match_source_text', 'read_xsid', 'xsid_split', 'LAYOUTS',
+    'load_task']
+
+LAYOUTS = {"demo": demo.Demo, "demo-slots": demo.DemoSlots, "sib200": Sib200, "xnli": Xnli, "pawsx": Pawsx, "udpos": Udpos,
+           "xsid": Xsid, "xquad": Xquad, "panx": Panx, "mlqa": Mlqa, "tydiqa": Tydiqa}
+
+
+def load_task(name, data_dir=None, source=None, targets=None, strict=False):
+    """The task's examples, read as its Layout says (the task names are LAYOUTS'). The source
+    needs labelled train, dev and test examples; a target needs test examples, and has training
+    examples where the task has translations. Test files without labels (XTREME's) are read
+    for predictions, and are not scored. Dev and test are read and checked here; the training
+    files when a language's examples are first asked for (TrainSplit), and with `strict` a
+    translation file that does not pair with the source's is refused, not only warned of."""
+    if name not in LAYOUTS:
+        raise InputError(f"unknown task {name!r}: choose {', '.join(LAYOUTS)}")
+    layout = LAYOUTS[name].for_folder(data_dir)(data_dir, source or LAYOUTS[name].source)
+    if layout.needs_data and not data_dir:
+        raise InputError(f"task {name} needs --data DIR (see tasks.LAYOUTS for the layout)")
+    if layout.needs_data and not layout.directory.is_dir():
+        raise InputError(f"--data {data_dir}: no such folder")
+    langs, source = layout.languages(), layout.source
+    targets = [t for t in (targets or langs) if t != source]
+    unknown = [l for l in [source, *targets] if l not in langs]
+    if unknown:
+        where = f" in {data_dir} (a language's files: {layout.pattern})" if layout.needs_data else ""
+        raise InputError(f"task {name} has no language(s) {', '.join(unknown)}{where}; it has {', '.join(langs) or 'none'}")
+    evaluation = {split: {lang: layout.read(lang, split) for lang in [source, *targets]} for split in ("dev", "test")}
+    for split, by_lang in evaluation.items():
+        for lang, examples in by_lang.items():
+            check_split(name, split, lang, examples, source, layout.split_file(lang, split))
+    return Task(name, list(layout.labels), source, targets, TrainSplit(name, layout, source, [source, *targets], strict), **evaluation,
+                level=layout.level, round_trip=layout.round_trip(), intents=layout.intents, parallel=layout.parallel,
+                translations=layout.translations, test_translations=layout.test_translations())

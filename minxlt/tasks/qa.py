@@ -1,0 +1,176 @@
+"""Extractive question answering (SQuAD v1.1 format: XQuAD). A question and its context become
+windows of at most `max_length` tokens,
+
+    <s> question </s></s> piece of the context </s>
+
+consecutive pieces sharing `stride` tokens, so that a long context is read whole. The span head
+(model.SpanHead) gives every token a start and an end logit; the answer is the best-scoring span
+inside one window (a span that crosses a window's edge is found from the window that holds it
+whole), mapped back to the context's characters through the tokenizer's offsets. Exact match and
+F1 compare it with the gold answers after SQuAD's normalisation and after MLQA's language-aware
+one.
+
+A window's label is (start token, end token) of the answer where the window holds the whole
+answer, else (0, 0): the <s> token, as in BERT's SQuAD fine-tuning. FILTER and X-Mixup pair a
+translated window with the source-language window that covers the same part of the context
+(`matching_window`), not always the first.
+"""
+import re
+import string
+import unicodedata
+from collections import Counter
+
+from data import Encoded
+from minxlt.errors import InputError
+
+MAX_QUESTION_TOKENS = 64  # longer questions are cut (BERT's max_query_length)
+
+
+def token_spans(context, offsets):
+    """The (start, end) characters of each context token, without the whitespace that
+    sentencepiece's "▁" piece covers before a word; a token of no characters (XLM-R's bare "▁"
+    before CJK text) gets an empty span."""
+    spans = []
+    for a, b in offsets:
+        piece = context[a:b]
+        spans.append((a + len(piece) - len(piece.lstrip()), b))
+    return spans
+
+
+def answer_tokens(spans, start, end):
+    """(first, last) token holding the characters [start, end) of the context, or None where no
+    token does (an answer of only whitespace)."""
+    covering = [i for i, (a, b) in enumerate(spans) if a < b and a < end and b > start]
+    return (covering[0], covering[-1]) if covering else None
+
+
+def encode_windows(examples, tokenizer, max_length, stride):
+    """QA examples (text = question, pair = context, answers) -> Encoded windows. Each window's id
+    is "<question id>/<window number>"; `label` is (start, end) as described above; `extra` holds
+    the question id, where the context starts in the window, its tokens' character spans, and the
+    window's middle as a fraction of the context (for matching_window)."""
+    out = []
+    for e in examples:
+        question = tokenizer.tokenize(e.text)[:MAX_QUESTION_TOKENS]
+        ids, offsets = tokenizer.tokenize_with_offsets(e.pair)
+        spans = token_spans(e.pair, offsets)
+        budget = max_length - len(question) - 4  # <s> question </s></s> ... </s>
+        if budget <= stride:
+            raise InputError(f"--max-length {max_length} leaves {budget} context tokens per window after the question "
+                             f"({e.lang} {e.id}), not more than --doc-stride {stride}: raise --max-length or lower --doc-stride")
+        answer = answer_tokens(spans, e.answers[0][1], e.answers[0][1] + len(e.answers[0][0])) if e.answers else None
+        context_start = len(question) + 3  # the first context token's position in a window
+        first, number = 0, 0
+        while True:
+            piece = slice(first, min(first + budget, len(ids)))
+            label = (0, 0)
+            if answer and piece.start <= answer[0] and answer[1] < piece.stop:
+                label = (answer[0] - first + context_start, answer[1] - first + context_start)
+            out.append(Encoded(tokenizer.add_special_tokens(question, ids[piece]), label, e.lang, f"{e.id}/{number}",
+                               {"question": e.id, "context_start": context_start, "spans": spans[piece],
+                                "centre": (piece.start + piece.stop) / 2 / max(len(ids), 1)}))
+            if piece.stop >= len(ids):
+                break
+            first, number = first + budget - stride, number + 1
+    return out
+
+
+def matching_window(target, windows):
+    """The window of the source-language question (of `windows`) whose piece of the context lies
+    where `target`'s lies in its own: the nearest middle, as a fraction of the context's length.
+    Translations differ in length, so the n-th windows of the two need not cover the same text."""
+    return min(windows, key=lambda w: abs(w.extra["centre"] - target.extra["centre"]))
+
+
+def keep_best(best, question, candidate):
+    """Put a window's candidate (score, ...) in `best` ({question: candidate}) if it beats the
+    question's best so far."""
+    if candidate is not None and (question not in best or candidate[0] > best[question][0]):
+        best[question] = candidate
+
+
+def merge_best(parts):
+    """One {question: candidate} from several (each process's), keeping each question's best."""
+    best = {}
+    for part in parts:
+        for question, candidate in part.items():
+            keep_best(best, question, candidate)
+    return best
+
+
+def best_span(start_logits, end_logits, window, max_answer_tokens=30, n_best=20):
+    """The best answer inside one window, (score, first character, end character) in the context,
+    or None: among the n_best highest start and end logits over the context's tokens, the pair
+    with start <= end, at most max_answer_tokens long, of the highest start + end logit."""
+    c, spans = window.extra["context_start"], window.extra["spans"]
+    start, end = start_logits[c:c + len(spans)].tolist(), end_logits[c:c + len(spans)].tolist()
+    top = lambda scores: sorted(range(len(scores)), key=lambda i: -scores[i])[:n_best]
+    best = None
+    for i in top(start):
+        for j in top(end):
+            if i <= j < i + max_answer_tokens and spans[i][0] < spans[j][1]:
+                score = start[i] + end[j]
+                if best is None or score > best[0]:
+                    best = (score, spans[i][0], spans[j][1])
+    return best
+
+
+# SQuAD v1.1's official normalisation: lower case, ASCII punctuation and English articles removed,
+# whitespace collapsed; tokens are split at whitespace.
+ASCII_PUNCTUATION = frozenset(string.punctuation)
+
+
+def squad_normalise(text):
+    text = "".join(ch for ch in text.lower() if ch not in ASCII_PUNCTUATION)
+    return " ".join(re.sub(r"\b(a|an|the)\b", " ", text).split())
+
+
+# MLQA's language-aware normalisation: every Unicode punctuation character removed, the language's
+# articles removed, and scripts written without spaces split into single characters, so that F1
+# gives partial credit in Chinese or Thai as it does between words elsewhere.
+def is_punctuation(ch):
+    return ch in ASCII_PUNCTUATION or unicodedata.category(ch).startswith("P")
+
+
+ARTICLES = {"en": r"\b(a|an|the)\b", "es": r"\b(un|una|unos|unas|el|la|los|las)\b",
+            "de": r"\b(ein|eine|einen|einem|eines|einer|der|die|das|den|dem|des)\b", "vi": r"\b(của|là|cái|chiếc|những)\b",
+            "ar": r"\sال^|ال"}  # MLQA's Arabic rule: the article al- wherever it occurs
+UNSPACED = re.compile(r"([\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff])")
+
+
+def mlqa_tokens(text, lang):
+    text = "".join(ch for ch in text.lower() if not is_punctuation(ch))
+    if lang in ARTICLES:
+        text = re.sub(ARTICLES[lang], " ", text)
+    return UNSPACED.sub(r" \1 ", text).split()  # Thai, Lao, Myanmar, Khmer, kana, CJK: a token per character
+
+
+def exact_and_f1(prediction, golds, tokens):
+    """Exact match and F1 (over token multisets) of a prediction, each the best over the gold
+    answers, with `tokens(text)` the normalised tokens."""
+    exact = f1 = 0.0
+    for gold in golds:
+        p, g = tokens(prediction), tokens(gold)
+        exact = max(exact, float(p == g))
+        common = sum((Counter(p) & Counter(g)).values())
+        if common:
+            precision, recall = common / len(p), common / len(g)
+            f1 = max(f1, 2 * precision * recall / (precision + recall))
+    return exact, f1
+
+
+def answer_scores(predictions, examples, lang):
+    """{exact_match, f1, mlqa_exact_match, mlqa_f1, n} of predicted answer texts ({question id:
+    text}) against the examples' gold answers, as fractions; `lang` is the examples' language code
+    (en, zh, ...; MLQA's rules key on it)."""
+    code = lang.split("_")[0]
+    totals = [0.0] * 4
+    for e in examples:
+        golds = [text for text, _ in e.answers]
+        prediction = predictions.get(e.id, "")
+        squad = exact_and_f1(prediction, golds, lambda t: squad_normalise(t).split())
+        mlqa = exact_and_f1(prediction, golds, lambda t: mlqa_tokens(t, code))
+        totals = [a + b for a, b in zip(totals, squad + mlqa)]
+    n = max(len(examples), 1)
+    return {"exact_match": totals[0] / n, "f1": totals[1] / n, "mlqa_exact_match": totals[2] / n, "mlqa_f1": totals[3] / n,
+            "n": len(examples)}

@@ -1,0 +1,283 @@
+"""The readers of the formats data sets come in: UTF-8 text and its lines, tab-separated files
+(plain or csv-quoted), CoNLL-style sentences with BIO tags read as conlleval reads them, SQuAD v1.1
+JSON, JSON lines of labelled examples, line-aligned parallel files (Tatoeba), and translations of a
+test set into the source language. Every reader checks what it reads and stops at the first
+problem with the file and line (DataError); known-noisy machine-translated files are the
+exception, where bad rows are skipped and counted. Each benchmark's own reader is in its module.
+"""
+import codecs
+import csv
+import io
+import json
+import os
+import sys
+from pathlib import Path
+
+from data import Example
+from minxlt.errors import DataError
+
+
+def read_text(path):
+    """The text of a UTF-8 file, without a byte-order mark; a file that is not UTF-8 stops at the
+    line of its first bad byte."""
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(path, 0, "not a file" if path.exists() else "file not found")
+    raw = path.read_bytes()
+    raw = raw[len(codecs.BOM_UTF8):] if raw.startswith(codecs.BOM_UTF8) else raw
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise DataError(path, raw[:e.start].count(b"\n") + 1, f"not UTF-8 (byte 0x{raw[e.start]:02x} at offset {e.start}): "
+                                                              "save the file as UTF-8") from None
+
+def read_lines(path):
+    """The lines of a UTF-8 text file, with any line ending (\\n, \\r\\n, \\r), numbered from 1."""
+    text = read_text(path).replace("\r\n", "\n").replace("\r", "\n")
+    lines = text.split("\n")
+    return list(enumerate(lines[:-1] if lines and lines[-1] == "" else lines, start=1))
+
+def read_tsv(path, columns, header=True, noisy=False, quoted=False, optional=0):
+    """Rows of a tab-separated file as (line number, {column: value}), read as the file is written:
+    `quoted` for csv-quoted files (a field in quotes, its quotes doubled; SIB-200's and XTREME's, as
+    pandas and Python's csv write them), else every character as it is. The last `optional`
+    columns may be absent (XTREME's test files have no labels). Rows with the wrong number of
+    columns or an empty field stop the run, or, for known-noisy machine-translated files
+    (`noisy=True`), are skipped and counted, with one line saying how many."""
+    text = read_text(path)
+    csv.field_size_limit(2 ** 31 - 1)  # a long text is a text, not an error (the csv module's default stops at 128 KB)
+    skipped, rows = 0, []
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter="\t", quoting=csv.QUOTE_MINIMAL if quoted else csv.QUOTE_NONE)
+    for row in reader:
+        number = reader.line_num
+        if header and number == 1:
+            if [c.strip() for c in row[:len(columns)]] != list(columns):
+                raise DataError(path, 1, f"header {row!r} does not start with the expected columns {list(columns)}")
+            continue
+        problem = None
+        if not len(columns) - optional <= len(row) <= len(columns):
+            problem = f"{len(row)} columns, expected {len(columns)} ({', '.join(columns)})"
+        elif any(not v.strip() or v.strip() == "NS" for v in row):
+            problem = f"empty or 'NS' (failed translation) field in {row!r}"
+        if problem:
+            if noisy:
+                skipped += 1
+                continue
+            raise DataError(path, number, problem)
+        rows.append((number, dict(zip(columns, (v.strip() for v in row)))))
+    if skipped:
+        print(f"{path}: skipped {skipped} malformed or untranslated rows of {skipped + len(rows)}", file=sys.stderr)
+    return rows
+
+def unique_ids(path, rows, what="id"):
+    """Refuse an id used twice in one file: examples are paired across languages and predictions
+    keyed by their ids, so a second use would silently replace the first. `rows`: (line, id)."""
+    first = {}
+    for line, id in rows:
+        if id in first:
+            raise DataError(path, line, f"{what} {id!r} is used twice in the file, on lines {first[id]} and {line}: give each "
+                                        "example its own (translations are paired and predictions keyed by it)")
+        first[id] = line
+
+def check_label(path, line, label, labels):
+    if label not in labels:
+        raise DataError(path, line, f"unknown label {label!r} (expected one of {', '.join(sorted(labels))})")
+    return label
+
+def read_squad(path, lang, blank=False, noisy=False, unique=True):
+    """SQuAD v1.1 JSON (XQuAD, MLQA, TyDiQA-GoldP): one Example per question, with text = the
+    question, pair = its context, answers = [(text, first character)] and group = the article's
+    title. Translations of a question share its id. With `blank`, a test file whose answers XTREME
+    has blanked ({"answer_start": 0, "text": ""}) gives questions without answers (answers None).
+    Machine-translated files (`noisy`) lose the questions whose answers are not in their context,
+    counted on one line. A question id is unique in its file (predictions are keyed by it): a
+    second use is refused, naming both places, unless `unique` is off (Tydiqa's training file)."""
+    try:
+        articles = json.loads(read_text(path))["data"]
+        if not isinstance(articles, list):
+            raise TypeError(f"'data' is a {type(articles).__name__}")
+    except (json.JSONDecodeError, KeyError, TypeError) as e:
+        raise DataError(path, 0, f"not SQuAD v1.1 JSON, an object with a 'data' list of articles ({e!r})") from None
+    examples, skipped, seen = [], 0, {}
+    for a, article in enumerate(articles):
+        for p, paragraph in enumerate(article.get("paragraphs", []) if isinstance(article, dict) else [None]):
+            where = f"article {a} ({article.get('title') if isinstance(article, dict) else None!r}), paragraph {p}"
+            try:
+                context = paragraph["context"]
+                for q, qa in enumerate(paragraph["qas"]):
+                    here = f"{where}, question {qa.get('id', q)}"
+                    if unique and qa.get("id") in seen:
+                        raise DataError(path, 0, f"question id {qa['id']!r} is used twice, in {seen[qa['id']]} and in {here} "
+                                                 f"(data[{a}].paragraphs[{p}].qas[{q}]): predictions are keyed by it; give each "
+                                                 "question its own id")
+                    seen.setdefault(qa.get("id"), here)
+                    try:
+                        examples.append(squad_question(path, here, qa, context, lang, article.get("title", f"article {a}"), blank))
+                    except DataError:
+                        if not noisy:
+                            raise
+                        skipped += 1
+            except (KeyError, TypeError, AttributeError) as e:
+                raise DataError(path, 0, f"{where} (data[{a}].paragraphs[{p}]): missing or malformed field {e} (expected "
+                                         "context, qas with id, question and answers of text and answer_start)") from None
+    if skipped:
+        print(f"{path}: skipped {skipped} questions of {skipped + len(examples)} whose answer is not in their context", file=sys.stderr)
+    return examples
+
+def squad_question(path, where, qa, context, lang, title, blank=False):
+    """One SQuAD question as an Example, every field checked: its answers must lie in the context."""
+    if not isinstance(context, str) or not isinstance(qa["question"], str) or not isinstance(qa["id"], (str, int)):
+        raise DataError(path, 0, f"{where}: context, question and id must be text")
+    answers = [(x["text"], x["answer_start"]) for x in qa["answers"]]
+    if blank and answers == [("", 0)]:  # XTREME's blanked test answer
+        return Example(id=str(qa["id"]), lang=lang, text=qa["question"], pair=context, group=str(title))
+    if not answers:
+        raise DataError(path, 0, f"{where}: no answer (SQuAD v1.1 questions have one or more)")
+    for text, start in answers:
+        if not isinstance(text, str) or not text:
+            raise DataError(path, 0, f"{where}: an answer's text is empty (XTREME blanks the answers of its test files; "
+                                     "scores need the gold answers)")
+        if not isinstance(start, int) or isinstance(start, bool) or start < 0:
+            raise DataError(path, 0, f"{where}: answer_start {start!r} is not a character position (an integer from 0)")
+        if context[start:start + len(text)] != text:
+            raise DataError(path, 0, f"{where}: answer {text!r} is not at character {start} "
+                                     f"of the context (found {context[start:start + len(text)]!r})")
+    return Example(id=str(qa["id"]), lang=lang, text=qa["question"], pair=context, answers=answers, group=str(title))
+
+def squad_blanked(path):
+    """Whether a SQuAD file is one that XTREME's script blanked: every answer {"answer_start": 0,
+    "text": ""}, every question an article of its own, without a title."""
+    try:
+        articles = json.loads(read_text(path))["data"]
+        questions = [qa for article in articles for p in article["paragraphs"] for qa in p["qas"]]
+        return (bool(questions) and not any("title" in article for article in articles)
+                and all(qa["answers"] == [{"answer_start": 0, "text": ""}] for qa in questions))
+    except (json.JSONDecodeError, KeyError, IndexError, TypeError):
+        return False  # read_squad says what is wrong with it
+
+def conlleval_tags(tagged, starts):
+    """A sentence's BIO tags, [(line, tag)], read as conlleval reads them: an I-x that starts a
+    span (after O, after a tag of another type, or first in the sentence) counts as B-x. Each
+    such tag is added to `starts` as (line, tag, the tag before it)."""
+    out, before = [], "O"
+    for line, tag in tagged:
+        if tag.startswith("I-") and before[2:] != tag[2:]:
+            starts.append((line, tag, before if out else "the sentence's start"))
+            tag = "B-" + tag[2:]
+        out.append(tag)
+        before = tag
+    return out
+
+def warn_of_span_starts(path, starts):
+    """One line for a file whose BIO tags start spans with I- (conlleval_tags)."""
+    if starts and os.environ.get("RANK", "0") == "0":
+        line, tag, before = starts[0]
+        print(f"warning: {path}:{line}: {tag} follows {before}: read as the start of a span (B-{tag[2:]}), as conlleval reads it; "
+              f"{len(starts)} such tag{'s' * (len(starts) > 1)} in the file, on lines {', '.join(str(n) for n, _, _ in starts[:10])}"
+              f"{' ...' if len(starts) > 10 else ''}", file=sys.stderr)
+
+def conll_sentences(path, columns):
+    """The sentences of a CoNLL-style file (comment lines, then one tab-separated row per word, a
+    blank line after each sentence) as (first line number, {comment key: value}, [(line number,
+    cells)]). A row with other than `columns` cells stops with the file and line, and so does a
+    sentence that runs into the next (a comment among its words, or its word numbers starting
+    again): the blank line between them is missing."""
+    start, meta, rows, last = 0, {}, [], 0
+    for number, line in read_lines(path):
+        if not line.strip():
+            if rows:
+                yield start, meta, rows
+            start, meta, rows, last = 0, {}, [], 0
+            continue
+        start = start or number
+        if line.startswith("#"):
+            if rows:
+                raise DataError(path, number, "a comment line among a sentence's words: add the blank line that ends the sentence before it")
+            key, _, value = line[1:].partition("=" if "=" in line else ":")  # "# text = ..." or xSID's "# intent: ..."
+            meta[key.strip()] = value.strip()
+            continue
+        cells = line.split("\t")
+        if len(cells) != columns:
+            raise DataError(path, number, f"{len(cells)} columns, expected {columns}")
+        if cells[0].isdigit():
+            if int(cells[0]) <= last:
+                raise DataError(path, number, f"word {cells[0]} after word {last}: add the blank line that ends the sentence before it")
+            last = int(cells[0])
+        rows.append((number, cells))
+    if rows:
+        yield start, meta, rows
+
+def read_parallel_lines(source_path, target_path, source_lang, target_lang):
+    """Line-aligned parallel files (line i of each translates the other), such as Tatoeba's
+    tatoeba.<xxx>-eng.{xxx,eng}: two lists of Examples whose ids are line numbers."""
+    sides = []
+    for path, lang in ((source_path, source_lang), (target_path, target_lang)):
+        lines = read_lines(path)
+        empty = [n for n, line in lines if not line.strip()]
+        if empty:
+            raise DataError(path, empty[0], "empty line in a line-aligned parallel file")
+        if not lines:
+            raise DataError(path, 0, "empty file")
+        sides.append([Example(id=str(n), lang=lang, text=line.strip()) for n, line in lines])
+    if len(sides[0]) != len(sides[1]):
+        raise DataError(target_path, 0, f"{len(sides[1])} lines against {len(sides[0])} in {source_path}: not line-aligned")
+    return sides
+
+def read_tatoeba(directory, lang):
+    """Tatoeba test pairs for a three-letter language code: (English examples, target examples)."""
+    d = Path(directory)
+    return read_parallel_lines(d / f"tatoeba.{lang}-eng.eng", d / f"tatoeba.{lang}-eng.{lang}", "eng", lang)
+
+def read_jsonl_examples(path, labels):
+    """Extra labelled examples, one JSON object per line with id, lang, text and label (co-training's
+    pseudo-labels are written this way). An empty file has no examples."""
+    out = []
+    for number, line in read_lines(path):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            example = Example(id=str(row["id"]), lang=row["lang"], text=row["text"], label=row["label"], where=f"{path}:{number}")
+        except (json.JSONDecodeError, KeyError, TypeError) as e:
+            raise DataError(path, number, f"not an object with id, lang, text and label ({e})") from None
+        if not isinstance(example.text, str) or not example.text.strip():
+            raise DataError(path, number, "empty text: give every example its text")
+        if not isinstance(example.lang, str) or not example.lang.strip():
+            raise DataError(path, number, "empty lang: give every example its language code")
+        check_label(path, number, example.label, labels)
+        out.append(example)
+    unique_ids(path, [(int(e.where.rpartition(":")[2]), (e.lang, e.id)) for e in out], "(lang, id)")
+    return out
+
+def read_translations(spec, lang, source, examples):
+    """The test `examples` of `lang`, each as its translation into the `source` language, from
+    --test-translations: a path with {lang} in it, or a folder of <lang>.tsv files. XTREME's
+    translate-test files (test-<lang>-en-translated.tsv: text, second text, label, line i for the
+    test file's i-th example) are read by line; any other file as id TAB text (TAB second text)."""
+    path = Path(spec.replace("{lang}", lang)) if "{lang}" in spec else Path(spec) / f"{lang}.tsv"
+    lines = read_lines(path)
+    if path.name.startswith("test-") and path.name.endswith("-translated.tsv"):
+        if len(lines) != len(examples):
+            raise DataError(path, 0, f"{len(lines)} lines for the {len(examples)} test examples of {lang}: XTREME's translate-test "
+                                     "files are line-aligned with the test file")
+        rows = {e.id: (n, line.split("\t")) for e, (n, line) in zip(examples, lines)}
+    else:
+        rows = {line.split("\t", 1)[0]: (n, line.split("\t")[1:]) for n, line in lines if line.strip()}
+    missing = [e.id for e in examples if e.id not in rows]
+    if missing:
+        raise DataError(path, 0, f"no translation of {len(missing)} test examples of {lang}, first ids {missing[:5]} "
+                                 "(lines are id TAB text, or XTREME's test-<lang>-en-translated.tsv)")
+    out = []
+    for e in examples:
+        n, cells = rows[e.id]
+        if not cells or not cells[0].strip() or (e.pair is not None and (len(cells) < 2 or not cells[1].strip())):
+            raise DataError(path, n, f"the translation of {e.id} lacks its text{' or its second text' if e.pair is not None else ''}")
+        text, pair = cells[0].strip(), cells[1].strip() if e.pair is not None else None
+        out.append(Example(id=e.id, lang=source, text=text, pair=pair, words=text.split() if e.words is not None else None))
+    return out
+
+def first_existing(directory, names):
+    for name in names:
+        if (Path(directory) / name).exists():
+            return Path(directory) / name
+    raise DataError(directory, 0, f"none of {', '.join(names)} found")

@@ -1,0 +1,33 @@
+"""SIB-200 (Adelani et al. 2024): topic classification of Flores-200 sentences, parallel by index_id."""
+from pathlib import Path
+
+from data import Example
+from minxlt.tasks.readers import check_label, read_tsv, unique_ids
+from minxlt.tasks.task import Layout
+
+SIB200_LABELS = ("science/technology", "travel", "politics", "sports", "health", "entertainment", "geography")
+
+SIB200_LANGS = ["eng_Latn", "deu_Latn", "fra_Latn", "spa_Latn", "rus_Cyrl", "zho_Hans", "arb_Arab", "hin_Deva", "swh_Latn",
+                "tha_Thai", "tur_Latn", "urd_Arab", "vie_Latn", "ell_Grek", "bul_Cyrl", "jpn_Jpan", "kor_Hang", "ind_Latn",
+                "yor_Latn", "amh_Ethi", "quy_Latn", "wol_Latn"]
+
+def read_sib200(directory, lang, split):
+    """SIB-200: <directory>/<lang>/<split>.tsv with index_id, category, text, csv-quoted; parallel by index_id."""
+    path = Path(directory) / lang / f"{split}.tsv"
+    rows = read_tsv(path, ("index_id", "category", "text"), quoted=True)
+    unique_ids(path, [(n, r["index_id"]) for n, r in rows], "index_id")
+    return [Example(id=r["index_id"], lang=lang, text=r["text"], label=check_label(path, n, r["category"], SIB200_LABELS),
+                    where=f"{path}:{n}") for n, r in rows]
+
+class Sib200(Layout):
+    """<data>/<lang>/{train,dev,test}.tsv."""
+    langs, labels, source, pattern = SIB200_LANGS, list(SIB200_LABELS), "eng_Latn", "<lang>/{train,dev,test}.tsv"
+
+    def found(self):
+        return {p.name for p in self.directory.iterdir() if (p / "test.tsv").is_file()}
+
+    def read(self, lang, split):
+        return read_sib200(self.directory, lang, split)
+
+    def train_files(self, lang):
+        return [self.directory / lang / "train.tsv"]

@@ -1,0 +1,237 @@
+"""A task: its labels, source and target languages, and examples per split and language (Task);
+its training split, read when a language is first asked for and paired with the source by id
+(TrainSplit, pair_by_id); the Layout every benchmark's module fills in (where its files are and
+how a language's split is read); the checks of a split; Yu & Joty's few-shot sample (few_shot).
+"""
+import math
+import os
+import random
+import re
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from minxlt.errors import InputError
+
+
+class TrainSplit(Mapping):
+    """A task's training examples, {lang: [Example]}, read from the files when a language is first
+    asked for: evaluation never reads them, and neither does a run whose token cache holds them
+    (token_cache.py). A language is checked as it is read, as `check_split` checks the other
+    splits, and a target's examples against the source's (`pair_by_id`)."""
+
+    def __init__(self, name, layout, source, langs, strict=False):
+        self.name, self.layout, self.source, self.langs, self.strict = name, layout, source, list(langs), strict
+        self.examples = {}
+
+    @classmethod
+    def given(cls, examples):
+        """A training split of examples already in memory (a few-shot sample of one, a test's)."""
+        split = cls(name=None, layout=None, source=None, langs=examples)
+        split.examples = dict(examples)
+        return split
+
+    def __contains__(self, lang):
+        return lang in self.langs
+
+    def __getitem__(self, lang):
+        if lang not in self.examples:
+            if lang not in self.langs:
+                raise KeyError(lang)
+            self.examples[lang] = self.read(lang)
+        return self.examples[lang]
+
+    def __iter__(self):
+        return iter(self.langs)
+
+    def __len__(self):
+        return len(self.langs)
+
+    def read(self, lang):
+        """A language's examples, checked, without keeping them (the token cache builds an entry from them)."""
+        examples = self.layout.read(lang, "train")
+        check_split(self.name, "train", lang, examples, self.source, self.layout.split_file(lang, "train"))
+        if lang != self.source:
+            paired = pair_by_id(self[self.source], examples, self.layout.split_file(lang, "train"), self.strict)
+            examples = [e for e in examples if e.id in paired]  # a translation without a source is not trained on
+        return examples
+
+    def file(self, lang):
+        """The file a language's training examples are read from, for messages (None for a split given in memory)."""
+        return self.layout.split_file(lang, "train") if self.layout is not None else None
+
+    def release(self):
+        """Let go of the examples read so far (the token cache holds them now); they are read again if asked for."""
+        if self.layout is not None:
+            self.examples.clear()
+            self.layout.parsed.clear()
+
+    def files(self, lang):
+        """The files whose bytes decide a language's training examples: its own, and for a target
+        the source's, which its examples are checked against; None where the layout does not name
+        them (then only reading the examples tells what they are)."""
+        own = self.layout and self.layout.train_files(lang)
+        if own is None:
+            return None
+        files = own + ([] if lang == self.source else self.layout.train_files(self.source))
+        return files if all(f.is_file() for f in files) else None
+
+    def reader(self):
+        """What turns the files into examples, for the token cache's key: the layout's name, the
+        source language, and whether translations that do not pair are refused (--strict-data)."""
+        return [type(self.layout).__name__, self.source] + (["strict"] if self.strict else [])
+
+def pair_by_id(sources, targets, path, strict=False):
+    """{id: (source, [its translations])}: a target language's training examples (read from
+    `path`) paired with the source's by id. A translation labelled otherwise than its source is
+    refused, naming both lines. Translations without a source and sources without a translation
+    are said once per file, with their count and first ids; they are refused where `strict` is
+    set, or where most of the file's examples have no source."""
+    by_id = {e.id: (e, []) for e in sources}
+    orphans = []
+    for t in targets:
+        if t.id not in by_id:
+            orphans.append(t.id)
+            continue
+        source = by_id[t.id][0]
+        if source.label is not None and t.label is not None and source.label != t.label:
+            raise InputError(f"{t.where or path}: the translation of {t.id!r} is labelled {t.label!r}, and its source "
+                             f"({source.where or source.lang}) {source.label!r}: a translation keeps its source's label")
+        by_id[t.id][1].append(t)
+    if not targets:  # the layout has no translations into this language (PAN-X), or the file none at all
+        return by_id
+    untranslated = [id for id, (_, translations) in by_id.items() if not translations]
+    problems = ([f"{len(orphans)} of its {len(targets)} examples have no source example of the same id (first: "
+                 f"{', '.join(map(repr, orphans[:5]))}): they are left out"] if orphans else []) + \
+               ([f"{len(untranslated)} of the {len(sources)} source examples have no translation in it (first: "
+                 f"{', '.join(map(repr, untranslated[:5]))})"] if untranslated else [])
+    if problems and (strict or len(orphans) > len(targets) / 2):
+        raise InputError(f"{path} does not pair with the source's training examples by id: {'; '.join(problems)}"
+                         + ("" if strict else "; most of it does not pair, so it is refused") + ": check that it is this task's translation")
+    if problems and path not in WARNED:
+        WARNED.add(path)
+        if os.environ.get("RANK", "0") == "0":
+            print(f"warning: {path}: {'; '.join(problems)} (--strict-data refuses this)", file=sys.stderr)
+    return by_id
+
+WARNED = set()  # the files pair_by_id has warned of, once per process
+
+@dataclass
+class Task:
+    """Labels, a source language, target languages, and per-split examples by language."""
+    name: str
+    labels: list
+    source: str
+    targets: list
+    train: TrainSplit  # {lang: [Example]}, read when asked for; target languages hold the translations of the source's examples
+    dev: dict
+    test: dict
+    level: str = "sentence"  # or "word": a label per word (BIO slots, POS); or "span": extractive QA (levels.LEVELS)
+    round_trip: dict = field(default_factory=dict)  # {id: Example}: round-trip translations of source training examples
+    intents: list | None = None  # a joint task's sentence labels (xSID): the intent, with BIO slots as `labels`
+    doc_stride: int = 128  # QA: context tokens shared by consecutive windows
+    max_answer_length: int = 30  # QA: the longest answer predicted, in tokens
+    parallel: bool = True  # dev and test parallel across languages by id (CKA, retrieval and the oracle need it)
+    translations: str = "the target languages' training files"  # where training translations come from, for messages
+    test_translations: str | None = None  # the test texts' translations as the data folder has them (--test-translations)
+
+    def __post_init__(self):
+        if not isinstance(self.train, TrainSplit):
+            self.train = TrainSplit.given(self.train)
+
+class Layout:
+    """Where a task's files are and how each language's split is read: `read(lang, split)` gives
+    its examples. A task's languages are the ones whose files are in its folder (`found`);
+    `langs` lists the released data set's, which are read in that order, the others after them."""
+    langs: list
+    pattern: str    # a language's files, for messages
+    labels: list
+    source: str = "en"
+    level: str = "sentence"
+    intents: list | None = None
+    needs_data = True
+    parallel = True        # whether dev and test are parallel across languages, by example id (CKA, retrieval, the oracle)
+    translations = "the target languages' training files"  # where translations of the training set come from, for messages
+
+    @classmethod
+    def for_folder(cls, directory):
+        """The layout of a data folder: this one, or a variant for how the folder is written (XTREME's)."""
+        return cls
+
+    def __init__(self, directory, source):
+        self.directory, self.source = Path(directory) if directory else None, source
+        self.parsed = {}  # files that several splits or languages read, read once
+
+    def languages(self):
+        """The languages of the data folder, in the order of `langs`, then the others by name."""
+        found = self.found()
+        return [lang for lang in self.langs if lang in found] + sorted(found - set(self.langs))
+
+    def found(self):
+        """The language codes whose files are in the data folder."""
+        return set(self.langs)
+
+    def split_file(self, lang, split):
+        """The file a language's split is read from, for messages: `pattern` with the language and,
+        where it offers the split by name ({train,dev,test}), the split."""
+        name = re.sub(r"\{([^}]*)\}", lambda m: split if split in m.group(1).split(",") else m.group(0), self.pattern)
+        return self.directory / name.replace("<lang>", lang) if self.directory else name
+
+    def files_like(self, pattern):
+        """The part that stands for {lang} in the names of the folder's files of `pattern` ('x.{lang}.json')."""
+        head, _, tail = pattern.partition("{lang}")
+        names = (p.relative_to(self.directory).as_posix() for p in self.directory.glob(pattern.replace("{lang}", "*")))
+        return {name[len(head):len(name) - len(tail)] for name in names}
+
+    def once(self, key, read):
+        if key not in self.parsed:
+            self.parsed[key] = read()
+        return self.parsed[key]
+
+    def train_files(self, lang):
+        """The files a language's training examples are read from, where the token cache may name
+        an entry by their bytes (sentence-level layouts); None: only reading tells."""
+        return None
+
+    def round_trip(self):
+        """{id: Example}: round-trip translations of the source's training examples, where the task has them."""
+        return {}
+
+    def test_translations(self):
+        """The test texts' translations into the source language as the data folder has them
+        (--test-translations' default): XTREME's translate-test/test-<lang>-en-translated.tsv, as
+        XTREME's layout has them and download.py translations adds them to XNLI's; else None."""
+        folder = self.directory / "translate-test" if self.directory else None
+        return str(folder / "test-{lang}-en-translated.tsv") if folder and any(folder.glob("test-*-en-translated.tsv")) else None
+
+def check_split(name, split, lang, examples, source, file):
+    """Refuse what would be scored as nothing: an empty split of the source, or a target without
+    test examples (a score of no examples would be a silent 0); training and dev examples
+    without labels; a split of a language that is partly labelled. `file`: where the split is read."""
+    where = f"(read from {file})"
+    if not examples and (lang == source or split == "test"):
+        raise InputError(f"task {name}: no {split} examples in {lang} {where}; check the file, or leave the language out "
+                         "of --source-lang/--target-langs")
+    unlabelled = sum(not e.labelled for e in examples)
+    if unlabelled and (split != "test" or unlabelled < len(examples)):
+        first = next(e.id for e in examples if not e.labelled)
+        raise InputError(f"task {name}: {unlabelled} of the {len(examples)} {split} examples in {lang} have no label, "
+                         f"first {first!r} {where}; " + ("only test files may be unlabelled (XTREME's are)" if split != "test"
+                                                         else "a test file is labelled throughout or not at all"))
+
+def few_shot(task, fraction=1.0, translated=None, seed=0):
+    """Yu & Joty's few-shot settings: a sample of the source's training examples (`fraction`, drawn
+    per label so that every label keeps at least one; the paper's 1.2% is 0.012), of which only
+    `translated` keep their translations (the paper's 200). Dev and test are untouched."""
+    rng = random.Random(f"{seed}/few-shot")
+    by_label = {}
+    for e in task.train[task.source]:
+        by_label.setdefault(e.label, []).append(e)
+    kept = sorted((e for examples in by_label.values() for e in rng.sample(examples, max(1, math.ceil(fraction * len(examples))))),
+                  key=lambda e: e.id)
+    ids = [e.id for e in kept]
+    with_translation = set(ids if translated is None else rng.sample(ids, min(translated, len(ids))))
+    train = {task.source: kept}
+    train.update({lang: [e for e in task.train[lang] if e.id in with_translation] for lang in task.targets})
+    return replace(task, train=train, round_trip={i: e for i, e in task.round_trip.items() if i in with_translation})

@@ -1,0 +1,61 @@
+"""XNLI (Conneau et al. 2018): XNLI-1.0's dev and test, XNLI-MT-1.0's machine-translated training sets, as
+released; or as XTREME writes them (XtremeXnli)."""
+from pathlib import Path
+
+from data import Example
+from minxlt.errors import DataError
+from minxlt.tasks.readers import check_label, read_lines, read_tsv, unique_ids
+from minxlt.tasks.task import Layout
+from minxlt.tasks.xtreme import XtremePairs
+
+XNLI_LABELS = ("entailment", "neutral", "contradiction")
+
+XNLI_LANGS = ["en", "fr", "es", "de", "el", "bg", "ru", "tr", "ar", "vi", "th", "zh", "hi", "sw", "ur"]
+
+def read_xnli(path, lang):
+    """XNLI-1.0 xnli.{dev,test}.tsv: all languages in one file, parallel by pairID."""
+    lines = read_lines(path)
+    columns = lines[0][1].split("\t") if lines else []
+    needed = {"language", "gold_label", "sentence1", "sentence2", "pairID"}
+    if not needed <= set(columns):
+        raise DataError(path, 1, f"header lacks {', '.join(sorted(needed - set(columns)))}")
+    rows = [(n, r) for n, r in read_tsv(path, columns) if r["language"] == lang]
+    unique_ids(path, [(n, r["pairID"]) for n, r in rows], f"{lang} pairID")
+    return [Example(id=r["pairID"], lang=lang, text=r["sentence1"], pair=r["sentence2"],
+                    label=check_label(path, n, r["gold_label"], XNLI_LABELS), where=f"{path}:{n}") for n, r in rows]
+
+def read_xnli_mt(path, lang):
+    """XNLI-MT multinli.train.<lang>.tsv (premise, hypo, label): machine translations of MultiNLI,
+    parallel by line, so the id is the line number. Known to be noisy: bad rows are skipped."""
+    out = []
+    for n, r in read_tsv(path, ("premise", "hypo", "label"), noisy=lang != "en"):
+        label = "contradiction" if r["label"] == "contradictory" else r["label"]  # the files say "contradictory"
+        out.append(Example(id=str(n), lang=lang, text=r["premise"], pair=r["hypo"], label=check_label(path, n, label, XNLI_LABELS),
+                           where=f"{path}:{n}"))
+    return out
+
+class Xnli(Layout):
+    """<data>/XNLI-1.0/xnli.{dev,test}.tsv and <data>/XNLI-MT-1.0/multinli/multinli.train.<lang>.tsv,
+    as released; a folder with train-en.tsv is XTREME's (XtremePairs)."""
+    langs, labels, pattern = XNLI_LANGS, list(XNLI_LABELS), "XNLI-MT-1.0/multinli/multinli.train.<lang>.tsv"
+
+    @classmethod
+    def for_folder(cls, directory):
+        return XtremeXnli if directory and (Path(directory) / "train-en.tsv").is_file() else cls
+
+    def found(self):
+        return self.files_like("XNLI-MT-1.0/multinli/multinli.train.{lang}.tsv")
+
+    def read(self, lang, split):
+        if split == "train":
+            return read_xnli_mt(self.train_files(lang)[0], lang)
+        return read_xnli(self.directory / "XNLI-1.0" / f"xnli.{split}.tsv", lang)
+
+    def train_files(self, lang):
+        return [self.directory / "XNLI-MT-1.0" / "multinli" / f"multinli.train.{lang}.tsv"]
+
+    def split_file(self, lang, split):
+        return self.train_files(lang)[0] if split == "train" else self.directory / "XNLI-1.0" / f"xnli.{split}.tsv"
+
+class XtremeXnli(XtremePairs, Xnli):
+    """XNLI in XTREME's layout."""

@@ -1,0 +1,69 @@
+"""XNLI and PAWS-X as XTREME writes them: its csv-quoted pair files, and its translations of the English
+training set (not csv-quoted, noisy)."""
+import sys
+from collections import Counter
+
+from data import Example
+from minxlt.errors import DataError
+from minxlt.tasks.readers import check_label, read_lines, read_tsv
+from minxlt.tasks.task import Layout
+
+
+def read_xtreme_pairs(path, lang, labels):
+    """XTREME's XNLI and PAWS-X files, {train,dev,test}-<lang>.tsv: text, second text, label (test
+    files: none), csv-quoted, no header; parallel across languages by row, so the id is the row's
+    number."""
+    out = []
+    for i, (n, r) in enumerate(read_tsv(path, ("text", "pair", "label"), header=False, quoted=True, optional=1), start=1):
+        label = r.get("label")
+        out.append(Example(id=str(i), lang=lang, text=r["text"], pair=r["pair"], label=label and check_label(path, n, label, labels),
+                           where=f"{path}:{n}"))
+    return out
+
+def read_xtreme_translations(path, lang, labels, sources):
+    """XTREME's translate-train files, translate-train/en-<lang>-translated.tsv, as they came from
+    the translation system: not csv-quoted, and noisy (bad rows are skipped and counted). A row is
+    English text, English second text, their translations and the label, and is paired with the
+    source example of the same English texts; a row of three columns (text, second text, label)
+    is the translation of the source example of its row number."""
+    rows = read_lines(path)
+    wide = bool(rows) and Counter(line.count("\t") for _, line in rows[:1000]).most_common(1)[0][0] == 4  # most rows' columns
+    columns = ("en_text", "en_pair", "text", "pair", "label") if wide else ("text", "pair", "label")
+    key = lambda text, pair: (" ".join(text.split()), " ".join(pair.split()))
+    by_text = {key(e.text, e.pair): e.id for e in sources}
+    out, unpaired = [], 0
+    for i, (n, r) in enumerate(read_tsv(path, columns, header=False, noisy=True), start=1):
+        id = by_text.get(key(r["en_text"], r["en_pair"])) if wide else str(i)
+        if id is None:
+            unpaired += 1
+            continue
+        label = "contradiction" if r["label"] == "contradictory" else r["label"]  # XNLI's translations say "contradictory"
+        out.append(Example(id=id, lang=lang, text=r["text"], pair=r["pair"], label=check_label(path, n, label, labels), where=f"{path}:{n}"))
+    if unpaired:
+        print(f"{path}: skipped {unpaired} rows whose English texts are not in the training file", file=sys.stderr)
+    if rows and not out:
+        raise DataError(path, 0, "no row pairs with an example of the training file (train-en.tsv)")
+    return out
+
+class XtremePairs(Layout):
+    """XNLI and PAWS-X as XTREME writes them: <data>/{train-en,dev-<lang>,test-<lang>}.tsv, the
+    translations of train-en in translate-train/en-<lang>-translated.tsv and those of the test
+    files into English in translate-test/test-<lang>-en-translated.tsv."""
+    pattern = "{dev,test}-<lang>.tsv"
+    translations = "translate-train/en-<lang>-translated.tsv"
+
+    def found(self):
+        return self.files_like("test-{lang}.tsv")
+
+    def read(self, lang, split):
+        if split == "train" and lang != self.source:
+            path = self.train_files(lang)[0]
+            return read_xtreme_translations(path, lang, self.labels, self.read(self.source, "train")) if path.is_file() else []
+        path = self.train_files(lang)[0] if split == "train" else self.directory / f"{split}-{lang}.tsv"
+        return self.once((lang, split), lambda: read_xtreme_pairs(path, lang, self.labels))
+
+    def train_files(self, lang):
+        return [self.directory / (f"train-{lang}.tsv" if lang == self.source else f"translate-train/en-{lang}-translated.tsv")]
+
+    def split_file(self, lang, split):
+        return self.train_files(lang)[0] if split == "train" else self.directory / f"{split}-{lang}.tsv"

@@ -1,0 +1,260 @@
+"""The token cache: a training set's sentence-level texts tokenized once, into arrays on disk that
+every later run, and every process of a run, reads memory-mapped.
+
+A cache entry is a folder in $MINXLT_CACHE/tokens/ (the default model's cache directory) holding
+one language's training examples of a task. Where the task names the files they are read from
+(tasks.Layout.train_files: XNLI, PAWS-X, SIB-200), the entry is named by a hash of those files'
+bytes, the tokenizer's fingerprint, --max-length, the labels and this code (the readers and
+tokenizer); a run finds its entry without parsing the files. Otherwise (the bundled corpus,
+--extra-train) it is named by a hash of every example. A change to any of these is a new entry.
+
+An entry holds the token ids of all texts in one int32 array with each text's offset, the label
+indices, and each text's language and id as indices into small tables. A process holds a few
+bytes per text and the operating system shares the ids between processes; a text becomes an
+Encoded item only when a batch reads it. The entries of several languages are read as one
+sequence (Joined), and pairs are index arrays into them (Pairs).
+"""
+import bisect
+import hashlib
+import json
+import os
+import shutil
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from data import Encoded, encode_examples
+from minxlt.checkpoints.prepare_default import cache_dir
+from minxlt.errors import InputError
+from minxlt.parallel import distributed
+
+CHUNK = 10000  # texts tokenized at once while building an entry
+ROOT = Path(__file__).resolve().parents[2]  # the repository
+# the code that turns files into an entry: the readers of every task, data.py's encoding, the tokenizer and this module
+READERS = sorted((ROOT / "minxlt" / "tasks").glob("*.py")) + [ROOT / "data.py", ROOT / "minxlt" / "text" / "tokenizer.py", Path(__file__)]
+
+
+class Items(Sequence):
+    """Items made when they are read (`item(i)`), indexed as a list is."""
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        i = i + len(self) if i < 0 else i
+        if not 0 <= i < len(self):
+            raise IndexError(i)
+        return self.item(i)
+
+
+class Texts(Items):
+    """What EncodedTexts and Joined share: lengths and pairing, on their arrays."""
+
+    def lengths(self):
+        """Every text's tokens."""
+        return self.token_lengths().tolist()
+
+    def pair_with(self, translations):
+        return pairs(self, translations)
+
+
+class EncodedTexts(Texts):
+    """Encoded sentence-level items backed by arrays: item i is made when it is read."""
+
+    def __init__(self, ids, offsets, labels, langs, id_index, lang_names, example_ids):
+        self.ids, self.offsets, self.labels, self.langs = ids, offsets, labels, langs
+        self.id_index, self.lang_names, self.example_ids = id_index, lang_names, example_ids
+
+    def __len__(self):
+        return len(self.labels)
+
+    def item(self, i):
+        a, b = self.offsets[i], self.offsets[i + 1]
+        return Encoded(self.ids[a:b].tolist(), int(self.labels[i]), self.lang_names[self.langs[i]], self.example_ids[self.id_index[i]])
+
+    def token_lengths(self):
+        return np.diff(self.offsets)
+
+    def id_codes(self, table):
+        """Each text's example id as its number in `table` ({id: number}), -1 where it has none."""
+        return np.asarray([table.get(example_id, -1) for example_id in self.example_ids], np.int64)[self.id_index]
+
+    def distinct_ids(self):
+        return self.example_ids
+
+
+class Joined(Texts):
+    """Several EncodedTexts read as one sequence, in order (the languages of a training set)."""
+
+    def __init__(self, parts):
+        self.parts = parts
+        self.starts = np.cumsum([0] + [len(part) for part in parts]).tolist()
+
+    def __len__(self):
+        return self.starts[-1]
+
+    def item(self, i):
+        k = bisect.bisect_right(self.starts, i) - 1
+        return self.parts[k].item(i - self.starts[k])
+
+    def token_lengths(self):
+        return np.concatenate([np.zeros(0, np.int64)] + [part.token_lengths() for part in self.parts])
+
+    def id_codes(self, table):
+        return np.concatenate([np.zeros(0, np.int64)] + [part.id_codes(table) for part in self.parts])
+
+    def distinct_ids(self):
+        return list(dict.fromkeys(i for part in self.parts for i in part.distinct_ids()))
+
+
+def join(parts):
+    return parts[0] if len(parts) == 1 else Joined(parts)
+
+
+class Pairs(Items):
+    """(source, translation) pairs of two Texts, by index: each made when it is read."""
+
+    def __init__(self, sources, translations, source_index, translation_index):
+        self.sources, self.translations = sources, translations
+        self.source_index, self.translation_index = source_index, translation_index
+
+    def __len__(self):
+        return len(self.source_index)
+
+    def item(self, i):
+        return self.sources.item(int(self.source_index[i])), self.translations.item(int(self.translation_index[i]))
+
+    def lengths(self):
+        """Each pair's longer side, in tokens."""
+        source, translation = self.sources.token_lengths(), self.translations.token_lengths()
+        return np.maximum(source[self.source_index], translation[self.translation_index]).tolist()
+
+
+def pairs(sources, translations):
+    """data.translation_pairs for two Texts: each translation with its source (same id), in the
+    order of the sources, sources without a translation dropped; computed on the arrays."""
+    table = {example_id: k for k, example_id in enumerate(sources.distinct_ids())}
+    wanted, codes = sources.id_codes(table), translations.id_codes(table)
+    order = np.argsort(codes, kind="stable")  # translation rows grouped by their source's id, in order
+    grouped = codes[order]
+    starts, ends = np.searchsorted(grouped, wanted, "left"), np.searchsorted(grouped, wanted, "right")
+    counts = ends - starts
+    source_index = np.repeat(np.arange(len(wanted)), counts)
+    within = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)  # each pair's place in its source's group
+    return Pairs(sources, translations, source_index, order[np.repeat(starts, counts) + within])
+
+
+def key(examples, tokenizer, labels, max_length):
+    """An entry's name from its examples: a hash of the tokenizer, --max-length, the labels and every example."""
+    digest = hashlib.sha256(json.dumps([tokenizer.fingerprint(), max_length, list(labels)]).encode())
+    for e in examples:  # fields apart by \x1f, examples by \x1e, None as \x00
+        fields = (e.id, e.lang, e.text, e.pair, e.label)
+        digest.update(("\x1f".join("\x00" if f is None else f for f in fields) + "\x1e").encode())
+    return digest.hexdigest()[:32]
+
+
+def files_key(files, reader, lang, tokenizer, labels, max_length):
+    """An entry's name from the files its examples are read from: a hash of their bytes, what
+    reads them (`reader`: the task's layout), the language, the tokenizer, --max-length, the labels
+    and the code that reads and tokenizes (READERS)."""
+    code = [file_digest(path) for path in READERS]
+    described = [reader, lang, [file_digest(f) for f in files], code, tokenizer.fingerprint(), max_length, list(labels)]
+    return "f" + hashlib.sha256(json.dumps(described).encode()).hexdigest()[:31]
+
+
+_digests = {}  # (path, size, modification time): sha256 of the bytes, computed once per process
+
+
+def file_digest(path):
+    stat = os.stat(path)
+    known = (str(Path(path).resolve()), stat.st_size, stat.st_mtime_ns)
+    if known not in _digests:
+        digest = hashlib.sha256()
+        with open(path, "rb") as f:
+            while block := f.read(1 << 20):
+                digest.update(block)
+        _digests[known] = digest.hexdigest()
+    return _digests[known]
+
+
+def build(folder, examples, tokenizer, labels, max_length):
+    """Tokenize the examples into the arrays of a cache entry, written to a temporary folder that
+    is renamed into place when complete: an interrupted build leaves no entry."""
+    tmp = folder.with_name(f"{folder.name}.tmp{os.getpid()}")
+    tmp.mkdir(parents=True, exist_ok=True)
+    try:
+        write(tmp, examples, tokenizer, labels, max_length)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    try:
+        tmp.rename(folder)
+    except OSError:  # another process finished the same entry first
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def write(tmp, examples, tokenizer, labels, max_length):
+    """The arrays of an entry, tokenized CHUNK texts at a time."""
+    lang_names = sorted({e.lang for e in examples})
+    example_ids = list(dict.fromkeys(e.id for e in examples))
+    lang_of, id_of = {lang: i for i, lang in enumerate(lang_names)}, {i: k for k, i in enumerate(example_ids)}
+    offsets, labels_out, chunks = [0], [], []
+    for start in range(0, len(examples), CHUNK):
+        for item in encode_examples(examples[start:start + CHUNK], tokenizer, labels, max_length):
+            chunks.append(np.asarray(item.ids, dtype=np.int32))
+            offsets.append(offsets[-1] + len(item.ids))
+            labels_out.append(item.label)
+    arrays = {"ids": np.concatenate(chunks) if chunks else np.zeros(0, np.int32), "offsets": np.asarray(offsets, np.int64),
+              "labels": np.asarray(labels_out, np.int16), "langs": np.asarray([lang_of[e.lang] for e in examples], np.int16),
+              "id_index": np.asarray([id_of[e.id] for e in examples], np.int64)}
+    for name, array in arrays.items():
+        np.save(tmp / f"{name}.npy", array)
+    (tmp / "tables.json").write_text(json.dumps({"langs": lang_names, "ids": example_ids}, ensure_ascii=False))
+
+
+def load(folder):
+    """An entry's EncodedTexts. Its example ids are interned: the entries of a source and its
+    translations share their ids, and hold one copy of each."""
+    tables = json.loads((folder / "tables.json").read_text())
+    arrays = {name: np.load(folder / f"{name}.npy", mmap_mode="r") for name in ("ids", "offsets", "labels", "langs", "id_index")}
+    return EncodedTexts(**arrays, lang_names=tables["langs"], example_ids=[sys.intern(i) for i in tables["ids"]])
+
+
+def encode(examples, tokenizer, labels, max_length, rank=0):
+    """The examples as EncodedTexts, from the entry their hash names, built by process 0 where it
+    is missing while the others wait for it."""
+    folder = cache_dir() / "tokens" / key(examples, tokenizer, labels, max_length)
+    if rank == 0 and not folder.is_dir():
+        build(folder, examples, tokenizer, labels, max_length)
+    distributed.barrier()
+    return load(folder)
+
+
+def training_texts(train, langs, tokenizer, labels, max_length, rank=0, world_size=1):
+    """{lang: EncodedTexts}: the training examples of `langs` (`train`: a tasks.TrainSplit). Where
+    the task names a language's files, its entry is named by their bytes and found without reading
+    them; the missing entries are built by the processes in turn (process k builds every
+    world_size-th), while the others wait. Else the entry is named by the examples' hash (`encode`)."""
+    files = {lang: train.files(lang) for lang in langs}
+    texts = {lang: encode(train[lang], tokenizer, labels, max_length, rank) for lang in langs if files[lang] is None}
+    folders = {lang: cache_dir() / "tokens" / files_key(files[lang], train.reader(), lang, tokenizer, labels, max_length)
+               for lang in langs if lang not in texts}
+    missing = distributed.gather([lang for lang, folder in folders.items() if not folder.is_dir()])[0]  # as process 0 found them
+    problem = None
+    for lang in missing[rank::world_size]:
+        try:
+            build(folders[lang], train.read(lang), tokenizer, labels, max_length)
+        except InputError as e:  # a bad file: every process stops with its message, none waits for the others
+            problem = problem or str(e)
+    if missing:
+        train.release()
+    problems = [p for p in distributed.gather(problem) if p]
+    if problems:
+        raise InputError(problems[0])
+    absent = [str(folder) for folder in folders.values() if not folder.is_dir()]
+    if absent:
+        raise InputError(f"token cache entries built by another process are not here: {', '.join(absent)}; every process of a "
+                         "run needs the same MINXLT_CACHE folder (a shared file system)")
+    texts.update({lang: load(folder) for lang, folder in folders.items()})
+    return {lang: texts[lang] for lang in langs}

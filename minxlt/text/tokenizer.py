@@ -1,0 +1,377 @@
+"""Tokenizers of the checkpoints people have, behind one interface (Tokenizer):
+
+  SentencePieceTokenizer, XLM-R's: sentencepiece.bpe.model, or the Unigram model of a
+  tokenizer.json as transformers 5 saves it, rebuilt as the same sentencepiece model. fairseq's
+  ids, <s>=0 <pad>=1 </s>=2 <unk>=3, sentencepiece piece i -> i+1, <mask> last; <s> A </s></s> B </s>.
+
+  WordPieceTokenizer, BERT's (mBERT, LaBSE): vocab.txt with the lower-casing, accent and CJK rules
+  of tokenizer_config.json, or the WordPiece model of a tokenizer.json; [CLS] A [SEP] B [SEP], the
+  second text in segment 1. Written after the tokenizers library's BertNormalizer,
+  BertPreTokenizer and WordPiece, which transformers' AutoTokenizer runs.
+
+Tokenizer.from_pretrained(directory) takes whichever the directory holds. Both truncate pairs
+longest-first as Hugging Face does, encode pre-split words (tagging) and give character offsets (QA).
+"""
+import base64
+import hashlib
+import json
+import shutil
+import string
+import struct
+import unicodedata
+from pathlib import Path
+
+import sentencepiece
+import torch
+
+from minxlt.checkpoints.weights import CheckpointError
+
+LOOKED_FOR = "sentencepiece.bpe.model, tokenizer.json (a Unigram or WordPiece model) or vocab.txt"
+
+
+class Tokenizer:
+    """What every tokenizer gives: content ids of a text (tokenize), with character offsets
+    (tokenize_with_offsets), of pre-split words (tokenize_words), and special tokens around them."""
+    bos_id = eos_id = pad_id = unk_id = mask_id = vocab_size = None
+    separator = ()            # the ids between the two texts of a pair, besides the first's eos
+    bare_space_id = None      # a token that stands for a word boundary alone (XLM-R's bare "▁"), never a word's label
+    segment_id = None         # the id after which a pair's second text is segment 1 (BERT's [SEP]); None: one segment
+
+    def content_ids(self):
+        """(first, end) of the ids of ordinary pieces, from which a masked LM draws random tokens."""
+        return max(self.bos_id, self.eos_id, self.pad_id, self.unk_id, self.mask_id) + 1, self.vocab_size
+
+    @classmethod
+    def from_pretrained(cls, directory):
+        """The tokenizer of a checkpoint directory: sentencepiece.bpe.model, tokenizer.json, or vocab.txt."""
+        directory = Path(directory)
+        if (directory / "sentencepiece.bpe.model").is_file():
+            return SentencePieceTokenizer(directory / "sentencepiece.bpe.model")
+        if (directory / "tokenizer.json").is_file():
+            return from_tokenizer_json(directory / "tokenizer.json")
+        if (directory / "vocab.txt").is_file():
+            return WordPieceTokenizer.from_vocab(directory)
+        raise CheckpointError(f"{directory}: no tokenizer; looked for {LOOKED_FOR}")
+
+    def fingerprint(self):
+        """A short hash of what decides the ids, to tell two tokenizers apart."""
+        return hashlib.sha256(self.state()).hexdigest()[:16]
+
+    def tokenize_batch(self, texts):
+        return [self.tokenize(t) for t in texts]
+
+    def encode(self, text, pair=None, max_length=None):
+        """Special tokens around a text, or a pair, truncated longest-first to max_length tokens."""
+        return self.add_special_tokens(self.tokenize(text), None if pair is None else self.tokenize(pair), max_length)
+
+    def add_special_tokens(self, a, b=None, max_length=None):
+        """Wrap content ids in special tokens, truncating (longest first for pairs) to max_length."""
+        if max_length is not None:
+            a, b = truncate(a, b, max_length - (2 if b is None else 3 + len(self.separator)))
+        if b is None:
+            return [self.bos_id, *a, self.eos_id]
+        return [self.bos_id, *a, self.eos_id, *self.separator, *b, self.eos_id]
+
+    def encode_words(self, words, max_length=None):
+        """Pre-split words -> (ids with specials, word index per token, None for specials).
+        A word that normalises to nothing (e.g. a lone zero-width space) gets no token."""
+        ids, word_ids = [self.bos_id], [None]
+        for w, pieces in enumerate(self.tokenize_words(words) if words else []):
+            ids += pieces
+            word_ids += [w] * len(pieces)
+        if max_length is not None and len(ids) + 1 > max_length:
+            ids, word_ids = ids[:max_length - 1], word_ids[:max_length - 1]
+        return ids + [self.eos_id], word_ids + [None]
+
+    def encode_batch(self, texts, pairs=None, max_length=None):
+        """encode() over a list of texts (and pairs)."""
+        a = self.tokenize_batch(list(texts))
+        b = [None] * len(a) if pairs is None else self.tokenize_batch(list(pairs))
+        return [self.add_special_tokens(x, y, max_length) for x, y in zip(a, b)]
+
+    def batch(self, texts, pairs=None, max_length=512):
+        """Encode and pad a list of texts (or text pairs): (input_ids, attention_mask), each (B, T)."""
+        return self.pad(self.encode_batch(texts, pairs, max_length))
+
+    def pad(self, sequences):
+        """Pad id lists to the longest: (input_ids, attention_mask) LongTensors of (B, T)."""
+        T = max(len(s) for s in sequences)
+        input_ids = torch.full((len(sequences), T), self.pad_id, dtype=torch.long)
+        attention_mask = torch.zeros((len(sequences), T), dtype=torch.long)
+        for i, s in enumerate(sequences):
+            input_ids[i, :len(s)] = torch.tensor(s, dtype=torch.long)
+            attention_mask[i, :len(s)] = 1
+        return input_ids, attention_mask
+
+    def save_pretrained(self, directory):
+        """Write the tokenizer's files, and a tokenizer_config.json that transformers' AutoTokenizer follows."""
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        self.write(directory)
+        (directory / "tokenizer_config.json").write_text(json.dumps(self.config(), indent=2) + "\n")
+
+
+class SentencePieceTokenizer(Tokenizer):
+    """XLM-R's tokenizer over a sentencepiece model, with fairseq's ids:
+    <s>=0 <pad>=1 </s>=2 <unk>=3, sentencepiece piece i -> i+1, <mask> last."""
+    bos_id, pad_id, eos_id, unk_id = 0, 1, 2, 3
+
+    def __init__(self, model_file=None, proto=None):
+        """From a sentencepiece model file, or its serialized bytes (`proto`)."""
+        self.model_file, self.proto = Path(model_file) if model_file else None, proto
+        where = model_file or "the sentencepiece model"
+        try:
+            self.sp = (sentencepiece.SentencePieceProcessor(model_file=str(model_file)) if proto is None
+                       else sentencepiece.SentencePieceProcessor(model_proto=proto))
+        except (RuntimeError, OSError) as e:
+            raise CheckpointError(f"{where}: not a sentencepiece model ({str(e).strip().splitlines()[0]})") from None
+        if self.sp.get_piece_size() < 1 or self.sp.id_to_piece(0) != "<unk>" or not self.sp.is_unknown(0):
+            raise CheckpointError(f"{where}: piece 0 must be <unk> as in XLM-R's sentencepiece model")
+        self.mask_id = self.sp.get_piece_size() + 1
+        self.vocab_size = self.mask_id + 1
+        self.separator = (self.eos_id,)
+        bare = self.sp.piece_to_id("\u2581")
+        self.bare_space_id = bare + 1 if bare else None
+
+    def state(self):
+        return self.proto if self.proto is not None else self.model_file.read_bytes()
+
+    def write(self, directory):
+        target = Path(directory) / "sentencepiece.bpe.model"
+        if self.model_file is not None and self.model_file.resolve() != target.resolve():
+            shutil.copyfile(self.model_file, target)
+        elif self.model_file is None:
+            target.write_bytes(self.proto)
+
+    def config(self):
+        return {"tokenizer_class": "XLMRobertaTokenizer", "bos_token": "<s>", "eos_token": "</s>", "sep_token": "</s>",
+                "cls_token": "<s>", "unk_token": "<unk>", "pad_token": "<pad>", "mask_token": "<mask>"}
+
+    def content_ids(self):
+        return 4, self.mask_id  # the pieces past <s> <pad> </s> <unk>, before <mask>
+
+    def _fairseq(self, spm_ids):
+        return [i + 1 if i else self.unk_id for i in spm_ids]  # sentencepiece's <unk> is its piece 0
+
+    def tokenize(self, text):
+        """Content ids of one text (no special tokens)."""
+        return self._fairseq(self.sp.encode(text))
+
+    def tokenize_batch(self, texts):
+        return [self._fairseq(x) for x in self.sp.encode(list(texts))]  # one sentencepiece call
+
+    def tokenize_words(self, words):
+        return [self._fairseq(x) for x in self.sp.encode(list(words))]
+
+    def tokenize_with_offsets(self, text):
+        """Content ids and (start, end) character spans into `text`, for mapping answers back."""
+        out = self.sp.encode(text, out_type="offset_mapping")
+        return self._fairseq(out["ids"]), [tuple(o) for o in out["offsets"]]
+
+    def decode(self, ids):
+        special = (self.bos_id, self.pad_id, self.eos_id, self.mask_id)
+        return self.sp.decode([i - 1 if i != self.unk_id else 0 for i in ids if i not in special])
+
+
+def from_tokenizer_json(path):
+    """A tokenizer.json of transformers: XLM-R's Unigram model (rebuilt as its sentencepiece model:
+    pieces and scores, the normaliser's precompiled character map) or a BERT WordPiece model."""
+    try:
+        spec = json.loads(Path(path).read_text(encoding="utf-8"))
+        model, normalizer = spec["model"], spec.get("normalizer") or {}
+        kind = model["type"]
+    except (ValueError, KeyError, TypeError) as e:
+        raise CheckpointError(f"{path}: not a tokenizer.json of the tokenizers library ({e})") from None
+    if kind == "WordPiece":
+        bert = normalizer if normalizer.get("type") == "BertNormalizer" else {}
+        return WordPieceTokenizer(model["vocab"], lowercase=bert.get("lowercase", False), strip_accents=bert.get("strip_accents"),
+                                  chinese=bert.get("handle_chinese_chars", True), clean=bert.get("clean_text", True),
+                                  max_word=model.get("max_input_chars_per_word", 100), unk=model.get("unk_token", "[UNK]"))
+    if kind != "Unigram":
+        raise CheckpointError(f"{path}: a {kind} model; minxlt reads Unigram (XLM-R) and WordPiece (BERT) tokenizers")
+    steps = normalizer.get("normalizers", [normalizer]) if normalizer.get("type") == "Sequence" else [normalizer]
+    charsmaps = [s["precompiled_charsmap"] for s in steps if s.get("type") == "Precompiled" and s.get("precompiled_charsmap")]
+    vocab = model["vocab"]
+    if not charsmaps or [p for p, _ in vocab[:4]] != ["<s>", "<pad>", "</s>", "<unk>"] or vocab[-1][0] != "<mask>":
+        raise CheckpointError(f"{path}: not XLM-R's Unigram tokenizer (its vocabulary <s> <pad> </s> <unk> ... <mask>, a "
+                              "precompiled normaliser)")
+    pieces = sentencepiece_pieces([p for p, _ in vocab], [s for _, s in vocab])
+    return SentencePieceTokenizer(proto=sentencepiece_model(pieces, base64.b64decode(charsmaps[0])))
+
+
+# sentencepiece_model.proto, written by hand (what from_tokenizer_json and prepare_default.py build): SentencePiece types and the fields used below.
+NORMAL, UNKNOWN, CONTROL = 1, 2, 3
+
+
+def _varint(n):
+    out = bytearray()
+    while True:
+        out.append((n & 0x7F) | (0x80 if n > 0x7F else 0))
+        n >>= 7
+        if not n:
+            return bytes(out)
+
+
+def _field(number, value):
+    """One protobuf field: bytes/str -> length-delimited, float -> fixed32, int/bool -> varint."""
+    if isinstance(value, str):
+        value = value.encode()
+    if isinstance(value, (bytes, bytearray)):
+        return _varint(number << 3 | 2) + _varint(len(value)) + bytes(value)
+    if isinstance(value, float):
+        return _varint(number << 3 | 5) + struct.pack("<f", value)
+    return _varint(number << 3 | 0) + _varint(int(value))
+
+
+def sentencepiece_pieces(pieces, scores):
+    """XLM-R's vocabulary in fairseq order (<s> <pad> </s> <unk> ... <mask>) -> sentencepiece's own:
+    <unk> <s> </s>, then the pieces, so that fairseq id = sentencepiece id + 1."""
+    assert pieces[:4] == ["<s>", "<pad>", "</s>", "<unk>"] and pieces[-1] == "<mask>"
+    specials = [("<unk>", 0.0, UNKNOWN), ("<s>", 0.0, CONTROL), ("</s>", 0.0, CONTROL)]
+    return specials + [(p, float(s), NORMAL) for p, s in zip(pieces[4:-1], scores[4:-1])]
+
+
+def sentencepiece_model(pieces, charsmap):
+    """A serialized sentencepiece ModelProto: unigram pieces, XLM-R's normaliser settings."""
+    out = bytearray()
+    for piece, score, kind in pieces:  # ModelProto.pieces = 1: piece = 1, score = 2, type = 3
+        out += _field(1, _field(1, piece) + _field(2, score) + _field(3, kind))
+    trainer = _field(3, 1) + _field(4, len(pieces))  # model_type = UNIGRAM, vocab_size
+    normalizer = (_field(1, "nmt_nfkc") + _field(2, charsmap) + _field(3, True)  # name, charsmap, add_dummy_prefix
+                  + _field(4, True) + _field(5, True))  # remove_extra_whitespaces, escape_whitespaces
+    return bytes(out + _field(2, trainer) + _field(3, normalizer))
+
+
+
+
+# The characters that the tokenizers library counts as whitespace (Rust's char::is_whitespace).
+WHITE_SPACE = set("\t\n\x0b\x0c\r \x85\xa0\u1680\u2028\u2029\u202f\u205f\u3000") | {chr(c) for c in range(0x2000, 0x200b)}
+CJK = ((0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF), (0x2A700, 0x2B73F), (0x2B740, 0x2B81F), (0x2B920, 0x2CEAF),
+       (0xF900, 0xFAFF), (0x2F800, 0x2FA1F))  # the CJK ideographs BERT splits one by one
+
+
+class WordPieceTokenizer(Tokenizer):
+    """BERT's WordPiece tokenizer (mBERT, LaBSE), as the tokenizers library runs it: clean the text
+    (control characters out, whitespace to spaces), put spaces around CJK ideographs, strip accents
+    (NFD, then nonspacing marks out) and lower-case character by character where asked, split at
+    whitespace and around punctuation, then greedy longest-match-first pieces ("##" inside a word),
+    a word of no known pieces or over `max_word` characters being [UNK]."""
+
+    def __init__(self, vocab, lowercase=True, strip_accents=None, chinese=True, clean=True, max_word=100, unk="[UNK]"):
+        self.vocab = dict(vocab) if not isinstance(vocab, dict) else vocab
+        self.lowercase, self.strip_accents = lowercase, lowercase if strip_accents is None else strip_accents
+        self.chinese, self.clean, self.max_word = chinese, clean, max_word
+        missing = [t for t in (unk, "[CLS]", "[SEP]", "[PAD]", "[MASK]") if t not in self.vocab]
+        if missing:
+            raise CheckpointError(f"the WordPiece vocabulary lacks {', '.join(missing)}")
+        self.unk_id, self.bos_id, self.eos_id = self.vocab[unk], self.vocab["[CLS]"], self.vocab["[SEP]"]
+        self.pad_id, self.mask_id, self.vocab_size = self.vocab["[PAD]"], self.vocab["[MASK]"], max(self.vocab.values()) + 1
+        self.segment_id = self.eos_id
+
+    @classmethod
+    def from_vocab(cls, directory):
+        """vocab.txt (one piece per line, its id the line's number) and the rules of
+        tokenizer_config.json (do_lower_case, strip_accents, tokenize_chinese_chars; BERT's
+        defaults where it is absent)."""
+        directory = Path(directory)
+        try:
+            pieces = (directory / "vocab.txt").read_text(encoding="utf-8").split("\n")
+            settings = json.loads((directory / "tokenizer_config.json").read_text(encoding="utf-8")) \
+                if (directory / "tokenizer_config.json").is_file() else {}
+        except (UnicodeDecodeError, ValueError) as e:
+            raise CheckpointError(f"{directory}: vocab.txt or tokenizer_config.json cannot be read ({e})") from None
+        vocab = {piece: i for i, piece in enumerate(pieces[:-1] if pieces[-1] == "" else pieces)}
+        return cls(vocab, lowercase=settings.get("do_lower_case", True), strip_accents=settings.get("strip_accents"),
+                   chinese=settings.get("tokenize_chinese_chars", True), unk=settings.get("unk_token", "[UNK]"))
+
+    def state(self):
+        rules = json.dumps([self.lowercase, self.strip_accents, self.chinese, self.clean, self.max_word])
+        return (rules + "\n".join(sorted(self.vocab, key=self.vocab.get))).encode()
+
+    def write(self, directory):
+        pieces = sorted(self.vocab, key=self.vocab.get)
+        (Path(directory) / "vocab.txt").write_text("".join(p + "\n" for p in pieces), encoding="utf-8")
+
+    def config(self):
+        return {"tokenizer_class": "BertTokenizer", "do_lower_case": self.lowercase, "strip_accents": self.strip_accents,
+                "tokenize_chinese_chars": self.chinese, "unk_token": "[UNK]", "sep_token": "[SEP]", "pad_token": "[PAD]",
+                "cls_token": "[CLS]", "mask_token": "[MASK]"}
+
+    def normalize(self, text):
+        """BertNormalizer, each character with the position in `text` that it comes from."""
+        chars = [(c, i) for i, c in enumerate(text)]
+        if self.clean:
+            chars = [(" " if c in WHITE_SPACE else c, i) for c, i in chars
+                     if not (c in "\x00\ufffd" or (c not in "\t\n\r" and unicodedata.category(c).startswith("C")))]
+        if self.chinese:
+            chars = [part for c, i in chars
+                     for part in ([(" ", i), (c, i), (" ", i)] if any(a <= ord(c) <= b for a, b in CJK) else [(c, i)])]
+        if self.strip_accents:
+            chars = [(d, i) for c, i in chars for d in unicodedata.normalize("NFD", c) if unicodedata.category(d) != "Mn"]
+        if self.lowercase:  # character by character, as Rust's char::to_lowercase: Greek capital sigma is always σ
+            chars = [(d, i) for c, i in chars for d in c.lower()]
+        return chars
+
+    def words(self, text):
+        """BertPreTokenizer: the normalised text split at whitespace and around punctuation, as words of (char, position)."""
+        words, word = [], []
+        for c, i in self.normalize(text):
+            if c in WHITE_SPACE:
+                words, word = words + [word] if word else words, []
+            elif c in string.punctuation or unicodedata.category(c).startswith("P"):
+                words, word = words + ([word] if word else []) + [[(c, i)]], []
+            else:
+                word.append((c, i))
+        return words + [word] if word else words
+
+    def pieces(self, word):
+        """WordPiece over one word: [(id, first character, end character)] in the word."""
+        text = "".join(c for c, _ in word)
+        if len(text) > self.max_word:
+            return [(self.unk_id, 0, len(text))]
+        out, start = [], 0
+        while start < len(text):
+            end = len(text)
+            while end > start and ("##" if start else "") + text[start:end] not in self.vocab:
+                end -= 1
+            if end == start:
+                return [(self.unk_id, 0, len(text))]
+            out.append((self.vocab[("##" if start else "") + text[start:end]], start, end))
+            start = end
+        return out
+
+    def tokenize_with_offsets(self, text):
+        """Content ids and (start, end) character spans into `text`."""
+        ids, offsets = [], []
+        for word in self.words(text):
+            for piece, start, end in self.pieces(word):
+                ids.append(piece)
+                offsets.append((word[start][1], word[end - 1][1] + 1))
+        return ids, offsets
+
+    def tokenize(self, text):
+        return self.tokenize_with_offsets(text)[0]
+
+    def tokenize_words(self, words):
+        return [self.tokenize(word) for word in words]
+
+    def decode(self, ids):
+        special = (self.bos_id, self.pad_id, self.eos_id, self.mask_id)
+        pieces = {i: p for p, i in self.vocab.items()}
+        return " ".join(pieces.get(i, "[UNK]") for i in ids if i not in special).replace(" ##", "")
+
+
+def truncate(a, b, budget):
+    """Fit content ids into `budget` tokens. Pairs follow Hugging Face's longest-first rule: the longer
+    is cut to what the shorter leaves; if both must give way they split the budget, the longer
+    keeping the odd token (the second one when lengths are equal)."""
+    budget = max(budget, 0)
+    if b is None:
+        return a[:budget], None
+    if len(a) + len(b) <= budget:
+        return a, b
+    short = min(len(a), len(b))
+    n_short, n_long = short, (short if short > budget else max(short, budget - short))
+    if n_short + n_long > budget:
+        n_short, n_long = budget // 2, budget // 2 + budget % 2
+    return (a[:n_long], b[:n_short]) if len(a) > len(b) else (a[:n_short], b[:n_long])
