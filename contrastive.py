@@ -30,6 +30,8 @@ def share_of_label_alignment(per_anchor, anchors, weights, mine):
 
 
 class Contrastive(Method):
+    """--method contrastive: Yu & Joty's language adaptation, its two phases (phases) and their
+    losses (loss, Eq. 3; group_loss, Eq. 5)."""
     name = "contrastive"
     help = ("Yu & Joty (2021) language adaptation: first the task loss plus label alignment (Eq. 2-3) on the source and "
             "its translations, then, for the last --sa-steps with a smaller learning rate, the task loss plus semantic "

@@ -1,0 +1,266 @@
+"""Annotated pages: each paper's file rendered as a page of two columns, its notes (docstrings and
+comment blocks) on the left beside the code they precede on the right, generated from the source
+files themselves, with nothing written twice.
+
+    python docs/annotate.py            # writes docs/pages/*.html
+    python docs/annotate.py --check    # exit status 1 where a page differs from its source (stale)
+
+Notes are Markdown; their notation is set as the papers set it (lambda as λ, h_T as h with T below,
+A^T with T above), outside `code`. The pages need no network: each holds its own style sheet, and
+Pygments colours the code. Requires `markdown` and `pygments` (docs/requirements.txt), not the training code.
+"""
+import argparse
+import ast
+import html
+import io
+import re
+import sys
+import tokenize
+from pathlib import Path
+
+import markdown
+from pygments import highlight
+from pygments.formatters import HtmlFormatter
+from pygments.lexers import PythonLexer
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "docs" / "pages"
+
+# file -> (page title, the paper, where in it the file's code is); the index lists them in this order
+PAGES = {
+    "xeroalign.py": ("XeroAlign", "Gritta & Iacobacci, XeroAlign: Zero-Shot Cross-lingual Transformer Alignment, "
+                     "Findings of ACL 2021", "Sec. 3 (Methodology), Algorithm 1; Sec. 3.1 (the setup)"),
+    "fusion.py": ("FILTER", "Fang, Wang, Gan, Sun and Liu, FILTER: An Enhanced Fusion Method for Cross-lingual Language "
+                  "Understanding, AAAI 2021", "Proposed Approach: FILTER Architecture (Eq. 1-4), Self-Teaching Loss (Eq. 5-6, "
+                  "Algorithm 1), Inference; Implementation Details"),
+    "mixup.py": ("X-Mixup", "Yang, Chen, Zhou and Li, Enhancing Cross-lingual Transfer by Manifold Mixup, ICLR 2022",
+                 "Sec. 4.1 (Eq. 2-6), 4.2 (Eq. 7-8), 4.3 (mixup inference); Sec. 5.1 and Appendix C.1 (settings); Appendix A.1 "
+                 "(Eq. 9-11)"),
+    "contrastive.py": ("Contrastive language adaptation", "Yu and Joty, Effective Fine-tuning Methods for Cross-lingual "
+                       "Adaptation, EMNLP 2021", "Sec. 3.2 (Eq. 1-5); Sec. 4.2 (Training Details)"),
+    "cotrain.py": ("Co-training", "Yu and Joty, Effective Fine-tuning Methods for Cross-lingual Adaptation, EMNLP 2021",
+                   "Sec. 3.1 (Algorithm 1); Sec. 4.2 (Co-training, Baselines: self-training)"),
+    "unicoder.py": ("Unicoder's pre-training tasks", "Huang, Liang, Duan, Gong, Shou, Jiang and Zhou, Unicoder: A Universal "
+                    "Language Encoder by Pre-training with Multiple Cross-lingual Tasks, EMNLP 2019",
+                    "Pre-training Tasks in Unicoder (Eq. 1-2); Training Details"),
+    "losses.py": ("The losses", "every paper's losses, one function per equation",
+                  "XeroAlign Algorithm 1; FILTER Eq. 4-5; X-Mixup Eq. 7-8; Yu & Joty Eq. 1-5"),
+    "model.py": ("The encoder", "XLM-R (Conneau et al., ACL 2020), BERT (Devlin et al., NAACL 2019), XLM-R XL and XXL (Goyal "
+                 "et al. 2021)", "the pieces the methods compose: embed, layers[i] (attention, feed_forward), finish"),
+    "train.py": ("The training step", "one run from the command line to the test table",
+                 "train_step: a global batch, the method's loss, backward, the update"),
+}
+
+STYLE = """
+body { margin: 0; font: 15px/1.5 Georgia, "DejaVu Serif", serif; color: #222; background: #fff; }
+header { padding: 18px 28px 10px; border-bottom: 1px solid #ddd; }
+header h1 { margin: 0 0 4px; font-size: 24px; }
+header p { margin: 2px 0; color: #444; }
+nav { font: 13px sans-serif; margin-top: 6px; }
+nav a { margin-right: 10px; }
+.section { display: grid; grid-template-columns: minmax(340px, 38%) 1fr; border-bottom: 1px solid #f0f0f0; }
+.notes { padding: 8px 22px 8px 28px; background: #fbfaf7; border-right: 1px solid #e6e3dc; overflow-wrap: anywhere; }
+.notes p { margin: 6px 0; }
+.notes pre { white-space: pre-wrap; font: 12px/1.45 "DejaVu Sans Mono", monospace; background: #f3f0e8; padding: 6px 8px; }
+.notes pre.lines div { padding-left: 2.5em; text-indent: -2.5em; }
+.notes code { font: 13px "DejaVu Sans Mono", monospace; background: #f3f0e8; padding: 0 2px; }
+.notes pre code { background: none; padding: 0; }
+.code { padding: 8px 16px; min-width: 0; }
+.code pre { margin: 0; white-space: pre-wrap; overflow-wrap: anywhere; font: 12.5px/1.45 "DejaVu Sans Mono", monospace; }
+.code .line { display: block; }
+.eq { font-weight: bold; color: #7a3b00; }
+"""
+
+FORMATTER = HtmlFormatter(nowrap=True, style="friendly")
+STYLE += FORMATTER.get_style_defs(".code pre")
+GREEK = {"lambda": "λ", "alpha": "α", "tau": "τ", "sigma": "σ", "theta": "θ", "beta": "β", "gamma": "γ", "mu": "μ"}
+
+
+def math(text):
+    """The papers' notation in plain text set as they set it: Greek names as letters (lambda0 as
+    λ with 0 below), h~ as h with a tilde, sum as Σ, sqrt as √, a one- or two-letter symbol's (or
+    softmax's, Σ's) _x or _{...} below it, ^T or ^{...} above it, Eq. N in bold."""
+    text = re.sub(r"\b(" + "|".join(GREEK) + r")(\d?)(?![A-Za-z0-9])", lambda m: GREEK[m.group(1)] + (f"<sub>{m.group(2)}</sub>" if m.group(2) else ""),
+                  text)
+    text = re.sub(r"\b([A-Za-z])~", "\\1\u0303", text)  # h~: h with a tilde above
+    text = re.sub(r"\bsum(?=_)", "Σ", text).replace("sqrt(", "√(")
+    base = "|".join(GREEK.values()) + r"|Σ|softmax|[A-Za-z]\u0303|[A-Za-z]{1,2}'?"
+    text = re.sub(r"(?<![\w])(" + base + r")_(\{[^}]+\}|[A-Za-z0-9|]{1,3})(?![\w])",
+                  lambda m: f"{m.group(1)}<sub>{m.group(2).strip('{}')}</sub>", text)
+    text = re.sub(r"(?<=[\w)'])\^(\{[^}]+\}|[A-Za-z0-9])", lambda m: f"<sup>{m.group(1).strip('{}')}</sup>", text)
+    return re.sub(r"\b(Eq\. \d+(?:-\d+)?)", r'<span class="eq">\1</span>', text)
+
+
+def notation(rendered):
+    """math() on the text of rendered Markdown, outside inline code (an equation in a <pre> block is set too)."""
+    out, in_pre, in_code = [], False, False
+    for part in re.split(r"(<[^>]+>)", rendered):
+        if part.startswith("<"):
+            tag = part.strip("</>").split()[0].lower() if part.strip("</>") else ""
+            closing = part.startswith("</")
+            if tag == "pre":
+                in_pre = not closing
+            elif tag == "code" and not in_pre:
+                in_code = not closing
+            out.append(part)
+        else:
+            out.append(part if in_code else math(part))
+    return "".join(out)
+
+
+def note_html(text):
+    """A note (a docstring or comment block's text) as HTML: Markdown, a list where lines start
+    with "- " (a blank line before it supplied), each line of an indented block (an equation) a
+    line of its own that wraps under itself."""
+    lines, out = text.splitlines(), []
+    for i, line in enumerate(lines):
+        if re.match(r"\s{0,3}- ", line) and i and lines[i - 1].strip() and not re.match(r"\s{0,3}- |\s{4,}", lines[i - 1]):
+            out.append("")
+        out.append(line)
+    rendered = notation(markdown.markdown(html_text("\n".join(out)), extensions=["tables"]))
+    return re.sub(r"<pre><code>(.*?)</code></pre>", lambda m: '<pre class="lines">' + "".join(
+        f'<div>{line or "&nbsp;"}</div>' for line in m.group(1).rstrip("\n").split("\n")) + "</pre>", rendered, flags=re.S)
+
+
+def html_text(text):
+    """The note's text with what Markdown would read as HTML escaped (a <s> token, a < in an
+    equation): outside `code` and indented blocks, which Markdown escapes itself."""
+    escape = lambda s: s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return "\n".join(line if line.startswith("    ") else "".join(part if i % 2 else escape(part) for i, part in enumerate(
+        re.split(r"(`[^`]*`)", line))) for line in text.split("\n"))
+
+
+def docstrings(tree):
+    """{first line: (last line, text, the first line of what it documents)} of the module's,
+    classes' and functions' docstrings (line numbers from 1)."""
+    found = {}
+    for node in [tree] + [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]:
+        body = node.body
+        if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
+            owner = 1 if node is tree else min([node.lineno] + [d.lineno for d in node.decorator_list])
+            found[body[0].lineno] = (body[0].end_lineno, ast.get_docstring(node), owner)
+    return found
+
+
+def comment_lines(source):
+    """{line: comment text} of the lines that hold a comment alone (not after code)."""
+    out = {}
+    for token in tokenize.generate_tokens(io.StringIO(source).readline):
+        if token.type == tokenize.COMMENT and token.line.strip().startswith("#"):
+            out[token.start[0]] = token.string.lstrip("#").strip()
+    return out
+
+
+def undocumented(tree, documented):
+    """The first lines (decorators included) of the functions and classes that have no docstring."""
+    return {min([n.lineno] + [d.lineno for d in n.decorator_list]) for n in ast.walk(tree)
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))} - documented
+
+
+def sections(source):
+    """[(notes, code)]: each docstring or block of comment lines, and the code it precedes up to the
+    next; a definition's signature goes with its docstring, and a definition without one starts a
+    section without notes (its code is never shown beside another's notes)."""
+    lines, tree = source.splitlines(), ast.parse(source)
+    docs, comments = docstrings(tree), comment_lines(source)
+    owners = {owner: first for first, (_, _, owner) in docs.items() if owner != 1}
+    bare = undocumented(tree, set(owners))
+    out, notes, code, n = [], None, [], 1
+
+    def close():
+        if notes is not None or any(line.strip() for line in code):
+            while code and not code[-1].strip():
+                code.pop()
+            out.append((notes or "", "\n".join(code).strip("\n")))
+
+    while n <= len(lines):
+        if n in owners or n in docs:  # a documented definition (or the module): its docstring, its signature
+            first = owners.get(n, n)
+            last, text, _ = docs[first]
+            close()
+            notes, code = text, lines[n - 1:first - 1]
+            n = last + 1
+        elif n in comments:
+            block = []
+            while n in comments:
+                block.append(comments[n])
+                n += 1
+            close()
+            notes, code = "\n".join(block), []
+            if n in bare:  # the comment is the definition's note
+                bare.discard(n)
+        elif n in bare:
+            close()
+            notes, code = None, [lines[n - 1]]
+            n += 1
+        else:
+            code.append(lines[n - 1])
+            n += 1
+    close()
+    return [(text, body) for text, body in out if text or body]
+
+
+def code_html(body):
+    """Code coloured by Pygments, each line a block whose wrapped part hangs under its own indentation."""
+    if not body:
+        return ""
+    out = []
+    for source_line, line in zip(body.split("\n"), highlight(body, PythonLexer(), FORMATTER).rstrip("\n").split("\n")):
+        indent = len(source_line) - len(source_line.lstrip(" ")) + 4
+        out.append(f'<span class="line" style="padding-left:{indent}ch;text-indent:-{indent}ch">{line or " "}</span>')
+    return "".join(out)
+
+
+def render(name, source):
+    """The page of one file (a name of PAGES), as HTML."""
+    title, paper, where = PAGES[name]
+    rows = []
+    for text, body in sections(source):
+        rows.append(f'<div class="section"><div class="notes">{note_html(text) if text else ""}</div>'
+                    f'<div class="code"><pre>{code_html(body)}</pre></div></div>')
+    links = " ".join(f'<a href="{Path(other).stem}.html">{PAGES[other][0]}</a>' for other in PAGES)
+    return (f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n<title>{html.escape(title)}: {name}</title>\n'
+            f"<style>{STYLE}</style>\n</head>\n<body>\n<header>\n<h1>{html.escape(title)} <small><code>{name}</code></small></h1>\n"
+            f"<p>{html.escape(paper)}</p>\n<p>{math(html.escape(where))}</p>\n"
+            f'<nav><a href="index.html">index</a> {links} <a href="../../{name}">source</a></nav>\n</header>\n'
+            + "\n".join(rows) + "\n</body>\n</html>\n")
+
+
+def index():
+    items = "\n".join(f'<li><a href="{Path(name).stem}.html">{html.escape(title)}</a> (<code>{name}</code>): {html.escape(paper)}; '
+                      f"{math(html.escape(where))}</li>" for name, (title, paper, where) in PAGES.items())
+    return (f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n<title>minxlt: the papers beside the code</title>\n'
+            f"<style>{STYLE} ul {{ padding: 10px 40px; }} li {{ margin: 6px 0; }}</style>\n</head>\n<body>\n<header>\n"
+            f"<h1>minxlt: the papers beside the code</h1>\n<p>Each page shows a file's notes beside the code they explain, "
+            f'generated from the file by docs/annotate.py. <a href="../../README.md">README</a></p>\n</header>\n'
+            f"<ul>\n{items}\n</ul>\n</body>\n</html>\n")
+
+
+def pages():
+    """{file name under docs/pages: its HTML}, from the sources as they are."""
+    out = {"index.html": index()}
+    for name in PAGES:
+        out[f"{Path(name).stem}.html"] = render(name, (ROOT / name).read_text(encoding="utf-8"))
+    return out
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--check", action="store_true", help="write nothing; exit 1 if a page differs from what its source gives")
+    args = p.parse_args(argv)
+    stale = []
+    for name, text in pages().items():
+        path = OUT / name
+        if args.check:
+            if not path.is_file() or path.read_text(encoding="utf-8") != text:
+                stale.append(name)
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    if stale:
+        sys.exit(f"stale pages in {OUT}: {', '.join(stale)}; run python docs/annotate.py")
+    print(f"{'checked' if args.check else 'wrote'} {len(PAGES) + 1} pages in {OUT}")
+
+
+if __name__ == "__main__":
+    main()
