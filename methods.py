@@ -6,8 +6,7 @@ A method says
   - which training items it draws from a task: the source's labelled texts, with their
     translations or not, (source, translation) pairs, or pre-training pairs (`draws`, `training_items`);
   - how it builds and wraps the model (`build`, `wrap`: FILTER and X-Mixup run the classifier on
-    pairs, X-Mixup adds its ratio's W and b), and which layers it runs sub-layer by sub-layer
-    (`layers_run_in_parts`: X-Mixup's mixup layer, which a sharded run keeps whole);
+    pairs, X-Mixup adds its ratio's W and b);
   - how a batch is made and what its loss is, with named components for the log (`make_batch`,
     `loss`), in one or more phases (`phases`: Yu & Joty have two);
   - how it predicts at test time and which input that needs (`predictor`, `load_predictor`:
@@ -236,11 +235,6 @@ class Method:
         """The module the loop trains and checkpoints, around the built model; `items` are the
         training items (a teacher labels them, Unicoder mines negatives among them)."""
         return model
-
-    def layers_run_in_parts(self, core):
-        """The encoder layers (indices) whose sub-layers the method calls itself rather than the layer
-        (X-Mixup's mixup layer): a sharded run (minxlt/parallel/shard.py) keeps them whole with the root."""
-        return ()
 
     def make_batch(self, items, weights, step):
         """One micro-batch, on the CPU: "input_ids" and "attention_mask" (B, T), the items padded to

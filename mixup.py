@@ -147,7 +147,7 @@ def mixup_layer_in_attention(layer, ratio_net, source, source_mask, target, targ
     """The ablation --mixup-variant in-attention: the target's attention mixed with its
     cross-attention over the source inside the attention sub-layer, before its LayerNorm, the
     ratio from the heads' attention entropies both ways. (source output, target output, lambda)."""
-    source_output = layer(source, source_mask)
+    source_output = layer.forward(source, source_mask)  # not layer(...): under Layer.run a sharded layer's call would release it
     q, kv = (layer.attn_norm(target), layer.attn_norm(source)) if layer.pre_norm else (target, source)  # what attention reads
     self_attention = layer.attention(q, target_mask)
     cross, A = layer.attention(q, target_mask, context=kv, context_mask=source_mask, return_probs=True)
@@ -176,7 +176,7 @@ def mixup_encode(encoder, ratio_net, source_ids, source_mask, target_ids, target
         if number != layer:
             h = block(h, mask)                                       # each text on its own
             continue
-        source, target, lam = VARIANTS[variant](block, ratio_net, h[:B], source_mask, h[B:], target_mask, fixed_ratio)
+        source, target, lam = block.run(VARIANTS[variant], ratio_net, h[:B], source_mask, h[B:], target_mask, fixed_ratio)
         h = torch.cat([source, target])
     h = encoder.finish(h)
     return h[:B], h[B:], lam
@@ -289,15 +289,14 @@ class XMixupMethod(PairMethod):
         if run.rank == 0 and not self.round_trip:
             print(f"note: {run.task.name} has no round-trip translations of its {run.task.source} training texts: "
                   "scheduled sampling is off (the mixup always sees the gold source)", file=sys.stderr)
-        core = XMixup(model, settings.mixup_layer, settings.lambda0, settings.lambda0 if settings.constant_ratio else None,
-                      settings.mixup_variant).to(self.run.device)
+        with torch.random.fork_rng(devices=[]):  # W and b the same on every process, whatever their shape: not the per-process seed
+            torch.manual_seed(settings.seed)
+            core = XMixup(model, settings.mixup_layer, settings.lambda0, settings.lambda0 if settings.constant_ratio else None,
+                          settings.mixup_variant).to(self.run.device)
         if settings.constant_ratio:
             core.ratio_net.requires_grad_(False)  # unused: DDP must not wait for its gradient
         self.teacher = self.load_teacher(items, labeller)
         return core
-
-    def layers_run_in_parts(self, core):
-        return (core.layer - 1,)  # the mixup layer (its index in encoder.layers): Eq. 2-4 call its attention and feed-forward themselves
 
     def make_batch(self, items, weights, step):
         """Scheduled sampling (Eq. 6): with probability 1 - p*(step) the source is its round-trip

@@ -99,6 +99,11 @@ class Layer(nn.Module):
         self.attention_dropout = c.attention_dropout
         self.checkpointed = False  # Encoder.checkpoint_layers
 
+    def run(self, function, *args):
+        """function(self, *args): code that calls this layer's parts itself (X-Mixup's Eq. 2-5), run
+        as one call of the layer, which a sharded run gathers the layer for, as for forward."""
+        return function(self, *args)
+
     def attention(self, x, mask=None, context=None, context_mask=None, return_probs=False):
         """Multi-head attention of x over itself, or over `context` (keys and values from another
         sequence, as in X-Mixup's cross-attention), with this layer's parameters; output projected,

@@ -71,7 +71,7 @@ def main(argv=None):
     alignment_before = None if settings.no_alignment or settings.resume else alignment(raw.encoder, run, settings.alignment_pooling)
     core = method.wrap(raw, items)
     if settings.shard:  # each process holds 1/N of the weights, gradients and AdamW's moments (minxlt/parallel/shard.py)
-        model = shard.wrap(core, raw.encoder, method.layers_run_in_parts(core), settings.amp)
+        model = shard.wrap(core, raw.encoder, settings.amp, settings.offload)
     else:  # each process holds them all (DDP)
         model = distributed.wrap(core, device, method.unused_parameters)
     optimizer, scheduler = make_optimizer(settings, core, phases)
@@ -90,7 +90,7 @@ def main(argv=None):
         batches = bookkeeping.batch_loader(settings, method, phases, book.step)
         while book.step < settings.max_steps and not stopped:
             phase = phase_at(phases, book.step)
-            losses = train_step(settings, run, phase, model, raw, next(batches), optimizer, scheduler, scaler, dtype)
+            losses = train_step(settings, run, phase, model, next(batches), optimizer, scheduler, scaler, dtype)
             stopping = book.record(phases, losses, scheduler.get_last_lr()[0], stop.requested)
             if book.evaluates():
                 evaluate_and_save(settings, method, raw, core, book)
@@ -99,6 +99,8 @@ def main(argv=None):
             if book.step % settings.save_every == 0 or stopped:
                 book.save_checkpoint(core, optimizer, scheduler, scaler)
     book.progress.close()
+    del optimizer, scheduler, scaler, batches  # AdamW's moments freed before the test, which may need the room (XXL, sharded)
+    distributed.release_memory(device)
     distributed.barrier()
     if stopped and rank == 0:
         print(f"stopped at step {book.step}; continue with the same command and --resume", file=sys.stderr)
@@ -151,7 +153,7 @@ def make_optimizer(settings, model, phases):
 AUTOCAST = {"none": None, "bf16": torch.bfloat16, "fp16": torch.float16}  # --amp (flags.autocast resolves auto)
 
 
-def train_step(settings, run, phase, model, raw, micro_batches, optimizer, scheduler, scaler, dtype):
+def train_step(settings, run, phase, model, micro_batches, optimizer, scheduler, scaler, dtype):
     """One optimizer step: forward and backward of a global batch, in --grad-accum micro-batches
     of this process's share of it, then the update. Returns the mean loss over the global batch
     and its parts, this process's share of each: {name: tensor on the device}. Nothing is read
@@ -172,7 +174,7 @@ def train_step(settings, run, phase, model, raw, micro_batches, optimizer, sched
             parts[name] = parts.get(name, 0.0) + value * share
     if settings.max_grad_norm > 0:
         scaler.unscale_(optimizer)
-        torch.nn.utils.clip_grad_norm_(raw.parameters(), settings.max_grad_norm)  # the built model's parameters
+        torch.nn.utils.clip_grad_norm_(model.parameters(), settings.max_grad_norm)  # every trained one, X-Mixup's ratio too
     scaler.step(optimizer)
     scaler.update()
     scheduler.step()

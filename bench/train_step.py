@@ -92,7 +92,7 @@ class Trainee:
         raw = train.build_model(settings, method, model_dir, device, 0)
         self.model = method.wrap(raw, []).train()
         if settings.shard:  # in one process: what sharding costs where the model fits (several: train.py under torchrun)
-            shard.wrap(self.model, raw.encoder, method.layers_run_in_parts(self.model), settings.amp)
+            shard.wrap(self.model, raw.encoder, settings.amp)
         self.optimizer = torch.optim.AdamW([p for p in self.model.parameters() if p.requires_grad], lr=1e-5, fused=True)
         self.dtype = train.AUTOCAST[settings.amp]
 

@@ -66,6 +66,16 @@ def test_a_flag_the_method_does_not_read_is_refused(run, argv, message):
         flags.resolve(flags.parse(argv), run)
 
 
+@pytest.mark.parametrize("argv,message", [
+    (["--offload"], "--offload moves a sharded run's parts to host memory: add --shard"),
+    (["--shard", "--amp", "fp16"], "--shard computes in bf16 or float32: give --amp bf16"),
+    (["--shard", "--compile"], "--shard and --compile: compiling a sharded model is not supported here"),
+])
+def test_sharding_options_that_do_not_go_together_are_refused(run, argv, message):
+    with pytest.raises(InputError, match=message):
+        flags.resolve(flags.parse(["--method", "zero-shot", *argv]), run)
+
+
 def test_a_method_reads_its_own_flags_only():
     # what a method declares to flags.py (its checks, defaults, whether it needs translations) and
     # what it computes read the flags every run has and the method's own, never another method's

@@ -39,16 +39,19 @@ def test_xxl_on_eight_processes_under_ddp_does_not_fit_and_says_what_would(tmp_p
     out = dry_run(tmp_path, XXL, "--processes", "8", "--amp", "bf16", "--device-memory", "80")
     assert "10.70 B parameters" in out and "8 processes" in out
     assert "DDP, per process: parameters 42.8 GB, gradients 42.8 GB, AdamW moments 85.6 GB, DDP's gradient buckets 42.8 GB: 213.9 GB" in out
-    assert "does not fit the device's 80 GB under DDP: sharded training (--shard) would hold 23.9 GB per process, which fits" in out
+    assert "does not fit the device's 80 GB under DDP: sharded training (--shard) would hold 24.3 GB per process, which fits" in out
     sharded = dry_run(tmp_path, XXL, "--processes", "8", "--amp", "bf16", "--device-memory", "80", "--shard")
     assert "sharded over 8 (--shard), per process: parameters 5.3 GB, gradients 5.3 GB, AdamW moments 10.7 GB: 21.4 GB" in sharded
-    assert "gathered whole during a step: 2.5 GB (the embeddings and the layer that runs)" in sharded
-    assert "sharded, it fits the device's 80 GB with 56.1 GB left for activations" in sharded
+    assert "gathered whole during a step: 2.9 GB (the embeddings, the layer that runs and the next, prefetched)" in sharded
+    assert "sharded, it fits the device's 80 GB with 55.7 GB left for activations" in sharded
     accumulating = dry_run(tmp_path, XXL, "--processes", "8", "--amp", "bf16", "--device-memory", "80", "--shard", "--grad-accum", "2",
-                           "--batch-size", "32")
-    assert "AdamW moments 10.7 GB, whole gradients between micro-steps 42.8 GB: 64.2 GB" in accumulating
+                           "--batch-size", "32")  # every micro-step reduce-scatters: no whole gradient held between them
+    assert "AdamW moments 10.7 GB: 21.4 GB" in accumulating and "whole gradients" not in accumulating
     alone = dry_run(tmp_path, XXL, "--processes", "1", "--amp", "bf16", "--device-memory", "80", "--shard")
-    assert "does not fit the device's 80 GB even sharded over 1 process: run more processes (more nodes)" in alone
+    assert "does not fit the device's 80 GB even sharded over 1 process: run more processes (more nodes); --offload keeps" in alone
+    offloaded = dry_run(tmp_path, XXL, "--processes", "1", "--amp", "bf16", "--device-memory", "80", "--shard", "--offload")
+    assert "with --offload, the parameters, gradients and moments (171.1 GB) are in host memory: the device holds 2.9 GB" in offloaded
+    assert "sharded, it fits the device's 80 GB with 77.1 GB left for activations" in offloaded
     assert "--gradient-checkpointing saves activations only" in out
 
 

@@ -318,3 +318,30 @@ def test_word_labels_need_a_source_trained_labeller(tmp_path, tiny_model_dir):
     with pytest.raises(ValueError, match="must be a plain classifier"):
         train.main(common + ["--method", "xmixup", "--teacher", str(tmp_path / "filter" / "best"), "--mixup-layer", "2",
                              "--out", str(tmp_path / "y")])
+
+
+def test_the_ratio_starts_the_same_on_every_process_and_is_clipped_with_the_rest(tiny_model_dir, tmp_path, monkeypatch):
+    # the run has reseeded per process (dropout) before the method wraps the model: W and b come from the seed alone
+    from conftest import make_method
+    from methods import Run
+    from minxlt import tasks
+    from minxlt.text.tokenizer import Tokenizer
+    run = Run(tasks.load_task("demo", targets=["de"]), Tokenizer.from_pretrained(tiny_model_dir), 64, num_layers=3)
+    method = make_method("xmixup", run, "--seed", "7")
+    starts = []
+    for rank in (0, 1):
+        torch.manual_seed(7 + rank)
+        ratio = method.wrap(Classifier(sharp_encoder(3), 8), []).ratio_net.linear
+        starts.append((ratio.weight.item(), ratio.bias.item()))
+    assert starts[0] == starts[1]
+    torch.manual_seed(7)
+    fresh = torch.nn.Linear(1, 1)
+    assert starts[0] == (fresh.weight.item(), fresh.bias.item())
+    # clipping sees every trained parameter, the ratio's among them (not only the built model's)
+    import train
+    clipped = []
+    real = torch.nn.utils.clip_grad_norm_
+    monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", lambda parameters, norm: real(clipped.extend(parameters) or clipped, norm))
+    train.main(["--model", str(tiny_model_dir), "--method", "xmixup", "--target-langs", "de", "--batch-size", "4", "--max-steps", "1",
+                "--eval-every", "1", "--no-alignment", "--no-test", "--out", str(tmp_path / "run")])
+    assert any(p.shape == (1, 1) for p in clipped) and any(p.shape == (1,) for p in clipped)

@@ -92,11 +92,12 @@ def test_every_method_sharded_logs_the_losses_of_ddp(tmp_path, tiny_model_dir, x
 
 def test_sharded_training_options_match_ddp(tmp_path, tiny_model_dir):
     # gradient clipping on the sharded gradients (a norm of 0.05 clips every step), gradient checkpointing, and
-    # 2 micro-steps whose gradients are reduced once
+    # 2 micro-steps, sharded with and without --offload
     argv = ["--model", str(tiny_model_dir), *COMMON, *TASKS["sentence"], "--method", "translate-train", "--max-grad-norm", "0.05",
             "--gradient-checkpointing", "--grad-accum", "2"]
-    spawn([(argv, tmp_path / "ddp"), (argv + ["--shard"], tmp_path / "shard")])
+    spawn([(argv, tmp_path / "ddp"), (argv + ["--shard"], tmp_path / "shard"), (argv + ["--shard", "--offload"], tmp_path / "offload")])
     assert_same_losses(tmp_path / "ddp", tmp_path / "shard", "clipping, checkpointing, accumulation")
+    assert_same_losses(tmp_path / "ddp", tmp_path / "offload", "the same, the parts in host memory (--offload)")
     clipped = [json.loads(line) for line in (tmp_path / "ddp" / "log.jsonl").read_text().splitlines()]
     unclipped = tmp_path / "unclipped"
     spawn([([a if a != "0.05" else "0" for a in argv] + ["--shard"], unclipped)])
@@ -308,3 +309,108 @@ def test_a_failed_write_of_the_best_model_stops_every_process_with_its_message(t
         message = (tmp_path / f"rank{rank}.txt").read_text()
         assert "writing the best model failed ([Errno 28] No space left on device); the previous one is whole" in message, message
     assert not (tmp_path / "run" / "best").exists() and not (tmp_path / "run" / "best.tmp").exists()
+
+
+def micro_step_worker(rank, world_size, port, result_dir):
+    """Two micro-steps of a sharded tiny classifier: after each backward, what a process holds of each gradient."""
+    join_process_group_env(rank, world_size, port)
+    dist.init_process_group("gloo")
+    from torch.distributed.tensor import DTensor
+
+    from conftest import padded_batch, sharp_encoder
+    from minxlt.parallel import shard
+    from model import Classifier
+    classifier = Classifier(sharp_encoder(2), 3)
+    model = shard.wrap(classifier, classifier.encoder)
+    held = []
+    for micro in range(2):
+        ids, mask = padded_batch(101, [5, 3, 6][:2 + micro])
+        with distributed.gradient_sync(model, last=micro == 1):
+            model(ids, mask)[0].sum().backward()
+        held.append({name: (isinstance(p.grad, DTensor), tuple(p.grad.to_local().shape), tuple(p.shape))
+                     for name, p in model.named_parameters() if p.grad is not None})
+    torch.save(held, f"{result_dir}/held{rank}.pt")
+    distributed.cleanup()
+
+
+def test_every_micro_step_reduce_scatters_so_no_whole_gradient_is_held(tmp_path):
+    mp.spawn(micro_step_worker, args=(2, free_port(), tmp_path), nprocs=2)
+    for rank in (0, 1):
+        for step in torch.load(tmp_path / f"held{rank}.pt"):
+            assert step and all(is_shard for is_shard, _, _ in step.values())
+            for name, (_, local, whole) in step.items():  # each process holds its rows of every gradient, never all of them
+                first = -(-whole[0] // 2)  # FSDP2 cuts the first dimension into ceil(rows / 2) and the rest
+                assert local[0] == (first if rank == 0 else whole[0] - first) and local[1:] == whole[1:], (name, local, whole)
+
+
+def gather_order_worker(rank, world_size, port, result_dir):
+    """One forward and backward of a sharded 4-layer classifier: which layers hold their whole
+    parameters after each layer's forward and backward, and what each layer prefetches."""
+    join_process_group_env(rank, world_size, port)
+    dist.init_process_group("gloo")
+    from torch.distributed.tensor import DTensor
+
+    from conftest import padded_batch, sharp_encoder
+    from minxlt.parallel import shard
+    from model import Classifier
+    classifier = Classifier(sharp_encoder(4), 3)
+    layers = list(classifier.encoder.layers)
+    model = shard.wrap(classifier, classifier.encoder)
+    whole = lambda: [i for i, layer in enumerate(layers) if not any(isinstance(p, DTensor) for p in layer.parameters())]
+    seen = {"forward": [], "backward": []}
+    for i, layer in enumerate(layers):  # after FSDP2's own hooks: what stays gathered once the layer has run
+        layer.register_forward_hook(lambda module, args, out, i=i: seen["forward"].append((i, whole())))
+    ids, mask = padded_batch(101, [5, 3, 6])
+    model(ids, mask)[0].sum().backward()
+    seen["after backward"] = whole()
+    states = [layer._get_fsdp_state() for layer in layers]  # FSDP2 keeps the explicit prefetch targets on each layer's state
+    seen["prefetch"] = {direction: [[states.index(s) for s in getattr(state, f"_states_to_{direction}_prefetch")] for state in states]
+                        for direction in ("forward", "backward")}
+    if rank == 0:
+        (result_dir / "seen.json").write_text(json.dumps(seen))
+    distributed.cleanup()
+
+
+def test_each_layer_prefetches_its_neighbour_and_the_last_stays_gathered_into_backward(tmp_path):
+    mp.spawn(gather_order_worker, args=(2, free_port(), tmp_path), nprocs=2)
+    seen = json.loads((tmp_path / "seen.json").read_text())
+    assert seen["prefetch"] == {"forward": [[1], [2], [3], []], "backward": [[], [0], [1], [2]]}
+    assert seen["forward"] == [[0, []], [1, []], [2, []], [3, [3]]]  # the others released after their forward
+    assert seen["after backward"] == []
+
+
+def mixup_unit_worker(rank, world_size, port, result_dir, variant):
+    """X-Mixup on a sharded 3-layer classifier, mixing at layer 2: its gradients, gathered whole,
+    and whether the mixup layer holds its whole parameters once the forward is done."""
+    join_process_group_env(rank, world_size, port)
+    dist.init_process_group("gloo")
+    from torch.distributed.tensor import DTensor
+
+    from conftest import padded_batch, sharp_encoder
+    from minxlt.parallel import shard
+    from mixup import XMixup
+    from model import Classifier
+    torch.manual_seed(0)
+    model = XMixup(Classifier(sharp_encoder(3), 3), layer=2, variant=variant)
+    mixup_layer = model.classifier.encoder.layers[1]
+    if world_size > 1:
+        shard.wrap(model, model.classifier.encoder)
+    (source, source_mask), (target, target_mask) = padded_batch(101, [5, 3, 6]), padded_batch(101, [4, 6, 2])
+    out = model(source, source_mask, target, target_mask)
+    released = all(isinstance(p, DTensor) for p in mixup_layer.parameters())
+    (out[0].sum() + out[1].square().sum() + out[4].sum()).backward()
+    grads = {name: shard.whole(p.grad) for name, p in model.named_parameters()}
+    if rank == 0:
+        torch.save({"released": released, "grads": grads}, result_dir / f"{variant}{world_size}.pt")
+    distributed.cleanup()
+
+
+@pytest.mark.parametrize("variant", ["paper", "in-attention"])
+def test_the_mixup_layer_is_its_own_unit_released_after_eq_2_to_5(tmp_path, variant):
+    mp.spawn(mixup_unit_worker, args=(1, free_port(), tmp_path, variant), nprocs=1)  # not sharded: the reference
+    mp.spawn(mixup_unit_worker, args=(2, free_port(), tmp_path, variant), nprocs=2)
+    whole, sharded = torch.load(tmp_path / f"{variant}1.pt"), torch.load(tmp_path / f"{variant}2.pt")
+    assert sharded["released"] and not whole["released"]
+    assert whole["grads"].keys() == sharded["grads"].keys() and any("layers.1." in name for name in whole["grads"])
+    for name, grad in whole["grads"].items():
+        assert torch.allclose(sharded["grads"][name], grad, rtol=1e-5, atol=1e-7), name

@@ -352,3 +352,21 @@ def test_loader_processes_leave_ctrl_c_to_the_training_process(tiny_model_dir):
     time.sleep(1)
     assert len([next(batches) for _ in range(30)]) == 30  # past what was built ahead (4 steps per worker)
     assert all(worker.is_alive() for worker in batches._workers)
+
+
+def test_the_optimizer_is_freed_before_the_final_test(tmp_path, tiny_model_dir, monkeypatch):
+    # AdamW's moments (twice the trained weights) are gone when the test loads OUT/best: a large run needs the room
+    import gc
+    import weakref
+    optimizers, alive = [], []
+    real = torch.optim.AdamW
+
+    class Tracked(real):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            optimizers.append(weakref.ref(self))
+    monkeypatch.setattr(torch.optim, "AdamW", Tracked)
+    test = train.test
+    monkeypatch.setattr(train, "test", lambda *args: (gc.collect(), alive.extend(o() for o in optimizers), test(*args)))
+    train.main(["--model", str(tiny_model_dir), *COMMON, "--method", "zero-shot", "--max-steps", "2", "--out", str(tmp_path / "run")])
+    assert len(optimizers) == 1 and alive == [None]

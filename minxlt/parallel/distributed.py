@@ -89,11 +89,10 @@ def wrap(module, device, find_unused_parameters=False):
 
 
 def gradient_sync(model, last):
-    """A micro-step's context: the gradients are averaged over the processes after the last micro-step
-    of a step only. DDP: no_sync() before it; a sharded model (shard.py) is told whether to reduce."""
-    if hasattr(model, "set_requires_gradient_sync"):
-        model.set_requires_gradient_sync(last)
-        return nullcontext()
+    """A micro-step's context. DDP averages the gradients over the processes after the last
+    micro-step of a step only (no_sync() before it). A sharded model (shard.py) reduce-scatters
+    every micro-step's gradients, each process adding its part to its shard: the sum of the parts is
+    the part of the sum, and no process holds a whole gradient between micro-steps."""
     return model.no_sync() if hasattr(model, "no_sync") and not last else nullcontext()
 
 
@@ -127,6 +126,13 @@ def all_gather_with_grad(tensor):
     every process's gradient of the gathered tensor and gives each process its own part, so that
     each process's loss reaches the examples of all."""
     return _GatherWithGrad.apply(tensor) if dist.is_initialized() else tensor
+
+
+def release_memory(device):
+    """Give back what was freed: collected, and on CUDA returned from PyTorch's cache to the device."""
+    gc.collect()
+    if device.startswith("cuda"):
+        torch.cuda.empty_cache()
 
 
 def barrier():

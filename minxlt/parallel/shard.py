@@ -6,11 +6,13 @@ Each of N processes holds 1/N of every parameter, gradient and AdamW moment (a D
 its first dimension). A sharded module gathers its whole parameters in its own forward (and again
 in backward), and scatters the gradients' sum after backward, each process keeping its part:
 
-  - every encoder layer is sharded on its own, so that one layer at a time is gathered;
+  - every encoder layer is sharded on its own, so that one layer at a time is gathered, and the
+    next one's all-gather is started while it computes (in forward the layer after it, in backward
+    the one before: explicit prefetch); the last layer stays gathered from forward into backward;
   - the trained module as a whole is the root: the embeddings, heads and a method's own parameters
     (X-Mixup's ratio, Unicoder's heads), gathered for the whole step;
-  - a layer whose sub-layers a method calls itself (X-Mixup's mixup layer, Method.layers_run_in_parts)
-    stays with the root: its own forward, where its parameters would be gathered, never runs.
+  - a layer whose sub-layers a method calls itself (X-Mixup's mixup layer, through Layer.run) is
+    gathered for that call as for its forward: `run` is registered as a forward method of the unit.
 
 Code that calls a part of the model rather than the whole (an evaluation of the encoder alone) runs
 inside `gathered`, and in the task's evaluation every process runs as many batches
@@ -35,15 +37,23 @@ import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint.api import CheckpointException  # what a failed DCP write or read raises, on every process
 from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict, set_model_state_dict, set_optimizer_state_dict
 from torch.distributed.device_mesh import init_device_mesh
-from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
+from torch.distributed.fsdp import (
+    CPUOffloadPolicy,
+    FSDPModule,
+    MixedPrecisionPolicy,
+    OffloadPolicy,
+    fully_shard,
+    register_fsdp_forward_method,
+)
 from torch.distributed.tensor import DTensor
 
 from minxlt.parallel import distributed
 
 
-def wrap(core, encoder, layers_in_parts=(), amp="none"):
-    """Shard `core` (the trained module, in place) over every process: each layer of `encoder`
-    but those in `layers_in_parts` (indices), then the root. Returns `core`."""
+def wrap(core, encoder, amp="none", offload=False):
+    """Shard `core` (the trained module, in place) over every process: each layer of `encoder`,
+    then the root. `offload`: each process's part of the
+    parameters, gradients and AdamW's moments in host memory (pinned, on CUDA). Returns `core`."""
     device = next(core.parameters()).device.type
     if not dist.is_initialized():  # one process, not started by torchrun: a group of one
         dist.init_process_group("nccl" if device == "cuda" else "gloo", store=dist.HashStore(), rank=0, world_size=1)
@@ -51,10 +61,15 @@ def wrap(core, encoder, layers_in_parts=(), amp="none"):
     # The root returns views (a Classifier's <s> vectors); no method changes them in place, which is what this warns of.
     warnings.filterwarnings("ignore", message=".*returned a view tensor", category=UserWarning)
     policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32) if amp == "bf16" else MixedPrecisionPolicy()
-    for i, layer in enumerate(encoder.layers):
-        if i not in layers_in_parts:
-            fully_shard(layer, mesh=mesh, mp_policy=policy)
-    return fully_shard(core, mesh=mesh, mp_policy=policy)
+    options = {"mesh": mesh, "mp_policy": policy, "offload_policy": CPUOffloadPolicy(pin_memory=device == "cuda") if offload else OffloadPolicy()}
+    units = list(encoder.layers)
+    for layer in units:  # the last stays gathered from its forward into its backward, which comes next
+        fully_shard(layer, reshard_after_forward=layer is not units[-1], **options)
+        register_fsdp_forward_method(layer, "run")  # gathered for X-Mixup's Eq. 2-5 as for its forward
+    for before, after in zip(units, units[1:]):  # each layer's all-gather starts while its neighbour computes
+        before.set_modules_to_forward_prefetch([after])
+        after.set_modules_to_backward_prefetch([before])
+    return fully_shard(core, **options)
 
 
 def sharded(module):

@@ -200,6 +200,9 @@ def add_run_arguments(p):
     g.add_argument("--shard", action="store_true", help="fully sharded data parallel (FSDP2, shard.py): each of N processes holds "
                    "1/N of the weights, gradients and AdamW's moments, for models that do not fit one device under DDP "
                    "(the default); its checkpoint is OUT/checkpoint/, which any number of processes can resume")
+    g.add_argument("--offload", action="store_true", help="with --shard: keep each process's part of the weights, gradients and "
+                   "AdamW's moments in host memory (FSDP2's CPUOffloadPolicy), the device holding only the layers gathered "
+                   "whole and the activations; AdamW then steps on the CPU")
     g.add_argument("--dry-run", action="store_true", help="print what each process would hold in memory (parameters, "
                    "gradients, AdamW's moments; under DDP and sharded) for --model, from its config.json alone, and exit")
     g.add_argument("--processes", type=cli.positive_int, help="with --dry-run: plan for this many processes (default: torchrun's, else 1)")
@@ -352,6 +355,8 @@ def check(settings, method, run):
     if settings.shard and settings.amp == "fp16":
         raise InputError("--shard computes in bf16 or float32: give --amp bf16 (or none); fp16's loss scaling is not built for "
                          "sharded gradients here")
+    if settings.offload and not settings.shard:
+        raise InputError("--offload moves a sharded run's parts to host memory: add --shard")
     if settings.shard and settings.compile:
         raise InputError("--shard and --compile: compiling a sharded model is not supported here; drop one of them")
     if settings.max_length > run.max_positions:

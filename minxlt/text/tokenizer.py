@@ -46,12 +46,15 @@ class Tokenizer:
         """The tokenizer of a checkpoint directory: sentencepiece.bpe.model, tokenizer.json, or vocab.txt."""
         directory = Path(directory)
         if (directory / "sentencepiece.bpe.model").is_file():
-            return SentencePieceTokenizer(directory / "sentencepiece.bpe.model")
-        if (directory / "tokenizer.json").is_file():
-            return from_tokenizer_json(directory / "tokenizer.json")
-        if (directory / "vocab.txt").is_file():
-            return WordPieceTokenizer.from_vocab(directory)
-        raise CheckpointError(f"{directory}: no tokenizer; looked for {LOOKED_FOR}")
+            tokenizer = SentencePieceTokenizer(directory / "sentencepiece.bpe.model")
+        elif (directory / "tokenizer.json").is_file():
+            tokenizer = from_tokenizer_json(directory / "tokenizer.json")
+        elif (directory / "vocab.txt").is_file():
+            tokenizer = WordPieceTokenizer.from_vocab(directory)
+        else:
+            raise CheckpointError(f"{directory}: no tokenizer; looked for {LOOKED_FOR}")
+        tokenizer.json_file = directory / "tokenizer.json" if (directory / "tokenizer.json").is_file() else None
+        return tokenizer
 
     def fingerprint(self):
         """A short hash of what decides the ids, to tell two tokenizers apart."""
@@ -103,12 +106,25 @@ class Tokenizer:
             attention_mask[i, :len(s)] = 1
         return input_ids, attention_mask
 
+    json_file = None  # the tokenizer.json of the checkpoint it was read from, where there is one
+
     def save_pretrained(self, directory):
-        """Write the tokenizer's files, and a tokenizer_config.json that transformers' AutoTokenizer follows."""
+        """Write the tokenizer's files, a tokenizer_config.json that transformers' AutoTokenizer
+        follows, and a tokenizer.json, its fast tokenizer (transformers 5 builds some models' only
+        from it): the checkpoint's own where it had one, else one written from the tokenizer."""
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         self.write(directory)
         (directory / "tokenizer_config.json").write_text(json.dumps(self.config(), indent=2) + "\n")
+        target = directory / "tokenizer.json"
+        if self.json_file is not None and self.json_file.resolve() != target.resolve():
+            shutil.copyfile(self.json_file, target)
+        elif self.json_file is None and self.tokenizer_json() is not None:
+            target.write_text(json.dumps(self.tokenizer_json(), ensure_ascii=False) + "\n", encoding="utf-8")
+
+    def tokenizer_json(self):
+        """The tokenizers library's description of this tokenizer (tokenizer.json), or None."""
+        return None
 
 
 class SentencePieceTokenizer(Tokenizer):
@@ -142,6 +158,32 @@ class SentencePieceTokenizer(Tokenizer):
             shutil.copyfile(self.model_file, target)
         elif self.model_file is None:
             target.write_bytes(self.proto)
+
+    def tokenizer_json(self):
+        """XLM-R's tokenizer.json, as transformers writes it: the Unigram pieces in fairseq's order
+        with their scores, the sentencepiece model's normaliser (its precompiled character map,
+        then its removal of extra spaces), <s> A </s> and <s> A </s></s> B </s>."""
+        sp, charsmap = self.sp, proto_field(proto_field(self.state(), 3), 2)  # ModelProto.normalizer_spec.precompiled_charsmap
+        special = lambda i, content: {"id": i, "content": content, "single_word": False, "lstrip": content == "<mask>", "rstrip": False,
+                                      "normalized": False, "special": True}
+        vocab = [["<s>", 0.0], ["<pad>", 0.0], ["</s>", 0.0], ["<unk>", 0.0]]
+        vocab += [[sp.id_to_piece(i), sp.get_score(i)] for i in range(3, sp.get_piece_size())] + [["<mask>", 0.0]]
+        token = lambda content, i: {"SpecialToken": {"id": content, "type_id": 0}}
+        space = {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "always", "split": True}
+        return {"version": "1.0", "truncation": None, "padding": None,
+                "added_tokens": [special(i, c) for i, c in enumerate(["<s>", "<pad>", "</s>", "<unk>"])] + [special(self.mask_id, "<mask>")],
+                "normalizer": {"type": "Sequence", "normalizers": [
+                    {"type": "Precompiled", "precompiled_charsmap": base64.b64encode(charsmap).decode()},
+                    {"type": "Replace", "pattern": {"Regex": "\\A +| +\\z"}, "content": ""},  # sentencepiece's
+                    {"type": "Replace", "pattern": {"Regex": " {2,}"}, "content": " "}]},           # remove_extra_whitespaces
+                "pre_tokenizer": space, "decoder": space,
+                "post_processor": {"type": "TemplateProcessing",
+                                   "single": [token("<s>", 0), {"Sequence": {"id": "A", "type_id": 0}}, token("</s>", 2)],
+                                   "pair": [token("<s>", 0), {"Sequence": {"id": "A", "type_id": 0}}, token("</s>", 2), token("</s>", 2),
+                                            {"Sequence": {"id": "B", "type_id": 0}}, token("</s>", 2)],
+                                   "special_tokens": {"</s>": {"id": "</s>", "ids": [2], "tokens": ["</s>"]},
+                                                      "<s>": {"id": "<s>", "ids": [0], "tokens": ["<s>"]}}},
+                "model": {"type": "Unigram", "unk_id": self.unk_id, "vocab": vocab, "byte_fallback": False}}
 
     def config(self):
         return {"tokenizer_class": "XLMRobertaTokenizer", "bos_token": "<s>", "eos_token": "</s>", "sep_token": "</s>",
@@ -221,6 +263,36 @@ def _field(number, value):
     if isinstance(value, float):
         return _varint(number << 3 | 5) + struct.pack("<f", value)
     return _varint(number << 3 | 0) + _varint(int(value))
+
+
+def proto_field(blob, number):
+    """The first length-delimited field `number` of a serialized protobuf message, as bytes (b"" if absent)."""
+    i = 0
+    while i < len(blob):
+        key, i = _read_varint(blob, i)
+        kind = key & 7
+        if kind == 0:
+            _, i = _read_varint(blob, i)
+        elif kind == 1 or kind == 5:
+            i += 8 if kind == 1 else 4
+        elif kind == 2:
+            size, i = _read_varint(blob, i)
+            if key >> 3 == number:
+                return bytes(blob[i:i + size])
+            i += size
+        else:
+            raise CheckpointError(f"not a protobuf message (wire type {kind})")
+    return b""
+
+
+def _read_varint(blob, i):
+    value = shift = 0
+    while True:
+        byte = blob[i]
+        value |= (byte & 0x7F) << shift
+        i, shift = i + 1, shift + 7
+        if byte < 0x80:
+            return value, i
 
 
 def sentencepiece_pieces(pieces, scores):
