@@ -32,16 +32,17 @@ from model import Classifier, Encoder, mean_pool
 @torch.no_grad()
 def sentence_representations(encoder, tokenizer, texts, batch_size, device, layer=-1, rank=0, world_size=1, pooling="mean"):
     """Sentence vectors (N, H) of `layer` for every text, computed across ranks: the mean of the
-    real tokens' hidden states (pooling "mean"), or the <s> token's ("cls"). A text longer than
-    the encoder's positions (or 512 tokens) is truncated to them."""
+    real tokens' hidden states (pooling "mean"), or the <s> token's ("cls"), in float32. A text
+    longer than the encoder's positions (or 512 tokens) is truncated to them. With `world_size` 1
+    the process encodes every text (a sharded encoder, which every process runs on every batch)."""
     H, positions = encoder.config.hidden_size, encoder.config.max_positions - encoder.config.position_offset
     out = torch.zeros(len(texts), H, device=device)
     for index in data.evaluation_batches([len(t) for t in texts], batch_size, rank, world_size):
         ids, mask = tokenizer.batch([texts[i] for i in index], max_length=min(512, positions))
         ids, mask = ids.to(device), mask.to(device)
         hidden = encoder.hidden_states(ids, mask)[layer]
-        out[index] = mean_pool(hidden, mask) if pooling == "mean" else hidden[:, 0]
-    return distributed.all_reduce(out)
+        out[index] = (mean_pool(hidden, mask) if pooling == "mean" else hidden[:, 0]).float()  # bf16 where a sharded run computes in it
+    return distributed.all_reduce(out) if world_size > 1 else out
 
 
 @torch.no_grad()

@@ -96,9 +96,11 @@ class FilterMethod(PairMethod):
             raise InputError(f"--filter-m {m} and --filter-k {k}: FILTER needs m + k <= {L}, the encoder's layers")
 
     def wrap(self, model, items):
-        core = Filter(model, self.settings.filter_m, self.settings.filter_k)
+        return Filter(model, self.settings.filter_m, self.settings.filter_k)
+
+    def start(self, model, items):
+        """Self-teaching's teacher (Algorithm 1), once the student is in place (sharded, where it is)."""
         self.teacher = self.load_teacher(items, lambda trained, info: Filter(trained, info["filter_m"], info["filter_k"]).eval())
-        return core
 
     def loss(self, model, batch):
         """Eq. 4, L_s + L_t; with a teacher Eq. 6, L_s + lambda L_t + (1 - lambda) L_kl."""

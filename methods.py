@@ -28,7 +28,7 @@ import torch
 
 import data
 from levels import LEVELS
-from minxlt.parallel import distributed
+from minxlt.parallel import distributed, shard
 from minxlt.run import teacher
 
 # What a method's file is given besides the encoder, the losses and this interface, so that it imports
@@ -40,7 +40,7 @@ from minxlt.tasks import (
     read_translations,
 )
 from minxlt.text import token_cache
-from model import Classifier
+from model import Classifier, Encoder
 
 
 @dataclass
@@ -233,8 +233,13 @@ class Method:
 
     def wrap(self, model, items):
         """The module the loop trains and checkpoints, around the built model; `items` are the
-        training items (a teacher labels them, Unicoder mines negatives among them)."""
+        training items. A sharded run's encoder has no weights yet."""
         return model
+
+    def start(self, model, items):
+        """What the method needs once the weights are in `model` (the wrapped one, sharded where the
+        run is), before any update: Unicoder mines its hard negatives among the items, a teacher
+        (FILTER's, X-Mixup's) loads and labels them."""
 
     def make_batch(self, items, weights, step):
         """One micro-batch, on the CPU: "input_ids" and "attention_mask" (B, T), the items padded to
@@ -260,6 +265,17 @@ class Method:
         "counterpart" alone."""
         return (lambda ids, mask: model(ids, mask)[0]), "text"
 
+    def load_saved(self, directory, encoder_only=False):
+        """(Classifier, tokenizer, task.json), or the Encoder alone, saved by train.py (OUT/best):
+        whole on each process, or, in a sharded run, sharded as it loads (each process its own rows)."""
+        if not self.settings.shard:
+            return Encoder.from_pretrained(directory, device=self.run.device) if encoder_only else Classifier.load(directory, self.run.device)
+        return (shard.load_encoder if encoder_only else shard.load_classifier)(directory, self.run.device, self.settings.offload)
+
+    # A block that calls a part of a sharded model (its encoder alone, its LM head) runs inside
+    # gathered(the wrapped model): its embeddings and heads whole meanwhile (its layers gather themselves).
+    gathered = staticmethod(shard.gathered)
+
     @classmethod
     def load_predictor(cls, classifier, info, test_input):
         """(predict, kind) of a saved model (OUT/best): its Classifier and task.json."""
@@ -279,19 +295,22 @@ class Method:
             langs = [self.run.task.source]
         return score_split(self.run, *self.predictor(model, test_input), split, langs, counterparts(self.run, split, test_input))
 
-    def test(self, best, model, trained, test_input="text", translations=None, predictions=None):
-        """({lang: test scores}, encoder) of the best model on dev, saved in `best` (OUT/best), or,
-        where none was saved, of the model as trained (`model` built, `trained` wrapped); the
-        encoder is for CKA and retrieval. `predictions` receives the predictions (Level.score)."""
+    def test(self, best, model, trained, test_input="text", translations=None, predictions=None, measure=None):
+        """({lang: test scores}, measure(encoder)) of the best model on dev, saved in `best`
+        (OUT/best), or, where none was saved, of the model as trained (`model` built, `trained`
+        wrapped); `measure` (CKA and retrieval) takes its encoder. `predictions` receives the
+        predictions (Level.score). A sharded run loads OUT/best sharded, each process its own rows."""
         partners = counterparts(self.run, "test", test_input, translations)
         if not Path(best).exists():
             trained.eval()
-            predictor, encoder = self.predictor(trained, test_input), model.encoder
+            predictor, tested, root = self.predictor(trained, test_input), model, trained
         else:
-            classifier, _, info = Classifier.load(best, self.run.device)
+            classifier, _, info = self.load_saved(best)
             classifier.eval()
-            predictor, encoder = type(self).load_predictor(classifier, info, test_input), classifier.encoder
-        return score_split(self.run, *predictor, "test", None, partners, predictions), encoder
+            predictor, tested, root = type(self).load_predictor(classifier, info, test_input), classifier, classifier
+        with self.gathered(root):  # a sharded model's embeddings and head, whole while it is tested
+            scores = score_split(self.run, *predictor, "test", None, partners, predictions)
+            return scores, measure(tested.encoder) if measure else None
 
 
 # What a test prediction sees besides the target text (Method.test_inputs).
@@ -355,7 +374,7 @@ class PairMethod(Method):
     # included (FILTER's run_xcls.py AlignDataset, X-Mixup's data/datasets/xnli.py): 15 x N pairs an XNLI epoch.
     self_pairs = True
     epoch = "a pass over every (source, translation) pair of every language and, with --self-pairs, each source paired with itself"
-    teacher = None  # teacher.Teacher, set by wrap() where --teacher or --teacher-cache is given
+    teacher = None  # teacher.Teacher, set by start() where --teacher or --teacher-cache is given
 
     def batches_run_a_model(self):
         return self.teacher is not None and self.teacher.model is not None and not self.teacher.complete

@@ -107,7 +107,8 @@ class MixupRatio(nn.Module):
         self.linear = nn.Linear(1, 1)
 
     def forward(self, entropy, entropy_transposed):
-        return self.lambda0 * torch.sigmoid(self.linear((entropy + entropy_transposed)[:, None]))[:, 0]  # (B,)
+        x = (entropy + entropy_transposed)[:, None].to(self.linear.weight.dtype)  # W, b in bf16 where a sharded run gathers them so
+        return self.lambda0 * torch.sigmoid(self.linear(x))[:, 0]  # (B,)
 
 
 def mixup_layer(layer, ratio_net, source, source_mask, target, target_mask, fixed_ratio=None):
@@ -292,11 +293,15 @@ class XMixupMethod(PairMethod):
         with torch.random.fork_rng(devices=[]):  # W and b the same on every process, whatever their shape: not the per-process seed
             torch.manual_seed(settings.seed)
             core = XMixup(model, settings.mixup_layer, settings.lambda0, settings.lambda0 if settings.constant_ratio else None,
-                          settings.mixup_variant).to(self.run.device)
+                          settings.mixup_variant)
+            core.ratio_net.to(self.run.device)  # beside the classifier (a sharded run's moves when it is sharded)
         if settings.constant_ratio:
             core.ratio_net.requires_grad_(False)  # unused: DDP must not wait for its gradient
-        self.teacher = self.load_teacher(items, labeller)
         return core
+
+    def start(self, model, items):
+        """The soft word labels' teacher (Sec. 4.2), once the model is in place (sharded, where it is)."""
+        self.teacher = self.load_teacher(items, labeller)
 
     def make_batch(self, items, weights, step):
         """Scheduled sampling (Eq. 6): with probability 1 - p*(step) the source is its round-trip

@@ -196,7 +196,8 @@ class Encoder(nn.Module):
     def add_lm_head(self):
         """Give the encoder a freshly initialised masked-LM head (for checkpoints that have none)."""
         if self.lm_head is None:
-            self.lm_head = MaskedLMHead(self.config).to(self.embeddings.word.weight.device)
+            device = self.embeddings.word.weight.device  # an encoder on the meta device (a sharded run's) gets it on the host
+            self.lm_head = MaskedLMHead(self.config).to("cpu" if device.type == "meta" else device)
             nn.init.normal_(self.lm_head.dense.weight, std=0.02)
             nn.init.zeros_(self.lm_head.dense.bias)
         return self.lm_head
@@ -253,19 +254,25 @@ class Encoder(nn.Module):
         `overrides` replace config fields that do not change the weights' shapes (dropout,
         attention_dropout). The model is built on the meta device and filled file by file (shard by
         shard) in `dtype` on `device`: no second copy of the weights is ever held, and on a GPU the
-        host holds one file's tensors at a time."""
+        host holds one file's tensors at a time. On device "meta" it is left unfilled, for a sharded
+        run to fill its own rows (load_weights)."""
         directory = Path(directory)
         config = replace(Config.from_directory(directory), **overrides)
-        files = weights.checkpoint_files(directory)
-        shapes = weights.checkpoint_shapes(files)
+        shapes = weights.checkpoint_shapes(weights.checkpoint_files(directory))
         if not config.pre_norm and weights.pre_norm_weights(shapes):  # XXL's config.json says xlm-roberta
             config = replace(config, model_type="xlm-roberta-xl")
         pooler, lm_head = weights.checkpoint_modules(shapes, config.is_bert)
         with torch.device("meta"):
-            model = cls(config, pooler=pooler, lm_head=lm_head)
-        model = model.to(dtype).to_empty(device=device)
-        weights.stream_state(model, config, files, shapes, directory)
+            model = cls(config, pooler=pooler, lm_head=lm_head).to(dtype)
+        if device != "meta":
+            model.to_empty(device=device).load_weights(directory)
         return model
+
+    def load_weights(self, directory):
+        """Fill this encoder from a checkpoint directory's files, one at a time; a sharded encoder
+        (minxlt/parallel/shard.py) copies each process's own rows of each tensor only."""
+        files = weights.checkpoint_files(directory)
+        weights.stream_state(self, self.config, files, weights.checkpoint_shapes(files), directory)
 
     def load_hf_state_dict(self, state, source="state dict"):
         """Copy Hugging Face-named tensors into this encoder: every key accounted for, every shape checked."""
@@ -275,7 +282,7 @@ class Encoder(nn.Module):
         """Write config.json and model.safetensors in the Hugging Face layout (loadable by transformers),
         in shards with an index above `shard_bytes`. `head`, a Classifier's export (weights.transformers_head),
         adds its weights and names its class, with the encoder under "roberta." / "bert." as transformers'
-        task models keep it. A sharded encoder: every process calls this, with shard.whole, one writes."""
+        task models keep it. A sharded encoder: every process calls this, with shard.on_first_host, one writes."""
         weights.save_encoder(directory, self.config, self.state_dict(), head, shard_bytes, whole, write)
 
 
@@ -399,7 +406,7 @@ class Classifier(nn.Module):
     def save(self, directory, tokenizer, task, whole=None, write=True):
         """An ordinary checkpoint directory that transformers loads with its trained head where it
         has the class for it (weights.transformers_head), plus head.safetensors and task.json for minxlt.
-        A sharded model: every process calls this, with shard.whole, and one writes."""
+        A sharded model: every process calls this, with shard.on_first_host, and one writes."""
         directory = Path(directory)
         head = weights.transformers_head(self.head_style, self.pooling, self.head.state_dict(), task["labels"],
                                          self.encoder.config.is_bert)
@@ -413,7 +420,9 @@ class Classifier(nn.Module):
 
     @classmethod
     def load(cls, directory, device="cpu"):
-        """(model on `device`, tokenizer, task dict) from a directory written by save()."""
+        """(model on `device`, tokenizer, task dict) from a directory written by save(). On device
+        "meta" the encoder is left unfilled and the head is read to the host, for a sharded run to
+        shard and fill (minxlt/parallel/shard.py, load_classifier)."""
         directory = Path(directory)
         task = weights.read_task_json(directory, HEAD_STYLES)
         encoder, tokenizer = Encoder.from_pretrained(directory, device=device), Tokenizer.from_pretrained(directory)
@@ -428,4 +437,4 @@ class Classifier(nn.Module):
             model.head.load_state_dict(weights.check_finite(load_safetensors(path), path))
         except RuntimeError as e:
             raise CheckpointError(f"{path}: does not fit task.json's labels and head ({str(e).splitlines()[0]})") from None
-        return model.to(device), tokenizer, task
+        return (model if device == "meta" else model.to(device)), tokenizer, task

@@ -68,12 +68,16 @@ def main(argv=None):
     # Model: the method's view of it (FILTER and X-Mixup run it on pairs) is what trains and is
     # checkpointed; OUT/best holds the built model alone, plus task.json.
     raw = build_model(settings, method, model_dir, device, rank)
-    alignment_before = None if settings.no_alignment or settings.resume else alignment(raw.encoder, run, settings.alignment_pooling)
     core = method.wrap(raw, items)
     if settings.shard:  # each process holds 1/N of the weights, gradients and AdamW's moments (minxlt/parallel/shard.py)
-        model = shard.wrap(core, raw.encoder, settings.amp, settings.offload)
+        model = shard.wrap(core, raw.encoder, settings.amp, settings.offload, device)
+        shard.load_pretrained(core, raw.encoder, model_dir, device, settings.offload)  # each process reads its own rows
     else:  # each process holds them all (DDP)
         model = distributed.wrap(core, device, method.unused_parameters)
+    method.start(core, items)  # before any update: Unicoder's hard negatives; a teacher, loaded after the student (sharded with it)
+    with shard.gathered(core):  # CKA and retrieval call the encoder alone
+        alignment_before = None if settings.no_alignment or settings.resume else alignment(raw.encoder, run, settings.alignment_pooling,
+                                                                                               settings.shard)
     optimizer, scheduler = make_optimizer(settings, core, phases)
     dtype = AUTOCAST[settings.amp]
     scaler = torch.amp.GradScaler(enabled=dtype == torch.float16)
@@ -126,12 +130,15 @@ def load_run(args, model_dir, device, rank, world_size):
 
 
 def build_model(settings, method, model_dir, device, rank):
-    """The encoder and a fresh head, identical on every rank before DDP wraps them."""
+    """The encoder and a fresh head, identical on every rank before DDP wraps them. Under --shard
+    the encoder is built on the meta device, its weights read once it is sharded (shard.load_pretrained),
+    and the head stays on the host until it is."""
     dropout = {} if settings.dropout is None else {"dropout": settings.dropout, "attention_dropout": settings.dropout}
-    encoder = Encoder.from_pretrained(model_dir, device=device, **dropout)
+    encoder = Encoder.from_pretrained(model_dir, device="meta" if settings.shard else device, **dropout)
     encoder.segment_id = method.run.tokenizer.segment_id  # BERT's tokenizers put a pair's second text in segment 1
     torch.manual_seed(settings.seed)
-    model = method.build(encoder).to(device)
+    model = method.build(encoder)
+    model = model if settings.shard else model.to(device)
     torch.manual_seed(settings.seed + rank)  # dropout differs across ranks; the weights start identical
     if settings.freeze_embeddings:
         model.encoder.embeddings.word.weight.requires_grad_(False)
@@ -205,20 +212,20 @@ def task_info(settings, run):
     return info
 
 
-def alignment(encoder, run, pooling):
-    """{target: {"cka": ..., "retrieval": ...}} of an encoder on the task's parallel test sentences."""
-    return evaluate.alignment(encoder, run.tokenizer, run.task.test, run.task.source, run.batch_size, run.device, run.rank, run.world_size,
-                              pooling)
+def alignment(encoder, run, pooling, sharded=False):
+    """{target: {"cka": ..., "retrieval": ...}} of an encoder on the task's parallel test sentences;
+    a sharded encoder's layers gather with every process, which then all encode every sentence."""
+    rank, world_size = (0, 1) if sharded else (run.rank, run.world_size)
+    return evaluate.alignment(encoder, run.tokenizer, run.task.test, run.task.source, run.batch_size, run.device, rank, world_size, pooling)
 
 
 def test(settings, method, raw, core, book):
     """The test table of the best model on dev, with CKA and retrieval before and after training:
     OUT/results.json (with the settings) and OUT/results.md."""
     run, predictions, out, state = method.run, {}, book.out, book.state
-    with shard.gathered(core):
-        results, encoder = method.test(out / "best", raw, core, settings.test_input, settings.test_translations, predictions)
+    measure = None if settings.no_alignment else (lambda encoder: alignment(encoder, run, settings.alignment_pooling, settings.shard))
+    results, after = method.test(out / "best", raw, core, settings.test_input, settings.test_translations, predictions, measure)
     results = evaluate.summarise(results, run.task.source) if results else {}
-    after = None if settings.no_alignment else alignment(encoder, run, settings.alignment_pooling)
     if run.rank != 0:
         return
     seen = {"input": settings.test_input, "what": TEST_INPUTS[settings.test_input], "translations": settings.test_translations}

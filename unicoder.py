@@ -32,7 +32,7 @@ import torch.nn.functional as F
 
 from methods import Method, read_parallel_lines
 from minxlt.errors import InputError
-from model import ClassificationHead, Encoder
+from model import ClassificationHead
 
 TASKS = ("mlm", "tlm", "word_recovery", "paraphrase", "xlm")
 DOCUMENT_SENTENCES = 16  # consecutive pairs a document may take, before truncation
@@ -250,7 +250,7 @@ class Unicoder(nn.Module):
     def save(self, directory, tokenizer, info, whole=None, write=True):
         """An ordinary checkpoint directory (config.json, model.safetensors with the LM head, the
         sentencepiece model) that --model accepts, plus unicoder.json saying how it was made. A
-        sharded model: every process calls this, with shard.whole, and one writes."""
+        sharded model: every process calls this, with shard.on_first_host, and one writes."""
         self.encoder.save_pretrained(directory, whole=whole, write=write)
         if not write:
             return
@@ -342,10 +342,10 @@ class UnicoderMethod(Method):
             encoder.pooler.requires_grad_(False)
         return Unicoder(encoder)
 
-    def wrap(self, model, items):
+    def start(self, model, items):
         """Hard negatives from the pretrained embeddings, before any update (a resumed run finds the same)."""
-        mine_hard_negatives(items, lambda rows: mean_word_embeddings(model.encoder, rows))
-        return model
+        with self.gathered(model):  # a sharded model's embeddings, whole meanwhile
+            mine_hard_negatives(items, lambda rows: mean_word_embeddings(model.encoder, rows))
 
     def make_batch(self, items, weights, step):
         """One of the five tasks per step, in turn; the draws follow from the seed, the step and the rows."""
@@ -364,7 +364,8 @@ class UnicoderMethod(Method):
         run = self.run
         return {run.task.source: {"masked_accuracy": masked_accuracy(model, self.dev_pairs, run.tokenizer, run.batch_size, run.device)}}
 
-    def test(self, best, model, trained, test_input="text", translations=None, predictions=None):
+    def test(self, best, model, trained, test_input="text", translations=None, predictions=None, measure=None):
         """An encoder, not a classifier: no test scores, only CKA and retrieval before and after."""
-        encoder = Encoder.from_pretrained(best, device=self.run.device) if Path(best).exists() else model.encoder
-        return {}, encoder
+        encoder, root = (self.load_saved(best, encoder_only=True),) * 2 if Path(best).exists() else (model.encoder, trained)
+        with self.gathered(root):
+            return {}, measure(encoder) if measure else None

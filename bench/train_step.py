@@ -92,7 +92,8 @@ class Trainee:
         raw = train.build_model(settings, method, model_dir, device, 0)
         self.model = method.wrap(raw, []).train()
         if settings.shard:  # in one process: what sharding costs where the model fits (several: train.py under torchrun)
-            shard.wrap(self.model, raw.encoder, settings.amp)
+            shard.wrap(self.model, raw.encoder, settings.amp, device=device)
+            shard.load_pretrained(self.model, raw.encoder, model_dir, device)
         self.optimizer = torch.optim.AdamW([p for p in self.model.parameters() if p.requires_grad], lr=1e-5, fused=True)
         self.dtype = train.AUTOCAST[settings.amp]
 

@@ -45,6 +45,9 @@ def test_sentence_vectors_of_texts_longer_than_the_encoders_positions(tiny_model
     vectors = evaluate.sentence_representations(encoder, tokenizer, texts, 8, "cpu")
     ids, mask = tokenizer.batch(texts, max_length=18)
     assert torch.allclose(vectors, evaluate.mean_pool(encoder(ids, mask), mask), atol=1e-6)
+    # an encoder computing in bf16 (a sharded run's, its layers gathered in bf16) gives float32 vectors
+    halved = evaluate.sentence_representations(encoder.to(torch.bfloat16), tokenizer, texts, 8, "cpu")
+    assert halved.dtype == torch.float32 and torch.allclose(halved, vectors, atol=0.05)
 
 
 def test_retrieval_accuracy_both_directions():

@@ -167,12 +167,13 @@ def test_a_teacher_that_runs_in_make_batch_keeps_batches_in_the_training_process
     settings, run = flags.resolve(args, train.load_run(args, tiny_model_dir, "cpu", 0, 1))
     method = METHODS["filter"](settings, run)
     items = method.training_items()
-    method.wrap(train.build_model(settings, method, tiny_model_dir, "cpu", 0), items)
+    method.start(method.wrap(train.build_model(settings, method, tiny_model_dir, "cpu", 0), items), items)
     assert method.batches_run_a_model()
     assert bookkeeping.loader_workers(None, True, method.batches_run_a_model()) == 0
     assert bookkeeping.loader_workers(3, True, True) == 0 and "--workers 3 ignored" in capsys.readouterr().err
     assert bookkeeping.loader_workers(None, True, False) == 2 and bookkeeping.loader_workers(None, False, False) == 0
     assert bookkeeping.loader_workers(3, False, True) == 3
+    assert bookkeeping.loader_workers(3, False, True, sharded=True) == 0 and "sharded" in capsys.readouterr().err
     # the teacher's logits, computed or cached, come back on the batch's device, whatever the teacher's own
     computed = method.make_batch(items[:4], [1.0] * 4, 0)["teacher_logits"]
     method.teacher.build_cache(run.tokenizer, items, 8, "cpu")

@@ -3,6 +3,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from conftest import ROOT
 from minxlt.parallel import memory
 from model import Config, Encoder
@@ -25,6 +27,7 @@ def test_counts_are_the_real_models():
     assert p["sharded"] == {"parameters": 4 * first, "gradients": 4 * first, "AdamW moments": 8 * first}
     assert memory.plan(config, 1)["sharded"] == {k: v for k, v in memory.plan(config, 1)["ddp"].items()}
     assert memory.plan(config, 4, teacher=True)["ddp"]["the teacher"] == 4 * total  # FILTER's self-teaching keeps one per process
+    assert memory.plan(config, 4, teacher=True)["sharded"]["the teacher"] == memory.plan(config, 4)["sharded"]["parameters"]  # or its rows
 
 
 def dry_run(tmp_path, config, *args):
@@ -39,20 +42,61 @@ def test_xxl_on_eight_processes_under_ddp_does_not_fit_and_says_what_would(tmp_p
     out = dry_run(tmp_path, XXL, "--processes", "8", "--amp", "bf16", "--device-memory", "80")
     assert "10.70 B parameters" in out and "8 processes" in out
     assert "DDP, per process: parameters 42.8 GB, gradients 42.8 GB, AdamW moments 85.6 GB, DDP's gradient buckets 42.8 GB: 213.9 GB" in out
-    assert "does not fit the device's 80 GB under DDP: sharded training (--shard) would hold 24.3 GB per process, which fits" in out
+    assert "does not fit the device's 80 GB under DDP: sharded training (--shard) would hold 30.4 GB per process, which fits" in out
     sharded = dry_run(tmp_path, XXL, "--processes", "8", "--amp", "bf16", "--device-memory", "80", "--shard")
     assert "sharded over 8 (--shard), per process: parameters 5.3 GB, gradients 5.3 GB, AdamW moments 10.7 GB: 21.4 GB" in sharded
     assert "gathered whole during a step: 2.9 GB (the embeddings, the layer that runs and the next, prefetched)" in sharded
-    assert "sharded, it fits the device's 80 GB with 55.7 GB left for activations" in sharded
+    assert "and 6.2 GB for a moment in backward (the embeddings' whole gradient and its reduce-scatter buffer)" in sharded
+    assert "sharded, it fits the device's 80 GB with 49.6 GB left for activations" in sharded
     accumulating = dry_run(tmp_path, XXL, "--processes", "8", "--amp", "bf16", "--device-memory", "80", "--shard", "--grad-accum", "2",
                            "--batch-size", "32")  # every micro-step reduce-scatters: no whole gradient held between them
     assert "AdamW moments 10.7 GB: 21.4 GB" in accumulating and "whole gradients" not in accumulating
     alone = dry_run(tmp_path, XXL, "--processes", "1", "--amp", "bf16", "--device-memory", "80", "--shard")
     assert "does not fit the device's 80 GB even sharded over 1 process: run more processes (more nodes); --offload keeps" in alone
     offloaded = dry_run(tmp_path, XXL, "--processes", "1", "--amp", "bf16", "--device-memory", "80", "--shard", "--offload")
-    assert "with --offload, the parameters, gradients and moments (171.1 GB) are in host memory: the device holds 2.9 GB" in offloaded
-    assert "sharded, it fits the device's 80 GB with 77.1 GB left for activations" in offloaded
+    assert "with --offload, the parameters, gradients and moments (171.1 GB) are in host memory: the device holds 9.0 GB" in offloaded
+    assert "sharded, it fits the device's 80 GB with 71.0 GB left for activations" in offloaded
     assert "--gradient-checkpointing saves activations only" in out
+
+
+def test_the_plan_gives_each_phase_and_the_largest_decides(tmp_path):
+    # XXL on 8 processes at 40 GB: sharded, the step is the peak (its parts, 2.9 GB gathered and 6.2 GB reduce-scattered
+    # from the embeddings' whole gradient); loading holds its own rows; the test, the rows twice and float32 layers
+    # gathered; writing OUT/best, all but the gradients
+    out = dry_run(tmp_path, XXL, "--processes", "8", "--amp", "bf16", "--device-memory", "40", "--shard")
+    assert "sharded, each phase on the device: loading 5.3 GB, step 30.4 GB, test 16.4 GB, writing OUT/best 16.0 GB" in out
+    assert "fits the device's 40 GB with 9.6 GB left" in out
+    plan = json.loads(dry_run(tmp_path, XXL, "--processes", "8", "--amp", "bf16", "--device-memory", "40", "--shard", "--json"))
+    sharded, phases = plan["sharded"], plan["phases"]["sharded"]
+    words = XXL["vocab_size"] * XXL["hidden_size"]
+    assert plan["reduce_scattered"] == (2 + 4) * (words + (514 + 1) * XXL["hidden_size"])  # bf16 gradient, float32 buffer
+    assert phases["loading"] == sharded["parameters"]
+    assert phases["step"] == sum(sharded.values()) + plan["gathered"] + plan["reduce_scattered"]
+    assert phases["test"] == 2 * sharded["parameters"] + 2 * plan["gathered"]  # float32 gathered: twice bf16's bytes
+    assert phases["writing OUT/best"] == sharded["parameters"] + sharded["AdamW moments"] and plan["fits_sharded"]
+    frozen = json.loads(dry_run(tmp_path, XXL, "--processes", "8", "--amp", "bf16", "--shard", "--json", "--freeze-embeddings"))
+    h, f = XXL["hidden_size"], XXL["intermediate_size"]
+    layer = 4 * (h * h + h) + (h * f + f) + (f * h + h) + 2 * 2 * h  # Q, K, V, O; the FFN; two LayerNorms
+    assert frozen["reduce_scattered"] == (2 + 4) * layer  # a layer's: the largest unit once the words are frozen
+    taught = json.loads(dry_run(tmp_path, XXL, "--processes", "8", "--amp", "bf16", "--shard", "--json", "--method", "filter",
+                                "--teacher", str(teacher_dir(tmp_path))))
+    assert taught["sharded"]["the teacher"] == sharded["parameters"] and taught["ddp"]["the teacher"] == 4 * plan["parameters_count"]
+    assert taught["phases"]["sharded"]["loading"] == 2 * sharded["parameters"]  # the student's rows and the teacher's
+
+
+def teacher_dir(tmp_path):
+    """A --teacher that the flags accept (a FILTER model's task.json); the plan reads no weights."""
+    directory = tmp_path / "teacher"
+    directory.mkdir(exist_ok=True)
+    (directory / "task.json").write_text(json.dumps({"method": "filter", "labels": ["a", "b"]}))
+    return directory
+
+
+def test_plan_flags_without_dry_run_are_refused(tiny_model_dir, tmp_path):
+    import train
+    from minxlt.errors import InputError
+    with pytest.raises(InputError, match="--json and --device-memory shape the memory plan, which only --dry-run prints: add --dry-run"):
+        train.main(["--model", str(tiny_model_dir), "--json", "--device-memory", "40", "--max-steps", "1", "--out", str(tmp_path)])
 
 
 def test_xl_on_one_process_fits_with_room_for_activations(tmp_path):

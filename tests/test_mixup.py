@@ -208,6 +208,18 @@ def test_ratio_gradient_reaches_w_and_b():
         assert p.grad is not None and torch.isfinite(p.grad).all() and p.grad.abs().sum() > 0
 
 
+def test_ratio_in_bf16_reads_float32_entropies():
+    # a sharded run under --amp bf16 gathers W and b in bf16, while the entropies come in float32 (an evaluation
+    # outside autocast): lambda = lambda0 * sigmoid((H + H^T) W + b), as in float32 to bf16's precision
+    ratio = MixupRatio(0.4)
+    with torch.no_grad():
+        ratio.linear.weight.fill_(0.7)
+        ratio.linear.bias.fill_(-0.3)
+    entropy, transposed = torch.tensor([0.5, 1.5, 2.0]), torch.tensor([1.0, 0.25, 0.0])
+    expected = 0.4 * torch.sigmoid((entropy + transposed) * 0.7 - 0.3)
+    assert torch.allclose(ratio.to(torch.bfloat16)(entropy, transposed).float(), expected, atol=1e-2)
+
+
 def test_representation_consistency_by_hand():
     hidden_s = torch.tensor([[[1.0, 2.0], [3.0, 4.0], [100.0, 100.0]]])  # the last token is padding
     hidden_t = torch.tensor([[[0.0, 0.0], [0.0, 2.0], [0.0, 0.0]]])

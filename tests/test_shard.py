@@ -90,6 +90,72 @@ def test_every_method_sharded_logs_the_losses_of_ddp(tmp_path, tiny_model_dir, x
         assert (tmp_path / layout / name / "shard" / "best" / "config.json").is_file()
 
 
+def load_worker(rank, world_size, port, best):
+    """Each process loads OUT/best sharded and checks it against the whole model: its own rows of
+    every tensor, no more; the same logits, alone and through a pair method's layers; and a
+    teacher's cache, built in lockstep over an odd number of batches."""
+    from types import SimpleNamespace
+
+    from fusion import Filter
+    from minxlt.parallel import shard
+    from minxlt.run.teacher import Teacher
+    from mixup import XMixup
+    from model import Classifier
+    join_process_group_env(rank, world_size, port)
+    dist.init_process_group("gloo")
+    whole, tokenizer, _ = Classifier.load(best)
+    sharded, _, _ = shard.load_classifier(best, "cpu")
+    theirs = dict(whole.named_parameters())
+    for name, param in sharded.named_parameters():
+        rows = theirs[name].detach().chunk(world_size)  # FSDP2's cut: ceil(rows / N) each, the last fewer or none
+        mine = param.to_local()
+        assert torch.equal(mine, rows[rank] if rank < len(rows) else rows[0][:0]), name
+        if theirs[name].shape[0] > 1:
+            assert mine.shape[0] < theirs[name].shape[0], name  # never the whole tensor
+    for name, param in sharded.named_parameters():  # what OUT/best is written from: process 0's host memory only
+        first = shard.on_first_host(param)
+        assert first is None if rank else (first.device.type == "cpu" and torch.equal(first, theirs[name].detach())), name
+    generator = torch.Generator().manual_seed(rank)
+    ids = torch.randint(5, tokenizer.vocab_size, (3, 9), generator=generator)
+    mask = torch.ones_like(ids)
+    mask[1, 6:] = mask[2, 4:] = 0
+    with torch.no_grad(), shard.gathered(sharded):
+        assert torch.allclose(sharded(ids, mask)[0], whole(ids, mask)[0], atol=1e-5)
+        for pair in (lambda c: Filter(c, 1, 1), lambda c: XMixup(c, 2, 0.5, 0.3)):  # layers called by the method, one through Layer.run
+            assert torch.allclose(pair(sharded)(ids, mask, ids.flip(0), mask.flip(0))[1], pair(whole)(ids, mask, ids.flip(0), mask.flip(0))[1],
+                                  atol=1e-5)
+    pairs = [(SimpleNamespace(ids=[0, 7 + i, 9, 2]), SimpleNamespace(id=str(i), lang="de", ids=[0, 11, 8 + i, 2][:3 + i % 2]))
+             for i in range(5)]  # 3 batches of 2: one process has 2, the other 1 and a placeholder
+    build = lambda classifier, info: Filter(classifier, 1, 1).eval()
+    cache = Teacher(best, device="cpu", pair_model=build, sharded=True).build_cache(tokenizer, pairs, 2, "cpu", rank, world_size)
+    expected = Teacher(best, device="cpu", pair_model=build).build_cache(tokenizer, pairs, 2, "cpu", rank, world_size)
+    assert cache.keys() == expected.keys() and len(cache) == 5
+    assert all(torch.allclose(cache[k], expected[k], atol=1e-5) for k in cache)
+    distributed.cleanup()
+
+
+def test_a_saved_model_loads_sharded_each_process_its_own_rows(tmp_path, xl_model_dir):
+    # OUT/best of a short run (pre-LN, random LayerNorms, a vocabulary of odd size) as the test and a teacher load it sharded
+    train.main(["--model", str(xl_model_dir), *COMMON, *TASKS["sentence"], "--max-steps", "2", "--eval-every", "2", "--no-test",
+                "--out", str(tmp_path)])
+    mp.spawn(load_worker, args=(2, free_port(), tmp_path / "best"), nprocs=2)
+
+
+def test_sharded_alignment_and_test_scores_are_ddp_s(tmp_path, tiny_model_dir):
+    # CKA and retrieval before and after training (the sharded encoder gathered, every process measuring), and the
+    # test scores of OUT/best loaded sharded, against DDP's of the whole model
+    argv = ["--model", str(tiny_model_dir), *[a for a in COMMON if a != "--no-alignment"], *TASKS["sentence"], "--method", "xeroalign"]
+    spawn([(argv, tmp_path / "ddp"), (argv + ["--shard"], tmp_path / "shard")])
+    assert_same_losses(tmp_path / "ddp", tmp_path / "shard", "after CKA and retrieval before training")  # every layer trained
+    ddp, sharded = (json.loads((tmp_path / mode / "results.json").read_text()) for mode in ("ddp", "shard"))
+    assert ddp["alignment"] and sharded["alignment"].keys() == ddp["alignment"].keys()
+    for lang, figures in ddp["alignment"].items():
+        for name, value in figures.items():
+            assert sharded["alignment"][lang][name] == pytest.approx(value, rel=1e-5, abs=1e-6), (lang, name)
+    for lang in ("en", "de"):
+        assert sharded[lang] == pytest.approx(ddp[lang], rel=1e-6), lang
+
+
 def test_sharded_training_options_match_ddp(tmp_path, tiny_model_dir):
     # gradient clipping on the sharded gradients (a norm of 0.05 clips every step), gradient checkpointing, and
     # 2 micro-steps, sharded with and without --offload

@@ -18,6 +18,7 @@ import warnings
 from pathlib import Path
 
 import torch
+from torch.distributed.tensor import DTensor
 
 from minxlt.errors import CheckpointError
 
@@ -371,8 +372,11 @@ def load_state(module, config, state, source="state dict"):
 def stream_state(module, config, files, shapes, source):
     """load_state, file by file: a checkpoint's files (checkpoint_files) read one at a time and
     copied into `module`, which may hold another dtype than the files; `shapes` (checkpoint_shapes)
-    are checked first. No more than one file's tensors are held beside the module's."""
-    params = module.state_dict()
+    are checked first. No more than one file's tensors are held beside the module's. A pooler or LM
+    head that the checkpoint has none of (one a method added: Unicoder's) keeps its own weights."""
+    has_pooler, has_lm_head = checkpoint_modules(shapes, config.is_bert)
+    params = {k: v for k, v in module.state_dict().items()
+              if not (k.startswith("pooler.") and not has_pooler or k.startswith("lm_head.") and not has_lm_head)}
     names = check_names(params, config, shapes, source)
     for path in files:
         copy_in(params, names, normalise_keys(load_weight_file(path)), source)
@@ -396,18 +400,34 @@ def check_names(params, config, shapes, source):
     return names
 
 
+def rows(param, tensor):
+    """(what this process holds of `param`, the rows of a checkpoint's `tensor` that go there): both
+    whole, or for a sharded parameter (a DTensor, shard.py) its own rows only, as FSDP2 cuts the
+    first dimension: ceil(rows / N) to each process in turn, the last ones fewer or none."""
+    if not isinstance(param, DTensor):
+        return param, tensor
+    mine, mesh = param.to_local(), param.device_mesh
+    start = mesh.get_local_rank() * -(-param.shape[0] // mesh.size())
+    return mine, tensor[start:start + len(mine)]
+
+
 def copy_in(params, names, part, source):
-    """Copy the tensors of `part` ({Hugging Face key: tensor}) that `names` maps into `params`."""
+    """Copy the tensors of `part` ({Hugging Face key: tensor}) that `names` maps into `params`; into
+    a sharded parameter, this process's rows only (a sharded encoder reads no other rows to its device)."""
     theirs_to_ours = {theirs: ours for ours, theirs in names.items()}
     with torch.no_grad():
         for theirs, tensor in part.items():
             if theirs in theirs_to_ours:
-                params[theirs_to_ours[theirs]].copy_(tensor)
+                mine, wanted = rows(params[theirs_to_ours[theirs]], tensor)
+                mine.copy_(wanted)
     word = params["embeddings.word.weight"]
     embeddings = names.get("embeddings.word.weight")
     for decoder in ("lm_head.decoder.weight", "cls.predictions.decoder.weight"):  # compared where the embeddings are in the same file
-        if "lm_head.bias" in params and decoder in part and embeddings in part and (part[decoder].shape != word.shape or not all(
-                torch.equal(theirs.to(ours), ours) for theirs, ours in zip(part[decoder].split(4096), word.split(4096)))):  # in chunks: on a GPU
+        if decoder not in part or embeddings not in part:
+            continue
+        mine, theirs = rows(word, part[decoder])
+        if "lm_head.bias" in params and (part[decoder].shape != word.shape or not all(
+                torch.equal(a.to(b), b) for a, b in zip(theirs.split(4096), mine.split(4096)))):  # in chunks: on a GPU
             warnings.warn(f"{source}: {decoder} differs from the word embeddings; minxlt ties the two and uses the embeddings")
 
 

@@ -20,12 +20,15 @@ inside `gathered`, and in the task's evaluation every process runs as many batch
 bf16 the layers compute in bf16 (parameters gathered in bf16; evaluation too, unlike DDP's, which
 evaluates in float32) and gradients are summed in float32.
 
-Not sharded: a teacher (teacher.py), which each process runs whole; the pretrained weights as they
-load (each process fills the whole model on its device, then shards it); OUT/best as the test loads it.
+Sharded from the first byte loaded: the model is built on the meta device and sharded, then each
+process makes room for its own shards and reads its own rows of each checkpoint tensor, one file
+at a time (load_pretrained). A teacher (teacher.py) and the OUT/best that the test scores load
+the same way (load_classifier), and run forward only, in float32.
 
 The resume checkpoint of a sharded run is OUT/checkpoint/, a DCP checkpoint: every process writes
 its own shards, and any number of processes, sharded or not, can read it (`save`, `load`).
-OUT/best is written a file at a time from the gathered tensors (`whole`), by process 0.
+OUT/best is written by process 0 a file at a time, each file's tensors gathered into its host
+memory, one process's rows at a time (`on_first_host`): no device holds a whole tensor.
 """
 import shutil
 import warnings
@@ -48,13 +51,16 @@ from torch.distributed.fsdp import (
 from torch.distributed.tensor import DTensor
 
 from minxlt.parallel import distributed
+from model import Classifier, Encoder
 
 
-def wrap(core, encoder, amp="none", offload=False):
+def wrap(core, encoder, amp="none", offload=False, device=None, trains=True):
     """Shard `core` (the trained module, in place) over every process: each layer of `encoder`,
-    then the root. `offload`: each process's part of the
-    parameters, gradients and AdamW's moments in host memory (pinned, on CUDA). Returns `core`."""
-    device = next(core.parameters()).device.type
+    then the root. `offload`: each process's part of the parameters, gradients and AdamW's moments
+    in host memory (pinned, on CUDA). `device`: where the shards go (default: where `core` is; an
+    encoder on the meta device is sharded there, then filled: load_pretrained). A model that only
+    runs forward (`trains` False: a teacher, the tested OUT/best) releases every layer after it. Returns `core`."""
+    device = torch.device(device).type if device is not None else next(core.parameters()).device.type
     if not dist.is_initialized():  # one process, not started by torchrun: a group of one
         dist.init_process_group("nccl" if device == "cuda" else "gloo", store=dist.HashStore(), rank=0, world_size=1)
     mesh = init_device_mesh(device, (dist.get_world_size(),))
@@ -64,12 +70,46 @@ def wrap(core, encoder, amp="none", offload=False):
     options = {"mesh": mesh, "mp_policy": policy, "offload_policy": CPUOffloadPolicy(pin_memory=device == "cuda") if offload else OffloadPolicy()}
     units = list(encoder.layers)
     for layer in units:  # the last stays gathered from its forward into its backward, which comes next
-        fully_shard(layer, reshard_after_forward=layer is not units[-1], **options)
+        fully_shard(layer, reshard_after_forward=not trains or layer is not units[-1], **options)
         register_fsdp_forward_method(layer, "run")  # gathered for X-Mixup's Eq. 2-5 as for its forward
     for before, after in zip(units, units[1:]):  # each layer's all-gather starts while its neighbour computes
         before.set_modules_to_forward_prefetch([after])
         after.set_modules_to_backward_prefetch([before])
     return fully_shard(core, **options)
+
+
+def load_pretrained(core, encoder, directory, device, offload=False):
+    """Fill a sharded `core` whose `encoder` was built on the meta device (train.build_model): each
+    process makes room for its own shards only and reads its rows of each checkpoint tensor, one
+    file at a time (mapped, not read whole), keeping what the rest of `core` (the heads, built on
+    the host and sharded) already holds. `offload`: the shards are in host memory (--offload)."""
+    kept = {name: p.to_local().clone() for name, p in core.named_parameters() if not p.is_meta}
+    core.to_empty(device="cpu" if offload else device)  # FSDP2 points its shards at the new memory
+    with torch.no_grad():
+        for name, p in core.named_parameters():
+            if name in kept:
+                p.to_local().copy_(kept[name])
+    encoder.load_weights(directory)
+
+
+def load_classifier(directory, device, offload=False):
+    """(classifier, tokenizer, task dict) of a model saved by train.py (OUT/best: the one the test
+    scores, or a teacher), sharded as it loads: built on the meta device, its head read to the host,
+    then each process fills its own rows (in host memory with `offload`, as --offload keeps the
+    student's). It runs forward only, in float32 as a whole one would; the root (embeddings, head)
+    is gathered while a block runs in `gathered`."""
+    classifier, tokenizer, task = Classifier.load(directory, "meta")
+    wrap(classifier, classifier.encoder, offload=offload, device=device, trains=False)
+    load_pretrained(classifier, classifier.encoder, directory, device, offload)
+    return classifier, tokenizer, task
+
+
+def load_encoder(directory, device, offload=False):
+    """An encoder saved by train.py (Unicoder's OUT/best), sharded as it loads (as load_classifier)."""
+    encoder = Encoder.from_pretrained(directory, device="meta")
+    wrap(encoder, encoder, offload=offload, device=device, trains=False)
+    load_pretrained(encoder, encoder, directory, device, offload)
+    return encoder
 
 
 def sharded(module):
@@ -80,15 +120,46 @@ def sharded(module):
 @contextmanager
 def gathered(core):
     """The root's own parameters (embeddings, heads) whole while the block runs, for code that calls
-    a part of a sharded model (the encoder alone, its LM head); the layers gather themselves."""
+    a part of a sharded model (the encoder alone, its LM head); the layers gather themselves. After
+    it every unit is sharded again, the last layer too (which a forward pass leaves gathered for a
+    backward pass): the module's parameters are the sharded ones, which the optimizer must hold."""
     if not isinstance(core, FSDPModule):
         yield
         return
+    # FSDP2 takes the first unit to run forward for the root: here `core`, before a method calls its
+    # layers itself (FILTER's teacher, the tested OUT/best of a pair method), which would make one of them root
+    core._get_fsdp_state()._lazy_init()
     core.unshard()
     try:
         yield
     finally:
-        core.reshard()
+        for unit in core.modules():
+            if isinstance(unit, FSDPModule):
+                unit.reshard()
+
+
+def on_first_host(tensor):
+    """A parameter's whole value in process 0's host memory, None on the others (each must call this,
+    in the same order): each process sends its rows to process 0, one process at a time, so that no
+    device ever holds a whole tensor. What OUT/best is written from, a file's tensors at a time."""
+    if not isinstance(tensor, DTensor):
+        return tensor
+    rank, processes, first = dist.get_rank(), dist.get_world_size(), tensor.shape[0]
+    rows = -(-first // processes)  # FSDP2's chunks, ceil(rows / N), the last ones fewer or none
+    mine = tensor.to_local()
+    padded = mine.new_zeros((rows, *tensor.shape[1:]))
+    padded[:len(mine)] = mine
+    if rank != 0:
+        dist.send(padded, dst=0)
+        return None
+    out = torch.empty(tensor.shape, dtype=tensor.dtype, device="cpu")
+    for source in range(processes):
+        if source:
+            dist.recv(padded, src=source)
+        start = source * rows
+        count = max(0, min(rows, first - start))
+        out[start:start + count] = padded[:count].cpu()
+    return out
 
 
 def whole(tensor):

@@ -98,7 +98,7 @@ def batch_loader(settings, method, phases, start):
     ahead of the step and pinned in page-locked memory on CUDA, so that the copies to the device do
     not wait."""
     cuda = method.run.device.startswith("cuda")
-    workers = loader_workers(settings.workers, cuda, method.batches_run_a_model())
+    workers = loader_workers(settings.workers, cuda, method.batches_run_a_model(), settings.shard)
     loader = torch.utils.data.DataLoader(StepBatches(settings, method, phases, start), batch_size=None, num_workers=workers,
                                          pin_memory=cuda, prefetch_factor=4 if workers else None, worker_init_fn=ignore_ctrl_c,
                                          generator=torch.Generator())  # its own: drawing from the global one would change dropout
@@ -111,12 +111,14 @@ def ignore_ctrl_c(worker):
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-def loader_workers(asked, cuda, batches_run_a_model):
+def loader_workers(asked, cuda, batches_run_a_model, sharded=False):
     """--workers, or by default 2 on CUDA and none on the CPU, whose cores the step needs. None
-    where making a batch runs a model on CUDA (a teacher), which a forked worker cannot use."""
-    if batches_run_a_model and cuda:
+    where making a batch runs a model (a teacher) on CUDA, which a forked worker cannot use, or
+    sharded, whose layers gather with the other training processes."""
+    if batches_run_a_model and (cuda or sharded):
         if asked:
-            print(f"note: --workers {asked} ignored: making a batch runs the teacher on CUDA, which loader processes cannot use",
+            where = "sharded (its layers gather with every training process)" if sharded else "on CUDA"
+            print(f"note: --workers {asked} ignored: making a batch runs the teacher {where}, which loader processes cannot do",
                   file=sys.stderr)
         return 0
     return asked if asked is not None else 2 if cuda else 0
@@ -360,8 +362,8 @@ class Book:
         if self.run.rank == 0:
             shutil.rmtree(tmp, ignore_errors=True)
         try:
-            if sharded:  # every process gathers each file's tensors in turn (shard.whole); rank 0 writes them
-                model.save(tmp, tokenizer, info, whole=shard.whole, write=self.run.rank == 0)
+            if sharded:  # each file's tensors gathered in turn to process 0's host memory (shard.on_first_host), which writes them
+                model.save(tmp, tokenizer, info, whole=shard.on_first_host, write=self.run.rank == 0)
             else:
                 model.save(tmp, tokenizer, info)
             if self.run.rank == 0:

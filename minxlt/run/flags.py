@@ -206,6 +206,8 @@ def add_run_arguments(p):
     g.add_argument("--dry-run", action="store_true", help="print what each process would hold in memory (parameters, "
                    "gradients, AdamW's moments; under DDP and sharded) for --model, from its config.json alone, and exit")
     g.add_argument("--processes", type=cli.positive_int, help="with --dry-run: plan for this many processes (default: torchrun's, else 1)")
+    g.add_argument("--json", action="store_true", help="with --dry-run: print the plan as one JSON object (bytes per process: "
+                   "its parts under DDP and sharded, and each phase's: loading, the step, the test, writing OUT/best)")
     g.add_argument("--device-memory", type=cli.positive_float, metavar="GB", help="with --dry-run: the memory of one device "
                    "(default: the CUDA device's, else 80)")
     g.add_argument("--gradient-checkpointing", action="store_true", help="keep each layer's input only and run the layer again in "
@@ -357,6 +359,10 @@ def check(settings, method, run):
                          "sharded gradients here")
     if settings.offload and not settings.shard:
         raise InputError("--offload moves a sharded run's parts to host memory: add --shard")
+    planned = [f"--{name.replace('_', '-')}" for name in ("json", "processes", "device_memory") if getattr(settings, name)]
+    if planned:
+        raise InputError(f"{' and '.join(planned)} {'shapes' if len(planned) == 1 else 'shape'} the memory plan, which only "
+                         "--dry-run prints: add --dry-run")
     if settings.shard and settings.compile:
         raise InputError("--shard and --compile: compiling a sharded model is not supported here; drop one of them")
     if settings.max_length > run.max_positions:

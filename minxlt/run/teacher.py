@@ -8,6 +8,8 @@ translations, which have no labels of their own.
 
 The logits of a pair are computed on the fly, or looked up in a cache of all of them
 (--teacher-cache), keyed by the translation's id and language and written once, whole.
+In a sharded run (--shard) the teacher is sharded as it loads, after the student, and every
+process runs it on as many batches, since each of its layers gathers with all of them.
 """
 import json
 import os
@@ -18,7 +20,7 @@ import torch
 import data
 from minxlt.checkpoints.weights import CheckpointError, load_torch_file
 from minxlt.errors import InputError
-from minxlt.parallel import distributed
+from minxlt.parallel import distributed, shard
 from minxlt.run import cli
 from model import Classifier
 
@@ -65,24 +67,29 @@ def key(item):
 class Teacher:
     """The teacher of `checkpoint` (OUT/best of train.py), run on pairs by `pair_model(classifier,
     task_info) -> module(source_ids, source_mask, target_ids, target_mask) -> (_, target logits)`,
-    and/or a cache of its logits on every training pair."""
+    and/or a cache of its logits on every training pair; `sharded`: the checkpoint loads sharded
+    (`offload`: its rows in host memory, --offload)."""
 
-    def __init__(self, checkpoint=None, cache=None, device="cpu", pair_model=None):
+    def __init__(self, checkpoint=None, cache=None, device="cpu", pair_model=None, sharded=False, offload=False):
         self.model, self.cache, self.device, self.complete = None, None, device, False  # complete: the cache has every pair
+        self.classifier, self.sharded = None, sharded
         if cache is not None:
             self.cache = load_torch_file(cache, "teacher cache")
             if not isinstance(self.cache, dict):
                 raise CheckpointError(f"{cache}: not a teacher cache written by train.py (--teacher-cache)")
         if checkpoint is not None:
-            classifier, _, task = Classifier.load(checkpoint, device)
-            self.model = pair_model(classifier.eval(), task)
+            classifier, _, task = shard.load_classifier(checkpoint, device, offload) if sharded else Classifier.load(checkpoint, device)
+            self.classifier, self.model = classifier, pair_model(classifier.eval(), task)
 
     @torch.no_grad()
     def logits(self, source_ids, source_mask, target_ids, target_mask, targets):
         """(B, C) or (B, T, C) teacher logits on the targets (encoded items), from the cache where it
         has them all."""
         keys = [key(t) for t in targets]
-        if self.cache is not None and all(k in self.cache for k in keys):
+        cached = self.cache is not None and all(k in self.cache for k in keys)
+        if self.sharded and self.model is not None:  # the model runs on every process or on none
+            cached = not distributed.all_reduce(torch.tensor([float(not cached)], device=self.device)).item()
+        if cached:
             rows = [self.cache[k] for k in keys]
             if rows[0].dim() == 1:
                 return torch.stack(rows).to(target_ids.device)
@@ -93,17 +100,22 @@ class Teacher:
         if self.model is None:
             raise ValueError("the teacher cache lacks some training pairs and no --teacher checkpoint was given to compute them")
         inputs = (x.to(self.device) for x in (source_ids, source_mask, target_ids, target_mask))
-        return self.model(*inputs)[1].float().to(target_ids.device)  # on the batch's device (the CPU, until the step copies it)
+        with shard.gathered(self.classifier):
+            return self.model(*inputs)[1].float().to(target_ids.device)  # on the batch's device (the CPU, until the step copies it)
 
     @torch.no_grad()
     def build_cache(self, tokenizer, pairs, batch_size, device, rank=0, world_size=1):
         """Compute the teacher's logits for every (source, target) pair of encoded items; the
         processes split the work and every one gets the whole cache."""
-        mine = {}
-        for start in range(rank * batch_size, len(pairs), batch_size * world_size):
+        mine, stride = {}, batch_size * world_size
+        for start in range(rank * batch_size, -(-len(pairs) // stride) * stride, stride):
             batch = pairs[start:start + batch_size]
-            tensors = [t.to(device) for t in data.pad_pairs(tokenizer, [s.ids for s, _ in batch], [t.ids for _, t in batch])]
-            logits = self.model(*tensors)[1].float().cpu()
+            if not batch and not self.sharded:
+                break
+            run_on = batch or pairs[:1]  # sharded: as many batches on every process, an empty share running a placeholder
+            tensors = [t.to(device) for t in data.pad_pairs(tokenizer, [s.ids for s, _ in run_on], [t.ids for _, t in run_on])]
+            with shard.gathered(self.classifier):
+                logits = self.model(*tensors)[1].float().cpu()
             for b, (_, target) in enumerate(batch):
                 mine[key(target)] = logits[b] if logits.dim() == 2 else logits[b, :len(target.ids)].clone()
         self.cache = {k: v for part in distributed.gather(mine) for k, v in part.items()}
@@ -117,7 +129,7 @@ def load(settings, run, pairs, pair_model):
     if not (settings.teacher or settings.teacher_cache):
         return None
     cached = settings.teacher_cache and Path(settings.teacher_cache).exists()
-    teacher = Teacher(settings.teacher, settings.teacher_cache if cached else None, run.device, pair_model)
+    teacher = Teacher(settings.teacher, settings.teacher_cache if cached else None, run.device, pair_model, settings.shard, settings.offload)
     if settings.teacher_cache and not cached:
         teacher.build_cache(run.tokenizer, pairs, run.batch_size, run.device, run.rank, run.world_size)
         if run.rank == 0:  # written aside, then moved into place: never a half-written cache
