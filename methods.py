@@ -275,6 +275,8 @@ class Method:
     # A block that calls a part of a sharded model (its encoder alone, its LM head) runs inside
     # gathered(the wrapped model): its embeddings and heads whole meanwhile (its layers gather themselves).
     gathered = staticmethod(shard.gathered)
+    # The same, where the block evaluates it: in float32, as DDP's evaluation, where a sharded run computes in bf16.
+    evaluated = staticmethod(shard.evaluated)
 
     @classmethod
     def load_predictor(cls, classifier, info, test_input):

@@ -70,14 +70,15 @@ def main(argv=None):
     raw = build_model(settings, method, model_dir, device, rank)
     core = method.wrap(raw, items)
     if settings.shard:  # each process holds 1/N of the weights, gradients and AdamW's moments (minxlt/parallel/shard.py)
-        model = shard.wrap(core, raw.encoder, settings.amp, settings.offload, device)
+        model = shard.wrap(core, raw.encoder, settings.amp, settings.offload, device, evaluate_in_bf16=settings.eval_bf16,
+                           embeddings_unit=settings.shard_embeddings)
         shard.load_pretrained(core, raw.encoder, model_dir, device, settings.offload)  # each process reads its own rows
     else:  # each process holds them all (DDP)
         model = distributed.wrap(core, device, method.unused_parameters)
     method.start(core, items)  # before any update: Unicoder's hard negatives; a teacher, loaded after the student (sharded with it)
-    with shard.gathered(core):  # CKA and retrieval call the encoder alone
-        alignment_before = None if settings.no_alignment or settings.resume else alignment(raw.encoder, run, settings.alignment_pooling,
-                                                                                               settings.shard)
+    with shard.evaluated(core) as evaluated:  # CKA and retrieval call the encoder alone, in float32
+        alignment_before = None if settings.no_alignment or settings.resume else alignment(shard.part_of(evaluated, core, raw.encoder), run,
+                                                                                               settings.alignment_pooling, settings.shard)
     optimizer, scheduler = make_optimizer(settings, core, phases)
     dtype = AUTOCAST[settings.amp]
     scaler = torch.amp.GradScaler(enabled=dtype == torch.float16)
@@ -102,6 +103,7 @@ def main(argv=None):
             stopped = stopping or book.step == settings.stop_at  # to be continued with --resume
             if book.step % settings.save_every == 0 or stopped:
                 book.save_checkpoint(core, optimizer, scheduler, scaler)
+    book.finish_checkpoint()  # one still being written (--async-checkpoint) put in place
     book.progress.close()
     del optimizer, scheduler, scaler, batches  # AdamW's moments freed before the test, which may need the room (XXL, sharded)
     distributed.release_memory(device)
@@ -194,9 +196,9 @@ def evaluate_and_save(settings, method, raw, core, book):
     model of the best score so far, as --select-on scores it, is OUT/best."""
     run, metric = method.run, method.metric()
     langs = [run.task.source] + (run.task.targets if "all" in (settings.dev_langs, settings.select_on) else [])
-    with shard.gathered(core):  # a sharded model's own parameters whole, for predictors that call a part of it, and task.json
-        dev = {lang: scores[metric] for lang, scores in method.evaluate(core, "dev", langs).items()}
-        info = dict(task_info(settings, run), **method.saved_info(core))
+    with shard.evaluated(core) as evaluated:  # a sharded model's own parameters whole (in float32), for predictors that call a
+        dev = {lang: scores[metric] for lang, scores in method.evaluate(evaluated, "dev", langs).items()}  # part of it, and task.json
+        info = dict(task_info(settings, run), **method.saved_info(evaluated))
     if book.record_dev(metric, dev, run.task.source):  # logged; True where it is the best so far
         book.save_best(raw, run.tokenizer, info)
 

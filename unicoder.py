@@ -344,8 +344,8 @@ class UnicoderMethod(Method):
 
     def start(self, model, items):
         """Hard negatives from the pretrained embeddings, before any update (a resumed run finds the same)."""
-        with self.gathered(model):  # a sharded model's embeddings, whole meanwhile
-            mine_hard_negatives(items, lambda rows: mean_word_embeddings(model.encoder, rows))
+        with self.evaluated(model) as evaluated:  # a sharded model's embeddings, whole meanwhile (in float32)
+            mine_hard_negatives(items, lambda rows: mean_word_embeddings(evaluated.encoder, rows))
 
     def make_batch(self, items, weights, step):
         """One of the five tasks per step, in turn; the draws follow from the seed, the step and the rows."""

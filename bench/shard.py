@@ -9,12 +9,30 @@ their gradients and AdamW's two moments (a sharded tensor: its own shard only).
 
 The ratio is the sharded process's bytes to the DDP process's; 1/N is the ideal. DDP's gradient
 buckets (another copy of the gradients, which the plan counts) are not counted here.
+
+    python -m bench.shard --phases                 # each phase, sharded over 2 processes, against the plan
+
+--phases measures what each process holds at each phase of a sharded run, as train.py goes through
+them: loading (an encoder saved to disk, built on the meta device, sharded, each process reading its
+own rows), the step (the second of two, at its peak: the largest figure seen at each all-gather and
+reduce-scatter, and where FSDP2 releases a unit after its backward and fills its reduce-scatter
+buffer), the evaluation on dev (between steps, in float32: a bf16 run's on a float32 copy of its
+rows), the test (AdamW freed, the
+tested model loaded sharded beside the trained one, a forward pass gathering in float32) and writing
+OUT/best (every parameter gathered to process 0's host one process's rows at a time). A figure is
+the bytes of every tensor alive in the process that Python can see (each storage once, a sharded
+parameter's own rows), less those alive before the model: activations that autograd keeps to itself
+are not seen, and on 8 tokens they would be small. Process 0's host copy of the tensor being written
+is host memory, which the plan does not count: it is left out and given on a line of its own.
 """
 import argparse
+import gc
 import json
 import os
 import subprocess
 import sys
+import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -45,6 +63,137 @@ def measure(config, sharded, amp="none"):
     return dict(zip(PARTS, (shard.local_bytes(encoder), shard.local_bytes(p.grad for p in encoder), shard.local_bytes(moments))))
 
 
+def live_bytes():
+    """Bytes of every tensor alive in this process that Python holds, each storage once (a sharded
+    parameter: its own rows), found in the garbage collector's list of objects."""
+    from torch.distributed.tensor import DTensor
+    seen, total = set(), 0
+    for obj in gc.get_objects():
+        if not isinstance(obj, torch.Tensor) or isinstance(obj, DTensor) or obj.is_meta:
+            continue
+        storage = obj.untyped_storage()
+        if storage.nbytes() and storage.data_ptr() not in seen:
+            seen.add(storage.data_ptr())
+            total += storage.nbytes()
+    return total
+
+
+@contextmanager
+def peaks(names, figures, less=lambda: 0):
+    """While the block runs, the largest of live_bytes() (less `less()`) just before and after each call
+    of the functions `names` (torch.distributed's, or FSDP2's where a moment falls between its
+    collectives: FSDP_MOMENTS), kept in figures[0]."""
+    import torch.distributed as dist
+    owners = {name: dist for name in names if hasattr(dist, name)}
+    owners.update({name: owner for name, owner in FSDP_MOMENTS().items() if name in names})
+    real = {name: getattr(owners[name], name) for name in names}
+
+    def probed(name):
+        def call(*args, **kwargs):
+            figures[0] = max(figures[0], live_bytes() - less())
+            done = real[name](*args, **kwargs)
+            figures[0] = max(figures[0], live_bytes() - less())
+            return done
+        return call
+    for name in names:
+        setattr(owners[name], name, probed(name))
+    try:
+        yield
+    finally:
+        for name in names:
+            setattr(owners[name], name, real[name])
+
+
+def FSDP_MOMENTS():
+    """FSDP2's functions called where a peak falls between collectives (memory.step_moments): the
+    copy of gathered weights out of the buffer they were gathered in (both held), a unit's release
+    after its backward (its whole gradient still held), and the copy of that gradient into the
+    float32 buffer that reduce-scatters it. Private to FSDP2: a probe."""
+    from torch.distributed.fsdp._fully_shard import _fsdp_collectives, _fsdp_param_group
+    return {"foreach_all_gather_copy_out": _fsdp_param_group, "reshard": _fsdp_param_group.FSDPParamGroup,
+            "foreach_reduce_scatter_copy_in": _fsdp_collectives}
+
+
+EVERY = ("all_gather_single", "reduce_scatter_single", "foreach_all_gather_copy_out", "reshard", "foreach_reduce_scatter_copy_in")
+
+
+def by_phase(directory, amp, embeddings_unit=False):
+    """{phase: bytes} this process holds at each phase of a sharded run (--phases) of a classifier on
+    the encoder saved in `directory` (`embeddings_unit`: --shard-embeddings); "host copy": the largest
+    tensor process 0 gathers to its host; "as backward starts": what it holds beside the activations
+    when backward starts; "seconds a step": the median of three more steps."""
+    import torch.distributed as dist
+
+    import train
+    from methods import Phase
+    from minxlt.parallel import shard
+    from model import Classifier, Encoder
+    gc.collect()
+    before, figures = live_bytes(), {}
+    held = lambda: live_bytes() - before
+    encoder = Encoder.from_pretrained(directory, device="meta", dropout=0.0, attention_dropout=0.0)
+    torch.manual_seed(0)
+    model = Classifier(encoder, 3)
+    shard.wrap(model, encoder, amp=amp, device="cpu", embeddings_unit=embeddings_unit)
+    shard.load_pretrained(model, encoder, directory, "cpu")
+    gc.collect()
+    figures["loading"] = held()
+
+    settings = argparse.Namespace(lr=1e-5, weight_decay=0.01, warmup=0.1)
+    optimizer, scheduler = train.make_optimizer(settings, model, [Phase("step", [], 1, None, None)])
+    ids = torch.randint(5, encoder.config.vocab_size, (1, 8))
+    peak, seconds = [0], []
+    for step in range(5):  # the second's peak: AdamW's moments and every gradient's rows exist from the first; then 3 timed
+        started = time.perf_counter()
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=amp == "bf16"), \
+                peaks(EVERY if step == 1 else (), peak, lambda: before):
+            logits, _ = model(ids, torch.ones_like(ids))
+            if step == 1:
+                logits.register_hook(lambda grad: figures.update({"as backward starts": held()}))  # returns None: the gradient unchanged
+            torch.nn.functional.cross_entropy(logits.float(), torch.tensor([1])).backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        seconds.append(time.perf_counter() - started)
+    figures["step"], figures["seconds a step"] = peak[0], sorted(seconds[2:])[1]
+
+    peak = [0]  # the evaluation on dev: between steps, in float32 (a bf16 run's: a float32 copy of its rows, shard.evaluated)
+    with torch.no_grad(), peaks(EVERY, peak, lambda: before), shard.evaluated(model) as evaluated:
+        evaluated(ids, torch.ones_like(ids))
+    figures["dev evaluation"] = peak[0]
+
+    peak, host = [0], [0]  # writing OUT/best: between steps, AdamW's moments alive, no gradient
+    for p in model.parameters():
+        whole_bytes = p.numel() * p.element_size() if dist.get_rank() == 0 else 0  # process 0's host copy of it
+        with peaks(("send", "recv"), peak, lambda: before + whole_bytes):
+            out = shard.on_first_host(p)
+        host[0] = max(host[0], whole_bytes)
+        del out
+    figures["writing OUT/best"], figures["host copy"] = peak[0], host[0]
+
+    del optimizer, scheduler  # the test: AdamW freed, the tested model loaded sharded beside the trained one, forward in float32
+    gc.collect()
+    tested = Encoder.from_pretrained(directory, device="meta")
+    tested = Classifier(tested, 3)
+    shard.wrap(tested, tested.encoder, device="cpu", trains=False)
+    shard.load_pretrained(tested, tested.encoder, directory, "cpu")
+    peak = [0]
+    with torch.no_grad(), peaks(EVERY, peak, lambda: before), shard.gathered(tested):  # as Method.test runs it
+        tested(ids, torch.ones_like(ids))
+    figures["test"] = peak[0]
+    return figures
+
+
+def phases_worker(directory, amp, embeddings_unit):
+    """Under torchrun: by_phase, and process 0 prints every process's figures (json)."""
+    from minxlt.parallel import distributed
+    distributed.setup("cpu")
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) // distributed.world_size()))
+    every = distributed.gather(by_phase(directory, amp, embeddings_unit))
+    if int(os.environ.get("RANK", "0")) == 0:
+        print("RESULT " + json.dumps(every))
+    distributed.cleanup()
+
+
 def worker(layers, sharded):
     """Under torchrun: measure, and process 0 prints every process's figures (json)."""
     from minxlt.parallel import distributed
@@ -58,10 +207,10 @@ def worker(layers, sharded):
     distributed.cleanup()
 
 
-def launch(processes, layers, sharded):
-    """[{part: bytes} per process] of one configuration, run under torchrun."""
+def launch(processes, *child):
+    """[{part: bytes} per process] of one configuration (`child`: --child's arguments), run under torchrun."""
     command = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(processes), "--master-port", str(29400 + processes),
-               "-m", "bench.shard", "--child", str(layers), "shard" if sharded else "ddp"]
+               "-m", "bench.shard", "--child", *child]
     done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
     line = next((line for line in done.stdout.splitlines() if line.startswith("RESULT ")), None)
     if line is None:
@@ -72,20 +221,29 @@ def launch(processes, layers, sharded):
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--layers", type=int, default=12, help="encoder layers (XLM-R base: 12)")
-    p.add_argument("--processes", type=int, nargs="+", default=[1, 2, 4])
-    p.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
+    p.add_argument("--processes", type=int, nargs="+", help="default: 1, 2 and 4; with --phases, 2")
+    p.add_argument("--phases", action="store_true", help="each phase of a sharded run against the plan")
+    p.add_argument("--amp", choices=["none", "bf16"], nargs="+", default=["none", "bf16"], help="with --phases: the dtypes computed in")
+    p.add_argument("--embeddings", action="store_true", help="with --phases: also with the embeddings a unit of their own "
+                   "(train.py --shard-embeddings), side by side")
+    p.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.child:
+        if args.child[1] in ("none", "bf16"):
+            return phases_worker(args.child[0], args.child[1], args.child[2] == "embeddings")
         return worker(int(args.child[0]), args.child[1] == "shard")
     from minxlt.parallel import memory
     from model import Config
     config = Config(num_layers=args.layers)
+    if args.phases:
+        return phases_table(config, args.processes or [2], args.amp, (False, True) if args.embeddings else (False,))
+    processes = args.processes or [1, 2, 4]
     total = memory.count_parameters(config)[0]
     print(f"XLM-R base's shape with {args.layers} layers: {total / 1e6:.0f} M encoder parameters, float32; one step of AdamW\n")
     print("| processes | mode | parameters GB | gradients GB | AdamW moments GB | total GB | the plan's GB | sharded / DDP | 1/N |")
     print("|---|---|---|---|---|---|---|---|---|")
-    for n in args.processes:
-        figures = {mode: launch(n, args.layers, mode == "sharded") for mode in ("DDP", "sharded")}
+    for n in processes:
+        figures = {mode: launch(n, str(args.layers), "shard" if mode == "sharded" else "ddp") for mode in ("DDP", "sharded")}
         plan = memory.plan(config, n)
         ddp_total = max(sum(f.values()) for f in figures["DDP"])
         for mode, per_process in figures.items():
@@ -94,6 +252,42 @@ def main(argv=None):
             ratio = sum(largest.values()) / ddp_total
             print(f"| {n} | {mode} | " + " | ".join(f"{largest[k] / GB:.3f}" for k in PARTS) +
                   f" | {sum(largest.values()) / GB:.3f} | {planned / GB:.3f} | {ratio:.3f} | {1 / n:.3f} |")
+
+
+def phases_table(config, processes, amps, embeddings=(False,)):
+    """--phases: each phase's bytes, the largest process's, measured and planned (memory.plan), as
+    a table, for each choice of `embeddings` (a unit of their own: --shard-embeddings, or not);
+    returns {(processes, amp, embeddings unit, phase): (measured, planned)}."""
+    import tempfile
+
+    from minxlt.parallel import memory
+    from model import Encoder
+    print(f"An encoder of {memory.count_parameters(config)[0] / 1e6:.0f} M parameters ({config.num_layers} layers of {config.hidden_size}, "
+          f"{config.vocab_size} words), random weights, one sentence of 8 tokens; the largest process's bytes\n")
+    print("| processes | computes in | the embeddings | phase | measured GB | the plan's GB | measured / plan |")
+    print("|---|---|---|---|---|---|---|")
+    figures, aside = {}, []
+    with tempfile.TemporaryDirectory() as directory:
+        torch.manual_seed(0)
+        Encoder(config).save_pretrained(directory)
+        for n in processes:
+            for amp in amps:
+                for unit in embeddings:
+                    measured = launch(n, directory, amp, "embeddings" if unit else "root")
+                    planned = memory.plan(config, n, amp, embeddings_unit=unit)["phases"]["sharded"]
+                    row = f"| {n} | {'float32' if amp == 'none' else amp} | {'own unit' if unit else 'in the root'} |"
+                    for phase, plan_bytes in planned.items():
+                        largest = max(f[phase] for f in measured)
+                        figures[n, amp, unit, phase] = largest, plan_bytes
+                        print(f"{row} {phase} | {largest / GB:.3f} | {plan_bytes / GB:.3f} | {largest / plan_bytes:.3f} |")
+                    aside.append(f"{row} {max(f['as backward starts'] for f in measured) / GB:.3f} | "
+                                 f"{max(f['seconds a step'] for f in measured):.3f} | {max(f['host copy'] for f in measured) / GB:.3f} |")
+    print("\nBeside the activations as backward starts (GB), the median of 3 steps (seconds, the slower process), and process 0's "
+          "host copy of the largest tensor it writes to OUT/best (GB; host memory, not planned):\n")
+    print("| processes | computes in | the embeddings | held as backward starts GB | seconds a step | host copy GB |")
+    print("|---|---|---|---|---|---|")
+    print("\n".join(aside))
+    return figures
 
 
 if __name__ == "__main__":

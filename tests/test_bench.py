@@ -67,3 +67,15 @@ def test_bench_encoder_times_the_pre_ln_layout_against_transformers(monkeypatch)
     with torch.no_grad():
         assert torch.allclose(ours.eval()(ids, mask), theirs.eval()(input_ids=ids, attention_mask=mask).last_hidden_state, atol=1e-5)
     assert all(t > 0 for t in bench_encoder.time_steps(args, "tiny-xl").values())
+
+
+def test_bench_shard_measures_each_phase_within_five_percent_of_the_plan(capsys):
+    # what each of 2 processes holds (live tensors) at loading, the step's peak, the test and writing OUT/best
+    from bench import shard as bench_shard
+    from model import Config
+    config = Config(vocab_size=20000, hidden_size=96, num_layers=3, num_heads=4, ffn_size=200)
+    figures = bench_shard.phases_table(config, [2], ["bf16"], (False, True))  # the test phase gathers in float32
+    assert {phase for *_, phase in figures} == {"loading", "step", "dev evaluation", "test", "writing OUT/best"}
+    for (processes, amp, unit, phase), (measured, planned) in figures.items():
+        assert measured == pytest.approx(planned, rel=0.05), (amp, unit, phase)
+    assert "| 2 | bf16 | own unit | step |" in capsys.readouterr().out

@@ -42,46 +42,56 @@ def test_xxl_on_eight_processes_under_ddp_does_not_fit_and_says_what_would(tmp_p
     out = dry_run(tmp_path, XXL, "--processes", "8", "--amp", "bf16", "--device-memory", "80")
     assert "10.70 B parameters" in out and "8 processes" in out
     assert "DDP, per process: parameters 42.8 GB, gradients 42.8 GB, AdamW moments 85.6 GB, DDP's gradient buckets 42.8 GB: 213.9 GB" in out
-    assert "does not fit the device's 80 GB under DDP: sharded training (--shard) would hold 30.4 GB per process, which fits" in out
+    assert "does not fit the device's 80 GB under DDP: sharded training (--shard) would hold 32.0 GB per process, which fits" in out
     sharded = dry_run(tmp_path, XXL, "--processes", "8", "--amp", "bf16", "--device-memory", "80", "--shard")
     assert "sharded over 8 (--shard), per process: parameters 5.3 GB, gradients 5.3 GB, AdamW moments 10.7 GB: 21.4 GB" in sharded
-    assert "gathered whole during a step: 2.9 GB (the embeddings, the layer that runs and the next, prefetched)" in sharded
-    assert "and 6.2 GB for a moment in backward (the embeddings' whole gradient and its reduce-scatter buffer)" in sharded
-    assert "sharded, it fits the device's 80 GB with 49.6 GB left for activations" in sharded
+    assert "beyond these at most 5.3 GB in forward (the embeddings and the layers gathered whole, with the buffers" in sharded
+    assert "and 6.2 GB in backward (a unit's whole gradient beside its weights, or its float32 reduce-scatter buffer" in sharded
+    assert "sharded, it fits the device's 80 GB with 52.9 GB left for activations" in sharded
     accumulating = dry_run(tmp_path, XXL, "--processes", "8", "--amp", "bf16", "--device-memory", "80", "--shard", "--grad-accum", "2",
                            "--batch-size", "32")  # every micro-step reduce-scatters: no whole gradient held between them
     assert "AdamW moments 10.7 GB: 21.4 GB" in accumulating and "whole gradients" not in accumulating
     alone = dry_run(tmp_path, XXL, "--processes", "1", "--amp", "bf16", "--device-memory", "80", "--shard")
     assert "does not fit the device's 80 GB even sharded over 1 process: run more processes (more nodes); --offload keeps" in alone
     offloaded = dry_run(tmp_path, XXL, "--processes", "1", "--amp", "bf16", "--device-memory", "80", "--shard", "--offload")
-    assert "with --offload, the parameters, gradients and moments (171.1 GB) are in host memory: the device holds 9.0 GB" in offloaded
-    assert "sharded, it fits the device's 80 GB with 71.0 GB left for activations" in offloaded
+    assert "with --offload, the parameters, gradients and moments (171.1 GB) are in host memory: the device holds 6.2 GB" in offloaded
+    assert "sharded, it fits the device's 80 GB with 73.8 GB left for activations" in offloaded
     assert "--gradient-checkpointing saves activations only" in out
 
 
 def test_the_plan_gives_each_phase_and_the_largest_decides(tmp_path):
-    # XXL on 8 processes at 40 GB: sharded, the step is the peak (its parts, 2.9 GB gathered and 6.2 GB reduce-scattered
-    # from the embeddings' whole gradient); loading holds its own rows; the test, the rows twice and float32 layers
-    # gathered; writing OUT/best, all but the gradients
+    # XXL on 8 processes at 40 GB: sharded, the step is the peak (its parts and, at the end of backward, the embeddings'
+    # whole bf16 gradient and its float32 reduce-scatter buffer, before the rows of their gradient are kept); loading
+    # holds its own rows; the test, the rows twice and what a float32 forward gathers; writing OUT/best, all but the
+    # gradients and the chunk process 0 receives the others' rows in (bench/shard.py --phases measures these)
     out = dry_run(tmp_path, XXL, "--processes", "8", "--amp", "bf16", "--device-memory", "40", "--shard")
-    assert "sharded, each phase on the device: loading 5.3 GB, step 30.4 GB, test 16.4 GB, writing OUT/best 16.0 GB" in out
-    assert "fits the device's 40 GB with 9.6 GB left" in out
+    assert ("sharded, each phase on the device: loading 5.3 GB, step 27.1 GB, dev evaluation 32.0 GB, test 21.4 GB, "
+            "writing OUT/best 16.6 GB") in out
+    assert "fits the device's 40 GB with 12.9 GB left for activations" in out and "the evaluation on dev leaves 8.0 GB (--eval-bf16" in out
     plan = json.loads(dry_run(tmp_path, XXL, "--processes", "8", "--amp", "bf16", "--device-memory", "40", "--shard", "--json"))
     sharded, phases = plan["sharded"], plan["phases"]["sharded"]
-    words = XXL["vocab_size"] * XXL["hidden_size"]
-    assert plan["reduce_scattered"] == (2 + 4) * (words + (514 + 1) * XXL["hidden_size"])  # bf16 gradient, float32 buffer
-    assert phases["loading"] == sharded["parameters"]
-    assert phases["step"] == sum(sharded.values()) + plan["gathered"] + plan["reduce_scattered"]
-    assert phases["test"] == 2 * sharded["parameters"] + 2 * plan["gathered"]  # float32 gathered: twice bf16's bytes
-    assert phases["writing OUT/best"] == sharded["parameters"] + sharded["AdamW moments"] and plan["fits_sharded"]
-    frozen = json.loads(dry_run(tmp_path, XXL, "--processes", "8", "--amp", "bf16", "--shard", "--json", "--freeze-embeddings"))
-    h, f = XXL["hidden_size"], XXL["intermediate_size"]
+    h, f, v = XXL["hidden_size"], XXL["intermediate_size"], XXL["vocab_size"]
+    root = v * h + (514 + 1) * h  # the words, the positions and one token type; XXL's embeddings have no LayerNorm
+    root_rows = 4 * (-(-v // 8) * h + -(-514 // 8) * h + h)  # the first process's rows of each, in float32
     layer = 4 * (h * h + h) + (h * f + f) + (f * h + h) + 2 * 2 * h  # Q, K, V, O; the FFN; two LayerNorms
-    assert frozen["reduce_scattered"] == (2 + 4) * layer  # a layer's: the largest unit once the words are frozen
+    assert plan["step_backward"] == (2 + 4) * root  # bf16 gradient, float32 buffer
+    assert plan["step_forward"] == 2 * (2 * root + 3 * layer)  # bf16: the embeddings and a layer with their buffers, the next layer
+    assert phases["loading"] == sharded["parameters"]
+    assert phases["step"] == sum(sharded.values()) + plan["step_backward"] - root_rows
+    assert phases["test"] == 2 * sharded["parameters"] + 4 * (2 * root + 3 * layer)  # gathered in float32
+    # the evaluation on dev between steps: in float32 (a copy of the rows, gathered in float32), or in bf16 with --eval-bf16
+    assert phases["dev evaluation"] == 2 * sharded["parameters"] + sharded["AdamW moments"] + 4 * (2 * root + 3 * layer)
+    in_bf16 = json.loads(dry_run(tmp_path, XXL, "--processes", "8", "--amp", "bf16", "--shard", "--json", "--eval-bf16"))
+    assert in_bf16["phases"]["sharded"]["dev evaluation"] == sharded["parameters"] + sharded["AdamW moments"] + 2 * (2 * root + 3 * layer)
+    received = 4 * -(-v // 8) * h  # the largest chunk: the words'
+    assert phases["writing OUT/best"] == sharded["parameters"] + sharded["AdamW moments"] + received and plan["fits_sharded"]
+    frozen = json.loads(dry_run(tmp_path, XXL, "--processes", "8", "--amp", "bf16", "--shard", "--json", "--freeze-embeddings"))
+    assert frozen["step_backward"] == 2 * (root + 2 * layer) + (2 + 4) * layer  # in a layer's backward, once the words are frozen
     taught = json.loads(dry_run(tmp_path, XXL, "--processes", "8", "--amp", "bf16", "--shard", "--json", "--method", "filter",
                                 "--teacher", str(teacher_dir(tmp_path))))
     assert taught["sharded"]["the teacher"] == sharded["parameters"] and taught["ddp"]["the teacher"] == 4 * plan["parameters_count"]
     assert taught["phases"]["sharded"]["loading"] == 2 * sharded["parameters"]  # the student's rows and the teacher's
+    assert taught["step_forward"] == plan["step_forward"] + 4 * (2 * root + 3 * layer)  # the teacher's forward, in float32
 
 
 def teacher_dir(tmp_path):

@@ -2,6 +2,7 @@
 at every level it supports, post-LN and pre-LN, logs the same losses; a sharded checkpoint resumes on
 another number of processes; OUT/best of a sharded run holds the trained weights; two nodes on
 localhost train like one node of two processes."""
+import copy
 import json
 import os
 import subprocess
@@ -12,6 +13,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 from test_pre_ln import CASES
+from torch.distributed.tensor import DTensor
 
 import train
 from conftest import ROOT, free_port, join_process_group_env
@@ -21,6 +23,11 @@ COMMON = ["--target-langs", "de", "--batch-size", "8", "--max-steps", "5", "--ev
           "--lr", "2e-3", "--log-every", "1", "--eval-batch-size", "24"]  # dev and test in batch counts that 2 processes split unevenly
 TASKS = {"sentence": ["--task", "demo"], "word": ["--task", "demo-slots"]}
 NO_ACCUMULATION = {"contrastive"}  # its label alignment contrasts the whole global batch at once (contrastive.py refuses it)
+
+
+def full(tensor):
+    """A parameter's whole value, gathered from every process (each must call this, in the same order)."""
+    return tensor.full_tensor() if isinstance(tensor, DTensor) else tensor
 
 
 def logged(out):
@@ -90,6 +97,34 @@ def test_every_method_sharded_logs_the_losses_of_ddp(tmp_path, tiny_model_dir, x
         assert (tmp_path / layout / name / "shard" / "best" / "config.json").is_file()
 
 
+def test_sharded_and_ddp_agree_under_bf16_on_a_pre_ln_encoder(tmp_path, xl_model_dir):
+    # DDP's autocast keeps the residual stream and LayerNorm in float32 and multiplies in bf16; a
+    # sharded run gathers its layers in bf16 and computes in bf16 throughout (shard.py): the same
+    # losses to within one bf16 step (2^-8 of the value; these differ by at most 5e-4 of it), not
+    # float32's precision. The weights they train differ as much, and so may a score near a tie. Both evaluate in
+    # float32 (a sharded run, a float32 copy of its rows: shard.evaluated): CKA before training is the same.
+    every = jobs(xl_model_dir, tmp_path, "pre-ln")
+    runs = {name: every[name] + ["--amp", "bf16"] for name in ("translate-train-sentence", "xmixup-sentence", "filter-word")}
+    runs["translate-train-sentence"].remove("--no-alignment")  # CKA and retrieval before training: in float32, of the same weights
+    spawn([(argv + flag, tmp_path / name / mode) for name, argv in runs.items() for mode, flag in (("ddp", []), ("shard", ["--shard"]))]
+          + [(runs["translate-train-sentence"] + ["--shard", "--eval-bf16"], tmp_path / "evaluated-in-bf16")])
+    for name in runs:
+        ddp, sharded = logged(tmp_path / name / "ddp"), logged(tmp_path / name / "shard")
+        assert len(ddp) == 5 and ddp.keys() == sharded.keys(), name
+        for step in ddp:
+            assert ddp[step].keys() == sharded[step].keys(), (name, step)
+            for part, value in ddp[step].items():
+                assert sharded[step][part] == pytest.approx(value, rel=2 ** -8, abs=1e-3), (name, step, part)
+        ddp_test, shard_test = (json.loads((tmp_path / name / mode / "results.json").read_text()) for mode in ("ddp", "shard"))
+        for lang in ("en", "de"):
+            assert {metric: pytest.approx(score, abs=0.05) for metric, score in ddp_test[lang].items()} == shard_test[lang], (name, lang)
+    ddp, sharded = (json.loads((tmp_path / "translate-train-sentence" / mode / "results.json").read_text())["alignment"]["de"]
+                    for mode in ("ddp", "shard"))
+    assert sharded["cka_before"] == pytest.approx(ddp["cka_before"], abs=1e-6) and sharded["retrieval_before"] == ddp["retrieval_before"]
+    in_bf16 = json.loads((tmp_path / "evaluated-in-bf16" / "results.json").read_text())["alignment"]["de"]
+    assert in_bf16["cka_before"] != pytest.approx(ddp["cka_before"], abs=1e-4)  # --eval-bf16: as the sharded layers compute
+
+
 def load_worker(rank, world_size, port, best):
     """Each process loads OUT/best sharded and checks it against the whole model: its own rows of
     every tensor, no more; the same logits, alone and through a pair method's layers; and a
@@ -124,6 +159,17 @@ def load_worker(rank, world_size, port, best):
         for pair in (lambda c: Filter(c, 1, 1), lambda c: XMixup(c, 2, 0.5, 0.3)):  # layers called by the method, one through Layer.run
             assert torch.allclose(pair(sharded)(ids, mask, ids.flip(0), mask.flip(0))[1], pair(whole)(ids, mask, ids.flip(0), mask.flip(0))[1],
                                   atol=1e-5)
+    trained = copy.deepcopy(whole)  # sharded to train in bf16: its evaluation runs on a float32 copy of its rows
+    shard.wrap(trained, trained.encoder, amp="bf16")
+    with torch.no_grad():
+        with shard.gathered(trained):
+            in_bf16 = trained.eval()(ids, mask)[0].float()
+        with shard.evaluated(trained) as evaluated:
+            assert evaluated is not trained and shard.part_of(evaluated, trained, trained.encoder) is evaluated.encoder
+            in_float32 = evaluated.eval()(ids, mask)[0]
+    expected = whole.eval()(ids, mask)[0]
+    assert torch.allclose(in_float32, expected, atol=1e-5) and not torch.allclose(in_bf16, expected, atol=1e-3)
+    assert all(isinstance(p, DTensor) and p.dtype == torch.float32 for p in trained.parameters())  # the trained rows untouched
     pairs = [(SimpleNamespace(ids=[0, 7 + i, 9, 2]), SimpleNamespace(id=str(i), lang="de", ids=[0, 11, 8 + i, 2][:3 + i % 2]))
              for i in range(5)]  # 3 batches of 2: one process has 2, the other 1 and a placeholder
     build = lambda classifier, info: Filter(classifier, 1, 1).eval()
@@ -158,12 +204,14 @@ def test_sharded_alignment_and_test_scores_are_ddp_s(tmp_path, tiny_model_dir):
 
 def test_sharded_training_options_match_ddp(tmp_path, tiny_model_dir):
     # gradient clipping on the sharded gradients (a norm of 0.05 clips every step), gradient checkpointing, and
-    # 2 micro-steps, sharded with and without --offload
+    # 2 micro-steps, sharded with and without --offload, and with the embeddings a unit of their own
     argv = ["--model", str(tiny_model_dir), *COMMON, *TASKS["sentence"], "--method", "translate-train", "--max-grad-norm", "0.05",
             "--gradient-checkpointing", "--grad-accum", "2"]
-    spawn([(argv, tmp_path / "ddp"), (argv + ["--shard"], tmp_path / "shard"), (argv + ["--shard", "--offload"], tmp_path / "offload")])
+    spawn([(argv, tmp_path / "ddp"), (argv + ["--shard"], tmp_path / "shard"), (argv + ["--shard", "--offload"], tmp_path / "offload"),
+           (argv + ["--shard", "--shard-embeddings"], tmp_path / "embeddings")])
     assert_same_losses(tmp_path / "ddp", tmp_path / "shard", "clipping, checkpointing, accumulation")
     assert_same_losses(tmp_path / "ddp", tmp_path / "offload", "the same, the parts in host memory (--offload)")
+    assert_same_losses(tmp_path / "ddp", tmp_path / "embeddings", "the same, the embeddings a unit of their own (--shard-embeddings)")
     clipped = [json.loads(line) for line in (tmp_path / "ddp" / "log.jsonl").read_text().splitlines()]
     unclipped = tmp_path / "unclipped"
     spawn([([a if a != "0.05" else "0" for a in argv] + ["--shard"], unclipped)])
@@ -203,36 +251,57 @@ def test_a_ddp_checkpoint_is_not_resumed_sharded(tmp_path, tiny_model_dir):
         distributed.cleanup()  # the group of one the sharded run made, which its error left
 
 
-def test_a_failed_checkpoint_write_leaves_the_last_one(tmp_path, tiny_model_dir, monkeypatch):
-    from minxlt.parallel import shard
-    argv = ["--model", str(tiny_model_dir), *COMMON, *TASKS["sentence"], *RESUMED]
-    train.main(argv + ["--out", str(tmp_path / "whole")])
-    real, calls = shard.dcp.save, []
+@pytest.mark.parametrize("asynchronous", [False, True])
+def test_a_failed_checkpoint_write_leaves_the_last_one(tmp_path, tiny_model_dir, monkeypatch, asynchronous):
+    from concurrent.futures import Future
 
-    def killed_at_the_second(state, checkpoint_id):
-        calls.append(checkpoint_id)
-        if len(calls) == 1:
-            return real(state, checkpoint_id=checkpoint_id)
+    from minxlt.parallel import shard
+    argv = ["--model", str(tiny_model_dir), *COMMON, *TASKS["sentence"], *RESUMED] + (["--async-checkpoint"] if asynchronous else [])
+    train.main(argv + ["--out", str(tmp_path / "whole")])
+    name = "async_save" if asynchronous else "save"  # --async-checkpoint: the failure comes from the background
+    real, groups = getattr(shard.dcp, name), []
+
+    def killed_at_the_second(state, checkpoint_id, **group):
+        groups.append(group.get("process_group"))
+        if len(groups) == 1:
+            return real(state, checkpoint_id=checkpoint_id, **group)
+        (tmp_path / "run" / "checkpoint.tmp").mkdir(exist_ok=True)
         (tmp_path / "run" / "checkpoint.tmp" / "__0_0.distcp").write_bytes(b"half")  # a write cut short
-        raise OSError(28, "No space left on device")
-    monkeypatch.setattr(shard.dcp, "save", killed_at_the_second)
+        failure = OSError(28, "No space left on device")
+        if not asynchronous:
+            raise failure
+        written = Future()
+        written.set_exception(failure)
+        return written
+    monkeypatch.setattr(shard.dcp, name, killed_at_the_second)
     try:
-        with pytest.raises(OSError, match="the checkpoint of step 3 is whole"):
+        with pytest.raises(OSError, match="No space left on device.*the checkpoint of step 3 is whole"):
             train.main(argv + ["--out", str(tmp_path / "run")])
     finally:
         distributed.cleanup()
-    monkeypatch.setattr(shard.dcp, "save", real)
+    monkeypatch.setattr(shard.dcp, name, real)
     assert not (tmp_path / "run" / "checkpoint.tmp").exists()
+    if asynchronous:  # written over a group of its own, apart from the training's collectives
+        assert groups[0] is not None and groups[0] is not dist.group.WORLD
     train.main(argv + ["--out", str(tmp_path / "run"), "--resume"])
     assert_same_losses(tmp_path / "whole", tmp_path / "run", "resumed after a failed write")
 
 
+def test_an_asynchronous_checkpoint_resumes_to_the_same_losses(tmp_path, tiny_model_dir):
+    # written in the background (--async-checkpoint): put in place when the next starts, and at the end
+    argv = ["--model", str(tiny_model_dir), *COMMON, *TASKS["sentence"], *RESUMED, "--save-every", "2"]
+    spawn([(argv, tmp_path / "whole"), (argv + ["--async-checkpoint", "--stop-at", "3"], tmp_path / "run")])
+    assert (tmp_path / "run" / "checkpoint" / "state.pt").is_file() and not (tmp_path / "run" / "checkpoint.tmp").exists()
+    assert torch.load(tmp_path / "run" / "checkpoint" / "state.pt", weights_only=False)["step"] == 3  # the last, not step 2's
+    spawn([(argv + ["--async-checkpoint", "--resume"], tmp_path / "run")])
+    assert_same_losses(tmp_path / "whole", tmp_path / "run", "resumed from an asynchronous checkpoint")
+
+
 def export_worker(rank, world_size, port, argv, result):
-    from minxlt.parallel import shard
     join_process_group_env(rank, world_size, port)
     dist.init_process_group("gloo")
     model = train.main(argv)
-    state = {name: shard.whole(value) for name, value in model.state_dict().items()}  # every process gathers, in order
+    state = {name: full(value) for name, value in model.state_dict().items()}  # every process gathers, in order
     if rank == 0:
         torch.save(state, result)
     distributed.cleanup()
@@ -381,7 +450,6 @@ def micro_step_worker(rank, world_size, port, result_dir):
     """Two micro-steps of a sharded tiny classifier: after each backward, what a process holds of each gradient."""
     join_process_group_env(rank, world_size, port)
     dist.init_process_group("gloo")
-    from torch.distributed.tensor import DTensor
 
     from conftest import padded_batch, sharp_encoder
     from minxlt.parallel import shard
@@ -414,7 +482,6 @@ def gather_order_worker(rank, world_size, port, result_dir):
     parameters after each layer's forward and backward, and what each layer prefetches."""
     join_process_group_env(rank, world_size, port)
     dist.init_process_group("gloo")
-    from torch.distributed.tensor import DTensor
 
     from conftest import padded_batch, sharp_encoder
     from minxlt.parallel import shard
@@ -445,12 +512,35 @@ def test_each_layer_prefetches_its_neighbour_and_the_last_stays_gathered_into_ba
     assert seen["after backward"] == []
 
 
+def test_unicoder_s_lm_head_is_its_own_unit_released_after_it_runs():
+    from torch.distributed.fsdp import FSDPModule
+
+    from conftest import padded_batch, sharp_encoder
+    from minxlt.parallel import shard
+    from unicoder import Unicoder
+    torch.manual_seed(0)
+    model = Unicoder(sharp_encoder(2))
+    try:
+        shard.wrap(model, model.encoder)  # a group of one
+        head = model.encoder.lm_head
+        assert isinstance(head, FSDPModule) and not isinstance(model.encoder.embeddings, FSDPModule)
+        ids, mask = padded_batch(101, [5, 3])
+        with shard.gathered(model):  # the root's embeddings whole, as Unicoder's evaluation calls the encoder and the head
+            logits = model.encoder.mlm_logits(model.encoder(ids, mask)[mask.bool()])
+            assert logits.shape == (8, 101) and all(isinstance(p, DTensor) for p in head.parameters())  # released once it has run
+        loss = model({"task": "mlm", "input_ids": ids, "attention_mask": mask, "labels": torch.where(mask.bool(), ids, -100)})
+        assert all(isinstance(p, DTensor) for p in head.parameters())
+        loss.backward()
+        assert head.dense.weight.grad is not None and model.encoder.embeddings.word.weight.grad is not None  # the tied words too
+    finally:
+        distributed.cleanup()
+
+
 def mixup_unit_worker(rank, world_size, port, result_dir, variant):
     """X-Mixup on a sharded 3-layer classifier, mixing at layer 2: its gradients, gathered whole,
     and whether the mixup layer holds its whole parameters once the forward is done."""
     join_process_group_env(rank, world_size, port)
     dist.init_process_group("gloo")
-    from torch.distributed.tensor import DTensor
 
     from conftest import padded_batch, sharp_encoder
     from minxlt.parallel import shard
@@ -465,7 +555,7 @@ def mixup_unit_worker(rank, world_size, port, result_dir, variant):
     out = model(source, source_mask, target, target_mask)
     released = all(isinstance(p, DTensor) for p in mixup_layer.parameters())
     (out[0].sum() + out[1].square().sum() + out[4].sum()).backward()
-    grads = {name: shard.whole(p.grad) for name, p in model.named_parameters()}
+    grads = {name: full(p.grad) for name, p in model.named_parameters()}
     if rank == 0:
         torch.save({"released": released, "grads": grads}, result_dir / f"{variant}{world_size}.pt")
     distributed.cleanup()

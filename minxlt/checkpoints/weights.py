@@ -400,14 +400,19 @@ def check_names(params, config, shapes, source):
     return names
 
 
+def chunk(rows, processes):
+    """Rows of a parameter's first dimension that each process holds when FSDP2 shards it:
+    ceil(rows / N) to each process in turn, the last ones fewer or none."""
+    return -(-rows // processes)
+
+
 def rows(param, tensor):
     """(what this process holds of `param`, the rows of a checkpoint's `tensor` that go there): both
-    whole, or for a sharded parameter (a DTensor, shard.py) its own rows only, as FSDP2 cuts the
-    first dimension: ceil(rows / N) to each process in turn, the last ones fewer or none."""
+    whole, or for a sharded parameter (a DTensor, shard.py) its own rows only (chunk)."""
     if not isinstance(param, DTensor):
         return param, tensor
     mine, mesh = param.to_local(), param.device_mesh
-    start = mesh.get_local_rank() * -(-param.shape[0] // mesh.size())
+    start = mesh.get_local_rank() * chunk(param.shape[0], mesh.size())
     return mine, tensor[start:start + len(mine)]
 
 

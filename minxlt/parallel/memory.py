@@ -4,49 +4,59 @@ its parameters counted. Under AMP the parameters stay in float32 (autocast compu
 fp16); so do their gradients; AdamW keeps two float32 moments; DDP adds a float32 bucket per
 gradient for its all-reduce. That is 16 bytes per trainable parameter, and 4 more under DDP,
 before any activation. Sharded training (--shard, shard.py) holds about 1/N of each on each of N
-processes (each parameter's rows cut in N), and gathers the embeddings and two layers at a time
-whole (the one that runs, the next one prefetched). bench_shard.py measures these on real processes.
+processes (each parameter's rows cut in N), and gathers the embeddings and a layer or two at a
+time whole (the one that runs, the next one prefetched). `python -m bench.shard` measures these
+on real processes, each phase of a run with --phases.
 """
 import json
 import math
 
 import torch
 
+from minxlt.checkpoints import weights
 from model import Config, Encoder
 
 GB = 1e9
 
 
-def parameter_shapes(config, freeze_embeddings=False):
-    """[(shape, trained)] of every parameter of the encoder of `config`, built on the meta device."""
+def meta_encoder(config):
+    """The encoder of `config` built on the meta device: its parameters' shapes, no memory."""
     with torch.device("meta"):
-        encoder = Encoder(config)
+        return Encoder(config)
+
+
+def parameter_shapes(encoder, freeze_embeddings=False):
+    """[(shape, trained)] of every parameter of `encoder`."""
     frozen = encoder.embeddings.word.weight if freeze_embeddings else None
     return [(tuple(p.shape), p is not frozen) for p in encoder.parameters()]
 
 
 def count_parameters(config, freeze_embeddings=False):
     """(parameters, trainable parameters) of the encoder of `config`."""
-    shapes = parameter_shapes(config, freeze_embeddings)
+    shapes = parameter_shapes(meta_encoder(config), freeze_embeddings)
     return sum(math.prod(s) for s, _ in shapes), sum(math.prod(s) for s, trained in shapes if trained)
 
 
 def first_shard(shape, processes):
     """Elements of a parameter that the first of N processes holds when sharded (FSDP2): its first
     dimension cut into chunks of ceil(rows / N), the first process's chunk the largest."""
-    return min(math.ceil(shape[0] / processes), shape[0]) * math.prod(shape[1:]) if shape else math.prod(shape)
+    return weights.chunk(shape[0], processes) * math.prod(shape[1:]) if shape else math.prod(shape)
 
 
-def plan(config, processes, amp="none", freeze_embeddings=False, device_memory=80 * GB, teacher=False, offload=False):
+def plan(config, processes, amp="none", freeze_embeddings=False, device_memory=80 * GB, teacher=False, offload=False, grad_accum=1,
+         eval_bf16=False, embeddings_unit=False):
     """{name: bytes per process} under DDP, the same sharded over the processes (FSDP2 pads every
     process's part of a parameter to the first's, ceil(rows / N) rows), and whether each fits
     `device_memory`; `teacher`: a float32 teacher model of the same size (--teacher), whole on every
-    process under DDP, sharded like the student under --shard. --grad-accum adds nothing: a sharded
-    run reduce-scatters every micro-step. The step is the peak of a sharded run: it loads its own
-    rows only, and tests OUT/best sharded (the parameters twice) once AdamW's moments are freed.
-    `offload` (--offload): the sharded parts, the teacher's too, are in host memory ("host"), the
-    device holding what is gathered."""
-    shapes = parameter_shapes(config, freeze_embeddings)
+    process under DDP, sharded like the student under --shard. A sharded run reduce-scatters every
+    micro-step (--grad-accum): no whole gradient is kept, though the rows of each are held through
+    the next micro-step's forward. It loads its own rows only, and tests OUT/best sharded (the
+    parameters twice) once AdamW's moments are freed. `offload` (--offload): the sharded parts, the
+    teacher's too, are in host memory ("host"), the device holding what is gathered. `eval_bf16`
+    (--eval-bf16): the evaluation on dev computes in bf16, without a float32 copy. `embeddings_unit`
+    (--shard-embeddings): the embeddings are not held while the layers run."""
+    encoder = meta_encoder(config)
+    shapes = parameter_shapes(encoder, freeze_embeddings)
     total, trainable = sum(math.prod(s) for s, _ in shapes), sum(math.prod(s) for s, trained in shapes if trained)
     ddp = {"parameters": 4 * total, "gradients": 4 * trainable, "AdamW moments": 8 * trainable}
     if teacher:
@@ -58,68 +68,104 @@ def plan(config, processes, amp="none", freeze_embeddings=False, device_memory=8
     sharded = {"parameters": 4 * mine, "gradients": 4 * mine_trained, "AdamW moments": 8 * mine_trained}
     if teacher:
         sharded["the teacher"] = 4 * mine  # sharded as it loads, in float32 (teacher.py)
-    whole, scattered = gathered(config, amp), reduce_scattered(config, amp, freeze_embeddings)
-    on_device = whole + scattered + (0 if offload else sum(sharded.values()))
-    phases = {"ddp": phase_bytes(ddp, 0, 0), "sharded": phase_bytes(sharded, whole + scattered, gathered(config, "none"), offload)}
-    return {"parameters_count": total, "trainable": trainable, "ddp": ddp, "sharded": sharded, "gathered": whole,
-            "reduce_scattered": scattered,
+    moments = step_moments(encoder, amp, processes, freeze_embeddings, teacher, embeddings_unit)
+    received = 4 * max(first_shard(s, processes) for s, _ in shapes) if processes > 1 else 0  # process 0's chunk from another
+    copy = sharded["parameters"] if amp == "bf16" and not eval_bf16 else 0  # the float32 copy a bf16 run evaluates (shard.evaluated)
+    phases = {"ddp": phase_bytes(ddp, 0, 0), "sharded": phase_bytes(sharded, moments, in_forward(encoder, 4, processes), offload,
+                                                                    received, grad_accum > 1, copy,
+                                                                    in_forward(encoder, 2, processes) if eval_bf16 else None)}
+    return {"parameters_count": total, "trainable": trainable, "ddp": ddp, "sharded": sharded, "step_forward": moments[0], "step_backward": max(moments[1:3]),
             "host": sum(sharded.values()) if offload else 0, "phases": phases,
             "fits": max(phases["ddp"].values()) <= device_memory, "fits_sharded": max(phases["sharded"].values()) <= device_memory,
-            "sharded_on_device": on_device}
+            "sharded_on_device": phases["sharded"]["step"]}
 
 
-def phase_bytes(parts, gathered_in_step, gathered_in_test, offload=False):
+def phase_bytes(parts, step_extra, test_extra, offload=False, received=0, accumulates=False, evaluation_copy=0, evaluation_extra=None):
     """{phase: bytes on the device} of one process, from its parts (plan's "ddp" or "sharded"):
-    loading holds the parameters (and a teacher's); the step all the parts and what it gathers;
-    the test, once AdamW's moments and the gradients are freed, the parameters twice (OUT/best
-    loaded beside them, in float32) and the teacher, gathering in float32; writing OUT/best, between
-    steps (the gradients freed), all but the gradients, process 0 gathering each tensor into host
-    memory a process's rows at a time. --offload: every part is on the host, the teacher's and the
-    tested model's too."""
+      - loading: the parameters (and a teacher's);
+      - the step: all the parts and, at its peaks, what it gathers and reduce-scatters (`step_extra`,
+        step_moments): in forward, where the gradients' rows are freed unless a micro-step's are
+        kept for the next (`accumulates`), and in backward;
+      - the evaluation on dev, between steps: all but the gradients, what a float32 forward gathers
+        (`test_extra`; `evaluation_extra` in bf16 with --eval-bf16) and, where the run computes in
+        bf16, the float32 copy it evaluates (`evaluation_copy`, shard.evaluated);
+      - the test, once AdamW's moments and the gradients are freed: the parameters twice (OUT/best
+        loaded beside them, in float32), the teacher, and what a float32 forward gathers;
+      - writing OUT/best, between steps: all but the gradients, process 0 gathering each tensor into
+        host memory a process's rows at a time (`received`: the chunk it receives them in).
+    --offload: every part is on the host, the teacher's and the tested model's too. bench/shard.py
+    --phases measures these."""
     kept = lambda name: 0 if offload else parts.get(name, 0)
     params, teacher, buckets = kept("parameters"), kept("the teacher"), kept("DDP's gradient buckets")
+    forward, in_a_layer, at_the_root, root_rows = step_extra if isinstance(step_extra, tuple) else (step_extra,) * 3 + (0,)
+    every = sum(kept(name) for name in parts)
     return {"loading": params + teacher,
-            "step": sum(kept(name) for name in parts) + gathered_in_step,
-            "test": 2 * params + teacher + buckets + gathered_in_test,
-            "writing OUT/best": params + kept("AdamW moments") + teacher + buckets}
+            "step": max(every - (0 if accumulates else kept("gradients")) + forward, every + in_a_layer,
+                        every + at_the_root - (0 if offload else root_rows)),
+            "dev evaluation": params + kept("AdamW moments") + teacher + buckets + (0 if offload else evaluation_copy)
+            + (test_extra if evaluation_extra is None else evaluation_extra),
+            "test": 2 * params + teacher + buckets + test_extra,
+            "writing OUT/best": params + kept("AdamW moments") + teacher + buckets + received}
 
 
-def gathered(config, amp):
-    """Bytes a sharded process gathers whole during a step (shard.py): the embeddings for the whole
-    step, the layer that runs and the next one, prefetched, in the dtype the layers compute in."""
-    with torch.device("meta"):
-        encoder = Encoder(config)
-    size = 2 if amp in ("bf16", "fp16") else 4
-    layers = min(2, config.num_layers)
-    return size * (sum(p.numel() for p in encoder.embeddings.parameters()) + layers * sum(p.numel() for p in encoder.layers[0].parameters()))
+def dtype_bytes(amp):
+    """Bytes of a value in the dtype a sharded run's layers compute in."""
+    return 2 if amp in ("bf16", "fp16") else 4
 
 
-def reduce_scattered(config, amp, freeze_embeddings=False):
-    """Bytes a sharded process holds for a moment in backward beyond its parts (shard.py): a unit's
-    whole gradient, in the dtype it computes in, and FSDP2's float32 buffer that reduce-scatters it,
-    before each process keeps its rows. The largest unit counts: the root, for the embeddings
-    (XLM-R's 250,002-word vocabulary; none for the words with --freeze-embeddings), or a layer.
-    From FSDP2's algorithm, not measured."""
-    with torch.device("meta"):
-        encoder = Encoder(config)
+def in_forward(encoder, size, processes, embeddings_unit=False):
+    """Bytes a sharded process gathers at most in a forward pass (shard.py, FSDP2) of `encoder`
+    (meta_encoder), `size` bytes a value: the root's weights (the embeddings, gathered for the whole
+    step) and, over several processes, the buffer they were gathered in, which FSDP2 keeps until the
+    next unit's are copied out; then a layer's weights and buffer likewise, the next layer prefetched.
+    `embeddings_unit` (--shard-embeddings): the embeddings released after their forward, their
+    buffer kept until the first layer's weights are copied out."""
+    root = sum(p.numel() for p in encoder.embeddings.parameters())
+    layer = sum(p.numel() for p in encoder.layers[0].parameters())
+    copies = 2 if processes > 1 else 1
+    layers = min(copies + 1, len(encoder.layers)) * layer
+    if embeddings_unit:
+        return size * max(copies * root, (copies - 1) * root + layers)
+    return size * (copies * root + layers)
+
+
+def step_moments(encoder, amp, processes, freeze_embeddings=False, teacher=False, embeddings_unit=False):
+    """(forward, in a layer, at the root, the root's gradient rows): bytes a sharded process holds
+    beyond its parts at a step's peaks (shard.py, FSDP2). In forward, what it gathers (in_forward),
+    and a teacher's forward in float32. In backward, two moments: while a layer runs backward, the
+    embeddings and two layers gathered and the layer's whole gradient, then FSDP2's float32 buffer
+    that reduce-scatters it; at the end, the root's whole gradient (the embeddings'; none for the
+    words with --freeze-embeddings) beside its whole weights, which are released before the float32
+    buffer is filled from the gradient; the root's own gradient rows, a part of the gradients, do
+    not exist yet then (with --shard-embeddings, the embeddings' unit, gathered again for its
+    backward: the same). Gradients in the dtype the layers compute in."""
+    size = dtype_bytes(amp)
     frozen = encoder.embeddings.word.weight if freeze_embeddings else None
-    root = sum(p.numel() for p in encoder.embeddings.parameters() if p is not frozen)
-    largest = max(root, sum(p.numel() for p in encoder.layers[0].parameters()))
-    return (4 + (2 if amp in ("bf16", "fp16") else 4)) * largest
+    root = sum(p.numel() for p in encoder.embeddings.parameters())
+    trained = [p for p in encoder.embeddings.parameters() if p is not frozen]
+    root_trained = sum(p.numel() for p in trained)
+    root_rows = 4 * sum(first_shard(tuple(p.shape), processes) for p in trained)
+    layer = sum(p.numel() for p in encoder.layers[0].parameters())
+    in_a_layer = size * ((0 if embeddings_unit else root) + min(2, len(encoder.layers)) * layer) + (size + 4) * layer
+    at_the_root = max(size * (root + root_trained), (size + 4) * root_trained)
+    forward = in_forward(encoder, size, processes, embeddings_unit) + (in_forward(encoder, 4, processes) if teacher else 0)
+    return forward, in_a_layer, at_the_root, root_rows
 
 
-def report(name, config, processes, amp, freeze_embeddings, device_memory, teacher=False, shard=False, offload=False):
+def report(name, config, processes, amp, freeze_embeddings, device_memory, teacher=False, shard=False, offload=False, grad_accum=1,
+           eval_bf16=False, embeddings_unit=False):
     """The plan as the lines train.py --dry-run prints; its verdict for the run's mode (--shard or DDP)."""
-    p = plan(config, processes, amp, freeze_embeddings, device_memory, teacher, offload)
+    p = plan(config, processes, amp, freeze_embeddings, device_memory, teacher, offload, grad_accum, eval_bf16, embeddings_unit)
     compute = {"none": "float32", "bf16": "bf16 (autocast)", "fp16": "fp16 (autocast)", "auto": "as --amp auto chooses; float32 counted"}[amp]
     parts = lambda sizes: ", ".join(f"{part} {size / GB:.1f} GB" for part, size in sizes.items())
     ddp, sharded = sum(p["ddp"].values()), sum(p["sharded"].values())
     lines = [f"memory plan: {name}, {p['parameters_count'] / 1e9:.2f} B parameters ({p['trainable'] / 1e9:.2f} B trained), "
              f"{processes} process{'es' * (processes > 1)}, float32 weights computing in {compute}",
              f"  DDP, per process: {parts(p['ddp'])}: {ddp / GB:.1f} GB before activations",
-             f"  sharded over {processes} (--shard), per process: {parts(p['sharded'])}: {sharded / GB:.1f} GB, and gathered whole "
-             f"during a step: {p['gathered'] / GB:.1f} GB (the embeddings, the layer that runs and the next, prefetched), and "
-             f"{p['reduce_scattered'] / GB:.1f} GB for a moment in backward (the embeddings' whole gradient and its reduce-scatter buffer)"]
+             f"  sharded over {processes} (--shard), per process: {parts(p['sharded'])}: {sharded / GB:.1f} GB; beyond these at "
+             f"most {p['step_forward'] / GB:.1f} GB in forward (the embeddings and the layers gathered whole, with the buffers "
+             f"they were gathered in{', and the teacher' * teacher}) and {p['step_backward'] / GB:.1f} GB in backward (a unit's whole "
+             "gradient beside its weights, or its float32 reduce-scatter buffer; the embeddings' the largest, before their rows are kept)"]
     if offload:
         lines.append(f"  with --offload, the parameters, gradients and moments{' and the teacher' * teacher} ({p['host'] / GB:.1f} GB) "
                      "are in host memory: "
@@ -129,10 +175,13 @@ def report(name, config, processes, amp, freeze_embeddings, device_memory, teach
     if max(phases.values()) <= device_memory:  # every phase fits; the step's activations take what it leaves
         lines.append(f"  {'sharded, it' if shard else 'it'} fits the device's {device_memory / GB:.0f} GB with "
                      f"{(device_memory - phases['step']) / GB:.1f} GB "
-                     "left for activations (--gradient-checkpointing keeps one layer's; --batch-size and --grad-accum set them)")
+                     "left for activations (--gradient-checkpointing keeps one layer's; --batch-size and --grad-accum set them)"
+                     + (f"; the evaluation on dev leaves {(device_memory - phases['dev evaluation']) / GB:.1f} GB (--eval-bf16 evaluates "
+                        "without a float32 copy)" if shard and amp == "bf16" and phases["dev evaluation"] > phases["step"] else ""))
     elif shard:
         lines.append(f"  does not fit the device's {device_memory / GB:.0f} GB even sharded over {processes} process{'es' * (processes > 1)}: run "
                      "more processes (more nodes)" + ("; --offload keeps the parts in host memory" if not offload else "")
+                     + ("; --eval-bf16 evaluates without a float32 copy" if amp == "bf16" and not eval_bf16 else "")
                      + ("; --freeze-embeddings trains fewer parameters" if not freeze_embeddings else ""))
     else:
         what = (f"sharded training (--shard) would hold {max(p['phases']['sharded'].values()) / GB:.1f} GB per process, which fits"
@@ -159,7 +208,10 @@ def dry_run(args, model_dir):
     config = Config.from_directory(model_dir)
     if args.json:  # the same, for scripts: bytes per process
         print(json.dumps(dict(plan(config, processes, args.amp, args.freeze_embeddings, device_memory(args.device_memory),
-                                   bool(args.teacher), args.offload), model=args.model, processes=processes, shard=args.shard)))
+                                   bool(args.teacher), args.offload, args.grad_accum, args.eval_bf16, args.shard_embeddings),
+                              model=args.model, processes=processes,
+                              shard=args.shard)))
         return
     print(report(args.model or "the default model", config, processes, args.amp, args.freeze_embeddings,
-                 device_memory(args.device_memory), teacher=bool(args.teacher), shard=args.shard, offload=args.offload))
+                 device_memory(args.device_memory), teacher=bool(args.teacher), shard=args.shard, offload=args.offload,
+                 grad_accum=args.grad_accum, eval_bf16=args.eval_bf16, embeddings_unit=args.shard_embeddings))

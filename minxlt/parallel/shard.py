@@ -10,15 +10,20 @@ in backward), and scatters the gradients' sum after backward, each process keepi
     next one's all-gather is started while it computes (in forward the layer after it, in backward
     the one before: explicit prefetch); the last layer stays gathered from forward into backward;
   - the trained module as a whole is the root: the embeddings, heads and a method's own parameters
-    (X-Mixup's ratio, Unicoder's heads), gathered for the whole step;
+    (X-Mixup's ratio, Unicoder's W and paraphrase classifier), gathered for the whole step; with
+    --shard-embeddings the embeddings are a unit of their own, gathered for their forward and their
+    backward only; Unicoder's masked-LM head is a unit of its own, its tied word embeddings passed
+    in by the root;
   - a layer whose sub-layers a method calls itself (X-Mixup's mixup layer, through Layer.run) is
     gathered for that call as for its forward: `run` is registered as a forward method of the unit.
 
 Code that calls a part of the model rather than the whole (an evaluation of the encoder alone) runs
 inside `gathered`, and in the task's evaluation every process runs as many batches
 (methods.Run.lockstep), since each layer's forward gathers with all processes at once. Under --amp
-bf16 the layers compute in bf16 (parameters gathered in bf16; evaluation too, unlike DDP's, which
-evaluates in float32) and gradients are summed in float32.
+bf16 the layers compute in bf16 (parameters gathered in bf16, where DDP's autocast keeps the
+residual stream and LayerNorms in float32: the same losses to bf16's precision) and gradients are
+summed in float32. Evaluation is in float32, as DDP's: on a float32 copy of each process's rows,
+made for the block (`evaluated`; --eval-bf16 evaluates in bf16 instead, without the copy).
 
 Sharded from the first byte loaded: the model is built on the meta device and sharded, then each
 process makes room for its own shards and reads its own rows of each checkpoint tensor, one file
@@ -26,12 +31,16 @@ at a time (load_pretrained). A teacher (teacher.py) and the OUT/best that the te
 the same way (load_classifier), and run forward only, in float32.
 
 The resume checkpoint of a sharded run is OUT/checkpoint/, a DCP checkpoint: every process writes
-its own shards, and any number of processes, sharded or not, can read it (`save`, `load`).
+its own shards, and any number of processes, sharded or not, can read it (`save`, `load`); with
+--async-checkpoint, in the background from a copy in host memory while training goes on.
 OUT/best is written by process 0 a file at a time, each file's tensors gathered into its host
 memory, one process's rows at a time (`on_first_host`): no device holds a whole tensor.
 """
+import copy
 import shutil
 import warnings
+import weakref
+from concurrent.futures import Future
 from contextlib import contextmanager
 
 import torch
@@ -50,17 +59,23 @@ from torch.distributed.fsdp import (
 )
 from torch.distributed.tensor import DTensor
 
+from minxlt.checkpoints import weights
 from minxlt.parallel import distributed
 from model import Classifier, Encoder
 
 
-def wrap(core, encoder, amp="none", offload=False, device=None, trains=True):
+def wrap(core, encoder, amp="none", offload=False, device=None, trains=True, evaluate_in_bf16=False, embeddings_unit=False):
     """Shard `core` (the trained module, in place) over every process: each layer of `encoder`,
     then the root. `offload`: each process's part of the parameters, gradients and AdamW's moments
     in host memory (pinned, on CUDA). `device`: where the shards go (default: where `core` is; an
     encoder on the meta device is sharded there, then filled: load_pretrained). A model that only
-    runs forward (`trains` False: a teacher, the tested OUT/best) releases every layer after it. Returns `core`."""
-    device = torch.device(device).type if device is not None else next(core.parameters()).device.type
+    runs forward (`trains` False: a teacher, the tested OUT/best) releases every layer after it.
+    One that trains in bf16 is evaluated in float32 (evaluated) unless `evaluate_in_bf16`
+    (--eval-bf16). `embeddings_unit` (--shard-embeddings): the embeddings a unit of their own,
+    gathered for their forward and again for their backward, not held while the layers run.
+    Returns `core`."""
+    device_given = device if device is not None else next(core.parameters()).device
+    device = torch.device(device_given).type
     if not dist.is_initialized():  # one process, not started by torchrun: a group of one
         dist.init_process_group("nccl" if device == "cuda" else "gloo", store=dist.HashStore(), rank=0, world_size=1)
     mesh = init_device_mesh(device, (dist.get_world_size(),))
@@ -68,6 +83,8 @@ def wrap(core, encoder, amp="none", offload=False, device=None, trains=True):
     warnings.filterwarnings("ignore", message=".*returned a view tensor", category=UserWarning)
     policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32) if amp == "bf16" else MixedPrecisionPolicy()
     options = {"mesh": mesh, "mp_policy": policy, "offload_policy": CPUOffloadPolicy(pin_memory=device == "cuda") if offload else OffloadPolicy()}
+    if trains and amp == "bf16" and not evaluate_in_bf16:  # evaluated in float32, on a copy made from this, before any sharding
+        FLOAT32[core] = (meta_copy(core), next(name for name, m in core.named_modules() if m is encoder), device_given, offload)
     units = list(encoder.layers)
     for layer in units:  # the last stays gathered from its forward into its backward, which comes next
         fully_shard(layer, reshard_after_forward=not trains or layer is not units[-1], **options)
@@ -75,6 +92,10 @@ def wrap(core, encoder, amp="none", offload=False, device=None, trains=True):
     for before, after in zip(units, units[1:]):  # each layer's all-gather starts while its neighbour computes
         before.set_modules_to_forward_prefetch([after])
         after.set_modules_to_backward_prefetch([before])
+    if getattr(encoder, "lm_head", None) is not None:  # Unicoder's: its dense layer, LayerNorm and bias gathered as it runs,
+        fully_shard(encoder.lm_head, **options)  # the word embeddings it is tied to passed in by the root (Encoder.mlm_logits)
+    if embeddings_unit:
+        fully_shard(encoder.embeddings, **options)
     return fully_shard(core, **options)
 
 
@@ -138,6 +159,51 @@ def gathered(core):
                 unit.reshard()
 
 
+def meta_copy(module):
+    """A copy of `module` on the meta device: its modules and attributes, none of its data."""
+    memo = {id(t): torch.nn.Parameter(t.to("meta"), t.requires_grad) if isinstance(t, torch.nn.Parameter) else t.to("meta")
+            for t in [*module.parameters(), *module.buffers()]}
+    return copy.deepcopy(module, memo)
+
+
+FLOAT32 = weakref.WeakKeyDictionary()  # a sharded module that computes in bf16 -> (its copy before sharding, ...): wrap, evaluated
+
+
+@contextmanager
+def evaluated(core):
+    """`core` for a block that evaluates it, gathered as in `gathered`, computing in float32 as
+    DDP's evaluation does: where it trains sharded in bf16 (--amp bf16: its layers gather in bf16),
+    a float32 copy of it instead, sharded the same way, each process copying its own rows (no
+    communication), released after the block. Its rows take the room of the gradients', which are
+    freed after each step. Dev scores, CKA and retrieval before training, Unicoder's mining."""
+    if core not in FLOAT32:
+        with gathered(core):
+            yield core
+        return
+    skeleton, encoder_name, device, offload = FLOAT32[core]
+    twin = copy.deepcopy(skeleton)
+    wrap(twin, twin.get_submodule(encoder_name), offload=offload, device=device, trains=False)
+    twin.to_empty(device="cpu" if offload else device)
+    local = lambda t: t.to_local() if isinstance(t, DTensor) else t
+    with torch.no_grad():
+        for mine, theirs in ((twin.named_parameters(), dict(core.named_parameters())), (twin.named_buffers(), dict(core.named_buffers()))):
+            for name, tensor in mine:
+                local(tensor).copy_(local(theirs[name]))
+    try:
+        with gathered(twin):
+            yield twin
+    finally:
+        for tensor in [*twin.parameters(), *twin.buffers()]:
+            local(tensor).untyped_storage().resize_(0)  # released now, whoever still holds the copy
+
+
+def part_of(twin, core, part):
+    """The module of `twin` (evaluated's copy of `core`, or `core` itself) where `part` is in `core`."""
+    if twin is core:
+        return part
+    return twin.get_submodule(next(name for name, m in core.named_modules() if m is part))
+
+
 def on_first_host(tensor):
     """A parameter's whole value in process 0's host memory, None on the others (each must call this,
     in the same order): each process sends its rows to process 0, one process at a time, so that no
@@ -145,26 +211,21 @@ def on_first_host(tensor):
     if not isinstance(tensor, DTensor):
         return tensor
     rank, processes, first = dist.get_rank(), dist.get_world_size(), tensor.shape[0]
-    rows = -(-first // processes)  # FSDP2's chunks, ceil(rows / N), the last ones fewer or none
-    mine = tensor.to_local()
-    padded = mine.new_zeros((rows, *tensor.shape[1:]))
-    padded[:len(mine)] = mine
+    rows, mine = weights.chunk(first, processes), tensor.to_local()
     if rank != 0:
-        dist.send(padded, dst=0)
+        if len(mine) < rows:  # the last processes' chunks are short or empty: sent at the full size
+            mine = torch.cat([mine, mine.new_zeros((rows - len(mine), *tensor.shape[1:]))])
+        dist.send(mine.contiguous(), dst=0)
         return None
     out = torch.empty(tensor.shape, dtype=tensor.dtype, device="cpu")
-    for source in range(processes):
-        if source:
-            dist.recv(padded, src=source)
+    out[:len(mine)] = mine.cpu()
+    received = mine.new_empty((rows, *tensor.shape[1:])) if processes > 1 else None  # one chunk on the device at a time
+    for source in range(1, processes):
+        dist.recv(received, src=source)
         start = source * rows
         count = max(0, min(rows, first - start))
-        out[start:start + count] = padded[:count].cpu()
+        out[start:start + count] = received[:count].cpu()
     return out
-
-
-def whole(tensor):
-    """A parameter's whole value, gathered from every process (each must call this, in the same order)."""
-    return tensor.full_tensor() if isinstance(tensor, DTensor) else tensor
 
 
 def local_bytes(tensors):
@@ -175,14 +236,26 @@ def local_bytes(tensors):
 OPTIONS = StateDictOptions(strict=True)
 
 
-def save(folder, core, optimizer, rank):
+def save(folder, core, optimizer, rank, group=None):
     """The model's and optimizer's state as a DCP checkpoint in a new `folder` (emptied first), each
-    process writing its own shards; bookkeeping.Book.save_checkpoint then puts it in place."""
+    process writing its own shards; bookkeeping.Book.finish_checkpoint then puts it in place. Returns
+    a Future of the write: done on return, or with `group` (a gloo process group of its own, apart from
+    the training's collectives: --async-checkpoint) written by a thread in the background from a copy
+    of this process's shards in host memory, made before this returns (dcp.async_save). A failure is
+    the Future's exception, on every process."""
     if rank == 0:
         shutil.rmtree(folder, ignore_errors=True)
     distributed.barrier()
     model, optim = get_state_dict(core, optimizer, options=OPTIONS)
-    dcp.save({"model": model, "optimizer": optim}, checkpoint_id=str(folder))
+    if group is not None:
+        return dcp.async_save({"model": model, "optimizer": optim}, checkpoint_id=str(folder), process_group=group)
+    written = Future()
+    try:
+        dcp.save({"model": model, "optimizer": optim}, checkpoint_id=str(folder))
+        written.set_result(None)
+    except Exception as e:  # noqa: BLE001 (told to every process by Book.finish_checkpoint)
+        written.set_exception(e)
+    return written
 
 
 def load(path, core, optimizer):

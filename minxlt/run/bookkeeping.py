@@ -9,6 +9,7 @@
     Book.start), and OUT/best.
 """
 import errno
+import io
 import json
 import math
 import os
@@ -17,6 +18,7 @@ import shutil
 import signal
 import sys
 import time
+from concurrent.futures import Future
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -229,6 +231,7 @@ class Book:
 
     def __init__(self, out, settings, run, model_dir, owns_process_group=True):
         self.out, self.settings, self.run, self.owns_process_group = out, settings, run, owns_process_group
+        self.writing, self.checkpoint_group = None, None  # a sharded checkpoint being written (finish_checkpoint)
         self.identity = run_identity(settings, run, model_dir)
         self.saved = load_checkpoint(out, self.identity) if settings.resume else None
         if settings.overwrite and run.rank == 0:
@@ -305,6 +308,10 @@ class Book:
         if problem is None:
             return
         self.progress.close()
+        try:
+            self.finish_checkpoint()  # one still being written in the background (--async-checkpoint), before the group goes
+        except OSError:
+            pass  # the previous one stays, as the message below says
         settings, state = self.settings, self.state
         if self.run.rank == 0:
             where = (f"the last checkpoint is {self.out / ('checkpoint' if self.settings.shard else 'checkpoint.pt')}, of step {state.saved_step}: --resume continues from it"
@@ -319,37 +326,73 @@ class Book:
         """OUT/checkpoint.pt: everything a resumed run needs, every process's RNG state and losses
         since the last log record included; written by rank 0 to a new file that then replaces the
         old, so that the old one survives a failed write (a full disk). A sharded run's is the folder
-        OUT/checkpoint/ (shard.py): each process writes its shards, rank 0 the rest as state.pt."""
+        OUT/checkpoint/ (shard.py): each process writes its shards, rank 0 the rest as state.pt, put
+        in place by finish_checkpoint, at once or (--async-checkpoint) when the next one starts."""
+        self.finish_checkpoint()  # the previous one, if it is still being written
         states, windows = distributed.gather(rng_state()), distributed.gather(self.window.state())
-        state, rank, sharded = self.state, self.run.rank, shard.sharded(core)
+        state, rank = self.state, self.run.rank
         rest = {"scheduler": scheduler.state_dict(), "scaler": scaler.state_dict(), **{k: v for k, v in asdict(state).items() if k != "saved_step"},
                 "rng": states, "settings": self.settings.as_dict(), "identity": self.identity, "window": windows}
-        path = self.out / ("checkpoint" if sharded else "checkpoint.pt")
+        if shard.sharded(core):
+            if self.settings.async_checkpoint and self.checkpoint_group is None:  # made once, by every process at once
+                self.checkpoint_group = torch.distributed.new_group(backend="gloo")
+            written = Future()
+            try:
+                written = shard.save(self.out / "checkpoint.tmp", core, optimizer, rank, self.checkpoint_group)
+            except FAILED_WRITE_SHARDED as e:
+                written.set_exception(e)
+            rest_bytes = io.BytesIO()
+            torch.save(rest, rest_bytes)  # as it is now: the write may end steps later
+            self.writing = (written, rest_bytes.getvalue(), state.step)
+            if not self.settings.async_checkpoint:
+                self.finish_checkpoint()
+            return
+        path = self.out / "checkpoint.pt"
         tmp = path.with_name(path.name + ".tmp")
-        problem, caught = None, FAILED_WRITE_SHARDED if sharded else FAILED_WRITE
         try:
-            if sharded:
-                shard.save(tmp, core, optimizer, rank)  # DCP: a failure raises on every process
             if rank == 0:
-                if sharded:
-                    torch.save(rest, tmp / "state.pt")
-                    cli.replace_dir(tmp, path)
-                else:
-                    torch.save(dict(rest, model=core.state_dict(), optimizer=optimizer.state_dict()), tmp)
-                    os.replace(tmp, path)
-        except caught as e:
+                torch.save(dict(rest, model=core.state_dict(), optimizer=optimizer.state_dict()), tmp)
+                os.replace(tmp, path)
+        except FAILED_WRITE as e:
+            tmp.unlink(missing_ok=True)
+            self.failed_checkpoint(path, shard.reason(e))
+        self.checkpoint_written(sharded=False)
+
+    def finish_checkpoint(self):
+        """Put a sharded run's checkpoint (save_checkpoint) in place once every process has written
+        its shards: rank 0 adds state.pt and swaps OUT/checkpoint.tmp for OUT/checkpoint. Every
+        process calls this at once; where a write failed on any, every one stops with its reason."""
+        if self.writing is None:
+            return
+        (written, rest, step), self.writing, problem = self.writing, None, None
+        path, tmp = self.out / "checkpoint", self.out / "checkpoint.tmp"
+        try:
+            written.result()
+            if self.run.rank == 0:
+                (tmp / "state.pt").write_bytes(rest)
+                cli.replace_dir(tmp, path)
+        except FAILED_WRITE_SHARDED as e:
             problem = shard.reason(e)
-            if rank == 0:
-                shutil.rmtree(tmp, ignore_errors=True) if sharded else tmp.unlink(missing_ok=True)
-        problem = distributed.first_error(problem) if sharded else problem  # every process stops with rank 0's failure
+            if self.run.rank == 0:
+                shutil.rmtree(tmp, ignore_errors=True)
+        problem = distributed.first_error(problem)  # every process stops with rank 0's failure
         if problem:
-            kept = f"the checkpoint of step {state.saved_step} is whole" if state.saved_step is not None else "no checkpoint is kept"
-            raise OSError(errno.EIO, f"writing the checkpoint failed ({problem}); {kept}. Is the disk full? "
-                                     "Free some space and continue with --resume", str(path))
-        if rank == 0:  # the other kind, from a run of the same folder with(out) --shard, is now older
+            self.failed_checkpoint(path, problem)
+        self.checkpoint_written(sharded=True, step=step)
+
+    def failed_checkpoint(self, path, problem):
+        """Stop with a failed write's reason, naming the checkpoint that is still whole."""
+        saved_step = self.state.saved_step
+        kept = f"the checkpoint of step {saved_step} is whole" if saved_step is not None else "no checkpoint is kept"
+        raise OSError(errno.EIO, f"writing the checkpoint failed ({problem}); {kept}. Is the disk full? "
+                                 "Free some space and continue with --resume", str(path))
+
+    def checkpoint_written(self, sharded, step=None):
+        """A checkpoint of `step` (default: this one) is in place: the state says so."""
+        if self.run.rank == 0:  # the other kind, from a run of the same folder with(out) --shard, is now older
             stale = self.out / ("checkpoint.pt" if sharded else "checkpoint")
             shutil.rmtree(stale) if stale.is_dir() else stale.unlink(missing_ok=True)
-        state.saved_step = state.step
+        self.state.saved_step = self.state.step if step is None else step
 
     def save_best(self, model, tokenizer, info):
         """OUT/best: the model alone, with task.json (`info`, and the best step and score), written by

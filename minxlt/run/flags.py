@@ -203,6 +203,19 @@ def add_run_arguments(p):
     g.add_argument("--offload", action="store_true", help="with --shard: keep each process's part of the weights, gradients and "
                    "AdamW's moments in host memory (FSDP2's CPUOffloadPolicy), the device holding only the layers gathered "
                    "whole and the activations; AdamW then steps on the CPU")
+    g.add_argument("--shard-embeddings", action="store_true", help="with --shard: the embeddings an FSDP unit of their own, "
+                   "gathered for their forward and again for their backward rather than for the whole step, so that they are "
+                   "not held while the layers run (1.0 GB in bf16 for XLM-R XL, 2.1 GB for XXL), for one more all-gather of "
+                   "them a step (bench/shard.py --embeddings measures both); not with --method unicoder, which reads the word "
+                   "embeddings outside their forward")
+    g.add_argument("--eval-bf16", action="store_true", help="with --shard --amp bf16: evaluate on dev (and CKA, retrieval and "
+                   "Unicoder's mining before training) in bf16, as the sharded layers compute, rather than in float32 as DDP "
+                   "does, on a float32 copy of each process's weights (4 bytes a parameter over N processes) and gathering in "
+                   "float32: for a run whose memory is tight (the test is in float32 either way)")
+    g.add_argument("--async-checkpoint", action="store_true", help="with --shard: write OUT/checkpoint/ in the background "
+                   "while training goes on, from a copy of each process's shards in host memory (its parameters and AdamW's "
+                   "moments: 12 bytes a parameter over N processes); it is put in place when the next checkpoint starts and "
+                   "at the end of the run, the previous one kept until then")
     g.add_argument("--dry-run", action="store_true", help="print what each process would hold in memory (parameters, "
                    "gradients, AdamW's moments; under DDP and sharded) for --model, from its config.json alone, and exit")
     g.add_argument("--processes", type=cli.positive_int, help="with --dry-run: plan for this many processes (default: torchrun's, else 1)")
@@ -359,6 +372,16 @@ def check(settings, method, run):
                          "sharded gradients here")
     if settings.offload and not settings.shard:
         raise InputError("--offload moves a sharded run's parts to host memory: add --shard")
+    if settings.shard_embeddings and not settings.shard:
+        raise InputError("--shard-embeddings makes the embeddings a unit of a sharded model: add --shard")
+    if settings.shard_embeddings and settings.method == "unicoder":
+        raise InputError("--shard-embeddings: Unicoder's LM head and word recovery read the word embeddings outside their forward, "
+                         "which a unit of their own holds sharded then; drop --shard-embeddings")
+    if settings.eval_bf16 and not (settings.shard and settings.amp == "bf16"):
+        raise InputError("--eval-bf16 evaluates a sharded bf16 run as it computes: it needs --shard and --amp bf16 (otherwise the "
+                         "evaluation is in float32 already)")
+    if settings.async_checkpoint and not settings.shard:
+        raise InputError("--async-checkpoint writes a sharded run's checkpoint (OUT/checkpoint/) in the background: add --shard")
     planned = [f"--{name.replace('_', '-')}" for name in ("json", "processes", "device_memory") if getattr(settings, name)]
     if planned:
         raise InputError(f"{' and '.join(planned)} {'shapes' if len(planned) == 1 else 'shape'} the memory plan, which only "
