@@ -76,9 +76,11 @@ def main(argv=None):
     else:  # each process holds them all (DDP)
         model = distributed.wrap(core, device, method.unused_parameters)
     method.start(core, items)  # before any update: Unicoder's hard negatives; a teacher, loaded after the student (sharded with it)
-    with shard.evaluated(core) as evaluated:  # CKA and retrieval call the encoder alone, in float32
-        alignment_before = None if settings.no_alignment or settings.resume else alignment(shard.part_of(evaluated, core, raw.encoder), run,
-                                                                                               settings.alignment_pooling, settings.shard)
+    alignment_before = None
+    if not (settings.no_alignment or settings.resume):
+        with shard.evaluated(core) as evaluated:  # CKA and retrieval call the encoder alone, in float32
+            alignment_before = alignment(shard.part_of(evaluated, core, raw.encoder), run, settings.alignment_pooling, settings.shard)
+        del evaluated
     optimizer, scheduler = make_optimizer(settings, core, phases)
     dtype = AUTOCAST[settings.amp]
     scaler = torch.amp.GradScaler(enabled=dtype == torch.float16)

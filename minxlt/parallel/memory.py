@@ -101,7 +101,7 @@ def phase_bytes(parts, step_extra, test_extra, offload=False, received=0, accumu
     every = sum(kept(name) for name in parts)
     return {"loading": params + teacher,
             "step": max(every - (0 if accumulates else kept("gradients")) + forward, every + in_a_layer,
-                        every + at_the_root - (0 if offload else root_rows)),
+                        every + at_the_root - (0 if offload or accumulates else root_rows)),
             "dev evaluation": params + kept("AdamW moments") + teacher + buckets + (0 if offload else evaluation_copy)
             + (test_extra if evaluation_extra is None else evaluation_extra),
             "test": 2 * params + teacher + buckets + test_extra,
@@ -137,8 +137,9 @@ def step_moments(encoder, amp, processes, freeze_embeddings=False, teacher=False
     that reduce-scatters it; at the end, the root's whole gradient (the embeddings'; none for the
     words with --freeze-embeddings) beside its whole weights, which are released before the float32
     buffer is filled from the gradient; the root's own gradient rows, a part of the gradients, do
-    not exist yet then (with --shard-embeddings, the embeddings' unit, gathered again for its
-    backward: the same). Gradients in the dtype the layers compute in."""
+    not exist yet then, unless an earlier micro-step made them (--grad-accum; phase_bytes) (with
+    --shard-embeddings, the embeddings' unit, gathered again for its backward: the same).
+    Gradients in the dtype the layers compute in."""
     size = dtype_bytes(amp)
     frozen = encoder.embeddings.word.weight if freeze_embeddings else None
     root = sum(p.numel() for p in encoder.embeddings.parameters())

@@ -183,16 +183,18 @@ def evaluated(core):
     skeleton, encoder_name, device, offload = FLOAT32[core]
     twin = copy.deepcopy(skeleton)
     wrap(twin, twin.get_submodule(encoder_name), offload=offload, device=device, trains=False)
-    twin.to_empty(device="cpu" if offload else device)
     local = lambda t: t.to_local() if isinstance(t, DTensor) else t
-    with torch.no_grad():
-        for mine, theirs in ((twin.named_parameters(), dict(core.named_parameters())), (twin.named_buffers(), dict(core.named_buffers()))):
-            for name, tensor in mine:
-                local(tensor).copy_(local(theirs[name]))
     try:
+        twin.to_empty(device="cpu" if offload else device)
+        with torch.no_grad():
+            for mine, theirs in ((twin.named_parameters(), dict(core.named_parameters())), (twin.named_buffers(), dict(core.named_buffers()))):
+                for name, tensor in mine:
+                    local(tensor).copy_(local(theirs[name]))
         with gathered(twin):
             yield twin
     finally:
+        if hasattr(twin, "reset_iter_state"):  # the buffer FSDP2 keeps from the last layer a part of the copy ran (torch >= 2.13)
+            twin.reset_iter_state()
         for tensor in [*twin.parameters(), *twin.buffers()]:
             local(tensor).untyped_storage().resize_(0)  # released now, whoever still holds the copy
 

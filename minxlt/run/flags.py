@@ -211,7 +211,7 @@ def add_run_arguments(p):
     g.add_argument("--eval-bf16", action="store_true", help="with --shard --amp bf16: evaluate on dev (and CKA, retrieval and "
                    "Unicoder's mining before training) in bf16, as the sharded layers compute, rather than in float32 as DDP "
                    "does, on a float32 copy of each process's weights (4 bytes a parameter over N processes) and gathering in "
-                   "float32: for a run whose memory is tight (the test is in float32 either way)")
+                   "float32: for a run whose memory is tight (the test of OUT/best is in float32 either way)")
     g.add_argument("--async-checkpoint", action="store_true", help="with --shard: write OUT/checkpoint/ in the background "
                    "while training goes on, from a copy of each process's shards in host memory (its parameters and AdamW's "
                    "moments: 12 bytes a parameter over N processes); it is put in place when the next checkpoint starts and "
