@@ -113,6 +113,11 @@ def dtype_bytes(amp):
     return 2 if amp in ("bf16", "fp16") else 4
 
 
+def unit_sizes(encoder):
+    """(values in the embeddings, values in one layer) of `encoder`: the root's largest part and a layer unit."""
+    return sum(p.numel() for p in encoder.embeddings.parameters()), sum(p.numel() for p in encoder.layers[0].parameters())
+
+
 def in_forward(encoder, size, processes, embeddings_unit=False):
     """Bytes a sharded process gathers at most in a forward pass (shard.py, FSDP2) of `encoder`
     (meta_encoder), `size` bytes a value: the root's weights (the embeddings, gathered for the whole
@@ -120,8 +125,7 @@ def in_forward(encoder, size, processes, embeddings_unit=False):
     next unit's are copied out; then a layer's weights and buffer likewise, the next layer prefetched.
     `embeddings_unit` (--shard-embeddings): the embeddings released after their forward, their
     buffer kept until the first layer's weights are copied out."""
-    root = sum(p.numel() for p in encoder.embeddings.parameters())
-    layer = sum(p.numel() for p in encoder.layers[0].parameters())
+    root, layer = unit_sizes(encoder)
     copies = 2 if processes > 1 else 1
     layers = min(copies + 1, len(encoder.layers)) * layer
     if embeddings_unit:
@@ -142,11 +146,10 @@ def step_moments(encoder, amp, processes, freeze_embeddings=False, teacher=False
     Gradients in the dtype the layers compute in."""
     size = dtype_bytes(amp)
     frozen = encoder.embeddings.word.weight if freeze_embeddings else None
-    root = sum(p.numel() for p in encoder.embeddings.parameters())
+    root, layer = unit_sizes(encoder)
     trained = [p for p in encoder.embeddings.parameters() if p is not frozen]
     root_trained = sum(p.numel() for p in trained)
     root_rows = 4 * sum(first_shard(tuple(p.shape), processes) for p in trained)
-    layer = sum(p.numel() for p in encoder.layers[0].parameters())
     in_a_layer = size * ((0 if embeddings_unit else root) + min(2, len(encoder.layers)) * layer) + (size + 4) * layer
     at_the_root = max(size * (root + root_trained), (size + 4) * root_trained)
     forward = in_forward(encoder, size, processes, embeddings_unit) + (in_forward(encoder, 4, processes) if teacher else 0)

@@ -183,7 +183,6 @@ def evaluated(core):
     skeleton, encoder_name, device, offload = FLOAT32[core]
     twin = copy.deepcopy(skeleton)
     wrap(twin, twin.get_submodule(encoder_name), offload=offload, device=device, trains=False)
-    local = lambda t: t.to_local() if isinstance(t, DTensor) else t
     try:
         twin.to_empty(device="cpu" if offload else device)
         with torch.no_grad():
@@ -230,9 +229,14 @@ def on_first_host(tensor):
     return out
 
 
+def local(tensor):
+    """What this process holds of a tensor: a DTensor's own shard, else the tensor."""
+    return tensor.to_local() if isinstance(tensor, DTensor) else tensor
+
+
 def local_bytes(tensors):
     """Bytes this process holds of some tensors: a DTensor's own shard only."""
-    return sum((t.to_local() if isinstance(t, DTensor) else t).nbytes for t in tensors if t is not None)
+    return sum(local(t).nbytes for t in tensors if t is not None)
 
 
 OPTIONS = StateDictOptions(strict=True)
@@ -289,7 +293,6 @@ def reason(error):
 def non_finite(module):
     """A line naming this process's first parameter shard with a NaN or infinity, or None."""
     for name, p in module.named_parameters():
-        local = p.to_local() if isinstance(p, DTensor) else p
-        if not torch.isfinite(local).all():
+        if not torch.isfinite(local(p)).all():
             return f"{name} holds NaN or infinite values"
     return None
