@@ -93,7 +93,7 @@ class Run:
         wanted = [lang for lang in langs if lang not in self.cache]
         if wanted:
             self.cache.update(token_cache.training_texts(self.task.train, wanted, self.tokenizer, self.task.labels, self.max_length,
-                                                         self.rank, self.world_size))
+                                                         self.rank))
         return {lang: self.cache[lang] for lang in langs}
 
 

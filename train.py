@@ -31,7 +31,7 @@ import evaluate
 from methods import TEST_INPUTS, Run, learning_rate, phase_at
 from minxlt import tasks
 from minxlt.checkpoints import hub
-from minxlt.checkpoints.prepare_default import cache_dir, default_model
+from minxlt.checkpoints.prepare_default import default_model
 from minxlt.checkpoints.weights import check_tokenizer
 from minxlt.parallel import distributed, memory, shard
 from minxlt.run import bookkeeping, cli, flags
@@ -47,7 +47,7 @@ def main(argv=None):
     owns_process_group = not distributed.initialized()  # co-training trains inside an outer run
     rank, world_size, device = distributed.setup(args.device)
     distributed.choose_attention(device)
-    cli.check_shared({"--out": args.out, "the token cache (MINXLT_CACHE)": cache_dir()}, rank)  # several nodes: storage all see
+    cli.check_shared({"--out": args.out}, rank)  # several nodes: storage all see (the token cache may be each node's own)
     out = cli.output_folder(args.out, args.resume, args.overwrite, rank)
     random.seed(args.seed + rank)
     torch.manual_seed(args.seed + rank)  # dropout differs across ranks; the weights start identical (loaded)

@@ -1,8 +1,9 @@
 """Benchmark: what a training set costs before the first step, on a generated set in XTREME's
-XNLI layout (train-en.tsv and its translations in translate-train/), read by train.py.
+XNLI layout (train-en.tsv and its translations in translate-train/) or SIB-200's (<lang>/train.tsv),
+read by train.py.
 
-    python -m bench.data                               # 20,000 English pairs, 4 translations of each
-    python -m bench.data --pairs 100000 --langs 14     # closer to XNLI's translate-train-all
+    python -m bench.data                                       # 20,000 English pairs, 4 translations of each
+    python -m bench.data --task sib200 --pairs 80000 --langs 5   # 480,000 SIB-200-shaped training pairs
 
 It runs `train.py --method translate-train --max-steps 1` in fresh processes, each into a new
 --out, twice on a small set (a tenth of the pairs) and twice on the full set, with a token cache
@@ -10,10 +11,11 @@ It runs `train.py --method translate-train --max-steps 1` in fresh processes, ea
 reuses. Per run it prints the process's CPU time (user + system) and peak resident memory. The
 memory per training pair comes from a process that does what train.py does before it loads the
 model (`data_stage`: the task, the training items, the padding report, the first step's batch),
-on the small set and on the full one: its peak's growth per pair added. (A whole run's peak also
-holds the model, the optimizer and the first batch's activations, whose size follows the
-batch's length, not the set's.) The texts are words drawn from the bundled corpus, premises of
-about 20 words and hypotheses of about 10, as in XNLI.
+on the small set and on the full one: its peak's growth per pair added, cold (a first run, which
+builds the cache: each measurement with an empty cache of its own) and with the cache reused. (A
+whole run's peak also holds the model, the optimizer and the first batch's activations, whose
+size follows the batch's length, not the set's.) The texts are words drawn from the bundled
+corpus: XNLI's premises of about 20 words and hypotheses of about 10, SIB-200's sentences of about 20.
 """
 import argparse
 import os
@@ -25,6 +27,9 @@ from pathlib import Path
 
 from minxlt.checkpoints.prepare_default import default_model
 from minxlt.tasks import demo as demo_corpus
+from minxlt.tasks.sib200 import SIB200_LABELS
+
+SIB200_NAME = {"en": "eng_Latn", "de": "deu_Latn", "fr": "fra_Latn", "es": "spa_Latn", "ru": "rus_Cyrl", "zh": "zho_Hans", "hi": "hin_Deva"}
 
 LABELS = ("entailment", "neutral", "contradiction")
 ROOT = Path(__file__).resolve().parents[1]  # the repository: train.py, and this module as bench.data
@@ -54,8 +59,21 @@ def write_xnli(folder, pairs, langs, seed=0):
             f.writelines(f"{a}\t{b}\t{sentence(rng, words[lang], 20)}\t{sentence(rng, words[lang], 10)}\t{label}\n" for a, b, label in english)
 
 
-def command(data, out, model):
-    return ["--method", "translate-train", "--task", "xnli", "--data", str(data), "--model", model, "--out", str(out), "--max-steps", "1",
+def write_sib200(folder, pairs, langs, seed=0):
+    """A folder in SIB-200's layout (<lang>/{train,dev,test}.tsv: index_id, category, text) with
+    `pairs` English training sentences (eng_Latn) and their translations, one folder per language."""
+    rng, words = random.Random(seed), words_by_lang()
+    english_labels = [rng.choice(SIB200_LABELS) for _ in range(pairs)]
+    for lang in ["en", *langs]:
+        (folder / SIB200_NAME.get(lang, lang)).mkdir(parents=True)
+        for split, labels in (("train", english_labels), ("dev", SIB200_LABELS * 2), ("test", SIB200_LABELS * 2)):
+            with open(folder / SIB200_NAME.get(lang, lang) / f"{split}.tsv", "w") as f:
+                f.write("index_id\tcategory\ttext\n")
+                f.writelines(f"{i}\t{label}\t{sentence(rng, words[lang], 20)}\n" for i, label in enumerate(labels))
+
+
+def command(data, out, model, task="xnli"):
+    return ["--method", "translate-train", "--task", task, "--data", str(data), "--model", model, "--out", str(out), "--max-steps", "1",
             "--no-test", "--no-alignment", "--seed", "0"]
 
 
@@ -86,32 +104,39 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--pairs", type=int, default=20000, help="English training pairs (default: 20000)")
     p.add_argument("--langs", type=int, default=4, help="languages they are translated into, of the bundled corpus's 6 (default: 4)")
+    p.add_argument("--task", choices=("xnli", "sib200"), default="xnli",
+                   help="the layout of the generated files: XNLI's (pairs of sentences) or SIB-200's (one sentence a line, one folder per language)")
     p.add_argument("--model", help="the checkpoint folder train.py starts from (default: the bundled model)")
     args = p.parse_args(argv)
     langs = [lang for lang in demo_corpus.LANGS if lang != "en"][:args.langs]
     model = args.model or str(default_model())
+    write = {"xnli": write_xnli, "sib200": write_sib200}[args.task]
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         small, full = max(args.pairs // 10, 1), args.pairs
-        write_xnli(tmp / "small", small, langs)
-        write_xnli(tmp / "full", full, langs)
+        write(tmp / "small", small, langs)
+        write(tmp / "full", full, langs)
+        stage = lambda size, cache: measure(["-m", "bench.data", "--data-stage", *command(tmp / size, tmp / f"out-{size}-{cache}", model, args.task)],
+                                            tmp / cache)[1]
+        cold = {size: stage(size, f"cold-{size}") for size in ("small", "full")}  # each its own empty cache: the first run's data
         runs = [(size, n, how) for size, n in (("small", small), ("full", full)) for how in ("built", "reused")]
-        rows = [(f"{size} set, cache {how}", n, *measure([str(ROOT / "train.py"), *command(tmp / size, tmp / f"out-{size}-{how}", model)], tmp / "cache"))
+        rows = [(f"{size} set, cache {how}", n, *measure([str(ROOT / "train.py"), *command(tmp / size, tmp / f"out-{size}-{how}", model, args.task)],
+                                                        tmp / "cache"))
                 for size, n, how in runs]
-        stage = {size: measure(["-m", "bench.data", "--data-stage", *command(tmp / size, tmp / f"out-{size}-stage", model)], tmp / "cache")[1]
-                 for size in ("small", "full")}
+        warm = {size: stage(size, "cache") for size in ("small", "full")}
         entry = sum(f.stat().st_size for f in (tmp / "cache" / "tokens").rglob("*") if f.is_file())
     texts = lambda n: n * (1 + len(langs))  # English pairs and their translations: the training pairs
-    print(f"XNLI layout, {full} English pairs x {1 + len(langs)} languages = {texts(full)} training pairs; one step of translate-train\n")
+    print(f"{args.task} layout, {full} English examples x {1 + len(langs)} languages = {texts(full)} training pairs; one step of translate-train\n")
     print("| run | training pairs | CPU s | peak MiB |\n|---|---|---|---|")
     for name, n, cpu, rss in rows:
         print(f"| {name} | {texts(n)} | {cpu:.1f} | {rss:.0f} |")
     (_, n0, _, _), _, (_, n1, cpu1, _), (_, _, cpu2, _) = rows
+    per_pair = lambda peaks: (peaks["full"] - peaks["small"]) * 2 ** 20 / (texts(n1) - texts(n0))
     print(f"\nCPU time to the first step, cache reused / built: {cpu2 / cpu1:.2f}")
-    print(f"before the model, cache reused: peak {stage['small']:.0f} MiB on the small set, {stage['full']:.0f} MiB on the full set: "
-          f"{(stage['full'] - stage['small']) * 2 ** 20 / (texts(n1) - texts(n0)):.0f} B per training pair")
+    for name, peaks in (("cache built (a cold first run)", cold), ("cache reused", warm)):
+        print(f"before the model, {name}: peak {peaks['small']:.0f} MiB on the small set, {peaks['full']:.0f} MiB on the full set: "
+              f"{per_pair(peaks):.0f} B per training pair")
     print(f"token cache on disk: {entry / (texts(n0) + texts(n1)):.0f} B per training pair")
-
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--data-stage"]:

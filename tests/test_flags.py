@@ -80,6 +80,14 @@ def test_sharding_options_that_do_not_go_together_are_refused(run, argv, message
         flags.resolve(flags.parse(["--method", "zero-shot", *argv]), run)
 
 
+def test_asynchronous_checkpoints_need_torch_s_staging(run, monkeypatch):
+    assert flags.staging_available()  # this torch has it: the flag resolves
+    flags.resolve(flags.parse(["--method", "zero-shot", "--shard", "--async-checkpoint"]), run)
+    monkeypatch.setattr(flags, "staging_available", lambda: False)  # as on torch before 2.9
+    with pytest.raises(InputError, match=r"--async-checkpoint needs torch 2.9 or later .* upgrade torch, or leave --async-checkpoint out"):
+        flags.resolve(flags.parse(["--method", "zero-shot", "--shard", "--async-checkpoint"]), run)
+
+
 def test_a_method_reads_its_own_flags_only():
     # what a method declares to flags.py (its checks, defaults, whether it needs translations) and
     # what it computes read the flags every run has and the method's own, never another method's

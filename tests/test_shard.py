@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 import torch
@@ -287,6 +288,49 @@ def test_a_failed_checkpoint_write_leaves_the_last_one(tmp_path, tiny_model_dir,
     assert_same_losses(tmp_path / "whole", tmp_path / "run", "resumed after a failed write")
 
 
+def staging_worker(rank, world_size, port, argv, result_dir):
+    """A run whose second asynchronous checkpoint cannot be copied to process 1's host memory."""
+    from torch.distributed.checkpoint.staging import DefaultStager
+    join_process_group_env(rank, world_size, port)
+    dist.init_process_group("gloo")
+    real, calls = DefaultStager.stage, []
+
+    def out_of_host_memory(self, state_dict, **kwargs):
+        calls.append(1)
+        if rank == 1 and len(calls) == 2:
+            raise MemoryError("cannot allocate 1.2 GB of host memory")
+        return real(self, state_dict, **kwargs)
+    DefaultStager.stage = out_of_host_memory
+    stopped_with(argv, rank, result_dir)
+
+
+def stopped_with(argv, rank, result_dir):
+    """Run train.py's `argv` and write what it stopped with (an OSError's message, or "returned") to
+    result_dir/rank<rank>.txt."""
+    try:
+        train.main(argv)
+        message = "returned"
+    except OSError as e:
+        message = str(e)
+    (result_dir / f"rank{rank}.txt").write_text(message)
+    distributed.cleanup()
+
+
+def test_an_asynchronous_checkpoint_that_one_process_cannot_stage_stops_every_process_at_once(tmp_path, tiny_model_dir):
+    argv = ["--model", str(tiny_model_dir), *COMMON, *TASKS["sentence"], *RESUMED, "--async-checkpoint", "--out", str(tmp_path / "run")]
+    processes, deadline = mp.spawn(staging_worker, args=(2, free_port(), argv, tmp_path), nprocs=2, join=False), time.monotonic() + 240
+    while not processes.join(timeout=5):  # True once both have ended
+        if time.monotonic() > deadline:  # without agreement, process 0 waits in the write's collectives for 30 minutes
+            for process in processes.processes:
+                process.kill()
+            pytest.fail("the processes did not stop within 4 minutes of a failed copy to host memory")
+    messages = [(tmp_path / f"rank{rank}.txt").read_text() for rank in (0, 1)]
+    assert messages[0] == messages[1], messages
+    assert "writing the checkpoint failed (copying process 1's shards to host memory: cannot allocate 1.2 GB" in messages[0]
+    assert "the checkpoint of step 3 is whole" in messages[0]  # the second, at step 6, was never written
+    assert not (tmp_path / "run" / "checkpoint.tmp").exists() and (tmp_path / "run" / "checkpoint" / "state.pt").is_file()
+
+
 def test_an_asynchronous_checkpoint_resumes_to_the_same_losses(tmp_path, tiny_model_dir):
     # written in the background (--async-checkpoint): put in place when the next starts, and at the end
     argv = ["--model", str(tiny_model_dir), *COMMON, *TASKS["sentence"], *RESUMED, "--save-every", "2"]
@@ -325,19 +369,24 @@ def test_best_of_a_sharded_run_holds_the_trained_weights(tmp_path, tiny_model_di
 
 
 def test_two_nodes_on_localhost_train_like_one_node_of_two(tmp_path, tiny_model_dir):
+    """--out shared, the token cache each node's own (MINXLT_CACHE on a node's disk): each node
+    builds the entries it reads."""
     argv = ["train.py", "--model", str(tiny_model_dir), *COMMON, *TASKS["sentence"], "--method", "xeroalign", "--shard"]
-    env = dict(os.environ, OMP_NUM_THREADS="1")
+    env = dict(os.environ, OMP_NUM_THREADS="1", MINXLT_CACHE=str(tmp_path / "cache"))
     one = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port", str(free_port()),
                           *argv, "--out", str(tmp_path / "one-node")], cwd=ROOT, env=env, capture_output=True, text=True)
     assert one.returncode == 0, one.stderr[-2000:]
     endpoint = f"127.0.0.1:{free_port()}"
     nodes = [subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--node-rank", str(r), "--nproc-per-node", "1",
                                "--rdzv-backend", "c10d", "--rdzv-endpoint", endpoint, "--rdzv-id", "test", *argv,
-                               "--out", str(tmp_path / "two-nodes")], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                               "--out", str(tmp_path / "two-nodes")], cwd=ROOT, env=dict(env, MINXLT_CACHE=str(tmp_path / f"node{r}")),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for r in range(2)]
     outputs = [node.communicate(timeout=300) for node in nodes]
     assert all(node.returncode == 0 for node in nodes), [err[-2000:] for _, err in outputs]
     assert_same_losses(tmp_path / "one-node", tmp_path / "two-nodes", "2 nodes of 1 process")
+    entries = lambda cache: sorted(p.name for p in (cache / "tokens").iterdir())
+    assert entries(tmp_path / "node0") == entries(tmp_path / "node1") == entries(tmp_path / "cache") != []
 
 
 def shared_worker(rank, world_size, port, folders, result):
@@ -428,13 +477,7 @@ def failing_write_worker(rank, world_size, port, argv, result_dir):
         def full(*args, **kwargs):
             raise OSError(28, "No space left on device")
         weights.save_safetensors = model.save_safetensors = full
-    try:
-        train.main(argv)
-        message = "returned"
-    except OSError as e:
-        message = str(e)
-    (result_dir / f"rank{rank}.txt").write_text(message)
-    distributed.cleanup()
+    stopped_with(argv, rank, result_dir)
 
 
 def test_a_failed_write_of_the_best_model_stops_every_process_with_its_message(tmp_path, tiny_model_dir):

@@ -1,9 +1,12 @@
 """The token cache gives the items that encoding in memory gives, builds an entry once (per language,
 named by its files where the task names them, found without reading them), and a run
 on it trains exactly as a run without it."""
+import itertools
 import json
+import os
 import pickle
 import shutil
+import tracemalloc
 
 import numpy as np
 import pytest
@@ -80,6 +83,48 @@ def test_an_interrupted_build_leaves_no_entry(cache, tiny_model_dir, monkeypatch
     with pytest.raises(KeyboardInterrupt):
         token_cache.encode(examples, tokenizer, labels, 24)
     assert list(cache.iterdir()) == []
+
+
+def test_a_build_holds_a_chunk_of_examples_not_the_language(cache, tiny_model_dir, monkeypatch):
+    """Examples stream in, CHUNK at a time: what a build holds grows by a few numbers and an id's
+    entry per text (measured with tracemalloc at two sizes), not by the examples it has read."""
+    tokenizer, words = Tokenizer.from_pretrained(tiny_model_dir), [e.text for e in tasks.load_task("demo").train["en"]]
+    monkeypatch.setattr(token_cache, "CHUNK", 100)
+    read, tokenized = [0], []
+    encode_examples = token_cache.encode_examples
+    monkeypatch.setattr(token_cache, "encode_examples", lambda chunk, *rest: (tokenized.append(read[0]), encode_examples(chunk, *rest))[1])
+
+    def examples(n):  # made as they are asked for, as a file's reader makes them
+        for i in range(n):
+            read[0] += 1
+            text = " ".join(words[(i + k) % len(words)] for k in range(4)) + f" {i}"  # about 135 characters
+            yield data.Example(id=f"example-{i}", lang="en", text=text, label="a" if i % 3 else "b", where=f"train.tsv:{i + 1}")
+
+    def peak(n):
+        read[0] = 0
+        tokenized.clear()
+        tracemalloc.start()
+        token_cache.build(cache / f"entry{n}", examples(n), tokenizer, ["a", "b"], 24)
+        _, high = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        return high
+    small, large = peak(1000), peak(10000)
+    assert tokenized[:3] == [100, 200, 300]  # each chunk tokenized once it is read, before the next is read
+    assert (large - small) / 9000 < 300, (small, large)  # bytes per text: about 150; a build that kept the examples, over 500
+    entry = token_cache.load(cache / "entry10000")
+    assert len(entry) == 10000 and entry[9999].id == "example-9999" and entry[1].label == 0 and entry[3].label == 1
+
+
+def test_a_language_s_examples_come_as_its_file_is_read(tmp_path):
+    from bench import data as bench_data
+    bench_data.write_sib200(tmp_path, 30, ["de"])
+    german = tmp_path / "deu_Latn" / "train.tsv"
+    german.write_text(german.read_text() + "30\tsports\n")  # a last line of two columns
+    examples = tasks.load_task("sib200", tmp_path).train.stream("deu_Latn")
+    first = next(examples)  # read before the last line is
+    assert first.id == "0" and first.lang == "deu_Latn"
+    with pytest.raises(tasks.DataError, match=r"deu_Latn/train.tsv:32: 2 columns, expected 3"):
+        list(examples)
 
 
 def test_a_run_on_the_cache_trains_as_one_without_it(cache, tiny_model_dir, tmp_path, monkeypatch):
@@ -165,28 +210,60 @@ def test_a_training_file_is_read_and_checked_when_first_asked_for(tmp_path):
         tasks.load_task("xnli", tmp_path).train["en"]
 
 
-def build_worker(rank, world_size, port, folder, model_dir, result_dir):
+def build_worker(rank, world_size, port, folder, model_dir, result_dir, caches):
     join_process_group_env(rank, world_size, port)
+    os.environ["MINXLT_CACHE"] = str(caches[rank])
     distributed.setup("cpu")
     built, build = [], token_cache.build
-    token_cache.build = lambda entry, examples, *rest: (built.append(examples[0].lang), build(entry, examples, *rest))
+
+    def recorded(entry, examples, *rest):  # the language of each entry this process builds
+        examples = iter(examples)
+        first = next(examples)
+        built.append(first.lang)
+        return build(entry, itertools.chain([first], examples), *rest)
+    token_cache.build = recorded
     task = tasks.load_task("xnli", folder)
-    texts = token_cache.training_texts(task.train, ["en", "de", "zh"], Tokenizer.from_pretrained(model_dir), task.labels, 32,
-                                       rank, world_size)
+    texts = token_cache.training_texts(task.train, ["en", "de", "zh"], Tokenizer.from_pretrained(model_dir), task.labels, 32, rank)
     (result_dir / f"rank{rank}.json").write_text(json.dumps({"built": built, "texts": {lang: plain(t) for lang, t in texts.items()}}))
     distributed.barrier()
     distributed.cleanup()  # a process that exits with its process group alive may abort
 
 
-def test_processes_build_the_missing_entries_in_turn(cache, tiny_model_dir, tmp_path):
+@pytest.mark.parametrize("nodes", [1, 2])
+def test_the_processes_that_share_a_cache_folder_build_its_missing_entries_in_turn(tiny_model_dir, tmp_path, nodes):
+    """One node (or a shared file system): one cache folder, each entry built once, by the two
+    processes in turn. Two nodes, each with its own cache folder: each builds every entry."""
     from bench import data as bench_data
     bench_data.write_xnli(tmp_path / "xnli", 20, ["de", "zh"])
-    mp.spawn(build_worker, args=(2, free_port(), tmp_path / "xnli", tiny_model_dir, tmp_path), nprocs=2)
+    caches = [tmp_path / f"cache{rank % nodes}" for rank in (0, 1)]
+    mp.spawn(build_worker, args=(2, free_port(), tmp_path / "xnli", tiny_model_dir, tmp_path, caches), nprocs=2)
     ranks = [json.loads((tmp_path / f"rank{rank}.json").read_text()) for rank in (0, 1)]
-    assert [r["built"] for r in ranks] == [["en", "zh"], ["de"]] and len(list(cache.iterdir())) == 3
+    assert [r["built"] for r in ranks] == ([["en", "zh"], ["de"]] if nodes == 1 else [["en", "de", "zh"]] * 2)
+    for folder in set(caches):  # three entries each, no temporary folder or mark left
+        assert sorted(len(p.name) for p in (folder / "tokens").iterdir()) == [32] * 3
     task, tokenizer = tasks.load_task("xnli", tmp_path / "xnli"), Tokenizer.from_pretrained(tiny_model_dir)
     expected = {lang: [list(x) for x in plain(data.encode_examples(task.train[lang], tokenizer, task.labels, 32))] for lang in task.train}
     assert ranks[0]["texts"] == ranks[1]["texts"] == expected
+
+
+def unwritable_worker(rank, world_size, port, folders, result_dir):
+    join_process_group_env(rank, world_size, port)
+    distributed.setup("cpu")
+    try:
+        token_cache.sharing(folders[rank], rank)
+        message = "returned"
+    except tasks.InputError as e:
+        message = str(e)
+    (result_dir / f"rank{rank}.txt").write_text(message)
+    distributed.cleanup()
+
+
+def test_a_cache_folder_one_process_cannot_write_stops_every_process(tmp_path):
+    (tmp_path / "a-file").write_text("")  # process 1's cache folder is under a file: it cannot be made
+    folders = [tmp_path / "cache", tmp_path / "a-file" / "cache"]
+    mp.spawn(unwritable_worker, args=(2, free_port(), folders, tmp_path), nprocs=2)
+    messages = [(tmp_path / f"rank{rank}.txt").read_text() for rank in (0, 1)]
+    assert messages[0] == messages[1] and messages[0].startswith(f"the token cache {folders[1]} cannot be written to by process 1")
 
 
 def test_an_entry_named_by_files_changes_with_all_that_decides_its_ids(tiny_model_dir, tmp_path, monkeypatch):
@@ -213,7 +290,7 @@ def bad_file_worker(rank, world_size, port, folder, model_dir, result_dir):
     distributed.setup("cpu")
     task = tasks.load_task("xnli", folder)
     try:
-        token_cache.training_texts(task.train, ["de", "zh"], Tokenizer.from_pretrained(model_dir), task.labels, 32, rank, world_size)
+        token_cache.training_texts(task.train, ["de", "zh"], Tokenizer.from_pretrained(model_dir), task.labels, 32, rank)
     except tasks.InputError as e:
         (result_dir / f"rank{rank}.txt").write_text(str(e))
     distributed.barrier()

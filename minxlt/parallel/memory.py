@@ -71,13 +71,16 @@ def plan(config, processes, amp="none", freeze_embeddings=False, device_memory=8
     moments = step_moments(encoder, amp, processes, freeze_embeddings, teacher, embeddings_unit)
     received = 4 * max(first_shard(s, processes) for s, _ in shapes) if processes > 1 else 0  # process 0's chunk from another
     copy = sharded["parameters"] if amp == "bf16" and not eval_bf16 else 0  # the float32 copy a bf16 run evaluates (shard.evaluated)
-    phases = {"ddp": phase_bytes(ddp, 0, 0), "sharded": phase_bytes(sharded, moments, in_forward(encoder, 4, processes), offload,
+    phases = {"ddp": phase_bytes(ddp, NOTHING_GATHERED, 0), "sharded": phase_bytes(sharded, moments, in_forward(encoder, 4, processes), offload,
                                                                     received, grad_accum > 1, copy,
                                                                     in_forward(encoder, 2, processes) if eval_bf16 else None)}
     return {"parameters_count": total, "trainable": trainable, "ddp": ddp, "sharded": sharded, "step_forward": moments[0], "step_backward": max(moments[1:3]),
             "host": sum(sharded.values()) if offload else 0, "phases": phases,
             "fits": max(phases["ddp"].values()) <= device_memory, "fits_sharded": max(phases["sharded"].values()) <= device_memory,
             "sharded_on_device": phases["sharded"]["step"]}
+
+
+NOTHING_GATHERED = (0, 0, 0, 0)  # step_moments of a DDP step, which gathers and reduce-scatters nothing
 
 
 def phase_bytes(parts, step_extra, test_extra, offload=False, received=0, accumulates=False, evaluation_copy=0, evaluation_extra=None):
@@ -97,7 +100,7 @@ def phase_bytes(parts, step_extra, test_extra, offload=False, received=0, accumu
     --phases measures these."""
     kept = lambda name: 0 if offload else parts.get(name, 0)
     params, teacher, buckets = kept("parameters"), kept("the teacher"), kept("DDP's gradient buckets")
-    forward, in_a_layer, at_the_root, root_rows = step_extra if isinstance(step_extra, tuple) else (step_extra,) * 3 + (0,)
+    forward, in_a_layer, at_the_root, root_rows = step_extra
     every = sum(kept(name) for name in parts)
     return {"loading": params + teacher,
             "step": max(every - (0 if accumulates else kept("gradients")) + forward, every + in_a_layer,

@@ -254,7 +254,14 @@ def save(folder, core, optimizer, rank, group=None):
     distributed.barrier()
     model, optim = get_state_dict(core, optimizer, options=OPTIONS)
     if group is not None:
-        return dcp.async_save({"model": model, "optimizer": optim}, checkpoint_id=str(folder), process_group=group)
+        stager = agreed_staging()
+        try:
+            written = dcp.async_save({"model": model, "optimizer": optim}, checkpoint_id=str(folder), process_group=group, async_stager=stager)
+        except Exception:
+            stager.close()
+            raise
+        written.add_done_callback(lambda _: stager.close())
+        return written
     written = Future()
     try:
         dcp.save({"model": model, "optimizer": optim}, checkpoint_id=str(folder))
@@ -262,6 +269,31 @@ def save(folder, core, optimizer, rank, group=None):
     except Exception as e:  # noqa: BLE001 (told to every process by Book.finish_checkpoint)
         written.set_exception(e)
     return written
+
+
+class StagingFailed(RuntimeError):
+    """A copy of the shards to host memory that failed on some process, raised on every process."""
+
+
+def agreed_staging():
+    """DCP's staging for an asynchronous save (a copy of this process's shards in host memory),
+    agreed on by every process before any starts writing: where it fails on one (host memory
+    full), every process raises StagingFailed with that failure, rather than wait for it in the
+    write's collectives until they time out. (torch >= 2.9, checked by flags.check_async_checkpoint.)"""
+    from torch.distributed.checkpoint.staging import DefaultStager, StagingOptions
+
+    class AgreedStaging(DefaultStager):
+        def stage(self, state_dict, **kwargs):
+            staged, problem = None, None
+            try:
+                staged = super().stage(state_dict, **kwargs)
+            except Exception as e:  # noqa: BLE001 (told to every process)
+                problem = f"copying process {dist.get_rank()}'s shards to host memory: {reason(e)}"
+            problem = distributed.first_error(problem)
+            if problem:
+                raise StagingFailed(problem)
+            return staged
+    return AgreedStaging(StagingOptions(use_pinned_memory=False, use_shared_memory=False, use_async_staging=False, use_non_blocking_copy=False))
 
 
 def load(path, core, optimizer):

@@ -336,15 +336,16 @@ class Book:
         if shard.sharded(core):
             if self.settings.async_checkpoint and self.checkpoint_group is None:  # made once, by every process at once
                 self.checkpoint_group = torch.distributed.new_group(backend="gloo")
-            written = Future()
+            written, staging_failed = Future(), False
             try:
                 written = shard.save(self.out / "checkpoint.tmp", core, optimizer, rank, self.checkpoint_group)
             except FAILED_WRITE_SHARDED as e:
                 written.set_exception(e)
+                staging_failed = isinstance(e, shard.StagingFailed)  # raised on every process at once: stop now
             rest_bytes = io.BytesIO()
             torch.save(rest, rest_bytes)  # as it is now: the write may end steps later
             self.writing = (written, rest_bytes.getvalue(), state.step)
-            if not self.settings.async_checkpoint:
+            if not self.settings.async_checkpoint or staging_failed:
                 self.finish_checkpoint()
             return
         path = self.out / "checkpoint.pt"

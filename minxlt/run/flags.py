@@ -215,7 +215,7 @@ def add_run_arguments(p):
     g.add_argument("--async-checkpoint", action="store_true", help="with --shard: write OUT/checkpoint/ in the background "
                    "while training goes on, from a copy of each process's shards in host memory (its parameters and AdamW's "
                    "moments: 12 bytes a parameter over N processes); it is put in place when the next checkpoint starts and "
-                   "at the end of the run, the previous one kept until then")
+                   "at the end of the run, the previous one kept until then (torch 2.9 or later)")
     g.add_argument("--dry-run", action="store_true", help="print what each process would hold in memory (parameters, "
                    "gradients, AdamW's moments; under DDP and sharded) for --model, from its config.json alone, and exit")
     g.add_argument("--processes", type=cli.positive_int, help="with --dry-run: plan for this many processes (default: torchrun's, else 1)")
@@ -382,6 +382,9 @@ def check(settings, method, run):
                          "evaluation is in float32 already)")
     if settings.async_checkpoint and not settings.shard:
         raise InputError("--async-checkpoint writes a sharded run's checkpoint (OUT/checkpoint/) in the background: add --shard")
+    if settings.async_checkpoint and not staging_available():
+        raise InputError(f"--async-checkpoint needs torch 2.9 or later (its checkpoint staging), and this is torch {torch.__version__}: "
+                         "upgrade torch, or leave --async-checkpoint out")
     planned = [f"--{name.replace('_', '-')}" for name in ("json", "processes", "device_memory") if getattr(settings, name)]
     if planned:
         raise InputError(f"{' and '.join(planned)} {'shapes' if len(planned) == 1 else 'shape'} the memory plan, which only "
@@ -393,6 +396,15 @@ def check(settings, method, run):
     if method.teacher_kind is not None:
         teacher.check(settings, method.teacher_kind)
     method.check(settings, run)
+
+
+def staging_available():
+    """Whether this torch has the checkpoint staging --async-checkpoint uses (shard.agreed_staging)."""
+    try:
+        from torch.distributed.checkpoint.staging import DefaultStager, StagingOptions  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 def choose_test_input(method, given=None, translations=None, parallel=True):

@@ -87,7 +87,8 @@ class Teacher:
         has them all."""
         keys = [key(t) for t in targets]
         cached = self.cache is not None and all(k in self.cache for k in keys)
-        if self.sharded and self.model is not None:  # the model runs on every process or on none
+        if self.sharded and self.model is not None and self.cache is not None and not self.complete:
+            # a cache read from a file may lack some pairs: the model runs on every process or on none
             cached = not distributed.all_reduce(torch.tensor([float(not cached)], device=self.device)).item()
         if cached:
             rows = [self.cache[k] for k in keys]

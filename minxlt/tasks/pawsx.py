@@ -2,7 +2,7 @@
 from pathlib import Path
 
 from data import Example
-from minxlt.tasks.readers import check_label, first_existing, read_tsv, unique_ids
+from minxlt.tasks.readers import UniqueIds, check_label, each_tsv, first_existing
 from minxlt.tasks.task import Layout
 from minxlt.tasks.xtreme import XtremePairs
 
@@ -11,12 +11,17 @@ PAWSX_LANGS = ["en", "de", "es", "fr", "ja", "ko", "zh"]
 def read_pawsx(path, lang, noisy=None):
     """PAWS-X <lang>/{train,dev,test}.tsv or translated_train.tsv: id, sentence1, sentence2, label.
     Machine-translated training files have blank and 'NS' rows, which are skipped and counted."""
+    return list(each_pawsx(path, lang, noisy))
+
+def each_pawsx(path, lang, noisy=None):
+    """read_pawsx's examples, one at a time as the file is read."""
     path = Path(path)
     noisy = path.name.startswith("translated") if noisy is None else noisy
-    rows = read_tsv(path, ("id", "sentence1", "sentence2", "label"), noisy=noisy)
-    unique_ids(path, [(n, r["id"]) for n, r in rows])
-    return [Example(id=r["id"], lang=lang, text=r["sentence1"], pair=r["sentence2"], label=check_label(path, n, r["label"], ("0", "1")),
-                    where=f"{path}:{n}") for n, r in rows]
+    unique = UniqueIds(path)
+    for n, r in each_tsv(path, ("id", "sentence1", "sentence2", "label"), noisy=noisy):
+        unique.check(n, r["id"])
+        yield Example(id=r["id"], lang=lang, text=r["sentence1"], pair=r["sentence2"], label=check_label(path, n, r["label"], ("0", "1")),
+                      where=f"{path}:{n}")
 
 class Pawsx(Layout):
     """<data>/<lang>/{train|translated_train,dev|dev_2k,test|test_2k}.tsv, as released; a folder
@@ -32,6 +37,9 @@ class Pawsx(Layout):
 
     def read(self, lang, split):
         return read_pawsx(first_existing(self.directory / lang, self.names(lang, split)), lang)
+
+    def stream(self, lang):
+        return each_pawsx(first_existing(self.directory / lang, self.names(lang, "train")), lang)
 
     def names(self, lang, split):
         return {"train": ["train.tsv"] if lang == self.source else ["translated_train.tsv"],

@@ -7,7 +7,6 @@ exception, where bad rows are skipped and counted. Each benchmark's own reader i
 """
 import codecs
 import csv
-import io
 import json
 import os
 import sys
@@ -20,10 +19,7 @@ from minxlt.errors import DataError
 def read_text(path):
     """The text of a UTF-8 file, without a byte-order mark; a file that is not UTF-8 stops at the
     line of its first bad byte."""
-    path = Path(path)
-    if not path.is_file():
-        raise DataError(path, 0, "not a file" if path.exists() else "file not found")
-    raw = path.read_bytes()
+    raw = a_file(path).read_bytes()
     raw = raw[len(codecs.BOM_UTF8):] if raw.startswith(codecs.BOM_UTF8) else raw
     try:
         return raw.decode("utf-8")
@@ -38,46 +34,81 @@ def read_lines(path):
     return list(enumerate(lines[:-1] if lines and lines[-1] == "" else lines, start=1))
 
 def read_tsv(path, columns, header=True, noisy=False, quoted=False, optional=0):
-    """Rows of a tab-separated file as (line number, {column: value}), read as the file is written:
-    `quoted` for csv-quoted files (a field in quotes, its quotes doubled; SIB-200's and XTREME's, as
-    pandas and Python's csv write them), else every character as it is. The last `optional`
-    columns may be absent (XTREME's test files have no labels). Rows with the wrong number of
-    columns or an empty field stop the run, or, for known-noisy machine-translated files
-    (`noisy=True`), are skipped and counted, with one line saying how many."""
-    text = read_text(path)
+    """Rows of a tab-separated file as (line number, {column: value}) (`each_tsv`, as a list)."""
+    return list(each_tsv(path, columns, header, noisy, quoted, optional))
+
+def each_tsv(path, columns, header=True, noisy=False, quoted=False, optional=0):
+    """Rows of a tab-separated file as (line number, {column: value}), one at a time as the file
+    is read, read as the file is written: `quoted` for csv-quoted files (a field in quotes, its
+    quotes doubled; SIB-200's and XTREME's, as pandas and Python's csv write them), else every
+    character as it is. The last `optional` columns may be absent (XTREME's test files have no
+    labels). Rows with the wrong number of columns or an empty field stop the run, or, for
+    known-noisy machine-translated files (`noisy=True`), are skipped and counted, with one line
+    saying how many."""
     csv.field_size_limit(2 ** 31 - 1)  # a long text is a text, not an error (the csv module's default stops at 128 KB)
-    skipped, rows = 0, []
-    reader = csv.reader(io.StringIO(text, newline=""), delimiter="\t", quoting=csv.QUOTE_MINIMAL if quoted else csv.QUOTE_NONE)
-    for row in reader:
-        number = reader.line_num
-        if header and number == 1:
-            if [c.strip() for c in row[:len(columns)]] != list(columns):
-                raise DataError(path, 1, f"header {row!r} does not start with the expected columns {list(columns)}")
-            continue
-        problem = None
-        if not len(columns) - optional <= len(row) <= len(columns):
-            problem = f"{len(row)} columns, expected {len(columns)} ({', '.join(columns)})"
-        elif any(not v.strip() or v.strip() == "NS" for v in row):
-            problem = f"empty or 'NS' (failed translation) field in {row!r}"
-        if problem:
-            if noisy:
-                skipped += 1
+    skipped = kept = 0
+    with open_text(path) as f:
+        reader = csv.reader(f, delimiter="\t", quoting=csv.QUOTE_MINIMAL if quoted else csv.QUOTE_NONE)
+        for row in utf8(path, reader):
+            number = reader.line_num
+            if header and number == 1:
+                if [c.strip() for c in row[:len(columns)]] != list(columns):
+                    raise DataError(path, 1, f"header {row!r} does not start with the expected columns {list(columns)}")
                 continue
-            raise DataError(path, number, problem)
-        rows.append((number, dict(zip(columns, (v.strip() for v in row)))))
+            problem = None
+            if not len(columns) - optional <= len(row) <= len(columns):
+                problem = f"{len(row)} columns, expected {len(columns)} ({', '.join(columns)})"
+            elif any(not v.strip() or v.strip() == "NS" for v in row):
+                problem = f"empty or 'NS' (failed translation) field in {row!r}"
+            if problem:
+                if noisy:
+                    skipped += 1
+                    continue
+                raise DataError(path, number, problem)
+            kept += 1
+            yield number, dict(zip(columns, (v.strip() for v in row)))
     if skipped:
-        print(f"{path}: skipped {skipped} malformed or untranslated rows of {skipped + len(rows)}", file=sys.stderr)
-    return rows
+        print(f"{path}: skipped {skipped} malformed or untranslated rows of {skipped + kept}", file=sys.stderr)
+
+def open_text(path):
+    """A UTF-8 file opened to be read a line at a time, without a byte-order mark; lines keep
+    their endings (\\n, \\r\\n, \\r), as the csv module wants them."""
+    return open(a_file(path), encoding="utf-8-sig", newline="")
+
+def a_file(path):
+    """`path` as a Path, refused where it is not a file."""
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(path, 0, "not a file" if path.exists() else "file not found")
+    return path
+
+def utf8(path, lines):
+    """`lines` (read from `path`), stopped at the line of the file's first byte that is not
+    UTF-8, as read_text says it."""
+    try:
+        yield from lines
+    except UnicodeDecodeError:
+        read_text(path)  # names the line
+        raise
+
+class UniqueIds:
+    """unique_ids for rows checked one at a time: `check(line, id)`."""
+
+    def __init__(self, path, what="id"):
+        self.path, self.what, self.first = path, what, {}
+
+    def check(self, line, id):
+        if id in self.first:
+            raise DataError(self.path, line, f"{self.what} {id!r} is used twice in the file, on lines {self.first[id]} and {line}: "
+                                             "give each example its own (translations are paired and predictions keyed by it)")
+        self.first[id] = line
 
 def unique_ids(path, rows, what="id"):
     """Refuse an id used twice in one file: examples are paired across languages and predictions
     keyed by their ids, so a second use would silently replace the first. `rows`: (line, id)."""
-    first = {}
+    unique = UniqueIds(path, what)
     for line, id in rows:
-        if id in first:
-            raise DataError(path, line, f"{what} {id!r} is used twice in the file, on lines {first[id]} and {line}: give each "
-                                        "example its own (translations are paired and predictions keyed by it)")
-        first[id] = line
+        unique.check(line, id)
 
 def check_label(path, line, label, labels):
     if label not in labels:

@@ -2,7 +2,7 @@
 from pathlib import Path
 
 from data import Example
-from minxlt.tasks.readers import check_label, read_tsv, unique_ids
+from minxlt.tasks.readers import UniqueIds, check_label, each_tsv
 from minxlt.tasks.task import Layout
 
 SIB200_LABELS = ("science/technology", "travel", "politics", "sports", "health", "entertainment", "geography")
@@ -13,11 +13,16 @@ SIB200_LANGS = ["eng_Latn", "deu_Latn", "fra_Latn", "spa_Latn", "rus_Cyrl", "zho
 
 def read_sib200(directory, lang, split):
     """SIB-200: <directory>/<lang>/<split>.tsv with index_id, category, text, csv-quoted; parallel by index_id."""
+    return list(each_sib200(directory, lang, split))
+
+def each_sib200(directory, lang, split):
+    """read_sib200's examples, one at a time as the file is read."""
     path = Path(directory) / lang / f"{split}.tsv"
-    rows = read_tsv(path, ("index_id", "category", "text"), quoted=True)
-    unique_ids(path, [(n, r["index_id"]) for n, r in rows], "index_id")
-    return [Example(id=r["index_id"], lang=lang, text=r["text"], label=check_label(path, n, r["category"], SIB200_LABELS),
-                    where=f"{path}:{n}") for n, r in rows]
+    unique = UniqueIds(path, "index_id")
+    for n, r in each_tsv(path, ("index_id", "category", "text"), quoted=True):
+        unique.check(n, r["index_id"])
+        yield Example(id=r["index_id"], lang=lang, text=r["text"], label=check_label(path, n, r["category"], SIB200_LABELS),
+                      where=f"{path}:{n}")
 
 class Sib200(Layout):
     """<data>/<lang>/{train,dev,test}.tsv."""
@@ -28,6 +33,9 @@ class Sib200(Layout):
 
     def read(self, lang, split):
         return read_sib200(self.directory, lang, split)
+
+    def stream(self, lang):
+        return each_sib200(self.directory, lang, "train")
 
     def train_files(self, lang):
         return [self.directory / lang / "train.tsv"]

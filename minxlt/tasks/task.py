@@ -1,7 +1,8 @@
 """A task: its labels, source and target languages, and examples per split and language (Task);
-its training split, read when a language is first asked for and paired with the source by id
-(TrainSplit, pair_by_id); the Layout every benchmark's module fills in (where its files are and
-how a language's split is read); the checks of a split; Yu & Joty's few-shot sample (few_shot).
+its training split, read when a language is first asked for (or streamed, as the token cache
+builds an entry) and paired with the source by id (TrainSplit, Pairing); the Layout every
+benchmark's module fills in (where its files are and how a language's split is read); the checks
+of a split; Yu & Joty's few-shot sample (few_shot).
 """
 import math
 import os
@@ -19,11 +20,12 @@ class TrainSplit(Mapping):
     """A task's training examples, {lang: [Example]}, read from the files when a language is first
     asked for: evaluation never reads them, and neither does a run whose token cache holds them
     (token_cache.py). A language is checked as it is read, as `check_split` checks the other
-    splits, and a target's examples against the source's (`pair_by_id`)."""
+    splits, and a target's examples against the source's (`Pairing`)."""
 
     def __init__(self, name, layout, source, langs, strict=False):
         self.name, self.layout, self.source, self.langs, self.strict = name, layout, source, list(langs), strict
         self.examples = {}
+        self.table = None  # source_labels, once read
 
     @classmethod
     def given(cls, examples):
@@ -49,13 +51,35 @@ class TrainSplit(Mapping):
         return len(self.langs)
 
     def read(self, lang):
-        """A language's examples, checked, without keeping them (the token cache builds an entry from them)."""
-        examples = self.layout.read(lang, "train")
-        check_split(self.name, "train", lang, examples, self.source, self.layout.split_file(lang, "train"))
+        """A language's examples, checked (`stream`, as a list); a target's source is read first and
+        kept, as the examples of every language asked for are (`self[lang]`)."""
         if lang != self.source:
-            paired = pair_by_id(self[self.source], examples, self.layout.split_file(lang, "train"), self.strict)
-            examples = [e for e in examples if e.id in paired]  # a translation without a source is not trained on
-        return examples
+            self[self.source]
+        return list(self.stream(lang))
+
+    def stream(self, lang):
+        """A language's examples, checked, one at a time as its files are read, kept nowhere (the
+        token cache builds an entry from them): a target's are paired with the source's by id as
+        they come (Pairing), a translation without a source is not trained on; the checks of the
+        whole split (check_split, the pairing's counts) are made once the file is read."""
+        file = self.file(lang)
+        pairing = None if lang == self.source else Pairing(self.source_labels(), file, self.strict)
+        count = Counts()
+        for e in self.layout.stream(lang):
+            count.add(e)
+            if pairing is None or pairing.keep(e):
+                yield e
+        count.check(self.name, "train", lang, self.source, file)
+        if pairing is not None:
+            pairing.finish(count.examples)
+
+    def source_labels(self):
+        """{id: (label, where it was read)} of the source's examples, what a target's are checked
+        against, read once (the source's examples themselves are not kept)."""
+        if self.table is None:
+            examples = self.examples.get(self.source) or self.stream(self.source)
+            self.table = {e.id: (e.label, e.where or e.lang) for e in examples}
+        return self.table
 
     def file(self, lang):
         """The file a language's training examples are read from, for messages (None for a split given in memory)."""
@@ -66,6 +90,7 @@ class TrainSplit(Mapping):
         if self.layout is not None:
             self.examples.clear()
             self.layout.parsed.clear()
+            self.table = None
 
     def files(self, lang):
         """The files whose bytes decide a language's training examples: its own, and for a target
@@ -84,38 +109,57 @@ class TrainSplit(Mapping):
 
 def pair_by_id(sources, targets, path, strict=False):
     """{id: (source, [its translations])}: a target language's training examples (read from
-    `path`) paired with the source's by id. A translation labelled otherwise than its source is
-    refused, naming both lines. Translations without a source and sources without a translation
-    are said once per file, with their count and first ids; they are refused where `strict` is
-    set, or where most of the file's examples have no source."""
+    `path`) paired with the source's by id, as Pairing pairs them."""
     by_id = {e.id: (e, []) for e in sources}
-    orphans = []
+    pairing = Pairing({e.id: (e.label, e.where or e.lang) for e in sources}, path, strict)
     for t in targets:
-        if t.id not in by_id:
-            orphans.append(t.id)
-            continue
-        source = by_id[t.id][0]
-        if source.label is not None and t.label is not None and source.label != t.label:
-            raise InputError(f"{t.where or path}: the translation of {t.id!r} is labelled {t.label!r}, and its source "
-                             f"({source.where or source.lang}) {source.label!r}: a translation keeps its source's label")
-        by_id[t.id][1].append(t)
-    if not targets:  # the layout has no translations into this language (PAN-X), or the file none at all
-        return by_id
-    untranslated = [id for id, (_, translations) in by_id.items() if not translations]
-    problems = ([f"{len(orphans)} of its {len(targets)} examples have no source example of the same id (first: "
-                 f"{', '.join(map(repr, orphans[:5]))}): they are left out"] if orphans else []) + \
-               ([f"{len(untranslated)} of the {len(sources)} source examples have no translation in it (first: "
-                 f"{', '.join(map(repr, untranslated[:5]))})"] if untranslated else [])
-    if problems and (strict or len(orphans) > len(targets) / 2):
-        raise InputError(f"{path} does not pair with the source's training examples by id: {'; '.join(problems)}"
-                         + ("" if strict else "; most of it does not pair, so it is refused") + ": check that it is this task's translation")
-    if problems and path not in WARNED:
-        WARNED.add(path)
-        if os.environ.get("RANK", "0") == "0":
-            print(f"warning: {path}: {'; '.join(problems)} (--strict-data refuses this)", file=sys.stderr)
+        if pairing.keep(t):
+            by_id[t.id][1].append(t)
+    pairing.finish(len(targets))
     return by_id
 
-WARNED = set()  # the files pair_by_id has warned of, once per process
+class Pairing:
+    """A target language's training examples (read from `path`) paired with the source's by id,
+    one at a time (`keep`: whether it has a source), against `sources`: {id: (label, where)}. A
+    translation labelled otherwise than its source is refused, naming both lines. Once the file is
+    read (`finish`), translations without a source and sources without a translation are said once
+    per file, with their count and first ids; they are refused where `strict` is set, or where most
+    of the file's examples have no source."""
+
+    def __init__(self, sources, path, strict=False):
+        self.sources, self.path, self.strict = sources, path, strict
+        self.orphans, self.first_orphans, self.translated = 0, [], set()
+
+    def keep(self, t):
+        if t.id not in self.sources:
+            self.orphans += 1
+            self.first_orphans += [t.id][:5 - len(self.first_orphans)]
+            return False
+        label, where = self.sources[t.id]
+        if label is not None and t.label is not None and label != t.label:
+            raise InputError(f"{t.where or self.path}: the translation of {t.id!r} is labelled {t.label!r}, and its source "
+                             f"({where}) {label!r}: a translation keeps its source's label")
+        self.translated.add(t.id)
+        return True
+
+    def finish(self, examples):
+        """The file's counts, once its `examples` are read."""
+        if not examples:  # the layout has no translations into this language (PAN-X), or the file none at all
+            return
+        untranslated = [id for id in self.sources if id not in self.translated]
+        problems = ([f"{self.orphans} of its {examples} examples have no source example of the same id (first: "
+                     f"{', '.join(map(repr, self.first_orphans))}): they are left out"] if self.orphans else []) + \
+                   ([f"{len(untranslated)} of the {len(self.sources)} source examples have no translation in it (first: "
+                     f"{', '.join(map(repr, untranslated[:5]))})"] if untranslated else [])
+        if problems and (self.strict or self.orphans > examples / 2):
+            raise InputError(f"{self.path} does not pair with the source's training examples by id: {'; '.join(problems)}"
+                             + ("" if self.strict else "; most of it does not pair, so it is refused") + ": check that it is this task's translation")
+        if problems and self.path not in WARNED:
+            WARNED.add(self.path)
+            if os.environ.get("RANK", "0") == "0":
+                print(f"warning: {self.path}: {'; '.join(problems)} (--strict-data refuses this)", file=sys.stderr)
+
+WARNED = set()  # the files Pairing has warned of, once per process
 
 @dataclass
 class Task:
@@ -189,6 +233,11 @@ class Layout:
             self.parsed[key] = read()
         return self.parsed[key]
 
+    def stream(self, lang):
+        """A language's training examples, one at a time as its file is read, where the layout's
+        reader can (the token cache's build then holds a chunk of them at a time); else its list."""
+        return self.read(lang, "train")
+
     def train_files(self, lang):
         """The files a language's training examples are read from, where the token cache may name
         an entry by their bytes (sentence-level layouts); None: only reading tells."""
@@ -209,16 +258,32 @@ def check_split(name, split, lang, examples, source, file):
     """Refuse what would be scored as nothing: an empty split of the source, or a target without
     test examples (a score of no examples would be a silent 0); training and dev examples
     without labels; a split of a language that is partly labelled. `file`: where the split is read."""
-    where = f"(read from {file})"
-    if not examples and (lang == source or split == "test"):
-        raise InputError(f"task {name}: no {split} examples in {lang} {where}; check the file, or leave the language out "
-                         "of --source-lang/--target-langs")
-    unlabelled = sum(not e.labelled for e in examples)
-    if unlabelled and (split != "test" or unlabelled < len(examples)):
-        first = next(e.id for e in examples if not e.labelled)
-        raise InputError(f"task {name}: {unlabelled} of the {len(examples)} {split} examples in {lang} have no label, "
-                         f"first {first!r} {where}; " + ("only test files may be unlabelled (XTREME's are)" if split != "test"
-                                                         else "a test file is labelled throughout or not at all"))
+    count = Counts()
+    for e in examples:
+        count.add(e)
+    count.check(name, split, lang, source, file)
+
+class Counts:
+    """What check_split counts of a split, counted as its examples come."""
+
+    def __init__(self):
+        self.examples, self.unlabelled, self.first_unlabelled = 0, 0, None
+
+    def add(self, e):
+        self.examples += 1
+        if not e.labelled:
+            self.unlabelled += 1
+            self.first_unlabelled = e.id if self.first_unlabelled is None else self.first_unlabelled
+
+    def check(self, name, split, lang, source, file):
+        where = f"(read from {file})"
+        if not self.examples and (lang == source or split == "test"):
+            raise InputError(f"task {name}: no {split} examples in {lang} {where}; check the file, or leave the language out "
+                             "of --source-lang/--target-langs")
+        if self.unlabelled and (split != "test" or self.unlabelled < self.examples):
+            raise InputError(f"task {name}: {self.unlabelled} of the {self.examples} {split} examples in {lang} have no label, "
+                             f"first {self.first_unlabelled!r} {where}; " + ("only test files may be unlabelled (XTREME's are)" if split != "test"
+                                                                            else "a test file is labelled throughout or not at all"))
 
 def few_shot(task, fraction=1.0, translated=None, seed=0):
     """Yu & Joty's few-shot settings: a sample of the source's training examples (`fraction`, drawn

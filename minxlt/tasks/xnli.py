@@ -4,7 +4,7 @@ from pathlib import Path
 
 from data import Example
 from minxlt.errors import DataError
-from minxlt.tasks.readers import check_label, read_lines, read_tsv, unique_ids
+from minxlt.tasks.readers import check_label, each_tsv, read_lines, read_tsv, unique_ids
 from minxlt.tasks.task import Layout
 from minxlt.tasks.xtreme import XtremePairs
 
@@ -27,12 +27,14 @@ def read_xnli(path, lang):
 def read_xnli_mt(path, lang):
     """XNLI-MT multinli.train.<lang>.tsv (premise, hypo, label): machine translations of MultiNLI,
     parallel by line, so the id is the line number. Known to be noisy: bad rows are skipped."""
-    out = []
-    for n, r in read_tsv(path, ("premise", "hypo", "label"), noisy=lang != "en"):
+    return list(each_xnli_mt(path, lang))
+
+def each_xnli_mt(path, lang):
+    """read_xnli_mt's examples, one at a time as the file is read."""
+    for n, r in each_tsv(path, ("premise", "hypo", "label"), noisy=lang != "en"):
         label = "contradiction" if r["label"] == "contradictory" else r["label"]  # the files say "contradictory"
-        out.append(Example(id=str(n), lang=lang, text=r["premise"], pair=r["hypo"], label=check_label(path, n, label, XNLI_LABELS),
-                           where=f"{path}:{n}"))
-    return out
+        yield Example(id=str(n), lang=lang, text=r["premise"], pair=r["hypo"], label=check_label(path, n, label, XNLI_LABELS),
+                      where=f"{path}:{n}")
 
 class Xnli(Layout):
     """<data>/XNLI-1.0/xnli.{dev,test}.tsv and <data>/XNLI-MT-1.0/multinli/multinli.train.<lang>.tsv,
@@ -50,6 +52,9 @@ class Xnli(Layout):
         if split == "train":
             return read_xnli_mt(self.train_files(lang)[0], lang)
         return read_xnli(self.directory / "XNLI-1.0" / f"xnli.{split}.tsv", lang)
+
+    def stream(self, lang):
+        return each_xnli_mt(self.train_files(lang)[0], lang)
 
     def train_files(self, lang):
         return [self.directory / "XNLI-MT-1.0" / "multinli" / f"multinli.train.{lang}.tsv"]

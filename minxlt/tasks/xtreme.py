@@ -1,11 +1,12 @@
 """XNLI and PAWS-X as XTREME writes them: its csv-quoted pair files, and its translations of the English
 training set (not csv-quoted, noisy)."""
+import itertools
 import sys
 from collections import Counter
 
 from data import Example
 from minxlt.errors import DataError
-from minxlt.tasks.readers import check_label, read_lines, read_tsv
+from minxlt.tasks.readers import check_label, each_tsv, open_text, utf8
 from minxlt.tasks.task import Layout
 
 
@@ -13,12 +14,14 @@ def read_xtreme_pairs(path, lang, labels):
     """XTREME's XNLI and PAWS-X files, {train,dev,test}-<lang>.tsv: text, second text, label (test
     files: none), csv-quoted, no header; parallel across languages by row, so the id is the row's
     number."""
-    out = []
-    for i, (n, r) in enumerate(read_tsv(path, ("text", "pair", "label"), header=False, quoted=True, optional=1), start=1):
+    return list(each_xtreme_pairs(path, lang, labels))
+
+def each_xtreme_pairs(path, lang, labels):
+    """read_xtreme_pairs's examples, one at a time as the file is read."""
+    for i, (n, r) in enumerate(each_tsv(path, ("text", "pair", "label"), header=False, quoted=True, optional=1), start=1):
         label = r.get("label")
-        out.append(Example(id=str(i), lang=lang, text=r["text"], pair=r["pair"], label=label and check_label(path, n, label, labels),
-                           where=f"{path}:{n}"))
-    return out
+        yield Example(id=str(i), lang=lang, text=r["text"], pair=r["pair"], label=label and check_label(path, n, label, labels),
+                      where=f"{path}:{n}")
 
 def read_xtreme_translations(path, lang, labels, sources):
     """XTREME's translate-train files, translate-train/en-<lang>-translated.tsv, as they came from
@@ -26,24 +29,36 @@ def read_xtreme_translations(path, lang, labels, sources):
     English text, English second text, their translations and the label, and is paired with the
     source example of the same English texts; a row of three columns (text, second text, label)
     is the translation of the source example of its row number."""
-    rows = read_lines(path)
-    wide = bool(rows) and Counter(line.count("\t") for _, line in rows[:1000]).most_common(1)[0][0] == 4  # most rows' columns
+    return list(each_xtreme_translations(path, lang, labels, lambda: english_texts(sources)))
+
+def english_texts(sources):
+    """{the English texts of a pair, spaces evened out: its id}, of the source's examples."""
+    return {english(e.text, e.pair): e.id for e in sources}
+
+def english(text, pair):
+    return " ".join(text.split()), " ".join(pair.split())
+
+def each_xtreme_translations(path, lang, labels, texts):
+    """read_xtreme_translations's examples, one at a time as the file is read (`texts`: a function
+    giving english_texts of the source's examples, called where the rows name their English texts)."""
+    with open_text(path) as f:
+        head = list(utf8(path, itertools.islice(f, 1000)))
+    wide = bool(head) and Counter(line.count("\t") for line in head).most_common(1)[0][0] == 4  # most rows' columns
     columns = ("en_text", "en_pair", "text", "pair", "label") if wide else ("text", "pair", "label")
-    key = lambda text, pair: (" ".join(text.split()), " ".join(pair.split()))
-    by_text = {key(e.text, e.pair): e.id for e in sources}
-    out, unpaired = [], 0
-    for i, (n, r) in enumerate(read_tsv(path, columns, header=False, noisy=True), start=1):
-        id = by_text.get(key(r["en_text"], r["en_pair"])) if wide else str(i)
+    by_text = texts() if wide else {}
+    kept, unpaired = 0, 0
+    for i, (n, r) in enumerate(each_tsv(path, columns, header=False, noisy=True), start=1):
+        id = by_text.get(english(r["en_text"], r["en_pair"])) if wide else str(i)
         if id is None:
             unpaired += 1
             continue
         label = "contradiction" if r["label"] == "contradictory" else r["label"]  # XNLI's translations say "contradictory"
-        out.append(Example(id=id, lang=lang, text=r["text"], pair=r["pair"], label=check_label(path, n, label, labels), where=f"{path}:{n}"))
+        kept += 1
+        yield Example(id=id, lang=lang, text=r["text"], pair=r["pair"], label=check_label(path, n, label, labels), where=f"{path}:{n}")
     if unpaired:
         print(f"{path}: skipped {unpaired} rows whose English texts are not in the training file", file=sys.stderr)
-    if rows and not out:
+    if head and not kept:
         raise DataError(path, 0, "no row pairs with an example of the training file (train-en.tsv)")
-    return out
 
 class XtremePairs(Layout):
     """XNLI and PAWS-X as XTREME writes them: <data>/{train-en,dev-<lang>,test-<lang>}.tsv, the
@@ -61,6 +76,13 @@ class XtremePairs(Layout):
             return read_xtreme_translations(path, lang, self.labels, self.read(self.source, "train")) if path.is_file() else []
         path = self.train_files(lang)[0] if split == "train" else self.directory / f"{split}-{lang}.tsv"
         return self.once((lang, split), lambda: read_xtreme_pairs(path, lang, self.labels))
+
+    def stream(self, lang):
+        path = self.train_files(lang)[0]
+        if lang == self.source:
+            return each_xtreme_pairs(path, lang, self.labels)
+        texts = lambda: self.once(("train", "english texts"), lambda: english_texts(self.stream(self.source)))  # read once, until release()
+        return each_xtreme_translations(path, lang, self.labels, texts) if path.is_file() else iter([])
 
     def train_files(self, lang):
         return [self.directory / (f"train-{lang}.tsv" if lang == self.source else f"translate-train/en-{lang}-translated.tsv")]

@@ -16,8 +16,10 @@ sequence (Joined), and pairs are index arrays into them (Pairs).
 """
 import bisect
 import hashlib
+import itertools
 import json
 import os
+import secrets
 import shutil
 import sys
 from collections.abc import Sequence
@@ -30,7 +32,7 @@ from minxlt.checkpoints.prepare_default import cache_dir
 from minxlt.errors import InputError
 from minxlt.parallel import distributed
 
-CHUNK = 10000  # texts tokenized at once while building an entry
+CHUNK = 1000  # texts tokenized at once while building an entry
 ROOT = Path(__file__).resolve().parents[2]  # the repository
 # the code that turns files into an entry: the readers of every task, data.py's encoding, the tokenizer and this module
 READERS = sorted((ROOT / "minxlt" / "tasks").glob("*.py")) + [ROOT / "data.py", ROOT / "minxlt" / "text" / "tokenizer.py", Path(__file__)]
@@ -179,8 +181,8 @@ def file_digest(path):
 
 
 def build(folder, examples, tokenizer, labels, max_length):
-    """Tokenize the examples into the arrays of a cache entry, written to a temporary folder that
-    is renamed into place when complete: an interrupted build leaves no entry."""
+    """Tokenize the examples (any iterable) into the arrays of a cache entry, written to a
+    temporary folder that is renamed into place when complete: an interrupted build leaves no entry."""
     tmp = folder.with_name(f"{folder.name}.tmp{os.getpid()}")
     tmp.mkdir(parents=True, exist_ok=True)
     try:
@@ -195,56 +197,100 @@ def build(folder, examples, tokenizer, labels, max_length):
 
 
 def write(tmp, examples, tokenizer, labels, max_length):
-    """The arrays of an entry, tokenized CHUNK texts at a time."""
-    lang_names = sorted({e.lang for e in examples})
-    example_ids = list(dict.fromkeys(e.id for e in examples))
-    lang_of, id_of = {lang: i for i, lang in enumerate(lang_names)}, {i: k for k, i in enumerate(example_ids)}
-    offsets, labels_out, chunks = [0], [], []
-    for start in range(0, len(examples), CHUNK):
-        for item in encode_examples(examples[start:start + CHUNK], tokenizer, labels, max_length):
-            chunks.append(np.asarray(item.ids, dtype=np.int32))
-            offsets.append(offsets[-1] + len(item.ids))
-            labels_out.append(item.label)
-    arrays = {"ids": np.concatenate(chunks) if chunks else np.zeros(0, np.int32), "offsets": np.asarray(offsets, np.int64),
-              "labels": np.asarray(labels_out, np.int16), "langs": np.asarray([lang_of[e.lang] for e in examples], np.int16),
-              "id_index": np.asarray([id_of[e.id] for e in examples], np.int64)}
+    """The arrays of an entry, tokenized CHUNK texts at a time as `examples` come (a language's
+    are read from its file as they are tokenized): the process holds one chunk's examples, and
+    of the texts before it only a few numbers each and the table of their ids. Each chunk's token
+    ids go to a file as they are made, which becomes ids.npy when the last is written."""
+    lang_of, id_of, tokens = {}, {}, 0
+    parts = {"offsets": [np.zeros(1, np.int64)], "labels": [np.zeros(0, np.int16)], "langs": [np.zeros(0, np.int16)],
+             "id_index": [np.zeros(0, np.int64)]}  # each array's pieces, the first giving its type
+    with open(tmp / "ids.raw", "wb") as ids:
+        for chunk in batched(examples, CHUNK):
+            items = encode_examples(chunk, tokenizer, labels, max_length)
+            lengths = np.asarray([len(item.ids) for item in items], np.int64)
+            np.asarray([t for item in items for t in item.ids], np.int32).tofile(ids)
+            parts["offsets"].append(tokens + np.cumsum(lengths))
+            tokens += int(lengths.sum())
+            parts["labels"].append(np.asarray([item.label for item in items], np.int16))
+            parts["langs"].append(np.asarray([lang_of.setdefault(e.lang, len(lang_of)) for e in chunk], np.int16))
+            parts["id_index"].append(np.asarray([id_of.setdefault(e.id, len(id_of)) for e in chunk], np.int64))
+    with open(tmp / "ids.npy", "wb") as f, open(tmp / "ids.raw", "rb") as raw:
+        np.lib.format.write_array_header_1_0(f, {"descr": np.dtype(np.int32).str, "fortran_order": False, "shape": (tokens,)})
+        shutil.copyfileobj(raw, f)
+    (tmp / "ids.raw").unlink()
+    arrays = {name: np.concatenate(pieces) for name, pieces in parts.items()}
+    lang_names = sorted(lang_of)  # numbered by name, as they came numbered by first use
+    arrays["langs"] = np.asarray([lang_names.index(lang) for lang in lang_of], np.int16)[arrays["langs"]]
     for name, array in arrays.items():
         np.save(tmp / f"{name}.npy", array)
-    (tmp / "tables.json").write_text(json.dumps({"langs": lang_names, "ids": example_ids}, ensure_ascii=False))
+    with open(tmp / "tables.json", "w", encoding="utf-8") as f:  # written as it is encoded, not made whole first
+        json.dump({"langs": lang_names, "ids": list(id_of)}, f, ensure_ascii=False)
+
+
+def batched(items, n):
+    """Lists of n items of an iterable, the last shorter."""
+    items = iter(items)
+    while chunk := list(itertools.islice(items, n)):
+        yield chunk
 
 
 def load(folder):
     """An entry's EncodedTexts. Its example ids are interned: the entries of a source and its
     translations share their ids, and hold one copy of each."""
-    tables = json.loads((folder / "tables.json").read_text())
+    tables = json.loads((folder / "tables.json").read_text(encoding="utf-8"))
     arrays = {name: np.load(folder / f"{name}.npy", mmap_mode="r") for name in ("ids", "offsets", "labels", "langs", "id_index")}
     return EncodedTexts(**arrays, lang_names=tables["langs"], example_ids=[sys.intern(i) for i in tables["ids"]])
 
 
 def encode(examples, tokenizer, labels, max_length, rank=0):
-    """The examples as EncodedTexts, from the entry their hash names, built by process 0 where it
-    is missing while the others wait for it."""
+    """The examples as EncodedTexts, from the entry their hash names, built where it is missing
+    by the first of the processes that see this cache folder (`sharing`) while they wait for it."""
     folder = cache_dir() / "tokens" / key(examples, tokenizer, labels, max_length)
-    if rank == 0 and not folder.is_dir():
+    if rank == sharing(folder.parent, rank)[0] and not folder.is_dir():
         build(folder, examples, tokenizer, labels, max_length)
     distributed.barrier()
     return load(folder)
 
 
-def training_texts(train, langs, tokenizer, labels, max_length, rank=0, world_size=1):
+def sharing(folder, rank=0):
+    """The ranks of the processes that see `folder` as this one does, in order: one node's where
+    each node has its own cache folder, every process's where the cache is on a shared file
+    system. Each process marks the folder with its rank, and reads whose marks it finds."""
+    if not distributed.initialized():
+        return [rank]
+    marks, problem = folder / f".processes-{distributed.gather(secrets.token_hex(8))[0]}", None  # process 0's name for this call
+    try:
+        marks.mkdir(parents=True, exist_ok=True)
+        (marks / str(rank)).touch()
+    except OSError as e:
+        problem = f"the token cache {folder} cannot be written to by process {rank} ({e.strerror or e}): set MINXLT_CACHE to a folder it can write"
+    problem = distributed.first_error(problem)  # also: every process has marked the folder
+    if problem:
+        raise InputError(problem)
+    ranks = sorted(int(mark.name) for mark in marks.iterdir() if mark.name.isdigit())
+    distributed.barrier()
+    if rank == ranks[0]:
+        shutil.rmtree(marks, ignore_errors=True)
+    return ranks
+
+
+def training_texts(train, langs, tokenizer, labels, max_length, rank=0):
     """{lang: EncodedTexts}: the training examples of `langs` (`train`: a tasks.TrainSplit). Where
     the task names a language's files, its entry is named by their bytes and found without reading
-    them; the missing entries are built by the processes in turn (process k builds every
-    world_size-th), while the others wait. Else the entry is named by the examples' hash (`encode`)."""
+    them. The missing entries are built once for each cache folder, by the processes that see it
+    (`sharing`: a node's, or every process's on a shared file system) in turn: the k-th of them
+    builds every n-th, reading its file as it tokenizes, while the others wait. Else the entry is
+    named by the examples' hash (`encode`)."""
     files = {lang: train.files(lang) for lang in langs}
     texts = {lang: encode(train[lang], tokenizer, labels, max_length, rank) for lang in langs if files[lang] is None}
     folders = {lang: cache_dir() / "tokens" / files_key(files[lang], train.reader(), lang, tokenizer, labels, max_length)
                for lang in langs if lang not in texts}
-    missing = distributed.gather([lang for lang, folder in folders.items() if not folder.is_dir()])[0]  # as process 0 found them
+    builders = sharing(cache_dir() / "tokens", rank)
+    missing = distributed.gather([lang for lang, folder in folders.items() if not folder.is_dir()])[builders[0]]  # as the first builder found them
     problem = None
-    for lang in missing[rank::world_size]:
+    for lang in missing[builders.index(rank)::len(builders)]:
         try:
-            build(folders[lang], train.read(lang), tokenizer, labels, max_length)
+            build(folders[lang], train.stream(lang), tokenizer, labels, max_length)
         except InputError as e:  # a bad file: every process stops with its message, none waits for the others
             problem = problem or str(e)
     if missing:
@@ -254,7 +300,7 @@ def training_texts(train, langs, tokenizer, labels, max_length, rank=0, world_si
         raise InputError(problems[0])
     absent = [str(folder) for folder in folders.values() if not folder.is_dir()]
     if absent:
-        raise InputError(f"token cache entries built by another process are not here: {', '.join(absent)}; every process of a "
-                         "run needs the same MINXLT_CACHE folder (a shared file system)")
+        raise InputError(f"token cache entries built by another process are not here: {', '.join(absent)}; the processes that "
+                         "share a cache folder need to see the same files in it")
     texts.update({lang: load(folder) for lang, folder in folders.items()})
     return {lang: texts[lang] for lang in langs}
