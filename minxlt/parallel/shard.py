@@ -279,7 +279,7 @@ def agreed_staging():
     """DCP's staging for an asynchronous save (a copy of this process's shards in host memory),
     agreed on by every process before any starts writing: where it fails on one (host memory
     full), every process raises StagingFailed with that failure, rather than wait for it in the
-    write's collectives until they time out. (torch >= 2.9, checked by flags.check_async_checkpoint.)"""
+    write's collectives until they time out. (torch >= 2.9: flags.staging_available.)"""
     from torch.distributed.checkpoint.staging import DefaultStager, StagingOptions
 
     class AgreedStaging(DefaultStager):

@@ -77,8 +77,7 @@ class TrainSplit(Mapping):
         """{id: (label, where it was read)} of the source's examples, what a target's are checked
         against, read once (the source's examples themselves are not kept)."""
         if self.table is None:
-            examples = self.examples.get(self.source) or self.stream(self.source)
-            self.table = {e.id: (e.label, e.where or e.lang) for e in examples}
+            self.table = label_table(self.examples.get(self.source) or self.stream(self.source))
         return self.table
 
     def file(self, lang):
@@ -111,12 +110,16 @@ def pair_by_id(sources, targets, path, strict=False):
     """{id: (source, [its translations])}: a target language's training examples (read from
     `path`) paired with the source's by id, as Pairing pairs them."""
     by_id = {e.id: (e, []) for e in sources}
-    pairing = Pairing({e.id: (e.label, e.where or e.lang) for e in sources}, path, strict)
+    pairing = Pairing(label_table(sources), path, strict)
     for t in targets:
         if pairing.keep(t):
             by_id[t.id][1].append(t)
     pairing.finish(len(targets))
     return by_id
+
+def label_table(sources):
+    """{id: (label, where it was read)} of the source's examples: what Pairing checks a target's against."""
+    return {e.id: (e.label, e.where or e.lang) for e in sources}
 
 class Pairing:
     """A target language's training examples (read from `path`) paired with the source's by id,
@@ -273,7 +276,8 @@ class Counts:
         self.examples += 1
         if not e.labelled:
             self.unlabelled += 1
-            self.first_unlabelled = e.id if self.first_unlabelled is None else self.first_unlabelled
+            if self.first_unlabelled is None:
+                self.first_unlabelled = e.id
 
     def check(self, name, split, lang, source, file):
         where = f"(read from {file})"
