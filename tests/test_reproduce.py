@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import reproduce
+from minxlt.experiments import jobs, report, spec
 from minxlt.errors import InputError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -20,7 +21,7 @@ STEPS = ["--max-steps", "4", "--eval-every", "2", "--batch-size", "8", "--no-ali
 
 
 def experiment_file(folder, model, **changes):
-    spec = {
+    written = {
         "title": "tiny", "task": "demo", "model": str(model), "metric": "accuracy", "seeds": [0, 1], "flags": STEPS,
         "paper": {"table": "Nobody's Table 1", "average": "all"},
         "runs": [
@@ -30,9 +31,9 @@ def experiment_file(folder, model, **changes):
             {"name": "broken", "method": "zero-shot", "test_input": "text", "flags": ["--max-length", "9999"]},
         ],
     }
-    spec.update(changes)
+    written.update(changes)
     path = folder / "tiny.json"
-    path.write_text(json.dumps(spec))
+    path.write_text(json.dumps(written))
     return path
 
 
@@ -42,13 +43,13 @@ def finished(tmp_path_factory, tiny_model_dir):
     run: a checkpoint, no results); also that run uninterrupted, elsewhere, to compare."""
     folder = tmp_path_factory.mktemp("reproduce")
     path, out = experiment_file(folder, tiny_model_dir), folder / "runs"
-    experiment = reproduce.load_experiment(path)
-    job = next(j for j in reproduce.jobs(experiment, out) if j.label == "xeroalign seed 1")
-    argv = reproduce.command(job, experiment, 1, {})
+    experiment = spec.load_experiment(path)
+    job = next(j for j in jobs.jobs(experiment, out) if j.label == "xeroalign seed 1")
+    argv = jobs.command(job, experiment, 1, {})
     job.log.parent.mkdir(parents=True)
-    job.record_file.write_text(json.dumps(reproduce.record(job, experiment, {})))  # as reproduce.py launches it
+    job.record_file.write_text(json.dumps(jobs.record(job, experiment, {})))  # as reproduce.py launches it
     subprocess.run(argv + ["--stop-at", "2"], check=True, capture_output=True)
-    assert reproduce.state(job) == "interrupted"
+    assert jobs.state(job) == "interrupted"
     whole = folder / "whole"
     subprocess.run([a if a != str(job.folder) else str(whole) for a in argv], check=True, capture_output=True)
     with pytest.raises(SystemExit) as exit:
@@ -62,7 +63,7 @@ def test_a_failing_run_is_named_with_its_log_and_the_others_finish(finished):
     assert "--max-length 9999 does not fit the model's" in message  # the log's last lines
     for name in ("zero-shot", "xeroalign", "translate-test"):
         for seed in (0, 1):
-            assert reproduce.state(reproduce.Job(reproduce.Run(name, "", "", evaluate=name == "translate-test" or None),
+            assert jobs.state(jobs.Job(spec.Run(name, "", "", evaluate=name == "translate-test" or None),
                                                  seed, out / f"{name}-seed{seed}", out)) == "done"
     table = (out / "table.md").read_text()
     assert "broken (0 of 2 seeds; missing: seed 0, 1)" in table and "| missing |" in table
@@ -102,19 +103,19 @@ def scores(out, name, seed, metric="accuracy"):
 
 def test_the_table_is_numpys_mean_and_sample_std(finished):
     path, out, _, _ = finished
-    experiment = reproduce.load_experiment(path)
+    experiment = spec.load_experiment(path)
     rows = list(csv.DictReader((out / "table.csv").open()))
     checked = 0
     for name in ("zero-shot", "xeroalign", "translate-test"):
         per_seed = [scores(out, name, seed) for seed in (0, 1)]
-        columns = {c.run.name: c for c in reproduce.read_scores(experiment, out)}
+        columns = {c.run.name: c for c in report.read_scores(experiment, out)}
         targets = [[v for lang, v in s.items() if lang != "en"] for s in per_seed]
         expected = {lang: [s[lang] for s in per_seed] for lang in per_seed[0]}
         expected["target average"] = [np.mean(t) for t in targets]
         expected["average, as the paper's"] = [np.mean([s[lang] for lang in ("en", "de")]) if name == "zero-shot" else np.mean(list(s.values()))
                                                for s in per_seed]
         for key, values in expected.items():
-            mean, std, n = reproduce.cell(columns[name], key)
+            mean, std, n = report.cell(columns[name], key)
             assert n == 2 and mean == pytest.approx(np.mean(values), abs=1e-9) and std == pytest.approx(np.std(values, ddof=1), abs=1e-9)
             row = next(r for r in rows if r["run"] == name and r["language"] == key)
             assert float(row["mean"]) == pytest.approx(np.mean(values), abs=0.006) and row["seeds"] == "2"
@@ -137,13 +138,13 @@ def test_a_missing_seed_is_named_and_never_averaged_over(finished, tmp_path):
     reproduce.main([str(path), "--out", str(copy), "--report"])
     table = (copy / "table.md").read_text()
     assert "xeroalign (1 of 2 seeds; missing: seed 1)" in table
-    column = next(c for c in reproduce.read_scores(reproduce.load_experiment(path), copy) if c.run.name == "xeroalign")
-    assert reproduce.cell(column, "de") == (scores(copy, "xeroalign", 0)["de"], None, 1)
+    column = next(c for c in report.read_scores(spec.load_experiment(path), copy) if c.run.name == "xeroalign")
+    assert report.cell(column, "de") == (scores(copy, "xeroalign", 0)["de"], None, 1)
 
 
 def bad(tmp_path, tiny_model_dir, **changes):
     with pytest.raises(InputError) as e:
-        reproduce.load_experiment(experiment_file(tmp_path, tiny_model_dir, **changes))
+        spec.load_experiment(experiment_file(tmp_path, tiny_model_dir, **changes))
     return str(e.value)
 
 
@@ -155,12 +156,12 @@ def test_bad_experiment_files_are_refused_naming_file_and_field(tmp_path, tiny_m
     where = str(tmp_path / "tiny.json")
     message = bad(tmp_path, tiny_model_dir, runs=runs_with({"name": "x", "method": "fliter", "test_input": "text"}))
     assert message.startswith(f"{where}: runs[1].method: unknown method 'fliter'") and "\n" not in message
-    spec = experiment_file(tmp_path, tiny_model_dir)
-    broken = json.loads(spec.read_text())
+    written = experiment_file(tmp_path, tiny_model_dir)
+    broken = json.loads(written.read_text())
     del broken["seeds"]
-    spec.write_text(json.dumps(broken))
+    written.write_text(json.dumps(broken))
     with pytest.raises(InputError, match=r"tiny.json: seeds: missing$"):
-        reproduce.load_experiment(spec)
+        spec.load_experiment(written)
     assert bad(tmp_path, tiny_model_dir, runs=runs_with({"name": "x", "test_input": "text"})) == f"{where}: runs[1].method: missing"
     message = bad(tmp_path, tiny_model_dir, runs=runs_with({"name": "x", "method": "zero-shot", "test_input": "text", "seed": 3}))
     assert message.startswith(f"{where}: runs[1].seed: unknown field")
@@ -174,16 +175,16 @@ def test_bad_experiment_files_are_refused_naming_file_and_field(tmp_path, tiny_m
     assert "seeds: a list of distinct integers" in bad(tmp_path, tiny_model_dir, seeds=[1, 1])
     assert "runs[1].test_input: --method xeroalign predicts from text, not oracle" in bad(tmp_path, tiny_model_dir, runs=runs_with(
         {"name": "x", "method": "xeroalign", "test_input": "oracle"}))
-    spec.write_text('{"title": "x",\n "task": }')
+    written.write_text('{"title": "x",\n "task": }')
     with pytest.raises(InputError, match=r"tiny.json:2: not JSON"):
-        reproduce.load_experiment(spec)
+        spec.load_experiment(written)
 
 
 def test_a_language_the_data_lacks_is_refused(tmp_path, tiny_model_dir):
-    experiment = reproduce.load_experiment(experiment_file(tmp_path, tiny_model_dir, runs=runs_with(
+    experiment = spec.load_experiment(experiment_file(tmp_path, tiny_model_dir, runs=runs_with(
         {"name": "x", "method": "zero-shot", "test_input": "text", "paper": {"en": 90, "xx": 50.0}})))
     with pytest.raises(InputError, match=r"tiny.json: runs\[1\].paper.xx: task demo has no language 'xx' \(it has de, en"):
-        reproduce.check_languages(experiment)
+        spec.check_languages(experiment)
 
 
 SHARED = ROOT.parent / "shared" / "data" / "sib200"
@@ -191,7 +192,7 @@ SHARED = ROOT.parent / "shared" / "data" / "sib200"
 
 @pytest.mark.parametrize("path", sorted((ROOT / "experiments").glob("*.json")), ids=lambda p: p.name)
 def test_every_experiment_file_loads_and_lists_its_runs(path, capsys, tmp_path):
-    experiment = reproduce.load_experiment(path)
+    experiment = spec.load_experiment(path)
     assert experiment.runs and experiment.seeds
     if experiment.paper:
         assert any(run.paper for run in experiment.runs) and "Table" in experiment.paper["table"]
@@ -203,8 +204,8 @@ def test_every_experiment_file_loads_and_lists_its_runs(path, capsys, tmp_path):
 
 @pytest.mark.skipif(not SHARED.is_dir(), reason="needs ../shared/data/sib200 (a sample of SIB-200)")
 def test_the_sib200_file_reads_the_languages_of_its_data_folder():
-    experiment = reproduce.load_experiment(ROOT / "experiments" / "sib-200.json", str(SHARED))
-    reproduce.check_languages(experiment)  # no language named in the file: the folder's are the table's
+    experiment = spec.load_experiment(ROOT / "experiments" / "sib-200.json", str(SHARED))
+    spec.check_languages(experiment)  # no language named in the file: the folder's are the table's
     assert not any(run.paper for run in experiment.runs)
 
 
@@ -217,12 +218,12 @@ def test_a_run_reads_another_runs_model_of_the_same_seed(tmp_path, tiny_model_di
     runs = [{"name": "filter", "method": "filter", "test_input": "oracle"},
             {"name": "filter-st", "method": "filter", "test_input": "oracle", "flags": ["--teacher", "{filter}"],
              "paper_table": "Nobody's Table 2", "paper_row": "+ ST", "paper": {"average": 80.0}}]
-    experiment = reproduce.load_experiment(experiment_file(tmp_path, tiny_model_dir, runs=runs))
-    todo = reproduce.jobs(experiment, tmp_path / "out")
+    experiment = spec.load_experiment(experiment_file(tmp_path, tiny_model_dir, runs=runs))
+    todo = jobs.jobs(experiment, tmp_path / "out")
     student = next(j for j in todo if j.label == "filter-st seed 1")
-    argv = reproduce.command(student, experiment, 1, {})
+    argv = jobs.command(student, experiment, 1, {})
     assert argv[argv.index("--teacher") + 1] == str(tmp_path / "out" / "filter-seed1" / "best") and student.run.needs == ["filter"]
-    assert "filter-st: (the paper's numbers: Nobody's Table 2, '+ ST')" in reproduce.markdown(experiment, reproduce.read_scores(experiment, tmp_path / "out"))
+    assert "filter-st: (the paper's numbers: Nobody's Table 2, '+ ST')" in report.markdown(experiment, report.read_scores(experiment, tmp_path / "out"))
     runs[1]["flags"] = ["--teacher", "{filtre}"]
     assert "runs[1].flags: {filtre} is not the name of a trained run before it (filter)" in bad(tmp_path, tiny_model_dir, runs=runs)
 
@@ -235,10 +236,10 @@ def test_flags_that_would_make_seeds_or_columns_share_a_setting_are_refused(tmp_
     assert "--split: an evaluation takes only" in bad(tmp_path, tiny_model_dir, runs=runs_with(
         {"name": "tt", "evaluate": "zero-shot", "method": "translate-test", "test_input": "oracle", "flags": ["--split", "dev"]}))
     for given in (["--source-lang", "de"], ["--source-lang=de"]):
-        assert reproduce.load_experiment(experiment_file(tmp_path, tiny_model_dir, flags=STEPS + given)).source == "de"
+        assert spec.load_experiment(experiment_file(tmp_path, tiny_model_dir, flags=STEPS + given)).source == "de"
     runs = runs_with({"name": "tt", "evaluate": "zero-shot", "method": "translate-test", "test_input": "translation",
                       "flags": ["--test-translations", "tt/test-{lang}-en.tsv"]})  # a path's {lang} is no run
-    assert reproduce.load_experiment(experiment_file(tmp_path, tiny_model_dir, runs=runs)).runs[1].needs == ["zero-shot"]
+    assert spec.load_experiment(experiment_file(tmp_path, tiny_model_dir, runs=runs)).runs[1].needs == ["zero-shot"]
 
 
 def with_settings(tmp_path, tiny_model_dir, settings, run_settings=None, flags=STEPS):
@@ -268,15 +269,15 @@ def test_every_stated_setting_is_checked_against_the_runs_flags(tmp_path, tiny_m
         else:
             path = with_settings(tmp_path, tiny_model_dir, settings)
         with pytest.raises(InputError, match=re.escape(message)):
-            reproduce.load_experiment(path)
+            spec.load_experiment(path)
     with pytest.raises(InputError, match=r"settings.lr.paper_where: missing: where the paper gives 0.0001"):
-        reproduce.load_experiment(with_settings(tmp_path, tiny_model_dir, {"lr": {"paper": 1e-4, "run": 1e-4}}, flags=STEPS + ["--lr", "1e-4"]))
+        spec.load_experiment(with_settings(tmp_path, tiny_model_dir, {"lr": {"paper": 1e-4, "run": 1e-4}}, flags=STEPS + ["--lr", "1e-4"]))
 
 
 def test_every_paper_file_states_the_settings_that_decide_a_run():
     needed = {"lr", "batch_size", "max_length", "warmup", "weight_decay", "select_on", "seeds", "optimizer", "schedule"}
     for path in sorted((ROOT / "experiments").glob("*.json")):
-        experiment = reproduce.load_experiment(path)  # every stated setting checked (audit)
+        experiment = spec.load_experiment(path)  # every stated setting checked (audit)
         if path.stem == "sib-200":
             continue
         for run in experiment.runs:
@@ -288,56 +289,56 @@ def test_every_paper_file_states_the_settings_that_decide_a_run():
 
 def test_a_run_made_otherwise_is_changed_not_counted_and_run_again_on_request(finished, tmp_path, capsys):
     path, out, _, _ = finished
-    spec = json.loads(path.read_text())
-    spec["runs"] = [dict(r, flags=["--lr", "1e-3"]) if r["name"] == "zero-shot" else r for r in spec["runs"] if r["name"] != "broken"]
+    written = json.loads(path.read_text())
+    written["runs"] = [dict(r, flags=["--lr", "1e-3"]) if r["name"] == "zero-shot" else r for r in written["runs"] if r["name"] != "broken"]
     changed = tmp_path / "tiny.json"
-    changed.write_text(json.dumps(spec))
+    changed.write_text(json.dumps(written))
     copy = tmp_path / "runs"
     shutil.copytree(out, copy)
-    experiment = reproduce.load_experiment(changed)
-    by_name = {(j.run.name, j.seed): j for j in reproduce.jobs(experiment, copy)}
-    assert [reproduce.status(by_name["zero-shot", s], experiment, by_name) for s in (0, 1)] == ["changed"] * 2
-    assert reproduce.status(by_name["xeroalign", 0], experiment, by_name) == "done"
+    experiment = spec.load_experiment(changed)
+    by_name = {(j.run.name, j.seed): j for j in jobs.jobs(experiment, copy)}
+    assert [jobs.status(by_name["zero-shot", s], experiment, by_name) for s in (0, 1)] == ["changed"] * 2
+    assert jobs.status(by_name["xeroalign", 0], experiment, by_name) == "done"
     reproduce.main([str(changed), "--out", str(copy), "--dry-run"])
     assert capsys.readouterr().out.count("(changed: not counted; --rerun-changed runs it again)") == 2
     with pytest.raises(SystemExit, match="2 run\\(s\\) did not finish"):
         reproduce.main([str(changed), "--out", str(copy)])  # nothing runs again unasked
     assert "zero-shot (0 of 2 seeds; changed, not counted: seed 0, 1)" in (copy / "table.md").read_text()
-    before = {s: reproduce.fingerprint(by_name["zero-shot", s].best) for s in (0, 1)}
+    before = {s: jobs.fingerprint(by_name["zero-shot", s].best) for s in (0, 1)}
     reproduce.main([str(changed), "--out", str(copy), "--rerun-changed"])
     table = (copy / "table.md").read_text()
     assert "zero-shot (2 seeds)" in table and "translate-test (2 seeds)" in table and "changed" not in table
-    assert all(reproduce.fingerprint(by_name["zero-shot", s].best) != before[s] for s in (0, 1))
+    assert all(jobs.fingerprint(by_name["zero-shot", s].best) != before[s] for s in (0, 1))
     log = (copy / "logs" / "translate-test-seed0.log").read_text()
     assert log.count("$ ") == 2  # the evaluation of the retrained model, run again: its model changed
     assert "lr 0.001" in table  # the settings as the run resolved them
 
 
 def test_a_difference_over_fewer_seeds_is_marked_and_another_models_row_has_none(tmp_path, tiny_model_dir):
-    experiment = reproduce.load_experiment(experiment_file(tmp_path, tiny_model_dir, runs=[
+    experiment = spec.load_experiment(experiment_file(tmp_path, tiny_model_dir, runs=[
         {"name": "zero-shot", "method": "zero-shot", "test_input": "text", "paper": {"de": 80.0}},
         {"name": "other", "method": "zero-shot", "test_input": "text", "paper": {"de": 70.0}, "paper_model": "Their own model"}]))
-    columns = [reproduce.Column(experiment.runs[0], [0], [1], {"de": {0: 81.0}}),
-               reproduce.Column(experiment.runs[1], [0, 1], [], {"de": {0: 75.0, 1: 77.0}})]
-    table = reproduce.markdown(experiment, columns)
+    columns = [report.Column(experiment.runs[0], [0], [1], {"de": {0: 81.0}}),
+               report.Column(experiment.runs[1], [0, 1], [], {"de": {0: 75.0, 1: 77.0}})]
+    table = report.markdown(experiment, columns)
     assert "| de | 81.0 | 80.0 | +1.0 (1 of 2 seeds) | 76.0 ± 1.4 | 70.0 |" in table
     assert "other (2 seeds) | paper (another model) |" in table and "The paper's row is of another model: Their own model." in table
-    assert ",other,zero-shot,de,2,76.00,1.41,70.0,," in reproduce.csv_text(experiment, columns)
+    assert ",other,zero-shot,de,2,76.00,1.41,70.0,," in report.csv_text(experiment, columns)
 
 
 def test_a_cotraining_run_is_run_by_cotrain_py(tmp_path, tiny_model_dir):
     runs = [{"name": "self-training", "cotrain": True, "test_input": "text", "flags": ["--self-training", "--threshold", "0.5"],
              "settings": {"threshold": {"paper": None, "run": 0.5, "departure": "the demo's"}}},
             {"name": "adapted", "cotrain": True, "test_input": "text", "flags": ["--lm-method", "contrastive"]}]
-    experiment = reproduce.load_experiment(experiment_file(tmp_path, tiny_model_dir, runs=runs))
+    experiment = spec.load_experiment(experiment_file(tmp_path, tiny_model_dir, runs=runs))
     assert [run.method for run in experiment.runs] == ["zero-shot", "contrastive"]
-    job = reproduce.jobs(experiment, tmp_path / "out")[0]
-    argv = reproduce.command(job, experiment, 1, {})
+    job = jobs.jobs(experiment, tmp_path / "out")[0]
+    argv = jobs.command(job, experiment, 1, {})
     assert argv[argv.index("--nproc-per-node") + 2].endswith("cotrain.py") and "--method" not in argv and "--self-training" in argv
-    assert reproduce.state(job) == "new"
+    assert jobs.state(job) == "new"
     job.folder.mkdir(parents=True)
     (job.folder / "pool.jsonl").write_text("")
-    assert reproduce.state(job) == "interrupted" and "--resume" in reproduce.command(job, experiment, 1, {})
+    assert jobs.state(job) == "interrupted" and "--resume" in jobs.command(job, experiment, 1, {})
     assert job.best == job.folder / "final" / "lm" / "best"
     message = bad(tmp_path, tiny_model_dir, runs=runs_with({"name": "x", "cotrain": True, "test_input": "text", "flags": ["--threshold", "2"]}))
     assert "runs[1].flags: cotrain.py refuses them: argument --threshold" in message

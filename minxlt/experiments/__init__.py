@@ -1,0 +1,1 @@
+"""reproduce.py's machinery: an experiment file read and checked (spec.py), its jobs run (jobs.py), its table (report.py)."""

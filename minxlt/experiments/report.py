@@ -1,0 +1,213 @@
+"""The table of an experiment: per language and for the target average, the mean ± sample
+standard deviation over the seeds whose runs finished as the file asks, beside the paper's numbers
+(OUT/table.md, table.csv, table.png).
+"""
+import csv
+import io
+import json
+import math
+import statistics
+from dataclasses import dataclass, field
+
+from methods import TEST_INPUTS
+from minxlt import tasks
+from minxlt.experiments.jobs import jobs, status
+from minxlt.experiments.spec import Run
+from minxlt.run import cli
+
+
+@dataclass
+class Column:
+    """A run's scores: {language or "target average": [score per finished seed]}, in percent."""
+    run: Run
+    seeds: list      # the seeds whose runs finished as the file asks
+    missing: list    # the seeds whose runs did not
+    scores: dict
+    changed: list = field(default_factory=list)  # the seeds whose results were made otherwise (status(): not counted)
+    settings: dict = field(default_factory=dict)  # the resolved settings its first counted seed recorded (results.json)
+
+
+def read_scores(experiment, out):
+    """A Column per run, from the results of its finished seeds; results made otherwise than the
+    file asks now (status(): changed) are named, not counted."""
+    columns, source = [], experiment.source
+    by_name = {(job.run.name, job.seed): job for job in jobs(experiment, out)}
+    for run in experiment.runs:
+        seeds, missing, scores, changed, settings = [], [], {}, [], {}
+        for seed in experiment.seeds:
+            job = by_name[run.name, seed]
+            try:
+                results = json.loads(job.results.read_text(encoding="utf-8"))
+            except (OSError, json.JSONDecodeError):
+                missing.append(seed)
+                continue
+            if status(job, experiment, by_name) == "changed":
+                changed.append(seed)
+                continue
+            settings = settings or results.get("settings") or {}
+            per_lang = {lang: 100 * row[experiment.metric] for lang, row in results.items()
+                        if isinstance(row, dict) and "n" in row and experiment.metric in row}
+            if not per_lang:
+                raise tasks.InputError(f"{job.results}: no {experiment.metric!r} score (the file's metric); its scores: "
+                                       + ", ".join(sorted({k for row in results.values() if isinstance(row, dict) for k in row} - {"n"})))
+            seeds.append(seed)
+            targets = [score for lang, score in per_lang.items() if lang != source]
+            averages = {"target average": sum(targets) / len(targets)} if targets else {}
+            if experiment.paper.get("average"):
+                kept = [lang for lang in run.paper if lang != "average"] or list(per_lang)
+                if experiment.paper["average"] == "targets":
+                    kept = [lang for lang in kept if lang != source]
+                if all(lang in per_lang for lang in kept):
+                    averages["average, as the paper's"] = sum(per_lang[lang] for lang in kept) / len(kept)
+            for key, score in {**per_lang, **averages}.items():
+                scores.setdefault(key, {})[seed] = score
+        columns.append(Column(run, seeds, missing, scores, changed, settings))
+    return columns
+
+
+def mean_std(values):
+    """(mean, sample standard deviation, or None for one value)."""
+    return statistics.mean(values), statistics.stdev(values) if len(values) > 1 else None
+
+
+def cell(column, key):
+    """(mean, std, n) over the column's seeds, or None where a finished seed lacks the key."""
+    values = column.scores.get(key, {})
+    if not column.seeds or len(values) < len(column.seeds):
+        return None
+    mean, std = mean_std([values[seed] for seed in column.seeds])
+    return mean, std, len(column.seeds)
+
+
+def rows_of(experiment, columns):
+    keys = list(dict.fromkeys(key for c in columns for key in c.scores if key not in ("target average", "average, as the paper's")))
+    keys.sort(key=lambda key: key != experiment.source)
+    return keys + [key for key in ("target average", "average, as the paper's") if any(key in c.scores for c in columns)]
+
+
+def header(column, total):
+    run, n = column.run, len(column.seeds)
+    seeds = f"{n} seed{'s' * (n != 1)}" if n == total else f"{n} of {total} seeds"
+    seeds += f"; missing: seed {', '.join(map(str, column.missing))}" if column.missing else ""
+    seeds += f"; changed, not counted: seed {', '.join(map(str, column.changed))}" if column.changed else ""
+    return f"{run.name} ({seeds})"
+
+
+SHOWN = ("lr", "batch_size", "epochs", "max_steps", "max_length", "warmup", "weight_decay", "select_on")  # where the file states none
+
+
+def settings_line(experiment, column):
+    """The settings a run's results were made with, as train.py resolved them (presets, defaults, --epochs as steps)."""
+    if column.run.evaluate:
+        return f"the {column.run.evaluate} model's"
+    names = [n for n in dict.fromkeys([*experiment.settings, *column.run.settings, *SHOWN]) if n in column.settings]
+    return ", ".join(f"{name} {column.settings[name]}" for name in names) or "none recorded"
+
+
+def paper_value(run, key):
+    return run.paper.get("average" if key == "average, as the paper's" else key)
+
+
+def markdown(experiment, columns, failed=None):
+    """The table in markdown: a section per test input, a row per language and average."""
+    lines = [f"# {experiment.title}", ""] + ([experiment.about, ""] if experiment.about else [])
+    total = len(experiment.seeds)
+    lines += [f"Task {experiment.task} ({experiment.data}), model {experiment.model or 'the bundled default'}, "
+              f"seeds {', '.join(map(str, experiment.seeds))}, {experiment.metric} in percent: mean ± sample standard "
+              "deviation over the seeds in each column's header. Settings as each run resolved them (results.json):", ""]
+    lines += [f"- {c.run.name}: {settings_line(experiment, c)}" for c in columns if c.settings or c.run.evaluate]
+    if experiment.paper.get("table"):
+        lines += ["", f"Paper: {experiment.paper['table']}; Δ is ours minus the paper's, with the seeds it averages where "
+                      f"fewer than {total}. The paper's average is over "
+                      f"{'all its languages' if experiment.paper['average'] == 'all' else 'its target languages'}. A row "
+                      "of another model than ours is shown with no Δ."]
+    keys = rows_of(experiment, columns)
+    for test_input in dict.fromkeys(c.run.test_input for c in columns):
+        group = [c for c in columns if c.run.test_input == test_input]
+        names = []
+        for c in group:
+            names.append(header(c, total))
+            names += (["paper (another model)"] if c.run.paper_model else ["paper", "Δ"]) if c.run.paper else []
+        lines += ["", f"**Each prediction sees {TEST_INPUTS[test_input]}.**", "",
+                  "| language | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
+        for key in keys:
+            cells = []
+            for c in group:
+                value = cell(c, key)
+                cells.append("missing" if value is None else f"{value[0]:.1f}" + (f" ± {value[1]:.1f}" if value[1] is not None else ""))
+                if c.run.paper:
+                    paper = paper_value(c.run, key)
+                    cells.append("" if paper is None else f"{paper:.1f}")
+                    if not c.run.paper_model:
+                        cells.append("" if paper is None or value is None else f"{value[0] - paper:+.1f}"
+                                     + (f" ({value[2]} of {total} seeds)" if value[2] < total else ""))
+            label = f"{key} (source)" if key == experiment.source else key
+            lines.append(f"| {label} | " + " | ".join(cells) + " |")
+        notes = [f"{c.run.name}: " + " ".join(filter(None, [c.run.note, c.run.paper_table and f"(the paper's numbers: "
+                                                             f"{c.run.paper_table}{', ' + repr(c.run.paper_row) if c.run.paper_row else ''})",
+                                                             c.run.paper_model and f"The paper's row is of another model: {c.run.paper_model}."]))
+                 for c in group if c.run.note or c.run.paper_table or c.run.paper_model]
+        lines += [""] + [f"- {note}" for note in notes] if notes else []
+    if failed:
+        lines += ["", "Runs that did not finish: " + "; ".join(f"{label} ({why.splitlines()[0]})" for label, why in failed.items()) + "."]
+    return "\n".join(lines) + "\n"
+
+
+def csv_text(experiment, columns):
+    """One line per (run, language): the seeds, mean, std, the paper's number and the difference."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(["test_input", "run", "method", "language", "seeds", "mean", "std", "paper", "difference", "scores"])
+    for c in columns:
+        for key in rows_of(experiment, columns):
+            value, paper = cell(c, key), paper_value(c.run, key)
+            mean, std, n = value if value else ("", "", len(c.scores.get(key, {})))
+            writer.writerow([c.run.test_input, c.run.name, c.run.method, key, n, "" if mean == "" else f"{mean:.2f}",
+                             "" if std in ("", None) else f"{std:.2f}", "" if paper is None else paper,
+                             "" if paper is None or mean == "" or c.run.paper_model else f"{mean - paper:.2f}",
+                             " ".join(f"{seed}:{score:.2f}" for seed, score in c.scores.get(key, {}).items())])
+    return buffer.getvalue()
+
+
+def plot(experiment, columns, path):
+    """Bars per language (mean over seeds, the standard deviation as error bars), the paper's value
+    marked; False where matplotlib is missing (an optional dependency)."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    keys = [key for key in rows_of(experiment, columns) if key != "average, as the paper's"]
+    drawn = [c for c in columns if c.seeds]
+    figure, axes = plt.subplots(figsize=(min(24, max(7, 0.5 * len(keys) * max(1, len(drawn) / 2))), 6))
+    width = 0.8 / max(1, len(drawn))
+    for i, c in enumerate(drawn):
+        x = [k + i * width for k in range(len(keys))]
+        values = [cell(c, key) for key in keys]
+        axes.bar(x, [v[0] if v else math.nan for v in values], width, yerr=[v[1] or 0 if v else 0 for v in values],
+                 capsize=2, label=header(c, len(experiment.seeds)))
+        papers = [None if key == "target average" else paper_value(c.run, key) for key in keys]  # the paper's average is another row
+        if any(p is not None for p in papers):
+            axes.scatter(x, [math.nan if p is None else p for p in papers], marker="_", s=120, color="black", zorder=3,
+                         label="paper" if i == min(j for j, d in enumerate(drawn) if d.run.paper) else None)
+    axes.set_xticks([k + 0.4 - width / 2 for k in range(len(keys))], keys, rotation=60 if len(keys) > 8 else 0, ha="right")
+    axes.set_ylabel(f"test {experiment.metric} (%)")
+    axes.set_title(experiment.title, fontsize="medium")
+    axes.legend(fontsize="small")
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+    return True
+
+
+def report(experiment, out, failed=None):
+    """Write OUT/table.md, table.csv and table.png; print the markdown."""
+    columns = read_scores(experiment, out)
+    out.mkdir(parents=True, exist_ok=True)
+    table = markdown(experiment, columns, failed)
+    cli.write_text(out / "table.md", table)
+    cli.write_text(out / "table.csv", csv_text(experiment, columns))
+    drew = plot(experiment, columns, out / "table.png")
+    print(table)
+    print(f"written to {out}/table.md and table.csv" + (", table.png" if drew else "; no plot: pip install matplotlib for table.png"))

@@ -1,0 +1,354 @@
+"""An experiment file (experiments/*.json): read, checked field by field, and every setting it
+states audited against what its runs' flags resolve to (audit), before anything runs. A file is
+refused with one line naming the file and the field that is wrong.
+"""
+import io
+import json
+import math
+import re
+from contextlib import redirect_stderr
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from methods import TEST_INPUTS
+from minxlt import tasks
+from minxlt.checkpoints import hub
+from minxlt.run import flags
+
+HERE = Path(__file__).resolve().parents[2]  # the repository, whose train.py, evaluate.py and cotrain.py the runs start
+RESERVED = {"--method", "--task", "--data", "--model", "--seed", "--out", "--test-input", "--resume", "--overwrite"}
+FIELDS = {"title", "about", "task", "data", "model", "metric", "seeds", "flags", "paper", "settings", "runs"}
+RUN_FIELDS = {"name", "method", "test_input", "flags", "evaluate", "cotrain", "paper", "paper_row", "paper_table", "paper_model",
+              "settings", "note"}
+SETTING_FIELDS = {"paper", "paper_where", "script", "script_where", "run", "departure"}
+# Settings of every run that are no flag of train.py: what it always does, and what the file itself sets.
+FIXED = {"optimizer": "AdamW", "schedule": "linear warmup, then linear decay to 0"}
+DEPTHS = {"xlm-roberta-base": 12, "xlm-roberta-large": 24, "xlm-roberta-xl": 36, "xlm-roberta-xxl": 48}  # hub names' layers
+MODEL_OF = re.compile(r"\{(?!lang\})([a-z0-9][a-z0-9_.-]*)\}")  # "{filter}" in a run's flags: run filter's best model, same seed ({lang} is a path's)
+PER_RUN = {"--teacher-cache": "a file each run writes for itself", "--source-lang": "the experiment's, in its top-level flags"}
+EVALUATE_FLAGS = {"--test-translations", "--batch-size", "--max-length"}  # what an "evaluate" run may add
+
+
+@dataclass
+class Run:
+    """One row of the table: a method trained (or, with `evaluate`, another run's model tested)."""
+    name: str
+    method: str
+    test_input: str
+    flags: list = field(default_factory=list)
+    evaluate: str | None = None
+    paper: dict = field(default_factory=dict)
+    paper_row: str | None = None
+    paper_table: str | None = None
+    note: str | None = None
+    cotrain: bool = False          # a run of cotrain.py (co-training, self-training), not of train.py
+    paper_model: str | None = None  # the paper's row is of another model (named here): its numbers are shown, no difference
+    settings: dict = field(default_factory=dict)  # {setting: Setting}: the paper's, its authors' script's and the run's values
+
+    @property
+    def needs(self):
+        """The runs whose best model (of the same seed) this one reads: the one it evaluates, and
+        those its flags name as {run} (FILTER's self-teaching: --teacher {filter})."""
+        return ([self.evaluate] if self.evaluate else []) + [name for flag in self.flags for name in MODEL_OF.findall(flag)]
+
+
+@dataclass
+class Experiment:
+    path: Path
+    title: str
+    task: str
+    data: str | None
+    model: str | None
+    metric: str
+    seeds: list
+    flags: list
+    runs: list
+    about: str = ""
+    paper: dict = field(default_factory=dict)
+    settings: dict = field(default_factory=dict)  # {setting: Setting} of every trained run, unless a run states its own
+
+    @property
+    def source(self):
+        """The source language: the top-level flags' --source-lang (either form), else the task's."""
+        for i, flag in enumerate(self.flags):
+            if flag.startswith("--source-lang="):
+                return flag.split("=", 1)[1]
+            if flag == "--source-lang" and i + 1 < len(self.flags):
+                return self.flags[i + 1]
+        return tasks.LAYOUTS[self.task].source
+
+
+def refuse(path, where, problem):
+    raise tasks.InputError(f"{path}: {where}: {problem}")
+
+
+def load_experiment(path, data=None):
+    """The experiment file at `path`, checked field by field (one line naming the file and field
+    where one is wrong); `data` replaces its data folder."""
+    path = Path(path)
+    try:
+        spec = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as e:
+        raise tasks.InputError(f"{path}: cannot be read ({e})") from None
+    except json.JSONDecodeError as e:
+        raise tasks.InputError(f"{path}:{e.lineno}: not JSON ({e.msg})") from None
+    if not isinstance(spec, dict):
+        refuse(path, "top level", "an object with the fields " + ", ".join(sorted(FIELDS)))
+    check_fields(path, "top level", spec, FIELDS, required=("title", "task", "metric", "seeds", "runs"))
+    if spec["task"] not in tasks.LAYOUTS:
+        refuse(path, "task", f"unknown task {spec['task']!r} (one of {', '.join(tasks.LAYOUTS)})")
+    seeds = spec["seeds"]
+    if not (isinstance(seeds, list) and seeds and all(type(s) is int for s in seeds) and len(set(seeds)) == len(seeds)):
+        refuse(path, "seeds", f"a list of distinct integers, not {seeds!r}")
+    for name in ("title", "about", "metric"):
+        if not isinstance(spec.get(name, ""), str):
+            refuse(path, name, "a string")
+    for name in ("data", "model"):
+        if spec.get(name) is not None and not isinstance(spec[name], str):
+            refuse(path, name, "a string, or null")
+    experiment = Experiment(path, spec["title"], spec["task"], data or spec.get("data"), spec.get("model"), spec["metric"], seeds,
+                            check_flags(path, "flags", spec.get("flags", [])), [], spec.get("about", ""), spec.get("paper") or {},
+                            check_settings(path, "settings", spec.get("settings", {})))
+    if not isinstance(spec["runs"], list) or not spec["runs"]:
+        refuse(path, "runs", "a non-empty list of runs")
+    for i, run in enumerate(spec["runs"]):
+        experiment.runs.append(check_run(experiment, f"runs[{i}]", run))
+    check_paper(experiment)
+    for finding in audit(experiment):
+        if finding.problem:
+            refuse(path, finding.where, finding.problem)
+    return experiment
+
+
+def check_settings(path, where, spec):
+    """{setting: {"paper", "paper_where", "script", "script_where", "run", "departure"}}, each
+    value where its source gives one (null where silent), each given value with where it is given."""
+    if not isinstance(spec, dict):
+        refuse(path, where, 'an object {"<setting>": {"paper": ..., "script": ..., "run": ..., ...}}')
+    for name, setting in spec.items():
+        if not isinstance(setting, dict):
+            refuse(path, f"{where}.{name}", "an object with the fields " + ", ".join(sorted(SETTING_FIELDS)))
+        check_fields(path, f"{where}.{name}", setting, SETTING_FIELDS, required=("run",))
+        for source in ("paper", "script"):
+            if setting.get(source) is not None and not isinstance(setting.get(f"{source}_where"), str):
+                refuse(path, f"{where}.{name}.{source}_where", f"missing: where the {source} gives {setting[source]!r}")
+        if "departure" in setting and not (isinstance(setting["departure"], str) and setting["departure"].strip()):
+            refuse(path, f"{where}.{name}.departure", "the reason, as a sentence")
+    return dict(spec)
+
+
+def check_fields(path, where, spec, known, required):
+    missing = [name for name in required if name not in spec]
+    if missing:
+        refuse(path, f"{where}.{missing[0]}" if where != "top level" else missing[0], "missing")
+    unknown = sorted(set(spec) - known)
+    if unknown:
+        refuse(path, f"{where}.{unknown[0]}" if where != "top level" else unknown[0],
+               f"unknown field (the fields are {', '.join(sorted(known))})")
+
+
+def check_flags(path, where, given):
+    if not (isinstance(given, list) and all(isinstance(flag, str) for flag in given)):
+        refuse(path, where, f"a list of strings (command-line flags), not {given!r}")
+    named = {flag.split("=", 1)[0] for flag in given}
+    reserved = sorted(RESERVED & named)
+    if reserved:
+        refuse(path, where, f"{reserved[0]} is set by reproduce.py (from the file's task, data, model, seeds and runs)")
+    shared = sorted(named & set(PER_RUN) - ({"--source-lang"} if where == "flags" else set()))
+    if shared:
+        refuse(path, where, f"{shared[0]} cannot be given here: it is {PER_RUN[shared[0]]} (every seed's run would share it)"
+               if shared[0] == "--teacher-cache" else f"{shared[0]} is {PER_RUN[shared[0]]}: every column must have the same source")
+    return list(given)
+
+
+def check_run(experiment, where, spec):
+    path, names = experiment.path, [run.name for run in experiment.runs]
+    if not isinstance(spec, dict):
+        refuse(path, where, "an object with the fields " + ", ".join(sorted(RUN_FIELDS)))
+    derived = "evaluate" in spec or spec.get("cotrain")  # the method is the evaluated run's, or co-training's --lm-method
+    check_fields(path, where, spec, RUN_FIELDS, required=("name", "test_input") if derived else ("name", "method", "test_input"))
+    name = spec["name"]
+    if not (isinstance(name, str) and re.fullmatch(r"[a-z0-9][a-z0-9_.-]*", name)):
+        refuse(path, f"{where}.name", f"{name!r} is not a folder name of lower-case letters, digits, '-', '_' and '.'")
+    if name in names:
+        refuse(path, f"{where}.name", f"{name!r} names runs[{names.index(name)}] already")
+    if spec.get("cotrain", False) not in (True, False) or (spec.get("cotrain") and "evaluate" in spec):
+        refuse(path, f"{where}.cotrain", "true for a run of cotrain.py (not with evaluate), or left out")
+    run = Run(name, spec.get("method"), spec["test_input"], check_flags(path, f"{where}.flags", spec.get("flags", [])),
+              spec.get("evaluate"), spec.get("paper") or {}, spec.get("paper_row"), spec.get("paper_table"), spec.get("note"),
+              bool(spec.get("cotrain")), spec.get("paper_model"), check_settings(path, f"{where}.settings", spec.get("settings", {})))
+    if run.cotrain:
+        run.method = cotrain_arguments(experiment, run, 0, Path("out"), where)[0].lm_method
+    trained_before = [r.name for r in experiment.runs if r.evaluate is None]
+    for needed in run.needs[1 if run.evaluate else 0:]:
+        if needed not in trained_before:
+            refuse(path, f"{where}.flags", f"{{{needed}}} is not the name of a trained run before it ({', '.join(trained_before) or 'none'})")
+    if run.evaluate is not None:
+        trained = {r.name: r for r in experiment.runs if r.evaluate is None}
+        if run.evaluate not in trained:
+            refuse(path, f"{where}.evaluate", f"{run.evaluate!r} is not the name of a trained run before it ({', '.join(trained) or 'none'})")
+        run.method = run.method or trained[run.evaluate].method
+        extra = sorted({flag.split("=", 1)[0] for flag in run.flags if flag.startswith("--")} - EVALUATE_FLAGS)
+        if extra:
+            refuse(path, f"{where}.flags", f"{extra[0]}: an evaluation takes only {', '.join(sorted(EVALUATE_FLAGS))}")
+    if run.method not in flags.METHODS:
+        refuse(path, f"{where}.method", f"unknown method {run.method!r} (one of {', '.join(flags.METHODS)})")
+    if run.test_input not in TEST_INPUTS:
+        refuse(path, f"{where}.test_input", f"{run.test_input!r} is not one of {', '.join(TEST_INPUTS)}")
+    if run.test_input not in flags.METHODS[run.method].test_inputs:
+        refuse(path, f"{where}.test_input", f"--method {run.method} predicts from "
+               f"{' or '.join(flags.METHODS[run.method].test_inputs)}, not {run.test_input}")
+    if run.evaluate is None and not run.cotrain:
+        planned_arguments(experiment, run, where)  # refused here where train.py would refuse them
+    return run
+
+
+def parsed(path, where, parse, argv, script="train.py"):
+    """parse(argv), or the file and field refused with the parser's own message."""
+    try:
+        with redirect_stderr(io.StringIO()) as errors:
+            return parse(argv)
+    except SystemExit:
+        problem = errors.getvalue().strip().splitlines()[-1].split("error: ", 1)[-1]
+        refuse(path, f"{where}.flags", f"{script} refuses them: {problem}")
+
+
+def planned_arguments(experiment, run, where):
+    """A trained run's train.py flags as they will be, with placeholders for the folders that exist only then."""
+    folder = str(HERE) if experiment.data else None  # the data folder is checked when the runs start (check_languages)
+    models = replace(run, flags=[MODEL_OF.sub(str(HERE), flag) for flag in run.flags])  # a model to be trained: a folder now
+    argv = train_arguments(replace(experiment, data=folder), models, 0, Path("out"))
+    parsed(experiment.path, where, flags.parse, argv)
+    return argv
+
+
+def cotrain_arguments(experiment, run, seed, folder, where="runs"):
+    """(co-training's own flags, the flags of its f_lm's train.py runs) of a cotrain.py run."""
+    import cotrain
+    argv = train_arguments(replace(experiment, data=str(HERE) if experiment.data else None), run, seed, folder)
+    own, rest, _ = parsed(experiment.path, where, cotrain.get_args, argv, "cotrain.py")
+    return own, rest + ["--method", own.lm_method]
+
+
+@dataclass
+class Finding:
+    """A stated setting of a trained run against what its flags resolve to (audit)."""
+    run: Run
+    name: str
+    setting: dict      # the file's paper, paper_where, script, script_where, run and departure
+    resolved: object   # what the run's flags resolve to
+    where: str         # the file's field
+    problem: str | None
+
+    @property
+    def departs(self):
+        """Whether the run's value differs from the paper's, or the script's where the paper is silent."""
+        expected = self.setting.get("paper") if self.setting.get("paper") is not None else self.setting.get("script")
+        return expected is None or not same(self.setting["run"], expected)
+
+
+def same(a, b):
+    return math.isclose(a, b, rel_tol=1e-9) if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (a, b)) else a == b
+
+
+def audit(experiment):
+    """[Finding] for every setting an experiment file states, for each trained run it applies to
+    (the file's `settings`, then the run's own): what the paper states, what its authors' script
+    uses, what the run uses. A problem where the run's flags resolve to another value than the
+    file says, where the run's value departs from the paper's (or, where the paper is silent, the
+    script's) with no departure listed, or where a departure is listed and there is none."""
+    findings = []
+    for i, run in enumerate(experiment.runs):
+        stated = {**experiment.settings, **run.settings}
+        if run.evaluate or not stated:
+            continue
+        values = resolved_settings(experiment, run, f"runs[{i}]")
+        for name, setting in stated.items():
+            where = f"runs[{i}].settings.{name}" if name in run.settings else f"settings.{name}"
+            resolved = values.get(name, KeyError)
+            findings.append(Finding(run, name, setting, resolved, where, None))
+            findings[-1].problem = setting_problem(findings[-1], run)
+    return findings
+
+
+def setting_problem(finding, run):
+    setting, resolved = finding.setting, finding.resolved
+    source = "paper" if setting.get("paper") is not None else "script"
+    if resolved is KeyError:
+        return f"{finding.name!r} is neither a setting of train.py (python train.py --help) nor one of {', '.join(FIXED)}"
+    if not same(resolved, setting["run"]):
+        return f"run {run.name} resolves it to {resolved!r}, not to the {setting['run']!r} the file says"
+    if setting.get(source) is None and "departure" not in setting:
+        return f"neither the paper nor its authors' script gives it: say why the run takes {setting['run']!r} (departure)"
+    if finding.departs and "departure" not in setting:
+        return f"the run's {setting['run']!r} departs from the {source}'s {setting[source]!r} with no departure listed"
+    if not finding.departs and "departure" in setting:
+        return f"a departure is listed, but the run takes the {source}'s {setting[source]!r}"
+    return None
+
+
+def resolved_settings(experiment, run, where):
+    """{setting: value} a trained run resolves to before any data is read (flags.planned), with
+    what every run does (FIXED), the model, the number of seeds and the test input; for a
+    co-training run, its f_lm's settings and co-training's own."""
+    depth = model_depth(experiment)
+    try:
+        if run.cotrain:
+            own, rest = cotrain_arguments(experiment, run, 0, Path("out"), where)
+            values = flags.planned(rest, experiment.task, depth)
+            values.update({k: v for k, v in vars(own).items() if k not in ("out", "resume", "overwrite", "model")})
+        else:
+            values = flags.planned(planned_arguments(experiment, run, where), experiment.task, depth)
+    except tasks.InputError as e:
+        refuse(experiment.path, f"{where}.flags", str(e))
+    return {**values, **FIXED, "model": experiment.model or "the bundled multilingual-e5-small", "seeds": len(experiment.seeds),
+            "test_input": run.test_input}
+
+
+def model_depth(experiment):
+    """The encoder's layers (the papers' settings for QA scale with it): from a checkpoint folder's
+    or the hub cache's config.json, else from the hub names of XLM-R's sizes; 12 for the bundled model."""
+    from model import Config
+    if experiment.model is None:
+        return 12
+    folder = Path(experiment.model) if Path(experiment.model).is_dir() else hub.cached(experiment.model)
+    if folder is not None:
+        return Config.from_directory(folder).num_layers
+    return DEPTHS.get(experiment.model.rsplit("/", 1)[-1])
+
+
+def check_paper(experiment):
+    path, numbered = experiment.path, [run for run in experiment.runs if run.paper]
+    if not isinstance(experiment.paper, dict) or set(experiment.paper) - {"table", "average"}:
+        refuse(path, "paper", 'an object {"table": "<paper> Table N", "average": "all" or "targets"}')
+    if numbered and not isinstance(experiment.paper.get("table"), str):
+        refuse(path, "paper.table", "missing: the table the runs' paper numbers are typed from")
+    if numbered and experiment.paper.get("average") not in ("all", "targets"):
+        refuse(path, "paper.average", 'what the paper\'s average covers: "all" languages, or the "targets" only')
+    for i, run in enumerate(experiment.runs):
+        for lang, value in run.paper.items():
+            if not (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)):
+                refuse(path, f"runs[{i}].paper.{lang}", f"a score in percent, not {value!r}")
+
+
+def check_languages(experiment):
+    """Refuse paper numbers of languages the data folder lacks (the file and the field named)."""
+    layout = tasks.LAYOUTS[experiment.task]
+    folder = experiment.data
+    if layout.needs_data and not (folder and Path(folder).is_dir()):
+        refuse(experiment.path, "data", f"{folder!r}: no such folder (download.py fetches it; or give --data DIR)")
+    found = set(layout.for_folder(folder)(folder, experiment.source).languages())
+    for i, run in enumerate(experiment.runs):
+        lacking = sorted(set(run.paper) - found - {"average"})
+        if lacking:
+            holder = f"the data folder {folder}" if folder else f"task {experiment.task}"
+            refuse(experiment.path, f"runs[{i}].paper.{lacking[0]}", f"{holder} has no language {lacking[0]!r} "
+                   f"(it has {', '.join(sorted(found))})")
+
+def train_arguments(experiment, run, seed, folder):
+    """The flags of a trained run's train.py (co-training: cotrain.py, which takes --lm-method, not --method)."""
+    argv = ([] if run.cotrain else ["--method", run.method]) + ["--task", experiment.task, "--seed", str(seed), "--test-input", run.test_input]
+    argv += ["--data", experiment.data] if experiment.data else []
+    argv += ["--model", experiment.model] if experiment.model else []
+    model_of = lambda name: str(folder.parent / f"{name}-seed{seed}" / "best")
+    return argv + experiment.flags + [MODEL_OF.sub(lambda m: model_of(m.group(1)), flag) for flag in run.flags] + ["--out", str(folder)]
