@@ -7,8 +7,9 @@ Every flag besides the ones below is passed on to each fine-tuning run (python t
 --task, --data, --max-steps, --train-fraction and so on.
 
 Two classifiers with different views of a text, the multilingual LM being fine-tuned (f_lm, the
-<s> vector of --model) and a multilingual sentence-embedding model (f_emb, the mean-pooled states of
---embedding-model; LaBSE in the paper), label the unlabelled target-language texts for each other:
+<s> vector of --model) and a multilingual sentence-embedding model (f_emb, --embedding-model's
+sentence embedding, --embedding-pooling; LaBSE in the paper, its pooled output), label the
+unlabelled target-language texts for each other:
 
     for s iterations:
         fine-tune f_lm on D_lm and f_emb on D_emb
@@ -92,7 +93,10 @@ def get_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
     g = p.add_argument_group("co-training (Yu & Joty, Algorithm 1)")
     g.add_argument("--model", help="f_lm, the multilingual LM fine-tuned (default: the bundled model)")
-    g.add_argument("--embedding-model", help="f_emb, the second view: a sentence-embedding checkpoint, mean-pooled (default: the bundled model)")
+    g.add_argument("--embedding-model", help="f_emb, the second view: a sentence-embedding checkpoint (default: the bundled model)")
+    g.add_argument("--embedding-pooling", default="mean", choices=["mean", "cls", "pooler"], help="f_emb's sentence embedding, which "
+                   "its classifier reads: the mean of its tokens (the bundled model's, multilingual-e5's), <s>, or <s> through its "
+                   "pooler (LaBSE's, its pooled output; default: mean)")
     g.add_argument("--cotrain-iterations", type=cli.positive_int, default=3, help="s, the rounds of Algorithm 1")
     g.add_argument("--threshold", type=cli.fraction, default=0.9, help="t, the confidence a pseudo-label needs")
     g.add_argument("--pool-per-lang", type=cli.positive_int, help="unlabelled texts per target language, drawn at random (default: all of its training texts)")
@@ -177,7 +181,7 @@ def output_folder(out, own):
 
 class FineTuning:
     """The two learners of Algorithm 1 as train.py runs: f_lm fine-tunes --model from its <s>, f_emb
-    fine-tunes --embedding-model from its mean-pooled states, each on its labelled set, which
+    fine-tunes --embedding-model from its sentence embedding (--embedding-pooling), each on its labelled set, which
     holds the source's examples and the pseudo-labels it was given (--extra-train)."""
 
     def __init__(self, own, rest, args, task, n_labeled, device, rank, world_size):
@@ -195,7 +199,7 @@ class FineTuning:
         distributed.barrier()
         model = ["--model", self.own.model] if view == "lm" and self.own.model else []
         if view == "emb":
-            model = (["--model", self.own.embedding_model] if self.own.embedding_model else []) + ["--pooling", "mean"]
+            model = (["--model", self.own.embedding_model] if self.own.embedding_model else []) + ["--pooling", self.own.embedding_pooling]
         method = self.own.lm_method if view == "lm" else "zero-shot"
         return self.rest + model + ["--method", method, "--extra-train", str(extra), "--out", str(directory), "--no-alignment",
                                     "--overwrite"]  # co-training's own folders, refitted on --resume

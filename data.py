@@ -4,7 +4,7 @@ of them across DDP processes.
 """
 import math
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 
@@ -76,6 +76,27 @@ def encode_tagged(examples, tokenizer, labels, max_length, intents=None):
                 raise ValueError(f"{e.where or e.lang} example {e.id}: intent {e.label!r} is not one of the task's intents")
             token_labels[0] = intent_index[e.label]
         out.append(Encoded(ids, token_labels, e.lang, e.id, {"scored": sorted(scored.items()), "words": len(e.words)}))
+    return out
+
+
+def word_windows(examples, tokenizer, max_length):
+    """[(example's index, its first word, Example)]: each example whole where its words' tokens
+    fit `max_length` with the special tokens, else its words in consecutive windows, each as many
+    as fit, as XTREME's preprocessing splits long sentences (utils_preprocess.py, udpos and panx);
+    a word longer than a window on its own is a window (truncated)."""
+    specials = len(tokenizer.encode_words([])[0])
+    out = []
+    for index, e in enumerate(examples):
+        lengths = [len(pieces) for pieces in tokenizer.tokenize_words(e.words)] if e.words else []
+        if sum(lengths) + specials <= max_length:
+            out.append((index, 0, e))
+            continue
+        first, used = 0, 0
+        for w, n in enumerate(lengths + [None]):
+            if n is None or (used + n + specials > max_length and w > first):
+                out.append((index, first, replace(e, words=e.words[first:w], tags=e.tags[first:w] if e.tags else None)))
+                first, used = w, 0
+            used += n or 0
     return out
 
 

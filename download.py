@@ -8,6 +8,10 @@ every file checked against its SHA-256:
     python download.py translations --to data             # XTREME's translations of SQuAD (data/squad/translate-train),
                                                            # TyDiQA-GoldP (data/tydiqa/translate-train) and of XNLI's
                                                            # test sets into English (data/xnli/translate-test)
+    python download.py filter-translations --to data      # FILTER's Microsoft Translator translations of XNLI's and
+                                                           # PAWS-X's dev and test sets into English, as its authors'
+                                                           # download_data.sh fetches them (data/xnli/filter-translations,
+                                                           # data/pawsx/filter-translations)
 
 The checksums of files whose content is fixed are pinned in checksums.sha256; a file with no pinned
 checksum has the one it arrived with recorded in DIR/SHA256SUMS, and a later download must match
@@ -20,6 +24,7 @@ import argparse
 import hashlib
 import io
 import json
+import re
 import shutil
 import tarfile
 import urllib.error
@@ -63,6 +68,8 @@ TRANSLATIONS = "https://storage.googleapis.com/xtreme_translations"
 SQUAD_TRANSLATIONS = ["ar", "de", "el", "es", "hi", "ru", "th", "tr", "vi", "zh"]
 TYDIQA_TRANSLATIONS = ["ar", "bn", "fi", "id", "ko", "ru", "sw", "te"]
 XNLI_TRANSLATIONS = [lang for lang in tasks.XNLI_LANGS if lang != "en"]
+FILTER_TRANSLATIONS = "https://convaisharables.blob.core.windows.net/filter/data/translations"  # FILTER's download_data.sh:7, 204-208
+MSFT = re.compile(r"xtreme\.msft\.[a-z_]+-en\.(dev|test)")  # FILTER's run_xcls.py:384 pairs each text with these
 TYDIQA_LANGS = {"arabic": "ar", "bengali": "bn", "english": "en", "finnish": "fi", "indonesian": "id", "korean": "ko",
                 "russian": "ru", "swahili": "sw", "telugu": "te"}
 
@@ -89,6 +96,8 @@ def sources(task, langs, fetch):
         return [Source(f"{TATOEBA}/tatoeba.{lang}-eng.{side}", f"tatoeba.{lang}-eng.{side}") for lang in langs for side in (lang, "eng")]
     if task == "translations":  # XTREME's translate-train files of SQuAD (MLQA, XQuAD) and TyDiQA-GoldP; XNLI's translate-test
         return translations(langs)
+    if task == "filter-translations":
+        return [Source(f"{FILTER_TRANSLATIONS}/{name}.zip", f".download/filter-{name}.zip") for name in ("xnli", "pawsx")]
     archives = {"xnli": ["https://dl.fbaipublicfiles.com/XNLI/XNLI-1.0.zip", "https://dl.fbaipublicfiles.com/XNLI/XNLI-MT-1.0.zip"],
                 "pawsx": ["https://storage.googleapis.com/paws/pawsx/x-final.tar.gz"],
                 "mlqa": ["https://dl.fbaipublicfiles.com/MLQA/MLQA_V1.zip"],
@@ -113,7 +122,7 @@ def translations(langs=None):
     return out
 
 
-TASKS = ("sib200", "xnli", "pawsx", "udpos", "xquad", "squad", "mlqa", "tydiqa", "tatoeba", "panx", "translations")
+TASKS = ("sib200", "xnli", "pawsx", "udpos", "xquad", "squad", "mlqa", "tydiqa", "tatoeba", "panx", "translations", "filter-translations")
 
 
 class Downloader:
@@ -206,6 +215,22 @@ def unpack(archive, folder):
             t.extractall(folder, filter="data")  # refuses links and paths that leave the folder
 
 
+def filter_layout(archive, folder, langs=None):
+    """FILTER's translations archive (<task>.zip, unzipped by its download_data.sh into its data
+    folder): its xtreme.msft.<lang>-en.{dev,test} files, wherever they are in it, into
+    <folder>/<task>/filter-translations/; the rest of the archive is XTREME's data, which
+    download.py fetches from the releases."""
+    task = archive.name[len("filter-"):-len(".zip")]
+    with zipfile.ZipFile(archive) as z:
+        members = [n for n in z.namelist() if MSFT.fullmatch(Path(n).name)
+                   and (not langs or Path(n).name.split(".")[2][:-len("-en")] in langs)]
+        if not members:
+            raise InputError(f"{archive}: no xtreme.msft.<lang>-en.dev or .test file (FILTER's translations, which its run_xcls.py "
+                             f"reads) among its {len(z.namelist())} members")
+        for name in members:
+            cli.write_text(folder / task / "filter-translations" / Path(name).name, z.read(name).decode("utf-8"))
+
+
 def tydiqa_layout(folder, train, dev):
     """XTREME's TyDiQA-GoldP layout: the training file split by language into
     tydiqa-goldp-v1.1-train/tydiqa.goldp.<iso>.train.json (a question id's last part as its id),
@@ -264,6 +289,9 @@ def download(task, folder, langs=None, mirror=None, archive=None):
     archives = [path for path in files if path.parent.name == ".download"]
     if task == "tydiqa" and archives:
         tydiqa_layout(folder, *archives)
+    elif task == "filter-translations":
+        for path in archives:
+            filter_layout(path, folder, langs)
     else:
         for path in archives:
             unpack(path, folder)
@@ -282,7 +310,8 @@ def download(task, folder, langs=None, mirror=None, archive=None):
 def get_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("task", choices=TASKS, help="the data set (squad: SQuAD v1.1, which MLQA and XQuAD train on; "
-                        "translations: XTREME's machine translations of SQuAD and TyDiQA-GoldP's training sets)")
+                        "translations: XTREME's machine translations of SQuAD and TyDiQA-GoldP's training sets and of XNLI's "
+                        "test sets; filter-translations: FILTER's of XNLI's and PAWS-X's dev and test sets)")
     parser.add_argument("--to", required=True, help="the folder to write (give it as --data to train.py)")
     parser.add_argument("--langs", type=cli.languages, help="only these languages (default: all that the release has)")
     parser.add_argument("--mirror", help="fetch from this server instead: URL/<host>/<path> of each official URL")

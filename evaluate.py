@@ -214,6 +214,9 @@ def get_args(argv=None):
                         "retrieval compare: the mean of the final layer's real tokens (default, as X-Mixup's Figure 1 pools), or <s>")
     parser.add_argument("--tatoeba", type=cli.existing_directory, help="measure alignment on Tatoeba pairs in this directory (tatoeba.<xxx>-eng.*) instead of the task's test set")
     parser.add_argument("--tatoeba-langs", type=cli.languages, help="comma-separated three-letter codes (default: every pair in --tatoeba)")
+    parser.add_argument("--amp", default="auto", choices=["auto", "none", "bf16", "fp16"], help="autocast, as train.py's --amp: "
+                        "auto is bf16 on GPUs that support it, fp16 on older ones, off on the CPU (none: float32, as train.py's "
+                        "--eval-float32 tests)")
     parser.add_argument("--batch-size", type=cli.positive_int, default=64)
     parser.add_argument("--max-length", type=cli.number(int, 8), help="tokens per text or QA window (default: the checkpoint's, else 256)")
     parser.add_argument("--out", help="directory for the .json and .md results (default: the checkpoint's parent; without --checkpoint, none)")
@@ -348,10 +351,12 @@ def main(argv=None):
         encoder, tokenizer = Encoder.from_pretrained(path).to(device), Tokenizer.from_pretrained(path)
         encoder.segment_id = tokenizer.segment_id
     predictions = {}
-    if args.tatoeba:
-        results, extra, source, seen = {}, tatoeba_alignment(encoder, tokenizer, args, device, rank, world_size), "eng", None
-    else:
-        results, extra, source, seen = test_checkpoint(model, encoder, tokenizer, info, args, device, rank, world_size, predictions)
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(flags.autocast(args.amp, device))
+    with torch.autocast(device.split(":")[0], dtype=dtype, enabled=dtype is not None):  # as train.py evaluates
+        if args.tatoeba:
+            results, extra, source, seen = {}, tatoeba_alignment(encoder, tokenizer, args, device, rank, world_size), "eng", None
+        else:
+            results, extra, source, seen = test_checkpoint(model, encoder, tokenizer, info, args, device, rank, world_size, predictions)
     if rank == 0:
         report(args, results, extra, source, seen, predictions)
     distributed.cleanup()

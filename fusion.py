@@ -13,7 +13,7 @@ Shapes: B pairs, T tokens (both texts padded to one length), H hidden.
 import torch
 import torch.nn as nn
 
-from methods import PairMethod, fraction, non_negative_int
+from methods import PairMethod, fraction, non_negative_int, positive_float
 from minxlt.errors import InputError
 from model import embed_pair
 
@@ -81,6 +81,12 @@ class FilterMethod(PairMethod):
                        "and tagging; for QA 20 of 24 layers, the largest k of the paper's MLQA ablation, scaled to the encoder's depth)")
         g.add_argument("--kl-weight", type=fraction, help="1 - lambda in Eq. 6: the self-teaching loss weight (default: the paper's 0.5 "
                                                        "for sentence labels, 0.1 for QA, 1.0 for word labels, whose lambda is 0)")
+        g.add_argument("--kl-temperature", type=positive_float, default=1.0, help="T of Eq. 5's KL: both distributions softmax(logits "
+                       "/ T), the KL times T^2 (default 1: Eq. 5 as the paper writes it; the authors' code: 0.1)")
+        g.add_argument("--kl-reduction", default="example", choices=["example", "element"], help="example: each example's KL, "
+                       "summed over its classes, averaged over the examples (Eq. 5); element: also averaged over the classes, "
+                       "1/C of it, as the authors' nn.KLDivLoss() averages for sentence labels (run_xcls.py, "
+                       "modeling_xlm_roberta.py)")
 
     @classmethod
     def defaults(cls, level, num_layers, settings):
@@ -113,7 +119,8 @@ class FilterMethod(PairMethod):
         parts = {"source": source.detach(), "target": target.detach()}
         if "teacher_logits" not in batch:  # the teacher's own training, Eq. 4: L_s + L_t
             return source + target, parts
-        kl = level.soft_label_loss(target_logits, batch["teacher_logits"], batch)  # Eq. 5
+        kl = level.soft_label_loss(target_logits, batch["teacher_logits"], batch, temperature=self.settings.kl_temperature,
+                                   per_class=self.settings.kl_reduction == "element")  # Eq. 5
         # Eq. 6's lambda, and the KL's weight 1 - lambda, which is what the paper states (--kl-weight)
         lam, kl_weight = 1 - self.settings.kl_weight, self.settings.kl_weight
         if level.translations_keep_labels:

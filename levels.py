@@ -70,10 +70,11 @@ class Level:
     def translated(self, batch, targets):
         """Adjust a pair batch (data.pad_pairs plus labels) for what a translation's labels are."""
 
-    def soft_label_loss(self, student_logits, teacher_logits, batch):
+    def soft_label_loss(self, student_logits, teacher_logits, batch, **form):
         """KL(teacher || student) on the translations of a pair batch (FILTER Eq. 5; X-Mixup's
-        soft word labels), over the pairs that count."""
-        return self_teaching_loss(student_logits, teacher_logits, batch["weights"])
+        soft word labels), over the pairs that count; `form`: losses.self_teaching_loss's
+        temperature and per_class."""
+        return self_teaching_loss(student_logits, teacher_logits, batch["weights"], **form)
 
     @torch.no_grad()
     def score(self, predict, kind, examples_by_lang, run, partners=None, predictions=None):
@@ -176,27 +177,59 @@ class Word(Level):
         for b, t in enumerate(targets):
             batch["target_scored"][b, [token for _, token in t.extra["scored"]]] = 1.0
 
-    def soft_label_loss(self, student_logits, teacher_logits, batch):
+    def soft_label_loss(self, student_logits, teacher_logits, batch, **form):
         """Over the translation's scored tokens, in the pairs that count."""
-        return self_teaching_loss(student_logits, teacher_logits, batch["target_scored"] * batch["weights"][:, None])
+        return self_teaching_loss(student_logits, teacher_logits, batch["target_scored"] * batch["weights"][:, None], **form)
 
     def zero_counts(self, task):
         # entities found, predicted, gold; words right, words; intents right, sentences all right, sentences
         return torch.zeros(8, dtype=torch.long)
 
-    def count(self, logits, items, examples, task):
-        """A word whose tokens were truncated away is predicted "O". The intent is read from the
-        <s> token's row (model.JointHead); without intents those counts stay 0."""
-        counts = self.zero_counts(task)
-        predicted = logits.argmax(-1).cpu()  # (B, T)
-        labels, intents = task.labels, task.intents
-        for row, (item, example) in enumerate(zip(items, examples)):
-            tags = self.tags(predicted[row], item, labels)
-            gold, guess = entities(example.tags), entities(tags)
-            right = sum(a == b for a, b in zip(example.tags, tags))
-            intent = bool(intents) and intents[predicted[row, 0] - len(labels)] == example.label
-            counts += torch.tensor([len(gold & guess), len(guess), len(gold), right, len(tags), intent, intent and right == len(tags), 1])
-        return counts
+    @torch.no_grad()
+    def score(self, predict, kind, examples_by_lang, run, partners=None, predictions=None):
+        """Level.score for word labels, each sentence predicted whole: one longer than --max-length
+        in windows over its words, each as many as fit (data.word_windows, as XTREME's preprocessing
+        splits them), whose tags are put back together before the sentence is scored; a "pair"
+        predictor sees each window with its whole counterpart. A joint task's intent is the first
+        window's."""
+        out, encoded = {}, {}
+        for lang, examples in examples_by_lang.items():
+            scored = all(e.labelled for e in examples)
+            if not scored and predictions is None:
+                continue
+            windows = data.word_windows(examples, run.tokenizer, run.max_length)  # [(example, first word, Example)]
+            items, mine = run.encode([window for _, _, window in windows]), None
+            if kind != "text":
+                key = id(partners[lang])
+                encoded[key] = encoded.get(key) or {it.id: it for it in run.encode(partners[lang])}
+                mine = encoded[key]
+            found = {}
+            for index in data.evaluation_batches([len(it.ids) for it in items], run.batch_size, run.rank, run.world_size, run.lockstep):
+                logits = predict_batch(predict, kind, run.tokenizer, [items[i] for i in index], run.device, mine)
+                for row, i in zip(logits.argmax(-1).cpu(), index):
+                    found[i] = (self.tags(row, items[i], run.task.labels), run.task.intents[row[0] - len(run.task.labels)]
+                                if run.task.intents else None)
+            found = {i: guess for part in distributed.gather(found) for i, guess in part.items()}  # every process's windows
+            tags, intents = [["O"] * len(e.words) for e in examples], [None] * len(examples)
+            for i, (example, first, _) in sorted(enumerate(windows), key=lambda w: w[0]):
+                window_tags, intent = found[i]
+                tags[example][first:first + len(window_tags)] = window_tags
+                intents[example] = intents[example] if first else intent
+            if scored:
+                counts = sum((self.count_tags(e, t, intent, run.task) for e, t, intent in zip(examples, tags, intents)), self.zero_counts(run.task))
+                out[lang] = self.scores(counts, run.task)
+            if predictions is not None:
+                predictions[lang] = [{"id": e.id, "prediction": t if not run.task.intents else {"intent": intent, "tags": t}}
+                                     for e, t, intent in zip(examples, tags, intents)]
+        return out
+
+    def count_tags(self, example, tags, intent, task):
+        """A sentence's counts (zero_counts' order) from its predicted tags (and intent)."""
+        gold, guess = entities(example.tags), entities(tags)
+        right = sum(a == b for a, b in zip(example.tags, tags))
+        intent_right = bool(task.intents) and intent == example.label
+        return torch.tensor([len(gold & guess), len(guess), len(gold), right, len(tags), intent_right,
+                             intent_right and right == len(tags), 1])
 
     def scores(self, counts, task):
         return tagging_scores(counts, spans=self.metric(task) != "accuracy", joint=bool(task.intents))
@@ -280,11 +313,11 @@ class Span(Level):
     def metric(self, task):
         return "f1"
 
-    def soft_label_loss(self, student_logits, teacher_logits, batch):
-        """Over each window's own positions, for its start and for its end."""
+    def soft_label_loss(self, student_logits, teacher_logits, batch, **form):
+        """Over each window's own positions, for its start and for its end (the classes: the positions)."""
         mask, weights = batch["target_mask"], batch["weights"]
         return self_teaching_loss(position_logits(student_logits, mask), position_logits(teacher_logits, mask),
-                                  weights[:, None].expand(-1, 2))
+                                  weights[:, None].expand(-1, 2), **form)
 
     @torch.no_grad()
     def score(self, predict, kind, examples_by_lang, run, partners=None, predictions=None):

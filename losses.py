@@ -74,11 +74,16 @@ def xeroalign_loss(source_embeddings, target_embeddings, weights=None):
     return mean_squared_error(source_embeddings, target_embeddings, weights)
 
 
-def self_teaching_loss(student_logits, teacher_logits, mask=None):
+def self_teaching_loss(student_logits, teacher_logits, mask=None, temperature=1.0, per_class=False):
     """FILTER self-teaching (Eq. 5): KL(p_teacher || p_student) between the label distributions, (N, C)
     or per token (N, T, C), averaged over the positions where `mask` (N,) or (N, T) is non-zero (its
-    values weight them). The teacher is a constant: no gradient reaches it."""
-    return kl_divergence(teacher_logits.detach(), student_logits, mask)
+    values weight them). The teacher is a constant: no gradient reaches it. With a `temperature` T
+    both are softmax(logits / T) and the KL is scaled by T^2 (Hinton et al. 2015), as FILTER's code
+    computes it at T = 0.1; `per_class` averages it over the C classes too (1/C of it), as that
+    code's nn.KLDivLoss() does for sentence labels."""
+    T = temperature
+    kl = kl_divergence(teacher_logits.detach() / T, student_logits / T, mask) * T ** 2
+    return kl / student_logits.shape[-1] if per_class else kl
 
 
 def representation_consistency_loss(source_representation, target_representation, weights=None):

@@ -34,7 +34,9 @@ from minxlt.run import teacher
 # What a method's file is given besides the encoder, the losses and this interface, so that it imports
 # no machinery itself: the types of its own flags (add_arguments), and Unicoder's reader of --parallel files.
 from minxlt.run.cli import fraction, non_negative_float, non_negative_int, positive_float, positive_int  # noqa: E402,F401,I001
+from minxlt.errors import InputError
 from minxlt.tasks import (
+    RoundTrips,
     read_jsonl_examples,
     read_parallel_lines,  # noqa: E402,F401
     read_translations,
@@ -58,6 +60,7 @@ class Run:
     lockstep: bool = False  # every process runs as many evaluation batches (a sharded model gathers its layers in each)
     cache: dict = field(default_factory=dict, repr=False)  # {lang: the token cache's EncodedTexts of its training examples}
     encoded: dict = field(default_factory=dict, repr=False)  # {langs: their training examples encoded, where not in the token cache}
+    translated: dict = field(default_factory=dict, repr=False)  # {(split, file): {lang: translations}} (counterparts)
 
     @property
     def level(self):
@@ -88,6 +91,18 @@ class Run:
         """all_gather, the gradient flowing back into this process's own part."""
         return distributed.all_gather_with_grad(tensor)
 
+    def round_trips(self, pattern=None):
+        """The round-trip translations of the source's training texts, `get(id, lang, default)`:
+        read from --round-trip's files (a path with {lang}: through each target language), token-cached;
+        else the task's own, the same through every language (the bundled corpus's); else none."""
+        if pattern is None:
+            return Everywhere({it.id: it for it in self.encode(list(self.task.round_trip.values()))})
+        trips = RoundTrips(self.task.train, pattern)
+        if not trips.langs:
+            raise InputError(f"--round-trip {pattern}: no such file for any of {', '.join(self.task.train.langs)}")
+        texts = token_cache.training_texts(trips, trips.langs, self.tokenizer, self.task.labels, self.max_length, self.rank)
+        return token_cache.ById(texts, self.cached_texts([self.task.source])[self.task.source].distinct_ids())
+
     def cached_texts(self, langs):
         """{lang: the token cache's EncodedTexts of its training examples}, read once per run."""
         wanted = [lang for lang in langs if lang not in self.cache]
@@ -95,6 +110,13 @@ class Run:
             self.cache.update(token_cache.training_texts(self.task.train, wanted, self.tokenizer, self.task.labels, self.max_length,
                                                          self.rank))
         return {lang: self.cache[lang] for lang in langs}
+
+
+class Everywhere(dict):
+    """{id: item} looked up as token_cache.ById is, the same item through every language."""
+
+    def get(self, example_id, lang=None, default=None):
+        return super().get(example_id, default)
 
 
 @dataclass
@@ -156,6 +178,7 @@ class Method:
     self_pairs = False       # pairs: whether each source text is also paired with itself (--self-pairs' default)
     # what one --epochs is: a pass over the training items, counted as the paper's (or its authors') code counts them
     epoch = "a pass over the source's training examples (XTREME's run_classify.py counts them so)"
+    fixed = {}  # {setting: value}: what it does that no flag changes, which an experiment file may state (reproduce.py's audit)
 
     def __init__(self, settings, run):
         """The run's settings (flags.Settings, read-only) and what it runs on (Run)."""
@@ -226,7 +249,7 @@ class Method:
         no step trains are frozen, since DDP waits for a gradient of every trainable parameter."""
         settings, task = self.settings, self.run.task
         model = Classifier(encoder, len(task.labels), self.run.level.head(task, settings.head), settings.pooling, len(task.intents or ()))
-        for unused in (encoder.pooler, encoder.lm_head):
+        for unused in (encoder.pooler if settings.pooling != "pooler" else None, encoder.lm_head):
             if unused is not None:
                 unused.requires_grad_(False)
         return model
@@ -290,12 +313,15 @@ class Method:
     def evaluate(self, model, split, langs):
         """{lang: scores} of the trained module on a split ("dev" or "test") of the task, a text
         seen with the task's own source-language text of the same id where the method needs a
-        counterpart (model selection is on the source, whose counterpart is itself)."""
+        counterpart (model selection is on the source, whose counterpart is itself), or with its
+        translation where --dev-translations gives them (X-Mixup's translate-dev)."""
         model.eval()
-        test_input = "oracle" if "oracle" in self.test_inputs else "text"
+        translations = self.settings.dev_translations if split == "dev" else None
+        test_input = "translation" if translations else "oracle" if "oracle" in self.test_inputs else "text"
         if test_input == "oracle" and not self.run.task.parallel:  # no counterpart but the source's own
             langs = [self.run.task.source]
-        return score_split(self.run, *self.predictor(model, test_input), split, langs, counterparts(self.run, split, test_input))
+        partners = counterparts(self.run, split, test_input, translations)
+        return score_split(self.run, *self.predictor(model, test_input), split, langs, partners)
 
     def test(self, best, model, trained, test_input="text", translations=None, predictions=None, measure=None):
         """({lang: test scores}, measure(encoder)) of the best model on dev, saved in `best`
@@ -332,8 +358,11 @@ def counterparts(run, split, test_input, translations=None):
     examples = getattr(run.task, split)
     if test_input == "oracle":
         return {lang: examples[run.task.source] for lang in examples}
-    return {lang: texts if lang == run.task.source else read_translations(translations, lang, run.task.source, texts)
-            for lang, texts in examples.items()}
+    key = (split, translations)  # read once a run: a dev split's are read at every evaluation
+    if key not in run.translated:
+        run.translated[key] = {lang: texts if lang == run.task.source else read_translations(translations, lang, run.task.source, texts)
+                               for lang, texts in examples.items()}
+    return run.translated[key]
 
 
 def score_split(run, predict, kind, split, langs=None, partners=None, predictions=None):

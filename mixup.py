@@ -68,7 +68,7 @@ def inverse_sigmoid_decay(step, k):
     """Scheduled sampling's p* (Eq. 6), by the inverse sigmoid decay the sentence after Eq. 6 names
     (Bengio et al. 2015): p* = k / (k + exp(step / k)), the probability that the mixup is fed the
     gold source rather than its round-trip translation."""
-    return k / (k + math.exp(step / k))
+    return k / (k + math.exp(min(step / k, 700.0)))  # exp(700) is near float's largest: p* is 0 from there on
 
 
 def attention_entropy(probs, query_mask, key_mask):
@@ -227,7 +227,8 @@ class XMixupMethod(PairMethod):
     help = ("X-Mixup (Yang et al. 2022): each source example and its translation run side by side, the translation mixed "
             "with the source at one layer (mixup.py); task losses on both sides (Eq. 8) plus consistency losses (Eq. 7); "
             "scheduled sampling feeds round-trip translations of the source where the task has them")
-    round_trip = {}  # {id: encoded round-trip translation of a source training text}
+    round_trip = {}  # the round-trip translations of the source's training texts: get(id, lang, default) (Run.round_trips)
+    fixed = {"mixup_inference": "the mean of the two predicted distributions", "scheduled_sampling": "a draw per step"}
 
     teacher_kind = "labeller"
 
@@ -243,6 +244,11 @@ class XMixupMethod(PairMethod):
         g.add_argument("--lambda0", type=fraction, default=0.5, help="the largest mixup ratio (the ratio after Eq. 5; the paper's 0.5)")
         g.add_argument("--ss-k", type=positive_float, help="k of scheduled sampling's inverse sigmoid decay (after Eq. 6; default: the "
                                                  "paper's 1000, 2000 for QA, Table 10's p_k)")
+        g.add_argument("--round-trip", metavar="PATH", help="the round-trip translations of the source's training texts through "
+                       "each target language, which scheduled sampling feeds (Eq. 6): a path with {lang}, X-Mixup's "
+                       "translate-train-en files (XNLI: translate-train-en/multinli.train.{lang}-en.tsv, PAWS-X: "
+                       "translate-train-en/translated_train.{lang}-en.tsv); a language without a file is fed its gold source "
+                       "(default: the task's own round trips, the bundled corpus's; else none, and scheduled sampling is off)")
         g.add_argument("--mixup-variant", default="paper", choices=list(VARIANTS), help="paper: Eq. 2-5 as written, the sub-layer's "
                        "outputs mixed; in-attention: the ablation that mixes inside the attention sub-layer, before its LayerNorm "
                        "(see mixup.py)")
@@ -281,14 +287,13 @@ class XMixupMethod(PairMethod):
 
     def training_items(self):
         items = super().training_items()
-        run = self.run
-        self.round_trip = {it.id: it for it in run.encode(list(run.task.round_trip.values()))}
+        self.round_trip = self.run.round_trips(self.settings.round_trip)
         return items
 
     def wrap(self, model, items):
         settings, run = self.settings, self.run
         if run.rank == 0 and not self.round_trip:
-            print(f"note: {run.task.name} has no round-trip translations of its {run.task.source} training texts: "
+            print(f"note: {run.task.name} has no round-trip translations of its {run.task.source} training texts (--round-trip): "
                   "scheduled sampling is off (the mixup always sees the gold source)", file=sys.stderr)
         with torch.random.fork_rng(devices=[]):  # W and b the same on every process, whatever their shape: not the per-process seed
             torch.manual_seed(settings.seed)
@@ -308,10 +313,11 @@ class XMixupMethod(PairMethod):
         translation, drawn once per step from a generator seeded by the step, so that a resumed
         run and every process draw the same."""
         sources, targets = zip(*items)
-        if self.round_trip and random.Random(f"{self.settings.seed}/{step}/ss").random() > inverse_sigmoid_decay(step, self.settings.ss_k):
-            sources = [self.round_trip.get(s.id, s) for s in sources]
+        fed = self.round_trip and random.Random(f"{self.settings.seed}/{step}/ss").random() > inverse_sigmoid_decay(step, self.settings.ss_k)
+        if fed:  # each source's round trip through its pair's target language, where it has one
+            sources = [self.round_trip.get(s.id, t.lang, s) for s, t in zip(sources, targets)]
         batch = self.pair_batch(sources, targets, weights)
-        batch["round_trip"] = torch.tensor(float(sources[0] is not items[0][0]))
+        batch["round_trip"] = torch.tensor(float(bool(fed)))
         return batch
 
     def loss(self, model, batch):

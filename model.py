@@ -287,12 +287,14 @@ class Encoder(nn.Module):
 
 
 class ClassificationHead(nn.Module):
-    """Sentence classifier over the <s> vector: RoBERTa's dense-tanh-projection, or one linear layer."""
+    """Sentence classifier over the <s> vector: RoBERTa's dense-tanh-projection ("roberta"), one
+    linear layer ("linear"), or dense-ReLU-projection ("relu", FILTER's code)."""
 
     def __init__(self, hidden_size, num_labels, dropout=0.1, style="roberta"):
         super().__init__()
-        assert style in ("roberta", "linear"), style
-        self.dense = nn.Linear(hidden_size, hidden_size) if style == "roberta" else None
+        assert style in ("roberta", "linear", "relu"), style
+        self.dense = nn.Linear(hidden_size, hidden_size) if style != "linear" else None
+        self.activation = torch.relu if style == "relu" else torch.tanh
         self.out_proj = nn.Linear(hidden_size, num_labels)
         self.dropout = nn.Dropout(dropout)
 
@@ -300,7 +302,7 @@ class ClassificationHead(nn.Module):
         """(B, T, H) hidden states, classified by their <s> vector, or an already pooled (B, H)."""
         x = self.dropout(hidden[:, 0] if hidden.dim() == 3 else hidden)
         if self.dense is not None:
-            x = self.dropout(torch.tanh(self.dense(x)))
+            x = self.dropout(self.activation(self.dense(x)))
         return self.out_proj(x)         # (B, labels)
 
 
@@ -366,20 +368,26 @@ def mean_pool(hidden, mask):
     return (hidden * mask).sum(1) / mask.sum(1).clamp(min=1)
 
 
-HEAD_STYLES = ("roberta", "linear", "token", "joint", "span")
+HEAD_STYLES = ("roberta", "linear", "relu", "token", "joint", "span")
+POOLINGS = ("cls", "mean", "pooler")
 
 
 class Classifier(nn.Module):
     """Encoder + a head: over the sentence vector (head_style "roberta" or "linear"), per token
     ("token"), both ("joint": `num_labels` slots per token and `num_intents` intents from <s>), or
     an answer's start and end per token ("span", extractive QA).
-    The sentence vector is <s> (pooling "cls") or the mean of the real tokens ("mean", as
-    sentence-embedding models are used). Returns (logits, sentence vectors). Saved as an ordinary
-    checkpoint directory plus head.safetensors and task.json (labels, head style, pooling)."""
+    The sentence vector is <s> (pooling "cls"), the mean of the real tokens ("mean", as
+    sentence-embedding models are used), or <s> through the checkpoint's pooler, dense + tanh
+    ("pooler": BERT's pooled output, LaBSE's sentence embedding). Returns (logits, sentence
+    vectors). Saved as an ordinary checkpoint directory plus head.safetensors and task.json
+    (labels, head style, pooling)."""
 
     def __init__(self, encoder, num_labels, head_style="roberta", pooling="cls", num_intents=0):
         super().__init__()
-        assert pooling in ("cls", "mean"), pooling
+        assert pooling in POOLINGS, pooling
+        if pooling == "pooler" and encoder.pooler is None:
+            raise CheckpointError("--pooling pooler reads the checkpoint's pooler (dense + tanh over <s>), and this one has none: "
+                                  "choose --pooling cls or mean, or a checkpoint with a pooler (BERT's, LaBSE's)")
         self.encoder, self.head_style, self.pooling = encoder, head_style, pooling
         H, p = encoder.config.hidden_size, encoder.config.dropout
         if head_style == "joint":
@@ -400,6 +408,9 @@ class Classifier(nn.Module):
         states they compute."""
         if self.pooling == "mean":
             sentence = mean_pool(hidden, attention_mask)  # (B, H)
+            return self.head(sentence if isinstance(self.head, ClassificationHead) else hidden), sentence
+        if self.pooling == "pooler":
+            sentence = torch.tanh(self.encoder.pooler["dense"](hidden[:, 0]))  # (B, H), the checkpoint's pooled output
             return self.head(sentence if isinstance(self.head, ClassificationHead) else hidden), sentence
         return self.head(hidden), hidden[:, 0]
 

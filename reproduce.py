@@ -3,25 +3,32 @@ torchrun, then the mean and standard deviation over seeds beside the paper's num
 
     python reproduce.py experiments/sib-200.json --data ../shared/data/sib200   # runs, then the table
     python reproduce.py experiments/filter-xnli.json --nproc-per-node 8        # 8 GPUs per run
-    python reproduce.py experiments/filter-xnli.json --dry-run                 # the runs and their commands
+    python reproduce.py experiments/filter-xnli.json --dry-run                 # settings, departures, cost, commands
+    python reproduce.py experiments/ --dry-run                                 # every file, and their cost summed
     python reproduce.py experiments/sib-200.json --report                       # the table of the runs there are
 
 An experiment file (experiments/*.json) names the task, data and model, the seeds, the flags every
 run gets, and the runs: a method with its test input and flags, an evaluation of another run's
 best model ("evaluate"), or a run of cotrain.py ("cotrain"), each with the paper's numbers where
 the paper has that row. Its "settings" state, for every setting that decides a run, what the
-paper says, what the authors' script uses and what the run uses, and why the run departs where it
-does; the file is refused where a run's flags resolve otherwise, or depart without a reason
-(audit; --dry-run prints them). Each (run, seed) trains into OUT/<run>-seed<S> (OUT: --out, by
-default runs/<the file's name>), its console output in OUT/logs/ with a record of what it was
-asked (record()). A run with results is never started again; one with a checkpoint and no results
-was interrupted and continues with --resume; one with neither starts afresh; one made otherwise
-than the file asks now is changed, not counted, and run again with --rerun-changed. A run that
+paper says, what the authors' script uses and what the run uses, and why the run departs from
+either (audit; --dry-run prints them); the paper's rows it does not run are named with the reason
+("omitted"). A run may need files the data folder may lack ("requires", such as X-Mixup's
+round-trip translations), and say what runs without them ("otherwise"); a run may give several
+learning rates ("grid"), each run over the seeds, the best on dev the table's.
+
+Each (run, seed) trains into OUT/<task>/<key>-seed<S> (OUT: --out, by default runs/), the key a
+hash of the run as it trains: two files that ask for the same run (the same flags, model and data)
+share one folder, and it is trained once; --dry-run says which files share a run. Its console
+output and a record of what it read are in OUT/<task>/logs/. A run with results is never started
+again; one with a checkpoint and no results was interrupted and continues with --resume; one with
+neither starts afresh; one whose results were made from another model than the one it reads now
+(a retrained teacher) is changed, not counted, and run again with --rerun-changed. A run that
 fails is reported with the last lines of its log, and the others go on.
 
-The table (OUT/table.md, OUT/table.csv, OUT/table.png) gives, per language and for the target
-average, the mean ± sample standard deviation over the seeds whose runs finished: the number of
-seeds is in each column's header, and a missing run is named there, never averaged over silently.
+The table (OUT/<the file's name>/table.md, table.csv, table.png) gives, per language and for the
+target average, the mean ± sample standard deviation over the seeds whose runs finished: the number
+of seeds is in each column's header, and a missing run is named there, never averaged over silently.
 Rows are grouped by what a prediction sees at test time; compare columns within a group only.
 """
 import argparse
@@ -31,30 +38,36 @@ import sys
 from pathlib import Path
 
 from minxlt import tasks
-from minxlt.experiments.jobs import command, execute, jobs, status
+from minxlt.experiments.cost import Cost, run_cost, say
+from minxlt.experiments.jobs import by_name, command, execute, jobs, run_keys, status
 from minxlt.experiments.report import report
-from minxlt.experiments.spec import audit, check_languages, load_experiment
+from minxlt.experiments.spec import audit, check_languages, load_experiment, resolved_settings
 from minxlt.run import cli
 
 
 def get_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("experiment", type=cli.existing_file, help="an experiment file (experiments/*.json)")
-    p.add_argument("--out", help="where the runs and the table go (default: runs/<the file's name>)")
+    p.add_argument("experiment", type=Path, help="an experiment file (experiments/*.json); with --dry-run, also a folder of them")
+    p.add_argument("--out", type=Path, default=Path("runs"), help="where the runs (OUT/<task>/) and each file's table "
+                   "(OUT/<file>/) go (default: runs)")
     p.add_argument("--data", type=cli.existing_directory, help="the task's data folder, instead of the file's")
     p.add_argument("--nproc-per-node", type=cli.positive_int, default=1, help="processes per run (GPUs of the machine; default 1)")
-    p.add_argument("--dry-run", action="store_true", help="the settings (paper, authors' script, run) and the departures, then "
-                   "the runs, what each would do, and its command; run nothing")
+    p.add_argument("--dry-run", action="store_true", help="the settings (paper, authors' script, run) and the departures, the "
+                   "paper's rows not run, the cost, then the runs, what each would do and its command; run nothing")
     p.add_argument("--report", action="store_true", help="only the table, from the runs that finished; run nothing")
-    p.add_argument("--rerun-changed", action="store_true", help="run again the runs whose results were made with other flags, or "
-                   "from another model, than the file asks for now (without it they are named, and not counted)")
-    return p.parse_args(argv)
+    p.add_argument("--rerun-changed", action="store_true", help="run again the runs whose results were made from another model "
+                   "than the one they read now (without it they are named, and not counted)")
+    args = p.parse_args(argv)
+    if not (args.experiment.is_file() or (args.dry_run and args.experiment.is_dir())):
+        p.error(f"{args.experiment}: no such file" + (" (a folder of files goes with --dry-run)" if args.experiment.is_dir() else ""))
+    return args
 
 
 def plan(experiment):
     """The file's settings as lines: each with the paper's, the authors' script's and the run's
-    value (every trained run's, then each run's own), then the departures with their reasons."""
-    findings = {f.where: f for f in audit(experiment)}  # a setting of every run: once
+    value (every trained run's, then each run's own, as the data folder chooses each run), then
+    the departures with their reasons, the runs that need files, and the paper's rows not run."""
+    findings = {f.where: f for f in audit(experiment, variants=False)}  # a setting of every run: once
     value = lambda s, source: "silent" if s.get(source) is None else f"{s[source]!r} ({s[f'{source}_where']})"
     lines, owner = [], None
     for where, f in findings.items():
@@ -66,44 +79,99 @@ def plan(experiment):
                      + (" *" if f.departs else ""))
     departures = [f"  {'every trained run' if w.startswith('settings.') else f.run.name}, {f.name}: {f.setting['departure']}"
                   for w, f in findings.items() if f.departs]
-    if not lines:
-        return []
-    return (["Settings: what the paper states, what its authors' script uses, what the run uses (* departs):"] + lines
-            + ["Departures, and the runs' own choices where neither the paper nor the script gives a value:"] + (departures or ["  none"]))
+    out = []
+    if lines:
+        out += (["Settings: what the paper states, what its authors' script uses, what the run uses (* departs from either):"]
+                + lines + ["Departures, and the runs' own choices where neither the paper nor the script gives a value:"]
+                + (departures or ["  none"]))
+    out += ["Runs that need files of the data folder:"] + [f"  {run.name}: {run.variant}" for run in experiment.runs if run.variant]
+    out += ["The paper's rows not run:"] + [f"  {row['row']} ({row['table']}): {row['reason']}" for row in experiment.omitted]
+    return [line for i, line in enumerate(out) if not (line.endswith(":") and not line.startswith(" ")
+                                                       and (i + 1 == len(out) or not out[i + 1].startswith(" ")))]
 
 
-def dry_run(experiment, out, nproc):
+def costs(experiment, todo):
+    """{job key: Cost} of every job, from the file's sizes and each run's settings (minxlt/experiments/cost.py)."""
+    out = {}
+    for i, run in enumerate(experiment.runs):
+        trained = next((r for r in experiment.runs if r.name == run.evaluate), run)
+        values = {} if trained.cotrain else resolved_settings(experiment, trained, f"runs[{i}]")
+        for job in todo:
+            if job.run.name == run.name and job.key not in out:
+                out[job.key] = Cost(uncounted=1) if trained.cotrain else run_cost(run.method, dict(values, **({"lr": job.value} if job.value else {})),
+                                                                        experiment.sizes, run.test_input, trained=not run.evaluate)
+    return out
+
+
+def shared_runs(experiment, data):
+    """{job key: ["<file> (<run>)", ...]} of the other experiment files beside this one that ask for the same runs."""
+    shared = {}
+    for path in sorted(experiment.path.parent.glob("*.json")):
+        if path.resolve() == experiment.path.resolve():
+            continue
+        try:
+            other = load_experiment(path, data if data and load_experiment(path).task == experiment.task else None)
+        except tasks.InputError:
+            continue
+        for (name, _), key in run_keys(other).items():
+            shared.setdefault(key, []).append(f"{path.name} ({name})")
+    return shared
+
+
+WHAT = {"done": "finished: skipped", "changed": "changed: not counted; --rerun-changed runs it again",
+        "interrupted": "interrupted: resumed", "started": "started: run again", "new": "to run"}
+
+
+def dry_run(experiment, out, nproc, data=None):
+    """Print a file's plan, cost and runs; returns {job key: Cost}, each job once."""
+    print(f"== {experiment.path}: {experiment.title}")
     for line in plan(experiment):
         print(line)
     todo = jobs(experiment, out)
-    by_name = {(job.run.name, job.seed): job for job in todo}
-    what = {"done": "finished: skipped", "changed": "changed: not counted; --rerun-changed runs it again",
-            "interrupted": "interrupted: resumed", "started": "started: run again", "new": "to run"}
-    statuses = {job.label: status(job, experiment, by_name) for job in todo}
+    named, price, shared = by_name(todo), costs(experiment, todo), shared_runs(experiment, data)
+    statuses = {job.label: status(job, experiment, named) for job in todo}
     for job in todo:
-        argv = command(job, experiment, nproc, by_name, again=statuses[job.label] == "changed")
-        print(f"{job.label} ({what[statuses[job.label]]})\n  {shlex.join(argv)}")
-    counts = {s: sum(value == s for value in statuses.values()) for s in what}
+        argv = command(job, experiment, nproc, named, again=statuses[job.label] == "changed")
+        also = f"; shared with {', '.join(shared[job.key])}" if job.key in shared else ""
+        print(f"{job.label} ({WHAT[statuses[job.label]]}{also})\n  {shlex.join(argv)}")
+    counts = {s: sum(value == s for value in statuses.values()) for s in WHAT}
     print(f"{len(todo)} runs ({len(experiment.runs)} x {len(experiment.seeds)} seeds): " + ", ".join(f"{n} {s}" for s, n in counts.items() if n))
+    print("cost of each run, one seed:")
+    for job in todo[:len(todo) // len(experiment.seeds)]:
+        print(f"  {job.label.rpartition(' seed ')[0]}: {say(price[job.key])}")
+    jobs_cost = {job.key + str(job.seed): price[job.key] for job in todo}
+    total = sum(jobs_cost.values(), Cost())
+    sizes = experiment.sizes
+    print(f"cost, every run of every seed: {say(total)}" + (f" (from the file's sizes: {sizes['train']:,} training examples, "
+                                                            f"{sizes['dev']:,} dev and {sizes['test']:,} test a language, "
+                                                            f"{sizes['languages']} languages; {sizes['from']})" if sizes else ""))
+    return jobs_cost
 
 
 def main(argv=None):
     args = get_args(argv)
+    if args.experiment.is_dir():  # --dry-run of every file, each run counted once however many files share it
+        every = {}
+        for path in sorted(args.experiment.glob("*.json")):
+            every.update(dry_run(load_experiment(path), args.out, args.nproc_per_node))
+            print()
+        print(f"all {len(sorted(args.experiment.glob('*.json')))} files, each shared run once: {say(sum(every.values(), Cost()))}")
+        return
     experiment = load_experiment(args.experiment, args.data)
-    out = Path(args.out or Path("runs") / experiment.path.stem)
     if args.dry_run:
         try:
             check_languages(experiment)
         except tasks.InputError as e:
             print(f"note: {e}")
-        return dry_run(experiment, out, args.nproc_per_node)
+        dry_run(experiment, args.out, args.nproc_per_node, args.data)
+        return
     if not args.report:
         check_languages(experiment)
         signal.signal(signal.SIGTERM, signal.default_int_handler)  # as Ctrl-C: the running run saves a checkpoint
-        failed = execute(experiment, out, args.nproc_per_node, args.rerun_changed)
+        failed = execute(experiment, args.out, args.nproc_per_node, args.rerun_changed)
     else:
         failed = {}
-    report(experiment, out, failed)
+    report(experiment, args.out, failed)
     if failed:
         sys.exit(f"{len(failed)} run(s) did not finish:\n" + "\n".join(f"{label}: {why}" for label, why in failed.items()))
 

@@ -70,7 +70,7 @@ def main(argv=None):
     raw = build_model(settings, method, model_dir, device, rank)
     core = method.wrap(raw, items)
     if settings.shard:  # each process holds 1/N of the weights, gradients and AdamW's moments (minxlt/parallel/shard.py)
-        model = shard.wrap(core, raw.encoder, settings.amp, settings.offload, device, evaluate_in_bf16=settings.eval_bf16,
+        model = shard.wrap(core, raw.encoder, settings.amp, settings.offload, device, evaluate_in_bf16=not settings.eval_float32,
                            embeddings_unit=settings.shard_embeddings)
         shard.load_pretrained(core, raw.encoder, model_dir, device, settings.offload)  # each process reads its own rows
     else:  # each process holds them all (DDP)
@@ -78,7 +78,7 @@ def main(argv=None):
     method.start(core, items)  # before any update: Unicoder's hard negatives; a teacher, loaded after the student (sharded with it)
     alignment_before = None
     if not (settings.no_alignment or settings.resume):
-        with shard.evaluated(core) as evaluated:  # CKA and retrieval call the encoder alone, in float32
+        with shard.evaluated(core) as evaluated, evaluating(settings):  # CKA and retrieval call the encoder alone
             alignment_before = alignment(shard.part_of(evaluated, core, raw.encoder), run, settings.alignment_pooling, settings.shard)
         del evaluated
     optimizer, scheduler = make_optimizer(settings, core, phases)
@@ -95,7 +95,7 @@ def main(argv=None):
     with bookkeeping.StopRequest() as stop:
         # each step's micro-batches, [(phase.make_batch(its items), its share of the global batch)], built ahead
         batches = bookkeeping.batch_loader(settings, method, phases, book.step)
-        while book.step < settings.max_steps and not stopped:
+        while book.step < settings.max_steps and not stopped and not book.out_of_patience():  # --patience: the best model is tested
             phase = phase_at(phases, book.step)
             losses = train_step(settings, run, phase, model, next(batches), optimizer, scheduler, scaler, dtype)
             stopping = book.record(phases, losses, scheduler.get_last_lr()[0], stop.requested)
@@ -107,6 +107,7 @@ def main(argv=None):
                 book.save_checkpoint(core, optimizer, scheduler, scaler)
     book.finish_checkpoint()  # one still being written (--async-checkpoint) put in place
     book.progress.close()
+    book.check_end()  # a loss that ended far above its start: a warning, however short the run
     del optimizer, scheduler, scaler, batches  # AdamW's moments freed before the test, which may need the room (XXL, sharded)
     distributed.release_memory(device)
     distributed.barrier()
@@ -164,6 +165,13 @@ def make_optimizer(settings, model, phases):
 AUTOCAST = {"none": None, "bf16": torch.bfloat16, "fp16": torch.float16}  # --amp (flags.autocast resolves auto)
 
 
+def evaluating(settings):
+    """Evaluation's precision: the run's autocast, or float32 with --eval-float32 (a sharded bf16
+    run then evaluates a float32 copy of its weights: shard.evaluated)."""
+    dtype = None if settings.eval_float32 else AUTOCAST[settings.amp]
+    return torch.autocast(settings.device.split(":")[0], dtype=dtype, enabled=dtype is not None)
+
+
 def train_step(settings, run, phase, model, micro_batches, optimizer, scheduler, scaler, dtype):
     """One optimizer step: forward and backward of a global batch, in --grad-accum micro-batches
     of this process's share of it, then the update. Returns the mean loss over the global batch
@@ -183,9 +191,12 @@ def train_step(settings, run, phase, model, micro_batches, optimizer, scheduler,
         total += loss.detach() * share
         for name, value in components.items():
             parts[name] = parts.get(name, 0.0) + value * share
-    if settings.max_grad_norm > 0:
+    if settings.max_grad_norm > 0 or settings.clip_value > 0:
         scaler.unscale_(optimizer)
-        torch.nn.utils.clip_grad_norm_(model.parameters(), settings.max_grad_norm)  # every trained one, X-Mixup's ratio too
+        if settings.clip_value > 0:  # each element (X-Mixup's trainer.py)
+            torch.nn.utils.clip_grad_value_(model.parameters(), settings.clip_value, foreach=False)
+        if settings.max_grad_norm > 0:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), settings.max_grad_norm)  # every trained one, X-Mixup's ratio too
     scaler.step(optimizer)
     scaler.update()
     scheduler.step()
@@ -198,7 +209,7 @@ def evaluate_and_save(settings, method, raw, core, book):
     model of the best score so far, as --select-on scores it, is OUT/best."""
     run, metric = method.run, method.metric()
     langs = [run.task.source] + (run.task.targets if "all" in (settings.dev_langs, settings.select_on) else [])
-    with shard.evaluated(core) as evaluated:  # a sharded model's own parameters whole (in float32), for predictors that call a
+    with shard.evaluated(core) as evaluated, evaluating(settings):  # a sharded model's own parameters whole, for predictors that call a
         dev = {lang: scores[metric] for lang, scores in method.evaluate(evaluated, "dev", langs).items()}  # part of it, and task.json
         info = dict(task_info(settings, run), **method.saved_info(evaluated))
     if book.record_dev(metric, dev, run.task.source):  # logged; True where it is the best so far
@@ -228,13 +239,15 @@ def test(settings, method, raw, core, book):
     OUT/results.json (with the settings) and OUT/results.md."""
     run, predictions, out, state = method.run, {}, book.out, book.state
     measure = None if settings.no_alignment else (lambda encoder: alignment(encoder, run, settings.alignment_pooling, settings.shard))
-    results, after = method.test(out / "best", raw, core, settings.test_input, settings.test_translations, predictions, measure)
+    with evaluating(settings):
+        results, after = method.test(out / "best", raw, core, settings.test_input, settings.test_translations, predictions, measure)
     results = evaluate.summarise(results, run.task.source) if results else {}
     if run.rank != 0:
         return
     seen = {"input": settings.test_input, "what": TEST_INPUTS[settings.test_input], "translations": settings.test_translations}
     table, summary = evaluate.run_report(results, run.task, state.alignment_before, after, settings.alignment_pooling, out / "predictions")
-    summary.update(test_input=seen, best_step=state.best_step, **{f"dev_{method.metric()}": state.best}, settings=settings.as_dict())
+    summary.update(test_input=seen, best_step=state.best_step, **{f"dev_{method.metric()}": state.best}, settings=settings.as_dict(),
+                   **({"warning": book.warning} if book.warning else {}))
     chosen = {"source": "best dev step", "all": "best mean dev step", "last": "last step"}[settings.select_on]
     title = f"{settings.method} on {settings.task}, test split, {chosen} {state.best_step}; each prediction saw {seen['what']}"
     cli.write_text(out / "results.json", json.dumps(summary, indent=2) + "\n")

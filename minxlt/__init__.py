@@ -6,5 +6,6 @@
     text/         tokenizers, and training texts tokenized once into a memory-mapped cache
     tasks/        each benchmark's reader and layout, the generic readers, QA's windows and metrics
     parallel/     process groups, sharded training (FSDP2) and its checkpoints, the memory plan
+    experiments/  reproduce.py's: an experiment file read and audited, its runs, its table, its cost
     errors.py     the errors a command shows as one line
 """

@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from conftest import padded_batch, random_layer_norms
-from model import ClassificationHead, Config, Encoder
+from minxlt.checkpoints.weights import CheckpointError
+from model import ClassificationHead, Classifier, Config, Encoder
 
 transformers = pytest.importorskip("transformers", reason="parity checks need transformers (requirements-test.txt)")
 
@@ -113,6 +114,24 @@ def test_classification_head_matches_roberta_head():
     hidden = torch.randn(4, 7, 36)
     with torch.no_grad():
         assert torch.allclose(ours(hidden), theirs(hidden), atol=1e-6)
+
+
+def test_filter_s_relu_head_and_the_pooler_s_sentence_vector_written_out():
+    # FILTER's classifier (its modeling_xlm_roberta.py): dropout, dense, ReLU, dropout, dense over <s>
+    head = ClassificationHead(36, 5, style="relu").eval()
+    hidden = torch.randn(4, 7, 36)
+    expected = torch.relu(hidden[:, 0] @ head.dense.weight.T + head.dense.bias) @ head.out_proj.weight.T + head.out_proj.bias
+    assert torch.allclose(head(hidden), expected, atol=1e-5) and not torch.allclose(ClassificationHead(36, 5).eval()(hidden), expected)
+    # --pooling pooler: <s> through the checkpoint's pooler, dense + tanh (BERT's pooled output, LaBSE's sentence embedding)
+    encoder = Encoder(Config(vocab_size=101, hidden_size=36, num_layers=2, num_heads=3, ffn_size=37, max_positions=40), pooler=True)
+    classifier = Classifier(random_layer_norms(encoder), 3, "linear", "pooler").eval()
+    ids, mask = padded_batch(101, [7, 4, 2])
+    logits, sentence = classifier(ids, mask)
+    first = encoder(ids, mask)[:, 0]
+    pooled = torch.tanh(first @ encoder.pooler["dense"].weight.T + encoder.pooler["dense"].bias)
+    assert torch.allclose(sentence, pooled, atol=1e-6) and torch.allclose(logits, classifier.head.out_proj(pooled), atol=1e-6)
+    with pytest.raises(CheckpointError, match="--pooling pooler reads the checkpoint's pooler"):
+        Classifier(tiny_encoder(), 3, "linear", "pooler")
 
 
 def tiny_encoder(**overrides):

@@ -70,7 +70,7 @@ def test_a_flag_the_method_does_not_read_is_refused(run, argv, message):
     (["--offload"], "--offload moves a sharded run's parts to host memory: add --shard"),
     (["--shard-embeddings"], "--shard-embeddings makes the embeddings a unit of a sharded model: add --shard"),
     (["--shard", "--shard-embeddings", "--method", "unicoder"], "--shard-embeddings: Unicoder's LM head and word recovery read"),
-    (["--shard", "--eval-bf16"], "--eval-bf16 evaluates a sharded bf16 run as it computes: it needs --shard and --amp bf16"),
+    (["--patience", "2", "--select-on", "last"], "--patience 2 stops when the dev score stops improving, and --select-on last"),
     (["--async-checkpoint"], "--async-checkpoint writes a sharded run's checkpoint .* in the background: add --shard"),
     (["--shard", "--amp", "fp16"], "--shard computes in bf16 or float32: give --amp bf16"),
     (["--shard", "--compile"], "--shard and --compile: compiling a sharded model is not supported here"),

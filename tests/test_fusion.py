@@ -116,6 +116,21 @@ def test_self_teaching_loss_per_token_with_mask():
     assert self_teaching_loss(student, teacher, mask).item() == pytest.approx(((kl[0, 0] + kl[0, 2] + kl[1, 2]) / 3).item(), abs=1e-6)
 
 
+def test_self_teaching_loss_as_the_authors_code_computes_it():
+    # FILTER's modeling_xlm_roberta.py: KLDivLoss()(log_softmax(student / T), softmax(teacher / T)) * T * T, at torch's default
+    # reduction, the mean over examples x classes; written out here with numpy-free loops over a 3-example, 4-class batch
+    torch.manual_seed(1)
+    student, teacher, T = torch.randn(3, 4), torch.randn(3, 4), 0.1
+    total = 0.0
+    for s_row, t_row in zip(student.tolist(), teacher.tolist()):
+        zs, zt = [math.exp(v / T - max(s_row) / T) for v in s_row], [math.exp(v / T - max(t_row) / T) for v in t_row]
+        ps, pt = [z / sum(zs) for z in zs], [z / sum(zt) for z in zt]
+        total += sum(t * (math.log(t) - math.log(s)) for t, s in zip(pt, ps))
+    assert self_teaching_loss(student, teacher, temperature=T, per_class=True).item() == pytest.approx(total / 12 * T * T, rel=1e-4)
+    assert self_teaching_loss(student, teacher, temperature=T).item() == pytest.approx(total / 3 * T * T, rel=1e-4)  # summed over classes
+    assert self_teaching_loss(student, teacher, temperature=1.0).item() == pytest.approx(self_teaching_loss(student, teacher).item())
+
+
 def test_no_gradient_reaches_the_teacher():
     student = torch.randn(3, 5, requires_grad=True)
     teacher = torch.randn(3, 5, requires_grad=True)

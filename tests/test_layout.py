@@ -37,7 +37,8 @@ def imports(tree):
 def test_the_root_holds_the_papers_and_the_commands():
     assert {path.stem for path in ROOT.glob("*.py")} == PAPERS
     assert len(PAPERS) <= 16
-    for folder in ("minxlt", "minxlt/run", "minxlt/checkpoints", "minxlt/text", "minxlt/tasks", "minxlt/parallel", "bench", "dev"):
+    for folder in ("minxlt", "minxlt/run", "minxlt/checkpoints", "minxlt/text", "minxlt/tasks", "minxlt/parallel", "minxlt/experiments",
+                   "bench", "dev"):
         assert ast.get_docstring(MODULES[folder.replace("/", ".")]), f"{folder}/__init__.py says what the folder holds"
 
 

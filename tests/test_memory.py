@@ -42,7 +42,7 @@ def test_xxl_on_eight_processes_under_ddp_does_not_fit_and_says_what_would(tmp_p
     out = dry_run(tmp_path, XXL, "--processes", "8", "--amp", "bf16", "--device-memory", "80")
     assert "10.70 B parameters" in out and "8 processes" in out
     assert "DDP, per process: parameters 42.8 GB, gradients 42.8 GB, AdamW moments 85.6 GB, DDP's gradient buckets 42.8 GB: 213.9 GB" in out
-    assert "does not fit the device's 80 GB under DDP: sharded training (--shard) would hold 32.0 GB per process, which fits" in out
+    assert "does not fit the device's 80 GB under DDP: sharded training (--shard) would hold 27.1 GB per process, which fits" in out  # its step; 32.0 evaluating in float32 (--eval-float32)
     sharded = dry_run(tmp_path, XXL, "--processes", "8", "--amp", "bf16", "--device-memory", "80", "--shard")
     assert "sharded over 8 (--shard), per process: parameters 5.3 GB, gradients 5.3 GB, AdamW moments 10.7 GB: 21.4 GB" in sharded
     assert "beyond these at most 5.3 GB in forward (the embeddings and the layers gathered whole, with the buffers" in sharded
@@ -64,11 +64,11 @@ def test_the_plan_gives_each_phase_and_the_largest_decides(tmp_path):
     # whole bf16 gradient and its float32 reduce-scatter buffer, before the rows of their gradient are kept); loading
     # holds its own rows; the test, the rows twice and what a float32 forward gathers; writing OUT/best, all but the
     # gradients and the chunk process 0 receives the others' rows in (bench/shard.py --phases measures these)
-    out = dry_run(tmp_path, XXL, "--processes", "8", "--amp", "bf16", "--device-memory", "40", "--shard")
+    out = dry_run(tmp_path, XXL, "--processes", "8", "--amp", "bf16", "--device-memory", "40", "--shard", "--eval-float32")
     assert ("sharded, each phase on the device: loading 5.3 GB, step 27.1 GB, dev evaluation 32.0 GB, test 21.4 GB, "
             "writing OUT/best 16.6 GB") in out
-    assert "fits the device's 40 GB with 12.9 GB left for activations" in out and "the evaluation on dev leaves 8.0 GB (--eval-bf16" in out
-    plan = json.loads(dry_run(tmp_path, XXL, "--processes", "8", "--amp", "bf16", "--device-memory", "40", "--shard", "--json"))
+    assert "fits the device's 40 GB with 12.9 GB left for activations" in out and "the evaluation on dev leaves 8.0 GB (without --eval-float32" in out
+    plan = json.loads(dry_run(tmp_path, XXL, "--processes", "8", "--amp", "bf16", "--device-memory", "40", "--shard", "--json", "--eval-float32"))
     sharded, phases = plan["sharded"], plan["phases"]["sharded"]
     h, f, v = XXL["hidden_size"], XXL["intermediate_size"], XXL["vocab_size"]
     root = v * h + (514 + 1) * h  # the words, the positions and one token type; XXL's embeddings have no LayerNorm
@@ -79,9 +79,9 @@ def test_the_plan_gives_each_phase_and_the_largest_decides(tmp_path):
     assert phases["loading"] == sharded["parameters"]
     assert phases["step"] == sum(sharded.values()) + plan["step_backward"] - root_rows
     assert phases["test"] == 2 * sharded["parameters"] + 4 * (2 * root + 3 * layer)  # gathered in float32
-    # the evaluation on dev between steps: in float32 (a copy of the rows, gathered in float32), or in bf16 with --eval-bf16
+    # the evaluation on dev between steps: in float32 with --eval-float32 (a copy of the rows, gathered in float32), or in bf16
     assert phases["dev evaluation"] == 2 * sharded["parameters"] + sharded["AdamW moments"] + 4 * (2 * root + 3 * layer)
-    in_bf16 = json.loads(dry_run(tmp_path, XXL, "--processes", "8", "--amp", "bf16", "--shard", "--json", "--eval-bf16"))
+    in_bf16 = json.loads(dry_run(tmp_path, XXL, "--processes", "8", "--amp", "bf16", "--shard", "--json"))
     assert in_bf16["phases"]["sharded"]["dev evaluation"] == sharded["parameters"] + sharded["AdamW moments"] + 2 * (2 * root + 3 * layer)
     received = 4 * -(-v // 8) * h  # the largest chunk: the words'
     assert phases["writing OUT/best"] == sharded["parameters"] + sharded["AdamW moments"] + received and plan["fits_sharded"]

@@ -57,37 +57,42 @@ def finished(tmp_path_factory, tiny_model_dir):
     return path, out, whole, str(exit.value)
 
 
+def job_of(path, out, name, seed):
+    """The job of a run and seed of the file at `path`, its folder in OUT/<task>/ as reproduce.py names it."""
+    return next(j for j in jobs.jobs(spec.load_experiment(path), out) if j.run.name == name and j.seed == seed)
+
+
 def test_a_failing_run_is_named_with_its_log_and_the_others_finish(finished):
     path, out, _, message = finished
     assert "2 run(s) did not finish" in message and "broken seed 0: exit status 1" in message
     assert "--max-length 9999 does not fit the model's" in message  # the log's last lines
     for name in ("zero-shot", "xeroalign", "translate-test"):
         for seed in (0, 1):
-            assert jobs.state(jobs.Job(spec.Run(name, "", "", evaluate=name == "translate-test" or None),
-                                                 seed, out / f"{name}-seed{seed}", out)) == "done"
-    table = (out / "table.md").read_text()
+            assert jobs.state(job_of(path, out, name, seed)) == "done"
+    table = (out / "tiny" / "table.md").read_text()
     assert "broken (0 of 2 seeds; missing: seed 0, 1)" in table and "| missing |" in table
 
 
 def test_a_stopped_run_resumes_to_the_numbers_of_an_uninterrupted_one(finished):
-    _, out, whole, _ = finished
-    resumed = json.loads((out / "xeroalign-seed1" / "results.json").read_text())
+    path, out, whole, _ = finished
+    resumed = json.loads((job_of(path, out, "xeroalign", 1).folder / "results.json").read_text())
     straight = json.loads((whole / "results.json").read_text())
     assert {k: v for k, v in resumed.items() if isinstance(v, dict) and "n" in v} == \
            {k: v for k, v in straight.items() if isinstance(v, dict) and "n" in v}
     losses = lambda folder: [r["loss"] for r in map(json.loads, (folder / "log.jsonl").read_text().splitlines()) if "loss" in r]
-    assert losses(out / "xeroalign-seed1") == losses(whole) and losses(whole)
-    log = (out / "logs" / "xeroalign-seed1.log").read_text()
+    assert losses(job_of(path, out, "xeroalign", 1).folder) == losses(whole) and losses(whole)
+    log = job_of(path, out, "xeroalign", 1).log.read_text()
     assert "--resume" in log.splitlines()[0]
 
 
 def test_finished_runs_are_skipped(finished, capsys):
     path, out, _, _ = finished
-    results = {p: p.stat().st_mtime_ns for p in out.glob("*-seed*/results*.json")}
-    logs = {p: p.read_text() for p in (out / "logs").glob("*.log") if "broken" not in p.name}
+    results = {p: p.stat().st_mtime_ns for p in out.glob("demo/*-seed*/results*.json")}
+    broken = {job_of(path, out, "broken", seed).log for seed in (0, 1)}
+    logs = {p: p.read_text() for p in (out / "demo" / "logs").glob("*.log") if p not in broken}
     with pytest.raises(SystemExit):
         reproduce.main([str(path), "--out", str(out)])
-    assert results == {p: p.stat().st_mtime_ns for p in out.glob("*-seed*/results*.json")} and len(results) == 6
+    assert results == {p: p.stat().st_mtime_ns for p in out.glob("demo/*-seed*/results*.json")} and len(results) == 6
     assert logs == {p: p.read_text() for p in logs}  # nothing launched again but the failed run
     reproduce.main([str(path), "--out", str(out), "--dry-run"])
     listed = capsys.readouterr().out
@@ -95,8 +100,8 @@ def test_finished_runs_are_skipped(finished, capsys):
     assert "8 runs (4 x 2 seeds): 6 done, 2 started" in listed
 
 
-def scores(out, name, seed, metric="accuracy"):
-    folder = out / f"{name}-seed{seed}"
+def scores(path, out, name, seed, metric="accuracy"):
+    folder = job_of(path, out, name, seed).folder
     results = json.loads(((folder / "results.json") if (folder / "results.json").exists() else folder / "results_test.json").read_text())
     return {lang: 100 * row[metric] for lang, row in results.items() if isinstance(row, dict) and "n" in row}
 
@@ -104,10 +109,10 @@ def scores(out, name, seed, metric="accuracy"):
 def test_the_table_is_numpys_mean_and_sample_std(finished):
     path, out, _, _ = finished
     experiment = spec.load_experiment(path)
-    rows = list(csv.DictReader((out / "table.csv").open()))
+    rows = list(csv.DictReader((out / "tiny" / "table.csv").open()))
     checked = 0
     for name in ("zero-shot", "xeroalign", "translate-test"):
-        per_seed = [scores(out, name, seed) for seed in (0, 1)]
+        per_seed = [scores(path, out, name, seed) for seed in (0, 1)]
         columns = {c.run.name: c for c in report.read_scores(experiment, out)}
         targets = [[v for lang, v in s.items() if lang != "en"] for s in per_seed]
         expected = {lang: [s[lang] for s in per_seed] for lang in per_seed[0]}
@@ -124,8 +129,8 @@ def test_the_table_is_numpys_mean_and_sample_std(finished):
     assert checked > 20
     row = next(r for r in rows if r["run"] == "zero-shot" and r["language"] == "de")
     assert float(row["paper"]) == 80.0 and float(row["difference"]) == pytest.approx(float(row["mean"]) - 80.0, abs=0.011)
-    table = (out / "table.md").read_text()
-    assert "zero-shot (2 seeds) | paper | Δ" in table and (out / "table.png").read_bytes()[:4] == b"\x89PNG"
+    table = (out / "tiny" / "table.md").read_text()
+    assert "zero-shot (2 seeds) | paper | Δ" in table and (out / "tiny" / "table.png").read_bytes()[:4] == b"\x89PNG"
     text, oracle = table.index("sees the target text alone"), table.index("sees the task's parallel source-language text")
     assert text < table.index("xeroalign (2 seeds)") < oracle < table.index("translate-test (2 seeds)")  # grouped by test input
 
@@ -134,12 +139,12 @@ def test_a_missing_seed_is_named_and_never_averaged_over(finished, tmp_path):
     path, out, _, _ = finished
     copy = tmp_path / "runs"
     shutil.copytree(out, copy)
-    (copy / "xeroalign-seed1" / "results.json").unlink()
+    (job_of(path, copy, "xeroalign", 1).folder / "results.json").unlink()
     reproduce.main([str(path), "--out", str(copy), "--report"])
-    table = (copy / "table.md").read_text()
+    table = (copy / "tiny" / "table.md").read_text()
     assert "xeroalign (1 of 2 seeds; missing: seed 1)" in table
     column = next(c for c in report.read_scores(spec.load_experiment(path), copy) if c.run.name == "xeroalign")
-    assert report.cell(column, "de") == (scores(copy, "xeroalign", 0)["de"], None, 1)
+    assert report.cell(column, "de") == (scores(path, copy, "xeroalign", 0)["de"], None, 1)
 
 
 def bad(tmp_path, tiny_model_dir, **changes):
@@ -220,9 +225,10 @@ def test_a_run_reads_another_runs_model_of_the_same_seed(tmp_path, tiny_model_di
              "paper_table": "Nobody's Table 2", "paper_row": "+ ST", "paper": {"average": 80.0}}]
     experiment = spec.load_experiment(experiment_file(tmp_path, tiny_model_dir, runs=runs))
     todo = jobs.jobs(experiment, tmp_path / "out")
-    student = next(j for j in todo if j.label == "filter-st seed 1")
-    argv = jobs.command(student, experiment, 1, {})
-    assert argv[argv.index("--teacher") + 1] == str(tmp_path / "out" / "filter-seed1" / "best") and student.run.needs == ["filter"]
+    student, teacher = (next(j for j in todo if j.label == label) for label in ("filter-st seed 1", "filter seed 1"))
+    argv = jobs.command(student, experiment, 1, jobs.by_name(todo))
+    assert argv[argv.index("--teacher") + 1] == str(teacher.folder / "best") and student.run.needs == ["filter"]
+    assert teacher.folder == tmp_path / "out" / "demo" / f"{teacher.key}-seed1" and teacher.key.startswith("filter-")
     assert "filter-st: (the paper's numbers: Nobody's Table 2, '+ ST')" in report.markdown(experiment, report.read_scores(experiment, tmp_path / "out"))
     runs[1]["flags"] = ["--teacher", "{filtre}"]
     assert "runs[1].flags: {filtre} is not the name of a trained run before it (filter)" in bad(tmp_path, tiny_model_dir, runs=runs)
@@ -257,8 +263,10 @@ def test_every_stated_setting_is_checked_against_the_runs_flags(tmp_path, tiny_m
     problems = {
         "the 0.001 the file says": {"lr": dict(lr, run=1e-3, departure="x")},  # the flags resolve to another value
         "departs from the paper's 0.0001 with no departure listed": {"lr": dict(lr, run=5e-5)},
-        "a departure is listed, but the run takes the paper's 8": {"batch_size": {"paper": 8, "paper_where": "Sec. 4", "run": 8,
-                                                                                   "departure": "none really"}},
+        "a departure is listed, but the run takes every value the paper and the script give": {
+            "batch_size": {"paper": 8, "paper_where": "Sec. 4", "run": 8, "departure": "none really"}},
+        "departs from the script's 64 with no departure listed": {  # the paper's value, where the authors' script has another
+            "max_length": {"paper": 128, "paper_where": "Sec. 4", "script": 64, "script_where": "run.sh:4", "run": 128}},
         "neither the paper nor its authors' script gives it": {"warmup": {"paper": None, "script": None, "run": 0.1}},
         "is neither a setting of train.py": {"learning_rate": {"paper": None, "run": 1, "departure": "x"}},
         "runs[0].settings.seeds: run zero-shot resolves it to 2": None,
@@ -275,7 +283,8 @@ def test_every_stated_setting_is_checked_against_the_runs_flags(tmp_path, tiny_m
 
 
 def test_every_paper_file_states_the_settings_that_decide_a_run():
-    needed = {"lr", "batch_size", "max_length", "warmup", "weight_decay", "select_on", "seeds", "optimizer", "schedule"}
+    needed = {"lr", "batch_size", "max_length", "warmup", "weight_decay", "select_on", "seeds", "optimizer", "schedule",
+              "group_by_length", "amp"}
     for path in sorted((ROOT / "experiments").glob("*.json")):
         experiment = spec.load_experiment(path)  # every stated setting checked (audit)
         if path.stem == "sib-200":
@@ -287,31 +296,35 @@ def test_every_paper_file_states_the_settings_that_decide_a_run():
             assert needed <= stated and stated & {"epochs", "max_steps"}, (path.name, run.name, needed - stated)
 
 
-def test_a_run_made_otherwise_is_changed_not_counted_and_run_again_on_request(finished, tmp_path, capsys):
+def test_a_run_made_otherwise_goes_to_a_folder_of_its_own_and_one_from_another_model_is_changed(finished, tmp_path, capsys):
     path, out, _, _ = finished
     written = json.loads(path.read_text())
     written["runs"] = [dict(r, flags=["--lr", "1e-3"]) if r["name"] == "zero-shot" else r for r in written["runs"] if r["name"] != "broken"]
-    changed = tmp_path / "tiny.json"
-    changed.write_text(json.dumps(written))
+    edited = tmp_path / "tiny.json"
+    edited.write_text(json.dumps(written))
     copy = tmp_path / "runs"
     shutil.copytree(out, copy)
-    experiment = spec.load_experiment(changed)
-    by_name = {(j.run.name, j.seed): j for j in jobs.jobs(experiment, copy)}
-    assert [jobs.status(by_name["zero-shot", s], experiment, by_name) for s in (0, 1)] == ["changed"] * 2
-    assert jobs.status(by_name["xeroalign", 0], experiment, by_name) == "done"
-    reproduce.main([str(changed), "--out", str(copy), "--dry-run"])
-    assert capsys.readouterr().out.count("(changed: not counted; --rerun-changed runs it again)") == 2
-    with pytest.raises(SystemExit, match="2 run\\(s\\) did not finish"):
-        reproduce.main([str(changed), "--out", str(copy)])  # nothing runs again unasked
-    assert "zero-shot (0 of 2 seeds; changed, not counted: seed 0, 1)" in (copy / "table.md").read_text()
-    before = {s: jobs.fingerprint(by_name["zero-shot", s].best) for s in (0, 1)}
-    reproduce.main([str(changed), "--out", str(copy), "--rerun-changed"])
-    table = (copy / "table.md").read_text()
-    assert "zero-shot (2 seeds)" in table and "translate-test (2 seeds)" in table and "changed" not in table
-    assert all(jobs.fingerprint(by_name["zero-shot", s].best) != before[s] for s in (0, 1))
-    log = (copy / "logs" / "translate-test-seed0.log").read_text()
-    assert log.count("$ ") == 2  # the evaluation of the retrained model, run again: its model changed
-    assert "lr 0.001" in table  # the settings as the run resolved them
+    experiment = spec.load_experiment(edited)
+    named = jobs.by_name(jobs.jobs(experiment, copy))
+    before = job_of(path, copy, "zero-shot", 0)
+    assert named["zero-shot", None, 0].folder != before.folder and before.results.is_file()  # the old results are kept where they are
+    assert [jobs.status(named["zero-shot", None, s], experiment, named) for s in (0, 1)] == ["new"] * 2
+    assert jobs.status(named["xeroalign", None, 0], experiment, named) == "done"  # unchanged: the same folder
+    reproduce.main([str(edited), "--out", str(copy)])  # the edited run trains; its evaluation, of a new model, too
+    table = (copy / "tiny" / "table.md").read_text()
+    assert "zero-shot (2 seeds)" in table and "translate-test (2 seeds)" in table and "lr 0.001" in table
+    # a model retrained in place (its files rewritten): what was made from it is changed, not counted, until run again
+    teacher = named["zero-shot", None, 0].best / "task.json"
+    teacher.write_text(teacher.read_text())
+    assert jobs.status(named["translate-test", None, 0], experiment, named) == "changed"
+    reproduce.main([str(edited), "--out", str(copy), "--dry-run"])
+    assert capsys.readouterr().out.count("(changed: not counted; --rerun-changed runs it again") == 1
+    with pytest.raises(SystemExit, match="1 run\\(s\\) did not finish"):
+        reproduce.main([str(edited), "--out", str(copy)])  # nothing runs again unasked
+    assert "translate-test (1 of 2 seeds; changed, not counted: seed 0)" in (copy / "tiny" / "table.md").read_text()
+    reproduce.main([str(edited), "--out", str(copy), "--rerun-changed"])
+    assert "changed" not in (copy / "tiny" / "table.md").read_text()
+    assert named["translate-test", None, 0].log.read_text().count("$ ") == 2  # run again, its model having changed
 
 
 def test_a_difference_over_fewer_seeds_is_marked_and_another_models_row_has_none(tmp_path, tiny_model_dir):
@@ -344,3 +357,91 @@ def test_a_cotraining_run_is_run_by_cotrain_py(tmp_path, tiny_model_dir):
     assert "runs[1].flags: cotrain.py refuses them: argument --threshold" in message
     assert "runs[1].cotrain: true for a run of cotrain.py" in bad(tmp_path, tiny_model_dir, runs=runs_with(
         {"name": "x", "cotrain": "yes", "test_input": "text"}))
+
+
+def test_two_files_that_ask_for_the_same_run_share_its_folder(tmp_path, tiny_model_dir, capsys):
+    first = spec.load_experiment(experiment_file(tmp_path, tiny_model_dir))
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps(dict(json.loads(first.path.read_text()), title="other", runs=[
+        {"name": "zs", "method": "zero-shot", "test_input": "text"},  # the same run, named otherwise
+        {"name": "xeroalign", "method": "xeroalign", "test_input": "text", "flags": ["--align-weight", "2"]}])))  # another run
+    keys, theirs = jobs.run_keys(first), jobs.run_keys(spec.load_experiment(other))
+    assert keys["zero-shot", None] == theirs["zs", None] and keys["xeroalign", None] != theirs["xeroalign", None]
+    reproduce.main([str(first.path), "--dry-run", "--out", str(tmp_path / "out")])
+    listed = capsys.readouterr().out
+    assert "zero-shot seed 0 (to run; shared with other.json (zs))" in listed and "xeroalign seed 0 (to run)" in listed
+    folders = {job.folder for job in jobs.jobs(first, tmp_path / "out")} & {job.folder for job in jobs.jobs(spec.load_experiment(other), tmp_path / "out")}
+    assert {folder.name.rsplit("-seed", 1)[0] for folder in folders} == {keys["zero-shot", None]}
+
+
+def test_a_run_that_needs_files_runs_its_fallback_without_them(tmp_path, tiny_model_dir, capsys):
+    data = tmp_path / "data"
+    data.mkdir()
+    run = {"name": "mix", "method": "xmixup", "test_input": "text", "flags": ["--round-trip", "{data}/rt.{lang}.tsv"],
+           "paper": {"de": 80.0}, "note": "with round trips", "settings": {"max_steps": {"paper": 4, "paper_where": "x", "run": 4}},
+           "requires": {"files": ["{data}/rt.{lang}.tsv", "{data}/dev.tsv"], "from": "make them"},
+           "otherwise": {"flags": [], "paper": {"de": 70.0}, "note": "without them",
+                         "settings": {"max_steps": {"paper": 4, "paper_where": "x", "run": 4}}}}
+    path = experiment_file(tmp_path, tiny_model_dir, data=str(data), runs=[run])
+    chosen = spec.load_experiment(path).runs[0]
+    assert chosen.paper == {"de": 70.0} and chosen.flags == [] and chosen.variant.startswith("the fallback: " + str(data / "rt."))
+    for name in ["dev.tsv"] + [f"rt.{lang}.tsv" for lang in ("de", "fr", "es", "ru", "zh", "hi")]:  # every target of the corpus
+        (data / name).write_text("")
+    chosen = spec.load_experiment(path).runs[0]
+    assert chosen.paper == {"de": 80.0} and chosen.note == "with round trips" and chosen.variant.startswith("as written")
+    job = jobs.jobs(spec.load_experiment(path), tmp_path / "out")[0]
+    argv = jobs.command(job, spec.load_experiment(path), 1, {})
+    assert argv[argv.index("--round-trip") + 1] == f"{data}/rt.{{lang}}.tsv"  # {data} is the data folder; {lang}, train.py's
+    (data / "rt.hi.tsv").unlink()
+    assert spec.load_experiment(path).runs[0].paper == {"de": 70.0}
+    reproduce.main([str(path), "--dry-run", "--out", str(tmp_path / "out")])
+    assert f"mix: the fallback: {data / 'rt.hi.tsv'} is missing (make them)" in capsys.readouterr().out
+    broken = dict(run, otherwise={"flags": [], "settings": {"max_steps": {"paper": 4, "paper_where": "x", "run": 5}}})
+    assert "runs[0].otherwise.settings.max_steps: run mix resolves it to 4, not to the 5" in bad(tmp_path, tiny_model_dir, runs=[broken])
+    assert 'give "requires" and "otherwise" together' in bad(tmp_path, tiny_model_dir, runs=[{k: v for k, v in run.items() if k != "otherwise"}])
+
+
+def test_a_grid_runs_each_value_and_the_table_takes_the_best_on_dev(tmp_path, tiny_model_dir):
+    runs = [{"name": "zs", "method": "zero-shot", "test_input": "text", "grid": {"lr": [1e-3, 1e-4]}, "paper": {"de": 50.0}},
+            {"name": "plain", "evaluate": "zs", "method": "zero-shot", "test_input": "text"}]
+    experiment = spec.load_experiment(experiment_file(tmp_path, tiny_model_dir, runs=runs))
+    todo = jobs.jobs(experiment, tmp_path / "out")
+    assert sorted((j.run.name, j.value, j.seed) for j in todo) == sorted((n, v, s) for n in ("zs", "plain") for v in (1e-3, 1e-4) for s in (0, 1))
+    grid = next(j for j in todo if j.run.name == "zs" and j.value == 1e-3)
+    assert grid.run.flags[-2:] == ["--lr", "0.001"] and grid.label == "zs lr=0.001 seed 0"
+    dev = {1e-3: (0.6, 0.7), 1e-4: (0.8, 0.9)}  # the second value is the better on dev, its test the worse
+    for job in todo:
+        job.folder.mkdir(parents=True)
+        test = 0.2 if job.value == 1e-4 else 0.4
+        results = {"de": {"accuracy": test + 0.01 * job.seed, "n": 10}, "en": {"accuracy": 0.9, "n": 10},
+                   "dev_accuracy": dev[job.value][job.seed], "settings": {"lr": job.value}}
+        job.results.write_text(json.dumps(results))
+        job.record_file.parent.mkdir(parents=True, exist_ok=True)
+        job.record_file.write_text(json.dumps(jobs.record(job, experiment, jobs.by_name(todo))))
+    columns = {c.run.name: c for c in report.read_scores(experiment, tmp_path / "out")}
+    assert columns["zs"].chosen == 1e-4 and columns["zs"].grid == {1e-3: pytest.approx(65.0), 1e-4: pytest.approx(85.0)}
+    assert report.cell(columns["zs"], "de")[0] == pytest.approx(20.5) and columns["plain"].chosen == 1e-4
+    table = report.markdown(experiment, list(columns.values()))
+    assert "zs lr=0.0001 (2 seeds)" in table and "lr chosen on dev among 0.001, 0.0001" in table and "0.0001: 85.0, 0.001: 65.0" in table
+    assert 'a grid is of a trained run' in bad(tmp_path, tiny_model_dir, runs=[runs[0], dict(runs[1], grid={"lr": [1, 2]})])
+    assert "--lr is the grid's" in bad(tmp_path, tiny_model_dir, runs=[dict(runs[0], flags=["--lr", "1e-3"])])
+
+
+def test_the_cost_of_a_file_counts_its_steps_and_forward_passes(tmp_path, tiny_model_dir, capsys):
+    steps = ["--epochs", "2", "--batch-size", "8", "--eval-every", "5", "--no-alignment"]
+    runs = [{"name": "zs", "method": "zero-shot", "test_input": "text"}, {"name": "fusion", "method": "filter", "test_input": "oracle"},
+            {"name": "tt", "evaluate": "zs", "method": "translate-test", "test_input": "oracle"}]
+    sizes = {"train": 100, "dev": 10, "test": 20, "languages": 3, "from": "a hand count"}
+    path = experiment_file(tmp_path, tiny_model_dir, flags=steps, runs=runs, sizes=sizes,
+                           omitted=[{"row": "Their ablation", "table": "Nobody's Table 2", "reason": "not run here"}])
+    reproduce.main([str(path), "--dry-run", "--out", str(tmp_path / "out")])
+    listed = capsys.readouterr().out
+    # zero-shot: ceil(100 / 8) x 2 = 26 steps of 8 texts; dev every 5 steps and at the last (6 x 10), the test 3 x 20
+    assert "  zs: 26 steps; 208 texts through the encoder in training (each also backward), 120 in evaluation" in listed
+    # FILTER: 100 x (2 targets + itself) pairs, ceil(300 / 8) x 2 = 76 steps of 8 pairs of two texts; 16 dev evaluations of
+    # 10 pairs, the test of 3 x 20 pairs
+    assert "  fusion: 76 steps; 1,216 texts through the encoder in training (each also backward), 440 in evaluation" in listed
+    assert "  tt: 0 steps; 0 texts through the encoder in training (each also backward), 60 in evaluation" in listed  # the English originals
+    assert "cost, every run of every seed: 204 steps; 2,848 texts" in listed
+    assert "The paper's rows not run:\n  Their ablation (Nobody's Table 2): not run here" in listed
+    assert "sizes.languages: missing" in bad(tmp_path, tiny_model_dir, sizes={k: v for k, v in sizes.items() if k != "languages"})

@@ -102,13 +102,13 @@ def test_sharded_and_ddp_agree_under_bf16_on_a_pre_ln_encoder(tmp_path, xl_model
     # DDP's autocast keeps the residual stream and LayerNorm in float32 and multiplies in bf16; a
     # sharded run gathers its layers in bf16 and computes in bf16 throughout (shard.py): the same
     # losses to within one bf16 step (2^-8 of the value; these differ by at most 5e-4 of it), not
-    # float32's precision. The weights they train differ as much, and so may a score near a tie. Both evaluate in
-    # float32 (a sharded run, a float32 copy of its rows: shard.evaluated): CKA before training is the same.
+    # float32's precision. The weights they train differ as much, and so may a score near a tie. With --eval-float32 both
+    # evaluate in float32 (a sharded run, a float32 copy of its rows: shard.evaluated): CKA before training is the same.
     every = jobs(xl_model_dir, tmp_path, "pre-ln")
-    runs = {name: every[name] + ["--amp", "bf16"] for name in ("translate-train-sentence", "xmixup-sentence", "filter-word")}
+    runs = {name: every[name] + ["--amp", "bf16", "--eval-float32"] for name in ("translate-train-sentence", "xmixup-sentence", "filter-word")}
     runs["translate-train-sentence"].remove("--no-alignment")  # CKA and retrieval before training: in float32, of the same weights
     spawn([(argv + flag, tmp_path / name / mode) for name, argv in runs.items() for mode, flag in (("ddp", []), ("shard", ["--shard"]))]
-          + [(runs["translate-train-sentence"] + ["--shard", "--eval-bf16"], tmp_path / "evaluated-in-bf16")])
+          + [([f for f in runs["translate-train-sentence"] if f != "--eval-float32"] + ["--shard"], tmp_path / "evaluated-in-bf16")])
     for name in runs:
         ddp, sharded = logged(tmp_path / name / "ddp"), logged(tmp_path / name / "shard")
         assert len(ddp) == 5 and ddp.keys() == sharded.keys(), name
@@ -123,7 +123,7 @@ def test_sharded_and_ddp_agree_under_bf16_on_a_pre_ln_encoder(tmp_path, xl_model
                     for mode in ("ddp", "shard"))
     assert sharded["cka_before"] == pytest.approx(ddp["cka_before"], abs=1e-6) and sharded["retrieval_before"] == ddp["retrieval_before"]
     in_bf16 = json.loads((tmp_path / "evaluated-in-bf16" / "results.json").read_text())["alignment"]["de"]
-    assert in_bf16["cka_before"] != pytest.approx(ddp["cka_before"], abs=1e-4)  # --eval-bf16: as the sharded layers compute
+    assert in_bf16["cka_before"] != pytest.approx(ddp["cka_before"], abs=1e-4)  # by default: as the sharded layers compute
 
 
 def load_worker(rank, world_size, port, best):

@@ -67,7 +67,7 @@ def test_missing_and_misplaced_translations(tmp_path, tiny_model_dir):
     folder = write_translations(tmp_path / "mt", task)
     lines = (folder / "zh.tsv").read_text().splitlines()
     (folder / "zh.tsv").write_text("\n".join(lines[1:]) + "\n")
-    with pytest.raises(tasks.DataError, match=r"zh.tsv: no translation of 1 test examples of zh, first ids \['weather.8.1'\]"):
+    with pytest.raises(tasks.DataError, match=r"zh.tsv: no translation of 1 of the 128 examples of zh, first ids \['weather.8.1'\]"):
         run(tmp_path, tiny_model_dir, "a", "--method", "xmixup", "--test-translations", str(folder))
     with pytest.raises(InputError, match="--test-input translation needs --test-translations"):
         run(tmp_path, tiny_model_dir, "b", "--method", "filter", "--test-input", "translation")

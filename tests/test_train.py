@@ -109,6 +109,60 @@ def test_non_finite_loss_stops_with_advice(tmp_path, tiny_model_dir, capsys):
     assert stop.value.code == 1 and "try a lower --lr" in capsys.readouterr().err
 
 
+def test_a_short_run_that_went_wrong_says_so_naming_the_learning_rate(tmp_path, tiny_model_dir, capsys):
+    # 8 steps: too few for the divergence check (about 20 of log), enough for the loss to end 5 times above its start
+    argv = ["--model", str(tiny_model_dir), *COMMON, "--method", "zero-shot", "--max-steps", "8", "--log-every", "1", "--lr", "10",
+            "--max-grad-norm", "0", "--warmup", "0"]
+    train.main(argv + ["--out", str(tmp_path / "wrong")])
+    logged = losses(tmp_path / "wrong")
+    assert logged[-1] > 5 * logged[0] and "the run went wrong; try a lower --lr (now 10.0)" in capsys.readouterr().err
+    assert "the run went wrong" in json.loads((tmp_path / "wrong" / "results.json").read_text())["warning"]
+    train.main([a if a != "10" else "1e-3" for a in argv] + ["--out", str(tmp_path / "right")])
+    assert "warning" not in json.loads((tmp_path / "right" / "results.json").read_text()) and "went wrong" not in capsys.readouterr().err
+
+
+def test_patience_stops_after_evaluations_without_a_better_dev_score_and_tests_the_best(tmp_path, tiny_model_dir):
+    # at a learning rate too small to change a prediction, the dev score never improves after the first evaluation
+    argv = ["--model", str(tiny_model_dir), *COMMON, "--method", "zero-shot", "--max-steps", "20", "--eval-every", "2", "--lr", "1e-12",
+            "--patience", "2", "--out", str(tmp_path)]
+    train.main(argv)
+    records = [json.loads(line) for line in (tmp_path / "log.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records if "dev_accuracy" in r] == [2, 4, 6]  # the best at 2, then two without a better score
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert results["best_step"] == 2 and max(r["step"] for r in records) == 6 and results["settings"]["patience"] == 2
+
+
+def test_clip_value_clips_each_gradient_element(tiny_model_dir):
+    # train.train_step with plain SGD at learning rate 1: each parameter moves by its clipped gradient, so by at most V
+    from conftest import make_run, make_method
+    from minxlt.text.tokenizer import Tokenizer
+    from model import Classifier, Encoder
+    tokenizer = Tokenizer.from_pretrained(tiny_model_dir)
+    for clip, norm in ((1e-4, 0.0), (0.0, 0.0)):
+        run = make_run(["a", "b", "c"], tokenizer=tokenizer)
+        method = make_method("zero-shot", run, "--clip-value", str(clip), "--max-grad-norm", str(norm))
+        torch.manual_seed(0)
+        model = Classifier(Encoder.from_pretrained(tiny_model_dir), 3)
+        before = [p.detach().clone() for p in model.parameters()]
+        optimizer = torch.optim.SGD(model.parameters(), lr=1.0)
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0)
+        ids, mask = tokenizer.pad([tokenizer.encode(t) for t in ("one two", "three four five", "six")])
+        batch = {"input_ids": ids, "attention_mask": mask, "labels": torch.tensor([0, 1, 2]), "weights": torch.ones(3)}
+        phase = method.phases([])[0]
+        train.train_step(method.settings, run, phase, model, [(batch, 1.0)], optimizer, scheduler, torch.amp.GradScaler(enabled=False), None)
+        moved = max((p.detach() - b).abs().max().item() for p, b in zip(model.parameters(), before))
+        # clipped: the largest move is the bound, to float32's rounding of the weights; unclipped, many times it
+        assert (clip * 0.999 < moved < clip + 1e-6) if clip else moved > 1e-3, (clip, moved)
+
+
+def test_evaluation_runs_under_the_run_s_autocast_unless_asked_for_float32():
+    settings = lambda *given: flags.Settings(dict(vars(flags.parse(["--amp", "bf16", *given])), device="cpu"))
+    with train.evaluating(settings()):
+        assert torch.is_autocast_cpu_enabled() and torch.get_autocast_dtype("cpu") == torch.bfloat16
+    with train.evaluating(settings("--eval-float32")):
+        assert not torch.is_autocast_cpu_enabled()
+
+
 def test_checkpoint_with_an_lm_head_trains_under_ddp(tmp_path, tiny_model_dir):
     # XLM-R checkpoints carry a masked-LM head that classification never uses: it is frozen, so DDP
     # does not wait for its gradients

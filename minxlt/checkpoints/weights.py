@@ -528,7 +528,7 @@ def read_task_json(directory, head_styles):
         task = json.loads((directory / "task.json").read_text(encoding="utf-8"))
         labels = task["labels"]
         head_style, pooling = task.get("head_style", "roberta"), task.get("pooling", "cls")
-        if not isinstance(labels, list) or not labels or head_style not in head_styles or pooling not in ("cls", "mean"):
+        if not isinstance(labels, list) or not labels or head_style not in head_styles or pooling not in ("cls", "mean", "pooler"):
             raise ValueError("labels, head_style or pooling")
     except (ValueError, KeyError, TypeError, UnicodeDecodeError) as e:
         raise CheckpointError(f"{directory / 'task.json'}: not the task.json that train.py writes ({e})") from None

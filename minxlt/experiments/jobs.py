@@ -10,26 +10,30 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from tqdm import tqdm
 
 from minxlt import tasks
-from minxlt.experiments.spec import HERE, Run, train_arguments
+from minxlt.experiments.spec import DATA, GRIDDED, HERE, Run, train_arguments
 from minxlt.run import cli
 
 
 @dataclass
 class Job:
+    """One run of one seed (and one value of its grid), in OUT/<task>/<key>-seed<S>: the key is the
+    run as it trains, hashed (run_keys), so that the files that ask for the same run share it."""
     run: Run
     seed: int
     folder: Path
     log: Path
+    key: str = ""
+    value: float | None = None  # a grid run's value (its --lr)
 
     @property
     def label(self):
-        return f"{self.run.name} seed {self.seed}"
+        return f"{self.run.name}{grid_label(self.run, self.value)} seed {self.seed}"
 
     @property
     def results(self):
@@ -46,11 +50,55 @@ class Job:
         return self.log.with_suffix(".json")
 
 
-def jobs(experiment, out):
-    """Every (run, seed), seed by seed, so that the first seeds' table is complete first."""
-    return [Job(run, seed, out / f"{run.name}-seed{seed}", out / "logs" / f"{run.name}-seed{seed}.log")
-            for seed in experiment.seeds for run in experiment.runs]
+def grid_label(run, value):
+    return "" if value is None else f" {next(iter(run.grid or {'lr': 0}))}={value:g}"
 
+
+def values(run, experiment):
+    """The grid values a run is made with ([None]: it has no grid); an evaluation, its trained run's."""
+    trained = next((r for r in experiment.runs if r.name == run.evaluate), run)
+    return list(trained.grid["lr"]) if trained.grid else [None]
+
+
+def with_value(run, value):
+    """The run with a grid value as its flag."""
+    return run if value is None or run.evaluate else replace(run, flags=run.flags + [GRIDDED["lr"], f"{value:g}"])
+
+
+def run_keys(experiment):
+    """{(run name, grid value): key}: the method and a hash of the run as it trains (its command
+    without its folders and seed, the data folder resolved, a model it reads by that run's key)."""
+    keys, data = {}, str(Path(experiment.data).resolve()) if experiment.data else None
+    model = str(Path(experiment.model).resolve()) if experiment.model and Path(experiment.model).is_dir() else experiment.model
+    fixed = replace(experiment, data=data, model=model)
+    for run in experiment.runs:
+        for value in values(run, experiment):
+            if run.evaluate:
+                described = ["evaluate.py", keys[run.evaluate, value], run.method, run.test_input,
+                             [flag.replace(DATA, data or DATA) for flag in run.flags]]
+            else:
+                described = ["cotrain.py" if run.cotrain else "train.py",
+                             train_arguments(fixed, with_value(run, value), 0, Path("out"), model_of=lambda name: keys[name, None])]
+            keys[run.name, value] = f"{run.method}-{hashlib.sha256(json.dumps(described).encode()).hexdigest()[:10]}"
+    return keys
+
+
+def jobs(experiment, out):
+    """Every (run, grid value, seed), seed by seed, so that the first seeds' table is complete first."""
+    keys, folder = run_keys(experiment), Path(out) / experiment.task
+    return [Job(with_value(run, value), seed, folder / f"{keys[run.name, value]}-seed{seed}",
+                folder / "logs" / f"{keys[run.name, value]}-seed{seed}.log", keys[run.name, value], value)
+            for seed in experiment.seeds for run in experiment.runs for value in values(run, experiment)]
+
+
+def by_name(todo):
+    """{(run name, grid value, seed): job}."""
+    return {(job.run.name, job.value, job.seed): job for job in todo}
+
+
+def needed(job, jobs_by_name):
+    """The jobs whose best model this one reads: the one it evaluates (of its grid value), its {run}s."""
+    return [jobs_by_name[name, job.value if name == job.run.evaluate else None, job.seed] for name in job.run.needs]
 
 
 def state(job):
@@ -66,13 +114,9 @@ def state(job):
 
 
 def record(job, experiment, jobs_by_name):
-    """What a job's results mean: the run as the file asks for it now (its folders aside) and a
-    fingerprint of each model it reads (the run it evaluates, a teacher), which a retraining changes."""
-    run = job.run
-    return {"run": "evaluate" if run.evaluate else "cotrain.py" if run.cotrain else "train.py", "method": run.method,
-            "task": experiment.task, "model": experiment.model, "seed": job.seed, "test_input": run.test_input,
-            "flags": run.flags if run.evaluate else experiment.flags + run.flags,
-            "reads": {name: fingerprint(jobs_by_name[name, job.seed].best) for name in run.needs}}
+    """What a job's results mean: its key (the run as it trains) and a fingerprint of each model it
+    reads (the run it evaluates, a teacher), which a retraining changes."""
+    return {"key": job.key, "seed": job.seed, "reads": {other.key: fingerprint(other.best) for other in needed(job, jobs_by_name)}}
 
 
 def fingerprint(folder):
@@ -82,8 +126,8 @@ def fingerprint(folder):
 
 
 def status(job, experiment, jobs_by_name):
-    """state(), or "changed": results or a checkpoint made with other flags than the file asks now,
-    or from another model than the one it reads now (or with no record of what they were made with)."""
+    """state(), or "changed": results or a checkpoint made from another model than the one it reads
+    now (a retrained teacher or evaluated model), or with no record of what they were made with."""
     current = state(job)
     if current in ("done", "interrupted"):
         try:
@@ -100,11 +144,13 @@ def command(job, experiment, nproc, jobs_by_name, again=False):
     start again, or with `again` for a changed one)."""
     launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(nproc)]
     if job.run.evaluate:
-        trained = jobs_by_name[job.run.evaluate, job.seed]
+        trained = needed(job, jobs_by_name)[0]
         argv = ["--checkpoint", str(trained.best), "--method", job.run.method, "--test-input", job.run.test_input]
         argv += ["--data", experiment.data] if experiment.data else []
-        return launcher + [str(HERE / "evaluate.py")] + argv + job.run.flags + ["--out", str(job.folder)]
-    argv = train_arguments(experiment, job.run, job.seed, job.folder)
+        flags = [flag.replace(DATA, experiment.data or DATA) for flag in job.run.flags]
+        return launcher + [str(HERE / "evaluate.py")] + argv + flags + ["--out", str(job.folder)]
+    model_of = lambda name: str(jobs_by_name[name, None, job.seed].best)
+    argv = train_arguments(experiment, job.run, job.seed, job.folder, model_of)
     argv += ["--overwrite"] if again else {"interrupted": ["--resume"], "started": ["--overwrite"]}.get(state(job), [])
     return launcher + [str(HERE / ("cotrain.py" if job.run.cotrain else "train.py"))] + argv
 
@@ -120,31 +166,31 @@ def tail(path, lines=12):
     return kept[:ends[0] if ends else len(kept)][-lines:]
 
 
-CHANGED = "changed: made with other flags or from another model than the file asks for now (--rerun-changed runs it again)"
+CHANGED = "changed: made from another model than the one it reads now (--rerun-changed runs it again)"
 
 
 def execute(experiment, out, nproc, rerun_changed=False):
     """Run every job that has no results, and with `rerun_changed` every changed one (status());
     returns {label: why} of those that failed, could not start, or were left changed."""
     todo = jobs(experiment, out)
-    by_name = {(job.run.name, job.seed): job for job in todo}
+    named = by_name(todo)
     failed = {}
-    done = sum(status(job, experiment, by_name) == "done" for job in todo)
+    done = sum(status(job, experiment, named) == "done" for job in todo)
     bar = tqdm(total=len(todo), initial=done, desc=f"{experiment.path.stem}: runs", unit="run", dynamic_ncols=True)
     for job in todo:
-        current = status(job, experiment, by_name)  # after the runs before it: a retrained model changes its evaluations
+        current = status(job, experiment, named)  # after the runs before it: a retrained model changes its evaluations
         if current == "done":
             continue
-        lacking = [name for name in job.run.needs if status(by_name[name, job.seed], experiment, by_name) != "done"]
+        lacking = [other.label for other in needed(job, named) if status(other, experiment, named) != "done"]
         if lacking or (current == "changed" and not rerun_changed):
-            failed[job.label] = f"not run: {lacking[0]} seed {job.seed} has no model made as the file asks" if lacking else CHANGED
+            failed[job.label] = f"not run: {lacking[0]} has no model made as the file asks" if lacking else CHANGED
             bar.update()
             continue
         how = {"interrupted": "resuming", "started": "starting again", "changed": "running again (changed)"}.get(current, "starting")
         bar.set_postfix_str(f"{how} {job.label}; {len(failed)} failed")
         job.log.parent.mkdir(parents=True, exist_ok=True)
-        started, argv = time.monotonic(), command(job, experiment, nproc, by_name, again=current == "changed")
-        cli.write_text(job.record_file, json.dumps(record(job, experiment, by_name), indent=1) + "\n")
+        started, argv = time.monotonic(), command(job, experiment, nproc, named, again=current == "changed")
+        cli.write_text(job.record_file, json.dumps(record(job, experiment, named), indent=1) + "\n")
         with open(job.log, "a", encoding="utf-8") as log:
             log.write(f"$ {shlex.join(argv)}\n")
             log.flush()

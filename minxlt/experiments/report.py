@@ -8,10 +8,11 @@ import json
 import math
 import statistics
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from methods import TEST_INPUTS
 from minxlt import tasks
-from minxlt.experiments.jobs import jobs, status
+from minxlt.experiments.jobs import by_name, grid_label, jobs, status
 from minxlt.experiments.spec import Run
 from minxlt.run import cli
 
@@ -25,44 +26,66 @@ class Column:
     scores: dict
     changed: list = field(default_factory=list)  # the seeds whose results were made otherwise (status(): not counted)
     settings: dict = field(default_factory=dict)  # the resolved settings its first counted seed recorded (results.json)
+    grid: dict = field(default_factory=dict)      # a grid run's {value: mean dev score over its finished seeds}; its chosen value
+    chosen: float | None = None
+    warnings: dict = field(default_factory=dict)  # {seed: what went wrong} (train.py's end-of-run check)
+    dev: float | None = None                      # the mean dev score of its tested models, where every seed has one
 
 
 def read_scores(experiment, out):
     """A Column per run, from the results of its finished seeds; results made otherwise than the
-    file asks now (status(): changed) are named, not counted."""
-    columns, source = [], experiment.source
-    by_name = {(job.run.name, job.seed): job for job in jobs(experiment, out)}
+    file asks now (status(): changed) are named, not counted. A grid run's column is the value whose
+    mean dev score (the run's --select-on score of its tested model) over its finished seeds is the
+    best, as the paper chose on dev; the others' dev scores are kept beside it."""
+    todo = jobs(experiment, out)
+    named, columns, chosen_of = by_name(todo), [], {}
     for run in experiment.runs:
-        seeds, missing, scores, changed, settings = [], [], {}, [], {}
-        for seed in experiment.seeds:
-            job = by_name[run.name, seed]
-            try:
-                results = json.loads(job.results.read_text(encoding="utf-8"))
-            except (OSError, json.JSONDecodeError):
-                missing.append(seed)
-                continue
-            if status(job, experiment, by_name) == "changed":
-                changed.append(seed)
-                continue
-            settings = settings or results.get("settings") or {}
-            per_lang = {lang: 100 * row[experiment.metric] for lang, row in results.items()
-                        if isinstance(row, dict) and "n" in row and experiment.metric in row}
-            if not per_lang:
-                raise tasks.InputError(f"{job.results}: no {experiment.metric!r} score (the file's metric); its scores: "
-                                       + ", ".join(sorted({k for row in results.values() if isinstance(row, dict) for k in row} - {"n"})))
-            seeds.append(seed)
-            targets = [score for lang, score in per_lang.items() if lang != source]
-            averages = {"target average": sum(targets) / len(targets)} if targets else {}
-            if experiment.paper.get("average"):
-                kept = [lang for lang in run.paper if lang != "average"] or list(per_lang)
-                if experiment.paper["average"] == "targets":
-                    kept = [lang for lang in kept if lang != source]
-                if all(lang in per_lang for lang in kept):
-                    averages["average, as the paper's"] = sum(per_lang[lang] for lang in kept) / len(kept)
-            for key, score in {**per_lang, **averages}.items():
-                scores.setdefault(key, {})[seed] = score
-        columns.append(Column(run, seeds, missing, scores, changed, settings))
+        by_value = {value: column_of(experiment, run, value, named) for value in dict.fromkeys(j.value for j in todo if j.run.name == run.name)}
+        grid = {} if run.evaluate else {value: column.dev for value, column in by_value.items() if column.dev is not None}
+        chosen = chosen_of.get(run.evaluate) if run.evaluate else max(grid, key=grid.get) if grid else None  # an evaluation: its model's
+        chosen = chosen if chosen in by_value else next(iter(by_value))
+        chosen_of[run.name] = chosen
+        column = by_value[chosen]
+        column.grid, column.chosen = grid, chosen
+        columns.append(column)
     return columns
+
+
+def column_of(experiment, run, value, named):
+    """The Column of a run's seeds made with one grid value (None: the run has no grid)."""
+    seeds, missing, scores, changed, settings, dev, warnings, source = [], [], {}, [], {}, [], {}, experiment.source
+    for seed in experiment.seeds:
+        job = named[run.name, value, seed]
+        try:
+            results = json.loads(job.results.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError):
+            missing.append(seed)
+            continue
+        if status(job, experiment, named) == "changed":
+            changed.append(seed)
+            continue
+        settings = settings or results.get("settings") or {}
+        per_lang = {lang: 100 * row[experiment.metric] for lang, row in results.items()
+                    if isinstance(row, dict) and "n" in row and experiment.metric in row}
+        if not per_lang:
+            raise tasks.InputError(f"{job.results}: no {experiment.metric!r} score (the file's metric); its scores: "
+                                   + ", ".join(sorted({k for row in results.values() if isinstance(row, dict) for k in row} - {"n"})))
+        seeds.append(seed)
+        dev += [100 * results[f"dev_{experiment.metric}"]] if isinstance(results.get(f"dev_{experiment.metric}"), (int, float)) else []
+        if results.get("warning"):
+            warnings[seed] = results["warning"]
+        targets = [score for lang, score in per_lang.items() if lang != source]
+        averages = {"target average": sum(targets) / len(targets)} if targets else {}
+        if experiment.paper.get("average"):
+            kept = [lang for lang in run.paper if lang != "average"] or list(per_lang)
+            if experiment.paper["average"] == "targets":
+                kept = [lang for lang in kept if lang != source]
+            if all(lang in per_lang for lang in kept):
+                averages["average, as the paper's"] = sum(per_lang[lang] for lang in kept) / len(kept)
+        for key, score in {**per_lang, **averages}.items():
+            scores.setdefault(key, {})[seed] = score
+    return Column(run, seeds, missing, scores, changed, settings, warnings=warnings,
+                  dev=statistics.mean(dev) if dev and len(dev) == len(seeds) else None)
 
 
 def mean_std(values):
@@ -90,7 +113,20 @@ def header(column, total):
     seeds = f"{n} seed{'s' * (n != 1)}" if n == total else f"{n} of {total} seeds"
     seeds += f"; missing: seed {', '.join(map(str, column.missing))}" if column.missing else ""
     seeds += f"; changed, not counted: seed {', '.join(map(str, column.changed))}" if column.changed else ""
-    return f"{run.name} ({seeds})"
+    seeds += f"; went wrong: seed {', '.join(map(str, column.warnings))}" if column.warnings else ""
+    return f"{run.name}{grid_label(run, column.chosen)} ({seeds})"
+
+
+def grid_note(column):
+    """A grid run's choice: each value's mean dev score, the best first; an evaluation's, its model's."""
+    if column.chosen is None:
+        return None
+    if column.run.evaluate:
+        return f"The {column.run.evaluate} model of{grid_label(column.run, column.chosen)}, the one chosen on dev."
+    name = next(iter(column.run.grid))
+    scores = ", ".join(f"{value:g}: {score:.1f}" for value, score in sorted(column.grid.items(), key=lambda item: -item[1]))
+    return (f"{name} chosen on dev among {', '.join(f'{v:g}' for v in column.run.grid[name])}, by the mean dev score of each "
+            f"value's tested models over the seeds that finished: {scores}.")
 
 
 SHOWN = ("lr", "batch_size", "epochs", "max_steps", "max_length", "warmup", "weight_decay", "select_on")  # where the file states none
@@ -145,9 +181,13 @@ def markdown(experiment, columns, failed=None):
             lines.append(f"| {label} | " + " | ".join(cells) + " |")
         notes = [f"{c.run.name}: " + " ".join(filter(None, [c.run.note, c.run.paper_table and f"(the paper's numbers: "
                                                              f"{c.run.paper_table}{', ' + repr(c.run.paper_row) if c.run.paper_row else ''})",
-                                                             c.run.paper_model and f"The paper's row is of another model: {c.run.paper_model}."]))
-                 for c in group if c.run.note or c.run.paper_table or c.run.paper_model]
+                                                             c.run.paper_model and f"The paper's row is of another model: {c.run.paper_model}.",
+                                                             c.run.variant and f"Run {c.run.variant}.", grid_note(c)]
+                                                     + [f"Seed {seed} went wrong: {why}." for seed, why in c.warnings.items()]))
+                 for c in group if c.run.note or c.run.paper_table or c.run.paper_model or c.run.variant or c.chosen is not None or c.warnings]
         lines += [""] + [f"- {note}" for note in notes] if notes else []
+    if experiment.omitted:
+        lines += ["", "The paper's rows not run:", ""] + [f"- {row['row']} ({row['table']}): {row['reason']}" for row in experiment.omitted]
     if failed:
         lines += ["", "Runs that did not finish: " + "; ".join(f"{label} ({why.splitlines()[0]})" for label, why in failed.items()) + "."]
     return "\n".join(lines) + "\n"
@@ -201,9 +241,15 @@ def plot(experiment, columns, path):
     return True
 
 
+def table_folder(experiment, out):
+    """Where an experiment's table goes: OUT/<the file's name>/ (its runs are in OUT/<task>/, shared)."""
+    return Path(out) / experiment.path.stem
+
+
 def report(experiment, out, failed=None):
-    """Write OUT/table.md, table.csv and table.png; print the markdown."""
+    """Write OUT/<the file's name>/table.md, table.csv and table.png; print the markdown."""
     columns = read_scores(experiment, out)
+    out = table_folder(experiment, out)
     out.mkdir(parents=True, exist_ok=True)
     table = markdown(experiment, columns, failed)
     cli.write_text(out / "table.md", table)

@@ -17,14 +17,19 @@ from minxlt.run import flags
 
 HERE = Path(__file__).resolve().parents[2]  # the repository, whose train.py, evaluate.py and cotrain.py the runs start
 RESERVED = {"--method", "--task", "--data", "--model", "--seed", "--out", "--test-input", "--resume", "--overwrite"}
-FIELDS = {"title", "about", "task", "data", "model", "metric", "seeds", "flags", "paper", "settings", "runs"}
+FIELDS = {"title", "about", "task", "data", "model", "metric", "seeds", "flags", "paper", "settings", "runs", "omitted", "sizes"}
 RUN_FIELDS = {"name", "method", "test_input", "flags", "evaluate", "cotrain", "paper", "paper_row", "paper_table", "paper_model",
-              "settings", "note"}
+              "settings", "note", "requires", "otherwise", "grid"}
+FALLBACK_FIELDS = {"flags", "settings", "note", "paper", "paper_row", "paper_table", "paper_model", "test_input"}  # "otherwise"
 SETTING_FIELDS = {"paper", "paper_where", "script", "script_where", "run", "departure"}
+OMITTED_FIELDS = {"row", "table", "paper", "reason"}
+SIZES_FIELDS = {"train", "dev", "test", "languages", "from"}
 # Settings of every run that are no flag of train.py: what it always does, and what the file itself sets.
-FIXED = {"optimizer": "AdamW", "schedule": "linear warmup, then linear decay to 0"}
+FIXED = {"optimizer": "AdamW", "schedule": "linear warmup, then linear decay to 0", "attention_mask": "padding masked"}
 DEPTHS = {"xlm-roberta-base": 12, "xlm-roberta-large": 24, "xlm-roberta-xl": 36, "xlm-roberta-xxl": 48}  # hub names' layers
-MODEL_OF = re.compile(r"\{(?!lang\})([a-z0-9][a-z0-9_.-]*)\}")  # "{filter}" in a run's flags: run filter's best model, same seed ({lang} is a path's)
+MODEL_OF = re.compile(r"\{(?!lang\}|data\})([a-z0-9][a-z0-9_.-]*)\}")  # "{filter}" in a run's flags: run filter's best model, same seed
+DATA = "{data}"  # in a run's flags and required files: the experiment's data folder ({lang} is a path's language)
+GRIDDED = {"lr": "--lr"}  # what a run's "grid" may give several values of
 PER_RUN = {"--teacher-cache": "a file each run writes for itself", "--source-lang": "the experiment's, in its top-level flags"}
 EVALUATE_FLAGS = {"--test-translations", "--batch-size", "--max-length"}  # what an "evaluate" run may add
 
@@ -44,6 +49,11 @@ class Run:
     cotrain: bool = False          # a run of cotrain.py (co-training, self-training), not of train.py
     paper_model: str | None = None  # the paper's row is of another model (named here): its numbers are shown, no difference
     settings: dict = field(default_factory=dict)  # {setting: Setting}: the paper's, its authors' script's and the run's values
+    requires: dict | None = None   # {"files": [paths with {data}, {lang}], "from": how to get them}: data the run needs
+    fallback: "Run | None" = None  # what runs instead where they are missing ("otherwise")
+    grid: dict | None = None       # {"lr": [values]}: each value runs over the seeds, the best on dev is the table's
+    variant: str | None = None     # which of the two a run with `requires` is, and why (choose_variants)
+    overrides: tuple = ()          # a fallback's: the settings its "otherwise" states
 
     @property
     def needs(self):
@@ -66,6 +76,8 @@ class Experiment:
     about: str = ""
     paper: dict = field(default_factory=dict)
     settings: dict = field(default_factory=dict)  # {setting: Setting} of every trained run, unless a run states its own
+    omitted: list = field(default_factory=list)   # the paper's rows not run: [{"row", "table", "paper", "reason"}]
+    sizes: dict = field(default_factory=dict)     # the data set's sizes, for the cost of the runs (cost.py)
 
     @property
     def source(self):
@@ -108,7 +120,8 @@ def load_experiment(path, data=None):
             refuse(path, name, "a string, or null")
     experiment = Experiment(path, spec["title"], spec["task"], data or spec.get("data"), spec.get("model"), spec["metric"], seeds,
                             check_flags(path, "flags", spec.get("flags", [])), [], spec.get("about", ""), spec.get("paper") or {},
-                            check_settings(path, "settings", spec.get("settings", {})))
+                            check_settings(path, "settings", spec.get("settings", {})), check_omitted(path, spec.get("omitted", [])),
+                            check_sizes(path, spec.get("sizes", {})))
     if not isinstance(spec["runs"], list) or not spec["runs"]:
         refuse(path, "runs", "a non-empty list of runs")
     for i, run in enumerate(spec["runs"]):
@@ -117,7 +130,63 @@ def load_experiment(path, data=None):
     for finding in audit(experiment):
         if finding.problem:
             refuse(path, finding.where, finding.problem)
+    return choose_variants(experiment)
+
+
+def choose_variants(experiment):
+    """Each run with `requires` as written where the data folder holds the files it names, else its
+    fallback ("otherwise"), each saying which and why (`variant`); where the folder is not here
+    to tell, as written."""
+    for i, run in enumerate(experiment.runs):
+        if run.requires is None:
+            continue
+        missing = missing_files(experiment, run.requires["files"])
+        if missing is None:
+            run.variant = f"as written, if the data folder holds {', '.join(run.requires['files'])} (it is not here to tell)"
+        elif missing:
+            experiment.runs[i] = replace(run.fallback, variant=f"the fallback: {missing[0]} is missing ({run.requires['from']})")
+        else:
+            run.variant = f"as written: the data folder holds {', '.join(run.requires['files'])}"
     return experiment
+
+
+def missing_files(experiment, patterns):
+    """The files of `patterns` (with {data}, and {lang} for every target language of the data
+    folder) that are not there; None where the data folder is not."""
+    folder = experiment.data
+    if not (folder and Path(folder).is_dir()):
+        return None
+    layout = tasks.LAYOUTS[experiment.task].for_folder(folder)(folder, experiment.source)
+    targets = [lang for lang in layout.languages() if lang != experiment.source]
+    files = [pattern.replace(DATA, folder).replace("{lang}", lang) for pattern in patterns
+             for lang in (targets if "{lang}" in pattern else [""])]
+    return [f for f in files if not Path(f).is_file()]
+
+
+def check_omitted(path, omitted):
+    """The paper's rows that no run reproduces, each with its reason: [{"row", "table", "paper", "reason"}]."""
+    if not isinstance(omitted, list):
+        refuse(path, "omitted", 'a list of {"row": ..., "table": ..., "reason": ...}: the paper\'s rows not run, and why')
+    for i, row in enumerate(omitted):
+        if not isinstance(row, dict):
+            refuse(path, f"omitted[{i}]", "an object with the fields " + ", ".join(sorted(OMITTED_FIELDS)))
+        check_fields(path, f"omitted[{i}]", row, OMITTED_FIELDS, required=("row", "table", "reason"))
+        if not all(isinstance(row[k], str) and row[k].strip() for k in ("row", "table", "reason")):
+            refuse(path, f"omitted[{i}]", "row, table and reason are sentences")
+    return list(omitted)
+
+
+def check_sizes(path, sizes):
+    """The data set's sizes, for the cost of its runs: {"train": the source's training examples, "dev"
+    and "test": examples per language, "languages": the source and the targets, "from": where the
+    numbers come from}."""
+    if not isinstance(sizes, dict):
+        refuse(path, "sizes", 'an object {"train": N, "dev": N, "test": N, "from": "<where the numbers come from>"}')
+    check_fields(path, "sizes", sizes, SIZES_FIELDS, required=tuple(sorted(SIZES_FIELDS)) if sizes else ())
+    for name in ("train", "dev", "test", "languages"):
+        if sizes and not (type(sizes[name]) is int and sizes[name] > 0):
+            refuse(path, f"sizes.{name}", f"a count of examples, not {sizes[name]!r}")
+    return dict(sizes)
 
 
 def check_settings(path, where, spec):
@@ -161,7 +230,7 @@ def check_flags(path, where, given):
     return list(given)
 
 
-def check_run(experiment, where, spec):
+def check_run(experiment, where, spec, fallback_of=None):
     path, names = experiment.path, [run.name for run in experiment.runs]
     if not isinstance(spec, dict):
         refuse(path, where, "an object with the fields " + ", ".join(sorted(RUN_FIELDS)))
@@ -170,13 +239,15 @@ def check_run(experiment, where, spec):
     name = spec["name"]
     if not (isinstance(name, str) and re.fullmatch(r"[a-z0-9][a-z0-9_.-]*", name)):
         refuse(path, f"{where}.name", f"{name!r} is not a folder name of lower-case letters, digits, '-', '_' and '.'")
-    if name in names:
+    if name in names and fallback_of is None:
         refuse(path, f"{where}.name", f"{name!r} names runs[{names.index(name)}] already")
     if spec.get("cotrain", False) not in (True, False) or (spec.get("cotrain") and "evaluate" in spec):
         refuse(path, f"{where}.cotrain", "true for a run of cotrain.py (not with evaluate), or left out")
     run = Run(name, spec.get("method"), spec["test_input"], check_flags(path, f"{where}.flags", spec.get("flags", [])),
               spec.get("evaluate"), spec.get("paper") or {}, spec.get("paper_row"), spec.get("paper_table"), spec.get("note"),
-              bool(spec.get("cotrain")), spec.get("paper_model"), check_settings(path, f"{where}.settings", spec.get("settings", {})))
+              bool(spec.get("cotrain")), spec.get("paper_model"), check_settings(path, f"{where}.settings", spec.get("settings", {})),
+              grid=check_grid(experiment, where, spec))
+    check_requires(experiment, where, spec, run, fallback_of)
     if run.cotrain:
         run.method = cotrain_arguments(experiment, run, 0, Path("out"), where)[0].lm_method
     trained_before = [r.name for r in experiment.runs if r.evaluate is None]
@@ -203,6 +274,50 @@ def check_run(experiment, where, spec):
     return run
 
 
+def check_grid(experiment, where, spec):
+    """A run's "grid", {"lr": [values]}: every value runs over the seeds; refused where another run
+    reads this one's model ({name}, or an evaluation of a grid), which one value must give."""
+    grid = spec.get("grid")
+    if grid is None:
+        return None
+    if not (isinstance(grid, dict) and len(grid) == 1 and set(grid) <= set(GRIDDED)):
+        refuse(experiment.path, f"{where}.grid", f'{{"lr": [values]}}: the one setting a grid may give ({", ".join(GRIDDED)})')
+    values = next(iter(grid.values()))
+    if not (isinstance(values, list) and len(values) > 1 and all(isinstance(v, (int, float)) and v > 0 for v in values)
+            and len(set(values)) == len(values)):
+        refuse(experiment.path, f"{where}.grid.lr", f"two or more distinct positive values, not {values!r}")
+    if any(flag.split("=", 1)[0] == GRIDDED[next(iter(grid))] for flag in spec.get("flags", [])):
+        refuse(experiment.path, f"{where}.flags", f"{GRIDDED[next(iter(grid))]} is the grid's: give it there only")
+    if spec.get("evaluate") or spec.get("cotrain"):
+        refuse(experiment.path, f"{where}.grid", "a grid is of a trained run of train.py")
+    return dict(grid)
+
+
+def check_requires(experiment, where, spec, run, fallback_of):
+    """A run's "requires", {"files": [paths with {data} and {lang}], "from": how to get them}, and
+    its "otherwise": the fields that change where they are missing (FALLBACK_FIELDS), checked as
+    a run of their own (run.fallback)."""
+    path = experiment.path
+    if ("requires" in spec) != ("otherwise" in spec) or (fallback_of is not None and "requires" in spec):
+        refuse(path, f"{where}.requires", 'give "requires" and "otherwise" together: the files a run needs, and what runs without them')
+    if "requires" not in spec:
+        return
+    requires = spec["requires"]
+    if not (isinstance(requires, dict) and set(requires) == {"files", "from"} and isinstance(requires["files"], list)
+            and requires["files"] and all(isinstance(f, str) and f.startswith(DATA + "/") for f in requires["files"])
+            and isinstance(requires["from"], str)):
+        refuse(path, f"{where}.requires", '{"files": ["{data}/<path>", ...] ({lang} for each target language), "from": '
+                                          '"<how to get them>"}')
+    otherwise = spec["otherwise"]
+    if not isinstance(otherwise, dict):
+        refuse(path, f"{where}.otherwise", "an object with the fields that change: " + ", ".join(sorted(FALLBACK_FIELDS)))
+    check_fields(path, f"{where}.otherwise", otherwise, FALLBACK_FIELDS, required=())
+    merged = {k: v for k, v in spec.items() if k not in ("requires", "otherwise")}
+    merged.update(otherwise, settings={**spec.get("settings", {}), **otherwise.get("settings", {})})
+    run.requires, run.fallback = dict(requires), check_run(experiment, f"{where}.otherwise", merged, fallback_of=run)
+    run.fallback.overrides = tuple(otherwise.get("settings", {}))
+
+
 def parsed(path, where, parse, argv, script="train.py"):
     """parse(argv), or the file and field refused with the parser's own message."""
     try:
@@ -216,8 +331,7 @@ def parsed(path, where, parse, argv, script="train.py"):
 def planned_arguments(experiment, run, where):
     """A trained run's train.py flags as they will be, with placeholders for the folders that exist only then."""
     folder = str(HERE) if experiment.data else None  # the data folder is checked when the runs start (check_languages)
-    models = replace(run, flags=[MODEL_OF.sub(str(HERE), flag) for flag in run.flags])  # a model to be trained: a folder now
-    argv = train_arguments(replace(experiment, data=folder), models, 0, Path("out"))
+    argv = train_arguments(replace(experiment, data=folder), run, 0, Path("out"))  # a model to be trained: a folder now
     parsed(experiment.path, where, flags.parse, argv)
     return argv
 
@@ -242,48 +356,53 @@ class Finding:
 
     @property
     def departs(self):
-        """Whether the run's value differs from the paper's, or the script's where the paper is silent."""
-        expected = self.setting.get("paper") if self.setting.get("paper") is not None else self.setting.get("script")
-        return expected is None or not same(self.setting["run"], expected)
+        """The sources whose value the run's differs from: the paper's, the script's, or "neither"
+        where both are silent; empty where it takes every value they give."""
+        given = [source for source in ("paper", "script") if self.setting.get(source) is not None]
+        return [s for s in given if not same(self.setting["run"], self.setting[s])] if given else ["neither"]
 
 
 def same(a, b):
     return math.isclose(a, b, rel_tol=1e-9) if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (a, b)) else a == b
 
 
-def audit(experiment):
+def audit(experiment, variants=True):
     """[Finding] for every setting an experiment file states, for each trained run it applies to
-    (the file's `settings`, then the run's own): what the paper states, what its authors' script
-    uses, what the run uses. A problem where the run's flags resolve to another value than the
-    file says, where the run's value departs from the paper's (or, where the paper is silent, the
-    script's) with no departure listed, or where a departure is listed and there is none."""
+    (the file's `settings`, then the run's own, then its fallback's): what the paper states, what
+    its authors' script uses, what the run uses. A problem where the run's flags resolve to
+    another value than the file says, where the run's value differs from the paper's or the
+    script's with no departure listed, or where a departure is listed and there is none.
+    `variants`: each run's fallback too (a file is checked whole), else the runs as chosen."""
     findings = []
     for i, run in enumerate(experiment.runs):
-        stated = {**experiment.settings, **run.settings}
-        if run.evaluate or not stated:
-            continue
-        values = resolved_settings(experiment, run, f"runs[{i}]")
-        for name, setting in stated.items():
-            where = f"runs[{i}].settings.{name}" if name in run.settings else f"settings.{name}"
-            resolved = values.get(name, KeyError)
-            findings.append(Finding(run, name, setting, resolved, where, None))
-            findings[-1].problem = setting_problem(findings[-1], run)
+        for variant in [run] + ([run.fallback] if variants and run.fallback else []):
+            stated = {**experiment.settings, **variant.settings}
+            if variant.evaluate or not stated:
+                continue
+            here = f"runs[{i}].otherwise" if variant is run.fallback else f"runs[{i}]"
+            values = resolved_settings(experiment, variant, here)
+            for name, setting in stated.items():
+                where = (f"runs[{i}].otherwise.settings.{name}" if name in variant.overrides else
+                         f"runs[{i}].settings.{name}" if name in variant.settings else f"settings.{name}")
+                findings.append(Finding(variant, name, setting, values.get(name, KeyError), where, None))
+                findings[-1].problem = setting_problem(findings[-1], variant)
     return findings
 
 
 def setting_problem(finding, run):
     setting, resolved = finding.setting, finding.resolved
-    source = "paper" if setting.get("paper") is not None else "script"
     if resolved is KeyError:
-        return f"{finding.name!r} is neither a setting of train.py (python train.py --help) nor one of {', '.join(FIXED)}"
+        return (f"{finding.name!r} is neither a setting of train.py (python train.py --help) nor one of {', '.join(FIXED)} "
+                f"(nor --method {run.method}'s {', '.join(flags.METHODS[run.method].fixed) or 'fixed settings: it has none'})")
     if not same(resolved, setting["run"]):
         return f"run {run.name} resolves it to {resolved!r}, not to the {setting['run']!r} the file says"
-    if setting.get(source) is None and "departure" not in setting:
+    departs = finding.departs
+    if departs == ["neither"] and "departure" not in setting:
         return f"neither the paper nor its authors' script gives it: say why the run takes {setting['run']!r} (departure)"
-    if finding.departs and "departure" not in setting:
-        return f"the run's {setting['run']!r} departs from the {source}'s {setting[source]!r} with no departure listed"
-    if not finding.departs and "departure" in setting:
-        return f"a departure is listed, but the run takes the {source}'s {setting[source]!r}"
+    if departs and "departure" not in setting:
+        return f"the run's {setting['run']!r} departs from the {departs[0]}'s {setting[departs[0]]!r} with no departure listed"
+    if not departs and "departure" in setting:
+        return "a departure is listed, but the run takes every value the paper and the script give"
     return None
 
 
@@ -301,8 +420,13 @@ def resolved_settings(experiment, run, where):
             values = flags.planned(planned_arguments(experiment, run, where), experiment.task, depth)
     except tasks.InputError as e:
         refuse(experiment.path, f"{where}.flags", str(e))
-    return {**values, **FIXED, "model": experiment.model or "the bundled multilingual-e5-small", "seeds": len(experiment.seeds),
-            "test_input": run.test_input}
+    if run.grid:
+        values.update({name: list(grid) for name, grid in run.grid.items()})
+    return {**values, **FIXED, **flags.METHODS[run.method].fixed, "model": experiment.model or "the bundled multilingual-e5-small",
+            "seeds": len(experiment.seeds),
+            "test_input": run.test_input, "test_translations": values.get("test_translations") and Path(values["test_translations"]).name,
+            "dev_translations": values.get("dev_translations") and Path(values["dev_translations"]).name,
+            "round_trip": values.get("round_trip") and Path(values["round_trip"]).name}
 
 
 def model_depth(experiment):
@@ -345,10 +469,13 @@ def check_languages(experiment):
             refuse(experiment.path, f"runs[{i}].paper.{lacking[0]}", f"{holder} has no language {lacking[0]!r} "
                    f"(it has {', '.join(sorted(found))})")
 
-def train_arguments(experiment, run, seed, folder):
-    """The flags of a trained run's train.py (co-training: cotrain.py, which takes --lm-method, not --method)."""
+def train_arguments(experiment, run, seed, folder, model_of=None):
+    """The flags of a trained run's train.py (co-training: cotrain.py, which takes --lm-method, not
+    --method): {data} in a flag is the data folder, {name} the best model of run `name` of the same
+    seed, `model_of(name)` (a placeholder folder where not given)."""
     argv = ([] if run.cotrain else ["--method", run.method]) + ["--task", experiment.task, "--seed", str(seed), "--test-input", run.test_input]
     argv += ["--data", experiment.data] if experiment.data else []
     argv += ["--model", experiment.model] if experiment.model else []
-    model_of = lambda name: str(folder.parent / f"{name}-seed{seed}" / "best")
-    return argv + experiment.flags + [MODEL_OF.sub(lambda m: model_of(m.group(1)), flag) for flag in run.flags] + ["--out", str(folder)]
+    model_of = model_of or (lambda name: str(HERE))
+    filled = lambda flag: MODEL_OF.sub(lambda m: model_of(m.group(1)), flag).replace(DATA, experiment.data or DATA)
+    return argv + [filled(flag) for flag in experiment.flags + run.flags] + ["--out", str(folder)]

@@ -53,7 +53,7 @@ def plan(config, processes, amp="none", freeze_embeddings=False, device_memory=8
     the next micro-step's forward. It loads its own rows only, and tests OUT/best sharded (the
     parameters twice) once AdamW's moments are freed. `offload` (--offload): the sharded parts, the
     teacher's too, are in host memory ("host"), the device holding what is gathered. `eval_bf16`
-    (--eval-bf16): the evaluation on dev computes in bf16, without a float32 copy. `embeddings_unit`
+    (the default; not with --eval-float32): the evaluation on dev computes in bf16, without a float32 copy. `embeddings_unit`
     (--shard-embeddings): the embeddings are not held while the layers run."""
     encoder = meta_encoder(config)
     shapes = parameter_shapes(encoder, freeze_embeddings)
@@ -90,7 +90,7 @@ def phase_bytes(parts, step_extra, test_extra, offload=False, received=0, accumu
         step_moments): in forward, where the gradients' rows are freed unless a micro-step's are
         kept for the next (`accumulates`), and in backward;
       - the evaluation on dev, between steps: all but the gradients, what a float32 forward gathers
-        (`test_extra`; `evaluation_extra` in bf16 with --eval-bf16) and, where the run computes in
+        (`test_extra`; `evaluation_extra` in bf16, without --eval-float32) and, where the run computes in
         bf16, the float32 copy it evaluates (`evaluation_copy`, shard.evaluated);
       - the test, once AdamW's moments and the gradients are freed: the parameters twice (OUT/best
         loaded beside them, in float32), the teacher, and what a float32 forward gathers;
@@ -183,12 +183,12 @@ def report(name, config, processes, amp, freeze_embeddings, device_memory, teach
         lines.append(f"  {'sharded, it' if shard else 'it'} fits the device's {device_memory / GB:.0f} GB with "
                      f"{(device_memory - phases['step']) / GB:.1f} GB "
                      "left for activations (--gradient-checkpointing keeps one layer's; --batch-size and --grad-accum set them)"
-                     + (f"; the evaluation on dev leaves {(device_memory - phases['dev evaluation']) / GB:.1f} GB (--eval-bf16 evaluates "
-                        "without a float32 copy)" if shard and amp == "bf16" and phases["dev evaluation"] > phases["step"] else ""))
+                     + (f"; the evaluation on dev leaves {(device_memory - phases['dev evaluation']) / GB:.1f} GB (without --eval-float32 it "
+                        "evaluates in bf16, without a float32 copy)" if shard and amp == "bf16" and phases["dev evaluation"] > phases["step"] else ""))
     elif shard:
         lines.append(f"  does not fit the device's {device_memory / GB:.0f} GB even sharded over {processes} process{'es' * (processes > 1)}: run "
                      "more processes (more nodes)" + ("; --offload keeps the parts in host memory" if not offload else "")
-                     + ("; --eval-bf16 evaluates without a float32 copy" if amp == "bf16" and not eval_bf16 else "")
+                     + ("; without --eval-float32 the evaluation needs no float32 copy" if amp == "bf16" and not eval_bf16 else "")
                      + ("; --freeze-embeddings trains fewer parameters" if not freeze_embeddings else ""))
     else:
         what = (f"sharded training (--shard) would hold {max(p['phases']['sharded'].values()) / GB:.1f} GB per process, which fits"
@@ -215,10 +215,10 @@ def dry_run(args, model_dir):
     config = Config.from_directory(model_dir)
     if args.json:  # the same, for scripts: bytes per process
         print(json.dumps(dict(plan(config, processes, args.amp, args.freeze_embeddings, device_memory(args.device_memory),
-                                   bool(args.teacher), args.offload, args.grad_accum, args.eval_bf16, args.shard_embeddings),
+                                   bool(args.teacher), args.offload, args.grad_accum, not args.eval_float32, args.shard_embeddings),
                               model=args.model, processes=processes,
                               shard=args.shard)))
         return
     print(report(args.model or "the default model", config, processes, args.amp, args.freeze_embeddings,
                  device_memory(args.device_memory), teacher=bool(args.teacher), shard=args.shard, offload=args.offload,
-                 grad_accum=args.grad_accum, eval_bf16=args.eval_bf16, embeddings_unit=args.shard_embeddings))
+                 grad_accum=args.grad_accum, eval_bf16=not args.eval_float32, embeddings_unit=args.shard_embeddings))

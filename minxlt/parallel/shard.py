@@ -22,8 +22,8 @@ inside `gathered`, and in the task's evaluation every process runs as many batch
 (methods.Run.lockstep), since each layer's forward gathers with all processes at once. Under --amp
 bf16 the layers compute in bf16 (parameters gathered in bf16, where DDP's autocast keeps the
 residual stream and LayerNorms in float32: the same losses to bf16's precision) and gradients are
-summed in float32. Evaluation is in float32, as DDP's: on a float32 copy of each process's rows,
-made for the block (`evaluated`; --eval-bf16 evaluates in bf16 instead, without the copy).
+summed in float32. Evaluation computes as the run does, in bf16; with --eval-float32 in float32,
+as DDP's does then: on a float32 copy of each process's rows, made for the block (`evaluated`).
 
 Sharded from the first byte loaded: the model is built on the meta device and sharded, then each
 process makes room for its own shards and reads its own rows of each checkpoint tensor, one file
@@ -71,7 +71,7 @@ def wrap(core, encoder, amp="none", offload=False, device=None, trains=True, eva
     encoder on the meta device is sharded there, then filled: load_pretrained). A model that only
     runs forward (`trains` False: a teacher, the tested OUT/best) releases every layer after it.
     One that trains in bf16 is evaluated in float32 (evaluated) unless `evaluate_in_bf16`
-    (--eval-bf16). `embeddings_unit` (--shard-embeddings): the embeddings a unit of their own,
+    (the default; not with --eval-float32). `embeddings_unit` (--shard-embeddings): the embeddings a unit of their own,
     gathered for their forward and again for their backward, not held while the layers run.
     Returns `core`."""
     device_given = device if device is not None else next(core.parameters()).device

@@ -178,6 +178,16 @@ class Divergence:
                     "at the start")
         return None
 
+    def ended(self):
+        """At the end of a run, however short: what is wrong where its last logged loss is `factor`
+        times (and 1 above) its phase's first, else None."""
+        if self.start is None or not self.recent:
+            return None
+        last = self.recent[-1]
+        if last > self.factor * self.start and last > self.start + 1:
+            return f"the loss ended at {last:.4g}, against {self.start:.4g} at the start of {self.phase}"
+        return None
+
 
 class Window:
     """The losses of the steps since the last log record, summed on the device, read (and summed
@@ -218,6 +228,7 @@ class State:
     best_step: int = -1
     alignment_before: dict | None = None  # CKA and retrieval of the pretrained encoder
     saved_step: int | None = None         # the step of the last checkpoint written
+    stale: int = 0                        # evaluations on dev since the best (--patience)
 
 
 FAILED_WRITE = (OSError, RuntimeError)  # a full disk, a folder that cannot be written
@@ -248,7 +259,8 @@ class Book:
         self.state = State(alignment_before=alignment_before)
         if saved is not None:
             resume(self.out, saved, core, optimizer, scheduler, scaler, self.run.rank, self.run.world_size)
-            self.state = State(**{key: saved.get(key) for key in ("step", "best", "best_step", "alignment_before")}, saved_step=saved["step"])
+            self.state = State(**{key: saved.get(key) for key in ("step", "best", "best_step", "alignment_before")}, saved_step=saved["step"],
+                               stale=saved.get("stale", 0))
             window = saved.get("window")  # a resumed run's steps since the last record count in the next
         self.saved = None
         settings = self.settings
@@ -290,10 +302,31 @@ class Book:
         self.log({"step": state.step, f"dev_{metric}": dev})
         if best:
             state.best, state.best_step, self.metric = score, state.step, metric
+        state.stale = 0 if best else state.stale + 1
         if self.run.rank == 0:
             self.progress.write(f"step {state.step}: loss {self.window.last:.4f}, dev {metric} "
                                 f"{', '.join(f'{l} {100 * a:.1f}' for l, a in dev.items())} (best {100 * state.best:.1f} at step {state.best_step})")
         return best
+
+    def check_end(self):
+        """A run that went wrong says so, however short (Divergence needs about 20 steps of log to
+        stop one): a warning naming the learning rate, kept for results.json (`self.warning`)."""
+        problem = self.divergence.ended()
+        self.warning = problem and (f"{problem}: the run went wrong; try a lower --lr (now {self.settings.lr})"
+                                    + (", --amp bf16 or none instead of fp16" if self.settings.amp == "fp16" else ""))
+        if self.warning and self.run.rank == 0:
+            print(f"warning: {self.warning}", file=sys.stderr)
+
+    def out_of_patience(self):
+        """Whether --patience evaluations on dev have passed without a better score: the run stops
+        early, as XTREME's and XLM-R's fine-tuning recipes stop, and its best model is tested."""
+        patience = self.settings.patience
+        if not patience or self.state.stale < patience:
+            return False
+        if self.run.rank == 0:
+            self.progress.write(f"step {self.step}: no better dev score in {patience} evaluations (--patience {patience}): "
+                                f"stopping early; the best, of step {self.state.best_step}, is tested")
+        return True
 
     def log(self, record):
         """A record ({"step": ..., name: number or {lang: number}}) on a line of OUT/log.jsonl, and

@@ -146,12 +146,18 @@ def add_optimisation_arguments(p):
     g.add_argument("--lr", type=cli.positive_float, default=5e-5, help="peak learning rate of AdamW")
     g.add_argument("--weight-decay", type=cli.non_negative_float, default=0.01, help="AdamW weight decay (not on biases and LayerNorms)")
     g.add_argument("--warmup", type=cli.number(float, 0, 1, high_open=True), default=0.1, help="fraction of steps of linear warmup, then linear decay to 0")
-    g.add_argument("--max-grad-norm", type=cli.non_negative_float, default=1.0, help="gradient clipping (0: off)")
+    g.add_argument("--max-grad-norm", type=cli.non_negative_float, default=1.0, help="gradient clipping: the global norm of "
+                   "the gradients at most this (0: off)")
+    g.add_argument("--clip-value", type=cli.non_negative_float, default=0.0, help="clip each gradient element to [-V, V] "
+                   "(X-Mixup's trainer.py clips so, with --max-grad-norm's value 1; 0: off), before --max-grad-norm")
     g.add_argument("--max-length", type=cli.number(int, 8), help="tokens per text (pairs: in total), longest-first truncation; for QA, per window "
                                                   "(default: 128, QA 384)")
     g.add_argument("--dropout", type=cli.number(float, 0, 1, high_open=True), help="override the checkpoint's dropout (0 makes runs comparable across process counts)")
-    g.add_argument("--head", default="roberta", choices=["roberta", "linear"], help="sentence classifier: dense-tanh-projection or one linear layer")
-    g.add_argument("--pooling", default="cls", choices=["cls", "mean"], help="sentence vector: <s>, or the mean of the tokens (sentence-embedding models)")
+    g.add_argument("--head", default="roberta", choices=["roberta", "linear", "relu"], help="sentence classifier: "
+                   "dense-tanh-projection (RoBERTa's), one linear layer, or dense-ReLU-projection (FILTER's code)")
+    g.add_argument("--pooling", default="cls", choices=["cls", "mean", "pooler"], help="sentence vector: <s>, the mean of the "
+                   "tokens (sentence-embedding models), or <s> through the checkpoint's pooler, dense + tanh (BERT's pooled "
+                   "output: LaBSE's sentence embedding; the pooled output XeroAlign's code classifies and aligns)")
     g.add_argument("--freeze-embeddings", action="store_true", help="keep the word embeddings fixed (faster: no update of the 250k x H matrix)")
     g.add_argument("--group-by-length", action=argparse.BooleanOptionalAction, help="batch texts of similar length together "
                    "(less padding; default: on, except where the method's loss compares the texts of a batch with each other: "
@@ -175,6 +181,13 @@ def add_run_arguments(p):
     g.add_argument("--select-on", default="source", choices=["source", "all", "last"], help="which model is OUT/best, tested at the "
                    "end: the best on the source's dev set (source; XTREME's), the best on the mean of every language's dev score "
                    "(all; X-Mixup's, Unicoder's code), or the model after the last step (last; FILTER's and XeroAlign's code)")
+    g.add_argument("--patience", type=cli.positive_int, help="stop early after this many evaluations on dev without a better "
+                   "--select-on score (the best model is then tested); default: train for every step")
+    g.add_argument("--dev-translations", metavar="PATH", help="pair methods (filter, xmixup): select the best model on dev texts "
+                   "each paired with its machine translation into the source language, as the test pairs them, rather than "
+                   "with the task's source-language original: a path with {lang}, or one file of every language where the "
+                   "task's layout has one (X-Mixup's translate-dev: XNLI's translate-dev/xnli.dev.tsv, PAWS-X's "
+                   "translate-dev/dev_2k.{lang}.tsv)")
     g.add_argument("--eval-batch-size", type=cli.positive_int, default=64)
     g.add_argument("--no-alignment", action="store_true", help="skip CKA and retrieval before and after training")
     g.add_argument("--alignment-pooling", choices=["mean", "cls"], help="the sentence vectors CKA and retrieval compare: the mean "
@@ -208,10 +221,10 @@ def add_run_arguments(p):
                    "not held while the layers run (1.0 GB in bf16 for XLM-R XL, 2.1 GB for XXL), for one more all-gather of "
                    "them a step (bench/shard.py --embeddings measures both); not with --method unicoder, which reads the word "
                    "embeddings outside their forward")
-    g.add_argument("--eval-bf16", action="store_true", help="with --shard --amp bf16: evaluate on dev (and CKA, retrieval and "
-                   "Unicoder's mining before training) in bf16, as the sharded layers compute, rather than in float32 as DDP "
-                   "does, on a float32 copy of each process's weights (4 bytes a parameter over N processes) and gathering in "
-                   "float32: for a run whose memory is tight (the test of OUT/best is in float32 either way)")
+    g.add_argument("--eval-float32", action="store_true", help="evaluate (dev, the test, CKA and retrieval) in float32 rather "
+                   "than under the run's --amp: outside autocast, and a sharded bf16 run on a float32 "
+                   "copy of each process's weights (4 bytes a parameter over N processes), gathering in float32 (default: "
+                   "as the run computes, which costs half the time and memory)")
     g.add_argument("--async-checkpoint", action="store_true", help="with --shard: write OUT/checkpoint/ in the background "
                    "while training goes on, from a copy of each process's shards in host memory (its parameters and AdamW's "
                    "moments: 12 bytes a parameter over N processes); it is put in place when the next checkpoint starts and "
@@ -377,9 +390,12 @@ def check(settings, method, run):
     if settings.shard_embeddings and settings.method == "unicoder":
         raise InputError("--shard-embeddings: Unicoder's LM head and word recovery read the word embeddings outside their forward, "
                          "which a unit of their own holds sharded then; drop --shard-embeddings")
-    if settings.eval_bf16 and not (settings.shard and settings.amp == "bf16"):
-        raise InputError("--eval-bf16 evaluates a sharded bf16 run as it computes: it needs --shard and --amp bf16 (otherwise the "
-                         "evaluation is in float32 already)")
+    if settings.dev_translations and "translation" not in method.test_inputs:
+        raise InputError(f"--dev-translations pairs each dev text with its translation, and --method {method.name} predicts "
+                         "from the text alone: drop it (filter, xmixup and translate-test read translations)")
+    if settings.patience and settings.select_on == "last":
+        raise InputError(f"--patience {settings.patience} stops when the dev score stops improving, and --select-on last keeps "
+                         "the last model whatever it scores: choose --select-on source or all, or drop --patience")
     if settings.async_checkpoint and not settings.shard:
         raise InputError("--async-checkpoint writes a sharded run's checkpoint (OUT/checkpoint/) in the background: add --shard")
     if settings.async_checkpoint and not staging_available():

@@ -24,12 +24,12 @@ from minxlt.tasks.readers import (
     read_squad,
     read_tatoeba,
     read_text,
-    read_translations,
     read_tsv,
     squad_blanked,
 )
 from minxlt.tasks.sib200 import SIB200_LABELS, SIB200_LANGS, Sib200, read_sib200
-from minxlt.tasks.task import Layout, Task, TrainSplit, check_split, few_shot, pair_by_id
+from minxlt.tasks.task import Layout, RoundTrips, Task, TrainSplit, check_split, few_shot, pair_by_id
+from minxlt.tasks.translated import read_translations, translation_file
 from minxlt.tasks.tydiqa import TYDIQA_LANGS, Tydiqa, tydiqa_split
 from minxlt.tasks.udpos import UDPOS_LANGS, UPOS_LABELS, Udpos, read_conllu, ud_split
 from minxlt.tasks.xnli import XNLI_LABELS, XNLI_LANGS, Xnli, read_xnli, read_xnli_mt
@@ -39,8 +39,8 @@ from minxlt.tasks.xsid import XSID_INTENTS, XSID_LANGS, XSID_SLOTS, Xsid, match_
 __all__ = [  # what other modules read of tasks
     'DataError', 'InputError', 'demo', 'MLQA_LANGS', 'Mlqa', 'PANX_LABELS', 'PANX_LANGS', 'Panx', 'read_panx',
     'PAWSX_LANGS', 'Pawsx', 'read_pawsx', 'check_label', 'first_existing', 'read_jsonl_examples', 'read_lines',
-    'read_parallel_lines', 'read_squad', 'read_tatoeba', 'read_text', 'read_translations', 'read_tsv', 'squad_blanked',
-    'SIB200_LABELS', 'SIB200_LANGS', 'Sib200', 'read_sib200', 'Layout', 'Task', 'TrainSplit', 'check_split', 'few_shot',
+    'read_parallel_lines', 'read_squad', 'read_tatoeba', 'read_text', 'read_translations', 'translation_file', 'read_tsv', 'squad_blanked',
+    'SIB200_LABELS', 'SIB200_LANGS', 'Sib200', 'read_sib200', 'Layout', 'RoundTrips', 'Task', 'TrainSplit', 'check_split', 'few_shot',
     'pair_by_id', 'TYDIQA_LANGS', 'Tydiqa', 'tydiqa_split', 'UDPOS_LANGS', 'UPOS_LABELS', 'Udpos', 'read_conllu',
     'ud_split', 'XNLI_LABELS', 'XNLI_LANGS', 'Xnli', 'read_xnli', 'read_xnli_mt', 'XQUAD_LANGS', 'Xquad', 'xquad_split',
     'XSID_INTENTS', 'XSID_LANGS', 'XSID_SLOTS', 'Xsid', 'match_source_text', 'read_xsid', 'xsid_split', 'LAYOUTS',

@@ -23,6 +23,15 @@ def each_pawsx(path, lang, noisy=None):
         yield Example(id=r["id"], lang=lang, text=r["sentence1"], pair=r["sentence2"], label=check_label(path, n, r["label"], ("0", "1")),
                       where=f"{path}:{n}")
 
+def each_round_trip(path, lang):
+    """X-Mixup's round-trip translations of PAWS-X's English training set through `lang`
+    (translate-train-en/translated_train.<lang>-en.tsv): id, sentence1, sentence2, label, under a
+    header, as translated_train.tsv is written; paired with the English example of the same id.
+    Blank and 'NS' rows are skipped and counted."""
+    for n, r in each_tsv(path, ("id", "sentence1", "sentence2", "label"), header=False, noisy=True, optional=1):
+        if n > 1:
+            yield Example(id=r["id"], lang=lang, text=r["sentence1"], pair=r["sentence2"], where=f"{path}:{n}")
+
 class Pawsx(Layout):
     """<data>/<lang>/{train|translated_train,dev|dev_2k,test|test_2k}.tsv, as released; a folder
     with train-en.tsv is XTREME's (XtremePairs)."""
@@ -51,6 +60,9 @@ class Pawsx(Layout):
 
     def train_files(self, lang):
         return [self.directory / lang / ("train.tsv" if lang == self.source else "translated_train.tsv")]
+
+    def each_round_trip(self, path, lang):
+        return each_round_trip(path, lang)
 
 class XtremePawsx(XtremePairs, Pawsx):
     """PAWS-X in XTREME's layout."""

@@ -1,7 +1,7 @@
 """The readers of the formats data sets come in: UTF-8 text and its lines, tab-separated files
 (plain or csv-quoted), CoNLL-style sentences with BIO tags read as conlleval reads them, SQuAD v1.1
-JSON, JSON lines of labelled examples, line-aligned parallel files (Tatoeba), and translations of a
-test set into the source language. Every reader checks what it reads and stops at the first
+JSON, JSON lines of labelled examples and line-aligned parallel files (Tatoeba); translations of a
+split into the source language are translated.py's. Every reader checks what it reads and stops at the first
 problem with the file and line (DataError); known-noisy machine-translated files are the
 exception, where bad rows are skipped and counted. Each benchmark's own reader is in its module.
 """
@@ -278,33 +278,6 @@ def read_jsonl_examples(path, labels):
         check_label(path, number, example.label, labels)
         out.append(example)
     unique_ids(path, [(int(e.where.rpartition(":")[2]), (e.lang, e.id)) for e in out], "(lang, id)")
-    return out
-
-def read_translations(spec, lang, source, examples):
-    """The test `examples` of `lang`, each as its translation into the `source` language, from
-    --test-translations: a path with {lang} in it, or a folder of <lang>.tsv files. XTREME's
-    translate-test files (test-<lang>-en-translated.tsv: text, second text, label, line i for the
-    test file's i-th example) are read by line; any other file as id TAB text (TAB second text)."""
-    path = Path(spec.replace("{lang}", lang)) if "{lang}" in spec else Path(spec) / f"{lang}.tsv"
-    lines = read_lines(path)
-    if path.name.startswith("test-") and path.name.endswith("-translated.tsv"):
-        if len(lines) != len(examples):
-            raise DataError(path, 0, f"{len(lines)} lines for the {len(examples)} test examples of {lang}: XTREME's translate-test "
-                                     "files are line-aligned with the test file")
-        rows = {e.id: (n, line.split("\t")) for e, (n, line) in zip(examples, lines)}
-    else:
-        rows = {line.split("\t", 1)[0]: (n, line.split("\t")[1:]) for n, line in lines if line.strip()}
-    missing = [e.id for e in examples if e.id not in rows]
-    if missing:
-        raise DataError(path, 0, f"no translation of {len(missing)} test examples of {lang}, first ids {missing[:5]} "
-                                 "(lines are id TAB text, or XTREME's test-<lang>-en-translated.tsv)")
-    out = []
-    for e in examples:
-        n, cells = rows[e.id]
-        if not cells or not cells[0].strip() or (e.pair is not None and (len(cells) < 2 or not cells[1].strip())):
-            raise DataError(path, n, f"the translation of {e.id} lacks its text{' or its second text' if e.pair is not None else ''}")
-        text, pair = cells[0].strip(), cells[1].strip() if e.pair is not None else None
-        out.append(Example(id=e.id, lang=source, text=text, pair=pair, words=text.split() if e.words is not None else None))
     return out
 
 def first_existing(directory, names):

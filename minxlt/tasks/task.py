@@ -106,6 +106,50 @@ class TrainSplit(Mapping):
         source language, and whether translations that do not pair are refused (--strict-data)."""
         return [type(self.layout).__name__, self.source] + (["strict"] if self.strict else [])
 
+class RoundTrips:
+    """The round-trip translations of the source's training texts through each target language
+    (source -> target -> source: X-Mixup's translate-train-en, for its scheduled sampling), read
+    from the files of `pattern` (a path with {lang}) by the layout's reader (Layout.each_round_trip),
+    each with its source example's id and label; one without a source example is left out. Shaped
+    as a TrainSplit for the token cache: {lang: [Example]}, `stream`, `files`, `reader`."""
+
+    def __init__(self, train, pattern):
+        self.train, self.pattern, self.layout = train, pattern, train.layout
+        if self.layout is None:
+            raise InputError("--round-trip reads a task's files: it does not go with a few-shot sample (--train-fraction, --translated)")
+        self.langs = [lang for lang in train.langs if self.path(lang).is_file()]
+
+    def path(self, lang):
+        return Path(self.pattern.replace("{lang}", lang))
+
+    def __getitem__(self, lang):
+        return list(self.stream(lang))
+
+    def stream(self, lang):
+        sources, kept = self.train.source_labels(), 0
+        for e in self.layout.each_round_trip(self.path(lang), lang):
+            if e.id in sources:
+                kept += 1
+                yield replace(e, label=sources[e.id][0])
+        if not kept:
+            raise InputError(f"{self.path(lang)}: none of its rows is the round trip of a training example of {self.source} "
+                             "(rows are paired with the source's by line or id): check that it translates this task's training file")
+
+    @property
+    def source(self):
+        return self.train.source
+
+    def files(self, lang):
+        own = self.train.files(self.source)  # the labels come from the source's files
+        return None if own is None else [self.path(lang)] + own
+
+    def reader(self):
+        return ["round trip", *self.train.reader()]
+
+    def release(self):
+        self.train.release()
+
+
 def pair_by_id(sources, targets, path, strict=False):
     """{id: (source, [its translations])}: a target language's training examples (read from
     `path`) paired with the source's by id, as Pairing pairs them."""
@@ -249,6 +293,12 @@ class Layout:
     def round_trip(self):
         """{id: Example}: round-trip translations of the source's training examples, where the task has them."""
         return {}
+
+    def each_round_trip(self, path, lang):
+        """The round-trip translations of the source's training texts through `lang`, read from
+        `path` (--round-trip), each with the id of the source example it renders (RoundTrips)."""
+        raise InputError(f"--round-trip: task {type(self).__name__.lower()} has no reader of round-trip translations; X-Mixup's "
+                         "are read for XNLI and PAWS-X")
 
     def test_translations(self):
         """The test texts' translations into the source language as the data folder has them

@@ -36,6 +36,16 @@ def each_xnli_mt(path, lang):
         yield Example(id=str(n), lang=lang, text=r["premise"], pair=r["hypo"], label=check_label(path, n, label, XNLI_LABELS),
                       where=f"{path}:{n}")
 
+def each_round_trip(path, lang):
+    """X-Mixup's round-trip translations of XNLI-MT's English training set through `lang`
+    (translate-train-en/multinli.train.<lang>-en.tsv): premise, hypothesis (and a label, unread)
+    per line, line i the round trip of line i of multinli.train.en.tsv, whose first line, a header,
+    this file's first line stands for (X-Mixup's xnli.py reads both from their second line). The
+    id is the line number, as read_xnli_mt numbers the English lines. Bad rows are skipped and counted."""
+    for n, r in each_tsv(path, ("premise", "hypo", "label"), header=False, noisy=True, optional=1):
+        if n > 1:
+            yield Example(id=str(n), lang=lang, text=r["premise"], pair=r["hypo"], where=f"{path}:{n}")
+
 class Xnli(Layout):
     """<data>/XNLI-1.0/xnli.{dev,test}.tsv and <data>/XNLI-MT-1.0/multinli/multinli.train.<lang>.tsv,
     as released; a folder with train-en.tsv is XTREME's (XtremePairs)."""
@@ -61,6 +71,9 @@ class Xnli(Layout):
 
     def split_file(self, lang, split):
         return self.train_files(lang)[0] if split == "train" else self.directory / "XNLI-1.0" / f"xnli.{split}.tsv"
+
+    def each_round_trip(self, path, lang):
+        return each_round_trip(path, lang)
 
 class XtremeXnli(XtremePairs, Xnli):
     """XNLI in XTREME's layout."""

@@ -89,3 +89,7 @@ class XtremePairs(Layout):
 
     def split_file(self, lang, split):
         return self.train_files(lang)[0] if split == "train" else self.directory / f"{split}-{lang}.tsv"
+
+    def each_round_trip(self, path, lang):
+        raise DataError(path, 0, "X-Mixup's round-trip translations are aligned with the released training files (XNLI-MT's "
+                                 "lines, PAWS-X's ids), which XTREME's layout renumbers: use the released layout (download.py)")

@@ -133,6 +133,30 @@ class Pairs(Items):
         return np.maximum(source[self.source_index], translation[self.translation_index]).tolist()
 
 
+class ById:
+    """Texts of several languages looked up by example id and language, `get(id, lang, default)`:
+    X-Mixup's round-trip translations of a source text through each target language. `texts`:
+    {lang: EncodedTexts}; `ids`: every example id that may be asked for (the source's)."""
+
+    def __init__(self, texts, ids):
+        self.texts, self.table, self.rows = texts, {example_id: k for k, example_id in enumerate(ids)}, {}
+        for lang, part in texts.items():
+            codes = part.id_codes(self.table)
+            rows = np.full(len(self.table), -1, np.int64)  # each id's row in this language's texts, -1 where it has none
+            present = codes >= 0
+            rows[codes[present]] = np.nonzero(present)[0]
+            self.rows[lang] = rows
+
+    def __bool__(self):
+        return bool(self.texts)
+
+    def get(self, example_id, lang, default=None):
+        rows, k = self.rows.get(lang), self.table.get(example_id)
+        if rows is None or k is None or rows[k] < 0:
+            return default
+        return self.texts[lang].item(int(rows[k]))
+
+
 def pairs(sources, translations):
     """data.translation_pairs for two Texts: each translation with its source (same id), in the
     order of the sources, sources without a translation dropped; computed on the arrays."""

@@ -1,0 +1,73 @@
+"""What an experiment costs before it runs: each run's optimizer steps, and the texts it passes
+through the encoder (forward passes) in training and in evaluation (every dev evaluation, the
+test), from the data set's sizes the file states ("sizes") and the settings each run resolves to.
+A training text also costs a backward pass, about twice its forward (a teacher's soft labels, a
+forward pass of its own, are counted with them). Co-training's rounds depend
+on the pseudo-labels they pick, and are not counted.
+"""
+import math
+from dataclasses import astuple, dataclass
+
+TEXTS_PER_ITEM = {"xeroalign": 2, "filter": 2, "xmixup": 2}  # a pair's two texts; the others, one a training item
+PAIRED_AT_TEST = ("oracle", "translation")  # a pair method then reads two texts a prediction (translate-test reads one)
+
+
+@dataclass
+class Cost:
+    steps: int = 0       # optimizer steps of training
+    training: int = 0    # texts through the encoder in training (forward passes)
+    evaluation: int = 0  # texts through the encoder in the dev evaluations and the test
+    uncounted: int = 0   # runs whose cost is not counted (co-training's; a file without sizes)
+
+    def __add__(self, other):
+        return Cost(*(a + b for a, b in zip(astuple(self), astuple(other))))
+
+
+def training_items(method, values, sizes):
+    """(a training epoch's items, as the method counts them (train.py --help's "one epoch"); the
+    source's examples that have translations, Yu & Joty's semantic alignment anchors)."""
+    n, targets = sizes["train"], sizes["languages"] - 1
+    if values.get("train_fraction", 1) < 1:
+        n = math.ceil(n * values["train_fraction"])
+    translated = n if values.get("translated") is None else min(n, values["translated"])
+    if method == "xeroalign":  # an epoch is the source's examples, each with one translation beside it
+        return n, translated
+    items = {"texts": n, "translated": n + translated * targets, "pairs": translated * (targets + bool(values.get("self_pairs")))}
+    return items.get(draws(method), n), translated
+
+
+def draws(method):
+    from minxlt.run import flags
+    return flags.METHODS[method].draws
+
+
+def run_cost(method, values, sizes, test_input, trained=True):
+    """Cost of one run of `method` (its settings resolved as `values`, flags.planned's), on data of `sizes`."""
+    if not sizes:
+        return Cost(uncounted=1)
+    per_prediction = 2 if test_input in PAIRED_AT_TEST and draws(method) == "pairs" else 1
+    test = sizes["test"] * sizes["languages"] * per_prediction
+    if not trained:
+        return Cost(0, 0, test)
+    batch, (items, anchors) = values["batch_size"], training_items(method, values, sizes)
+    steps = values.get("max_steps") or math.ceil(items / batch) * values["epochs"]
+    training = steps * batch * TEXTS_PER_ITEM.get(method, 1) * (2 if values.get("teacher") else 1)  # a teacher's forward too
+    if method == "contrastive" and values.get("sa_epochs"):  # semantic alignment's own passes, a group of 2b + 1 texts an anchor
+        phase2 = math.ceil(anchors / batch) * values["sa_epochs"]
+        steps, training = steps + phase2, training + phase2 * batch * (2 * values["sa_group"] + 1)
+    every = values["eval_every"]
+    evaluations = 1 if values["select_on"] == "last" else steps // every + (steps % every > 0) if isinstance(every, int) else values["epochs"]
+    dev_langs = sizes["languages"] if "all" in (values["select_on"], values.get("dev_langs")) else 1
+    dev_pair = 2 if draws(method) == "pairs" and per_prediction == 2 else 1
+    return Cost(steps, training, evaluations * sizes["dev"] * dev_langs * dev_pair + test)
+
+
+def say(cost):
+    """A cost as words: steps, training and evaluation texts, and the runs not counted."""
+    ratio = f", {cost.evaluation / cost.training:.2f} of training's" if cost.training else ""
+    counted = (f"{cost.steps:,} steps; {cost.training:,} texts through the encoder in training (each also backward), "
+               f"{cost.evaluation:,} in evaluation{ratio}")
+    if not cost.uncounted:
+        return counted
+    uncounted = f"{cost.uncounted} run{'s' * (cost.uncounted > 1)} not counted (co-training's rounds, or no sizes in the file)"
+    return uncounted if not (cost.steps or cost.evaluation) else f"{counted}; {uncounted}"

@@ -1,0 +1,59 @@
+"""A dev or test split's texts as their machine translations into the source language, which
+translate-test, FILTER and X-Mixup read beside each text (--test-translations, --dev-translations),
+each file read as its release writes it, told apart by its name:
+
+    test-<lang>-en-translated.tsv      XTREME's translate-test: text, second text, label; line i is
+                                       the split's i-th example
+    xtreme.msft.<lang>-en.{dev,test}   FILTER's Microsoft Translator files (its download_data.sh): XNLI's
+                                       as XTREME's translate-test, by line; PAWS-X's under a header
+                                       (id, sentence1, sentence2, label), by id
+    xnli.{dev,test}.tsv                X-Mixup's translate-dev of XNLI: XNLI-1.0's layout, every language
+                                       in one file, by pairID
+    dev_2k.<lang>.tsv                  X-Mixup's translate-dev of PAWS-X: PAWS-X's layout, by id
+    any other                          id TAB text (TAB second text)
+"""
+from pathlib import Path
+
+from data import Example
+from minxlt.errors import DataError
+from minxlt.tasks.pawsx import read_pawsx
+from minxlt.tasks.readers import read_lines
+from minxlt.tasks.xnli import read_xnli
+
+
+def translation_file(spec, lang):
+    """The file of `lang`'s translations: `spec` with {lang} filled in, a folder's <lang>.tsv, or `spec` itself (one file of every language)."""
+    if "{lang}" in spec:
+        return Path(spec.replace("{lang}", lang))
+    return Path(spec) / f"{lang}.tsv" if Path(spec).is_dir() else Path(spec)
+
+
+def read_translations(spec, lang, source, examples):
+    """The `examples` of `lang`, each as its translation into the `source` language (same id), from
+    the file of `spec` (translation_file), read by the layout its name gives (the module's table).
+    An example without a translation, or one without its text, stops with the file and line."""
+    path, name = translation_file(spec, lang), translation_file(spec, lang).name
+    lines = read_lines(path)
+    if name.startswith("xnli.") and name.endswith(".tsv"):  # X-Mixup's translate-dev: XNLI-1.0's layout
+        rows = {e.id: (e.where.rpartition(":")[2], [e.text, e.pair]) for e in read_xnli(path, lang)}
+    elif name.startswith("dev_2k.") or (name.startswith("xtreme.msft.") and lines[:1] and lines[0][1].startswith("id\t")):
+        rows = {e.id: (e.where.rpartition(":")[2], [e.text, e.pair]) for e in read_pawsx(path, lang, noisy=False)}  # by id
+    elif name.startswith("xtreme.msft.") or (name.startswith("test-") and name.endswith("-translated.tsv")):  # by line
+        if len(lines) != len(examples):
+            raise DataError(path, 0, f"{len(lines)} lines for the {len(examples)} examples of {lang}: {path.name} is line-aligned "
+                                     "with the split it translates")
+        rows = {e.id: (n, line.split("\t")) for e, (n, line) in zip(examples, lines)}
+    else:
+        rows = {line.split("\t", 1)[0]: (n, line.split("\t")[1:]) for n, line in lines if line.strip()}
+    missing = [e.id for e in examples if e.id not in rows]
+    if missing:
+        raise DataError(path, 0, f"no translation of {len(missing)} of the {len(examples)} examples of {lang}, first ids {missing[:5]} "
+                                 "(lines are id TAB text, or one of the released layouts named in minxlt/tasks/translated.py)")
+    out = []
+    for e in examples:
+        n, cells = rows[e.id]
+        if not cells or not cells[0].strip() or (e.pair is not None and (len(cells) < 2 or not cells[1].strip())):
+            raise DataError(path, n, f"the translation of {e.id} lacks its text{' or its second text' if e.pair is not None else ''}")
+        text, pair = cells[0].strip(), cells[1].strip() if e.pair is not None else None
+        out.append(Example(id=e.id, lang=source, text=text, pair=pair, words=text.split() if e.words is not None else None))
+    return out

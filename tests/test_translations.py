@@ -1,0 +1,150 @@
+"""The authors' translation files, read as their releases and code write them: FILTER's Microsoft
+Translator test and dev translations (fetched as its download_data.sh fetches them), X-Mixup's
+round-trip translations of the training set (fed by scheduled sampling, through each pair's
+language) and its translated dev set (what model selection pairs each dev text with)."""
+import json
+import zipfile
+
+import pytest
+import torch
+
+import download
+from conftest import make_method
+from methods import Run, counterparts
+from minxlt import tasks
+from minxlt.errors import DataError, InputError
+from minxlt.text.tokenizer import Tokenizer
+from test_download import mirror, put, unpinned  # noqa: F401 (fixtures)
+
+XNLI_HEADER = ("language\tgold_label\tsentence1_binary_parse\tsentence2_binary_parse\tsentence1_parse\tsentence2_parse\tsentence1\t"
+               "sentence2\tpromptID\tpairID\tgenre\tlabel1\tlabel2\tlabel3\tlabel4\tlabel5\tsentence1_tokenized\tsentence2_tokenized\tmatch")
+
+
+def xnli_row(lang, label, premise, hypothesis, pair_id):
+    return f"{lang}\t{label}\t_\t_\t_\t_\t{premise}\t{hypothesis}\t1\t{pair_id}\tfiction" + f"\t{label}" * 5 + "\t_\t_\tTrue\n"
+
+
+def write(path, text):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def xnli_folder(root):
+    """XNLI as download.py writes it (XNLI-1.0, XNLI-MT-1.0), English and German, plus X-Mixup's files in the layout its
+    README's folder holds them: translate-train-en/multinli.train.<lang>-en.tsv, translate-dev/xnli.dev.tsv."""
+    premises = ["A man sleeps.", "A dog runs in the park.", "Two women talk.", "The sun is hot today."]
+    labels = ["neutral", "contradictory", "entailment", "neutral"]
+    for lang, texts in (("en", premises), ("de", [f"DE {p}" for p in premises])):
+        write(root / "XNLI-MT-1.0" / "multinli" / f"multinli.train.{lang}.tsv",
+              "premise\thypo\tlabel\n" + "".join(f"{t}\tA thing.\t{label}\n" for t, label in zip(texts, labels)))
+    for split in ("dev", "test"):
+        rows = [xnli_row(lang, "neutral" if i % 2 else "entailment", f"{lang} {split} premise {i}.", f"{lang} hypothesis {i}.", i)
+                for lang in ("en", "de") for i in range(3)]
+        write(root / "XNLI-1.0" / f"xnli.{split}.tsv", XNLI_HEADER + "\n" + "".join(rows))
+    # line i: the round trip of English line i through German (the header line stands for the header, as X-Mixup's xnli.py reads it)
+    write(root / "translate-train-en" / "multinli.train.de-en.tsv",
+          "premise\thypo\tlabel\n" + "".join(f"RT {p}\tA thing, again.\t{label}\n" for p, label in zip(premises, labels)))
+    dev = [xnli_row(lang, "neutral" if i % 2 else "entailment", f"{lang} premise {i} in English.", f"{lang} hypothesis {i} in English.", i)
+           for lang in ("en", "de") for i in range(3)]
+    write(root / "translate-dev" / "xnli.dev.tsv", XNLI_HEADER + "\n" + "".join(dev))
+    return root
+
+
+def test_xmixup_s_translated_dev_set_and_filter_s_and_xtreme_s_test_translations(tmp_path):
+    task = tasks.load_task("xnli", xnli_folder(tmp_path / "xnli"))
+    read = tasks.read_translations(str(tmp_path / "xnli" / "translate-dev" / "xnli.dev.tsv"), "de", "en", task.dev["de"])
+    assert [(e.id, e.lang, e.text) for e in read] == [(str(i), "en", f"de premise {i} in English.") for i in range(3)]
+    # FILTER's xtreme.msft.<lang>-en.test: premise, hypothesis and label, no header, line i the test file's i-th row of the language
+    msft = write(tmp_path / "msft" / "xtreme.msft.de-en.test", "".join(f"MS {i}.\tMS hyp {i}.\tneutral\n" for i in range(3)))
+    read = tasks.read_translations(str(tmp_path / "msft" / "xtreme.msft.{lang}-en.test"), "de", "en", task.test["de"])
+    assert [(e.id, e.text, e.pair) for e in read] == [(str(i), f"MS {i}.", f"MS hyp {i}.") for i in range(3)]
+    msft.write_text("MS 0.\tMS hyp 0.\tneutral\n")
+    with pytest.raises(DataError, match="xtreme.msft.de-en.test: 1 lines for the 3 examples of de: xtreme.msft.de-en.test is line-aligned"):
+        tasks.read_translations(str(msft), "de", "en", task.test["de"])
+    msft.write_text("MS 0.\tMS hyp 0.\tneutral\n\t\tneutral\nMS 2.\tMS hyp 2.\tneutral\n")
+    with pytest.raises(DataError, match="xtreme.msft.de-en.test:2: the translation of 1 lacks its text or its second text"):
+        tasks.read_translations(str(msft), "de", "en", task.test["de"])
+
+
+def test_pawsx_translations_of_filter_and_xmixup_are_read_by_id(tmp_path):
+    examples = [tasks.read_pawsx(write(tmp_path / "de" / "dev_2k.tsv", "id\tsentence1\tsentence2\tlabel\n7\tA.\tB.\t1\n9\tC.\tD.\t0\n"), "de")]
+    header = "id\tsentence1\tsentence2\tlabel\n"
+    for name in ("translate-dev/dev_2k.de.tsv", "filter/xtreme.msft.de-en.dev"):  # X-Mixup's and FILTER's: PAWS-X's own layout
+        path = write(tmp_path / name, header + "9\tC in English.\tD in English.\t0\n7\tA in English.\tB in English.\t1\n")
+        assert [(e.id, e.text) for e in tasks.read_translations(str(path), "de", "en", examples[0])] == [("7", "A in English."),
+                                                                                                         ("9", "C in English.")]
+
+
+def test_xmixup_s_scheduled_sampling_feeds_each_source_its_round_trip_through_its_pair_s_language(tmp_path, tiny_model_dir):
+    folder = xnli_folder(tmp_path / "xnli")
+    task = tasks.load_task("xnli", folder)
+    run = Run(task, Tokenizer.from_pretrained(tiny_model_dir), 64)
+    method = make_method("xmixup", run, "--round-trip", str(folder / "translate-train-en" / "multinli.train.{lang}-en.tsv"),
+                         "--ss-k", "1", "--dev-translations", str(folder / "translate-dev" / "xnli.dev.tsv"))
+    items = method.training_items()  # 4 German pairs and English's own 4
+    pairs = {(s.id, t.lang): (s, t) for s, t in items}
+    german = [pairs[i, "de"] for i in ("2", "3", "4", "5")] + [pairs["2", "en"]]
+    batch = method.make_batch(german, [1.0] * 5, step=100)  # p* = 1 / (1 + e^100): the round trips, always
+    encode = lambda text: run.tokenizer.encode(text, "A thing, again.", 64)
+    for row, text in enumerate(["RT A man sleeps.", "RT A dog runs in the park.", "RT Two women talk.", "RT The sun is hot today."]):
+        ids = batch["source_ids"][row][batch["source_mask"][row].bool()].tolist()
+        assert ids == encode(text)
+    english_own = batch["source_ids"][4][batch["source_mask"][4].bool()].tolist()
+    assert english_own == german[4][0].ids  # no round trip through English in the folder: the gold source
+    assert batch["round_trip"].item() == 1.0 and batch["source_labels"].tolist() == [s.label for s, _ in german]
+    # model selection pairs each German dev text with its translation into English, as the test pairs a test text
+    dev = counterparts(run, "dev", "translation", method.settings.dev_translations)
+    assert [e.text for e in dev["de"]] == [f"de premise {i} in English." for i in range(3)] and dev["en"] == task.dev["en"]
+    broken = folder / "translate-train-en" / "multinli.train.de-en.tsv"
+    broken.write_text("premise\thypo\tlabel\n")
+    with pytest.raises(InputError, match="none of its rows is the round trip of a training example of en"):
+        make_method("xmixup", Run(tasks.load_task("xnli", folder), run.tokenizer, 64), "--round-trip", str(broken)).training_items()
+
+
+def test_filter_s_translations_are_fetched_as_its_download_script_fetches_them(tmp_path, mirror, unpinned):  # noqa: F811
+    folder, url, _ = mirror
+    for task, member in (("xnli", "xnli/xtreme.msft.de-en.test"), ("pawsx", "pawsx/xtreme.msft.de-en.dev")):
+        buffer = tmp_path / f"{task}.zip"
+        with zipfile.ZipFile(buffer, "w") as z:
+            z.writestr(member, "A.\tB.\tneutral\n")
+            z.writestr(f"{task}/xtreme.de.test", "not a translation\n")  # XTREME's own, which download.py fetches from the release
+        put(folder, f"{download.FILTER_TRANSLATIONS}/{task}.zip", buffer.read_bytes())
+    download.main(["filter-translations", "--to", str(tmp_path / "data"), "--mirror", url])
+    assert (tmp_path / "data" / "xnli" / "filter-translations" / "xtreme.msft.de-en.test").read_text() == "A.\tB.\tneutral\n"
+    assert sorted(p.name for p in (tmp_path / "data" / "pawsx" / "filter-translations").iterdir()) == ["xtreme.msft.de-en.dev"]
+    recorded = (tmp_path / "data" / "SHA256SUMS").read_text()
+    assert f"{download.FILTER_TRANSLATIONS}/xnli.zip" in recorded  # no pinned checksum: the first download's is kept
+    with zipfile.ZipFile(tmp_path / "empty.zip", "w") as z:
+        z.writestr("readme.txt", "")
+    put(folder, f"{download.FILTER_TRANSLATIONS}/xnli.zip", (tmp_path / "empty.zip").read_bytes())
+    download.main(["filter-translations", "--to", str(tmp_path / "data"), "--mirror", url])  # done: nothing fetched again
+    (tmp_path / "data" / ".download" / "filter-xnli.zip.done").unlink()
+    with pytest.raises(InputError, match="SHA-256"):  # fetched again, a changed archive is refused
+        download.main(["filter-translations", "--to", str(tmp_path / "data"), "--mirror", url])
+    with pytest.raises(InputError, match="no xtreme.msft.<lang>-en.dev or .test file"):
+        download.main(["filter-translations", "--to", str(tmp_path / "other"), "--mirror", url])
+
+
+def test_a_tagged_sentence_longer_than_max_length_is_predicted_whole_in_windows(tiny_model_dir):
+    from conftest import make_run
+    from data import Example
+    from levels import LEVELS
+    tokenizer = Tokenizer.from_pretrained(tiny_model_dir)
+    labels = ["NOUN", "VERB", "ADJ"]
+    words = ("the cat sleeps on a warm mat while the dog runs in the green park and birds sing " * 3).split()
+    example = Example(id="1", lang="en", text=" ".join(words), words=words, tags=[labels[i % 3] for i in range(len(words))])
+    # a predictor that tags a token by its id alone: a sentence predicted in windows gets each word's tag as whole
+    predict = lambda ids, mask: torch.nn.functional.one_hot(ids % 3, 3).float()
+    tags = {}
+    for max_length in (512, 40):
+        run = make_run(labels, level="word", tokenizer=tokenizer, max_length=max_length)
+        found = {}
+        scores = LEVELS["word"].score(predict, "text", {"en": [example]}, run, predictions=found)
+        tags[max_length] = found["en"][0]["prediction"]
+        assert scores["en"]["n"] == len(words)
+    budget = 40 - 2
+    assert sum(len(p) for p in tokenizer.tokenize_words(words)) > 3 * budget  # three times what one window holds
+    import data
+    assert len(data.word_windows([example], tokenizer, 40)) >= 3
+    assert tags[40] == tags[512] and "O" not in tags[40]
