@@ -128,12 +128,14 @@ def padding_share(lengths, batches):
     return 1 - sum(lengths[i] for b in batches for i in b) / max(padded, 1)
 
 
-def shard(batch, rank, world_size):
+def shard(batch, rank, world_size, size=None):
     """This rank's part of a global batch, as (indices, weights). Ranks take every world_size-th
     example; where the batch does not divide evenly, the short ranks repeat an example with weight
-    0, so every rank runs the same number of steps and every example counts exactly once."""
+    0, so every rank runs the same number of steps and every example counts exactly once. `size`:
+    the examples each rank gets, a short batch filled so (one shape for a compiled step); by default
+    the largest share."""
     mine = batch[rank::world_size]
-    size = math.ceil(len(batch) / world_size)
+    size = size or math.ceil(len(batch) / world_size)
     weights = [1.0] * len(mine) + [0.0] * (size - len(mine))
     return mine + [batch[0]] * (size - len(mine)), weights
 
