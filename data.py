@@ -161,5 +161,19 @@ def translation_pairs(sources, translations):
 
 
 def to_device(batch, device):
-    """A batch's tensors on the device; from pinned memory the copy does not wait for the host."""
-    return {name: value.to(device, non_blocking=True) if torch.is_tensor(value) else value for name, value in batch.items()}
+    """A batch's tensors on the device; from pinned memory the copy does not wait for the host. A
+    padding mask (a "...mask") without padding goes as a single 1 broadcast to its shape, which the
+    encoder takes for no mask at all (model.attention_bias): the host knows that there is no
+    padding, and the device need not be asked."""
+    return {name: (unpadded(value, device) if name.endswith("mask") and is_unpadded(value) else value.to(device, non_blocking=True))
+            if torch.is_tensor(value) else value for name, value in batch.items()}
+
+
+def is_unpadded(mask):
+    """Whether a (B, T) padding mask on the host has no padding."""
+    return mask.device.type == "cpu" and mask.dim() == 2 and bool(mask.all())
+
+
+def unpadded(mask, device):
+    """A mask of ones as one value broadcast to its shape, made on the device (nothing to copy)."""
+    return torch.ones((), dtype=mask.dtype, device=device).expand(mask.shape)
