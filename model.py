@@ -113,9 +113,10 @@ class Layer(nn.Module):
             context, context_mask = x, mask
         B, T, H = x.shape
         S, N = context.shape[1], self.num_heads
-        q = self.query(x).view(B, T, N, H // N).transpose(1, 2)        # (B, N, T, D)
-        k = self.key(context).view(B, S, N, H // N).transpose(1, 2)    # (B, N, S, D)
-        v = self.value(context).view(B, S, N, H // N).transpose(1, 2)  # (B, N, S, D)
+        q, k, v = self.projections(x, context)
+        q = q.view(B, T, N, H // N).transpose(1, 2)                    # (B, N, T, D)
+        k = k.view(B, S, N, H // N).transpose(1, 2)                    # (B, N, S, D)
+        v = v.view(B, S, N, H // N).transpose(1, 2)                    # (B, N, S, D)
         bias = attention_bias(context_mask, x)                         # (B, 1, 1, S) or None
         p = self.attention_dropout if self.training else 0.0
         if return_probs:  # written out, since the fused kernel does not return the probabilities
@@ -126,6 +127,18 @@ class Layer(nn.Module):
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=bias, dropout_p=p)
         out = self.attn_out(out.transpose(1, 2).reshape(B, T, H))       # (B, T, H)
         return (out, probs) if return_probs else out
+
+    def projections(self, x, context):
+        """q of x, k and v of the context. On a GPU one matrix product where x attends to itself
+        (the three weights stacked as one (3H, H) projection: one wide kernel, not three narrow
+        ones), two over a context; on the CPU three, as three nn.Linear layers compute them, which
+        earlier runs' losses match bit for bit (a product over the stacked rows rounds differently)."""
+        if not x.is_cuda:
+            return self.query(x), self.key(context), self.value(context)
+        w, b = [self.query.weight, self.key.weight, self.value.weight], [self.query.bias, self.key.bias, self.value.bias]
+        if context is x:
+            return F.linear(x, torch.cat(w), torch.cat(b)).chunk(3, dim=-1)
+        return (self.query(x), *F.linear(context, torch.cat(w[1:]), torch.cat(b[1:])).chunk(2, dim=-1))
 
     def ffn(self, x):
         """The feed-forward sub-layer, exact GELU."""
