@@ -73,7 +73,9 @@ def test_a_flag_the_method_does_not_read_is_refused(run, argv, message):
     (["--shard", "--eval-bf16"], "--eval-bf16 evaluates a sharded bf16 run as it computes: it needs --shard and --amp bf16"),
     (["--async-checkpoint"], "--async-checkpoint writes a sharded run's checkpoint .* in the background: add --shard"),
     (["--shard", "--amp", "fp16"], "--shard computes in bf16 or float32: give --amp bf16"),
-    (["--shard", "--compile"], "--shard and --compile: compiling a sharded model is not supported here"),
+    (["--shard", "--compile", "--compile-mode", "reduce-overhead"], "--compile-mode reduce-overhead .CUDA graphs. with --grad-accum or --shard"),
+    (["--grad-accum", "2", "--compile", "--compile-mode", "reduce-overhead"], "the graphs' memory would hold the gradients"),
+    (["--compile-mode", "default"], "--compile-mode chooses how --compile compiles: add --compile"),
 ])
 def test_sharding_options_that_do_not_go_together_are_refused(run, argv, message):
     with pytest.raises(InputError, match=message):
