@@ -35,6 +35,8 @@ from dataclasses import replace
 
 import torch
 
+from minxlt.run import cli
+
 BACKEND = "inductor"  # the tests trace with "eager" (the graph run as it is): inductor's code takes minutes to build on a CPU
 MODES = ("reduce-overhead", "default", "max-autotune-no-cudagraphs", "max-autotune")
 
@@ -45,7 +47,7 @@ def add_arguments(group):
                        "the first steps are slow (default: on CUDA; --no-compile runs eagerly)")
     group.add_argument("--compile-mode", choices=MODES, help="torch.compile's mode (default: reduce-overhead, CUDA graphs, in "
                        "one process with --grad-accum 1; else default; max-autotune-no-cudagraphs may be faster at large batches)")
-    group.add_argument("--bucket", type=int, metavar="TOKENS", help="pad each batch's length to a multiple of this, and "
+    group.add_argument("--bucket", type=cli.non_negative_int, metavar="TOKENS", help="pad each batch's length to a multiple of this, and "
                        "fill a short last batch with weight-0 examples: a few static shapes for the compiled step "
                        "(default: 16 where compiled, else 0: each batch as long as its longest text)")
 
@@ -66,8 +68,6 @@ def resolve(values, run):
 
 def problem(settings):
     """What --compile, --compile-mode and --bucket cannot do with the other settings, or None."""
-    if settings.bucket < 0:
-        return f"--bucket {settings.bucket}: give a number of tokens (0: no buckets)"
     if settings.compile_mode and not settings.compile:
         return "--compile-mode chooses how --compile compiles: add --compile"
     if settings.compile_mode == "reduce-overhead" and (settings.grad_accum > 1 or settings.shard):
