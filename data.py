@@ -149,12 +149,14 @@ def padding_share(lengths, batches):
     return 1 - sum(lengths[i] for b in batches for i in b) / max(padded, 1)
 
 
-def shard(batch, rank, world_size):
+def shard(batch, rank, world_size, size=None):
     """This rank's part of a global batch, as (indices, weights). Ranks take every world_size-th
     example; where the batch does not divide evenly, the short ranks repeat an example with weight
-    0, so every rank runs the same number of steps and every example counts exactly once."""
+    0, so every rank runs the same number of steps and every example counts exactly once. `size`:
+    the examples each rank gets, a short batch filled so (one shape for a compiled step); by default
+    the largest share."""
     mine = batch[rank::world_size]
-    size = math.ceil(len(batch) / world_size)
+    size = size or math.ceil(len(batch) / world_size)
     weights = [1.0] * len(mine) + [0.0] * (size - len(mine))
     return mine + [batch[0]] * (size - len(mine)), weights
 
@@ -180,5 +182,19 @@ def translation_pairs(sources, translations):
 
 
 def to_device(batch, device):
-    """A batch's tensors on the device; from pinned memory the copy does not wait for the host."""
-    return {name: value.to(device, non_blocking=True) if torch.is_tensor(value) else value for name, value in batch.items()}
+    """A batch's tensors on the device; from pinned memory the copy does not wait for the host. A
+    padding mask (a "...mask") without padding goes as a single 1 broadcast to its shape, which the
+    encoder takes for no mask at all (model.attention_bias): the host knows that there is no
+    padding, and the device need not be asked."""
+    return {name: (unpadded(value, device) if name.endswith("mask") and is_unpadded(value) else value.to(device, non_blocking=True))
+            if torch.is_tensor(value) else value for name, value in batch.items()}
+
+
+def is_unpadded(mask):
+    """Whether a (B, T) padding mask on the host has no padding."""
+    return mask.device.type == "cpu" and mask.dim() == 2 and bool(mask.all())
+
+
+def unpadded(mask, device):
+    """A mask of ones as one value broadcast to its shape, made on the device (nothing to copy)."""
+    return torch.ones((), dtype=mask.dtype, device=device).expand(mask.shape)

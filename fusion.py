@@ -15,7 +15,7 @@ import torch.nn as nn
 
 from methods import PairMethod, fraction, non_negative_int, positive_float
 from minxlt.errors import InputError
-from model import embed_pair
+from model import attention_bias, embed_pair
 
 
 def filter_encode(encoder, source_ids, source_mask, target_ids, target_mask, m, k):
@@ -28,16 +28,17 @@ def filter_encode(encoder, source_ids, source_mask, target_ids, target_mask, m, 
         raise ValueError(f"FILTER needs 0 <= m, 0 <= k, m + k <= {L} (the encoder's layers); got m={m}, k={k}")
     B, T = source_ids.shape
     h, mask = embed_pair(encoder, source_ids, source_mask, target_ids, target_mask)  # (2B, T, H), (2B, T)
+    bias = attention_bias(mask, h)                                 # built once for the local and domain layers
     for layer in encoder.layers[:m]:                               # local layers
-        h = layer(h, mask)
+        h = layer(h, bias)
     if k:
         fused = torch.cat([h[:B], h[B:]], dim=1)                   # (B, 2T, H): [H_l^s; H_l^t], Eq. 1
-        fused_mask = torch.cat([source_mask, target_mask], dim=1)  # (B, 2T)
+        fused_bias = attention_bias(torch.cat([source_mask, target_mask], dim=1), fused)  # (B, 2T) padding masks
         for layer in encoder.layers[m:m + k]:                      # fusion layers
-            fused = layer(fused, fused_mask)
+            fused = layer(fused, fused_bias)
         h = torch.cat([fused[:, :T], fused[:, T:]])                # (2B, T, H): [H_f^s; H_f^t] split back
     for layer in encoder.layers[m + k:]:                           # domain layers, Eq. 2-3
-        h = layer(h, mask)
+        h = layer(h, bias)
     h = encoder.finish(h)                                          # a pre-LN encoder's final LayerNorm
     return h[:B], h[B:]
 

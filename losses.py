@@ -20,12 +20,12 @@ def task_loss(logits, labels, weights=None):
     (N, T, C) against (N, T) with -100 where a token is not scored (the mean is over scored tokens).
     A joint task (xSID) labels the <s> token, position 0, with the sentence's intent
     (model.JointHead): the intent's loss, a mean over sentences, and the slots' loss, a mean over
-    the words' tokens, are summed."""
+    the words' tokens, are summed. Both are computed and one chosen on the device (torch.where, not
+    `if`), so that the host never waits for the labels and a compiled step has no branch."""
     if logits.dim() == 2:
         return weighted_mean(F.cross_entropy(logits.float(), labels, reduction="none"), weights)
-    if (labels[:, 0] != -100).any():
-        return token_loss(logits[:, :1], labels[:, :1], weights) + token_loss(logits[:, 1:], labels[:, 1:], weights)
-    return token_loss(logits, labels, weights)
+    joint = token_loss(logits[:, :1], labels[:, :1], weights) + token_loss(logits[:, 1:], labels[:, 1:], weights)
+    return torch.where((labels[:, 0] != -100).any(), joint, token_loss(logits, labels, weights))
 
 
 def token_loss(logits, labels, weights=None):

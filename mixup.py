@@ -61,7 +61,7 @@ import torch.nn as nn
 from losses import prediction_consistency_loss, representation_consistency_loss
 from methods import TEST_INPUTS, PairMethod, fraction, positive_float, positive_int
 from minxlt.errors import InputError
-from model import embed_pair, mean_pool
+from model import attention_bias, embed_pair, mean_pool
 
 
 def inverse_sigmoid_decay(step, k):
@@ -172,10 +172,10 @@ def mixup_encode(encoder, ratio_net, source_ids, source_mask, target_ids, target
     each state (B, T, H)."""
     B = len(source_ids)
     h, mask = embed_pair(encoder, source_ids, source_mask, target_ids, target_mask)  # (2B, T, H), (2B, T)
-    lam = None
+    bias, lam = attention_bias(mask, h), None                        # the padding mask as attention takes it, built once
     for number, block in enumerate(encoder.layers, start=1):
         if number != layer:
-            h = block(h, mask)                                       # each text on its own
+            h = block(h, bias)                                       # each text on its own
             continue
         source, target, lam = block.run(VARIANTS[variant], ratio_net, h[:B], source_mask, h[B:], target_mask, fixed_ratio)
         h = torch.cat([source, target])

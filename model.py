@@ -107,26 +107,38 @@ class Layer(nn.Module):
     def attention(self, x, mask=None, context=None, context_mask=None, return_probs=False):
         """Multi-head attention of x over itself, or over `context` (keys and values from another
         sequence, as in X-Mixup's cross-attention), with this layer's parameters; output projected,
-        before residual and LayerNorm. Masks are (B, T) / (B, S) with 1 for real tokens."""
+        before residual and LayerNorm. Masks are (B, T) / (B, S) with 1 for real tokens, or the
+        attention_bias built from them once for every layer."""
         if context is None:
             context, context_mask = x, mask
         B, T, H = x.shape
         S, N = context.shape[1], self.num_heads
-        q = self.query(x).view(B, T, N, H // N).transpose(1, 2)        # (B, N, T, D)
-        k = self.key(context).view(B, S, N, H // N).transpose(1, 2)    # (B, N, S, D)
-        v = self.value(context).view(B, S, N, H // N).transpose(1, 2)  # (B, N, S, D)
-        keep = None if context_mask is None else context_mask.bool()[:, None, None, :]  # (B, 1, 1, S)
+        q, k, v = self.projections(x, context)
+        q = q.view(B, T, N, H // N).transpose(1, 2)                    # (B, N, T, D)
+        k = k.view(B, S, N, H // N).transpose(1, 2)                    # (B, N, S, D)
+        v = v.view(B, S, N, H // N).transpose(1, 2)                    # (B, N, S, D)
+        bias = attention_bias(context_mask, x)                         # (B, 1, 1, S) or None
         p = self.attention_dropout if self.training else 0.0
         if return_probs:  # written out, since the fused kernel does not return the probabilities
             scores = q @ k.transpose(-2, -1) / math.sqrt(H // N)      # (B, N, T, S)
-            if keep is not None:
-                scores = scores.masked_fill(~keep, float("-inf"))
-            probs = scores.softmax(dim=-1)
+            probs = (scores if bias is None else scores + bias).softmax(dim=-1)
             out = F.dropout(probs, p, self.training) @ v
         else:
-            out = F.scaled_dot_product_attention(q, k, v, attn_mask=keep, dropout_p=p)
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=bias, dropout_p=p)
         out = self.attn_out(out.transpose(1, 2).reshape(B, T, H))       # (B, T, H)
         return (out, probs) if return_probs else out
+
+    def projections(self, x, context):
+        """q of x, k and v of the context. On a GPU one matrix product where x attends to itself
+        (the three weights stacked as one (3H, H) projection: one wide kernel, not three narrow
+        ones), two over a context; on the CPU three, as three nn.Linear layers compute them, which
+        earlier runs' losses match bit for bit (a product over the stacked rows rounds differently)."""
+        if not x.is_cuda:
+            return self.query(x), self.key(context), self.value(context)
+        w, b = [self.query.weight, self.key.weight, self.value.weight], [self.query.bias, self.key.bias, self.value.bias]
+        if context is x:
+            return F.linear(x, torch.cat(w), torch.cat(b)).chunk(3, dim=-1)
+        return (self.query(x), *F.linear(context, torch.cat(w[1:]), torch.cat(b[1:])).chunk(2, dim=-1))
 
     def ffn(self, x):
         """The feed-forward sub-layer, exact GELU."""
@@ -149,6 +161,22 @@ class Layer(nn.Module):
         else:
             x = self.attn_norm(x + self.dropout(self.attention(x, mask)))
         return self.feed_forward(x)
+
+
+def attention_bias(mask, h):
+    """A padding mask (B, S), 1 for a token and 0 for padding, as SDPA's kernels take it: (B, 1, 1, S),
+    0 for a token and -inf for padding, in the dtype attention over hidden states `h` computes in
+    (autocast's where it is on), so that no layer converts it again; built once per forward, a bias
+    passes as it is. None where there is no mask, or where it is a broadcast of ones, which
+    data.to_device sends for a batch without padding (the host knows it, the device need not be
+    asked): SDPA then runs its fastest kernel, which takes no mask."""
+    if mask is None or mask.dim() == 4:
+        return mask
+    if mask.stride() == (0, 0):
+        return None
+    device = h.device.type
+    dtype = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else h.dtype
+    return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill(mask == 0, float("-inf"))[:, None, None, :]
 
 
 class MaskedLMHead(nn.Module):
@@ -230,9 +258,10 @@ class Encoder(nn.Module):
         if attention_mask is None:
             attention_mask = input_ids.ne(self.config.pad_id)
         h = self.embed(input_ids, token_type_ids, position_ids, words)
+        bias = attention_bias(attention_mask, h)  # once, for every layer
         states = [h]
         for layer in self.layers:
-            h = layer(h, attention_mask)
+            h = layer(h, bias)
             states.append(h)
         states[-1] = h = self.finish(h)
         return h if last_only else states

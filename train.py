@@ -34,7 +34,7 @@ from minxlt.checkpoints import hub
 from minxlt.checkpoints.prepare_default import default_model
 from minxlt.checkpoints.weights import check_tokenizer
 from minxlt.parallel import distributed, memory, shard
-from minxlt.run import bookkeeping, cli, flags
+from minxlt.run import bookkeeping, cli, compiled, flags
 from minxlt.text.tokenizer import Tokenizer
 from model import Config, Encoder
 
@@ -89,7 +89,7 @@ def main(argv=None):
     # The loop: a step per global batch, then its bookkeeping: a log record every --log-every steps,
     # an evaluation on the source dev set every --eval-every (the best model goes to OUT/best), a
     # checkpoint every --save-every.
-    model = torch.compile(model, dynamic=True) if settings.compile else model
+    phases = compiled.compiled_phases(settings, phases, raw.encoder, world_size)  # --compile: each phase's loss, backward with it
     model.train()
     stopped = False
     with bookkeeping.StopRequest() as stop:

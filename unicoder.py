@@ -30,6 +30,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+import data
 from methods import Method, read_parallel_lines
 from minxlt.errors import InputError
 from model import ClassificationHead
@@ -138,6 +139,18 @@ def mask_tokens(rows, tokenizer, generator, rate=0.15):
     return inputs, mask, labels
 
 
+def masked_positions(labels, static=False, share=0.25):
+    """Where `labels` (B, T) are not -100, as indices into the B * T tokens, and those labels: the
+    masked LM's head runs at these positions only. With static shapes (a compiled step), always as
+    many: `share` of the batch's tokens, rounded up to 16 (BERT's 15% rarely comes near a quarter;
+    any beyond it are left unscored), the rest position 0 with label -100 (not scored)."""
+    positions = (labels.flatten() != -100).nonzero().flatten()
+    if static:
+        count = min(labels.numel(), -(-int(share * labels.numel()) // 16) * 16)
+        positions = torch.cat([positions[:count], positions.new_full((max(0, count - len(positions)),), -1)])
+    return positions.clamp(min=0), torch.where(positions >= 0, labels.flatten()[positions.clamp(min=0)], -100)
+
+
 def document(pairs, length, bos=0, eos=2):
     """A cross-lingual document from consecutive pairs: their sentences in order, the even-indexed
     ones (2nd, 4th, ... counting from 1) replaced by their translations, the content tokens joined
@@ -156,9 +169,11 @@ def make_batch(task, pairs, weights, generator, tokenizer):
     """The tensors of one micro-batch of `task`. Rows of weight 0 (DDP padding) get no labels. For
     word recovery, X is the source or the translation with equal chance (both directions learn
     the alignment); for paraphrase, each pair gives one positive (its translation) and one
-    negative (its hard negative, or where it has none another translation into the same language)."""
+    negative (its hard negative, or where it has none another translation into the same language).
+    A tokenizer that pads to buckets (static shapes, for a compiled step) also fixes how many rows
+    and scored positions a batch has (masked_positions); otherwise they are what the draws give."""
     keep = torch.tensor(weights) > 0
-    batch = {"task": task}
+    batch, static = {"task": task}, tokenizer.pad_multiple > 1
     if task in ("mlm", "tlm", "xlm"):
         if task == "mlm":  # one side of each pair, as a monolingual sentence
             rows = [p.source if torch.rand((), generator=generator) < 0.5 else p.target for p in pairs]
@@ -168,15 +183,20 @@ def make_batch(task, pairs, weights, generator, tokenizer):
             rows = [p.document for p in pairs]
         batch["input_ids"], batch["attention_mask"], batch["labels"] = mask_tokens(rows, tokenizer, generator)
         batch["labels"][~keep] = -100
+        batch["masked"], batch["masked_labels"] = masked_positions(batch["labels"], static)
     elif task == "word_recovery":
         flip = [bool(torch.rand((), generator=generator) < 0.5) for _ in pairs]
         xs = [p.target if f else p.source for p, f in zip(pairs, flip)]
         ys = [p.source if f else p.target for p, f in zip(pairs, flip)]
-        batch["x_ids"], batch["x_mask"] = tokenizer.pad(xs)
-        batch["y_ids"], batch["y_mask"] = tokenizer.pad(ys)
+        if static:  # X and Y of one length: one shape per bucket
+            batch["x_ids"], batch["x_mask"], batch["y_ids"], batch["y_mask"] = data.pad_pairs(tokenizer, xs, ys)
+        else:
+            batch["x_ids"], batch["x_mask"] = tokenizer.pad(xs)
+            batch["y_ids"], batch["y_mask"] = tokenizer.pad(ys)
         batch["x_content"] = content_tokens(batch["x_ids"], batch["x_mask"], tokenizer)
         batch["y_content"] = content_tokens(batch["y_ids"], batch["y_mask"], tokenizer)
         batch["labels"] = torch.where(batch["x_content"] & keep[:, None], batch["x_ids"], -100)  # all of X at once
+        batch["masked"], batch["masked_labels"] = masked_positions(batch["labels"], static, share=1.0)
     elif task == "paraphrase":
         rows, labels = [], []
         for i, p in enumerate(pairs):
@@ -188,6 +208,9 @@ def make_batch(task, pairs, weights, generator, tokenizer):
             if negative is not None:
                 rows.append(tokenizer.add_special_tokens(p.source[1:-1], negative[1:-1]))
                 labels.append(0 if keep[i] else -100)
+            elif static:  # two rows a pair whatever the draws: the positive again, not scored
+                rows.append(rows[-1])
+                labels.append(-100)
         batch["input_ids"], batch["attention_mask"] = tokenizer.pad(rows)
         batch["labels"] = torch.tensor(labels)
     else:
@@ -225,11 +248,11 @@ class Unicoder(nn.Module):
         mixed = scores.softmax(-1) @ y                                 # (B, Tx, H)
         return torch.where(x_content[..., None], mixed, x)
 
-    def mlm_loss(self, hidden, labels):
-        """Cross-entropy of the LM head at the labelled positions only (V is 250k for XLM-R)."""
-        chosen = labels != -100
-        logits = self.encoder.mlm_logits(hidden[chosen])               # (n, V)
-        return F.cross_entropy(logits.float(), labels[chosen], reduction="sum") / chosen.sum().clamp(min=1)
+    def mlm_loss(self, hidden, positions, labels):
+        """Cross-entropy of the LM head at the masked positions only (V is 250k for XLM-R): `positions`
+        index the B * T tokens of `hidden` (B, T, H), `labels` are their ids (-100: not scored)."""
+        logits = self.encoder.mlm_logits(hidden.flatten(0, 1)[positions])  # (n, V)
+        return F.cross_entropy(logits.float(), labels, reduction="sum") / (labels != -100).sum().clamp(min=1)
 
     def forward(self, batch):
         """The loss of the batch's task (Sec. 3.2): masked-token cross-entropy for the three masked
@@ -239,13 +262,13 @@ class Unicoder(nn.Module):
         if task == "word_recovery":
             words = self.recovered_inputs(batch["x_ids"], batch["x_content"], batch["y_ids"], batch["y_content"])
             hidden = self.encoder(batch["x_ids"], batch["x_mask"], words=words)
-            return self.mlm_loss(hidden, batch["labels"])
+            return self.mlm_loss(hidden, batch["masked"], batch["masked_labels"])
         hidden = self.encoder(batch["input_ids"], batch["attention_mask"])
         if task == "paraphrase":
             logits = self.paraphrase(hidden)                           # (B, 2) from <s>
             labelled = batch["labels"] != -100
             return F.cross_entropy(logits.float(), batch["labels"], ignore_index=-100, reduction="sum") / labelled.sum().clamp(min=1)
-        return self.mlm_loss(hidden, batch["labels"])
+        return self.mlm_loss(hidden, batch["masked"], batch["masked_labels"])
 
     def save(self, directory, tokenizer, info, whole=None, write=True):
         """An ordinary checkpoint directory (config.json, model.safetensors with the LM head, the

@@ -1,5 +1,6 @@
 """bench_train.py runs end to end on the CPU: every method's row and transformers' baseline on the
 same batches, and the ratios it prints."""
+import json
 import re
 import sys
 
@@ -20,9 +21,33 @@ def test_bench_train_prints_each_method_and_the_baseline(tiny_model_dir, capsys)
         rows = {line.split(" | ")[0][2:]: line.split(" | ") for line in table.splitlines() if re.match(r"\| [a-z]", line)}
         assert set(rows) == {"method", "translate-train", "xeroalign", "filter", "transformers"}
         assert rows["translate-train"][-1] == "1.00 |" and float(rows["xeroalign"][-1][:-2]) > 0
-        texts = float(rows["xeroalign"][2]) * float(rows["xeroalign"][1])  # texts per step: a pair is two
-        assert texts == pytest.approx(2 * batch, rel=0.02)
+        texts = float(rows["xeroalign"][3]) * float(rows["xeroalign"][2])  # texts per pipelined step: a pair is two
+        assert texts == pytest.approx(2 * batch, rel=0.02) and float(rows["xeroalign"][1]) > 0  # and the synced step's time
     assert re.search(r"translate-train: \d+\.\d\dx the texts/s of transformers' classifier padded to --max-length", out)
+
+
+def test_bench_train_compiles_as_train_py_and_fixes_the_length(tiny_model_dir, capsys, monkeypatch):
+    from minxlt.run import compiled
+    monkeypatch.setattr(compiled, "BACKEND", "eager")  # dynamo's graph, run as it is: no code to generate on the CPU
+    made = []
+    monkeypatch.setattr(bench_train.Trainee, "batch", lambda self, pairs, step, batch=bench_train.Trainee.batch: made.append(
+        batch(self, pairs, step)) or made[-1])
+    try:
+        bench_train.main(["--model", str(tiny_model_dir), "--methods", "xeroalign", "--batch-sizes", "4", "--steps", "2", "--warmup", "1",
+                          "--max-length", "32", "--target-langs", "de", "--device", "cpu", "--no-baseline", "--compile", "--fixed-length"])
+    finally:
+        torch._dynamo.reset()
+    out = capsys.readouterr().out
+    assert "compiled: default; length buckets: multiples of 16; every text --max-length tokens" in out
+    assert all(batch["input_ids"].shape == (8, 32) and batch["attention_mask"].all() for batch, _, _ in made)  # 32 tokens, no padding
+    assert all(tokens == 8 * 32 for _, _, tokens in made)
+
+
+def test_the_loop_s_time_a_step_leaves_out_compilation_and_evaluations(tmp_path):
+    records = [{"step": 10, "loss": 1, "seconds": 60.0}, {"step": 20, "loss": 1, "seconds": 60.5}, {"step": 30, "loss": 1, "seconds": 61.0},
+               {"step": 30, "dev_accuracy": {"en": 0.5}}, {"step": 40, "loss": 1, "seconds": 65.0}, {"step": 50, "loss": 1, "seconds": 65.6}]
+    (tmp_path / "log.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    assert bench_train.loop_ms_per_step(tmp_path) == pytest.approx(55.0)  # 50 and 60 ms; not the compiling first, nor 30 -> 40
 
 
 def test_xlmr_shapes_with_random_weights(tiny_model_dir, tmp_path, monkeypatch):

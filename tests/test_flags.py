@@ -73,7 +73,9 @@ def test_a_flag_the_method_does_not_read_is_refused(run, argv, message):
     (["--patience", "2", "--select-on", "last"], "--patience 2 stops when the dev score stops improving, and --select-on last"),
     (["--async-checkpoint"], "--async-checkpoint writes a sharded run's checkpoint .* in the background: add --shard"),
     (["--shard", "--amp", "fp16"], "--shard computes in bf16 or float32: give --amp bf16"),
-    (["--shard", "--compile"], "--shard and --compile: compiling a sharded model is not supported here"),
+    (["--shard", "--compile", "--compile-mode", "reduce-overhead"], "--compile-mode reduce-overhead .CUDA graphs. with --grad-accum or --shard"),
+    (["--grad-accum", "2", "--compile", "--compile-mode", "reduce-overhead"], "the graphs' memory would hold the gradients"),
+    (["--compile-mode", "default"], "--compile-mode chooses how --compile compiles: add --compile"),
 ])
 def test_sharding_options_that_do_not_go_together_are_refused(run, argv, message):
     with pytest.raises(InputError, match=message):

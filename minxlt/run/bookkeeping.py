@@ -67,9 +67,10 @@ def step_batches(settings, method, phases, step, plans):
     items = {i: phase.items[i] for i in global_batch}  # read once (from the token cache, each read builds the item)
     units = {i: method.units(item) for i, item in items.items()}
     micro_size, out = settings.batch_size // settings.grad_accum, []
+    filled = math.ceil(micro_size / run.world_size) if settings.bucket else None  # static shapes: every batch full (weight 0)
     for micro in range(settings.grad_accum):
         chunk = global_batch[micro * micro_size:(micro + 1) * micro_size]
-        index, weights = data.shard(chunk or global_batch[:1], run.rank, run.world_size)
+        index, weights = data.shard(chunk or global_batch[:1], run.rank, run.world_size, filled)
         weights = weights if chunk else [0.0] * len(weights)
         # Each micro-batch's mean loss is weighted by its share of the global batch (in the loss's
         # units: examples, or scored tokens), so that the step's gradient is that of the mean loss

@@ -27,7 +27,7 @@ from levels import LEVELS
 from methods import TEST_INPUTS, TranslateTest, TranslateTrain, ZeroShot
 from minxlt import tasks
 from minxlt.errors import InputError
-from minxlt.run import cli, teacher
+from minxlt.run import cli, compiled, teacher
 from mixup import XMixupMethod
 from unicoder import UnicoderMethod
 from xeroalign import XeroAlign
@@ -209,7 +209,7 @@ def add_run_arguments(p):
                    help="autocast: auto is bf16 on GPUs that support it, fp16 with loss scaling on older ones, off on CPU")
     g.add_argument("--workers", type=cli.non_negative_int, help="processes that build the batches ahead of the step, with pinned "
                    "memory on CUDA (default: 2 on CUDA, 0 on CPU, where they would take the cores the step needs)")
-    g.add_argument("--compile", action="store_true", help="torch.compile the model (dynamic shapes; the first steps are slow)")
+    compiled.add_arguments(g)
     g.add_argument("--shard", action="store_true", help="fully sharded data parallel (FSDP2, shard.py): each of N processes holds "
                    "1/N of the weights, gradients and AdamW's moments, for models that do not fit one device under DDP "
                    "(the default); its checkpoint is OUT/checkpoint/, which any number of processes can resume")
@@ -270,6 +270,7 @@ def resolve(args, run):
     values = settled(args, method, run.task, run.num_layers, run)
     run = replace(run, max_length=values["max_length"], lockstep=values["shard"] and run.world_size > 1)
     values["device"], values["amp"] = run.device, autocast(values["amp"], run.device)
+    run = compiled.resolve(values, run)  # --compile on CUDA, its buckets: the tokenizer pads to them
     if not run.task.parallel and not values["no_alignment"]:
         values["no_alignment"] = True  # CKA and retrieval compare translations of the same sentences
         if run.rank == 0:
@@ -405,8 +406,8 @@ def check(settings, method, run):
     if planned:
         raise InputError(f"{' and '.join(planned)} {'shapes' if len(planned) == 1 else 'shape'} the memory plan, which only "
                          "--dry-run prints: add --dry-run")
-    if settings.shard and settings.compile:
-        raise InputError("--shard and --compile: compiling a sharded model is not supported here; drop one of them")
+    if compiled.problem(settings):
+        raise InputError(compiled.problem(settings))
     if settings.max_length > run.max_positions:
         raise InputError(f"--max-length {settings.max_length} does not fit the model's {run.max_positions} positions: lower it")
     if method.teacher_kind is not None:

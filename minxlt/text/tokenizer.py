@@ -13,6 +13,7 @@ Tokenizer.from_pretrained(directory) takes whichever the directory holds. Both t
 longest-first as Hugging Face does, encode pre-split words (tagging) and give character offsets (QA).
 """
 import base64
+import copy
 import hashlib
 import json
 import shutil
@@ -96,9 +97,22 @@ class Tokenizer:
         """Encode and pad a list of texts (or text pairs): (input_ids, attention_mask), each (B, T)."""
         return self.pad(self.encode_batch(texts, pairs, max_length))
 
+    pad_multiple, pad_limit = 1, None  # see padded_to
+
+    def padded_to(self, multiple, limit=None):
+        """This tokenizer, padding each batch to a multiple of `multiple` tokens (at most `limit`,
+        never below the longest): the lengths a run sees are then a few buckets, each a static
+        shape that a compiled step is built for once (minxlt/run/compiled.py)."""
+        bucketed = copy.copy(self)
+        bucketed.pad_multiple, bucketed.pad_limit = multiple, limit
+        return bucketed
+
     def pad(self, sequences):
-        """Pad id lists to the longest: (input_ids, attention_mask) LongTensors of (B, T)."""
-        T = max(len(s) for s in sequences)
+        """Pad id lists to the longest (rounded up to a bucket: padded_to): (input_ids, attention_mask)
+        LongTensors of (B, T)."""
+        T = longest = max(len(s) for s in sequences)
+        if self.pad_multiple > 1:
+            T = max(longest, min(-(-longest // self.pad_multiple) * self.pad_multiple, self.pad_limit or float("inf")))
         input_ids = torch.full((len(sequences), T), self.pad_id, dtype=torch.long)
         attention_mask = torch.zeros((len(sequences), T), dtype=torch.long)
         for i, s in enumerate(sequences):
