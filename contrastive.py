@@ -1,9 +1,9 @@
 """Yu & Joty (2021), contrastive language adaptation: fine-tuning in two phases, on the source's
 labelled texts and their translations (D and D_bi).
 
-    phase 1, label alignment:    CE + lambda_LA * L_LA  on D u D_bi          (Eq. 2-3)
-    phase 2, semantic alignment: CE + lambda_SA * L_SA  on groups from D_bi  (Eq. 4-5),
-                                 then, with a smaller learning rate (Sec. 3.2, after Eq. 5)
+    phase 1, label alignment:    CE + lambda_LA * L_LA  on D u D_bi           Eq. 2-3
+    phase 2, semantic alignment: CE + lambda_SA * L_SA  on groups from D_bi   Eq. 4-5
+                                 then, at a smaller learning rate             Sec. 3.2, after Eq. 5
 
 With --epochs each phase has passes of its own: --epochs over D u D_bi, then --sa-epochs over
 D_bi's source texts, one group each (the paper gives no length for phase 2; by default as many
