@@ -1,16 +1,25 @@
 """Fine-tune a multilingual encoder on English labels and test it in every language.
 
-    python train.py                                   # the default job: bundled corpus and model, XeroAlign
-    python train.py --method zero-shot --task sib200 --data ../shared/data/sib200 --out runs/sib200-zs
-    python train.py --method filter --task xquad --data ../shared/data/xquad --out runs/xquad-filter   # QA
+    python train.py         # the default job: XeroAlign on the bundled corpus
+    python train.py --method zero-shot --task sib200 \\
+        --data ../shared/data/sib200 --out runs/sib200-zero-shot
+    python train.py --method filter --task xquad --data ../shared/data/xquad \\
+        --out runs/xquad-filter                  # question answering
     torchrun --nproc_per_node 2 train.py --method xeroalign --out runs/demo-xa
-    torchrun --nproc_per_node 8 train.py --shard --amp bf16 --model facebook/xlm-roberta-xl ...  # sharded (minxlt/parallel/shard.py)
+    torchrun --nproc_per_node 8 train.py --shard --amp bf16 \\
+        --model facebook/xlm-roberta-xl ...        # sharded: shard.py
 
-    python train.py --method filter --out runs/filter-teacher                      # FILTER's self-teaching:
-    python train.py --method filter --teacher runs/filter-teacher/best --out runs/filter-student
-    python train.py --method unicoder --task sib200 --data ../shared/data/sib200 --out runs/unicoder
-    python train.py --method zero-shot --model runs/unicoder/best --task sib200 --data ../shared/data/sib200
-    python cotrain.py --task sib200 --data ../shared/data/sib200 --out runs/cotrain  # Yu & Joty's co-training
+FILTER's self-teaching, Unicoder's pre-training then fine-tuning, Yu & Joty's co-training:
+
+    python train.py --method filter --out runs/filter-teacher
+    python train.py --method filter --teacher runs/filter-teacher/best \\
+        --out runs/filter-student
+    python train.py --method unicoder --task sib200 \\
+        --data ../shared/data/sib200 --out runs/unicoder
+    python train.py --method zero-shot --model runs/unicoder/best \\
+        --task sib200 --data ../shared/data/sib200 --out runs/unicoder-zero-shot
+    python cotrain.py --task sib200 --data ../shared/data/sib200 \\
+        --out runs/cotrain
 
 The run reads top to bottom (main): the settings, every flag resolved once and read-only from then
 on (minxlt/run/flags.py); the data; the model; the optimizer; the loop; the test table of the best model.
@@ -62,7 +71,7 @@ def main(argv=None):
         raise tasks.InputError(f"no training examples for --method {settings.method} on {settings.task}")
     phases = method.phases(items)
     if rank == 0:
-        print(bookkeeping.padding_report(settings, method, phases), file=sys.stderr)
+        print(bookkeeping.start_report(settings, method, phases, out), file=sys.stderr)
     book = bookkeeping.Book(out, settings, run, model_dir, owns_process_group)
 
     # Model: the method's view of it (FILTER and X-Mixup run it on pairs) is what trains and is
