@@ -416,11 +416,13 @@ class Book:
         tmp, problem, caught = self.out / "best.tmp", None, FAILED_WRITE_SHARDED if sharded else FAILED_WRITE
         if self.run.rank == 0:
             shutil.rmtree(tmp, ignore_errors=True)
+        cast = SAVED_DTYPES[self.settings.save_dtype]  # --save-dtype bf16: each file's tensors as they are written
         try:
             if sharded:  # each file's tensors gathered in turn to process 0's host memory (shard.on_first_host), which writes them
-                model.save(tmp, tokenizer, info, whole=shard.on_first_host, write=self.run.rank == 0)
+                whole = shard.on_first_host if cast is None else lambda tensor: cast(shard.on_first_host(tensor))
+                model.save(tmp, tokenizer, info, whole=whole, write=self.run.rank == 0)
             else:
-                model.save(tmp, tokenizer, info)
+                model.save(tmp, tokenizer, info, whole=cast)
             if self.run.rank == 0:
                 cli.replace_dir(tmp, self.out / "best")
         except caught as e:
@@ -433,6 +435,21 @@ class Book:
                                      "Is the disk full? Free some space and continue with --resume", str(self.out / "best"))
 
 
+    def discard_checkpoint(self):
+        """--no-keep-checkpoint: a finished run's OUT/checkpoint.pt (or OUT/checkpoint/) removed."""
+        if self.settings.keep_checkpoint or self.run.rank != 0:
+            return
+        for name in ("checkpoint.pt", "checkpoint", "checkpoint.old"):
+            path = self.out / name
+            shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
+
+
+def as_bf16(tensor):
+    """A floating-point tensor in bf16 (None, on the processes that write nothing, stays None)."""
+    return tensor.to(torch.bfloat16) if tensor is not None and tensor.is_floating_point() else tensor
+
+
+SAVED_DTYPES = {"float32": None, "bf16": as_bf16}  # --save-dtype: what each tensor of OUT/best goes through
 WRITERS = {}  # OUT -> its TensorBoard writer, or None without TensorBoard
 
 

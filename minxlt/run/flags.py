@@ -215,6 +215,11 @@ def add_run_arguments(p):
     g.add_argument("--test-translations", metavar="PATH", help="the test texts' translations into the source language: a path "
                    "with {lang} (e.g. translate-test/test-{lang}-en-translated.tsv, XTREME's) or a folder of <lang>.tsv "
                    "files of id TAB text")
+    g.add_argument("--save-dtype", default="float32", choices=["float32", "bf16"], help="the weights of OUT/best: bf16 halves "
+                   "them (235 MB for the default model, against 470), rounded; the test at the end reads them so, as evaluate.py does")
+    g.add_argument("--keep-checkpoint", action=argparse.BooleanOptionalAction, default=True, help="keep OUT/checkpoint.pt (a "
+                   "sharded run's OUT/checkpoint/: the model and AdamW's moments, three times the model) once the run has "
+                   "finished; --no-keep-checkpoint removes it after the test (a stopped run keeps it, to --resume)")
     g.add_argument("--resume", action="store_true", help="continue exactly from OUT/checkpoint.pt (a sharded run's: OUT/checkpoint/)")
     g.add_argument("--stop-at", type=cli.positive_int, help="save a checkpoint and exit after this step (continue later with --resume)")
     g = p.add_argument_group("hardware")
