@@ -216,7 +216,8 @@ def add_run_arguments(p):
                    "with {lang} (e.g. translate-test/test-{lang}-en-translated.tsv, XTREME's) or a folder of <lang>.tsv "
                    "files of id TAB text")
     g.add_argument("--save-dtype", default="float32", choices=["float32", "bf16"], help="the weights of OUT/best: bf16 halves "
-                   "them (235 MB for the default model, against 470), rounded; the test at the end reads them so, as evaluate.py does")
+                   "them, rounded (the default model's OUT/best: 244 MiB, against 468), and the test at the end reads them so, as "
+                   "evaluate.py does")
     g.add_argument("--keep-checkpoint", action=argparse.BooleanOptionalAction, default=True, help="keep OUT/checkpoint.pt (a "
                    "sharded run's OUT/checkpoint/: the model and AdamW's moments, three times the model) once the run has "
                    "finished; --no-keep-checkpoint removes it after the test (a stopped run keeps it, to --resume)")
