@@ -43,7 +43,7 @@ def test_each_setting_comes_from_the_first_that_gives_it(run):
     pairs = len(run.task.train["de"]) + len(run.task.train["en"])  # X-Mixup's epoch: every (target, source) pair, English's own too
     steps = lambda batch, epochs: math.ceil(pairs / batch) * epochs
     settings = make_method("xmixup", run).settings  # sentence labels: the paper's first layer, alpha 0.4 (defaults)
-    assert (settings.mixup_layer, settings.mixup_alpha, settings.batch_size, settings.max_steps) == (1, 0.4, 32, 150)
+    assert (settings.mixup_layer, settings.mixup_alpha, settings.batch_size, settings.max_steps) == (1, 0.4, 32, 50)
     assert settings.max_length == 64 and settings.group_by_length is True and settings.test_input == "oracle"
     settings = make_method("xmixup", run, "--preset", "paper").settings  # Appendix C.1: batch 64, 4 epochs
     assert (settings.batch_size, settings.epochs, settings.max_steps) == (64, 4, steps(64, 4))
@@ -164,12 +164,12 @@ def test_a_run_starts_by_saying_what_it_will_do(run):
     phases = method.phases(method.training_items())
     items = len(phases[0].items)
     report = bookkeeping.start_report(method.settings, method, phases, Path("runs/default"))
-    assert report.splitlines()[0] == (f"xeroalign on demo: 150 steps of 32 over {items} training items ({150 * 32 / items:.1f} epochs); "
-                                      "the model tested is the best on en dev, scored every 50 steps")
+    assert report.splitlines()[0] == (f"xeroalign on demo: 50 steps of 32 from {items} training items; "
+                                      "the model tested is the model after the last step, scored on en dev")  # its one evaluation
     assert "writing runs/default: log.jsonl, best/" in report and "--resume continues" in report and "padding" not in report
     method = make_method("contrastive", run, "--max-steps", "120", "--eval-every", "40", "--no-group-by-length")
     report = bookkeeping.start_report(method.settings, method, method.phases(method.training_items()), Path("out"))
-    assert "contrastive on demo: label alignment, 90 steps of 32" in report and "; semantic alignment, 30 steps of 32" in report
+    assert "contrastive on demo: label alignment, 90 steps of 32 from" in report and "; semantic alignment, 30 steps of 32 from" in report
     assert "the best on en dev, scored every 40 steps" in report and "padding" not in report  # its batches are drawn at random
     method = make_method("zero-shot", run, "--no-group-by-length", "--select-on", "last", "--batch-size", "8")
     report = bookkeeping.start_report(method.settings, method, method.phases(method.training_items()), Path("out"))

@@ -38,13 +38,12 @@ def lengths(method, items):
 
 
 def start_report(settings, method, phases, out):
-    """What the run will do, said before its first step: its steps and their epochs, when it is
-    evaluated, what it writes and where, how to stop it and go on; and where --no-group-by-length
+    """What the run will do, said before its first step: its steps and what they draw from, which
+    model it tests, what it writes and where, how to stop it and go on; and where --no-group-by-length
     pads a batch much more than grouping would, by how much."""
     task = method.run.task
-    plan = "; ".join(f"{'' if len(phases) == 1 else phase.name + ', '}{phase.steps} steps of {settings.batch_size} over "
-                     f"{len(phase.items):,} training items ({phase.steps * settings.batch_size / max(len(phase.items), 1):.1f} epochs)"
-                     for phase in phases)
+    plan = "; ".join(f"{'' if len(phases) == 1 else phase.name + ', '}{phase.steps} steps of {settings.batch_size} from "
+                     f"{len(phase.items):,} training items" for phase in phases)
     dev = f"{task.source} dev" if settings.select_on == "source" else "the mean of every language's dev"
     chosen = ("the model after the last step" if settings.select_on == "last" else
               f"the model after the last step, scored on {dev}" if settings.eval_every >= settings.max_steps else

@@ -161,7 +161,7 @@ def parser(description=""):
 
 def add_optimisation_arguments(p):
     g = p.add_argument_group("optimisation")
-    g.add_argument("--max-steps", type=cli.positive_int, default=150, help="optimizer steps")
+    g.add_argument("--max-steps", type=cli.positive_int, default=50, help="optimizer steps")
     g.add_argument("--epochs", type=cli.positive_int, help="instead of --max-steps: passes over the method's training items, "
                    "ceil(items / --batch-size) steps each, the items counted as the method's paper or its authors' code counts them "
                    "(each method's 'one epoch' above)")
