@@ -123,8 +123,7 @@ def main(argv=None):
         print(f"stopped at step {book.step}; continue with the same command and --resume", file=sys.stderr)
     elif not stopped and not settings.no_test:
         test(settings, method, raw, core, book)
-    if not stopped:
-        book.discard_checkpoint()  # with --no-keep-checkpoint
+    book.discard_checkpoint(stopped)  # --no-keep-checkpoint, where the run has finished
     if owns_process_group:
         del model  # DDP's, which holds the process group: gone before the group (distributed.cleanup)
         distributed.cleanup()

@@ -434,9 +434,10 @@ class Book:
                                      "Is the disk full? Free some space and continue with --resume", str(self.out / "best"))
 
 
-    def discard_checkpoint(self):
-        """--no-keep-checkpoint: a finished run's OUT/checkpoint.pt (or OUT/checkpoint/) removed."""
-        if self.settings.keep_checkpoint or self.run.rank != 0:
+    def discard_checkpoint(self, stopped):
+        """--no-keep-checkpoint: OUT/checkpoint.pt (or OUT/checkpoint/) removed, unless the run
+        `stopped` before its end (it is what --resume continues)."""
+        if self.settings.keep_checkpoint or stopped or self.run.rank != 0:
             return
         for name in ("checkpoint.pt", "checkpoint", "checkpoint.old"):
             path = self.out / name
