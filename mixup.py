@@ -317,7 +317,8 @@ class XMixupMethod(PairMethod):
         return batch
 
     def loss(self, model, batch):
-        """Eq. 8, alpha L_task(source) + (1 - alpha) L_task(target), plus Eq. 7's consistency terms."""
+        """Eq. 8, alpha L_task(source) + (1 - alpha) L_task(target), plus Eq. 7's consistency terms;
+        L_task is the task level's cross-entropy (level.loss: losses.task_loss, or span_loss for answers)."""
         settings, level, w = self.settings, self.run.level, batch["weights"]
         source_logits, target_logits, source_r, target_r, lam = model(batch["source_ids"], batch["source_mask"],
                                                                       batch["target_ids"], batch["target_mask"])
