@@ -119,7 +119,7 @@ def test_ci_runs_the_readme_s_quick_start():
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     block = readme[readme.index("## Quick start"):].split("```")[1]
     setup, tests = block.strip().splitlines()
-    assert setup.startswith("python3 -m venv .venv && . .venv/bin/activate && ") and setup.endswith(" && python train.py")
+    assert setup.startswith("python3 -m venv --upgrade-deps .venv && . .venv/bin/activate && ") and setup.endswith(" && python train.py")
     assert tests.startswith(". .venv/bin/activate && ") and "pytest" in tests
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
     assert setup.removesuffix(" && python train.py") in ci and tests in ci
