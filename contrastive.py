@@ -1,9 +1,9 @@
 """Yu & Joty (2021), contrastive language adaptation: fine-tuning in two phases, on the source's
 labelled texts and their translations (D and D_bi).
 
-    phase 1, label alignment:    CE + lambda_LA * L_LA  on D u D_bi          (Eq. 2-3)
-    phase 2, semantic alignment: CE + lambda_SA * L_SA  on groups from D_bi  (Eq. 4-5),
-                                 then, with a smaller learning rate (Sec. 3.2, after Eq. 5)
+    phase 1, label alignment:    CE + lambda_LA * L_LA  on D u D_bi           Eq. 2-3
+    phase 2, semantic alignment: CE + lambda_SA * L_SA  on groups from D_bi   Eq. 4-5
+                                 then, at a smaller learning rate             Sec. 3.2, after Eq. 5
 
 With --epochs each phase has passes of its own: --epochs over D u D_bi, then --sa-epochs over
 D_bi's source texts, one group each (the paper gives no length for phase 2; by default as many
@@ -16,7 +16,7 @@ the paper's other method, is a driver around train.py: cotrain.py.
 import math
 import random
 
-from losses import label_alignment_terms, semantic_alignment_loss, task_loss
+from losses import label_alignment_loss, label_alignment_terms, semantic_alignment_loss, task_loss
 from methods import Method, Phase, non_negative_float, non_negative_int, positive_float, positive_int
 from minxlt.errors import InputError
 
@@ -115,15 +115,19 @@ class Contrastive(Method):
         return [first, Phase("semantic alignment", self.anchors, settings.sa_steps, self.group_batch, self.group_loss, lr_scale)]
 
     def loss(self, model, batch):
-        """Eq. 3: CE + lambda_LA * L_LA. Eq. 2 contrasts every pair of texts in the global batch, so
-        each process gathers the batch's vectors (its own with their gradient), labels and weights,
-        and keeps its own anchors' part of L_LA (share_of_label_alignment)."""
+        """Eq. 3: CE + lambda_LA * L_LA, with L_LA Eq. 2 over the batch (losses.label_alignment_loss).
+        Eq. 2 contrasts every pair of texts in the global batch, so over several processes each
+        gathers the batch's vectors (its own with their gradient), labels and weights, and keeps
+        its own anchors' part of Eq. 2's terms (share_of_label_alignment): the parts add up to it."""
         logits, cls = model(batch["input_ids"], batch["attention_mask"])
         w, labels, run = batch["weights"], batch["labels"], self.run
         task = task_loss(logits, labels, w)
-        weights = run.all_gather(w)
-        per_anchor, anchors = label_alignment_terms(run.all_gather_with_grad(cls), run.all_gather(labels), self.settings.tau, weights)
-        la = share_of_label_alignment(per_anchor, anchors, weights, slice(run.rank * len(w), (run.rank + 1) * len(w)))
+        if run.world_size == 1:
+            la = label_alignment_loss(cls, labels, self.settings.tau, w)
+        else:
+            weights = run.all_gather(w)
+            per_anchor, anchors = label_alignment_terms(run.all_gather_with_grad(cls), run.all_gather(labels), self.settings.tau, weights)
+            la = share_of_label_alignment(per_anchor, anchors, weights, slice(run.rank * len(w), (run.rank + 1) * len(w)))
         return task + self.settings.la_weight * la, {"task": task.detach(), "la": la.detach()}
 
     def group_batch(self, anchors, weights, step):

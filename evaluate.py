@@ -1,10 +1,17 @@
 """Evaluation: per-language scores, the average over target languages, the transfer gap, and how
 aligned the languages are (linear CKA, translation retrieval).
 
-    python evaluate.py --checkpoint runs/demo/best                    # test table of a trained model
-    python evaluate.py --checkpoint runs/demo/best --alignment        # plus CKA and retrieval
-    python evaluate.py --model DIR --task sib200 --data ../shared/data/sib200 --alignment-only
-    python evaluate.py --checkpoint runs/demo/best --tatoeba ../shared/data/tatoeba   # retrieval on Tatoeba
+The test table of a trained model (OUT/best of train.py: here the default job's), then with CKA
+and retrieval; CKA and retrieval of an encoder, untrained; retrieval on Tatoeba; runs' test
+scores drawn side by side:
+
+    python evaluate.py --checkpoint runs/default/best
+    python evaluate.py --checkpoint runs/default/best --alignment
+    python evaluate.py --model DIR --task sib200 --data ../shared/data/sib200 \\
+        --alignment-only
+    python evaluate.py --checkpoint runs/default/best \\
+        --tatoeba ../shared/data/tatoeba
+    python evaluate.py --plot runs/default runs/other
 
 Work is split across ranks and the counts summed with all_reduce, so 1 and N processes give the
 same numbers (torchrun --nproc_per_node N evaluate.py ...). How each task level scores its
@@ -189,8 +196,9 @@ def write_predictions(folder, predictions):
         cli.write_text(folder / f"{lang}.jsonl", "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
 
 
-def get_args(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def arguments():
+    """evaluate.py's flags."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=flags.HelpFormatter)
     parser.add_argument("--checkpoint", type=cli.existing_directory, help="a directory written by train.py (OUT/best); its task.json says what to test on")
     parser.add_argument("--model", help="without --checkpoint: an encoder to measure alignment on, a folder or a Hugging Face hub id "
                         "(default: the bundled model)")
@@ -198,9 +206,9 @@ def get_args(argv=None):
     parser.add_argument("--data", type=cli.existing_directory, help="data directory of the task (not needed for demo)")
     parser.add_argument("--source-lang", help="source language (default: the task's)")
     parser.add_argument("--target-langs", type=cli.languages, help="comma-separated target languages (default: all of the task's)")
-    parser.add_argument("--split", default="test", choices=["dev", "test"])
-    parser.add_argument("--method", choices=list(flags.METHODS), help="predict as this method does rather than as the checkpoint's "
-                        "(translate-test on a zero-shot checkpoint: the same training)")
+    parser.add_argument("--split", default="test", choices=["dev", "test"], help="the split of the task to score")
+    parser.add_argument("--method", choices=list(flags.METHODS), metavar="METHOD", help="predict as this method does rather than "
+                        f"as the checkpoint's: {', '.join(flags.METHODS)} (translate-test on a zero-shot checkpoint: the same training)")
     parser.add_argument("--test-input", choices=list(TEST_INPUTS), help="what a prediction sees besides the target text (see "
                         "train.py --help; default: what the run was tested on)")
     parser.add_argument("--test-translations", metavar="PATH", help="the test texts' translations into the source language "
@@ -217,12 +225,17 @@ def get_args(argv=None):
     parser.add_argument("--amp", default="auto", choices=["auto", "none", "bf16", "fp16"], help="autocast, as train.py's --amp: "
                         "auto is bf16 on GPUs that support it, fp16 on older ones, off on the CPU (none: float32, as train.py's "
                         "--eval-float32 tests)")
-    parser.add_argument("--batch-size", type=cli.positive_int, default=64)
+    parser.add_argument("--batch-size", type=cli.positive_int, default=64, help="texts per batch (memory: each holds this many)")
     parser.add_argument("--max-length", type=cli.number(int, 8), help="tokens per text or QA window (default: the checkpoint's, else 256)")
     parser.add_argument("--out", help="directory for the .json and .md results (default: the checkpoint's parent; without --checkpoint, none)")
     parser.add_argument("--plot", nargs="+", metavar="RUN", help="draw the test scores of one or more runs (OUT folders of "
                         "train.py, or results JSON files) per language, with the transfer gap, one bar per run (needs matplotlib)")
-    parser.add_argument("--plot-file", default="scores.png", help="where --plot draws (.png, .pdf or .svg; default scores.png)")
+    parser.add_argument("--plot-file", default="scores.png", help="where --plot draws: a .png, .pdf or .svg file")
+    return parser
+
+
+def get_args(argv=None):
+    parser = arguments()
     args = parser.parse_args(argv)
     if not args.checkpoint and not (args.alignment_only or args.tatoeba or args.plot):
         parser.error("give --checkpoint (a model trained by train.py), --alignment-only / --tatoeba for an encoder (--model), "

@@ -7,7 +7,18 @@ the encoder's own, shared by both texts, so FILTER adds no parameters.
     target -> embed -> layers[:m] --'                                     '--> layers[m+k:] -> target states
 
 m = L, k = 0 is translate-train (each text alone); m = 0, k = L is the plain concatenation.
-Self-teaching (Algorithm 1, Eq. 5-6) learns from a FILTER model trained first (--teacher).
+
+Self-teaching (Algorithm 1, Eq. 5-6) is two runs: a FILTER model trained on Eq. 4 alone, the
+teacher; then a student trained again from the pretrained weights, with the teacher's OUT/best:
+
+    python train.py --method filter --out runs/filter-teacher
+    python train.py --method filter --teacher runs/filter-teacher/best --out runs/filter-student
+
+The teacher stays fixed. With each pair of a student's batch come the teacher's logits of the
+translation, from its FILTER forward pass without gradient (PairMethod.pair_batch in methods.py;
+minxlt/run/teacher.py runs the teacher, or reads them from --teacher-cache), and FilterMethod.loss
+adds Eq. 5, KL(p_teacher || p_student) on the translation (losses.self_teaching_loss).
+
 Shapes: B pairs, T tokens (both texts padded to one length), H hidden.
 """
 import torch
@@ -110,7 +121,8 @@ class FilterMethod(PairMethod):
         self.teacher = self.load_teacher(items, lambda trained, info: Filter(trained, info["filter_m"], info["filter_k"]).eval())
 
     def loss(self, model, batch):
-        """Eq. 4, L_s + L_t; with a teacher Eq. 6, L_s + lambda L_t + (1 - lambda) L_kl."""
+        """Eq. 4, L_s + L_t, each the task level's cross-entropy (level.loss); with a teacher Eq. 6,
+        L_s + lambda L_t + (1 - lambda) L_kl."""
         level, w = self.run.level, batch["weights"]
         source_logits, target_logits = model(batch["source_ids"], batch["source_mask"], batch["target_ids"], batch["target_mask"])
         source = level.loss(source_logits, batch["source_labels"], w, batch["source_mask"])

@@ -47,8 +47,9 @@ class Level:
         return data.encode_examples(examples, tokenizer, task.labels, max_length)
 
     def pair(self, sources, translations):
-        """(source, translation) pairs of the training texts (token_cache.Texts): each translation
-        with its source, by index."""
+        """(source, translation) pairs of the training texts: data.translation_pairs (each translation
+        with the source of its id, in the sources' order), computed on the token cache's arrays
+        (minxlt/text/token_cache.pairs, tested equal) so that no item is built before its batch."""
         return sources.pair_with(translations)
 
     def units(self, item):

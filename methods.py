@@ -17,7 +17,9 @@ A method says
     gives the method the resulting settings, read-only (`self.settings`).
 
 What differs between task levels (sentence labels, word labels, answer spans) a method asks of
-`self.run.level` (levels.py), so that its loss is written once for all three.
+`self.run.level` (levels.py), so that its loss is written once for all three. Its task loss,
+`self.run.level.loss`, is cross-entropy: over the texts' labels or the words' tags
+(losses.task_loss), or over a window's positions for an answer's start and end (losses.span_loss).
 """
 import math
 from dataclasses import dataclass, field
@@ -217,7 +219,10 @@ class Method:
 
     def training_items(self):
         """The encoded training items: the source's texts (and --extra-train's labelled texts), with
-        their translations for translate-train; for pair methods, every (source, translation) pair."""
+        their translations for translate-train; for pair methods, every (source, translation) pair:
+        each translation with the source text of its id, in the sources' order, a source without a
+        translation left out (data.translation_pairs; Level.pair, which for sentences computes the
+        same on the token cache's arrays)."""
         run, task = self.run, self.run.task
         extra = read_jsonl_examples(self.settings.extra_train, task.labels) if self.settings.extra_train else []
         if self.draws == "pairs":  # --self-pairs: the source's texts among their own counterparts, each paired with itself
@@ -272,9 +277,9 @@ class Method:
         return batch
 
     def loss(self, model, batch):
-        """(loss, {part: value} for the log): the batch's loss, averaged over the examples that count
-        (over its scored units: Level.units), which the loop weights by the batch's share of the
-        global batch."""
+        """(loss, {part: value} for the log): the batch's loss, here the task level's cross-entropy,
+        averaged over the examples that count (over its scored units: Level.units), which the loop
+        weights by the batch's share of the global batch."""
         logits, _ = model(batch["input_ids"], batch["attention_mask"])  # (N, C) or (N, T, C)
         return self.run.level.loss(logits, batch["labels"], batch["weights"], batch["attention_mask"]), {}
 

@@ -5,11 +5,13 @@ what they attend to in the source, by a ratio that grows with how well the two a
 The mixup layer as the paper writes it (the default, --mixup-variant paper), with LN_a layer l's
 attention LayerNorm and MHA its multi-head attention (projections included, Appendix A.1, Eq. 9-11):
 
-    h'_S = LN_a(h_S + MHA(h_S, h_S, h_S)),  h'_T = LN_a(h_T + MHA(h_T, h_T, h_T))     Eq. 2
-    h_T|S = MHA(h'_T, h'_S, h'_S)                                                       Eq. 3
-    A_ij = softmax_j(h'_Ti h'_Sj / sqrt(n)),  H(A) = -1/I sum_i sum_j A_ij log A_ij     Eq. 5 (its summand: A_ji)
-    lambda = lambda0 sigmoid((H(A) + H(A^T)) W + b)                  the sentence after Eq. 5
-    h~_T = LN_a(lambda h_T|S + (1 - lambda) h'_T)                                       Eq. 4
+    h'_S = LN_a(h_S + MHA(h_S, h_S, h_S))                Eq. 2
+    h'_T = LN_a(h_T + MHA(h_T, h_T, h_T))                Eq. 2
+    h_T|S = MHA(h'_T, h'_S, h'_S)                        Eq. 3
+    A_ij = softmax_j(h'_Ti h'_Sj / sqrt(n))              Eq. 5
+    H(A) = -1/I sum_i sum_j A_ij log A_ij                Eq. 5 (its summand: A_ji)
+    lambda = lambda0 sigmoid((H(A) + H(A^T)) W + b)      the sentence after Eq. 5
+    h~_T = LN_a(lambda h_T|S + (1 - lambda) h'_T)        Eq. 4
 
 Choices the paper leaves open, one per line:
   - Eq. 2's MultiHead is layer l's whole attention sub-layer, residual and LayerNorm included: the
@@ -321,7 +323,8 @@ class XMixupMethod(PairMethod):
         return batch
 
     def loss(self, model, batch):
-        """Eq. 8, alpha L_task(source) + (1 - alpha) L_task(target), plus Eq. 7's consistency terms."""
+        """Eq. 8, alpha L_task(source) + (1 - alpha) L_task(target), plus Eq. 7's consistency terms;
+        L_task is the task level's cross-entropy (level.loss: losses.task_loss, or span_loss for answers)."""
         settings, level, w = self.settings, self.run.level, batch["weights"]
         source_logits, target_logits, source_r, target_r, lam = model(batch["source_ids"], batch["source_mask"],
                                                                       batch["target_ids"], batch["target_mask"])

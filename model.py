@@ -1,6 +1,8 @@
 """The encoder: XLM-R (RoBERTa layout), XLM-R XL and XXL (pre-LN) and BERT-layout multilingual
-encoders as one module, and its task heads. Loading and saving Hugging Face checkpoints delegate to minxlt/checkpoints/weights.py (the tokenizer
-is minxlt/text/tokenizer.py).
+encoders as one module, and its task heads. Loading and saving checkpoints (Config.from_hf,
+from_directory and to_hf, Encoder.from_pretrained, load_weights, load_hf_state_dict and
+save_pretrained, Classifier.save and load) hand the files to minxlt/checkpoints/weights.py, and a
+reader of the methods can skip them; the tokenizer is minxlt/text/tokenizer.py.
 
 Shapes: B batch, T tokens (S for a second sequence), H hidden, N heads, D = H / N, V vocabulary.
 """

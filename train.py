@@ -1,16 +1,25 @@
 """Fine-tune a multilingual encoder on English labels and test it in every language.
 
-    python train.py                                   # the default job: bundled corpus and model, XeroAlign
-    python train.py --method zero-shot --task sib200 --data ../shared/data/sib200 --out runs/sib200-zs
-    python train.py --method filter --task xquad --data ../shared/data/xquad --out runs/xquad-filter   # QA
+    python train.py         # the default job: XeroAlign on the bundled corpus
+    python train.py --method zero-shot --task sib200 \\
+        --data ../shared/data/sib200 --out runs/sib200-zero-shot
+    python train.py --method filter --task xquad --data ../shared/data/xquad \\
+        --out runs/xquad-filter                  # question answering
     torchrun --nproc_per_node 2 train.py --method xeroalign --out runs/demo-xa
-    torchrun --nproc_per_node 8 train.py --shard --amp bf16 --model facebook/xlm-roberta-xl ...  # sharded (minxlt/parallel/shard.py)
+    torchrun --nproc_per_node 8 train.py --shard --amp bf16 \\
+        --model facebook/xlm-roberta-xl ...        # sharded: shard.py
 
-    python train.py --method filter --out runs/filter-teacher                      # FILTER's self-teaching:
-    python train.py --method filter --teacher runs/filter-teacher/best --out runs/filter-student
-    python train.py --method unicoder --task sib200 --data ../shared/data/sib200 --out runs/unicoder
-    python train.py --method zero-shot --model runs/unicoder/best --task sib200 --data ../shared/data/sib200
-    python cotrain.py --task sib200 --data ../shared/data/sib200 --out runs/cotrain  # Yu & Joty's co-training
+FILTER's self-teaching, Unicoder's pre-training then fine-tuning, Yu & Joty's co-training:
+
+    python train.py --method filter --out runs/filter-teacher
+    python train.py --method filter --teacher runs/filter-teacher/best \\
+        --out runs/filter-student
+    python train.py --method unicoder --task sib200 \\
+        --data ../shared/data/sib200 --out runs/unicoder
+    python train.py --method zero-shot --model runs/unicoder/best \\
+        --task sib200 --data ../shared/data/sib200 --out runs/unicoder-zero-shot
+    python cotrain.py --task sib200 --data ../shared/data/sib200 \\
+        --out runs/cotrain
 
 The run reads top to bottom (main): the settings, every flag resolved once and read-only from then
 on (minxlt/run/flags.py); the data; the model; the optimizer; the loop; the test table of the best model.
@@ -62,7 +71,7 @@ def main(argv=None):
         raise tasks.InputError(f"no training examples for --method {settings.method} on {settings.task}")
     phases = method.phases(items)
     if rank == 0:
-        print(bookkeeping.padding_report(settings, method, phases), file=sys.stderr)
+        print(bookkeeping.start_report(settings, method, phases, out), file=sys.stderr)
     book = bookkeeping.Book(out, settings, run, model_dir, owns_process_group)
 
     # Model: the method's view of it (FILTER and X-Mixup run it on pairs) is what trains and is
@@ -76,11 +85,7 @@ def main(argv=None):
     else:  # each process holds them all (DDP)
         model = distributed.wrap(core, device, method.unused_parameters)
     method.start(core, items)  # before any update: Unicoder's hard negatives; a teacher, loaded after the student (sharded with it)
-    alignment_before = None
-    if not (settings.no_alignment or settings.resume):
-        with shard.evaluated(core) as evaluated, evaluating(settings):  # CKA and retrieval call the encoder alone
-            alignment_before = alignment(shard.part_of(evaluated, core, raw.encoder), run, settings.alignment_pooling, settings.shard)
-        del evaluated
+    alignment_before = None if settings.no_alignment or settings.resume else alignment_before_training(settings, run, core, raw)
     optimizer, scheduler = make_optimizer(settings, core, phases)
     dtype = AUTOCAST[settings.amp]
     scaler = torch.amp.GradScaler(enabled=dtype == torch.float16)
@@ -115,6 +120,7 @@ def main(argv=None):
         print(f"stopped at step {book.step}; continue with the same command and --resume", file=sys.stderr)
     elif not stopped and not settings.no_test:
         test(settings, method, raw, core, book)
+    book.discard_checkpoint(stopped)  # --no-keep-checkpoint, where the run has finished
     if owns_process_group:
         del model  # DDP's, which holds the process group: gone before the group (distributed.cleanup)
         distributed.cleanup()
@@ -225,6 +231,12 @@ def task_info(settings, run):
     if task.level == "span":
         info.update(doc_stride=task.doc_stride, max_answer_length=task.max_answer_length)
     return info
+
+
+def alignment_before_training(settings, run, core, raw):
+    """CKA and retrieval of the pretrained encoder, which the test table shows beside the trained one's."""
+    with shard.evaluated(core) as evaluated, evaluating(settings):  # the encoder alone is called: a sharded one's root gathered
+        return alignment(shard.part_of(evaluated, core, raw.encoder), run, settings.alignment_pooling, settings.shard)
 
 
 def alignment(encoder, run, pooling, sharded=False):

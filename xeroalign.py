@@ -43,7 +43,8 @@ class XeroAlign(Method):
         return super().make_batch(sources + targets, weights, step)
 
     def loss(self, model, batch):
-        """Algorithm 1: L = L_task(source) + L_align(<s> of source, <s> of translation)."""
+        """Algorithm 1: L = L_task(source) + L_align(<s> of source, <s> of translation), L_task the
+        task level's cross-entropy (level.loss: losses.task_loss, or span_loss for answers)."""
         logits, cls = model(batch["input_ids"], batch["attention_mask"])  # (2B, C) or (2B, T, C); (2B, H)
         w, labels, mask, level = batch["weights"], batch["labels"], batch["attention_mask"], self.run.level
         B = len(w)

@@ -10,7 +10,7 @@ It runs `train.py --method translate-train --max-steps 1` in fresh processes, ea
 ($MINXLT_CACHE/tokens, a temporary one here) that the first run on a set builds and the second
 reuses. Per run it prints the process's CPU time (user + system) and peak resident memory. The
 memory per training pair comes from a process that does what train.py does before it loads the
-model (`data_stage`: the task, the training items, the padding report, the first step's batch),
+model (`data_stage`: the task, the training items, the run's first lines, the first step's batch),
 on the small set and on the full one: its peak's growth per pair added, cold (a first run, which
 builds the cache: each measurement with an empty cache of its own) and with the cache reused. (A
 whole run's peak also holds the model, the optimizer and the first batch's activations, whose
@@ -96,7 +96,7 @@ def data_stage(argv):
     settings, run = flags.resolve(args, train.load_run(args, Path(args.model), "cpu", 0, 1))
     method = flags.METHODS[settings.method](settings, run)
     phases = method.phases(method.training_items())
-    bookkeeping.padding_report(settings, method, phases)
+    bookkeeping.start_report(settings, method, phases, Path(args.out))
     bookkeeping.step_batches(settings, method, phases, 0, {})
 
 

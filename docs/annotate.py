@@ -5,9 +5,13 @@ files themselves, with nothing written twice.
     python docs/annotate.py            # writes docs/pages/*.html
     python docs/annotate.py --check    # exit status 1 where a page differs from its source (stale)
 
-Notes are Markdown; their notation is set as the papers set it (lambda as λ, h_T as h with T below,
-A^T with T above), outside `code`. The pages need no network: each holds its own style sheet, and
-Pygments colours the code. Requires `markdown` and `pygments` (docs/requirements.txt), not the training code.
+Notes are Markdown. Outside `code`, their notation is written in the papers' letters: lambda as λ,
+h_T as h with T below, A^T with T above, as HTML text (subscripts and superscripts, not typeset
+formulas). An indented block is preformatted and never wraps: an equation a line, its label (Eq. N)
+in a column of its own; commands and ASCII diagrams as written. Code never wraps either: a line
+wider than its column scrolls. The module's docstring, the file's introduction, spans the page.
+The pages need no network: each holds its own style sheet, and Pygments colours the code. Requires
+`markdown` and `pygments` (docs/requirements.txt), not the training code.
 """
 import argparse
 import ast
@@ -26,8 +30,20 @@ from pygments.lexers import PythonLexer
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "docs" / "pages"
 
-# file -> (page title, the paper, where in it the file's code is); the index lists them in this order
+# file -> (page title, the paper or what the file is, where in it the file's code is), in the README's
+# reading order, which the index follows
 PAGES = {
+    "model.py": ("The encoder", "XLM-R (Conneau et al., ACL 2020), BERT (Devlin et al., NAACL 2019), XLM-R XL and XXL (Goyal "
+                 "et al. 2021)", "the pieces the methods compose: embed, layers[i] (attention, feed_forward), finish"),
+    "data.py": ("The examples and their batches", "what an example is, read and encoded, and how encoded items become batches",
+                "padding to the longest, (source, translation) pairs, epochs of global batches, shards across processes"),
+    "losses.py": ("The losses", "every paper's losses, one function per equation",
+                  "XeroAlign Algorithm 1; FILTER Eq. 4-5; X-Mixup Eq. 7-8; Yu & Joty Eq. 1-5"),
+    "methods.py": ("The interface every method implements", "what a method says and what it is given; zero-shot, "
+                   "translate-train (Unicoder Sec. 3.3) and translate-test (XTREME)",
+                   "Method: its training items, batches, loss, phases and predictions; Run; Phase"),
+    "levels.py": ("Task levels", "sentence labels, word labels and answer spans: what a method asks of the task",
+                  "encoding and pairing, the task loss (cross-entropy), heads, scores"),
     "xeroalign.py": ("XeroAlign", "Gritta & Iacobacci, XeroAlign: Zero-Shot Cross-lingual Transformer Alignment, "
                      "Findings of ACL 2021", "Sec. 3 (Methodology), Algorithm 1; Sec. 3.1 (the setup)"),
     "fusion.py": ("FILTER", "Fang, Wang, Gan, Sun and Liu, FILTER: An Enhanced Fusion Method for Cross-lingual Language "
@@ -43,12 +59,19 @@ PAGES = {
     "unicoder.py": ("Unicoder's pre-training tasks", "Huang, Liang, Duan, Gong, Shou, Jiang and Zhou, Unicoder: A Universal "
                     "Language Encoder by Pre-training with Multiple Cross-lingual Tasks, EMNLP 2019",
                     "Pre-training Tasks in Unicoder (Eq. 1-2); Training Details"),
-    "losses.py": ("The losses", "every paper's losses, one function per equation",
-                  "XeroAlign Algorithm 1; FILTER Eq. 4-5; X-Mixup Eq. 7-8; Yu & Joty Eq. 1-5"),
-    "model.py": ("The encoder", "XLM-R (Conneau et al., ACL 2020), BERT (Devlin et al., NAACL 2019), XLM-R XL and XXL (Goyal "
-                 "et al. 2021)", "the pieces the methods compose: embed, layers[i] (attention, feed_forward), finish"),
     "train.py": ("The training step", "one run from the command line to the test table",
                  "train_step: a global batch, the method's loss, backward, the update"),
+    "evaluate.py": ("Evaluation", "per-language scores and the transfer gap; how aligned the languages are: linear CKA "
+                    "(Kornblith et al. 2019; X-Mixup Eq. 1) and translation retrieval",
+                    "summarise, linear_cka, retrieval_accuracy, alignment"),
+}
+
+# file -> (the definitions a reader of the methods can pass over, what they are): shown dimmed, under that line
+SKIMMED = {
+    "model.py": ({"from_hf", "from_directory", "to_hf", "from_pretrained", "load_weights", "load_hf_state_dict", "save_pretrained",
+                  "save", "load"}, "Checkpoint I/O (minxlt/checkpoints/weights.py), not needed to follow a method"),
+    "evaluate.py": ({"arguments", "get_args", "tatoeba_alignment", "test_input_of", "test_checkpoint", "plot_data", "plot", "main", "report"},
+                    "The command line (python evaluate.py): arguments, the checkpoint's task, plots, files written"),
 }
 
 STYLE = """
@@ -58,17 +81,27 @@ header h1 { margin: 0 0 4px; font-size: 24px; }
 header p { margin: 2px 0; color: #444; }
 nav { font: 13px sans-serif; margin-top: 6px; }
 nav a { margin-right: 10px; }
-.section { display: grid; grid-template-columns: minmax(340px, 38%) 1fr; border-bottom: 1px solid #f0f0f0; }
-.notes { padding: 8px 22px 8px 28px; background: #fbfaf7; border-right: 1px solid #e6e3dc; overflow-wrap: anywhere; }
+.section { display: grid; grid-template-columns: minmax(340px, 36%) minmax(0, 1fr); border-bottom: 1px solid #f0f0f0; }
+.section.intro { grid-template-columns: minmax(0, 1fr); }
+.intro .notes { border-right: none; border-bottom: 1px solid #e6e3dc; }
+.intro .notes > :not(pre) { max-width: 52em; }
+.notes { padding: 8px 22px 8px 28px; background: #fbfaf7; border-right: 1px solid #e6e3dc; overflow-wrap: anywhere; min-width: 0; }
 .notes p { margin: 6px 0; }
-.notes pre { white-space: pre-wrap; font: 12px/1.45 "DejaVu Sans Mono", monospace; background: #f3f0e8; padding: 6px 8px; }
-.notes pre.lines div { padding-left: 2.5em; text-indent: -2.5em; }
+.notes pre { white-space: pre; overflow-x: auto; overflow-wrap: normal; font: 12px/1.45 "DejaVu Sans Mono", monospace;
+             background: #f3f0e8; padding: 6px 8px; width: fit-content; max-width: 100%; box-sizing: border-box; }
+.notes pre.equations { display: grid; grid-template-columns: max-content max-content; column-gap: 3em; justify-content: start; }
+.notes pre.equations .label { color: #7a3b00; }
 .notes code { font: 13px "DejaVu Sans Mono", monospace; background: #f3f0e8; padding: 0 2px; }
 .notes pre code { background: none; padding: 0; }
-.code { padding: 8px 16px; min-width: 0; }
-.code pre { margin: 0; white-space: pre-wrap; overflow-wrap: anywhere; font: 12.5px/1.45 "DejaVu Sans Mono", monospace; }
-.code .line { display: block; }
+.notes table.terms { border-collapse: collapse; margin: 6px 0; }
+.notes table.terms td { vertical-align: top; padding: 1px 12px 1px 0; }
+.notes table.terms td:first-child { font: 13px "DejaVu Sans Mono", monospace; white-space: nowrap; }
+.skim { font: 13px sans-serif; color: #666; font-style: italic; }
+.skimmed .code pre, .skimmed .notes > :not(.skim) { opacity: 0.55; }
+.code { padding: 8px 16px; min-width: 0; overflow-x: auto; }
+.code pre { margin: 0; white-space: pre; font: 12.5px/1.45 "DejaVu Sans Mono", monospace; }
 .eq { font-weight: bold; color: #7a3b00; }
+sub, sup { line-height: 0; }
 """
 
 FORMATTER = HtmlFormatter(nowrap=True, style="friendly")
@@ -79,7 +112,8 @@ GREEK = {"lambda": "λ", "alpha": "α", "tau": "τ", "sigma": "σ", "theta": "θ
 def math(text):
     """The papers' notation in plain text set as they set it: Greek names as letters (lambda0 as
     λ with 0 below), h~ as h with a tilde, sum as Σ, sqrt as √, a one- or two-letter symbol's (or
-    softmax's, Σ's) _x or _{...} below it, ^T or ^{...} above it, Eq. N in bold."""
+    softmax's, Σ's, a norm's ||) _x or _{...} below it (a one-letter symbol's word too: L_task), ^T or
+    ^{...} above it (after a subscript too: H_d^s), Eq. N in bold."""
     text = re.sub(r"\b(" + "|".join(GREEK) + r")(\d?)(?![A-Za-z0-9])", lambda m: GREEK[m.group(1)] + (f"<sub>{m.group(2)}</sub>" if m.group(2) else ""),
                   text)
     text = re.sub(r"\b([A-Za-z])~", "\\1\u0303", text)  # h~: h with a tilde above
@@ -87,7 +121,9 @@ def math(text):
     base = "|".join(GREEK.values()) + r"|Σ|softmax|[A-Za-z]\u0303|[A-Za-z]{1,2}'?"
     text = re.sub(r"(?<![\w])(" + base + r")_(\{[^}]+\}|[A-Za-z0-9|]{1,3})(?![\w])",
                   lambda m: f"{m.group(1)}<sub>{m.group(2).strip('{}')}</sub>", text)
-    text = re.sub(r"(?<=[\w)'])\^(\{[^}]+\}|[A-Za-z0-9])", lambda m: f"<sup>{m.group(1).strip('{}')}</sup>", text)
+    text = re.sub(r"(?<![\w])([A-Za-z])_([a-z]{4,7})(?![\w])", r"\1<sub>\2</sub>", text)  # L_task, L_align
+    text = re.sub(r"(\|\|)_([A-Za-z])(?![\w])", r"\1<sub>\2</sub>", text)  # a norm's ||_F
+    text = re.sub(r"(?:(?<=[\w)'])|(?<=</sub>))\^(\{[^}]+\}|[A-Za-z0-9])", lambda m: f"<sup>{m.group(1).strip('{}')}</sup>", text)
     return re.sub(r"\b(Eq\. \d+(?:-\d+)?)", r'<span class="eq">\1</span>', text)
 
 
@@ -110,16 +146,76 @@ def notation(rendered):
 
 def note_html(text):
     """A note (a docstring or comment block's text) as HTML: Markdown, a list where lines start
-    with "- " (a blank line before it supplied), each line of an indented block (an equation) a
-    line of its own that wraps under itself."""
+    with "- " (a blank line before it supplied), a table of terms where lines indented by two
+    spaces name a term and its description (continued on deeper lines), an indented block as it is
+    written (preformatted_html)."""
     lines, out = text.splitlines(), []
     for i, line in enumerate(lines):
         if re.match(r"\s{0,3}- ", line) and i and lines[i - 1].strip() and not re.match(r"\s{0,3}- |\s{4,}", lines[i - 1]):
             out.append("")
         out.append(line)
-    rendered = notation(markdown.markdown(html_text("\n".join(out)), extensions=["tables"]))
-    return re.sub(r"<pre><code>(.*?)</code></pre>", lambda m: '<pre class="lines">' + "".join(
-        f'<div>{line or "&nbsp;"}</div>' for line in m.group(1).rstrip("\n").split("\n")) + "</pre>", rendered, flags=re.S)
+    held = []  # what Markdown and the notation must leave as made here: {i}'s HTML
+
+    def hold(html_text):
+        held.append(html_text)
+        return f"\x00{len(held) - 1}\x00"
+
+    source = terms_tables("\n".join(out), hold)
+    rendered = markdown.markdown(html_text(source), extensions=["tables"])
+    rendered = re.sub(r"<pre><code>(.*?)</code></pre>", lambda m: hold(preformatted_html(html.unescape(m.group(1)))), rendered, flags=re.S)
+    rendered = notation(rendered)
+    rendered = re.sub(r"<p>\x00(\d+)\x00</p>", lambda m: held[int(m.group(1))], rendered)
+    return re.sub(r"\x00(\d+)\x00", lambda m: held[int(m.group(1))], rendered)
+
+
+def terms_tables(text, hold):
+    """Each run of lines "  term  description" (the description continued on lines indented
+    deeper) as a held table of terms and descriptions, a paragraph of its own."""
+    lines, out, i = text.split("\n"), [], 0
+    while i < len(lines):
+        rows = []
+        while i < len(lines) and (m := re.match(r"  (\S+)\s{2,}(\S.*)$", lines[i])):
+            rows.append([m.group(1), m.group(2)])
+            i += 1
+            while i < len(lines) and re.match(r"\s{3,}\S", lines[i]):
+                rows[-1][1] += " " + lines[i].strip()
+                i += 1
+        if rows:
+            cells = "".join(f"<tr><td>{html.escape(term)}</td><td>{notation(html.escape(about, quote=False))}</td></tr>" for term, about in rows)
+            out += ["", hold(f'<table class="terms">{cells}</table>'), ""]
+        else:
+            out.append(lines[i])
+            i += 1
+    return "\n".join(out)
+
+
+COMMAND = re.compile(r"\s*(python3?|torchrun|pip|bash)\b")
+DRAWING = ("-->", "--.", "--'", ".--", "'--", ">--")  # an ASCII diagram's arrows and corners
+
+
+def labelled(line):
+    """(equation, label) of a line that ends, after three spaces or more, with where the paper
+    has it (Eq. N, Sec. N, Algorithm N); None otherwise."""
+    found = list(re.finditer(r"\s{3,}", line))
+    if not found or not line[:found[-1].start()].strip() or not re.search(r"Eq\.|Sec\.|Algorithm", line[found[-1].end():]):
+        return None
+    return line[:found[-1].start()], line[found[-1].end():]
+
+
+def preformatted_html(block):
+    """An indented block of a note, never wrapped (a <pre> scrolls where it is wider than its
+    column): commands and ASCII diagrams as written; equations in the papers' notation (math), one
+    per line, and where a line ends with its label (Eq. N) the labels in a column of their own."""
+    lines = block.rstrip("\n").split("\n")
+    if any(COMMAND.match(line) for line in lines) or any(mark in block for mark in DRAWING):
+        return f"<pre>{html.escape(block.rstrip(chr(10)), quote=False)}</pre>"
+    set_ = lambda part: math(html.escape(part, quote=False))
+    split = [labelled(line) for line in lines]
+    if not any(split):
+        return "<pre>" + "\n".join(set_(line) for line in lines) + "</pre>"
+    cells = [parts or (line, "") for line, parts in zip(lines, split)]
+    return '<pre class="equations">' + "".join(f'<span>{set_(eq)}</span><span class="label">{set_(label)}</span>'
+                                               for eq, label in cells) + "</pre>"
 
 
 def html_text(text):
@@ -201,22 +297,29 @@ def sections(source):
 
 
 def code_html(body):
-    """Code coloured by Pygments, each line a block whose wrapped part hangs under its own indentation."""
-    if not body:
-        return ""
-    out = []
-    for source_line, line in zip(body.split("\n"), highlight(body, PythonLexer(), FORMATTER).rstrip("\n").split("\n")):
-        indent = len(source_line) - len(source_line.lstrip(" ")) + 4
-        out.append(f'<span class="line" style="padding-left:{indent}ch;text-indent:-{indent}ch">{line or " "}</span>')
-    return "".join(out)
+    """Code coloured by Pygments, each line as written: a line wider than the column scrolls, never wraps."""
+    return highlight(body, PythonLexer(), FORMATTER).rstrip("\n") if body else ""
+
+
+def defined(code):
+    """The name of the function or class a section's code starts with (after its decorators), or None."""
+    found = re.match(r"(?:\s*@.*\n)*\s*(?:async\s+)?(?:def|class)\s+(\w+)", code)
+    return found and found.group(1)
 
 
 def render(name, source):
-    """The page of one file (a name of PAGES), as HTML."""
+    """The page of one file (a name of PAGES), as HTML. The module's docstring, the file's
+    introduction, spans the page above its imports; a definition of SKIMMED is dimmed, the first of
+    a run of them saying why."""
     title, paper, where = PAGES[name]
-    rows = []
-    for text, body in sections(source):
-        rows.append(f'<div class="section"><div class="notes">{note_html(text) if text else ""}</div>'
+    skimmed, why = SKIMMED.get(name, (set(), ""))
+    introduction = ast.get_docstring(ast.parse(source))
+    rows, previous = [], ""
+    for i, (text, body) in enumerate(sections(source)):
+        kind = " intro" if i == 0 and text == introduction else " skimmed" if defined(body) in skimmed else ""
+        skim = f'<p class="skim">{html.escape(why)}</p>' if kind == " skimmed" != previous else ""  # once a run of them
+        previous = kind
+        rows.append(f'<div class="section{kind}"><div class="notes">{skim}{note_html(text) if text else ""}</div>'
                     f'<div class="code"><pre>{code_html(body)}</pre></div></div>')
     links = " ".join(f'<a href="{Path(other).stem}.html">{PAGES[other][0]}</a>' for other in PAGES)
     return (f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n<title>{html.escape(title)}: {name}</title>\n'
@@ -230,10 +333,11 @@ def index():
     items = "\n".join(f'<li><a href="{Path(name).stem}.html">{html.escape(title)}</a> (<code>{name}</code>): {html.escape(paper)}; '
                       f"{math(html.escape(where))}</li>" for name, (title, paper, where) in PAGES.items())
     return (f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n<title>minxlt: the papers beside the code</title>\n'
-            f"<style>{STYLE} ul {{ padding: 10px 40px; }} li {{ margin: 6px 0; }}</style>\n</head>\n<body>\n<header>\n"
+            f"<style>{STYLE} ol {{ padding: 10px 40px; }} li {{ margin: 6px 0; }}</style>\n</head>\n<body>\n<header>\n"
             f"<h1>minxlt: the papers beside the code</h1>\n<p>Each page shows a file's notes beside the code they explain, "
-            f'generated from the file by docs/annotate.py. <a href="../../README.md">README</a></p>\n</header>\n'
-            f"<ul>\n{items}\n</ul>\n</body>\n</html>\n")
+            f"generated from the file by docs/annotate.py, in the README's reading order. "
+            f'<a href="../../README.md">README</a></p>\n</header>\n'
+            f"<ol>\n{items}\n</ol>\n</body>\n</html>\n")
 
 
 def pages():

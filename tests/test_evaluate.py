@@ -157,12 +157,18 @@ def test_udpos_runs_end_to_end(tmp_path, tiny_model_dir):
     assert results["en"]["accuracy"] == 1.0 and results["de"]["accuracy"] == 1.0  # one sentence per language, learnt
 
 
-@pytest.mark.parametrize("method", ["filter", "xmixup"])
-def test_evaluate_cli_reproduces_the_run(tmp_path, tiny_model_dir, method, monkeypatch):
+@pytest.mark.parametrize("method, keep", [("filter", []), ("xmixup", ["--save-dtype", "bf16", "--no-keep-checkpoint"])])
+def test_evaluate_cli_reproduces_the_run(tmp_path, tiny_model_dir, method, keep, monkeypatch):
+    # and a run that keeps less: OUT/best in bf16, no OUT/checkpoint.pt once it has finished, which the
+    # test at the end and evaluate.py read alike
     import train
+    from minxlt.checkpoints.weights import load_safetensors
     out = tmp_path / "run"
     train.main(["--model", str(tiny_model_dir), "--method", method, "--target-langs", "de,zh", "--batch-size", "8",
-                "--max-steps", "4", "--eval-every", "2", "--lr", "3e-3", "--no-alignment", "--out", str(out)])
+                "--max-steps", "4", "--eval-every", "2", "--save-every", "2", "--lr", "3e-3", "--no-alignment", "--out", str(out), *keep])
+    assert (out / "checkpoint.pt").exists() == (not keep)
+    saved = {**load_safetensors(out / "best" / "model.safetensors"), **load_safetensors(out / "best" / "head.safetensors")}
+    assert {t.dtype for t in saved.values() if t.is_floating_point()} == {torch.bfloat16 if keep else torch.float32}
     monkeypatch.setattr(sys, "argv", ["evaluate.py", "--checkpoint", str(out / "best")])
     evaluate.main()
     ours, theirs = (json.loads((out / name).read_text()) for name in ("results_test.json", "results.json"))

@@ -43,7 +43,7 @@ def test_each_setting_comes_from_the_first_that_gives_it(run):
     pairs = len(run.task.train["de"]) + len(run.task.train["en"])  # X-Mixup's epoch: every (target, source) pair, English's own too
     steps = lambda batch, epochs: math.ceil(pairs / batch) * epochs
     settings = make_method("xmixup", run).settings  # sentence labels: the paper's first layer, alpha 0.4 (defaults)
-    assert (settings.mixup_layer, settings.mixup_alpha, settings.batch_size, settings.max_steps) == (1, 0.4, 32, 150)
+    assert (settings.mixup_layer, settings.mixup_alpha, settings.batch_size, settings.max_steps) == (1, 0.4, 32, 50)
     assert settings.max_length == 64 and settings.group_by_length is True and settings.test_input == "oracle"
     settings = make_method("xmixup", run, "--preset", "paper").settings  # Appendix C.1: batch 64, 4 epochs
     assert (settings.batch_size, settings.epochs, settings.max_steps) == (64, 4, steps(64, 4))
@@ -130,3 +130,49 @@ def test_a_level_the_method_does_not_train_on_is_refused_first():
     task = tasks.Task("panx", ["O", "B-PER"], "en", ["de"], {"en": []}, {}, {}, level="word", parallel=False)
     with pytest.raises(InputError, match="--method translate-test classifies a translation.*labels words: use a method for word labels"):
         make_method("translate-test", Run(task, None, 128))
+
+
+@pytest.mark.parametrize("command", ["train", "evaluate"])
+def test_help_reads_in_80_columns_and_gives_every_default(monkeypatch, command):
+    # a newcomer's terminal: no line wider than 80, a paragraph broken only where its next word would
+    # not fit (not where the source's line ended), every flag explained, with the default it takes
+    import evaluate
+    monkeypatch.setenv("COLUMNS", "80")
+    parser = flags.parser(train.__doc__) if command == "train" else evaluate.arguments()
+    lines = parser.format_help().splitlines()
+    assert max(map(len, lines)) <= 80, [line for line in lines if len(line) > 80]
+    description = lines[next(i for i, line in enumerate(lines) if not line.strip()):lines.index("options:")]
+    for line, after in zip(description, description[1:]):
+        indent = lambda text: len(text) - len(text.lstrip())
+        continues = after.strip() and line.strip() and not line.endswith("\\") and (
+            indent(after) == indent(line) == 0 or indent(after) > indent(line) > 0)  # prose, or a method's hanging lines
+        if continues and not line.endswith(":"):
+            assert len(line) + 1 + len(after.split()[0]) > 80 - 2, (line, after)  # argparse fills to the terminal less 2
+    formatter = flags.HelpFormatter(command)
+    for action in parser._actions:
+        if action.option_strings and action.dest != "help":
+            assert action.help, action.option_strings
+            if isinstance(action.default, (int, float)) and not isinstance(action.default, bool):
+                assert "default" in formatter._get_help_string(action), action.option_strings
+    assert "runs/default/best" in evaluate.__doc__ and "runs/demo" not in evaluate.__doc__  # what the quick start writes
+
+
+def test_a_run_starts_by_saying_what_it_will_do(run):
+    # the first lines a newcomer reads: how long, which model is tested, where the results go, how to
+    # stop and go on; padding only where --no-group-by-length gave away what grouping saves
+    from pathlib import Path
+    from minxlt.run import bookkeeping
+    method = make_method("xeroalign", run)
+    phases = method.phases(method.training_items())
+    items = len(phases[0].items)
+    report = bookkeeping.start_report(method.settings, method, phases, Path("runs/default"))
+    assert report.splitlines()[0] == (f"xeroalign on demo: 50 steps of 32 from {items} training items; "
+                                      "the model tested is the model after the last step, scored on en dev")  # its one evaluation
+    assert "writing runs/default: log.jsonl, best/" in report and "--resume continues" in report and "padding" not in report
+    method = make_method("contrastive", run, "--max-steps", "120", "--eval-every", "40", "--no-group-by-length")
+    report = bookkeeping.start_report(method.settings, method, method.phases(method.training_items()), Path("out"))
+    assert "contrastive on demo: label alignment, 90 steps of 32 from" in report and "; semantic alignment, 30 steps of 32 from" in report
+    assert "the best on en dev, scored every 40 steps" in report and "padding" not in report  # its batches are drawn at random
+    method = make_method("zero-shot", run, "--no-group-by-length", "--select-on", "last", "--batch-size", "8")
+    report = bookkeeping.start_report(method.settings, method, method.phases(method.training_items()), Path("out"))
+    assert "the model tested is the model after the last step\n" in report and "--group-by-length would make it" in report

@@ -1,6 +1,7 @@
 """The codebase's shape: at the top, what a reader of the papers opens or runs; the machinery one
 folder down (minxlt/, bench/, dev/); modules that import one another without cycles (imports
-inside functions count), and functions short enough to read at once, in every folder."""
+inside functions count), and functions short enough to read at once, in every folder; CI runs the
+README's quick start."""
 import ast
 from pathlib import Path
 
@@ -110,3 +111,16 @@ def test_settings_are_not_assigned_after_resolution():
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("setattr", "delattr") and settings_like(node.args[0]):
                 assigned.append(f"{name}:{node.lineno}")
     assert not assigned, assigned
+
+
+def test_ci_runs_the_readme_s_quick_start():
+    # the quick start's two commands, on a stock python3 (no `python`, no pip outside a virtual
+    # environment): the first makes and uses .venv, the second uses it from a shell of its own;
+    # CI runs both as written, the first without its default job
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = readme[readme.index("## Quick start"):].split("```")[1]
+    setup, tests = block.strip().splitlines()
+    assert setup.startswith("python3 -m venv --upgrade-deps .venv && . .venv/bin/activate && ") and setup.endswith(" && python train.py")
+    assert tests.startswith(". .venv/bin/activate && ") and "pytest" in tests
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+    assert setup.removesuffix(" && python train.py") in ci and tests in ci

@@ -443,8 +443,8 @@ def save_encoder(directory, config, state, head=None, shard_bytes=SHARD_BYTES, w
     """An encoder's state dict as config.json and model.safetensors in Hugging Face's layout, which transformers
     loads; `head` (transformers_head) adds a task model's weights and class, the encoder under "roberta."/"bert.".
     Weights of more than `shard_bytes` go to model-0000i-of-0000n.safetensors with model.safetensors.index.json.
-    A sharded model's tensors are gathered by `whole`, a file's at a time, by every process; those not
-    told to `write` gather and write nothing (shard.py)."""
+    Each file's tensors go through `whole` as they are written: a sharded model's are gathered, a file's
+    at a time, by every process (those not told to `write` gather and write nothing; shard.py), or cast."""
     directory, failed = Path(directory), []
 
     def attempt(write_files):  # a writer that fails still gathers every file's tensors with the other processes
@@ -474,11 +474,13 @@ def save_encoder(directory, config, state, head=None, shard_bytes=SHARD_BYTES, w
     attempt(lambda: (directory / "config.json").write_text(json.dumps(hf, indent=2) + "\n"))
     for old in [*directory.glob("model-*-of-*.safetensors"), directory / "model.safetensors.index.json", directory / "model.safetensors"]:
         attempt(lambda: old.unlink(missing_ok=True))  # a previous save's files, single or sharded
+    total = 0  # bytes written: `whole` may change a tensor's dtype (--save-dtype bf16)
     for name, part in zip(names, shards):
         part = {key: whole(tensor) for key, tensor in part.items()} if whole else part
+        total += sum(t.numel() * t.element_size() for t in part.values() if t is not None)
         attempt(lambda: (save_safetensors(part, directory / (name + ".tmp")), os.replace(directory / (name + ".tmp"), directory / name)))
     if len(shards) > 1:
-        index = {"metadata": {"total_size": sum(t.numel() * t.element_size() for t in tensors.values())},
+        index = {"metadata": {"total_size": total},
                  "weight_map": {key: name for name, part in zip(names, shards) for key in part}}
         attempt(lambda: (directory / "model.safetensors.index.json").write_text(json.dumps(index, indent=2) + "\n"))
     if failed:

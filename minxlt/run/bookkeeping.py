@@ -37,16 +37,26 @@ def lengths(method, items):
     return items.lengths() if hasattr(items, "lengths") else [method.length(it) for it in items]
 
 
-def padding_report(settings, method, phases):
-    """One line on the share of a batch's tokens that are padding, in each phase's first epoch,
-    with the batches that --group-by-length makes and without them."""
-    shares = []
-    for phase in phases:
-        sizes = lengths(method, phase.items)
+def start_report(settings, method, phases, out):
+    """What the run will do, said before its first step: its steps and what they draw from, which
+    model it tests, what it writes and where, how to stop it and go on; and where --no-group-by-length
+    pads a batch much more than grouping would, by how much."""
+    task = method.run.task
+    plan = "; ".join(f"{'' if len(phases) == 1 else phase.name + ', '}{phase.steps} steps of {settings.batch_size} from "
+                     f"{len(phase.items):,} training items" for phase in phases)
+    dev = f"{task.source} dev" if settings.select_on == "source" else "the mean of every language's dev"
+    chosen = ("the model after the last step" if settings.select_on == "last" else
+              f"the model after the last step, scored on {dev}" if settings.eval_every >= settings.max_steps else
+              f"the best on {dev}, scored every {settings.eval_every} steps")
+    lines = [f"{settings.method} on {settings.task}: {plan}; the model {'kept' if settings.no_test else 'tested'} is {chosen}",
+             f"writing {out}: log.jsonl, best/ (that model){'' if settings.no_test else ', results.md (its test table)'}; "
+             "Ctrl-C stops the run with a checkpoint, and the same command with --resume continues it"]
+    if not settings.group_by_length and method.groups_by_length:  # grouping was turned off where the loss allows it
+        sizes = lengths(method, phases[0].items)
         share = lambda group: data.padding_share(sizes, data.epoch_batches(sizes, settings.batch_size, 0, settings.seed, group_by_length=group))
-        shares.append(f"{phase.name} {100 * share(settings.group_by_length):.0f}% (with{'out' if settings.group_by_length else ''} "
-                      f"--group-by-length: {100 * share(not settings.group_by_length):.0f}%)")
-    return "padding: " + "; ".join(shares) + " of the batches' tokens"
+        if share(False) - share(True) > 0.1:
+            lines.append(f"padding: {100 * share(False):.0f}% of the batches' tokens; --group-by-length would make it {100 * share(True):.0f}%")
+    return "\n".join(lines)
 
 
 def step_batches(settings, method, phases, step, plans):
@@ -439,11 +449,13 @@ class Book:
         tmp, problem, caught = self.out / "best.tmp", None, FAILED_WRITE_SHARDED if sharded else FAILED_WRITE
         if self.run.rank == 0:
             shutil.rmtree(tmp, ignore_errors=True)
+        cast = SAVED_DTYPES[self.settings.save_dtype]  # --save-dtype bf16: each file's tensors as they are written
         try:
             if sharded:  # each file's tensors gathered in turn to process 0's host memory (shard.on_first_host), which writes them
-                model.save(tmp, tokenizer, info, whole=shard.on_first_host, write=self.run.rank == 0)
+                whole = shard.on_first_host if cast is None else lambda tensor: cast(shard.on_first_host(tensor))
+                model.save(tmp, tokenizer, info, whole=whole, write=self.run.rank == 0)
             else:
-                model.save(tmp, tokenizer, info)
+                model.save(tmp, tokenizer, info, whole=cast)
             if self.run.rank == 0:
                 cli.replace_dir(tmp, self.out / "best")
         except caught as e:
@@ -456,6 +468,22 @@ class Book:
                                      "Is the disk full? Free some space and continue with --resume", str(self.out / "best"))
 
 
+    def discard_checkpoint(self, stopped):
+        """--no-keep-checkpoint: OUT/checkpoint.pt (or OUT/checkpoint/) removed, unless the run
+        `stopped` before its end (it is what --resume continues)."""
+        if self.settings.keep_checkpoint or stopped or self.run.rank != 0:
+            return
+        for name in ("checkpoint.pt", "checkpoint", "checkpoint.old"):
+            path = self.out / name
+            shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
+
+
+def as_bf16(tensor):
+    """A floating-point tensor in bf16 (None, on the processes that write nothing, stays None)."""
+    return tensor.to(torch.bfloat16) if tensor is not None and tensor.is_floating_point() else tensor
+
+
+SAVED_DTYPES = {"float32": None, "bf16": as_bf16}  # --save-dtype: what each tensor of OUT/best goes through
 WRITERS = {}  # OUT -> its TensorBoard writer, or None without TensorBoard
 
 

@@ -45,8 +45,9 @@ def add_arguments(group):
     group.add_argument("--compile", action=argparse.BooleanOptionalAction, help="compile each step: the method's forward, loss and "
                        "backward as one graph, with CUDA graphs where a step is one micro-batch (minxlt/run/compiled.py); "
                        "the first steps are slow (default: on CUDA; --no-compile runs eagerly)")
-    group.add_argument("--compile-mode", choices=MODES, help="torch.compile's mode (default: reduce-overhead, CUDA graphs, in "
-                       "one process with --grad-accum 1; else default; max-autotune-no-cudagraphs may be faster at large batches)")
+    group.add_argument("--compile-mode", choices=MODES, metavar="MODE", help=f"torch.compile's mode, one of {', '.join(MODES)} "
+                       "(default: reduce-overhead, CUDA graphs, in one process with --grad-accum 1; else default; "
+                       "max-autotune-no-cudagraphs may be faster at large batches)")
     group.add_argument("--bucket", type=cli.non_negative_int, metavar="TOKENS", help="pad each batch's length to a multiple of this, and "
                        "fill a short last batch with weight-0 examples: a few static shapes for the compiled step "
                        "(default: 16 where compiled, else 0: each batch as long as its longest text)")

@@ -14,6 +14,7 @@ in its Method.check.
 """
 import argparse
 import functools
+import re
 import sys
 import textwrap
 from dataclasses import FrozenInstanceError, replace
@@ -91,20 +92,46 @@ def parse(argv=None, description=""):
 
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter):
-    """Descriptions as written (usage examples), a line longer than the terminal wrapped (a group's note)."""
+    """--help for a terminal of any width: a paragraph of the description filled as one text, a line
+    "  term  its description" (a method) hanging under its description, an indented line (a
+    usage example) as written; and after each flag's help, its default where it has one that its
+    help does not give."""
+    WIDEST = 100  # prose is filled to the terminal, but no wider than this
 
     def _fill_text(self, text, width, indent):
-        return "\n".join(textwrap.fill(line, width, initial_indent=indent, subsequent_indent=indent)
-                         if len(line) > width and not line[:1].isspace() else indent + line for line in text.splitlines())
+        width, out, paragraph = min(width, self.WIDEST), [], []
+        for line in text.splitlines() + [""]:
+            if line.strip() and not line[:1].isspace():
+                paragraph.append(line.strip())
+                continue
+            if paragraph:
+                out.append(textwrap.fill(" ".join(paragraph), width, initial_indent=indent, subsequent_indent=indent,
+                                         break_on_hyphens=False))
+                paragraph = []
+            term = re.match(r"  \S+ {2,}", line)
+            out.append(textwrap.fill(line, width, initial_indent=indent, subsequent_indent=indent + " " * term.end(),
+                                     break_on_hyphens=False) if term else indent + line)
+        return "\n".join(out[:-1])
+
+    def _split_lines(self, text, width):  # a flag's help: never split inside --a-flag or a hyphenated word
+        return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)
+
+    def _get_help_string(self, action):
+        help, default = action.help or "", action.default
+        unset = default is None or default is False or default is argparse.SUPPRESS
+        if not action.option_strings or unset or re.search(r"\(default|default:", help):
+            return help
+        shown = re.sub(r"e([+-])0(\d)", r"e\1\2", f"{default:g}") if isinstance(default, float) else str(default)
+        return f"{help} (default: {shown.replace('%', '%%')})"
 
 
 def parser(description=""):
-    methods = "\n".join(textwrap.fill(f"{method.help}; one epoch: {method.epoch}", 100, initial_indent=f"  {name:<17}",
-                                       subsequent_indent=" " * 19, break_on_hyphens=False) for name, method in METHODS.items())
+    methods = "\n".join(f"  {name:<17}{method.help}; one epoch: {method.epoch}" for name, method in METHODS.items())  # filled by HelpFormatter
     p = argparse.ArgumentParser(description=f"{description}\nMethods:\n{methods}", formatter_class=HelpFormatter,
                                 allow_abbrev=False)  # a flag is named in full, so that presets know which flags were given
     g = p.add_argument_group("what to train")
-    g.add_argument("--method", default="xeroalign", choices=list(METHODS), help="see above (default: xeroalign); co-training: cotrain.py")
+    g.add_argument("--method", default="xeroalign", choices=list(METHODS), metavar="METHOD", help="one of the methods above "
+                   "(default: xeroalign); co-training: cotrain.py")
     g.add_argument("--task", default="demo", help="demo (the bundled corpus's intents), demo-slots (its BIO slots), sib200, xnli, pawsx, udpos (UPOS tagging on UD PUD), xsid (intent + BIO slots, "
                    "trained on English valid), or xquad (extractive QA, split by article)")
     g.add_argument("--data", type=cli.existing_directory, help="data directory of the task, e.g. ../shared/data/sib200 (not needed for demo)")
@@ -134,7 +161,7 @@ def parser(description=""):
 
 def add_optimisation_arguments(p):
     g = p.add_argument_group("optimisation")
-    g.add_argument("--max-steps", type=cli.positive_int, default=150, help="optimizer steps (the default finishes in minutes on 2 CPU cores)")
+    g.add_argument("--max-steps", type=cli.positive_int, default=50, help="optimizer steps")
     g.add_argument("--epochs", type=cli.positive_int, help="instead of --max-steps: passes over the method's training items, "
                    "ceil(items / --batch-size) steps each, the items counted as the method's paper or its authors' code counts them "
                    "(each method's 'one epoch' above)")
@@ -162,7 +189,7 @@ def add_optimisation_arguments(p):
     g.add_argument("--group-by-length", action=argparse.BooleanOptionalAction, help="batch texts of similar length together "
                    "(less padding; default: on, except where the method's loss compares the texts of a batch with each other: "
                    "contrastive, unicoder)")
-    g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--seed", type=int, default=0, help="the random seed: the batches' order, dropout, the new head's weights")
     g = p.add_argument_group("question answering")
     g.add_argument("--doc-stride", type=cli.non_negative_int, default=128, help="context tokens shared by consecutive windows of a long context")
     g.add_argument("--max-answer-length", type=cli.positive_int, default=30, help="the longest answer predicted, in tokens")
@@ -188,7 +215,7 @@ def add_run_arguments(p):
                    "with the task's source-language original: a path with {lang}, or one file of every language where the "
                    "task's layout has one (X-Mixup's translate-dev: XNLI's translate-dev/xnli.dev.tsv, PAWS-X's "
                    "translate-dev/dev_2k.{lang}.tsv)")
-    g.add_argument("--eval-batch-size", type=cli.positive_int, default=64)
+    g.add_argument("--eval-batch-size", type=cli.positive_int, default=64, help="texts per batch of the evaluations (dev, test, CKA and retrieval)")
     g.add_argument("--no-alignment", action="store_true", help="skip CKA and retrieval before and after training")
     g.add_argument("--alignment-pooling", choices=["mean", "cls"], help="the sentence vectors CKA and retrieval compare: the mean "
                    "of the final layer's real tokens (as X-Mixup's Figure 1 pools), or <s> (default: what the method aligns, "
@@ -201,6 +228,12 @@ def add_run_arguments(p):
     g.add_argument("--test-translations", metavar="PATH", help="the test texts' translations into the source language: a path "
                    "with {lang} (e.g. translate-test/test-{lang}-en-translated.tsv, XTREME's) or a folder of <lang>.tsv "
                    "files of id TAB text")
+    g.add_argument("--save-dtype", default="float32", choices=["float32", "bf16"], help="the weights of OUT/best: bf16 halves "
+                   "them, rounded (the default model's OUT/best: 244 MiB, against 468), and the test at the end reads them so, as "
+                   "evaluate.py does")
+    g.add_argument("--keep-checkpoint", action=argparse.BooleanOptionalAction, default=True, help="keep OUT/checkpoint.pt (a "
+                   "sharded run's OUT/checkpoint/: the model and AdamW's moments, three times the model) once the run has "
+                   "finished; --no-keep-checkpoint removes it after the test (a stopped run keeps it, to --resume)")
     g.add_argument("--resume", action="store_true", help="continue exactly from OUT/checkpoint.pt (a sharded run's: OUT/checkpoint/)")
     g.add_argument("--stop-at", type=cli.positive_int, help="save a checkpoint and exit after this step (continue later with --resume)")
     g = p.add_argument_group("hardware")
