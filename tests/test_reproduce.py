@@ -445,3 +445,23 @@ def test_the_cost_of_a_file_counts_its_steps_and_forward_passes(tmp_path, tiny_m
     assert "cost, every run of every seed: 204 steps; 2,848 texts" in listed
     assert "The paper's rows not run:\n  Their ablation (Nobody's Table 2): not run here" in listed
     assert "sizes.languages: missing" in bad(tmp_path, tiny_model_dir, sizes={k: v for k, v in sizes.items() if k != "languages"})
+
+
+def test_a_table_of_several_metrics_has_a_section_and_paper_numbers_for_each(tmp_path, tiny_model_dir):
+    # XTREME scores QA by F1 and exact match: a file gives both, and the paper's numbers of each
+    runs = [{"name": "zs", "method": "zero-shot", "test_input": "text", "paper": {"accuracy": {"de": 50.0}, "macro_f1": {"de": 40.0}}}]
+    experiment = spec.load_experiment(experiment_file(tmp_path, tiny_model_dir, runs=runs, metric=["accuracy", "macro_f1"]))
+    assert experiment.metrics == ["accuracy", "macro_f1"] and experiment.runs[0].paper == {"de": 50.0}
+    for job in jobs.jobs(experiment, tmp_path / "out"):
+        job.folder.mkdir(parents=True)
+        job.results.write_text(json.dumps({"de": {"accuracy": 0.6, "macro_f1": 0.3 + 0.1 * job.seed, "n": 10},
+                                           "en": {"accuracy": 0.9, "macro_f1": 0.9, "n": 10}}))
+        job.record_file.parent.mkdir(parents=True, exist_ok=True)
+        job.record_file.write_text(json.dumps(jobs.record(job, experiment, {})))
+    reproduce.main([str(experiment.path), "--out", str(tmp_path / "out"), "--report"])
+    table = (tmp_path / "out" / "tiny" / "table.md").read_text()
+    accuracy, f1 = table.index("### accuracy"), table.index("### macro_f1")
+    assert "| de | 60.0 ± 0.0 | 50.0 | +10.0 |" in table[accuracy:f1] and "| de | 35.0 ± 7.1 | 40.0 | -5.0 |" in table[f1:]
+    assert ",zs,zero-shot,de,2,35.00,7.07,40.0,-5.00,0:30.00 1:40.00,macro_f1" in (tmp_path / "out" / "tiny" / "table.csv").read_text()
+    assert "runs[0].paper.bleu: not one of the file's metrics" in bad(tmp_path, tiny_model_dir, metric=["accuracy", "macro_f1"],
+                                                                      runs=[dict(runs[0], paper={"bleu": {"de": 1.0}})])

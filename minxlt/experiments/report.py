@@ -32,7 +32,7 @@ class Column:
     dev: float | None = None                      # the mean dev score of its tested models, where every seed has one
 
 
-def read_scores(experiment, out):
+def read_scores(experiment, out, metric=None):
     """A Column per run, from the results of its finished seeds; results made otherwise than the
     file asks now (status(): changed) are named, not counted. A grid run's column is the value whose
     mean dev score (the run's --select-on score of its tested model) over its finished seeds is the
@@ -40,7 +40,8 @@ def read_scores(experiment, out):
     todo = jobs(experiment, out)
     named, columns, chosen_of = by_name(todo), [], {}
     for run in experiment.runs:
-        by_value = {value: column_of(experiment, run, value, named) for value in dict.fromkeys(j.value for j in todo if j.run.name == run.name)}
+        values = dict.fromkeys(j.value for j in todo if j.run.name == run.name)
+        by_value = {value: column_of(experiment, run, value, named, metric or experiment.metric) for value in values}
         grid = {} if run.evaluate else {value: column.dev for value, column in by_value.items() if column.dev is not None}
         chosen = chosen_of.get(run.evaluate) if run.evaluate else max(grid, key=grid.get) if grid else None  # an evaluation: its model's
         chosen = chosen if chosen in by_value else next(iter(by_value))
@@ -51,8 +52,8 @@ def read_scores(experiment, out):
     return columns
 
 
-def column_of(experiment, run, value, named):
-    """The Column of a run's seeds made with one grid value (None: the run has no grid)."""
+def column_of(experiment, run, value, named, metric):
+    """The Column of a run's seeds made with one grid value (None: the run has no grid), in `metric`."""
     seeds, missing, scores, changed, settings, dev, warnings, source = [], [], {}, [], {}, [], {}, experiment.source
     for seed in experiment.seeds:
         job = named[run.name, value, seed]
@@ -65,19 +66,18 @@ def column_of(experiment, run, value, named):
             changed.append(seed)
             continue
         settings = settings or results.get("settings") or {}
-        per_lang = {lang: 100 * row[experiment.metric] for lang, row in results.items()
-                    if isinstance(row, dict) and "n" in row and experiment.metric in row}
+        per_lang = {lang: 100 * row[metric] for lang, row in results.items() if isinstance(row, dict) and "n" in row and metric in row}
         if not per_lang:
-            raise tasks.InputError(f"{job.results}: no {experiment.metric!r} score (the file's metric); its scores: "
+            raise tasks.InputError(f"{job.results}: no {metric!r} score (the file's metric); its scores: "
                                    + ", ".join(sorted({k for row in results.values() if isinstance(row, dict) for k in row} - {"n"})))
         seeds.append(seed)
-        dev += [100 * results[f"dev_{experiment.metric}"]] if isinstance(results.get(f"dev_{experiment.metric}"), (int, float)) else []
+        dev += [100 * value for key, value in results.items() if key.startswith("dev_") and isinstance(value, (int, float))][:1]
         if results.get("warning"):
             warnings[seed] = results["warning"]
         targets = [score for lang, score in per_lang.items() if lang != source]
         averages = {"target average": sum(targets) / len(targets)} if targets else {}
         if experiment.paper.get("average"):
-            kept = [lang for lang in run.paper if lang != "average"] or list(per_lang)
+            kept = [lang for lang in run.papers.get(metric, run.paper) if lang != "average"] or list(per_lang)
             if experiment.paper["average"] == "targets":
                 kept = [lang for lang in kept if lang != source]
             if all(lang in per_lang for lang in kept):
@@ -140,52 +140,29 @@ def settings_line(experiment, column):
     return ", ".join(f"{name} {column.settings[name]}" for name in names) or "none recorded"
 
 
-def paper_value(run, key):
-    return run.paper.get("average" if key == "average, as the paper's" else key)
+def paper_value(run, key, metric=None):
+    paper = run.papers.get(metric, {}) if metric and run.papers else run.paper
+    return paper.get("average" if key == "average, as the paper's" else key)
 
 
-def markdown(experiment, columns, failed=None):
-    """The table in markdown: a section per test input, a row per language and average."""
+def markdown(experiment, columns, failed=None, more=None):
+    """The table in markdown: a section per test input, a row per language and average; with
+    `more` ({metric: columns}), the same for each further metric of the file."""
     lines = [f"# {experiment.title}", ""] + ([experiment.about, ""] if experiment.about else [])
     total = len(experiment.seeds)
     lines += [f"Task {experiment.task} ({experiment.data}), model {experiment.model or 'the bundled default'}, "
-              f"seeds {', '.join(map(str, experiment.seeds))}, {experiment.metric} in percent: mean ± sample standard "
-              "deviation over the seeds in each column's header. Settings as each run resolved them (results.json):", ""]
+              f"seeds {', '.join(map(str, experiment.seeds))}, {' and '.join(experiment.metrics or [experiment.metric])} in percent: "
+              "mean ± sample standard deviation over the seeds in each column's header. Settings as each run resolved them "
+              "(results.json):", ""]
     lines += [f"- {c.run.name}: {settings_line(experiment, c)}" for c in columns if c.settings or c.run.evaluate]
     if experiment.paper.get("table"):
         lines += ["", f"Paper: {experiment.paper['table']}; Δ is ours minus the paper's, with the seeds it averages where "
                       f"fewer than {total}. The paper's average is over "
                       f"{'all its languages' if experiment.paper['average'] == 'all' else 'its target languages'}. A row "
                       "of another model than ours is shown with no Δ."]
-    keys = rows_of(experiment, columns)
-    for test_input in dict.fromkeys(c.run.test_input for c in columns):
-        group = [c for c in columns if c.run.test_input == test_input]
-        names = []
-        for c in group:
-            names.append(header(c, total))
-            names += (["paper (another model)"] if c.run.paper_model else ["paper", "Δ"]) if c.run.paper else []
-        lines += ["", f"**Each prediction sees {TEST_INPUTS[test_input]}.**", "",
-                  "| language | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
-        for key in keys:
-            cells = []
-            for c in group:
-                value = cell(c, key)
-                cells.append("missing" if value is None else f"{value[0]:.1f}" + (f" ± {value[1]:.1f}" if value[1] is not None else ""))
-                if c.run.paper:
-                    paper = paper_value(c.run, key)
-                    cells.append("" if paper is None else f"{paper:.1f}")
-                    if not c.run.paper_model:
-                        cells.append("" if paper is None or value is None else f"{value[0] - paper:+.1f}"
-                                     + (f" ({value[2]} of {total} seeds)" if value[2] < total else ""))
-            label = f"{key} (source)" if key == experiment.source else key
-            lines.append(f"| {label} | " + " | ".join(cells) + " |")
-        notes = [f"{c.run.name}: " + " ".join(filter(None, [c.run.note, c.run.paper_table and f"(the paper's numbers: "
-                                                             f"{c.run.paper_table}{', ' + repr(c.run.paper_row) if c.run.paper_row else ''})",
-                                                             c.run.paper_model and f"The paper's row is of another model: {c.run.paper_model}.",
-                                                             c.run.variant and f"Run {c.run.variant}.", grid_note(c)]
-                                                     + [f"Seed {seed} went wrong: {why}." for seed, why in c.warnings.items()]))
-                 for c in group if c.run.note or c.run.paper_table or c.run.paper_model or c.run.variant or c.chosen is not None or c.warnings]
-        lines += [""] + [f"- {note}" for note in notes] if notes else []
+    for metric, shown in [(experiment.metric, columns)] + list((more or {}).items()):
+        lines += [f"\n### {metric}"] if more else []
+        lines += sections(experiment, shown, metric, notes=metric == experiment.metric)
     if experiment.omitted:
         lines += ["", "The paper's rows not run:", ""] + [f"- {row['row']} ({row['table']}): {row['reason']}" for row in experiment.omitted]
     if failed:
@@ -193,19 +170,54 @@ def markdown(experiment, columns, failed=None):
     return "\n".join(lines) + "\n"
 
 
-def csv_text(experiment, columns):
-    """One line per (run, language): the seeds, mean, std, the paper's number and the difference."""
+def sections(experiment, columns, metric, notes=True):
+    """The lines of a metric's table: a section per test input, a row per language and average."""
+    lines, total, keys = [], len(experiment.seeds), rows_of(experiment, columns)
+    for test_input in dict.fromkeys(c.run.test_input for c in columns):
+        group = [c for c in columns if c.run.test_input == test_input]
+        names = []
+        for c in group:
+            names.append(header(c, total))
+            names += (["paper (another model)"] if c.run.paper_model else ["paper", "Δ"]) if c.run.papers.get(metric, c.run.paper) else []
+        lines += ["", f"**Each prediction sees {TEST_INPUTS[test_input]}.**", "",
+                  "| language | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
+        for key in keys:
+            cells = []
+            for c in group:
+                value = cell(c, key)
+                cells.append("missing" if value is None else f"{value[0]:.1f}" + (f" ± {value[1]:.1f}" if value[1] is not None else ""))
+                if c.run.papers.get(metric, c.run.paper):
+                    paper = paper_value(c.run, key, metric)
+                    cells.append("" if paper is None else f"{paper:.1f}")
+                    if not c.run.paper_model:
+                        cells.append("" if paper is None or value is None else f"{value[0] - paper:+.1f}"
+                                     + (f" ({value[2]} of {total} seeds)" if value[2] < total else ""))
+            label = f"{key} (source)" if key == experiment.source else key
+            lines.append(f"| {label} | " + " | ".join(cells) + " |")
+        said = [f"{c.run.name}: " + " ".join(filter(None, [c.run.note, c.run.paper_table and f"(the paper's numbers: "
+                                                            f"{c.run.paper_table}{', ' + repr(c.run.paper_row) if c.run.paper_row else ''})",
+                                                            c.run.paper_model and f"The paper's row is of another model: {c.run.paper_model}.",
+                                                            c.run.variant and f"Run {c.run.variant}.", grid_note(c)]
+                                                    + [f"Seed {seed} went wrong: {why}." for seed, why in c.warnings.items()]))
+                for c in group if c.run.note or c.run.paper_table or c.run.paper_model or c.run.variant or c.chosen is not None or c.warnings]
+        lines += [""] + [f"- {note}" for note in said] if said and notes else []
+    return lines
+
+
+def csv_text(experiment, columns, more=None):
+    """One line per (run, language, metric): the seeds, mean, std, the paper's number and the difference."""
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(["test_input", "run", "method", "language", "seeds", "mean", "std", "paper", "difference", "scores"])
-    for c in columns:
-        for key in rows_of(experiment, columns):
-            value, paper = cell(c, key), paper_value(c.run, key)
-            mean, std, n = value if value else ("", "", len(c.scores.get(key, {})))
-            writer.writerow([c.run.test_input, c.run.name, c.run.method, key, n, "" if mean == "" else f"{mean:.2f}",
-                             "" if std in ("", None) else f"{std:.2f}", "" if paper is None else paper,
-                             "" if paper is None or mean == "" or c.run.paper_model else f"{mean - paper:.2f}",
-                             " ".join(f"{seed}:{score:.2f}" for seed, score in c.scores.get(key, {}).items())])
+    writer.writerow(["test_input", "run", "method", "language", "seeds", "mean", "std", "paper", "difference", "scores", "metric"])
+    for metric, shown in [(experiment.metric, columns)] + list((more or {}).items()):
+        for c in shown:
+            for key in rows_of(experiment, shown):
+                value, paper = cell(c, key), paper_value(c.run, key, metric)
+                mean, std, n = value if value else ("", "", len(c.scores.get(key, {})))
+                writer.writerow([c.run.test_input, c.run.name, c.run.method, key, n, "" if mean == "" else f"{mean:.2f}",
+                                 "" if std in ("", None) else f"{std:.2f}", "" if paper is None else paper,
+                                 "" if paper is None or mean == "" or c.run.paper_model else f"{mean - paper:.2f}",
+                                 " ".join(f"{seed}:{score:.2f}" for seed, score in c.scores.get(key, {}).items()), metric])
     return buffer.getvalue()
 
 
@@ -249,11 +261,12 @@ def table_folder(experiment, out):
 def report(experiment, out, failed=None):
     """Write OUT/<the file's name>/table.md, table.csv and table.png; print the markdown."""
     columns = read_scores(experiment, out)
+    more = {metric: read_scores(experiment, out, metric) for metric in experiment.metrics[1:]}
     out = table_folder(experiment, out)
     out.mkdir(parents=True, exist_ok=True)
-    table = markdown(experiment, columns, failed)
+    table = markdown(experiment, columns, failed, more)
     cli.write_text(out / "table.md", table)
-    cli.write_text(out / "table.csv", csv_text(experiment, columns))
+    cli.write_text(out / "table.csv", csv_text(experiment, columns, more))
     drew = plot(experiment, columns, out / "table.png")
     print(table)
     print(f"written to {out}/table.md and table.csv" + (", table.png" if drew else "; no plot: pip install matplotlib for table.png"))

@@ -49,6 +49,7 @@ class Run:
     cotrain: bool = False          # a run of cotrain.py (co-training, self-training), not of train.py
     paper_model: str | None = None  # the paper's row is of another model (named here): its numbers are shown, no difference
     settings: dict = field(default_factory=dict)  # {setting: Setting}: the paper's, its authors' script's and the run's values
+    papers: dict = field(default_factory=dict)  # {metric: {lang: score}}: the paper's numbers of every metric (check_paper)
     requires: dict | None = None   # {"files": [paths with {data}, {lang}], "from": how to get them}: data the run needs
     fallback: "Run | None" = None  # what runs instead where they are missing ("otherwise")
     grid: dict | None = None       # {"lr": [values]}: each value runs over the seeds, the best on dev is the table's
@@ -78,6 +79,7 @@ class Experiment:
     settings: dict = field(default_factory=dict)  # {setting: Setting} of every trained run, unless a run states its own
     omitted: list = field(default_factory=list)   # the paper's rows not run: [{"row", "table", "paper", "reason"}]
     sizes: dict = field(default_factory=dict)     # the data set's sizes, for the cost of the runs (cost.py)
+    metrics: list = field(default_factory=list)   # every metric of the table, `metric` (the first) among them
 
     @property
     def source(self):
@@ -112,16 +114,19 @@ def load_experiment(path, data=None):
     seeds = spec["seeds"]
     if not (isinstance(seeds, list) and seeds and all(type(s) is int for s in seeds) and len(set(seeds)) == len(seeds)):
         refuse(path, "seeds", f"a list of distinct integers, not {seeds!r}")
-    for name in ("title", "about", "metric"):
+    for name in ("title", "about"):
         if not isinstance(spec.get(name, ""), str):
             refuse(path, name, "a string")
+    metrics = spec["metric"] if isinstance(spec["metric"], list) else [spec["metric"]]
+    if not (metrics and all(isinstance(m, str) and m for m in metrics) and len(set(metrics)) == len(metrics)):
+        refuse(path, "metric", "a score's name, or a list of them, the first the table's own (XTREME's QA: f1, exact_match)")
     for name in ("data", "model"):
         if spec.get(name) is not None and not isinstance(spec[name], str):
             refuse(path, name, "a string, or null")
-    experiment = Experiment(path, spec["title"], spec["task"], data or spec.get("data"), spec.get("model"), spec["metric"], seeds,
+    experiment = Experiment(path, spec["title"], spec["task"], data or spec.get("data"), spec.get("model"), metrics[0], seeds,
                             check_flags(path, "flags", spec.get("flags", [])), [], spec.get("about", ""), spec.get("paper") or {},
                             check_settings(path, "settings", spec.get("settings", {})), check_omitted(path, spec.get("omitted", [])),
-                            check_sizes(path, spec.get("sizes", {})))
+                            check_sizes(path, spec.get("sizes", {})), metrics)
     if not isinstance(spec["runs"], list) or not spec["runs"]:
         refuse(path, "runs", "a non-empty list of runs")
     for i, run in enumerate(spec["runs"]):
@@ -450,9 +455,25 @@ def check_paper(experiment):
     if numbered and experiment.paper.get("average") not in ("all", "targets"):
         refuse(path, "paper.average", 'what the paper\'s average covers: "all" languages, or the "targets" only')
     for i, run in enumerate(experiment.runs):
-        for lang, value in run.paper.items():
+        for where, variant in ((f"runs[{i}]", run), (f"runs[{i}].otherwise", run.fallback)):
+            if variant is not None:
+                variant.papers = paper_numbers(experiment, f"{where}.paper", variant.paper)
+                variant.paper = variant.papers.get(experiment.metric, {})
+
+
+def paper_numbers(experiment, where, paper):
+    """{metric: {lang: score}} of a run's "paper": its {lang: score} of the file's metric, or, where
+    the file has several, {metric: {lang: score}} of any of them."""
+    nested = any(isinstance(value, dict) for value in paper.values())
+    if nested and set(paper) - set(experiment.metrics):
+        refuse(experiment.path, f"{where}.{sorted(set(paper) - set(experiment.metrics))[0]}", "not one of the file's metrics "
+               f"({', '.join(experiment.metrics)}): give {{lang: score}}, or {{metric: {{lang: score}}}}")
+    papers = paper if nested else {experiment.metric: paper}
+    for metric, scores in papers.items():
+        for lang, value in (scores.items() if isinstance(scores, dict) else [("", scores)]):
             if not (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)):
-                refuse(path, f"runs[{i}].paper.{lang}", f"a score in percent, not {value!r}")
+                refuse(experiment.path, f"{where}.{metric + '.' if nested else ''}{lang}", f"a score in percent, not {value!r}")
+    return papers
 
 
 def check_languages(experiment):
@@ -463,7 +484,7 @@ def check_languages(experiment):
         refuse(experiment.path, "data", f"{folder!r}: no such folder (download.py fetches it; or give --data DIR)")
     found = set(layout.for_folder(folder)(folder, experiment.source).languages())
     for i, run in enumerate(experiment.runs):
-        lacking = sorted(set(run.paper) - found - {"average"})
+        lacking = sorted({lang for scores in run.papers.values() for lang in scores} - found - {"average"})
         if lacking:
             holder = f"the data folder {folder}" if folder else f"task {experiment.task}"
             refuse(experiment.path, f"runs[{i}].paper.{lacking[0]}", f"{holder} has no language {lacking[0]!r} "
