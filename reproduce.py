@@ -38,7 +38,7 @@ import sys
 from pathlib import Path
 
 from minxlt import tasks
-from minxlt.experiments.cost import Cost, run_cost, say
+from minxlt.experiments.cost import Cost, gpu_hours, run_cost, say
 from minxlt.experiments.jobs import by_name, command, execute, jobs, run_keys, status
 from minxlt.experiments.report import report
 from minxlt.experiments.spec import audit, check_languages, load_experiment, resolved_settings
@@ -123,7 +123,7 @@ WHAT = {"done": "finished: skipped", "changed": "changed: not counted; --rerun-c
 
 
 def dry_run(experiment, out, nproc, data=None):
-    """Print a file's plan, cost and runs; returns {job key: Cost}, each job once."""
+    """Print a file's plan, cost and runs; returns {job key and seed: (Cost, model)}, each job once."""
     print(f"== {experiment.path}: {experiment.title}")
     for line in plan(experiment):
         print(line)
@@ -139,12 +139,15 @@ def dry_run(experiment, out, nproc, data=None):
     print("cost of each run, one seed:")
     for job in todo[:len(todo) // len(experiment.seeds)]:
         print(f"  {job.label.rpartition(' seed ')[0]}: {say(price[job.key])}")
-    jobs_cost = {job.key + str(job.seed): price[job.key] for job in todo}
-    total = sum(jobs_cost.values(), Cost())
+    jobs_cost = {job.key + str(job.seed): (price[job.key], experiment.model) for job in todo}
+    total = sum((cost for cost, _ in jobs_cost.values()), Cost())
     sizes = experiment.sizes
     print(f"cost, every run of every seed: {say(total)}" + (f" (from the file's sizes: {sizes['train']:,} training examples, "
                                                             f"{sizes['dev']:,} dev and {sizes['test']:,} test a language, "
                                                             f"{sizes['languages']} languages; {sizes['from']})" if sizes else ""))
+    hours = gpu_hours(total, experiment.model)
+    if hours:
+        print(f"about {hours[0]:,.0f} GPU-hours: {hours[1]}")
     return jobs_cost
 
 
@@ -155,7 +158,11 @@ def main(argv=None):
         for path in sorted(args.experiment.glob("*.json")):
             every.update(dry_run(load_experiment(path), args.out, args.nproc_per_node))
             print()
-        print(f"all {len(sorted(args.experiment.glob('*.json')))} files, each shared run once: {say(sum(every.values(), Cost()))}")
+        total = sum((cost for cost, _ in every.values()), Cost())
+        hours = sum((gpu_hours(cost, model) or (0,))[0] for cost, model in every.values())
+        print(f"all {len(sorted(args.experiment.glob('*.json')))} files, each shared run once: {say(total)}; about {hours:,.0f} "
+              "GPU-hours on one NVIDIA H200, an estimate from the step times bench.train_step measured for each model's shape "
+              "(RESULTS.md), for the runs of a model measured")
         return
     experiment = load_experiment(args.experiment, args.data)
     if args.dry_run:

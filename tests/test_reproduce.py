@@ -445,6 +445,10 @@ def test_the_cost_of_a_file_counts_its_steps_and_forward_passes(tmp_path, tiny_m
     assert "cost, every run of every seed: 204 steps; 2,848 texts" in listed
     assert "The paper's rows not run:\n  Their ablation (Nobody's Table 2): not run here" in listed
     assert "sizes.languages: missing" in bad(tmp_path, tiny_model_dir, sizes={k: v for k, v in sizes.items() if k != "languages"})
+    assert "GPU-hours" not in listed  # no step time measured for the tiny model's shape
+    from minxlt.experiments.cost import Cost, gpu_hours
+    hours, how = gpu_hours(Cost(training=1000, evaluation=300), "FacebookAI/xlm-roberta-large")
+    assert hours == pytest.approx((1000 + 300 / 3) * 0.0866 / 128 / 3600) and "NVIDIA H200" in how and "estimate" in how
 
 
 def test_a_table_of_several_metrics_has_a_section_and_paper_numbers_for_each(tmp_path, tiny_model_dir):

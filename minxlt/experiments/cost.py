@@ -9,6 +9,12 @@ import math
 from dataclasses import astuple, dataclass
 
 TEXTS_PER_ITEM = {"xeroalign": 2, "filter": 2, "xmixup": 2}  # a pair's two texts; the others, one a training item
+# The speed of a training step that bench.train_step measured on one NVIDIA H200 for each model shape (RESULTS.md, "Step times
+# by model shape"): translate-train, bf16 autocast, eager, SIB-200 texts of at most 128 tokens (47 on average), at the batch
+# that was fastest a text; (seconds a training text, how it was measured). An evaluation text costs a third of a training one
+# (a forward pass, no backward).
+MEASURED = {"xlm-roberta-base": (0.0554 / 256, "batch 256, 0.0554 s a step"), "xlm-roberta-large": (0.0866 / 128, "batch 128, 0.0866 s a step"),
+            "xlm-roberta-xl": (0.2075 / 32, "batch 32 with gradient checkpointing, 0.2075 s a step")}
 PAIRED_AT_TEST = ("oracle", "translation")  # a pair method then reads two texts a prediction (translate-test reads one)
 
 
@@ -71,3 +77,15 @@ def say(cost):
         return counted
     uncounted = f"{cost.uncounted} run{'s' * (cost.uncounted > 1)} not counted (co-training's rounds, or no sizes in the file)"
     return uncounted if not (cost.steps or cost.evaluation) else f"{counted}; {uncounted}"
+
+
+def gpu_hours(cost, model):
+    """(GPU-hours, how they were estimated) of a cost on one NVIDIA H200, from the step times measured for the model's
+    shape (MEASURED), or None where none was measured (the bundled model, XXL)."""
+    shape = (model or "").rsplit("/", 1)[-1]
+    if shape not in MEASURED:
+        return None
+    seconds, how = MEASURED[shape]
+    hours = (cost.training + cost.evaluation / 3) * seconds / 3600
+    return hours, (f"an estimate on one NVIDIA H200 from bench.train_step's step at {shape}'s shape ({how}, bf16, eager, texts of "
+                   "47 tokens on average; RESULTS.md): it grows with the texts' length, and falls with the compiled step")
