@@ -186,7 +186,9 @@ def check_sizes(path, sizes):
     and "test": examples per language, "languages": the source and the targets, "from": where the
     numbers come from}."""
     if not isinstance(sizes, dict):
-        refuse(path, "sizes", 'an object {"train": N, "dev": N, "test": N, "from": "<where the numbers come from>"}')
+        refuse(path, "sizes", 'an object {"train": N, "dev": N, "test": N, "languages": N, "from": "<where the numbers come from>"}')
+    if sizes and not (isinstance(sizes.get("from"), str) and sizes["from"].strip()):
+        refuse(path, "sizes.from", "where the numbers come from, as a sentence")
     check_fields(path, "sizes", sizes, SIZES_FIELDS, required=tuple(sorted(SIZES_FIELDS)) if sizes else ())
     for name in ("train", "dev", "test", "languages"):
         if sizes and not (type(sizes[name]) is int and sizes[name] > 0):
