@@ -14,7 +14,7 @@ import train
 from methods import phase_at
 from minxlt.run import bookkeeping, compiled, flags
 
-COMMON = ["--target-langs", "de", "--batch-size", "6", "--dropout", "0", "--no-alignment"]
+COMMON = ["--target-langs", "de", "--batch-size", "6", "--dropout", "0", "--no-alignment", "--max-steps", "150"]  # contrastive: in phase 1
 TASKS = {"sentence": ["--task", "demo"], "word": ["--task", "demo-slots"]}
 
 

@@ -560,7 +560,7 @@ def test_unicoder_s_lm_head_is_its_own_unit_released_after_it_runs():
 
     from conftest import padded_batch, sharp_encoder
     from minxlt.parallel import shard
-    from unicoder import Unicoder
+    from unicoder import Unicoder, masked_positions
     torch.manual_seed(0)
     model = Unicoder(sharp_encoder(2))
     try:
@@ -571,7 +571,8 @@ def test_unicoder_s_lm_head_is_its_own_unit_released_after_it_runs():
         with shard.gathered(model):  # the root's embeddings whole, as Unicoder's evaluation calls the encoder and the head
             logits = model.encoder.mlm_logits(model.encoder(ids, mask)[mask.bool()])
             assert logits.shape == (8, 101) and all(isinstance(p, DTensor) for p in head.parameters())  # released once it has run
-        loss = model({"task": "mlm", "input_ids": ids, "attention_mask": mask, "labels": torch.where(mask.bool(), ids, -100)})
+        masked, masked_labels = masked_positions(torch.where(mask.bool(), ids, -100))
+        loss = model({"task": "mlm", "input_ids": ids, "attention_mask": mask, "masked": masked, "masked_labels": masked_labels})
         assert all(isinstance(p, DTensor) for p in head.parameters())
         loss.backward()
         assert head.dense.weight.grad is not None and model.encoder.embeddings.word.weight.grad is not None  # the tied words too
