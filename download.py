@@ -12,8 +12,8 @@ every file checked against its SHA-256:
                                                            # PAWS-X's dev and test sets into English, as its authors'
                                                            # download_data.sh fetches them (data/xnli/filter-translations,
                                                            # data/pawsx/filter-translations)
-    python download.py mtop --to data/mtop                   # MTOP's release: <lang>/{train,eval,test}.txt
-    python download.py mtod --to data/mtod                   # MTOD's release: <lang>/{train,eval,test}-<locale>.{conllu,tsv}
+    python download.py mtop --to data/mtop                # MTOP's release: <lang>/{train,eval,test}.txt
+    python download.py mtod --to data/mtod                # MTOD's release: <lang>/{train,eval,test}-<locale>.{conllu,tsv}
     python download.py xeroalign-translations --to data   # XeroAlign's machine translations of MTOD's and MultiATIS++'s
                                                            # English training utterances, from its authors' copies
                                                            # (data/mtod/<lang>/train.tsv, data/multiatis/<lang>/train.tsv)
