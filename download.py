@@ -12,6 +12,14 @@ every file checked against its SHA-256:
                                                            # PAWS-X's dev and test sets into English, as its authors'
                                                            # download_data.sh fetches them (data/xnli/filter-translations,
                                                            # data/pawsx/filter-translations)
+    python download.py mtop --to data/mtop                # MTOP's release: <lang>/{train,eval,test}.txt
+    python download.py mtod --to data/mtod                # MTOD's release: <lang>/{train,eval,test}-<locale>.{conllu,tsv}
+    python download.py xeroalign-translations --to data   # XeroAlign's machine translations of MTOD's and MultiATIS++'s
+                                                           # English training utterances, from its authors' copies
+                                                           # (data/mtod/<lang>/train.tsv, data/multiatis/<lang>/train.tsv)
+
+MultiATIS++ is distributed by the LDC (LDC2021T04) and MARC is no longer (see docs/data.md): their
+files are laid out by hand.
 
 The checksums of files whose content is fixed are pinned in checksums.sha256; a file with no pinned
 checksum has the one it arrived with recorded in DIR/SHA256SUMS, and a later download must match
@@ -70,6 +78,11 @@ TYDIQA_TRANSLATIONS = ["ar", "bn", "fi", "id", "ko", "ru", "sw", "te"]
 XNLI_TRANSLATIONS = [lang for lang in tasks.XNLI_LANGS if lang != "en"]
 FILTER_TRANSLATIONS = "https://convaisharables.blob.core.windows.net/filter/data/translations"  # FILTER's download_data.sh:7, 204-208
 MSFT = re.compile(r"xtreme\.msft\.[a-z_]+-en\.(dev|test)")  # FILTER's run_xcls.py:384 pairs each text with these
+MTOP = "https://dl.fbaipublicfiles.com/mtop/mtop.zip"  # fb.me/mtop_dataset
+MTOD = "https://download.pytorch.org/data/multilingual_task_oriented_dialog_slotfilling.zip"  # fb.me/multilingual_task_oriented_data
+XEROALIGN_DATA = "https://raw.githubusercontent.com/milangritta/Datasets/HEAD"  # XeroAlign's README: the authors' copies of the data
+TOP_FOLDERS = {"pawsx": "x-final", "mtop": "mtop", "mtod": "multilingual_task_oriented_dialog_slotfilling"}  # lifted where there
+XEROALIGN_TRANSLATIONS = {"mtod": "mtod", "m_atis": "multiatis"}  # their archive's folder -> this repository's task
 TYDIQA_LANGS = {"arabic": "ar", "bengali": "bn", "english": "en", "finnish": "fi", "indonesian": "id", "korean": "ko",
                 "russian": "ru", "swahili": "sw", "telugu": "te"}
 
@@ -98,9 +111,11 @@ def sources(task, langs, fetch):
         return translations(langs)
     if task == "filter-translations":
         return [Source(f"{FILTER_TRANSLATIONS}/{name}.zip", f".download/filter-{name}.zip") for name in ("xnli", "pawsx")]
+    if task == "xeroalign-translations":
+        return [Source(f"{XEROALIGN_DATA}/{name}.zip", f".download/xeroalign-{name}.zip") for name in XEROALIGN_TRANSLATIONS]
     archives = {"xnli": ["https://dl.fbaipublicfiles.com/XNLI/XNLI-1.0.zip", "https://dl.fbaipublicfiles.com/XNLI/XNLI-MT-1.0.zip"],
                 "pawsx": ["https://storage.googleapis.com/paws/pawsx/x-final.tar.gz"],
-                "mlqa": ["https://dl.fbaipublicfiles.com/MLQA/MLQA_V1.zip"],
+                "mlqa": ["https://dl.fbaipublicfiles.com/MLQA/MLQA_V1.zip"], "mtop": [MTOP], "mtod": [MTOD],
                 "tydiqa": [f"{TYDIQA}/tydiqa-goldp-v1.1-train.json", f"{TYDIQA}/tydiqa-goldp-v1.1-dev.tgz"]}
     return [Source(url, f".download/{url.rsplit('/', 1)[1]}") for url in archives[task]]
 
@@ -122,7 +137,8 @@ def translations(langs=None):
     return out
 
 
-TASKS = ("sib200", "xnli", "pawsx", "udpos", "xquad", "squad", "mlqa", "tydiqa", "tatoeba", "panx", "translations", "filter-translations")
+TASKS = ("sib200", "xnli", "pawsx", "udpos", "xquad", "squad", "mlqa", "tydiqa", "tatoeba", "panx", "mtop", "mtod", "translations",
+         "filter-translations", "xeroalign-translations")
 
 
 class Downloader:
@@ -231,6 +247,30 @@ def filter_layout(archive, folder, langs=None):
             cli.write_text(folder / task / "filter-translations" / Path(name).name, z.read(name).decode("utf-8"))
 
 
+def xeroalign_layout(archive, folder, langs=None):
+    """XeroAlign's machine translations from its authors' copy of a data set (<name>.zip, whose
+    <name>/<lang>/train.tsv translates <name>/en/train.tsv line by line, alignment.py:37-41) into
+    <folder>/<task>/<lang>/train.tsv, English's included; the rest of the archive is the data set."""
+    name = archive.name[len("xeroalign-"):-len(".zip")]
+    with zipfile.ZipFile(archive) as z:
+        members = [n for n in z.namelist() if re.fullmatch(rf"{name}/[a-z]+/train\.tsv", n)
+                   and (not langs or n.split("/")[1] in {*langs, "en"})]
+        if not members:
+            raise InputError(f"{archive}: no {name}/<lang>/train.tsv (XeroAlign's translations) among its {len(z.namelist())} members")
+        for member in members:
+            cli.write_text(folder / XEROALIGN_TRANSLATIONS[name] / member.split("/", 1)[1], z.read(member).decode("utf-8"))
+
+
+def lift(folder, name):
+    """An archive's single top folder (mtop/ in mtop.zip) replaced by what it holds."""
+    top = folder / name
+    if top.is_dir():
+        for path in top.iterdir():
+            shutil.rmtree(folder / path.name, ignore_errors=True)
+            path.replace(folder / path.name)
+        top.rmdir()
+
+
 def tydiqa_layout(folder, train, dev):
     """XTREME's TyDiQA-GoldP layout: the training file split by language into
     tydiqa-goldp-v1.1-train/tydiqa.goldp.<iso>.train.json (a question id's last part as its id),
@@ -292,14 +332,14 @@ def download(task, folder, langs=None, mirror=None, archive=None):
     elif task == "filter-translations":
         for path in archives:
             filter_layout(path, folder, langs)
+    elif task == "xeroalign-translations":
+        for path in archives:
+            xeroalign_layout(path, folder, langs)
     else:
         for path in archives:
             unpack(path, folder)
-    if task == "pawsx" and archives:  # x-final/<lang>/ -> <lang>/
-        for lang_folder in (folder / "x-final").iterdir():
-            shutil.rmtree(folder / lang_folder.name, ignore_errors=True)
-            lang_folder.replace(folder / lang_folder.name)
-        (folder / "x-final").rmdir()
+    if archives and task in TOP_FOLDERS:  # x-final/<lang>/ -> <lang>/, mtop/<lang>/ -> <lang>/
+        lift(folder, TOP_FOLDERS[task])
     for path in archives:  # unpacked: the archive goes, a marker stays so that the next run does not fetch it again
         path.with_name(path.name + ".done").touch()
         path.unlink()
@@ -311,7 +351,8 @@ def get_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("task", choices=TASKS, help="the data set (squad: SQuAD v1.1, which MLQA and XQuAD train on; "
                         "translations: XTREME's machine translations of SQuAD and TyDiQA-GoldP's training sets and of XNLI's "
-                        "test sets; filter-translations: FILTER's of XNLI's and PAWS-X's dev and test sets)")
+                        "test sets; filter-translations: FILTER's of XNLI's and PAWS-X's dev and test sets; xeroalign-translations: XeroAlign's "
+                        "of MTOD's and MultiATIS++'s English training utterances)")
     parser.add_argument("--to", required=True, help="the folder to write (give it as --data to train.py)")
     parser.add_argument("--langs", type=cli.languages, help="only these languages (default: all that the release has)")
     parser.add_argument("--mirror", help="fetch from this server instead: URL/<host>/<path> of each official URL")

@@ -170,6 +170,30 @@ def test_pawsx_and_tydiqa_archives(tmp_path, mirror, unpinned):
         "data"][0]["paragraphs"][0]["qas"][0]["id"] == "1"  # XTREME's ids: the question id's last part
 
 
+def test_mtop_mtod_and_xeroalign_s_translations_land_in_the_layouts_their_tasks_read(tmp_path, mirror, unpinned):
+    from test_dialogue import MTOP_DE, MTOP_EN, mtop_row, write_mtod
+    folder, url, _ = mirror
+    files = {f"mtop/{lang}/{split}.txt": "".join(mtop_row(*row) + "\n" for row in rows)
+             for lang, rows in (("en", MTOP_EN), ("de", MTOP_DE)) for split in ("train", "eval", "test")}
+    put(folder, download.MTOP, archive({**files, "mtop/README.txt": "MTOP"}))
+    download.main(["mtop", "--to", str(tmp_path / "mtop"), "--mirror", url])
+    assert tasks.load_task("mtop", tmp_path / "mtop").targets == ["de"] and not (tmp_path / "mtop" / "mtop").exists()
+    released = write_mtod(tmp_path / "released", translations=False)
+    put(folder, download.MTOD, archive({p.relative_to(released).as_posix(): p.read_text(encoding="utf-8")
+                                        for p in released.rglob("*.conllu")}))
+    download.main(["mtod", "--to", str(tmp_path / "data" / "mtod"), "--mirror", url])
+    copied = write_mtod(tmp_path / "copied")  # the authors' copy: their translations beside the data set
+    put(folder, f"{download.XEROALIGN_DATA}/mtod.zip", archive({f"mtod/{p.relative_to(copied).as_posix()}": p.read_text(encoding="utf-8")
+                                                               for p in copied.rglob("*") if p.is_file()}))
+    put(folder, f"{download.XEROALIGN_DATA}/m_atis.zip", archive({"m_atis/en/train.tsv": "a\n", "m_atis/de/train.tsv": "b\n",
+                                                                 "m_atis/de/train.txt": "not this"}))
+    download.main(["xeroalign-translations", "--to", str(tmp_path / "data"), "--mirror", url])
+    assert sorted(p.relative_to(tmp_path / "data").as_posix() for p in (tmp_path / "data" / "multiatis").rglob("*")
+                  if p.is_file()) == ["multiatis/de/train.tsv", "multiatis/en/train.tsv"]
+    task = tasks.load_task("mtod", tmp_path / "data" / "mtod")
+    assert [e.id for e in task.train["th"]] == ["1", "3"]
+
+
 def test_panx_from_the_archive_saved_by_hand(tmp_path):
     with pytest.raises(InputError, match="PAN-X .* cannot be downloaded by a script: save AmazonPhotos.zip"):
         download.main(["panx", "--to", str(tmp_path / "panx")])

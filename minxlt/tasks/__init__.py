@@ -8,11 +8,16 @@ Translations of a source example share its id; `pair_by_id` checks that they do.
     readers.py    the generic formats: TSV, CoNLL, SQuAD JSON, JSONL, parallel lines, test translations
     demo.py       the bundled corpus        sib200.py, xnli.py, pawsx.py, xtreme.py (XTREME's layout of both)
     udpos.py, xsid.py, panx.py              word labels
+    mtop.py, multiatis.py, mtod.py          intents and slots (dialogue.py: what they share); marc.py: reviews
     xquad.py, mlqa.py, tydiqa.py, qa.py     answer spans, and QA's windows, spans and metrics
 """
 from minxlt.errors import DataError, InputError
 from minxlt.tasks import demo
+from minxlt.tasks.marc import MARC_LANGS, Marc, MarcStars, each_marc
 from minxlt.tasks.mlqa import MLQA_LANGS, Mlqa
+from minxlt.tasks.mtod import MTOD_LANGS, Mtod, read_mtod
+from minxlt.tasks.mtop import MTOP_LANGS, Mtop, mtop_tags, read_mtop
+from minxlt.tasks.multiatis import MULTIATIS_LANGS, MultiAtis, read_multiatis
 from minxlt.tasks.panx import PANX_LABELS, PANX_LANGS, Panx, read_panx
 from minxlt.tasks.pawsx import PAWSX_LANGS, Pawsx, read_pawsx
 from minxlt.tasks.readers import (
@@ -44,10 +49,12 @@ __all__ = [  # what other modules read of tasks
     'pair_by_id', 'TYDIQA_LANGS', 'Tydiqa', 'tydiqa_split', 'UDPOS_LANGS', 'UPOS_LABELS', 'Udpos', 'read_conllu',
     'ud_split', 'XNLI_LABELS', 'XNLI_LANGS', 'Xnli', 'read_xnli', 'read_xnli_mt', 'XQUAD_LANGS', 'Xquad', 'xquad_split',
     'XSID_INTENTS', 'XSID_LANGS', 'XSID_SLOTS', 'Xsid', 'match_source_text', 'read_xsid', 'xsid_split', 'LAYOUTS',
-    'load_task']
+    'load_task', 'MARC_LANGS', 'Marc', 'MarcStars', 'each_marc', 'MTOD_LANGS', 'Mtod', 'read_mtod', 'MTOP_LANGS', 'Mtop', 'mtop_tags',
+    'read_mtop', 'MULTIATIS_LANGS', 'MultiAtis', 'read_multiatis']
 
 LAYOUTS = {"demo": demo.Demo, "demo-slots": demo.DemoSlots, "sib200": Sib200, "xnli": Xnli, "pawsx": Pawsx, "udpos": Udpos,
-           "xsid": Xsid, "xquad": Xquad, "panx": Panx, "mlqa": Mlqa, "tydiqa": Tydiqa}
+           "xsid": Xsid, "xquad": Xquad, "panx": Panx, "mlqa": Mlqa, "tydiqa": Tydiqa, "mtop": Mtop, "multiatis": MultiAtis,
+           "mtod": Mtod, "marc": Marc, "marc-stars": MarcStars}
 
 
 def load_task(name, data_dir=None, source=None, targets=None, strict=False):

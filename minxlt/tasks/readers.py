@@ -9,6 +9,7 @@ import codecs
 import csv
 import json
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -207,6 +208,9 @@ def warn_of_span_starts(path, starts):
               f"{len(starts)} such tag{'s' * (len(starts) > 1)} in the file, on lines {', '.join(str(n) for n, _, _ in starts[:10])}"
               f"{' ...' if len(starts) > 10 else ''}", file=sys.stderr)
 
+COMMENT = re.compile(r"#\s*([\w.-]+)\s*[=:]\s*(.*)")  # a comment's key and value, the value free to hold = and :
+
+
 def conll_sentences(path, columns):
     """The sentences of a CoNLL-style file (comment lines, then one tab-separated row per word, a
     blank line after each sentence) as (first line number, {comment key: value}, [(line number,
@@ -224,7 +228,8 @@ def conll_sentences(path, columns):
         if line.startswith("#"):
             if rows:
                 raise DataError(path, number, "a comment line among a sentence's words: add the blank line that ends the sentence before it")
-            key, _, value = line[1:].partition("=" if "=" in line else ":")  # "# text = ..." or xSID's "# intent: ..."
+            named = COMMENT.match(line)  # "# text = ...", xSID's and MTOD's "# intent: ...": the first = or : after the key
+            key, _, value = (named.group(1), "", named.group(2)) if named else line[1:].partition("=" if "=" in line else ":")
             meta[key.strip()] = value.strip()
             continue
         cells = line.split("\t")

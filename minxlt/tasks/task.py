@@ -63,7 +63,8 @@ class TrainSplit(Mapping):
         they come (Pairing), a translation without a source is not trained on; the checks of the
         whole split (check_split, the pairing's counts) are made once the file is read."""
         file = self.file(lang)
-        pairing = None if lang == self.source else Pairing(self.source_labels(), file, self.strict)
+        paired = lang != self.source and self.layout.paired_train
+        pairing = Pairing(self.source_labels(), file, self.strict) if paired else None
         count = Counts()
         for e in self.layout.stream(lang):
             count.add(e)
@@ -244,6 +245,7 @@ class Layout:
     needs_data = True
     parallel = True        # whether dev and test are parallel across languages, by example id (CKA, retrieval, the oracle)
     translations = "the target languages' training files"  # where translations of the training set come from, for messages
+    paired_train = True    # a target's training examples translate the source's (MARC's are other reviews: not paired)
 
     @classmethod
     def for_folder(cls, directory):

@@ -1,0 +1,109 @@
+"""What MTOP, MultiATIS++ and MTOD share (mtop.py, multiatis.py, mtod.py): a joint intent and
+BIO slot task whose intents and slot types are those its data folder holds (FolderLabels), BIO
+tags checked as read, and XeroAlign's machine translations of the English training utterances
+(read_machine_translations), which Algorithm 1 aligns English with.
+"""
+import os
+import sys
+
+from data import Example
+from minxlt.errors import DataError
+from minxlt.tasks.readers import read_lines
+from minxlt.tasks.task import Layout
+
+
+class FolderLabels:
+    """A dialogue layout's slot labels (0) or intents (1): those of every file of its data folder,
+    in every language and split, sorted, the slots as O then B- and I- of each type. On the class
+    (a plan made before any data is read) it is empty."""
+
+    def __init__(self, which):
+        self.which = which
+
+    def __get__(self, layout, owner=None):
+        return [] if layout is None else layout.label_sets()[self.which]
+
+
+class DialogueLayout(Layout):
+    """A joint task (levels.Word with intents) read from a release of per-language files. A target
+    language's training examples are XeroAlign's machine translations of the English training
+    utterances where the folder has them (<lang>/train.tsv beside en/train.tsv, as the authors'
+    copies hold them), else the release's own translations (`own_translations`), paired by id."""
+    level = "word"
+    labels = FolderLabels(0)
+    intents = FolderLabels(1)
+    own_translations = True  # the release's target training files translate the English one, with its ids
+
+    def read_file(self, lang, split):
+        """The examples of a language's split as the release writes them (each task's reader)."""
+        raise NotImplementedError
+
+    def read(self, lang, split):
+        if split == "train" and lang != self.source:
+            return self.once((lang, "translations"), lambda: self.translations_of(lang))
+        return self.once((lang, split), lambda: self.read_file(lang, split))
+
+    def translations_of(self, lang):
+        english, target = self.machine_translation_file(self.source), self.machine_translation_file(lang)
+        if english.is_file() and target.is_file():
+            return read_machine_translations(english, target, lang, self.read(self.source, "train"))
+        return self.read_file(lang, "train") if self.own_translations else []
+
+    def machine_translation_file(self, lang):
+        return self.directory / lang / "train.tsv"
+
+    def label_sets(self):
+        """(slot labels, intents) of every file of the folder, read once."""
+        def collect():
+            intents, types = set(), set()
+            for lang in self.languages():
+                for split in ("train", "dev", "test"):
+                    for e in self.read(lang, split):
+                        intents.add(e.label)
+                        types.update(tag[2:] for tag in e.tags or () if tag != "O")
+            return ["O"] + [f"{p}-{t}" for t in sorted(types) for p in "BI"], sorted(intents - {None})
+        return self.once("labels", collect)
+
+
+def bio_tag(path, line, tag):
+    """A BIO tag as written (O, B-x, I-x), else refused with its file and line."""
+    if tag != "O" and not (tag[:2] in ("B-", "I-") and tag[2:].strip()):
+        raise DataError(path, line, f"slot tag {tag!r} is not O, B-<type> or I-<type>")
+    return tag
+
+
+def read_machine_translations(english_path, target_path, lang, sources):
+    """XeroAlign's machine translations of the English training utterances (alignment.py:37-41):
+    line i of <lang>/train.tsv translates line i of en/train.tsv, one utterance a line. Each is
+    paired with the English training example of its English line's text, or of its words joined
+    by spaces (case and spacing aside; a text used n times pairs with its first n examples not yet
+    paired), and takes that example's id and intent;
+    it has no slot tags (a translation's words are not labelled). Blank translations, and lines
+    whose English text is no training example, are left out and counted."""
+    english, target = read_lines(english_path), read_lines(target_path)
+    if len(english) != len(target):
+        raise DataError(target_path, 0, f"{len(target)} lines against {len(english)} in {english_path}: not line-aligned")
+    normal = lambda text: " ".join(text.lower().split())
+    by_text, used = {}, set()
+    for e in sources:  # an English line is the utterance, or its words joined by spaces (MTOD's)
+        for key in {normal(e.text), normal(" ".join(e.words or ()))}:
+            by_text.setdefault(key, []).append(e)
+    out, unmatched, blank = [], 0, 0
+    for (number, text), (_, source_text) in zip(target, english):
+        source = next((e for e in by_text.get(normal(source_text), ()) if e.id not in used), None)
+        if not text.strip():
+            blank += 1
+        elif source is None:
+            unmatched += 1
+        if not text.strip() or source is None:
+            continue
+        used.add(source.id)
+        out.append(Example(id=source.id, lang=lang, text=text.strip(), label=source.label, words=text.split(),
+                           source_text=source_text.strip(), where=f"{target_path}:{number}"))
+    if unmatched > len(target) / 2:
+        raise DataError(english_path, 0, f"{unmatched} of its {len(target)} lines are no English training utterance of this "
+                                         "folder: check that the translations are of this release's training file")
+    if (unmatched or blank) and os.environ.get("RANK", "0") == "0":
+        print(f"warning: {target_path}: left out {blank} blank translations and {unmatched} whose English line is no "
+              f"training utterance, of {len(target)}", file=sys.stderr)
+    return out

@@ -1,0 +1,75 @@
+"""MARC, the Multilingual Amazon Reviews Corpus (Keung et al. 2020): product reviews in six
+languages with their star ratings, as the release (registry.opendata.aws/amazon-reviews-ml) writes
+them: json/{train,dev,test}/dataset_<lang>_<split>.json, a JSON object a line with review_id,
+product_id, reviewer_id, stars (1-5), review_body, review_title, language and product_category.
+Each language's reviews are its own (no translations). `marc` is Keung et al.'s binarized task,
+as Yu & Joty read it (Sec. 4.1): the review body, negative (1-2 stars) or positive (4-5), 3-star
+reviews dropped; `marc-stars` the five ratings."""
+import json
+
+from data import Example
+from minxlt.errors import DataError
+from minxlt.tasks.readers import UniqueIds, read_lines
+from minxlt.tasks.task import Layout
+
+MARC_LANGS = ["en", "de", "es", "fr", "ja", "zh"]
+BINARY = {1: "negative", 2: "negative", 4: "positive", 5: "positive"}  # Keung et al.'s binarized task: no 3-star reviews
+
+
+def each_marc(path, lang, labels):
+    """A file's reviews, one Example at a time: the review body as the text, its id the review's,
+    the label `labels[stars]` (a rating not in `labels` is left out: the binarized task's 3 stars).
+    A line that is not such an object, an empty body, a rating other than 1-5 or another language
+    than the file's is refused with its line."""
+    ids = UniqueIds(path, "review_id")
+    for line, text in read_lines(path):
+        try:
+            row = json.loads(text)
+            review, stars, body, language = row["review_id"], row["stars"], row["review_body"], row["language"]
+        except (json.JSONDecodeError, KeyError, TypeError) as e:
+            raise DataError(path, line, f"not a JSON object with review_id, stars, review_body and language ({e!r})") from None
+        if not isinstance(review, str) or not review or type(stars) is not int or not 1 <= stars <= 5:
+            raise DataError(path, line, f"review_id {review!r} or stars {stars!r} is not a review's (stars: a whole number 1-5)")
+        if not isinstance(body, str) or not body.strip():
+            raise DataError(path, line, f"review {review!r} has an empty review_body")
+        if language != lang:
+            raise DataError(path, line, f"review {review!r} is in language {language!r}, in the file of {lang!r}")
+        ids.check(line, review)
+        if stars in labels:
+            yield Example(id=review, lang=lang, text=body.strip(), label=labels[stars], where=f"{path}:{line}")
+
+
+class Marc(Layout):
+    """<data>/{train,dev,test}/dataset_<lang>_<split>.json (the release's json/ folder), or the
+    files directly in <data>. A target language's training reviews are not translations of the
+    English ones: they are co-training's unlabelled pool (Yu & Joty, Sec. 4.1), and no method
+    pairs them with English."""
+    langs, labels, pattern = MARC_LANGS, ["negative", "positive"], "{train,dev,test}/dataset_<lang>_{train,dev,test}.json"
+    stars = BINARY
+    parallel = False
+    paired_train = False
+    translations = "none: MARC's languages have their own reviews, no translations"
+
+    def found(self):
+        named = [*self.directory.glob("train/dataset_*_train.json"), *self.directory.glob("dataset_*_train.json")]
+        return {lang for lang in (p.name[len("dataset_"):-len("_train.json")] for p in named)
+                if all(self.split_file(lang, split).is_file() for split in ("dev", "test"))}
+
+    def split_file(self, lang, split):
+        nested = self.directory / split / f"dataset_{lang}_{split}.json"
+        return nested if nested.is_file() else self.directory / f"dataset_{lang}_{split}.json"
+
+    def stream(self, lang):
+        return each_marc(self.split_file(lang, "train"), lang, self.stars)
+
+    def read(self, lang, split):
+        return self.once((lang, split), lambda: list(each_marc(self.split_file(lang, split), lang, self.stars)))
+
+    def train_files(self, lang):
+        return [self.split_file(lang, "train")]
+
+
+class MarcStars(Marc):
+    """MARC's five star ratings, every review."""
+    labels = ["1", "2", "3", "4", "5"]
+    stars = {n: str(n) for n in range(1, 6)}
