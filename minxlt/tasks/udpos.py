@@ -1,15 +1,20 @@
-"""Universal Dependencies PUD: UPOS tagging, its 1,000 parallel sentences split by id."""
+"""Universal Dependencies: UPOS tagging. UD PUD's 1,000 parallel sentences, split by id (Udpos);
+or XTREME's UD-POS, every treebank of a language, as XTREME's scripts write it (XtremeUdpos)."""
 import zlib
+from pathlib import Path
 
 from data import Example
 from minxlt.errors import DataError
-from minxlt.tasks.readers import conll_sentences, unique_ids
+from minxlt.tasks.readers import conll_sentences, read_tagged_words, unique_ids
 from minxlt.tasks.task import Layout
 
 UPOS_LABELS = ("ADJ", "ADP", "ADV", "AUX", "CCONJ", "DET", "INTJ", "NOUN", "NUM", "PART", "PRON", "PROPN", "PUNCT",
                "SCONJ", "SYM", "VERB", "X")
 
 UDPOS_LANGS = ["en", "de", "fr", "ru", "zh", "hi"]
+
+XTREME_UDPOS_LANGS = ("af ar bg de el en es et eu fa fi fr he hi hu id it ja kk ko mr nl pt ru ta te th tl tr ur vi yo zh "
+                      "lt pl uk wo ro").split()  # utils_preprocess.py's UDPOS_LANGUAGES: XTREME's (UD v2.5), then XTREME-R's (v2.7)
 
 def read_conllu(path, lang):
     """CoNLL-U (Universal Dependencies): one Example per sentence, its words and their UPOS tags.
@@ -47,8 +52,13 @@ def ud_split(id):
     return "test" if bucket < 2 else "dev" if bucket == 2 else "train"
 
 class Udpos(Layout):
-    """UD PUD's <data>/<lang>_pud-ud-test.conllu, split by sentence id (`ud_split`)."""
+    """UD PUD's <data>/<lang>_pud-ud-test.conllu, split by sentence id (`ud_split`); a folder with
+    test-<lang>.tsv files is XTREME's (XtremeUdpos)."""
     langs, labels, level, pattern = UDPOS_LANGS, list(UPOS_LABELS), "word", "<lang>_pud-ud-test.conllu"
+
+    @classmethod
+    def for_folder(cls, directory):
+        return XtremeUdpos if directory and any(Path(directory).glob("test-*.tsv")) else cls
 
     def found(self):
         return self.files_like("{lang}_pud-ud-test.conllu")
@@ -56,3 +66,23 @@ class Udpos(Layout):
     def read(self, lang, split):
         examples = read_conllu(self.directory / f"{lang}_pud-ud-test.conllu", lang)
         return [e for e in examples if ud_split(e.id) == split]
+
+
+class XtremeUdpos(Udpos):
+    """UD-POS as XTREME writes it (utils_preprocess.py, udpos_preprocess): <data>/{train,dev,test}-<lang>.tsv,
+    a word and its UPOS tag per line (test files: the word alone), a blank line after each sentence,
+    every treebank of a language joined. Its sentences are not parallel across languages, the
+    targets' own training files are not translations (zero-shot transfer does not train on them),
+    and a language without a dev file (many have only a test set) has no dev examples."""
+    langs, pattern = XTREME_UDPOS_LANGS, "{train,dev,test}-<lang>.tsv"
+    parallel, translations = False, "none: XTREME has no translations of UD-POS"
+
+    def found(self):
+        return self.files_like("test-{lang}.tsv")
+
+    def read(self, lang, split):
+        path = self.directory / f"{split}-{lang}.tsv"
+        if lang != self.source and (split == "train" or (split == "dev" and not path.is_file())):
+            return []
+        return read_tagged_words(path, lang, self.labels)
+
