@@ -7,7 +7,7 @@ Translations of a source example share its id; `pair_by_id` checks that they do.
     task.py       Task, TrainSplit, Layout, the checks of a split, few_shot
     readers.py    the generic formats: TSV, CoNLL, XTREME's word-tag files, SQuAD JSON, JSONL, parallel lines
     demo.py       the bundled corpus        sib200.py, xnli.py, pawsx.py, xtreme.py (XTREME's layout of both)
-    udpos.py, xsid.py, panx.py              word labels (udpos.py: UD PUD, and XTREME's UD-POS)
+    udpos.py, xsid.py, panx.py              word labels (udpos.py: UD PUD, and XTREME's UD-POS and how it is made)
     xquad.py, mlqa.py, tydiqa.py, qa.py     answer spans, and QA's windows, spans and metrics
 """
 from minxlt.errors import DataError, InputError
@@ -36,10 +36,12 @@ from minxlt.tasks.udpos import (
     UDPOS_LANGS,
     UPOS_LABELS,
     XTREME_UDPOS_LANGS,
+    ConverterStops,
     Udpos,
     XtremeUdpos,
     read_conllu,
     ud_split,
+    xtreme_sentences,
 )
 from minxlt.tasks.xnli import XNLI_LABELS, XNLI_LANGS, Xnli, read_xnli, read_xnli_mt
 from minxlt.tasks.xquad import XQUAD_LANGS, Xquad, xquad_split
@@ -51,8 +53,8 @@ __all__ = [  # what other modules read of tasks
     'read_parallel_lines', 'read_squad', 'read_tagged_words', 'read_tatoeba', 'read_text', 'read_translations', 'translation_file',
     'read_tsv', 'squad_blanked', 'SIB200_LABELS', 'SIB200_LANGS', 'Sib200', 'read_sib200', 'Layout', 'RoundTrips', 'Task',
     'TrainSplit', 'check_split', 'few_shot',
-    'pair_by_id', 'TYDIQA_LANGS', 'Tydiqa', 'tydiqa_split', 'UDPOS_LANGS', 'UPOS_LABELS', 'XTREME_UDPOS_LANGS', 'Udpos',
-    'XtremeUdpos', 'read_conllu', 'ud_split', 'XNLI_LABELS', 'XNLI_LANGS', 'Xnli', 'read_xnli',
+    'pair_by_id', 'TYDIQA_LANGS', 'Tydiqa', 'tydiqa_split', 'UDPOS_LANGS', 'UPOS_LABELS', 'XTREME_UDPOS_LANGS', 'ConverterStops',
+    'Udpos', 'XtremeUdpos', 'read_conllu', 'ud_split', 'xtreme_sentences', 'XNLI_LABELS', 'XNLI_LANGS', 'Xnli', 'read_xnli',
     'read_xnli_mt', 'XQUAD_LANGS', 'Xquad', 'xquad_split',
     'XSID_INTENTS', 'XSID_LANGS', 'XSID_SLOTS', 'Xsid', 'match_source_text', 'read_xsid', 'xsid_split', 'LAYOUTS',
     'load_task']
