@@ -6,7 +6,10 @@ every file checked against its SHA-256:
     python download.py mlqa --to data/mlqa                   # MLQA_V1, and SQuAD v1.1 in data/squad to train on
     python download.py udpos-xtreme --to data/udpos-xtreme   # XTREME's UD-POS, made from the UD v2.5 and v2.7
                                                            # releases as XTREME's scripts make it (--task udpos)
-    python download.py panx --to data/panx --archive AmazonPhotos.zip
+    python download.py panx --to data/panx                   # PAN-X from the Hugging Face hub's parquet files
+                                                           # (needs pyarrow: pip install pyarrow), in XTREME's
+                                                           # layout; or from WikiANN's AmazonPhotos.zip, saved
+                                                           # by hand: --archive AmazonPhotos.zip
     python download.py translations --to data             # XTREME's translations of SQuAD (data/squad/translate-train),
                                                            # TyDiQA-GoldP (data/tydiqa/translate-train) and of XNLI's
                                                            # test sets into English (data/xnli/translate-test)
@@ -79,6 +82,10 @@ UD_XTREME = {  # XTREME's download_data.sh (download_treebank): XTREME's languag
             "af ar bg de el en es et eu fa fi fr he hi hu id it ja kk ko mr nl pt ru ta te th tl tr ur vi yo zh".split()),
     "2.7": ("https://lindat.mff.cuni.cz/repository/xmlui/bitstream/handle/11234/1-3424/ud-treebanks-v2.7.tgz",
             "lt pl uk wo ro".split())}
+# PAN-X on the Hugging Face hub (the dataset google/xtreme, config PAN-X.<lang>), at a fixed revision:
+# PAN-X.<lang>/{train,validation,test}-00000-of-00001.parquet, of columns tokens, ner_tags (ids) and langs
+HUB_XTREME = "https://huggingface.co/datasets/google/xtreme/resolve/b6419ab883183e08a85be8eef7cc71562f946684"
+HUB_PANX_LABELS = ("O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC")  # ner_tags' ids, as the dataset card names them
 TYDIQA_LANGS = {"arabic": "ar", "bengali": "bn", "english": "en", "finnish": "fi", "indonesian": "id", "korean": "ko",
                 "russian": "ru", "swahili": "sw", "telugu": "te"}
 
@@ -101,6 +108,12 @@ def sources(task, langs, fetch):
                        f"{lang}_pud-ud-test.conllu") for lang in langs or UD_PUD]
     if task == "udpos-xtreme":
         return udpos_xtreme_sources(langs)
+    if task == "panx":
+        unknown = sorted(set(langs or ()) - set(tasks.PANX_LANGS))
+        if unknown:
+            raise InputError(f"--langs: the hub's PAN-X has no {', '.join(unknown)}; it has {', '.join(tasks.PANX_LANGS)}")
+        return [Source(f"{HUB_XTREME}/PAN-X.{lang}/{split}-00000-of-00001.parquet", f".download/panx-{lang}-{split}.parquet")
+                for lang in langs or tasks.PANX_LANGS for split in ("train", "validation", "test")]
     if task == "tatoeba":
         listing = json.loads(fetch(github_listing("facebookresearch/LASER", "data/tatoeba/v1", "main"))) if not langs else []
         langs = langs or sorted({e["name"].split(".")[1].split("-")[0] for e in listing if e["name"].startswith("tatoeba.")})
@@ -353,16 +366,67 @@ def udpos_xtreme_parts(archive, parts, langs=None):
                 write_tagged(parts / lang / path.with_suffix(".tsv").name, sentences)
 
 
+def parquet():
+    """pyarrow.parquet, which reads the hub's parquet files: an optional dependency, for download.py panx only."""
+    try:
+        import pyarrow.parquet
+    except ImportError:
+        raise InputError("download.py panx reads the Hugging Face hub's parquet files with pyarrow, which is not installed: "
+                         "pip install pyarrow (or give WikiANN's AmazonPhotos.zip, saved by hand, with --archive)") from None
+    return pyarrow.parquet
+
+
+def panx_hub_layout(files, folder):
+    """XTREME's PAN-X layout from the hub's parquet files (.download/panx-<lang>-<split>.parquet):
+    {train,dev,test}-<lang>.tsv of a token TAB its BIO tag per line, a blank line after each
+    sentence, each token stripped of surrounding spaces as XTREME's panx_preprocess strips it.
+    Unlike XTREME's, the test tags stay."""
+    for path in files:
+        lang, split = path.name[len("panx-"):-len(".parquet")].rsplit("-", 1)
+        write_tagged(folder / f"{'dev' if split == 'validation' else split}-{lang}.tsv", read_hub_panx(path))
+
+
+def read_hub_panx(path):
+    """[(tokens, tags)] of a hub PAN-X parquet file: its rows' tokens, and their ner_tags ids named
+    as the file's own metadata names them (the features the datasets library writes), else as
+    HUB_PANX_LABELS. A row that does not read so stops with the file and the row."""
+    try:
+        table = parquet().read_table(path)
+    except (OSError, ValueError) as e:  # pyarrow's ArrowInvalid is a ValueError
+        raise tasks.DataError(path, 0, f"not a parquet file that pyarrow reads ({e})") from None
+    missing = sorted({"tokens", "ner_tags"} - set(table.column_names))
+    if missing:
+        raise tasks.DataError(path, 0, f"no column {', '.join(missing)} (it has {', '.join(table.column_names)}): not the hub's PAN-X")
+    names = hub_label_names(table.schema.metadata) or HUB_PANX_LABELS
+    sentences = []
+    for row, (tokens, ids) in enumerate(zip(table.column("tokens").to_pylist(), table.column("ner_tags").to_pylist())):
+        if tokens is None or ids is None or len(tokens) != len(ids):
+            raise tasks.DataError(path, 0, f"row {row}: {len(tokens or ())} tokens and {len(ids or ())} tags")
+        bad = [i for i in ids if not (isinstance(i, int) and 0 <= i < len(names))]
+        if bad:
+            raise tasks.DataError(path, 0, f"row {row}: tag id {bad[0]!r} is not one of the {len(names)} labels ({', '.join(names)})")
+        sentences.append(([(token or "").strip() for token in tokens], [names[i] for i in ids]))
+    return sentences
+
+
+def hub_label_names(metadata):
+    """ner_tags' label names, as the datasets library records its features in a parquet file's
+    metadata (b"huggingface"), or None where the file does not say."""
+    try:
+        names = json.loads(metadata[b"huggingface"])["info"]["features"]["ner_tags"]["feature"]["names"]
+    except (TypeError, KeyError, ValueError):
+        return None
+    return names if isinstance(names, list) and all(isinstance(n, str) for n in names) else None
+
+
 def download(task, folder, langs=None, mirror=None, archive=None):
     """Fetch `task` into `folder` (and SQuAD beside it for MLQA), in the layout its --task reads."""
     folder = Path(folder)
-    if task == "panx":
-        if not archive:
-            raise InputError("PAN-X (WikiANN) cannot be downloaded by a script: save AmazonPhotos.zip from "
-                             "https://www.amazon.com/clouddrive/share/d3KGCRCIYwhKJF0H3eWA26hjg2ZCRhjpEQtDL70FSBN, "
-                             "then give it with --archive AmazonPhotos.zip")
+    if task == "panx" and archive:
         panx_layout(archive, folder, langs)
         return
+    if task == "panx":
+        parquet()  # said before anything is fetched
     loader = Downloader(folder, mirror)
     pending = [s for s in sources(task, langs, loader.fetch) if not (folder / f"{s.path}.done").exists()]
     files = [loader.get(s) for s in tqdm(pending, desc=task, unit="file", dynamic_ncols=True)]
@@ -372,6 +436,8 @@ def download(task, folder, langs=None, mirror=None, archive=None):
     elif task == "filter-translations":
         for path in archives:
             filter_layout(path, folder, langs)
+    elif task == "panx":
+        panx_hub_layout(archives, folder)
     elif task == "udpos-xtreme":
         udpos_xtreme_layout(archives, folder, langs)
     else:
@@ -399,7 +465,8 @@ def get_args(argv=None):
     parser.add_argument("--to", required=True, help="the folder to write (give it as --data to train.py)")
     parser.add_argument("--langs", type=cli.languages, help="only these languages (default: all that the release has)")
     parser.add_argument("--mirror", help="fetch from this server instead: URL/<host>/<path> of each official URL")
-    parser.add_argument("--archive", type=cli.existing_file, help="panx: WikiANN's AmazonPhotos.zip, saved by hand")
+    parser.add_argument("--archive", type=cli.existing_file, help="panx: WikiANN's AmazonPhotos.zip, saved by hand, instead of the "
+                        "Hugging Face hub's parquet files")
     return parser.parse_args(argv)
 
 

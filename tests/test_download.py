@@ -6,6 +6,7 @@ import hashlib
 import http.server
 import io
 import json
+import sys
 import tarfile
 import threading
 import zipfile
@@ -172,8 +173,6 @@ def test_pawsx_and_tydiqa_archives(tmp_path, mirror, unpinned):
 
 
 def test_panx_from_the_archive_saved_by_hand(tmp_path):
-    with pytest.raises(InputError, match="PAN-X .* cannot be downloaded by a script: save AmazonPhotos.zip"):
-        download.main(["panx", "--to", str(tmp_path / "panx")])
     split = "en:Angela\tB-PER\nen:Merkel\tI-PER\n\nen:Paris\tB-LOC\n\n"
     inner = {lang: archive({name: split.replace("en:", f"{lang}:") for name in ("train", "dev", "test")}, "tar") for lang in ("en", "sw")}
     (tmp_path / "AmazonPhotos.zip").write_bytes(archive({f"{lang}.tar.gz": data for lang, data in inner.items()}))
@@ -277,3 +276,59 @@ def test_udpos_xtreme_is_made_from_the_ud_releases_as_xtreme_makes_it(tmp_path, 
     with pytest.raises(InputError, match="XTREME's UD-POS has no xx; it has af, ar"):
         download.main(["udpos-xtreme", "--to", str(tmp_path / "some"), "--langs", "en,xx"])
 
+
+def hub_parquet(rows, names=None):
+    """A parquet file as the Hugging Face hub serves PAN-X (google/xtreme, PAN-X.<lang>): columns tokens,
+    ner_tags (ids) and langs, one row per sentence; with the datasets library's metadata naming the
+    tags where `names` is given. `rows`: [(tokens, ids)]."""
+    pa, pq = pytest.importorskip("pyarrow"), pytest.importorskip("pyarrow.parquet")
+    rows = list(rows)
+    table = pa.table({"tokens": [tokens for tokens, _ in rows], "ner_tags": [ids for _, ids in rows],
+                      "langs": [["xx"] * len(tokens) for tokens, _ in rows]})
+    if names:
+        sequence = lambda feature: {"feature": feature, "_type": "Sequence"}
+        features = {"tokens": sequence({"dtype": "string", "_type": "Value"}), "ner_tags": sequence({"names": names, "_type": "ClassLabel"}),
+                    "langs": sequence({"dtype": "string", "_type": "Value"})}
+        table = table.replace_schema_metadata({"huggingface": json.dumps({"info": {"features": features}})})
+    buffer = io.BytesIO()
+    pq.write_table(table, buffer)
+    return buffer.getvalue()
+
+
+def test_panx_from_the_hubs_parquet_files(tmp_path, mirror, monkeypatch, unpinned):
+    folder, url, requests = mirror
+    tokens = [["Angela", " Merkel ", "visited", "Paris"], ["The", "UN"]]
+    files = {"en": hub_parquet(zip(tokens, [[1, 2, 0, 5], [0, 3]])),  # ids in the order of the dataset card
+             "sw": hub_parquet(zip(tokens, [[3, 4, 0, 1], [0, 5]]), names=["O", "B-LOC", "I-LOC", "B-PER", "I-PER", "B-ORG", "I-ORG"])}
+    for lang, content in files.items():
+        for split in ("train", "validation", "test"):
+            put(folder, f"{download.HUB_XTREME}/PAN-X.{lang}/{split}-00000-of-00001.parquet", content)
+    with monkeypatch.context() as m:
+        m.setitem(sys.modules, "pyarrow.parquet", None)
+        with pytest.raises(InputError, match="with pyarrow, which is not installed: pip install pyarrow"):
+            download.main(["panx", "--to", str(tmp_path / "panx"), "--mirror", url, "--langs", "en,sw"])
+    assert not requests  # said before anything was fetched
+    download.main(["panx", "--to", str(tmp_path / "panx"), "--mirror", url, "--langs", "en,sw"])
+    expected = "Angela\tB-PER\nMerkel\tI-PER\nvisited\tO\nParis\tB-LOC\n\nThe\tO\nUN\tB-ORG\n"
+    assert {p.name: p.read_text() for p in (tmp_path / "panx").glob("*.tsv")} == {
+        f"{split}-{lang}.tsv": expected for lang in ("en", "sw") for split in ("train", "dev", "test")}  # validation is dev
+    task = tasks.load_task("panx", tmp_path / "panx")
+    assert task.targets == ["sw"] and [e.tags for e in task.test["sw"]] == [["B-PER", "I-PER", "O", "B-LOC"], ["O", "B-ORG"]]
+    assert len((tmp_path / "panx" / "SHA256SUMS").read_text().splitlines()) == 6  # not pinned (these are not the hub's): recorded
+    fetched = len(requests)
+    download.main(["panx", "--to", str(tmp_path / "panx"), "--mirror", url, "--langs", "en,sw"])
+    assert len(requests) == fetched  # every file done
+
+    put(folder, f"{download.HUB_XTREME}/PAN-X.sw/test-00000-of-00001.parquet", hub_parquet(zip(tokens, [[0, 0, 0, 0], [0, 0]])))
+    (tmp_path / "panx" / ".download" / "panx-sw-test.parquet.done").unlink()
+    (tmp_path / "panx" / "test-sw.tsv").unlink()
+    with pytest.raises(InputError, match=r"PAN-X.sw/test-00000-of-00001.parquet: SHA-256 \w+, expected \w+ \(recorded in .*SHA256SUMS\)"):
+        download.main(["panx", "--to", str(tmp_path / "panx"), "--mirror", url, "--langs", "sw"])
+    assert not (tmp_path / "panx" / "test-sw.tsv").exists() and not list((tmp_path / "panx").rglob("*.part"))
+
+    for split in ("train", "validation", "test"):
+        put(folder, f"{download.HUB_XTREME}/PAN-X.de/{split}-00000-of-00001.parquet", "<html>Not found</html>")
+    with pytest.raises(InputError, match=r"panx-de-train.parquet: not a parquet file that pyarrow reads"):
+        download.main(["panx", "--to", str(tmp_path / "de"), "--mirror", url, "--langs", "de"])
+    with pytest.raises(InputError, match="the hub's PAN-X has no xx"):
+        download.main(["panx", "--to", str(tmp_path / "de"), "--langs", "xx"])
