@@ -343,3 +343,18 @@ def test_word_and_span_tasks_without_test_labels(tmp_path, tiny_model_dir):
     rows = [json.loads(line) for line in (tmp_path / "qa-run" / "predictions" / "de.jsonl").read_text().splitlines()]
     assert [r["id"] for r in rows] == ["q0", "q1", "q2", "q3"] and all(isinstance(r["prediction"], str) for r in rows)
 
+
+@pytest.mark.parametrize("task", ["udpos", "panx"])
+def test_word_tasks_in_xtremes_layout_reach_their_test_table(tmp_path, tiny_model_dir, task):
+    """A few steps of zero-shot transfer on XTREME's UD-POS and PAN-X whose test files keep their
+    tags (as download.py writes them): the test table scores every language."""
+    data = xtreme_udpos(tmp_path / "udpos") if task == "udpos" else xtreme_panx(tmp_path / "panx")
+    for lang in ("en", "de"):
+        panx_file(data / f"test-{lang}.tsv", UD[lang] if task == "udpos" else PANX)  # tagged, as download.py leaves them
+    out = tmp_path / "run"
+    run(tiny_model_dir, task, data, out, "--method", "zero-shot", "--target-langs", "de", "--no-alignment", "--eval-batch-size", "8")
+    results = json.loads((out / "results.json").read_text())
+    metric, words = ("accuracy", {"en": 7, "de": 5}) if task == "udpos" else ("f1", {"en": 7, "de": 7})
+    assert not results.get("unscored") and results["alignment"] == {}
+    assert {lang: results[lang]["n"] for lang in ("en", "de")} == words and 0 <= results["de"][metric] <= 1
+    assert "| de |" in (out / "results.md").read_text()
