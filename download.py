@@ -4,7 +4,12 @@ every file checked against its SHA-256:
     python download.py sib200 --to data/sib200               # all 205 languages (or --langs eng_Latn,wol_Latn)
     python download.py xnli --to data/xnli                   # XNLI-1.0 and XNLI-MT-1.0, as released
     python download.py mlqa --to data/mlqa                   # MLQA_V1, and SQuAD v1.1 in data/squad to train on
-    python download.py panx --to data/panx --archive AmazonPhotos.zip
+    python download.py udpos-xtreme --to data/udpos-xtreme   # XTREME's UD-POS, made from the UD v2.5 and v2.7
+                                                           # releases as XTREME's scripts make it (--task udpos)
+    python download.py panx --to data/panx                   # PAN-X from the Hugging Face hub's parquet files
+                                                           # (needs pyarrow: pip install pyarrow), in XTREME's
+                                                           # layout; or from WikiANN's AmazonPhotos.zip, saved
+                                                           # by hand: --archive AmazonPhotos.zip
     python download.py translations --to data             # XTREME's translations of SQuAD (data/squad/translate-train),
                                                            # TyDiQA-GoldP (data/tydiqa/translate-train) and of XNLI's
                                                            # test sets into English (data/xnli/translate-test)
@@ -25,7 +30,8 @@ The checksums of files whose content is fixed are pinned in checksums.sha256; a 
 checksum has the one it arrived with recorded in DIR/SHA256SUMS, and a later download must match
 it. A file is written under a temporary name and renamed once its checksum is right, so an
 interrupted download leaves nothing half-written; a second run fetches only what is missing (an
-archive is removed once unpacked, and DIR/.download/<name>.done marks it as done).
+archive is removed once unpacked, and DIR/.download/<name>.done marks it as done; with --langs,
+udpos-xtreme keeps the UD release, to make other languages from it without fetching it again).
 --mirror URL fetches the same paths from another server (URL/<host>/<path>).
 """
 import argparse
@@ -34,12 +40,13 @@ import io
 import json
 import re
 import shutil
+import sys
 import tarfile
 import urllib.error
 import urllib.request
 import zipfile
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from tqdm import tqdm
 
@@ -83,6 +90,15 @@ MTOD = "https://download.pytorch.org/data/multilingual_task_oriented_dialog_slot
 XEROALIGN_DATA = "https://raw.githubusercontent.com/milangritta/Datasets/HEAD"  # XeroAlign's README: the authors' copies of the data
 TOP_FOLDERS = {"pawsx": "x-final", "mtop": "mtop", "mtod": "multilingual_task_oriented_dialog_slotfilling"}  # lifted where there
 XEROALIGN_TRANSLATIONS = {"mtod": "mtod", "m_atis": "multiatis"}  # their archive's folder -> this repository's task
+UD_XTREME = {  # XTREME's download_data.sh (download_treebank): XTREME's languages from UD v2.5, XTREME-R's from v2.7
+    "2.5": ("https://lindat.mff.cuni.cz/repository/xmlui/bitstream/handle/11234/1-3105/ud-treebanks-v2.5.tgz",
+            "af ar bg de el en es et eu fa fi fr he hi hu id it ja kk ko mr nl pt ru ta te th tl tr ur vi yo zh".split()),
+    "2.7": ("https://lindat.mff.cuni.cz/repository/xmlui/bitstream/handle/11234/1-3424/ud-treebanks-v2.7.tgz",
+            "lt pl uk wo ro".split())}
+# PAN-X on the Hugging Face hub (the dataset google/xtreme, config PAN-X.<lang>), at a fixed revision:
+# PAN-X.<lang>/{train,validation,test}-00000-of-00001.parquet, of columns tokens, ner_tags (ids) and langs
+HUB_XTREME = "https://huggingface.co/datasets/google/xtreme/resolve/b6419ab883183e08a85be8eef7cc71562f946684"
+HUB_PANX_LABELS = ("O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC")  # ner_tags' ids, as the dataset card names them
 TYDIQA_LANGS = {"arabic": "ar", "bengali": "bn", "english": "en", "finnish": "fi", "indonesian": "id", "korean": "ko",
                 "russian": "ru", "swahili": "sw", "telugu": "te"}
 
@@ -103,6 +119,14 @@ def sources(task, langs, fetch):
             raise InputError(f"--langs: UD PUD has no treebank for {', '.join(unknown)}; it has {', '.join(UD_PUD)}")
         return [Source(f"https://raw.githubusercontent.com/UniversalDependencies/UD_{UD_PUD[lang]}-PUD/master/{lang}_pud-ud-test.conllu",
                        f"{lang}_pud-ud-test.conllu") for lang in langs or UD_PUD]
+    if task == "udpos-xtreme":
+        return udpos_xtreme_sources(langs)
+    if task == "panx":
+        unknown = sorted(set(langs or ()) - set(tasks.PANX_LANGS))
+        if unknown:
+            raise InputError(f"--langs: the hub's PAN-X has no {', '.join(unknown)}; it has {', '.join(tasks.PANX_LANGS)}")
+        return [Source(f"{HUB_XTREME}/PAN-X.{lang}/{split}-00000-of-00001.parquet", f".download/panx-{lang}-{split}.parquet")
+                for lang in langs or tasks.PANX_LANGS for split in ("train", "validation", "test")]
     if task == "tatoeba":
         listing = json.loads(fetch(github_listing("facebookresearch/LASER", "data/tatoeba/v1", "main"))) if not langs else []
         langs = langs or sorted({e["name"].split(".")[1].split("-")[0] for e in listing if e["name"].startswith("tatoeba.")})
@@ -137,8 +161,17 @@ def translations(langs=None):
     return out
 
 
-TASKS = ("sib200", "xnli", "pawsx", "udpos", "xquad", "squad", "mlqa", "tydiqa", "tatoeba", "panx", "mtop", "mtod", "translations",
-         "filter-translations", "xeroalign-translations")
+def udpos_xtreme_sources(langs=None):
+    """[Source] of the UD releases that XTREME's UD-POS is made from: those that have `langs`, or all."""
+    known = [lang for _, release in UD_XTREME.values() for lang in release]
+    unknown = sorted(set(langs or ()) - set(known))
+    if unknown:
+        raise InputError(f"--langs: XTREME's UD-POS has no {', '.join(unknown)}; it has {', '.join(known)}")
+    return [Source(url, f".download/{url.rsplit('/', 1)[1]}") for url, release in UD_XTREME.values() if not langs or set(langs) & set(release)]
+
+
+TASKS = ("sib200", "xnli", "pawsx", "udpos", "udpos-xtreme", "xquad", "squad", "mlqa", "tydiqa", "tatoeba", "panx", "mtop", "mtod",
+         "translations", "filter-translations", "xeroalign-translations")
 
 
 class Downloader:
@@ -313,16 +346,127 @@ def panx_layout(archive, folder, langs=None):
                     cli.write_text(folder / f"{split}-{lang}.tsv", "\n".join(rows).strip("\n") + "\n")
 
 
+def write_tagged(path, sentences):
+    """XTREME's word-tagging file of [(words, tags)]: a word TAB its tag per line, a blank line between sentences."""
+    cli.write_text(path, "\n\n".join("\n".join(f"{w}\t{t}" for w, t in zip(words, tags)) for words, tags in sentences if words) + "\n")
+
+
+def udpos_xtreme_layout(archives, folder, langs=None):
+    """XTREME's UD-POS layout from UD's release archives, made as XTREME's download_data.sh and
+    utils_preprocess.py make it: every .conllu file of a language's treebanks read as XTREME reads
+    it (tasks.xtreme_sentences), then a language's files joined per split (the one their name
+    holds), in the order of their names, into {train,dev,test}-<lang>.tsv, of a word TAB its UPOS
+    tag per line and a blank line between sentences; a split with no sentence is not written.
+    Unlike XTREME's, the test tags stay."""
+    parts = folder / ".udpos-parts"  # <lang>/<file>.tsv: each .conllu file's sentences, joined once every archive is read
+    shutil.rmtree(parts, ignore_errors=True)
+    for archive in archives:
+        udpos_xtreme_parts(archive, parts, langs)
+    for lang_folder in sorted(parts.iterdir()) if parts.is_dir() else []:
+        names = sorted(p.name for p in lang_folder.iterdir())
+        for split in ("train", "dev", "test"):
+            texts = [(lang_folder / name).read_text(encoding="utf-8").rstrip("\n") for name in names if ud_split_of(name) == split]
+            if texts:
+                cli.write_text(folder / f"{split}-{lang_folder.name}.tsv", "\n\n".join(texts) + "\n")
+    shutil.rmtree(parts, ignore_errors=True)
+
+
+def ud_split_of(name):
+    """The split of a UD file as utils_preprocess.py tells it: the first of train, dev, test in its name."""
+    return next((split for split in ("train", "dev", "test") if split in name), None)
+
+
+def udpos_xtreme_parts(archive, parts, langs=None):
+    """Each ud-treebanks-v<version>/<treebank>/<lang>_*.conllu of a UD release archive whose language
+    XTREME takes from that release (and is in `langs`), read as XTREME reads it, into
+    parts/<lang>/<name>.tsv. A file that XTREME's converter stops on is left out, as XTREME's data
+    leaves it out, and said."""
+    version = archive.name[len("ud-treebanks-v"):-len(".tgz")]
+    chosen = [lang for lang in UD_XTREME[version][1] if not langs or lang in langs]
+    with tarfile.open(archive, "r|gz") as t:
+        for member in t:
+            path = PurePosixPath(member.name)
+            lang = path.name.split("_")[0]
+            if not (member.isfile() and path.suffix == ".conllu" and len(path.parts) == 3
+                    and path.parts[0] == f"ud-treebanks-v{version}" and lang in chosen):
+                continue
+            where = f"{archive.name}:{member.name}"
+            try:
+                raw = t.extractfile(member).read()
+                try:
+                    text = raw.decode("utf-8")
+                except UnicodeDecodeError as e:
+                    raise tasks.ConverterStops(where, raw[:e.start].count(b"\n") + 1, "not UTF-8") from None
+                sentences = tasks.xtreme_sentences(where, text, lang)
+            except tasks.ConverterStops as e:
+                print(f"warning: {e}: XTREME's converter (conllu_to_conll.py) stops on this file, so XTREME's UD-POS leaves it "
+                      "out, and so does this", file=sys.stderr)
+                continue
+            if sentences:
+                write_tagged(parts / lang / path.with_suffix(".tsv").name, sentences)
+
+
+def parquet():
+    """pyarrow.parquet, which reads the hub's parquet files: an optional dependency, for download.py panx only."""
+    try:
+        import pyarrow.parquet
+    except ImportError:
+        raise InputError("download.py panx reads the Hugging Face hub's parquet files with pyarrow, which is not installed: "
+                         "pip install pyarrow (or give WikiANN's AmazonPhotos.zip, saved by hand, with --archive)") from None
+    return pyarrow.parquet
+
+
+def panx_hub_layout(files, folder):
+    """XTREME's PAN-X layout from the hub's parquet files (.download/panx-<lang>-<split>.parquet):
+    {train,dev,test}-<lang>.tsv of a token TAB its BIO tag per line, a blank line after each
+    sentence, each token stripped of surrounding spaces as XTREME's panx_preprocess strips it.
+    Unlike XTREME's, the test tags stay."""
+    for path in files:
+        lang, split = path.name[len("panx-"):-len(".parquet")].rsplit("-", 1)
+        write_tagged(folder / f"{'dev' if split == 'validation' else split}-{lang}.tsv", read_hub_panx(path))
+
+
+def read_hub_panx(path):
+    """[(tokens, tags)] of a hub PAN-X parquet file: its rows' tokens, and their ner_tags ids named
+    as the file's own metadata names them (the features the datasets library writes), else as
+    HUB_PANX_LABELS. A row that does not read so stops with the file and the row."""
+    try:
+        table = parquet().read_table(path)
+    except (OSError, ValueError) as e:  # pyarrow's ArrowInvalid is a ValueError
+        raise tasks.DataError(path, 0, f"not a parquet file that pyarrow reads ({e})") from None
+    missing = sorted({"tokens", "ner_tags"} - set(table.column_names))
+    if missing:
+        raise tasks.DataError(path, 0, f"no column {', '.join(missing)} (it has {', '.join(table.column_names)}): not the hub's PAN-X")
+    names = hub_label_names(table.schema.metadata) or HUB_PANX_LABELS
+    sentences = []
+    for row, (tokens, ids) in enumerate(zip(table.column("tokens").to_pylist(), table.column("ner_tags").to_pylist())):
+        if tokens is None or ids is None or len(tokens) != len(ids):
+            raise tasks.DataError(path, 0, f"row {row}: {len(tokens or ())} tokens and {len(ids or ())} tags")
+        bad = [i for i in ids if not (isinstance(i, int) and 0 <= i < len(names))]
+        if bad:
+            raise tasks.DataError(path, 0, f"row {row}: tag id {bad[0]!r} is not one of the {len(names)} labels ({', '.join(names)})")
+        sentences.append(([(token or "").strip() for token in tokens], [names[i] for i in ids]))
+    return sentences
+
+
+def hub_label_names(metadata):
+    """ner_tags' label names, as the datasets library records its features in a parquet file's
+    metadata (b"huggingface"), or None where the file does not say."""
+    try:
+        names = json.loads(metadata[b"huggingface"])["info"]["features"]["ner_tags"]["feature"]["names"]
+    except (TypeError, KeyError, ValueError):
+        return None
+    return names if isinstance(names, list) and all(isinstance(n, str) for n in names) else None
+
+
 def download(task, folder, langs=None, mirror=None, archive=None):
     """Fetch `task` into `folder` (and SQuAD beside it for MLQA), in the layout its --task reads."""
     folder = Path(folder)
-    if task == "panx":
-        if not archive:
-            raise InputError("PAN-X (WikiANN) cannot be downloaded by a script: save AmazonPhotos.zip from "
-                             "https://www.amazon.com/clouddrive/share/d3KGCRCIYwhKJF0H3eWA26hjg2ZCRhjpEQtDL70FSBN, "
-                             "then give it with --archive AmazonPhotos.zip")
+    if task == "panx" and archive:
         panx_layout(archive, folder, langs)
         return
+    if task == "panx":
+        parquet()  # said before anything is fetched
     loader = Downloader(folder, mirror)
     pending = [s for s in sources(task, langs, loader.fetch) if not (folder / f"{s.path}.done").exists()]
     files = [loader.get(s) for s in tqdm(pending, desc=task, unit="file", dynamic_ncols=True)]
@@ -335,12 +479,17 @@ def download(task, folder, langs=None, mirror=None, archive=None):
     elif task == "xeroalign-translations":
         for path in archives:
             xeroalign_layout(path, folder, langs)
+    elif task == "panx":
+        panx_hub_layout(archives, folder)
+    elif task == "udpos-xtreme":
+        udpos_xtreme_layout(archives, folder, langs)
     else:
         for path in archives:
             unpack(path, folder)
     if archives and task in TOP_FOLDERS:  # x-final/<lang>/ -> <lang>/, mtop/<lang>/ -> <lang>/
         lift(folder, TOP_FOLDERS[task])
-    for path in archives:  # unpacked: the archive goes, a marker stays so that the next run does not fetch it again
+    kept = task == "udpos-xtreme" and langs  # a UD release read for some languages stays, to be read again for others
+    for path in [] if kept else archives:  # unpacked: the archive goes, a marker stays so that the next run does not fetch it again
         path.with_name(path.name + ".done").touch()
         path.unlink()
     if task == "mlqa":  # MLQA trains on SQuAD v1.1, which XTREME's layout keeps in squad/ beside mlqa/
@@ -349,23 +498,26 @@ def download(task, folder, langs=None, mirror=None, archive=None):
 
 def get_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("task", choices=TASKS, help="the data set (squad: SQuAD v1.1, which MLQA and XQuAD train on; "
+    parser.add_argument("task", choices=TASKS, help="the data set (udpos: UD PUD; udpos-xtreme: XTREME's UD-POS, made from the "
+                        "UD v2.5 and v2.7 releases as XTREME's scripts make it; squad: SQuAD v1.1, which MLQA and XQuAD train on; "
                         "translations: XTREME's machine translations of SQuAD and TyDiQA-GoldP's training sets and of XNLI's "
                         "test sets; filter-translations: FILTER's of XNLI's and PAWS-X's dev and test sets; xeroalign-translations: XeroAlign's "
                         "of MTOD's and MultiATIS++'s English training utterances)")
     parser.add_argument("--to", required=True, help="the folder to write (give it as --data to train.py)")
     parser.add_argument("--langs", type=cli.languages, help="only these languages (default: all that the release has)")
     parser.add_argument("--mirror", help="fetch from this server instead: URL/<host>/<path> of each official URL")
-    parser.add_argument("--archive", type=cli.existing_file, help="panx: WikiANN's AmazonPhotos.zip, saved by hand")
+    parser.add_argument("--archive", type=cli.existing_file, help="panx: WikiANN's AmazonPhotos.zip, saved by hand, instead of the "
+                        "Hugging Face hub's parquet files")
     return parser.parse_args(argv)
 
 
 def main(argv=None):
     args = get_args(argv)
     download(args.task, args.to, args.langs, args.mirror, args.archive)
-    if args.task in tasks.LAYOUTS:  # read it back as training will, so that a problem shows now
-        task = tasks.load_task(args.task, args.to)
-        print(f"{args.task}: {len(task.targets) + 1} languages in {args.to}; train with --task {args.task} --data {args.to}")
+    name = "udpos" if args.task == "udpos-xtreme" else args.task
+    if name in tasks.LAYOUTS:  # read it back as training will, so that a problem shows now
+        task = tasks.load_task(name, args.to)
+        print(f"{args.task}: {len(task.targets) + 1} languages in {args.to}; train with --task {name} --data {args.to}")
     else:
         print(f"{args.task}: written to {args.to}")
 

@@ -6,6 +6,7 @@ import hashlib
 import http.server
 import io
 import json
+import sys
 import tarfile
 import threading
 import zipfile
@@ -16,6 +17,7 @@ import download
 from conftest import SHARED_DATA
 from minxlt import tasks
 from minxlt.errors import InputError
+from test_xtreme import conll, xtreme_udpos_preprocess
 
 
 @pytest.fixture
@@ -195,8 +197,6 @@ def test_mtop_mtod_and_xeroalign_s_translations_land_in_the_layouts_their_tasks_
 
 
 def test_panx_from_the_archive_saved_by_hand(tmp_path):
-    with pytest.raises(InputError, match="PAN-X .* cannot be downloaded by a script: save AmazonPhotos.zip"):
-        download.main(["panx", "--to", str(tmp_path / "panx")])
     split = "en:Angela\tB-PER\nen:Merkel\tI-PER\n\nen:Paris\tB-LOC\n\n"
     inner = {lang: archive({name: split.replace("en:", f"{lang}:") for name in ("train", "dev", "test")}, "tar") for lang in ("en", "sw")}
     (tmp_path / "AmazonPhotos.zip").write_bytes(archive({f"{lang}.tar.gz": data for lang, data in inner.items()}))
@@ -219,3 +219,140 @@ def test_pinned_checksums_are_well_formed():
     if (SHARED_DATA / "xquad").exists():  # the project's copies of the public files are unmodified
         for path in (SHARED_DATA / "xquad").glob("xquad.*.json"):
             assert pinned[f"{download.XQUAD}/{path.name}"] == hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def conllu(*sentences):
+    """CoNLL-U text of sentences, each [(ID, FORM, UPOS, HEAD, DEPS)] after a comment line, a blank line after each."""
+    return "".join(f"# sent_id = s{n}\n" + "".join(f"{i}\t{form}\t_\t{upos}\t_\t_\t{head}\t_\t{deps}\t_\n" for i, form, upos, head, deps in s)
+                   + "\n" for n, s in enumerate(sentences))
+
+
+EWT_TRAIN = conllu(
+    [(1, "I", "PRON", 4, "4:nsubj"), ("2-3", "cannot", "_", "_", "_"), (2, "can", "AUX", 4, "4:aux"), (3, "not", "PART", 4, "4:advmod"),
+     (4, "go", "VERB", 0, "0:root"), (5, ".", "PUNCT", 4, "4:punct")],  # can and not hang from go alike: AUX comes first in the list
+    [(1, "They", "PRON", 2, "2:nsubj|4.1:nsubj"), (2, "left", "VERB", 0, "0:root"), (3, "and", "CCONJ", 4, "4:cc"),
+     (4, "we", "PRON", 2, "2:conj"), ("4.1", "left", "VERB", "_", "2:conj")],  # an empty node: not a word
+    [(1, "New York", "PROPN", 0, "_"), (2, "a\u200cb", "X", 1, "_")],  # a space and a zero-width non-joiner, taken out
+    [(1, "_", "X", 0, "_"), (2, "b", "X", 1, "_"), (3, "c", "X", 1, "_")],  # one "_" of three: kept
+    [("1-2", "xy", "_", "_", "_"), (1, "x", "DET", 3, "3:det"), (2, "y", "ADP", 3, "3:case|1:dep"), (3, "z", "NOUN", 0, "0:root")])
+# the enhanced head 1 puts y below x: x is nearest the root, and "xy" is tagged DET (the list alone would say ADP)
+UD_RELEASE = {
+    "ud-treebanks-v2.5/UD_English-EWT/en_ewt-ud-train.conllu": EWT_TRAIN,
+    "ud-treebanks-v2.5/UD_English-EWT/en_ewt-ud-dev.conllu": conllu([(1, "Hello", "INTJ", 0, "_")]),
+    "ud-treebanks-v2.5/UD_English-EWT/en_ewt-ud-test.conllu": conllu([(1, "Bye", "INTJ", 0, "_")]),
+    "ud-treebanks-v2.5/UD_English-GUM/en_gum-ud-train.conllu": conllu([(1, "Hi", "INTJ", 0, "_")], [(1, "Lost", "NOUN", 0, "_")])[:-1],
+    "ud-treebanks-v2.5/UD_English-ESL/en_esl-ud-train.conllu": conllu([(1, "_", "PRON", 2, "_"), (2, "_", "VERB", 0, "_")],
+                                                                      [(1, "_", "X", 0, "_"), (2, "b", "X", 1, "_")]),
+    "ud-treebanks-v2.5/UD_German-GSD/de_gsd-ud-test.conllu": conllu(
+        [("1-2", "zum", "_", "_", "_"), (1, "zu", "ADP", 3, "_"), (2, "dem", "DET", 3, "_"), (3, "Haus", "NOUN", 0, "_")]),
+    "ud-treebanks-v2.5/UD_German-HDT/de_hdt-ud-train.conllu": "# sent_id = 1\n1\tJa\t_\tINTJ\t_\t_\t0\t_\t_\n\n",  # nine columns
+    "ud-treebanks-v2.5/UD_Spanish-AnCora/es_ancora-ud-test.conllu": conllu(
+        [("1-2", "del", "_", "_", "_"), (1, "de", "ADP", 3, "_"), (2, "el", "DET", 3, "_"), (3, "casa", "NOUN", 0, "_")]),
+    "ud-treebanks-v2.5/UD_Spanish-GSD/es_gsd-ud-test.conllu": conllu(  # two NOUNs, equally near the root: not in Spanish's list
+        [("1-2", "ab", "_", "_", "_"), (1, "a", "NOUN", 3, "_"), (2, "b", "NOUN", 3, "_"), (3, "c", "VERB", 0, "_")]),
+    "ud-treebanks-v2.5/UD_Czech-PDT/cs_pdt-ud-test.conllu": conllu([(1, "Ano", "INTJ", 0, "_")]),  # not an XTREME language
+    "ud-treebanks-v2.5/README.txt": "The UD release.\n"}
+
+
+def test_udpos_xtreme_is_made_from_the_ud_releases_as_xtreme_makes_it(tmp_path, mirror, monkeypatch, capsys):
+    folder, url, requests = mirror
+    v25, v27 = (download.UD_XTREME[version][0] for version in ("2.5", "2.7"))
+    put(folder, v25, archive(UD_RELEASE, "tar"))
+    put(folder, v27, archive({"ud-treebanks-v2.7/UD_Polish-PDB/pl_pdb-ud-test.conllu": conllu([(1, "Tak", "PART", 0, "_")]),
+                              "ud-treebanks-v2.7/UD_English-EWT/en_ewt-ud-test.conllu": conllu([(1, "No", "INTJ", 0, "_")])}, "tar"))
+    with pytest.raises(InputError, match=r"ud-treebanks-v2.5.tgz: SHA-256 \w+, expected \w+ \(pinned in checksums.sha256\)"):
+        download.main(["udpos-xtreme", "--to", str(tmp_path / "ud"), "--mirror", url])  # these archives are not the releases
+    assert not list((tmp_path / "ud").rglob("*.tsv")) and not list((tmp_path / "ud").rglob("*.part"))
+    monkeypatch.setattr(download, "PINNED", tmp_path / "no-pins")
+    download.main(["udpos-xtreme", "--to", str(tmp_path / "ud"), "--mirror", url])
+    out = tmp_path / "ud"
+    assert sorted(p.name for p in out.glob("*.tsv")) == ["dev-en.tsv", "test-de.tsv", "test-en.tsv", "test-es.tsv", "test-pl.tsv",
+                                                         "train-en.tsv"]  # Czech is not XTREME's; HDT and Spanish GSD left out
+    assert (out / "train-en.tsv").read_text() == ("I\tPRON\ncannot\tAUX\ngo\tVERB\n.\tPUNCT\n\nThey\tPRON\nleft\tVERB\nand\tCCONJ\nwe\tPRON\n\n"
+                                                  "NewYork\tPROPN\nab\tX\n\n_\tX\nb\tX\nc\tX\n\nxy\tDET\nz\tNOUN\n\nHi\tINTJ\n")
+    assert (out / "test-de.tsv").read_text() == "zum\tADP\nHaus\tNOUN\n" and (out / "test-es.tsv").read_text() == "del\tADP\ncasa\tNOUN\n"
+    assert (out / "test-en.tsv").read_text() == "Bye\tINTJ\n"  # English from v2.5 only; the test tags kept
+    err = capsys.readouterr().err
+    assert "de_hdt-ud-train.conllu:2: 9 columns, expected 10: XTREME's converter (conllu_to_conll.py) stops on this file" in err
+    assert "es_gsd-ud-test.conllu:2: multi-word token 1-2: its words 1, 2 are equally near the root" in err
+    task = tasks.load_task("udpos", out)
+    assert (task.targets, task.parallel) == (["de", "es", "pl"], False) and task.test["de"][0].tags == ["ADP", "NOUN"]
+
+    # what conllu_to_conll.py writes of these files, read by XTREME's own preprocessing (transcribed), gives the same files
+    converted = {"en_ewt-ud-train.conll": [[("I", "PRON"), ("cannot", "AUX"), ("go", "VERB"), (".", "PUNCT")],
+                                           [("They", "PRON"), ("left", "VERB"), ("and", "CCONJ"), ("we", "PRON")],
+                                           [("New York", "PROPN"), ("a\u200cb", "X")], [("_", "X"), ("b", "X"), ("c", "X")],
+                                           [("xy", "DET"), ("z", "NOUN")]],
+                 "en_ewt-ud-dev.conll": [[("Hello", "INTJ")]], "en_gum-ud-train.conll": [[("Hi", "INTJ")]],
+                 "en_esl-ud-train.conll": [[("_", "PRON"), ("_", "VERB")], [("_", "X"), ("b", "X")]]}
+    for name, sentences in converted.items():
+        (tmp_path / "conll" / "en").mkdir(parents=True, exist_ok=True)
+        (tmp_path / "conll" / "en" / name).write_text(conll(sentences), encoding="utf-8")
+    (tmp_path / "xtreme").mkdir()
+    xtreme_udpos_preprocess(tmp_path / "conll", tmp_path / "xtreme")
+    for name in ("train-en.tsv", "dev-en.tsv"):
+        assert (tmp_path / "xtreme" / name).read_text() == (out / name).read_text()
+
+    fetched = len(requests)
+    download.main(["udpos-xtreme", "--to", str(tmp_path / "some"), "--mirror", url, "--langs", "en,de"])
+    assert len(requests) == fetched + 1 and (tmp_path / "some" / ".download" / "ud-treebanks-v2.5.tgz").is_file()  # kept for other --langs
+    assert sorted(p.name for p in (tmp_path / "some").glob("*.tsv")) == ["dev-en.tsv", "test-de.tsv", "test-en.tsv", "train-en.tsv"]
+    with pytest.raises(InputError, match="XTREME's UD-POS has no xx; it has af, ar"):
+        download.main(["udpos-xtreme", "--to", str(tmp_path / "some"), "--langs", "en,xx"])
+
+
+def hub_parquet(rows, names=None):
+    """A parquet file as the Hugging Face hub serves PAN-X (google/xtreme, PAN-X.<lang>): columns tokens,
+    ner_tags (ids) and langs, one row per sentence; with the datasets library's metadata naming the
+    tags where `names` is given. `rows`: [(tokens, ids)]."""
+    pa, pq = pytest.importorskip("pyarrow"), pytest.importorskip("pyarrow.parquet")
+    rows = list(rows)
+    table = pa.table({"tokens": [tokens for tokens, _ in rows], "ner_tags": [ids for _, ids in rows],
+                      "langs": [["xx"] * len(tokens) for tokens, _ in rows]})
+    if names:
+        sequence = lambda feature: {"feature": feature, "_type": "Sequence"}
+        features = {"tokens": sequence({"dtype": "string", "_type": "Value"}), "ner_tags": sequence({"names": names, "_type": "ClassLabel"}),
+                    "langs": sequence({"dtype": "string", "_type": "Value"})}
+        table = table.replace_schema_metadata({"huggingface": json.dumps({"info": {"features": features}})})
+    buffer = io.BytesIO()
+    pq.write_table(table, buffer)
+    return buffer.getvalue()
+
+
+def test_panx_from_the_hubs_parquet_files(tmp_path, mirror, monkeypatch, unpinned):
+    folder, url, requests = mirror
+    tokens = [["Angela", " Merkel ", "visited", "Paris"], ["The", "UN"]]
+    files = {"en": hub_parquet(zip(tokens, [[1, 2, 0, 5], [0, 3]])),  # ids in the order of the dataset card
+             "sw": hub_parquet(zip(tokens, [[3, 4, 0, 1], [0, 5]]), names=["O", "B-LOC", "I-LOC", "B-PER", "I-PER", "B-ORG", "I-ORG"])}
+    for lang, content in files.items():
+        for split in ("train", "validation", "test"):
+            put(folder, f"{download.HUB_XTREME}/PAN-X.{lang}/{split}-00000-of-00001.parquet", content)
+    with monkeypatch.context() as m:
+        m.setitem(sys.modules, "pyarrow.parquet", None)
+        with pytest.raises(InputError, match="with pyarrow, which is not installed: pip install pyarrow"):
+            download.main(["panx", "--to", str(tmp_path / "panx"), "--mirror", url, "--langs", "en,sw"])
+    assert not requests  # said before anything was fetched
+    download.main(["panx", "--to", str(tmp_path / "panx"), "--mirror", url, "--langs", "en,sw"])
+    expected = "Angela\tB-PER\nMerkel\tI-PER\nvisited\tO\nParis\tB-LOC\n\nThe\tO\nUN\tB-ORG\n"
+    assert {p.name: p.read_text() for p in (tmp_path / "panx").glob("*.tsv")} == {
+        f"{split}-{lang}.tsv": expected for lang in ("en", "sw") for split in ("train", "dev", "test")}  # validation is dev
+    task = tasks.load_task("panx", tmp_path / "panx")
+    assert task.targets == ["sw"] and [e.tags for e in task.test["sw"]] == [["B-PER", "I-PER", "O", "B-LOC"], ["O", "B-ORG"]]
+    assert len((tmp_path / "panx" / "SHA256SUMS").read_text().splitlines()) == 6  # not pinned (these are not the hub's): recorded
+    fetched = len(requests)
+    download.main(["panx", "--to", str(tmp_path / "panx"), "--mirror", url, "--langs", "en,sw"])
+    assert len(requests) == fetched  # every file done
+
+    put(folder, f"{download.HUB_XTREME}/PAN-X.sw/test-00000-of-00001.parquet", hub_parquet(zip(tokens, [[0, 0, 0, 0], [0, 0]])))
+    (tmp_path / "panx" / ".download" / "panx-sw-test.parquet.done").unlink()
+    (tmp_path / "panx" / "test-sw.tsv").unlink()
+    with pytest.raises(InputError, match=r"PAN-X.sw/test-00000-of-00001.parquet: SHA-256 \w+, expected \w+ \(recorded in .*SHA256SUMS\)"):
+        download.main(["panx", "--to", str(tmp_path / "panx"), "--mirror", url, "--langs", "sw"])
+    assert not (tmp_path / "panx" / "test-sw.tsv").exists() and not list((tmp_path / "panx").rglob("*.part"))
+
+    for split in ("train", "validation", "test"):
+        put(folder, f"{download.HUB_XTREME}/PAN-X.de/{split}-00000-of-00001.parquet", "<html>Not found</html>")
+    with pytest.raises(InputError, match=r"panx-de-train.parquet: not a parquet file that pyarrow reads"):
+        download.main(["panx", "--to", str(tmp_path / "de"), "--mirror", url, "--langs", "de"])
+    with pytest.raises(InputError, match="the hub's PAN-X has no xx"):
+        download.main(["panx", "--to", str(tmp_path / "de"), "--langs", "xx"])

@@ -110,6 +110,87 @@ def test_panx_as_xtreme_writes_it(tmp_path):
         load_task("panx", tmp_path)
 
 
+def conll(sentences):
+    """A file as ud-conversion-tools' conllu_to_conll.py writes it (download_data.sh's first step):
+    CoNLL 2006's ten columns (ID FORM LEMMA CPOSTAG=UPOS POSTAG FEATS HEAD DEPREL PHEAD PDEPREL), a
+    blank line after each sentence. `sentences`: [[(form, upos)]]."""
+    return "".join("".join(f"{i}\t{form}\t_\t{upos}\t_\t_\t{int(i > 1)}\tdep\t_\t_\n" for i, (form, upos) in enumerate(s, 1)) + "\n"
+                   for s in sentences)
+
+
+def xtreme_udpos_preprocess(conll_dir, out_dir):
+    """XTREME's utils_preprocess.py udpos_preprocess, transcribed here from its steps, on the
+    converter's files, <conll_dir>/<lang>/*.conll: each language's files in the order of their
+    names, put in train, dev or test by the first of those words that the name holds; a sentence
+    ends at a line that is not ten tab-separated columns, and is kept unless all its FORMs, or all
+    but one, are "_"; words lose zero-width non-joiners and spaces; a split with sentences becomes
+    <out_dir>/<split>-<lang>.tsv, a word TAB its tag per line (test: the word alone), a newline
+    after each sentence's last word and another after it, except that the file's last word has
+    only the second."""
+    for lang_dir in sorted(p for p in conll_dir.iterdir() if p.is_dir()):
+        data = {"train": [], "dev": [], "test": []}
+        for path in sorted(lang_dir.iterdir()):
+            split = next((split for split in data if split in path.name), None)
+            words, tags = [], []
+            with open(path, encoding="utf-8") as f:
+                for line in f:
+                    cells = line.strip().split("\t")
+                    if len(cells) == 10:
+                        words.append(cells[1].strip())
+                        tags.append(cells[3].strip())
+                        continue
+                    blank = words.count("_")
+                    if split and (blank == 0 or blank < len(words) - 1):
+                        data[split].append((["".join(w.replace("\u200c", "").split(" ")) for w in words], tags))
+                    words, tags = [], []
+        for split, sentences in data.items():
+            if not sentences:
+                continue
+            with open(out_dir / f"{split}-{lang_dir.name}.tsv", "w", encoding="utf-8") as f:
+                for s, (words, tags) in enumerate(sentences):
+                    for w, (word, tag) in enumerate(zip(words, tags)):
+                        end = "" if (s, w) == (len(sentences) - 1, len(words) - 1) else "\n"
+                        f.write(f"{word}{end}" if split == "test" else f"{word}\t{tag}{end}")
+                    f.write("\n")
+
+
+UD = {"en": [[("We", "PRON"), ("walk", "VERB"), ("home", "ADV"), (".", "PUNCT")], [("Angela", "PROPN"), ("cannot", "AUX"), ("go", "VERB")]],
+      "de": [[("Wir", "PRON"), ("gehen", "VERB"), ("zum", "ADP"), ("Haus", "NOUN"), (".", "PUNCT")]]}
+
+
+def xtreme_udpos(folder):
+    """XTREME's UD-POS made by the transcription of its preprocessing from the converter's files: an
+    English treebank with train, dev and test, a second English one (its sentences follow, by
+    name), one released without its text ("_" forms: left out), and German with a test set only."""
+    conll_dir = folder / "conll"
+    for name, sentences in {"en/en_ewt-ud-train.conll": UD["en"], "en/en_ewt-ud-dev.conll": UD["en"][:1],
+                            "en/en_ewt-ud-test.conll": UD["en"], "en/en_gum-ud-train.conll": [[("Hi", "INTJ"), ("\u200cthere", "ADV")]],
+                            "en/en_esl-ud-train.conll": [[("_", "PRON"), ("_", "VERB"), (".", "PUNCT")]],
+                            "de/de_gsd-ud-test.conll": UD["de"]}.items():
+        (conll_dir / name).parent.mkdir(parents=True, exist_ok=True)
+        (conll_dir / name).write_text(conll(sentences), encoding="utf-8")
+    xtreme_udpos_preprocess(conll_dir, folder)
+    return folder
+
+
+def test_udpos_as_xtreme_writes_it(tmp_path):
+    xtreme_udpos(tmp_path)
+    assert (tmp_path / "test-de.tsv").read_text() == "Wir\ngehen\nzum\nHaus\n.\n"  # the script's test files: no tags
+    assert sorted(p.name for p in tmp_path.glob("*.tsv")) == ["dev-en.tsv", "test-de.tsv", "test-en.tsv", "train-en.tsv"]
+    task = load_task("udpos", tmp_path)
+    assert (task.level, task.source, task.targets, task.parallel, task.labels) == ("word", "en", ["de"], False, list(tasks.UPOS_LABELS))
+    assert [(e.words, e.tags) for e in task.train["en"]] == [([w for w, _ in s], [t for _, t in s]) for s in UD["en"]] + \
+        [(["Hi", "there"], ["INTJ", "ADV"])]  # EWT, then GUM; the zero-width non-joiner gone; ESL's hidden forms left out
+    assert task.train["de"] == [] and task.dev["de"] == [] and len(task.dev["en"]) == 1
+    assert [e.words for e in task.test["de"]] == [[w for w, _ in UD["de"][0]]] and task.test["de"][0].tags is None
+    (tmp_path / "dev-en.tsv").write_text("We\tPRON\nwalk\tVERBS\n")
+    with pytest.raises(InputError, match=r"dev-en.tsv:2: unknown label 'VERBS'"):
+        load_task("udpos", tmp_path)
+    (tmp_path / "dev-en.tsv").write_text("We\tPRON\nwalk\tVERB\tx\n")
+    with pytest.raises(InputError, match=r"dev-en.tsv:2: 3 tab-separated fields: a line is a word and its tag, or \(a test file\) the word"):
+        load_task("udpos", tmp_path)
+
+
 def squad(questions, blank=False):
     """A SQuAD v1.1 file of (id, question, context, answer) questions, blanked as XTREME blanks tests."""
     paragraphs = [{"context": c, "qas": [{"id": i, "question": q, "answers": [{"answer_start": 0, "text": ""}] if blank else
@@ -261,3 +342,19 @@ def test_word_and_span_tasks_without_test_labels(tmp_path, tiny_model_dir):
     assert results["unscored"] == ["en", "de"] and results["dev_f1"] >= 0
     rows = [json.loads(line) for line in (tmp_path / "qa-run" / "predictions" / "de.jsonl").read_text().splitlines()]
     assert [r["id"] for r in rows] == ["q0", "q1", "q2", "q3"] and all(isinstance(r["prediction"], str) for r in rows)
+
+
+@pytest.mark.parametrize("task", ["udpos", "panx"])
+def test_word_tasks_in_xtremes_layout_reach_their_test_table(tmp_path, tiny_model_dir, task):
+    """A few steps of zero-shot transfer on XTREME's UD-POS and PAN-X whose test files keep their
+    tags (as download.py writes them): the test table scores every language."""
+    data = xtreme_udpos(tmp_path / "udpos") if task == "udpos" else xtreme_panx(tmp_path / "panx")
+    for lang in ("en", "de"):
+        panx_file(data / f"test-{lang}.tsv", UD[lang] if task == "udpos" else PANX)  # tagged, as download.py leaves them
+    out = tmp_path / "run"
+    run(tiny_model_dir, task, data, out, "--method", "zero-shot", "--target-langs", "de", "--no-alignment", "--eval-batch-size", "8")
+    results = json.loads((out / "results.json").read_text())
+    metric, words = ("accuracy", {"en": 7, "de": 5}) if task == "udpos" else ("f1", {"en": 7, "de": 7})
+    assert not results.get("unscored") and results["alignment"] == {}
+    assert {lang: results[lang]["n"] for lang in ("en", "de")} == words and 0 <= results["de"][metric] <= 1
+    assert "| de |" in (out / "results.md").read_text()

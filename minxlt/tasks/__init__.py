@@ -5,9 +5,9 @@ of examples per split and language. The training split is read when a language i
 Translations of a source example share its id; `pair_by_id` checks that they do.
 
     task.py       Task, TrainSplit, Layout, the checks of a split, few_shot
-    readers.py    the generic formats: TSV, CoNLL, SQuAD JSON, JSONL, parallel lines, test translations
+    readers.py    the generic formats: TSV, CoNLL, XTREME's word-tag files, SQuAD JSON, JSONL, parallel lines
     demo.py       the bundled corpus        sib200.py, xnli.py, pawsx.py, xtreme.py (XTREME's layout of both)
-    udpos.py, xsid.py, panx.py              word labels
+    udpos.py, xsid.py, panx.py              word labels (udpos.py: UD PUD, and XTREME's UD-POS and how it is made)
     mtop.py, multiatis.py, mtod.py          intents and slots (dialogue.py: what they share); marc.py: reviews
     xquad.py, mlqa.py, tydiqa.py, qa.py     answer spans, and QA's windows, spans and metrics
 """
@@ -27,6 +27,7 @@ from minxlt.tasks.readers import (
     read_lines,
     read_parallel_lines,
     read_squad,
+    read_tagged_words,
     read_tatoeba,
     read_text,
     read_tsv,
@@ -36,7 +37,17 @@ from minxlt.tasks.sib200 import SIB200_LABELS, SIB200_LANGS, Sib200, read_sib200
 from minxlt.tasks.task import Layout, RoundTrips, Task, TrainSplit, check_split, few_shot, pair_by_id
 from minxlt.tasks.translated import read_translations, translation_file
 from minxlt.tasks.tydiqa import TYDIQA_LANGS, Tydiqa, tydiqa_split
-from minxlt.tasks.udpos import UDPOS_LANGS, UPOS_LABELS, Udpos, read_conllu, ud_split
+from minxlt.tasks.udpos import (
+    UDPOS_LANGS,
+    UPOS_LABELS,
+    XTREME_UDPOS_LANGS,
+    ConverterStops,
+    Udpos,
+    XtremeUdpos,
+    read_conllu,
+    ud_split,
+    xtreme_sentences,
+)
 from minxlt.tasks.xnli import XNLI_LABELS, XNLI_LANGS, Xnli, read_xnli, read_xnli_mt
 from minxlt.tasks.xquad import XQUAD_LANGS, Xquad, xquad_split
 from minxlt.tasks.xsid import XSID_INTENTS, XSID_LANGS, XSID_SLOTS, Xsid, match_source_text, read_xsid, xsid_split
@@ -44,10 +55,12 @@ from minxlt.tasks.xsid import XSID_INTENTS, XSID_LANGS, XSID_SLOTS, Xsid, match_
 __all__ = [  # what other modules read of tasks
     'DataError', 'InputError', 'demo', 'MLQA_LANGS', 'Mlqa', 'PANX_LABELS', 'PANX_LANGS', 'Panx', 'read_panx',
     'PAWSX_LANGS', 'Pawsx', 'read_pawsx', 'check_label', 'first_existing', 'read_jsonl_examples', 'read_lines',
-    'read_parallel_lines', 'read_squad', 'read_tatoeba', 'read_text', 'read_translations', 'translation_file', 'read_tsv', 'squad_blanked',
-    'SIB200_LABELS', 'SIB200_LANGS', 'Sib200', 'read_sib200', 'Layout', 'RoundTrips', 'Task', 'TrainSplit', 'check_split', 'few_shot',
-    'pair_by_id', 'TYDIQA_LANGS', 'Tydiqa', 'tydiqa_split', 'UDPOS_LANGS', 'UPOS_LABELS', 'Udpos', 'read_conllu',
-    'ud_split', 'XNLI_LABELS', 'XNLI_LANGS', 'Xnli', 'read_xnli', 'read_xnli_mt', 'XQUAD_LANGS', 'Xquad', 'xquad_split',
+    'read_parallel_lines', 'read_squad', 'read_tagged_words', 'read_tatoeba', 'read_text', 'read_translations', 'translation_file',
+    'read_tsv', 'squad_blanked', 'SIB200_LABELS', 'SIB200_LANGS', 'Sib200', 'read_sib200', 'Layout', 'RoundTrips', 'Task',
+    'TrainSplit', 'check_split', 'few_shot',
+    'pair_by_id', 'TYDIQA_LANGS', 'Tydiqa', 'tydiqa_split', 'UDPOS_LANGS', 'UPOS_LABELS', 'XTREME_UDPOS_LANGS', 'ConverterStops',
+    'Udpos', 'XtremeUdpos', 'read_conllu', 'ud_split', 'xtreme_sentences', 'XNLI_LABELS', 'XNLI_LANGS', 'Xnli', 'read_xnli',
+    'read_xnli_mt', 'XQUAD_LANGS', 'Xquad', 'xquad_split',
     'XSID_INTENTS', 'XSID_LANGS', 'XSID_SLOTS', 'Xsid', 'match_source_text', 'read_xsid', 'xsid_split', 'LAYOUTS',
     'load_task', 'MARC_LANGS', 'Marc', 'MarcStars', 'each_marc', 'MTOD_LANGS', 'Mtod', 'read_mtod', 'MTOP_LANGS', 'Mtop', 'mtop_tags',
     'read_mtop', 'MULTIATIS_LANGS', 'MultiAtis', 'read_multiatis']

@@ -1,9 +1,10 @@
 """The readers of the formats data sets come in: UTF-8 text and its lines, tab-separated files
-(plain or csv-quoted), CoNLL-style sentences with BIO tags read as conlleval reads them, SQuAD v1.1
-JSON, JSON lines of labelled examples and line-aligned parallel files (Tatoeba); translations of a
-split into the source language are translated.py's. Every reader checks what it reads and stops at the first
-problem with the file and line (DataError); known-noisy machine-translated files are the
-exception, where bad rows are skipped and counted. Each benchmark's own reader is in its module.
+(plain or csv-quoted), CoNLL-style sentences with BIO tags read as conlleval reads them, XTREME's
+word-tagging files (a word and its tag per line), SQuAD v1.1 JSON, JSON lines of labelled
+examples and line-aligned parallel files (Tatoeba); translations of a split into the source
+language are translated.py's. Every reader checks what it reads and stops at the first problem
+with the file and line (DataError); known-noisy machine-translated files are the exception, where
+bad rows are skipped and counted. Each benchmark's own reader is in its module.
 """
 import codecs
 import csv
@@ -210,6 +211,32 @@ def warn_of_span_starts(path, starts):
 
 COMMENT = re.compile(r"#\s*([\w.-]+)\s*[=:]\s*(.*)")  # a comment's key and value, the value free to hold = and :
 
+def read_tagged_words(path, lang, labels, bio=False):
+    """XTREME's word-tagging files (PAN-X, UD-POS), {train,dev,test}-<lang>.tsv: a word and its tag
+    per line (test files: the word alone, as XTREME writes them, or with its tag), a blank line
+    after each sentence; the id is the sentence's number. BIO tags (`bio`) are read as conlleval
+    reads them (conlleval_tags)."""
+    examples, rows, starts = [], [], []
+    for number, line in read_lines(path) + [(None, "")]:
+        if line.strip():
+            rows.append((number, line.split("\t")))
+            continue
+        if not rows:
+            continue
+        first = len(rows[0][1])
+        bad = next(((n, len(cells)) for n, cells in rows if len(cells) > 2 or len(cells) != first), None)
+        if bad:
+            against = "" if bad[1] > 2 else f", the sentence's first line {first}"
+            raise DataError(path, bad[0], f"{bad[1]} tab-separated fields{against}: a line is a word and its tag, or (a test file) "
+                                          "the word alone, the same throughout a sentence")
+        words = [cells[0] for _, cells in rows]
+        tags = [(n, check_label(path, n, cells[1].strip(), labels)) for n, cells in rows] if first == 2 else None
+        tags = tags and (conlleval_tags(tags, starts) if bio else [tag for _, tag in tags])
+        examples.append(Example(id=str(len(examples) + 1), lang=lang, text=" ".join(words), words=words, tags=tags,
+                                where=f"{path}:{rows[0][0]}"))
+        rows = []
+    warn_of_span_starts(path, starts)
+    return examples
 
 def conll_sentences(path, columns):
     """The sentences of a CoNLL-style file (comment lines, then one tab-separated row per word, a

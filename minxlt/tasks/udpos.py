@@ -1,15 +1,21 @@
-"""Universal Dependencies PUD: UPOS tagging, its 1,000 parallel sentences split by id."""
+"""Universal Dependencies: UPOS tagging. UD PUD's 1,000 parallel sentences, split by id (Udpos);
+or XTREME's UD-POS, every treebank of a language, as XTREME's scripts write it (XtremeUdpos), and
+how those scripts read a treebank (xtreme_sentences), which download.py udpos-xtreme follows."""
 import zlib
+from pathlib import Path
 
 from data import Example
 from minxlt.errors import DataError
-from minxlt.tasks.readers import conll_sentences, unique_ids
+from minxlt.tasks.readers import conll_sentences, read_tagged_words, unique_ids
 from minxlt.tasks.task import Layout
 
 UPOS_LABELS = ("ADJ", "ADP", "ADV", "AUX", "CCONJ", "DET", "INTJ", "NOUN", "NUM", "PART", "PRON", "PROPN", "PUNCT",
                "SCONJ", "SYM", "VERB", "X")
 
 UDPOS_LANGS = ["en", "de", "fr", "ru", "zh", "hi"]
+
+XTREME_UDPOS_LANGS = ("af ar bg de el en es et eu fa fi fr he hi hu id it ja kk ko mr nl pt ru ta te th tl tr ur vi yo zh "
+                      "lt pl uk wo ro").split()  # utils_preprocess.py's UDPOS_LANGUAGES: XTREME's (UD v2.5), then XTREME-R's (v2.7)
 
 def read_conllu(path, lang):
     """CoNLL-U (Universal Dependencies): one Example per sentence, its words and their UPOS tags.
@@ -47,8 +53,13 @@ def ud_split(id):
     return "test" if bucket < 2 else "dev" if bucket == 2 else "train"
 
 class Udpos(Layout):
-    """UD PUD's <data>/<lang>_pud-ud-test.conllu, split by sentence id (`ud_split`)."""
+    """UD PUD's <data>/<lang>_pud-ud-test.conllu, split by sentence id (`ud_split`); a folder with
+    test-<lang>.tsv files is XTREME's (XtremeUdpos)."""
     langs, labels, level, pattern = UDPOS_LANGS, list(UPOS_LABELS), "word", "<lang>_pud-ud-test.conllu"
+
+    @classmethod
+    def for_folder(cls, directory):
+        return XtremeUdpos if directory and any(Path(directory).glob("test-*.tsv")) else cls
 
     def found(self):
         return self.files_like("{lang}_pud-ud-test.conllu")
@@ -56,3 +67,133 @@ class Udpos(Layout):
     def read(self, lang, split):
         examples = read_conllu(self.directory / f"{lang}_pud-ud-test.conllu", lang)
         return [e for e in examples if ud_split(e.id) == split]
+
+
+class XtremeUdpos(Udpos):
+    """UD-POS as XTREME writes it (utils_preprocess.py, udpos_preprocess): <data>/{train,dev,test}-<lang>.tsv,
+    a word and its UPOS tag per line (test files: the word alone), a blank line after each sentence,
+    every treebank of a language joined. Its sentences are not parallel across languages, the
+    targets' own training files are not translations (zero-shot transfer does not train on them),
+    and a language without a dev file (many have only a test set) has no dev examples."""
+    langs, pattern = XTREME_UDPOS_LANGS, "{train,dev,test}-<lang>.tsv"
+    parallel, translations = False, "none: XTREME has no translations of UD-POS"
+
+    def found(self):
+        return self.files_like("test-{lang}.tsv")
+
+    def read(self, lang, split):
+        path = self.directory / f"{split}-{lang}.tsv"
+        if lang != self.source and (split == "train" or (split == "dev" and not path.is_file())):
+            return []
+        return read_tagged_words(path, lang, self.labels)
+
+
+class ConverterStops(DataError):
+    """A CoNLL-U file on which XTREME's converter (ud-conversion-tools' conllu_to_conll.py) stops:
+    download_data.sh goes on without it, so XTREME's data leaves the file out."""
+
+# conllu_to_conll.py: where a multi-word token's words are equally near the root, the first whose tag
+# comes earliest in its language's list gives the token its tag; a tag not in the list stops the file
+POS_PRECEDENCE = {"es": "VERB AUX PRON ADP DET", "fr": "VERB AUX PRON NOUN ADJ ADV ADP DET PART SCONJ CONJ",
+                  "it": "VERB AUX ADV PRON ADP DET INTJ"}
+DEFAULT_PRECEDENCE = "VERB NOUN PROPN PRON ADJ NUM ADV INTJ AUX ADP DET PART CCONJ SCONJ X PUNCT"
+
+def xtreme_sentences(path, text, lang):
+    """The sentences, [(words, tags)], that XTREME's UD-POS keeps of a CoNLL-U file: download_data.sh
+    converts it with conllu_to_conll.py --replace_subtokens_with_fused_forms (each multi-word token
+    one word: `fused_words`; empty nodes skipped; a sentence ends at a blank line, so one the file
+    does not end with is lost), then utils_preprocess.py's udpos_preprocess reads the FORM and UPOS
+    columns and keeps a sentence unless all its forms, or all but one, are "_" (treebanks released
+    without their text), with zero-width non-joiners and spaces taken out of the words. Raises
+    ConverterStops where the converter stops on the file, DataError where the file is not CoNLL-U."""
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    sentences, words, ranges, start = [], [], {}, None
+    for number, line in enumerate(lines[:-1] if lines[-1] == "" else lines, start=1):
+        if not line:
+            if not words:
+                raise ConverterStops(path, number, "a sentence without words")
+            forms, tags = fused_words(path, start, words, ranges, lang)
+            blank = sum(form == "_" for form in forms)
+            if blank == 0 or blank < len(forms) - 1:
+                sentences.append(([form.replace("\u200c", "").replace(" ", "") for form in forms], tags))
+            words, ranges, start = [], {}, None
+            continue
+        start = start or number
+        if line.startswith("#"):
+            continue
+        cells = line.split("\t")
+        if len(cells) != 10:
+            raise ConverterStops(path, number, f"{len(cells)} columns, expected 10")
+        id, head, deps = conllu_id(path, number, cells[0]), conllu_id(path, number, cells[6]), enhanced_heads(path, number, cells[8])
+        if isinstance(id, tuple):
+            ranges[id[0]] = (number, id, cells[1])
+        elif id is not None:
+            if not isinstance(head, int):
+                raise ConverterStops(path, number, f"word {id} has head {cells[6]!r}, not a word's number")
+            words.append((number, id, cells[1].strip(), cells[3].strip(), {head, *deps}))
+    return sentences
+
+def conllu_id(path, line, cell):
+    """An ID or HEAD cell as conllu_to_conll.py reads it: a word's number, a multi-word token's
+    range (first, last), or None for an empty node's decimal number and "_"."""
+    if cell == "_" or "." in cell:
+        return None
+    try:
+        numbers = tuple(int(n) for n in cell.split("-"))
+    except ValueError:
+        raise ConverterStops(path, line, f"{cell!r} is not a word's number or a range") from None
+    if len(numbers) > 2:
+        raise ConverterStops(path, line, f"{cell!r} is not a word's number or a range")
+    return numbers[0] if len(numbers) == 1 else numbers
+
+def enhanced_heads(path, line, cell):
+    """The heads in a DEPS cell ("4:nsubj|7:obj") that are words, as conllu_to_conll.py reads them."""
+    heads = set()
+    for pair in [] if cell == "_" else [pair.split(":") for pair in cell.split("|")]:
+        if pair[0].isdigit():
+            if len(pair) < 2 or not pair[0].isdecimal():  # int() reads what isdecimal() accepts
+                raise ConverterStops(path, line, f"DEPS {cell!r} is not head:relation pairs")
+            heads.add(int(pair[0]))
+    return heads
+
+def fused_words(path, line, words, ranges, lang):
+    """A sentence's forms and UPOS tags as conllu_to_conll.py --replace_subtokens_with_fused_forms
+    leaves them: a multi-word token's words are one word, the token's form with the tag of its word
+    nearest the root (fewest ancestors over the basic and enhanced heads), ties broken by
+    POS_PRECEDENCE. `words`: (line, number, form, upos, heads) per word; `ranges`: (line, (first,
+    last), form) per multi-word token; `line`: the sentence's first."""
+    numbers = [number for _, number, _, _, _ in words]
+    if numbers != list(range(1, len(words) + 1)):
+        raise DataError(path, line, f"word numbers {numbers[:10]}: a sentence's words are numbered 1, 2, ... in order")
+    outside = next(((n, head) for n, _, _, _, parents in words for head in parents if not 0 <= head <= len(words)), None)
+    if outside:
+        raise DataError(path, outside[0], f"head {outside[1]} is not a word of the sentence (it has {len(words)})")
+    heads = {number: parents for _, number, _, _, parents in words}
+    forms, tags = [w[2] for w in words], [w[3] for w in words]
+    for at, (first, last), form in ranges.values():
+        span = list(range(first, last + 1))
+        if last < first or any(n not in heads for n in span):
+            raise ConverterStops(path, at, f"multi-word token {first}-{last} is not a range of the sentence's words")
+        depth = {n: len(ancestors(n, heads)) for n in span}
+        top = [n for n in span if depth[n] == min(depth.values())]
+        order = POS_PRECEDENCE.get(lang, DEFAULT_PRECEDENCE).split()
+        if len(top) > 1 and any(tags[n - 1] not in order for n in top):
+            raise ConverterStops(path, at, f"multi-word token {first}-{last}: its words {', '.join(map(str, top))} are equally near "
+                                             f"the root and a tag of theirs is not in conllu_to_conll.py's list for {lang!r}")
+        head = top[0] if len(top) == 1 else min(top, key=lambda n: order.index(tags[n - 1]))
+        forms[head - 1] = form.strip()
+        for n in span:
+            if n != head:
+                forms[n - 1] = None
+    return [f for f in forms if f is not None], [t for f, t in zip(forms, tags) if f is not None]
+
+def ancestors(number, heads):
+    """The words (and the root, 0) that a word hangs from, through any chain of heads."""
+    seen, todo = set(), [number]
+    while todo:
+        for head in heads.get(todo.pop(), ()):
+            if head not in seen:
+                seen.add(head)
+                todo.append(head)
+    seen.discard(number)
+    return seen
