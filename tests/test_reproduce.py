@@ -205,6 +205,7 @@ def test_every_experiment_file_loads_and_lists_its_runs(path, capsys, tmp_path):
     reproduce.main([str(path), "--dry-run", "--out", str(tmp_path)] + data)
     listed = capsys.readouterr().out
     assert f"{len(experiment.runs) * len(experiment.seeds)} runs" in listed and "torch.distributed.run" in listed
+    assert f"{experiment.title}\n{experiment.about}\n" in listed  # what the file is, and what its runs cost beyond the table
 
 
 @pytest.mark.skipif(not SHARED.is_dir(), reason="needs ../shared/data/sib200 (a sample of SIB-200)")
