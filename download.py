@@ -517,7 +517,9 @@ def main(argv=None):
     name = "udpos" if args.task == "udpos-xtreme" else args.task
     if name in tasks.LAYOUTS:  # read it back as training will, so that a problem shows now
         task = tasks.load_task(name, args.to)
-        print(f"{args.task}: {len(task.targets) + 1} languages in {args.to}; train with --task {name} --data {args.to}")
+        print(f"{args.task}: {len(task.targets) + 1} languages in {args.to}; train with --task {name} --data {args.to}"
+              + (f" (all of it a test set, as XTREME's: --task xquad-squad, with SQuAD v1.1 from python download.py squad --to "
+                 f"{Path(args.to).parent / 'squad'})" if args.task == "xquad" else ""))
     else:
         print(f"{args.task}: written to {args.to}")
 

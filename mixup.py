@@ -271,7 +271,7 @@ class XMixupMethod(PairMethod):
     def paper_preset(cls, task):
         """Appendix C.1: batch size 64; "For XQuAD and MLQA, we finetune 2 epochs. For other tasks, we
         finetune 4 epochs" (TyDiQA among them)."""
-        return {"batch_size": 64, "epochs": 2 if task.name in ("xquad", "mlqa") else 4}
+        return {"batch_size": 64, "epochs": 2 if task.name in ("xquad", "xquad-squad", "mlqa") else 4}
 
     @classmethod
     def check(cls, settings, run):

@@ -52,8 +52,9 @@ def get_args(argv=None):
                    "(OUT/<file>/) go (default: runs)")
     p.add_argument("--data", type=cli.existing_directory, help="the task's data folder, instead of the file's")
     p.add_argument("--nproc-per-node", type=cli.positive_int, default=1, help="processes per run (GPUs of the machine; default 1)")
-    p.add_argument("--dry-run", action="store_true", help="the settings (paper, authors' script, run) and the departures, the "
-                   "paper's rows not run, the cost, then the runs, what each would do and its command; run nothing")
+    p.add_argument("--dry-run", action="store_true", help="the file's description (about), the settings (paper, authors' script, "
+                   "run) and the departures, the paper's rows not run, the cost, then the runs, what each would do and its command; "
+                   "run nothing")
     p.add_argument("--report", action="store_true", help="only the table, from the runs that finished; run nothing")
     p.add_argument("--rerun-changed", action="store_true", help="run again the runs whose results were made from another model "
                    "than the one they read now (without it they are named, and not counted)")
@@ -123,8 +124,10 @@ WHAT = {"done": "finished: skipped", "changed": "changed: not counted; --rerun-c
 
 
 def dry_run(experiment, out, nproc, data=None):
-    """Print a file's plan, cost and runs; returns {job key and seed: (Cost, model)}, each job once."""
+    """Print a file's description, plan, cost and runs; returns {job key and seed: (Cost, model)}, each job once."""
     print(f"== {experiment.path}: {experiment.title}")
+    if experiment.about:
+        print(experiment.about)
     for line in plan(experiment):
         print(line)
     todo = jobs(experiment, out)

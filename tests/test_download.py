@@ -221,6 +221,26 @@ def test_pinned_checksums_are_well_formed():
             assert pinned[f"{download.XQUAD}/{path.name}"] == hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+@pytest.mark.skipif(not (SHARED_DATA / "xquad").exists(), reason="needs ../shared/data/xquad (not in a fresh clone)")
+def test_xquad_as_released_is_split_by_xquad_and_tested_whole_by_xquad_squad(tmp_path, mirror, capsys):
+    folder, url, _ = mirror
+    for lang in ("en", "de", "ro"):  # the release's own files, whose checksums are pinned
+        put(folder, f"{download.XQUAD}/xquad.{lang}.json", (SHARED_DATA / "xquad" / f"xquad.{lang}.json").read_bytes())
+    download.main(["xquad", "--to", str(tmp_path / "xquad"), "--mirror", url, "--langs", "en,de,ro"])
+    said = capsys.readouterr().out
+    assert f"--task xquad-squad, with SQuAD v1.1 from python download.py squad --to {tmp_path / 'squad'}" in said
+    with pytest.raises(InputError, match=r"squad/dev-v1.1.json: not found: .*python download.py squad --to"):
+        tasks.load_task("xquad-squad", tmp_path / "xquad")
+    (tmp_path / "squad").mkdir()
+    for name in ("train-v1.1.json", "dev-v1.1.json"):  # SQuAD's shape; XQuAD's English, a part of SQuAD's dev set, stands in
+        (tmp_path / "squad" / name).write_bytes((SHARED_DATA / "xquad" / "xquad.en.json").read_bytes())
+    whole, split = tasks.load_task("xquad-squad", tmp_path / "xquad"), tasks.load_task("xquad", tmp_path / "xquad")
+    assert whole.targets == ["de", "ro"] and {lang: len(e) for lang, e in whole.test.items()} == {"en": 1190, "de": 1190, "ro": 1190}
+    assert all(e.labelled for examples in whole.test.values() for e in examples) and len(whole.dev["en"]) == 1190
+    assert [e.id for e in whole.test["de"]] == [e.id for e in whole.test["en"]]  # parallel by id: FILTER's oracle pairs them
+    assert len(split.test["de"]) == 202 and {e.id for e in split.test["de"]} < {e.id for e in whole.test["de"]}
+
+
 def conllu(*sentences):
     """CoNLL-U text of sentences, each [(ID, FORM, UPOS, HEAD, DEPS)] after a comment line, a blank line after each."""
     return "".join(f"# sent_id = s{n}\n" + "".join(f"{i}\t{form}\t_\t{upos}\t_\t_\t{head}\t_\t{deps}\t_\n" for i, form, upos, head, deps in s)

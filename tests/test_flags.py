@@ -118,10 +118,10 @@ def test_results_record_the_resolved_settings(tmp_path, tiny_model_dir):
 def test_xmixup_preset_epochs_follow_the_task():
     # Appendix C.1: "For XQuAD and MLQA, we finetune 2 epochs. For other tasks, we finetune 4 epochs."
     epochs = {}
-    for name in ("xquad", "mlqa", "tydiqa"):
+    for name in ("xquad", "xquad-squad", "mlqa", "tydiqa"):
         task = tasks.Task(name, ["answer"], "en", [], {"en": []}, {}, {}, level="span")
         epochs[name] = make_method("xmixup", Run(task, None, 384), "--preset", "paper").settings.epochs
-    assert epochs == {"xquad": 2, "mlqa": 2, "tydiqa": 4}
+    assert epochs == {"xquad": 2, "xquad-squad": 2, "mlqa": 2, "tydiqa": 4}
 
 
 def test_a_level_the_method_does_not_train_on_is_refused_first():

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import reproduce
+from minxlt import tasks
 from minxlt.experiments import jobs, report, spec
 from minxlt.errors import InputError
 
@@ -205,6 +206,7 @@ def test_every_experiment_file_loads_and_lists_its_runs(path, capsys, tmp_path):
     reproduce.main([str(path), "--dry-run", "--out", str(tmp_path)] + data)
     listed = capsys.readouterr().out
     assert f"{len(experiment.runs) * len(experiment.seeds)} runs" in listed and "torch.distributed.run" in listed
+    assert f"{experiment.title}\n{experiment.about}\n" in listed  # what the file is, and what its runs cost beyond the table
 
 
 @pytest.mark.skipif(not SHARED.is_dir(), reason="needs ../shared/data/sib200 (a sample of SIB-200)")
@@ -294,6 +296,19 @@ def test_every_paper_file_states_the_settings_that_decide_a_run():
                 continue
             stated = set(experiment.settings) | set(run.settings)
             assert needed <= stated and stated & {"epochs", "max_steps"}, (path.name, run.name, needed - stated)
+
+
+def test_the_xquad_files_test_the_papers_eleven_languages_and_type_their_averages():
+    # XQuAD has had Romanian since the papers: --target-langs leaves it out, so that the table's averages are over the papers' 11
+    xmixup = spec.load_experiment(ROOT / "experiments" / "xmixup-xquad.json")
+    for experiment in (spec.load_experiment(ROOT / "experiments" / "filter-xquad.json"), xmixup):
+        assert (experiment.task, experiment.metrics, experiment.paper["average"]) == ("xquad-squad", ["f1", "exact_match"], "all")
+        targets = experiment.flags[experiment.flags.index("--target-langs") + 1].split(",")
+        assert ["en", *targets] == [lang for lang in tasks.XQUAD_LANGS if lang != "ro"]
+    zero_shot = xmixup.runs[0].papers  # Table 15's XLM-R row: its average is the mean of its 11 languages, as typed
+    for metric, scores in zero_shot.items():
+        assert set(scores) == {"en", *targets, "average"}
+        assert scores["average"] == pytest.approx(sum(v for k, v in scores.items() if k != "average") / 11, abs=0.05), metric
 
 
 def test_a_run_made_otherwise_goes_to_a_folder_of_its_own_and_one_from_another_model_is_changed(finished, tmp_path, capsys):

@@ -3,6 +3,7 @@ folders written here the way those scripts write them, read by tasks.load_task, 
 test files have no labels, which write predictions and no scores."""
 import csv
 import json
+import re
 
 import pytest
 
@@ -239,10 +240,128 @@ def test_squad_translations_pair_by_question_id(tmp_path):
     assert [(e.id, e.answers) for e in task.train["de"]] == [("q0", [("Anna 0", 11)]), ("q1", [("Anna 1", 11)])]
 
 
-def test_blanked_xquad_is_a_test_set_trained_on_squad(tmp_path):
-    task = load_task("xquad", xtreme_qa(tmp_path) / "xquad")
+@pytest.mark.parametrize("name", ["xquad", "xquad-squad"])
+def test_blanked_xquad_is_a_test_set_trained_on_squad(tmp_path, name):
+    task = load_task(name, xtreme_qa(tmp_path) / "xquad")
     assert len(task.train["en"]) == 8 and len(task.dev["en"]) == 4 and task.dev["ar"] == []
     assert len(task.test["ar"]) == 5 and not any(e.labelled for e in task.test["ar"])
+
+
+def squad_v11(articles, answers=1):
+    """A file as SQuAD v1.1's train-v1.1.json and dev-v1.1.json are written: one line, each article
+    its title then its paragraphs, each question its answers, question and id (the dev set's
+    questions have three answers, repeated where the annotators agreed)."""
+    data = [{"title": title, "paragraphs": [{"context": c, "qas": [{"answers": [{"answer_start": c.index(a), "text": a}] * answers,
+                                                                    "question": q, "id": i} for i, q, a in qas]} for c, qas in paragraphs]}
+            for title, paragraphs in articles]
+    return json.dumps({"data": data, "version": "1.1"})
+
+
+def deepmind_xquad(articles):
+    """A file as google-deepmind/xquad releases xquad.<lang>.json: keys sorted, indented by two, a
+    newline at the end; every question one answer, its id the SQuAD dev question's in every language."""
+    data = [{"paragraphs": [{"context": c, "qas": [{"answers": [{"answer_start": c.index(a), "text": a}], "id": i, "question": q}
+                                                   for i, q, a in qas]} for c, qas in paragraphs], "title": title}
+            for title, paragraphs in articles]
+    return json.dumps({"data": data, "version": "1.1"}, indent=2, sort_keys=True) + "\n"
+
+
+SQUAD_TRAIN = [("Normans", [(f"The Normans lived in Normandy {i}, a region of France.",
+                             [(f"n{i}", "Where did the Normans live?", f"Normandy {i}")]) for i in range(4)]),
+               ("Amazon", [("The Amazon is a rainforest in South America.", [("a0", "What is the Amazon?", "a rainforest"),
+                                                                              ("a1", "Where is the Amazon?", "South America")])])]
+SQUAD_DEV = [("Warsaw", [("Warsaw is the capital of Poland.", [("w0", "What is Warsaw?", "the capital of Poland"),
+                                                                 ("w1", "Of which country is Warsaw the capital?", "Poland")])])]
+XQUAD = {  # three articles, parallel by id, whose titles xquad_split puts in train, test and dev
+    "en": [("Super_Bowl_50", [("The Panthers defense gave up just 308 points.", [("56beb4343aeaaa14008c925b", "How many points?", "308")]),
+                              ("Kawann Short led the team in sacks with 11.", [("56beb4343aeaaa14008c925c", "Who led in sacks?",
+                                                                                 "Kawann Short")])]),
+           ("Oxygen", [("Carl Wilhelm Scheele discovered oxygen in 1773.", [("571c8539dd7acb1400e4c0e2", "When was oxygen discovered?",
+                                                                               "1773")])]),
+           ("Rhine", [("The Rhine flows through Basel.", [("572ff7ab04bcaa1900d76f53", "Where does the Rhine flow?", "Basel")])])],
+    "de": [("Super_Bowl_50", [("Die Verteidigung der Panthers gab nur 308 Punkte ab.", [("56beb4343aeaaa14008c925b", "Wie viele Punkte?",
+                                                                                          "308")]),
+                              ("Kawann Short führte das Team mit 11 Sacks an.", [("56beb4343aeaaa14008c925c", "Wer führte bei den Sacks?",
+                                                                                  "Kawann Short")])]),
+           ("Oxygen", [("Carl Wilhelm Scheele entdeckte den Sauerstoff 1773.", [("571c8539dd7acb1400e4c0e2", "Wann wurde Sauerstoff entdeckt?",
+                                                                                    "1773")])]),
+           ("Rhine", [("Der Rhein fließt durch Basel.", [("572ff7ab04bcaa1900d76f53", "Wo fließt der Rhein?", "Basel")])])],
+    "ar": [("Super_Bowl_50", [("تخلى دفاع الفهود عن 308 نقاط فقط.", [("56beb4343aeaaa14008c925b", "كم نقطة؟", "308")]),
+                              ("قاد كاوان شورت الفريق بـ 11.", [("56beb4343aeaaa14008c925c", "من قاد الفريق؟", "كاوان شورت")])]),
+           ("Oxygen", [("اكتشف كارل فيلهلم شيله الأكسجين عام 1773.", [("571c8539dd7acb1400e4c0e2", "متى اكتُشف الأكسجين؟", "1773")])]),
+           ("Rhine", [("يتدفق نهر الراين عبر بازل.", [("572ff7ab04bcaa1900d76f53", "أين يتدفق الراين؟", "بازل")])])],
+}
+
+
+def released_xquad(root, langs=("en", "ar", "de"), translations=()):
+    """XQuAD as google-deepmind/xquad releases it (download.py xquad) in root/xquad, SQuAD v1.1 as
+    download.py squad writes it in root/squad, and XTREME's translations of SQuAD's training set into
+    `translations` (squad/translate-train/squad.translate.train.en-<lang>.json)."""
+    (root / "xquad").mkdir(parents=True)
+    (root / "squad" / "translate-train").mkdir(parents=True)
+    (root / "squad" / "train-v1.1.json").write_text(squad_v11(SQUAD_TRAIN))
+    (root / "squad" / "dev-v1.1.json").write_text(squad_v11(SQUAD_DEV, answers=3))
+    for lang in langs:
+        (root / "xquad" / f"xquad.{lang}.json").write_text(deepmind_xquad(XQUAD[lang]), encoding="utf-8")
+    for lang in translations:  # XQuAD's questions, in turn, stand in for the translations: what matters is the ids and answers
+        questions = [(c, qa) for _, paragraphs in XQUAD[lang] for c, qas in paragraphs for qa in qas]
+        ids = [i for _, paragraphs in SQUAD_TRAIN for _, qas in paragraphs for i, _, _ in qas]
+        rendered = [(c, [(i, q, a)]) for i, (c, (_, q, a)) in zip(ids, questions * len(ids))]
+        (root / "squad" / "translate-train" / f"squad.translate.train.en-{lang}.json").write_text(
+            squad_v11([("Translated", rendered)]), encoding="utf-8")
+    return root / "xquad"
+
+
+def ids_of(examples):
+    return [e.id for e in examples]
+
+
+def test_xquad_squad_tests_all_of_xquad_and_trains_on_squad(tmp_path):
+    assert [tasks.xquad_split(title) for title in ("Super_Bowl_50", "Oxygen", "Rhine")] == ["train", "test", "dev"]  # task xquad's split
+    folder = released_xquad(tmp_path)
+    task = load_task("xquad-squad", folder)
+    assert (task.source, task.targets, task.level, task.parallel) == ("en", ["ar", "de"], "span", True)
+    assert ids_of(task.train["en"]) == ["n0", "n1", "n2", "n3", "a0", "a1"] and task.train["de"] == []  # no translations here
+    assert [(e.id, e.answers) for e in task.dev["en"]] == [("w0", [("the capital of Poland", 10)] * 3), ("w1", [("Poland", 25)] * 3)]
+    assert task.dev["de"] == [] and task.dev["ar"] == []
+    xquad_ids = ["56beb4343aeaaa14008c925b", "56beb4343aeaaa14008c925c", "571c8539dd7acb1400e4c0e2", "572ff7ab04bcaa1900d76f53"]
+    assert {lang: ids_of(task.test[lang]) for lang in ("en", "ar", "de")} == dict.fromkeys(("en", "ar", "de"), xquad_ids)
+    assert [e.answers for e in task.test["de"]] == [[("308", 38)], [("Kawann Short", 0)], [("1773", 46)], [("Basel", 23)]]
+    assert [e.group for e in task.test["ar"]] == ["Super_Bowl_50", "Super_Bowl_50", "Oxygen", "Rhine"]
+    assert all(e.labelled for lang in ("en", "ar", "de") for e in task.test[lang])
+    split = load_task("xquad", folder)  # the same folder as task xquad: XQuAD split by article, as before
+    assert (ids_of(split.train["en"]), ids_of(split.test["de"]), ids_of(split.dev["de"])) == (xquad_ids[:2], xquad_ids[2:3], xquad_ids[3:])
+    (folder / "xquad.ar.json").unlink()
+    assert load_task("xquad-squad", folder).targets == ["de"]  # the languages the folder holds
+
+
+def test_xquad_squad_trains_on_xtremes_translations_of_squad(tmp_path):
+    task = load_task("xquad-squad", released_xquad(tmp_path, translations=["de"]))
+    assert [(e.id, e.text) for e in task.train["de"]] == [("n0", "Wie viele Punkte?"), ("n1", "Wer führte bei den Sacks?"),
+                                                         ("n2", "Wann wurde Sauerstoff entdeckt?"), ("n3", "Wo fließt der Rhein?"),
+                                                         ("a0", "Wie viele Punkte?"), ("a1", "Wer führte bei den Sacks?")]
+
+
+def test_xquad_squad_refuses_a_bad_file_naming_it_and_the_place(tmp_path):
+    folder = released_xquad(tmp_path)
+    broken = json.loads((folder / "xquad.de.json").read_text())
+    broken["data"][1]["paragraphs"][0]["qas"][0]["answers"][0]["answer_start"] = 3
+    (folder / "xquad.de.json").write_text(json.dumps(broken, indent=2, sort_keys=True) + "\n")
+    with pytest.raises(InputError, match=re.escape(f"{folder / 'xquad.de.json'}: article 1 ('Oxygen'), paragraph 0, question "
+                                                   "571c8539dd7acb1400e4c0e2: answer '1773' is not at character 3 of the context")):
+        load_task("xquad-squad", folder)
+    lines = deepmind_xquad(XQUAD["de"]).split("\n")
+    assert lines[5].startswith('          "context": "Die Verteidigung')
+    lines[5] = lines[5].replace('",', '" x,')  # a stray word after the first context, on line 6
+    (folder / "xquad.de.json").write_text("\n".join(lines))
+    with pytest.raises(InputError, match=re.escape(f"{folder / 'xquad.de.json'}: not SQuAD v1.1 JSON") + ".*line 6 column"):
+        load_task("xquad-squad", folder)
+    (folder / "xquad.de.json").unlink()
+    (tmp_path / "squad" / "dev-v1.1.json").unlink()
+    with pytest.raises(InputError, match=re.escape(f"{tmp_path / 'squad' / 'dev-v1.1.json'}: not found: xquad-squad trains on SQuAD "
+                                                   f"v1.1, which XTREME's download puts in squad/ beside xquad/ (python download.py "
+                                                   f"squad --to {tmp_path / 'squad'})")):
+        load_task("xquad-squad", folder)
 
 
 def tydiqa_as_xtreme_writes_it(root, questions, blank=True):
@@ -344,17 +463,35 @@ def test_word_and_span_tasks_without_test_labels(tmp_path, tiny_model_dir):
     assert [r["id"] for r in rows] == ["q0", "q1", "q2", "q3"] and all(isinstance(r["prediction"], str) for r in rows)
 
 
-@pytest.mark.parametrize("task", ["udpos", "panx"])
-def test_word_tasks_in_xtremes_layout_reach_their_test_table(tmp_path, tiny_model_dir, task):
+@pytest.mark.parametrize("task", ["udpos", "panx", "xquad-squad"])
+def test_tasks_in_xtremes_layout_reach_their_test_table(tmp_path, tiny_model_dir, task):
     """A few steps of zero-shot transfer on XTREME's UD-POS and PAN-X whose test files keep their
-    tags (as download.py writes them): the test table scores every language."""
-    data = xtreme_udpos(tmp_path / "udpos") if task == "udpos" else xtreme_panx(tmp_path / "panx")
-    for lang in ("en", "de"):
-        panx_file(data / f"test-{lang}.tsv", UD[lang] if task == "udpos" else PANX)  # tagged, as download.py leaves them
+    tags (as download.py writes them), and on all of XQuAD with its answers, trained on SQuAD: the
+    test table scores every language (QA: SQuAD's F1 and exact match, as XTREME scores XQuAD)."""
+    if task == "xquad-squad":
+        data, flags = released_xquad(tmp_path), ["--max-length", "64", "--doc-stride", "16"]
+    else:
+        data, flags = xtreme_udpos(tmp_path / "udpos") if task == "udpos" else xtreme_panx(tmp_path / "panx"), []
+        for lang in ("en", "de"):
+            panx_file(data / f"test-{lang}.tsv", UD[lang] if task == "udpos" else PANX)  # tagged, as download.py leaves them
     out = tmp_path / "run"
-    run(tiny_model_dir, task, data, out, "--method", "zero-shot", "--target-langs", "de", "--no-alignment", "--eval-batch-size", "8")
+    run(tiny_model_dir, task, data, out, "--method", "zero-shot", "--target-langs", "de", "--no-alignment", "--eval-batch-size", "8", *flags)
     results = json.loads((out / "results.json").read_text())
-    metric, words = ("accuracy", {"en": 7, "de": 5}) if task == "udpos" else ("f1", {"en": 7, "de": 7})
+    metric, counts = {"udpos": ("accuracy", {"en": 7, "de": 5}), "panx": ("f1", {"en": 7, "de": 7}),
+                      "xquad-squad": ("exact_match", {"en": 4, "de": 4})}[task]  # words; QA: questions
     assert not results.get("unscored") and results["alignment"] == {}
-    assert {lang: results[lang]["n"] for lang in ("en", "de")} == words and 0 <= results["de"][metric] <= 1
+    assert {lang: results[lang]["n"] for lang in ("en", "de")} == counts and 0 <= results["de"][metric] <= 1
     assert "| de |" in (out / "results.md").read_text()
+
+
+def test_filter_reads_each_xquad_test_question_beside_its_english_original(tmp_path, tiny_model_dir):
+    """FILTER as its authors' code tests XQuAD (run_xqa.py pairs each test question with the English
+    question of the same id): --test-input oracle on task xquad-squad, a few steps on SQuAD's translations."""
+    data = released_xquad(tmp_path, translations=["ar", "de"])
+    out = tmp_path / "run"
+    run(tiny_model_dir, "xquad-squad", data, out, "--method", "filter", "--test-input", "oracle", "--no-alignment",
+        "--max-length", "64", "--doc-stride", "16", "--eval-batch-size", "8")
+    results = json.loads((out / "results.json").read_text())
+    assert results["test_input"]["input"] == "oracle" and not results.get("unscored")
+    assert {lang: results[lang]["n"] for lang in ("en", "ar", "de")} == {"en": 4, "ar": 4, "de": 4}
+    assert all(0 <= results[lang][m] <= 1 for lang in ("en", "ar", "de") for m in ("f1", "exact_match"))

@@ -133,7 +133,9 @@ def parser(description=""):
     g.add_argument("--method", default="xeroalign", choices=list(METHODS), metavar="METHOD", help="one of the methods above "
                    "(default: xeroalign); co-training: cotrain.py")
     g.add_argument("--task", default="demo", help="demo (the bundled corpus's intents), demo-slots (its BIO slots), sib200, xnli, pawsx, udpos (UPOS tagging on UD PUD), xsid (intent + BIO slots, "
-                   "trained on English valid), or xquad (extractive QA, split by article)")
+                   "trained on English valid), xquad (extractive QA, split by article), xquad-squad (all of XQuAD tested, trained on "
+                   "SQuAD v1.1 in squad/ beside it, as XTREME tests it), or mlqa, tydiqa, panx, mtop, multiatis, mtod, marc, "
+                   "marc-stars (docs/data.md)")
     g.add_argument("--data", type=cli.existing_directory, help="data directory of the task, e.g. ../shared/data/sib200 (not needed for demo)")
     g.add_argument("--model", help="the checkpoint to start from: a folder, or a Hugging Face hub id (org/name) from the local cache "
                                    "or downloaded (default: the bundled multilingual-e5-small)")

@@ -49,7 +49,7 @@ from minxlt.tasks.udpos import (
     xtreme_sentences,
 )
 from minxlt.tasks.xnli import XNLI_LABELS, XNLI_LANGS, Xnli, read_xnli, read_xnli_mt
-from minxlt.tasks.xquad import XQUAD_LANGS, Xquad, xquad_split
+from minxlt.tasks.xquad import XQUAD_LANGS, Xquad, XquadSquad, xquad_split
 from minxlt.tasks.xsid import XSID_INTENTS, XSID_LANGS, XSID_SLOTS, Xsid, match_source_text, read_xsid, xsid_split
 
 __all__ = [  # what other modules read of tasks
@@ -60,14 +60,14 @@ __all__ = [  # what other modules read of tasks
     'TrainSplit', 'check_split', 'few_shot',
     'pair_by_id', 'TYDIQA_LANGS', 'Tydiqa', 'tydiqa_split', 'UDPOS_LANGS', 'UPOS_LABELS', 'XTREME_UDPOS_LANGS', 'ConverterStops',
     'Udpos', 'XtremeUdpos', 'read_conllu', 'ud_split', 'xtreme_sentences', 'XNLI_LABELS', 'XNLI_LANGS', 'Xnli', 'read_xnli',
-    'read_xnli_mt', 'XQUAD_LANGS', 'Xquad', 'xquad_split',
+    'read_xnli_mt', 'XQUAD_LANGS', 'Xquad', 'XquadSquad', 'xquad_split',
     'XSID_INTENTS', 'XSID_LANGS', 'XSID_SLOTS', 'Xsid', 'match_source_text', 'read_xsid', 'xsid_split', 'LAYOUTS',
     'load_task', 'MARC_LANGS', 'Marc', 'MarcStars', 'each_marc', 'MTOD_LANGS', 'Mtod', 'read_mtod', 'MTOP_LANGS', 'Mtop', 'mtop_tags',
     'read_mtop', 'MULTIATIS_LANGS', 'MultiAtis', 'read_multiatis']
 
 LAYOUTS = {"demo": demo.Demo, "demo-slots": demo.DemoSlots, "sib200": Sib200, "xnli": Xnli, "pawsx": Pawsx, "udpos": Udpos,
-           "xsid": Xsid, "xquad": Xquad, "panx": Panx, "mlqa": Mlqa, "tydiqa": Tydiqa, "mtop": Mtop, "multiatis": MultiAtis,
-           "mtod": Mtod, "marc": Marc, "marc-stars": MarcStars}
+           "xsid": Xsid, "xquad": Xquad, "xquad-squad": XquadSquad, "panx": Panx, "mlqa": Mlqa, "tydiqa": Tydiqa, "mtop": Mtop,
+           "multiatis": MultiAtis, "mtod": Mtod, "marc": Marc, "marc-stars": MarcStars}
 
 
 def load_task(name, data_dir=None, source=None, targets=None, strict=False):

@@ -1,5 +1,5 @@
-"""XQuAD (Artetxe et al. 2020): extractive QA, split by article; or as XTREME writes it, a test set with
-SQuAD v1.1 to train on (XtremeXquad, SquadTrained)."""
+"""XQuAD (Artetxe et al. 2020): extractive QA, split by article (Xquad); or, as XTREME and the papers
+test it, every question a test question, with SQuAD v1.1 to train on (XquadSquad, SquadTrained)."""
 import zlib
 from pathlib import Path
 
@@ -18,7 +18,8 @@ def xquad_split(title):
 
 class Xquad(Layout):
     """<data>/xquad.<lang>.json, split by article (`xquad_split`); a folder whose answers XTREME
-    has blanked is a test set only, with SQuAD to train on (XtremeXquad)."""
+    has blanked is a test set only, with SQuAD to train on (XtremeXquad). All of XQuAD tested,
+    answers kept, is task xquad-squad (XquadSquad)."""
     langs, labels, level, pattern = XQUAD_LANGS, ["start", "end"], "span", "xquad.<lang>.json"
 
     @classmethod
@@ -44,7 +45,7 @@ class SquadTrained(Layout):
         path = self.directory.parent / "squad" / name
         if not path.is_file():
             raise DataError(path, 0, f"not found: {self.name} trains on SQuAD v1.1, which XTREME's download "
-                                     f"puts in squad/ beside {self.directory.name}/")
+                                     f"puts in squad/ beside {self.directory.name}/ (python download.py squad --to {path.parent})")
         return path
 
     def split_file(self, lang, split):
@@ -59,10 +60,14 @@ class SquadTrained(Layout):
         path = self.directory.parent / "squad" / "translate-train" / f"squad.translate.train.en-{lang}.json"
         return read_squad(path, lang, noisy=True) if path.is_file() else []
 
-class XtremeXquad(SquadTrained, Xquad):
-    """XQuAD as XTREME writes it, its answers blanked: <data>/xquad.<lang>.json is the test set;
-    English SQuAD v1.1 trains (train-v1.1.json) and selects (dev-v1.1.json)."""
-    name = "xquad"
+class XquadSquad(SquadTrained):
+    """All of XQuAD as XTREME and the papers test it: <data>/xquad.<lang>.json is the test set, scored
+    where the folder keeps its answers (google-deepmind/xquad's release), predicted where XTREME has
+    blanked them; English SQuAD v1.1 trains (train-v1.1.json) and selects (dev-v1.1.json)."""
+    langs, pattern, name = XQUAD_LANGS, "xquad.<lang>.json", "xquad-squad"
+
+    def found(self):
+        return self.files_like("xquad.{lang}.json")
 
     def split_file(self, lang, split):
         return self.directory.parent / "squad" / "dev-v1.1.json" if split == "dev" else super().split_file(lang, split)
@@ -73,3 +78,7 @@ class XtremeXquad(SquadTrained, Xquad):
         if split == "dev":
             return read_squad(self.squad("dev-v1.1.json"), lang) if lang == self.source else []
         return read_squad(self.directory / f"xquad.{lang}.json", lang, blank=True)
+
+class XtremeXquad(XquadSquad):
+    """XQuAD as XTREME writes it, its answers blanked: what task xquad reads such a folder as (XquadSquad)."""
+    name = "xquad"
