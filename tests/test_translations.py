@@ -105,15 +105,20 @@ def test_xmixup_s_scheduled_sampling_feeds_each_source_its_round_trip_through_it
 
 def test_filter_s_translations_are_fetched_as_its_download_script_fetches_them(tmp_path, mirror, unpinned):  # noqa: F811
     folder, url, _ = mirror
-    for task, member in (("xnli", "xnli/xtreme.msft.de-en.test"), ("pawsx", "pawsx/xtreme.msft.de-en.dev")):
+    tydiqa = squad_json([("swahili-5967113449718591924-0", "Who lives here?", "Anna lives here.", [("Anna", None)])])
+    for task, member, text, other in (("xnli", "xnli/xtreme.msft.de-en.test", "A.\tB.\tneutral\n", "xnli/xtreme.de.test"),
+                                      ("pawsx", "pawsx/xtreme.msft.de-en.dev", "A.\tB.\tneutral\n", "pawsx/xtreme.de.test"),
+                                      ("tydiqa", "tydiqa/tydiqa.translate.test.sw-en.json", tydiqa, "tydiqa/tydiqa.translate.train.en-sw.json")):
         buffer = tmp_path / f"{task}.zip"
-        with zipfile.ZipFile(buffer, "w") as z:
-            z.writestr(member, "A.\tB.\tneutral\n")
-            z.writestr(f"{task}/xtreme.de.test", "not a translation\n")  # XTREME's own, which download.py fetches from the release
+        with zipfile.ZipFile(buffer, "w") as z:  # unzipped into the data folder by download_data.sh:204-208 (tydiqa/ moved, 182-184, 200)
+            z.writestr(member, text)
+            z.writestr(other, "not a translation of the test set\n")  # XTREME's data, which download.py fetches from the releases
         put(folder, f"{download.FILTER_TRANSLATIONS}/{task}.zip", buffer.read_bytes())
     download.main(["filter-translations", "--to", str(tmp_path / "data"), "--mirror", url])
     assert (tmp_path / "data" / "xnli" / "filter-translations" / "xtreme.msft.de-en.test").read_text() == "A.\tB.\tneutral\n"
     assert sorted(p.name for p in (tmp_path / "data" / "pawsx" / "filter-translations").iterdir()) == ["xtreme.msft.de-en.dev"]
+    assert [p.name for p in (tmp_path / "data" / "tydiqa" / "filter-translations").iterdir()] == ["tydiqa.translate.test.sw-en.json"]
+    assert (tmp_path / "data" / "tydiqa" / "filter-translations" / "tydiqa.translate.test.sw-en.json").read_text() == tydiqa
     recorded = (tmp_path / "data" / "SHA256SUMS").read_text()
     assert f"{download.FILTER_TRANSLATIONS}/xnli.zip" in recorded  # no pinned checksum: the first download's is kept
     with zipfile.ZipFile(tmp_path / "empty.zip", "w") as z:
