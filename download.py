@@ -14,9 +14,10 @@ every file checked against its SHA-256:
                                                            # TyDiQA-GoldP (data/tydiqa/translate-train) and of XNLI's
                                                            # test sets into English (data/xnli/translate-test)
     python download.py filter-translations --to data      # FILTER's Microsoft Translator translations of XNLI's and
-                                                           # PAWS-X's dev and test sets into English, as its authors'
+                                                           # PAWS-X's dev and test sets into English, and its TyDiQA-GoldP
+                                                           # test sets' translations into English, as its authors'
                                                            # download_data.sh fetches them (data/xnli/filter-translations,
-                                                           # data/pawsx/filter-translations)
+                                                           # data/pawsx/filter-translations, data/tydiqa/filter-translations)
     python download.py mtop --to data/mtop                # MTOP's release: <lang>/{train,eval,test}.txt
     python download.py mtod --to data/mtod                # MTOD's release: <lang>/{train,eval,test}-<locale>.{conllu,tsv}
     python download.py xeroalign-translations --to data   # XeroAlign's machine translations of MTOD's and MultiATIS++'s
@@ -84,7 +85,12 @@ SQUAD_TRANSLATIONS = ["ar", "de", "el", "es", "hi", "ru", "th", "tr", "vi", "zh"
 TYDIQA_TRANSLATIONS = ["ar", "bn", "fi", "id", "ko", "ru", "sw", "te"]
 XNLI_TRANSLATIONS = [lang for lang in tasks.XNLI_LANGS if lang != "en"]
 FILTER_TRANSLATIONS = "https://convaisharables.blob.core.windows.net/filter/data/translations"  # FILTER's download_data.sh:7, 204-208
-MSFT = re.compile(r"xtreme\.msft\.[a-z_]+-en\.(dev|test)")  # FILTER's run_xcls.py:384 pairs each text with these
+# The members of FILTER's <task>.zip that are its translations, by task: run_xcls.py:384 pairs each XNLI and PAWS-X text with
+# xtreme.msft.<lang>-en.{dev,test}; run_xqa.py:405-409 each TyDiQA-GoldP test question with tydiqa.translate.test.<lang>-en.json
+# (the name TydiqaProcessor reads, src/transformers/data/processors/squad.py:627-628, where download_data.sh:182-184 and 200 put them)
+MSFT = (re.compile(r"xtreme\.msft\.(?P<lang>[a-z_]+)-en\.(dev|test)"), "xtreme.msft.<lang>-en.dev or .test file (which its run_xcls.py reads)")
+FILTER_MEMBERS = {"xnli": MSFT, "pawsx": MSFT, "tydiqa": (re.compile(r"tydiqa\.translate\.test\.(?P<lang>[a-z]+)-en\.json"),
+                                                          "tydiqa.translate.test.<lang>-en.json file (which its run_xqa.py reads)")}
 MTOP = "https://dl.fbaipublicfiles.com/mtop/mtop.zip"  # fb.me/mtop_dataset
 MTOD = "https://download.pytorch.org/data/multilingual_task_oriented_dialog_slotfilling.zip"  # fb.me/multilingual_task_oriented_data
 XEROALIGN_DATA = "https://raw.githubusercontent.com/milangritta/Datasets/HEAD"  # XeroAlign's README: the authors' copies of the data
@@ -134,7 +140,7 @@ def sources(task, langs, fetch):
     if task == "translations":  # XTREME's translate-train files of SQuAD (MLQA, XQuAD) and TyDiQA-GoldP; XNLI's translate-test
         return translations(langs)
     if task == "filter-translations":
-        return [Source(f"{FILTER_TRANSLATIONS}/{name}.zip", f".download/filter-{name}.zip") for name in ("xnli", "pawsx")]
+        return [Source(f"{FILTER_TRANSLATIONS}/{name}.zip", f".download/filter-{name}.zip") for name in FILTER_MEMBERS]
     if task == "xeroalign-translations":
         return [Source(f"{XEROALIGN_DATA}/{name}.zip", f".download/xeroalign-{name}.zip") for name in XEROALIGN_TRANSLATIONS]
     archives = {"xnli": ["https://dl.fbaipublicfiles.com/XNLI/XNLI-1.0.zip", "https://dl.fbaipublicfiles.com/XNLI/XNLI-MT-1.0.zip"],
@@ -266,16 +272,16 @@ def unpack(archive, folder):
 
 def filter_layout(archive, folder, langs=None):
     """FILTER's translations archive (<task>.zip, unzipped by its download_data.sh into its data
-    folder): its xtreme.msft.<lang>-en.{dev,test} files, wherever they are in it, into
+    folder): its translations (FILTER_MEMBERS: xtreme.msft.<lang>-en.{dev,test}, TyDiQA-GoldP's
+    tydiqa.translate.test.<lang>-en.json), wherever they are in it, into
     <folder>/<task>/filter-translations/; the rest of the archive is XTREME's data, which
     download.py fetches from the releases."""
     task = archive.name[len("filter-"):-len(".zip")]
+    pattern, what = FILTER_MEMBERS[task]
     with zipfile.ZipFile(archive) as z:
-        members = [n for n in z.namelist() if MSFT.fullmatch(Path(n).name)
-                   and (not langs or Path(n).name.split(".")[2][:-len("-en")] in langs)]
+        members = [n for n in z.namelist() if (m := pattern.fullmatch(Path(n).name)) and (not langs or m["lang"] in langs)]
         if not members:
-            raise InputError(f"{archive}: no xtreme.msft.<lang>-en.dev or .test file (FILTER's translations, which its run_xcls.py "
-                             f"reads) among its {len(z.namelist())} members")
+            raise InputError(f"{archive}: no {what}, FILTER's translations, among its {len(z.namelist())} members")
         for name in members:
             cli.write_text(folder / task / "filter-translations" / Path(name).name, z.read(name).decode("utf-8"))
 
@@ -501,7 +507,8 @@ def get_args(argv=None):
     parser.add_argument("task", choices=TASKS, help="the data set (udpos: UD PUD; udpos-xtreme: XTREME's UD-POS, made from the "
                         "UD v2.5 and v2.7 releases as XTREME's scripts make it; squad: SQuAD v1.1, which MLQA and XQuAD train on; "
                         "translations: XTREME's machine translations of SQuAD and TyDiQA-GoldP's training sets and of XNLI's "
-                        "test sets; filter-translations: FILTER's of XNLI's and PAWS-X's dev and test sets; xeroalign-translations: XeroAlign's "
+                        "test sets; filter-translations: FILTER's of XNLI's and PAWS-X's dev and test sets and of TyDiQA-GoldP's test sets; "
+                        "xeroalign-translations: XeroAlign's "
                         "of MTOD's and MultiATIS++'s English training utterances)")
     parser.add_argument("--to", required=True, help="the folder to write (give it as --data to train.py)")
     parser.add_argument("--langs", type=cli.languages, help="only these languages (default: all that the release has)")

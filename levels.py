@@ -11,6 +11,7 @@ from tqdm import tqdm
 
 import data
 from losses import position_logits, self_teaching_loss, span_loss, task_loss
+from minxlt.errors import InputError
 from minxlt.parallel import distributed
 from minxlt.tasks import qa
 
@@ -55,6 +56,11 @@ class Level:
     def units(self, item):
         """What a loss averages over, counted in one encoded item: here an example."""
         return 1
+
+    def round_trips(self, sources, trips):
+        """X-Mixup's round trips of the source's encoded training items where the token cache does
+        not hold them (Run.round_trips), `get(item id, lang, default)`; `trips`: {lang: their items}."""
+        raise InputError(f"--round-trip: X-Mixup's round trips are read for sentence labels and answer spans, not for {self.name} labels")
 
     def loss(self, logits, labels, weights=None, mask=None):
         """The task's own loss (cross-entropy), over the examples that count."""
@@ -303,6 +309,14 @@ class Span(Level):
         matched = [(qa.matching_window(t, windows[t.extra["question"]]), t) for t in translations if t.extra["question"] in windows]
         order = {id(s): i for i, s in enumerate(sources)}
         return sorted(matched, key=lambda pair: order[id(pair[0])])
+
+    def round_trips(self, sources, trips):
+        """Each source window's round trip: the window of its question's round trip over the same
+        part of the context (qa.RoundTripWindows), with its own answer's label. X-Mixup's code
+        feeds every window of a question the first window of its round trip and, having only the
+        English window's label, drops the source's loss on those steps (xmixup/tasks/xlmr/qa.py:129-132);
+        here Eq. 8 keeps both terms, each window labelled by its own text."""
+        return qa.RoundTripWindows(sources, trips)
 
     def loss(self, logits, labels, weights=None, mask=None):
         """Over each window's real tokens."""

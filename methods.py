@@ -95,13 +95,20 @@ class Run:
 
     def round_trips(self, pattern=None):
         """The round-trip translations of the source's training texts, `get(id, lang, default)`:
-        read from --round-trip's files (a path with {lang}: through each target language), token-cached;
-        else the task's own, the same through every language (the bundled corpus's); else none."""
+        read from --round-trip's files (a path with {lang}: through each target language), token-cached
+        (QA's windows: the task level's lookup, Level.round_trips); else the task's own, the same
+        through every language (the bundled corpus's); else none."""
         if pattern is None:
             return Everywhere({it.id: it for it in self.encode(list(self.task.round_trip.values()))})
         trips = RoundTrips(self.task.train, pattern)
         if not trips.langs:
             raise InputError(f"--round-trip {pattern}: no such file for any of {', '.join(self.task.train.langs)}")
+        if not self.level.caches_tokens:  # QA's windows: encoded in memory, once a run (--epochs counts the items first)
+            key = ("round trips", pattern)
+            if key not in self.encoded:
+                self.encoded[key] = self.level.round_trips(self.training_texts([self.task.source]),
+                                                           {lang: self.encode(trips[lang]) for lang in trips.langs})
+            return self.encoded[key]
         texts = token_cache.training_texts(trips, trips.langs, self.tokenizer, self.task.labels, self.max_length, self.rank)
         return token_cache.ById(texts, self.cached_texts([self.task.source])[self.task.source].distinct_ids())
 

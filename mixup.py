@@ -249,7 +249,9 @@ class XMixupMethod(PairMethod):
         g.add_argument("--round-trip", metavar="PATH", help="the round-trip translations of the source's training texts through "
                        "each target language, which scheduled sampling feeds (Eq. 6): a path with {lang}, X-Mixup's "
                        "translate-train-en files (XNLI: translate-train-en/multinli.train.{lang}-en.tsv, PAWS-X: "
-                       "translate-train-en/translated_train.{lang}-en.tsv); a language without a file is fed its gold source "
+                       "translate-train-en/translated_train.{lang}-en.tsv, MLQA and XQuAD: ../squad/translate-train-en/"
+                       "squad.translate.train.en-{lang}-en.json, TyDiQA-GoldP: translate-train-en/tydiqa.translate.train.en-{lang}-en.json, "
+                       "SQuAD JSON by question id); a language without a file is fed its gold source "
                        "(default: the task's own round trips, the bundled corpus's; else none, and scheduled sampling is off)")
         g.add_argument("--mixup-variant", default="paper", choices=list(VARIANTS), help="paper: Eq. 2-5 as written, the sub-layer's "
                        "outputs mixed; in-attention: the ablation that mixes inside the attention sub-layer, before its LayerNorm "

@@ -37,7 +37,7 @@ import torch
 
 import data
 import evaluate
-from methods import TEST_INPUTS, Run, learning_rate, phase_at
+from methods import TEST_INPUTS, Run, counterparts, learning_rate, phase_at
 from minxlt import tasks
 from minxlt.checkpoints import hub
 from minxlt.checkpoints.prepare_default import default_model
@@ -69,6 +69,9 @@ def main(argv=None):
     items = method.training_items()
     if not items:
         raise tasks.InputError(f"no training examples for --method {settings.method} on {settings.task}")
+    for split, translations in (("dev", settings.dev_translations), ("test", None if settings.no_test else settings.test_translations)):
+        if translations:  # read now (and kept): a missing or unreadable translation stops the run before its first step
+            counterparts(run, split, "translation", translations)
     phases = method.phases(items)
     if rank == 0:
         print(bookkeeping.start_report(settings, method, phases, out), file=sys.stderr)

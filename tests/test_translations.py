@@ -1,7 +1,8 @@
 """The authors' translation files, read as their releases and code write them: FILTER's Microsoft
 Translator test and dev translations (fetched as its download_data.sh fetches them), X-Mixup's
 round-trip translations of the training set (fed by scheduled sampling, through each pair's
-language) and its translated dev set (what model selection pairs each dev text with)."""
+language) and its translated dev set (what model selection pairs each dev text with); for QA, the
+test sets' translations and the round trips in SQuAD JSON, paired by question id, window by window."""
 import json
 import zipfile
 
@@ -9,6 +10,7 @@ import pytest
 import torch
 
 import download
+import methods
 from conftest import make_method
 from methods import Run, counterparts
 from minxlt import tasks
@@ -104,15 +106,20 @@ def test_xmixup_s_scheduled_sampling_feeds_each_source_its_round_trip_through_it
 
 def test_filter_s_translations_are_fetched_as_its_download_script_fetches_them(tmp_path, mirror, unpinned):  # noqa: F811
     folder, url, _ = mirror
-    for task, member in (("xnli", "xnli/xtreme.msft.de-en.test"), ("pawsx", "pawsx/xtreme.msft.de-en.dev")):
+    tydiqa = squad_json([("swahili-5967113449718591924-0", "Who lives here?", "Anna lives here.", [("Anna", None)])])
+    for task, member, text, other in (("xnli", "xnli/xtreme.msft.de-en.test", "A.\tB.\tneutral\n", "xnli/xtreme.de.test"),
+                                      ("pawsx", "pawsx/xtreme.msft.de-en.dev", "A.\tB.\tneutral\n", "pawsx/xtreme.de.test"),
+                                      ("tydiqa", "tydiqa/tydiqa.translate.test.sw-en.json", tydiqa, "tydiqa/tydiqa.translate.train.en-sw.json")):
         buffer = tmp_path / f"{task}.zip"
-        with zipfile.ZipFile(buffer, "w") as z:
-            z.writestr(member, "A.\tB.\tneutral\n")
-            z.writestr(f"{task}/xtreme.de.test", "not a translation\n")  # XTREME's own, which download.py fetches from the release
+        with zipfile.ZipFile(buffer, "w") as z:  # unzipped into the data folder by download_data.sh:204-208 (tydiqa/ moved, 182-184, 200)
+            z.writestr(member, text)
+            z.writestr(other, "not a translation of the test set\n")  # XTREME's data, which download.py fetches from the releases
         put(folder, f"{download.FILTER_TRANSLATIONS}/{task}.zip", buffer.read_bytes())
     download.main(["filter-translations", "--to", str(tmp_path / "data"), "--mirror", url])
     assert (tmp_path / "data" / "xnli" / "filter-translations" / "xtreme.msft.de-en.test").read_text() == "A.\tB.\tneutral\n"
     assert sorted(p.name for p in (tmp_path / "data" / "pawsx" / "filter-translations").iterdir()) == ["xtreme.msft.de-en.dev"]
+    assert [p.name for p in (tmp_path / "data" / "tydiqa" / "filter-translations").iterdir()] == ["tydiqa.translate.test.sw-en.json"]
+    assert (tmp_path / "data" / "tydiqa" / "filter-translations" / "tydiqa.translate.test.sw-en.json").read_text() == tydiqa
     recorded = (tmp_path / "data" / "SHA256SUMS").read_text()
     assert f"{download.FILTER_TRANSLATIONS}/xnli.zip" in recorded  # no pinned checksum: the first download's is kept
     with zipfile.ZipFile(tmp_path / "empty.zip", "w") as z:
@@ -148,3 +155,193 @@ def test_a_tagged_sentence_longer_than_max_length_is_predicted_whole_in_windows(
     import data
     assert len(data.word_windows([example], tokenizer, 40)) >= 3
     assert tags[40] == tags[512] and "O" not in tags[40]
+
+
+# QA: SQuAD v1.1 JSON, as XTREME's and the authors' files are written: {"data": [{"title", "paragraphs": [{"context",
+# "qas": [{"id", "question", "answers": [{"answer_start", "text"}]}]}]}], "version"}. A translation keeps the id of the
+# question it translates (FILTER's run_xqa.py:85-117 asserts one for every test question; X-Mixup's data/tasks/qa.py
+# keys its dicts by it); a translate-test file's answers are read by neither author's code for the translation.
+SQUAD_IDS = ["5733be284776f41900661182", "5733be284776f4190066117f", "5733bf84d058e614000b61be", "5733bed24776f41900661188"]
+MLQA_IDS = ["a0ec9d5a7b2b4d16ba73f1d0e8c1b2a3c4d5e6f7", "b1fd0e6b8c3c5e27cb84f2e1f9d2c3b4d5e6f708", "c20e1f7c9d4d6f38dc9503f2"]
+PEOPLE = [("Anna", "Paris", "red"), ("Ben", "Rome", "blue"), ("Carl", "Oslo", "green"), ("Dora", "Lima", "black")]
+LONG = "On Sundays the old market by the river is full of people who sell fruit, bread, fish and flowers to everyone. "
+
+
+def squad_json(questions, title="Article"):
+    """[(id, question, context, [(answer, its first character or None for its place in the context)])] as SQuAD v1.1."""
+    paragraphs = [{"context": c, "qas": [{"id": i, "question": q, "answers": [
+        {"answer_start": c.index(a) if start is None else start, "text": a} for a, start in answers]}]} for i, q, c, answers in questions]
+    return json.dumps({"data": [{"title": title, "paragraphs": paragraphs}], "version": "1.1"}, ensure_ascii=False)
+
+
+def mlqa_folder(root):
+    """MLQA as download.py writes it (MLQA_V1, test answers kept, SQuAD beside it with XTREME's translate-train), and
+    X-Mixup's files where its README lays them out: squad/translate-train-en/squad.translate.train.en-<lang>-en.json
+    (round trips of SQuAD's training questions, each under its question's id) and mlqa/translate-test/
+    mlqa.translate.test.<lang>-en.json (MLQA's test questions in English, each under its question's id)."""
+    train = [(i, f"Where does {name} live?", f"{name} lives in {city}. " + LONG * 2 + f"{name} likes {colour} bikes.", [(city, None)])
+             for i, (name, city, colour) in zip(SQUAD_IDS, PEOPLE)]
+    write(root / "squad" / "train-v1.1.json", squad_json(train))
+    write(root / "squad" / "translate-train" / "squad.translate.train.en-de.json", squad_json(
+        [(i, f"Wo wohnt {name}?", f"{name} wohnt in {city}. {name} mag Fahrräder.", [(city, None)]) for i, (name, city, _) in zip(SQUAD_IDS, PEOPLE)]))
+    trips = [(i, f"Where is {name} living?", f"{name} is living in {city}. " + LONG * 2 + f"{name} likes bikes that are {colour}.",
+              [(city, None)]) for i, (name, city, colour) in zip(SQUAD_IDS, PEOPLE)]
+    trips[3] = trips[3][:3] + ([("Lima", 0)],)  # its answer lost in translation, as machine translation loses some: not read
+    write(root / "squad" / "translate-train-en" / "squad.translate.train.en-de-en.json", squad_json(trips))
+    for split in ("dev", "test"):
+        for lang, (question, where) in (("en", ("Who lives in {}?", "{} lives in {}.")), ("de", ("Wer wohnt in {}?", "{} wohnt in {}."))):
+            questions = [(i, question.format(city), where.format(name, city) + " " + LONG, [(name, None)])
+                         for i, (name, city, _) in zip(MLQA_IDS, PEOPLE)]
+            write(root / "mlqa" / "MLQA_V1" / split / f"{split}-context-{lang}-question-{lang}.json", squad_json(questions))
+    # in another order than the test file, its answers as the translation left them (one not where it says): unread
+    translated = [(i, f"Who is living in {city}?", f"{name} is living in {city}.", [(name, 3)]) for i, (name, city, _) in
+                  reversed(list(zip(MLQA_IDS, PEOPLE)))]
+    write(root / "mlqa" / "translate-test" / "mlqa.translate.test.de-en.json", squad_json(translated))
+    return root
+
+
+def test_a_qa_test_set_s_translation_is_read_by_question_id(tmp_path):
+    folder = mlqa_folder(tmp_path)
+    task = tasks.load_task("mlqa", folder / "mlqa")
+    spec = str(folder / "mlqa" / "translate-test" / "mlqa.translate.test.{lang}-en.json")
+    read = tasks.read_translations(spec, "de", "en", task.test["de"])
+    assert [(e.id, e.lang, e.text, e.pair, e.answers) for e in read] == [
+        (MLQA_IDS[0], "en", "Who is living in Paris?", "Anna is living in Paris.", None),
+        (MLQA_IDS[1], "en", "Who is living in Rome?", "Ben is living in Rome.", None),
+        (MLQA_IDS[2], "en", "Who is living in Oslo?", "Carl is living in Oslo.", None)]
+    path = folder / "mlqa" / "translate-test" / "mlqa.translate.test.de-en.json"
+    raw = json.loads(path.read_text())
+    raw["data"][0]["paragraphs"] = raw["data"][0]["paragraphs"][1:]  # Carl's question (the file's first) untranslated
+    path.write_text(json.dumps(raw))
+    with pytest.raises(DataError, match=rf"mlqa.translate.test.de-en.json: no translation of 1 of the 3 examples of de, first ids "
+                                        rf"\['{MLQA_IDS[2]}'\]"):
+        tasks.read_translations(spec, "de", "en", task.test["de"])
+    raw["data"][0]["paragraphs"][1]["qas"][0]["question"] = " "
+    path.write_text(json.dumps(raw))
+    with pytest.raises(DataError, match=rf"article 0, paragraph 1 \(data\[0\].paragraphs\[1\]\), question 0: the translation of "
+                                        rf"'{MLQA_IDS[0]}' lacks its question or its context"):
+        tasks.read_translations(spec, "de", "en", task.test["de"])
+    raw["data"][0]["paragraphs"][1]["qas"][0]["id"] = MLQA_IDS[1]
+    path.write_text(json.dumps(raw).replace('" "', '"Who?"'))
+    with pytest.raises(DataError, match=rf"question id '{MLQA_IDS[1]}' is used twice, in article 0, paragraph 0 .* and in article 0, "
+                                        "paragraph 1"):
+        tasks.read_translations(spec, "de", "en", task.test["de"])
+    path.write_text(json.dumps(raw)[:-5])
+    with pytest.raises(DataError, match=r"mlqa.translate.test.de-en.json: not SQuAD v1.1 JSON"):
+        tasks.read_translations(spec, "de", "en", task.test["de"])
+
+
+def test_each_test_window_is_predicted_beside_its_own_question_s_translation(tmp_path, tiny_model_dir):
+    from levels import LEVELS
+    folder = mlqa_folder(tmp_path)
+    task = tasks.load_task("mlqa", folder / "mlqa")
+    task.doc_stride = 8  # as train.py sets it from --doc-stride
+    run = Run(task, Tokenizer.from_pretrained(tiny_model_dir), 48, batch_size=2)
+    partners = counterparts(run, "test", "translation", str(folder / "mlqa" / "translate-test" / "mlqa.translate.test.{lang}-en.json"))
+    seen = []  # (the source side's tokens, the target side's tokens) of every window predicted
+
+    def predict(source_ids, source_mask, target_ids, target_mask):
+        seen.extend((s[m.bool()].tolist(), t[n.bool()].tolist()) for s, m, t, n in zip(source_ids, source_mask, target_ids, target_mask))
+        return torch.zeros(*target_ids.shape, 2)
+
+    LEVELS["span"].score(predict, "pair", {"de": task.test["de"]}, run, partners)
+    encode = lambda question, context: run.tokenizer.add_special_tokens(run.tokenizer.tokenize(question), run.tokenizer.tokenize(context))
+    german = {(0, *run.tokenizer.tokenize(f"Wer wohnt in {city}?"), 2): (name, city) for name, city, _ in PEOPLE[:3]}  # <s> question </s>
+    assert len(seen) > 3  # each German context is read in several windows
+    for source, target in seen:  # the German question's, whatever its window, beside its own translation (short: one window)
+        name, city = next(person for question, person in german.items() if tuple(target[:len(question)]) == question)
+        assert source == encode(f"Who is living in {city}?", f"{name} is living in {city}.")
+
+
+def test_xmixup_feeds_each_qa_window_the_round_trip_window_over_the_same_text(tmp_path, tiny_model_dir):
+    folder = mlqa_folder(tmp_path)
+    task = tasks.load_task("mlqa", folder / "mlqa")
+    task.doc_stride = 8  # as train.py sets it from --doc-stride
+    run = Run(task, Tokenizer.from_pretrained(tiny_model_dir), 48)
+    method = make_method("xmixup", run, "--round-trip", str(folder / "squad" / "translate-train-en" / "squad.translate.train.en-{lang}-en.json"))
+    items = method.training_items()
+    assert {s.extra["question"] for s, t in items if t.lang == "de"} == set(SQUAD_IDS) and len(items) > 30  # several windows each
+    batch = method.make_batch(items, [1.0] * len(items), step=10 ** 6)  # p* = 0: the round trips wherever there are some
+    trips = {}  # the round trips' windows, encoded here: {question: [(window, its context's characters)]}
+    for e in tasks.read_squad(folder / "squad" / "translate-train-en" / "squad.translate.train.en-de-en.json", "de", noisy=True):
+        trips[e.id] = [(w, (w.extra["spans"][0][0], w.extra["spans"][-1][1])) for w in tasks.qa.encode_windows([e], run.tokenizer, 48, 8)]
+    assert sorted(trips) == sorted(SQUAD_IDS[:3])  # Dora's answer lost in translation: not read
+    fed_trips = 0
+    for row, (source, target) in enumerate(items):
+        ids = batch["source_ids"][row][batch["source_mask"][row].bool()].tolist()
+        label = tuple(batch["source_labels"][row].tolist())
+        question = source.extra["question"]
+        if target.lang == "en" or question not in trips:  # no round trip through English, none of Dora's: the gold window
+            assert (ids, label) == (source.ids, source.label)
+            continue
+        # the round trip's window over most of the source window's text: the round trip's first sentence is longer
+        # by `shift` characters ("is living" for "lives"), the rest of its context the source's
+        shift = len(" is living") - len(" lives")
+        a, b = source.extra["spans"][0][0], source.extra["spans"][-1][1]
+        overlap = lambda span: min(b, span[1] - shift) - max(a, span[0] - shift)
+        window = max(trips[question], key=lambda pair: overlap(pair[1]))[0]
+        assert (ids, label) == (window.ids, window.label)
+        fed_trips += 1
+    labelled = [w.label for windows in trips.values() for w, _ in windows if w.label != (0, 0)]
+    assert fed_trips >= 3 and len(labelled) == 3 and batch["round_trip"].item() == 1.0  # each answer in one window of its trip
+    sources = {s.id: s.label for s, _ in items}  # a round trip's window has its own answer's label, not its source's
+    assert all(windows[0][0].label != sources[f"{question}/0"] != (0, 0) for question, windows in trips.items())
+
+
+def test_xmixup_on_mlqa_with_the_authors_round_trips_and_test_translations_reaches_its_test_table(tmp_path, tiny_model_dir):
+    """As experiments/xmixup-mlqa.json runs it: trained with the round trips, tested beside MLQA's English originals (as the
+    authors' code tests), then evaluated beside X-Mixup's translate-test files (as the paper describes)."""
+    import evaluate
+    from test_xtreme import run
+    folder = mlqa_folder(tmp_path / "data")
+    out = tmp_path / "xmixup"
+    run(tiny_model_dir, "mlqa", folder / "mlqa", out, "--method", "xmixup", "--doc-stride", "8", "--no-alignment", "--ss-k", "1",
+        "--test-input", "oracle", "--round-trip", str(folder / "squad" / "translate-train-en" / "squad.translate.train.en-{lang}-en.json"))
+    results = json.loads((out / "results.json").read_text())
+    assert results["test_input"]["input"] == "oracle" and {lang: results[lang]["n"] for lang in ("en", "de")} == {"en": 3, "de": 3}
+    assert "| de |" in (out / "results.md").read_text() and 0 <= results["de"]["mlqa_f1"] <= 1
+    translations = str(folder / "mlqa" / "translate-test" / "mlqa.translate.test.{lang}-en.json")
+    evaluate.main(["--checkpoint", str(out / "best"), "--method", "xmixup", "--test-input", "translation", "--data", str(folder / "mlqa"),
+                   "--test-translations", translations, "--out", str(tmp_path / "translated")])
+    tested = json.loads((tmp_path / "translated" / "results_test.json").read_text())
+    assert tested["test_input"] == {"input": "translation", "what": methods.TEST_INPUTS["translation"], "translations": translations}
+    assert {lang: tested[lang]["n"] for lang in ("en", "de")} == {"en": 3, "de": 3}
+    assert tested["en"] == pytest.approx(results["en"])  # English beside itself either way; German beside another text
+
+
+def tydiqa_folder(root):
+    """TyDiQA-GoldP as download.py writes it (XTREME's layout: the English training questions' ids cut to their last part,
+    here all different; the dev files renamed, answers kept), XTREME's translate-train into Swahili (each question under
+    its English question's id), and FILTER's translate-test where download.py filter-translations puts it:
+    filter-translations/tydiqa.translate.test.<lang>-en.json, each question under the id of the question it translates
+    (run_xqa.py:405-409 reads 'translate.test.<lang>-en' beside '<lang>.dev', MixDataset pairs them by id)."""
+    article = lambda i, q, c, a: {"paragraphs": [{"context": c, "qas": [{"answers": [{"answer_start": c.index(a), "text": a}],
+                                                                           "question": q, "id": i}]}]}
+    english = [(str(n), f"Who lives in house {n}?", f"House {n} is where Anna {n} lives with her cat.", f"Anna {n}") for n in range(40)]
+    write(root / "tydiqa-goldp-v1.1-train" / "tydiqa.goldp.en.train.json", json.dumps({"data": [article(*q) for q in english],
+                                                                                         "version": "TyDiQA-GoldP-1.1-train"}))
+    write(root / "translate-train" / "tydiqa.translate.train.en-sw.json", squad_json(
+        [(i, f"Nani anaishi katika nyumba {i}?", f"Nyumba {i} ni mahali Anna {i} anaishi.", [(f"Anna {i}", None)]) for i, *_ in english]))
+    ids = {lang: [f"{name}-{5967113449718591924 + n}-{n}" for n in range(3)] for lang, name in (("en", "english"), ("sw", "swahili"))}
+    for lang, question in (("en", "Who lives in house {}?"), ("sw", "Nani anaishi katika nyumba {}?")):
+        dev = [article(i, question.format(n), f"Anna {n} lives in house {n}.", f"Anna {n}") for n, i in enumerate(ids[lang])]
+        write(root / "tydiqa-goldp-v1.1-dev" / f"tydiqa.goldp.{lang}.dev.json", json.dumps({"data": dev, "version": "TyDiQA-GoldP-1.1-dev"}))
+    write(root / "filter-translations" / "tydiqa.translate.test.sw-en.json", squad_json(
+        [(i, f"Who lives in house {n}?", f"Anna {n} lives in house {n}.", [(f"Anna {n}", None)]) for n, i in enumerate(ids["sw"])]))
+    return root, ids["sw"]
+
+
+def test_filter_on_tydiqa_reads_its_test_translations_and_stops_before_training_without_one(tmp_path, tiny_model_dir):
+    from test_xtreme import run
+    data, ids = tydiqa_folder(tmp_path / "tydiqa")
+    translations = str(data / "filter-translations" / "tydiqa.translate.test.{lang}-en.json")
+    out = tmp_path / "filter"
+    run(tiny_model_dir, "tydiqa", data, out, "--method", "filter", "--doc-stride", "8", "--no-alignment", "--test-translations", translations)
+    results = json.loads((out / "results.json").read_text())
+    assert results["test_input"]["input"] == "translation" and {lang: results[lang]["n"] for lang in ("en", "sw")} == {"en": 3, "sw": 3}
+    write(data / "filter-translations" / "tydiqa.translate.test.sw-en.json", squad_json([(ids[0], "Who?", "Anna 0.", [("Anna 0", None)])]))
+    with pytest.raises(DataError, match=rf"tydiqa.translate.test.sw-en.json: no translation of 2 of the 3 examples of sw, first ids "
+                                        rf"\['{ids[1]}', '{ids[2]}'\]"):
+        run(tiny_model_dir, "tydiqa", data, tmp_path / "missing", "--method", "filter", "--doc-stride", "8", "--no-alignment",
+            "--test-translations", translations)
+    assert not (tmp_path / "missing" / "best").exists() and not (tmp_path / "missing" / "checkpoint.pt").exists()  # no step made

@@ -228,8 +228,9 @@ def add_run_arguments(p):
                    "source-language text, an upper bound); xmixup also text (the target alone). Default: translation where "
                    "--test-translations is given, else the method's first")
     g.add_argument("--test-translations", metavar="PATH", help="the test texts' translations into the source language: a path "
-                   "with {lang} (e.g. translate-test/test-{lang}-en-translated.tsv, XTREME's) or a folder of <lang>.tsv "
-                   "files of id TAB text")
+                   "with {lang} (e.g. translate-test/test-{lang}-en-translated.tsv, XTREME's; a QA test set's in SQuAD JSON, "
+                   "each question under the id of the one it translates: translate-test/mlqa.translate.test.{lang}-en.json, "
+                   "X-Mixup's) or a folder of <lang>.tsv files of id TAB text")
     g.add_argument("--save-dtype", default="float32", choices=["float32", "bf16"], help="the weights of OUT/best: bf16 halves "
                    "them, rounded (the default model's OUT/best: 244 MiB, against 468), and the test at the end reads them so, as "
                    "evaluate.py does")

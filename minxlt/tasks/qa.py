@@ -82,6 +82,29 @@ def matching_window(target, windows):
     return min(windows, key=lambda w: abs(w.extra["centre"] - target.extra["centre"]))
 
 
+class RoundTripWindows:
+    """X-Mixup's round trips of the source's training windows, `get(window id, lang, default)`: the
+    window of the question's round trip through `lang` whose piece of the context lies where the
+    source window's lies (matching_window), as the translated window is paired with the source's.
+    `sources`: the source's windows; `trips`: {lang: the round trips' windows}."""
+
+    def __init__(self, sources, trips):
+        self.table = {}
+        for lang, windows in trips.items():
+            by_question = {}
+            for w in windows:
+                by_question.setdefault(w.extra["question"], []).append(w)
+            for s in sources:
+                if s.extra["question"] in by_question:
+                    self.table[s.id, lang] = matching_window(s, by_question[s.extra["question"]])
+
+    def __bool__(self):
+        return bool(self.table)
+
+    def get(self, window_id, lang, default=None):
+        return self.table.get((window_id, lang), default)
+
+
 def keep_best(best, question, candidate):
     """Put a window's candidate (score, ...) in `best` ({question: candidate}) if it beats the
     question's best so far."""

@@ -177,6 +177,46 @@ def squad_question(path, where, qa, context, lang, title, blank=False):
                                      f"of the context (found {context[start:start + len(text)]!r})")
     return Example(id=str(qa["id"]), lang=lang, text=qa["question"], pair=context, answers=answers, group=str(title))
 
+def squad_round_trips(path, lang):
+    """X-Mixup's round-trip translations of a SQuAD-format training set through `lang`
+    (squad.translate.train.en-<lang>-en.json, tydiqa.translate.train.en-<lang>-en.json): SQuAD v1.1
+    JSON, each question, context and answer under the id of the training question it renders (its
+    code adds _<lang> itself, xmixup/data/datasets/qa.py:222-223, and pairs by it,
+    data/tasks/qa.py:544-549). Read as a machine-translated training file: a question whose answer
+    is not where it says is left out and counted, as X-Mixup's code drops it (qa.py:238-239,
+    data/tasks/qa.py:196-201), and its source is then fed gold."""
+    return read_squad(path, lang, noisy=True)
+
+def squad_texts(path):
+    """{question id: (where, [question, context])} of a SQuAD v1.1 file that translates a split's
+    questions (translate-test): each question under the id of the one it translates. Its answers
+    are not read, as neither FILTER's nor X-Mixup's code reads a translation's. A question without
+    its text or context, or an id used twice, stops with the place."""
+    try:
+        articles = json.loads(read_text(path))["data"]
+        if not isinstance(articles, list):
+            raise TypeError(f"'data' is a {type(articles).__name__}")
+    except (json.JSONDecodeError, KeyError, TypeError) as e:
+        raise DataError(path, 0, f"not SQuAD v1.1 JSON, an object with a 'data' list of articles ({e!r})") from None
+    texts = {}
+    for a, article in enumerate(articles):
+        for p, paragraph in enumerate(article.get("paragraphs", []) if isinstance(article, dict) else [None]):
+            where = f"article {a}, paragraph {p} (data[{a}].paragraphs[{p}])"
+            try:
+                context, questions = paragraph["context"], list(enumerate(paragraph["qas"]))
+                for q, qa in questions:
+                    here, question_id = f"{where}, question {q}", str(qa["id"])
+                    if not (isinstance(context, str) and context.strip() and isinstance(qa["question"], str) and qa["question"].strip()):
+                        raise DataError(path, 0, f"{here}: the translation of {question_id!r} lacks its question or its context")
+                    if question_id in texts:
+                        raise DataError(path, 0, f"question id {question_id!r} is used twice, in {texts[question_id][0]} and in {here}: "
+                                                 "a translation is paired with its question by id")
+                    texts[question_id] = (here, [qa["question"].strip(), context])
+            except (KeyError, TypeError, AttributeError) as e:
+                raise DataError(path, 0, f"{where}: missing or malformed field {e} (expected context, and qas with id and "
+                                         "question)") from None
+    return texts
+
 def squad_blanked(path):
     """Whether a SQuAD file is one that XTREME's script blanked: every answer {"answer_start": 0,
     "text": ""}, every question an article of its own, without a title."""

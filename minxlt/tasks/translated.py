@@ -10,6 +10,11 @@ each file read as its release writes it, told apart by its name:
     xnli.{dev,test}.tsv                X-Mixup's translate-dev of XNLI: XNLI-1.0's layout, every language
                                        in one file, by pairID
     dev_2k.<lang>.tsv                  X-Mixup's translate-dev of PAWS-X: PAWS-X's layout, by id
+    <task>.translate.test.<lang>-en.json
+                                       a QA test set's translation, as FILTER's (TyDiQA-GoldP) and X-Mixup's
+                                       (MLQA, XQuAD, TyDiQA-GoldP) code reads it: SQuAD v1.1 JSON, each
+                                       question and its context under the id of the question they translate
+                                       (any other .json file is read so too)
     any other                          id TAB text (TAB second text)
 """
 from pathlib import Path
@@ -17,7 +22,7 @@ from pathlib import Path
 from data import Example
 from minxlt.errors import DataError
 from minxlt.tasks.pawsx import read_pawsx
-from minxlt.tasks.readers import read_lines
+from minxlt.tasks.readers import read_lines, squad_texts
 from minxlt.tasks.xnli import read_xnli
 
 
@@ -33,8 +38,10 @@ def read_translations(spec, lang, source, examples):
     the file of `spec` (translation_file), read by the layout its name gives (the module's table).
     An example without a translation, or one without its text, stops with the file and line."""
     path, name = translation_file(spec, lang), translation_file(spec, lang).name
-    lines = read_lines(path)
-    if name.startswith("xnli.") and name.endswith(".tsv"):  # X-Mixup's translate-dev: XNLI-1.0's layout
+    lines = read_lines(path) if not name.endswith(".json") else []
+    if name.endswith(".json"):  # a QA test set's translation (FILTER's run_xqa.py:85-117 and X-Mixup's data/tasks/qa.py:488-499 pair by id)
+        rows = squad_texts(path)
+    elif name.startswith("xnli.") and name.endswith(".tsv"):  # X-Mixup's translate-dev: XNLI-1.0's layout
         rows = {e.id: (e.where.rpartition(":")[2], [e.text, e.pair]) for e in read_xnli(path, lang)}
     elif name.startswith("dev_2k.") or (name.startswith("xtreme.msft.") and lines[:1] and lines[0][1].startswith("id\t")):
         rows = {e.id: (e.where.rpartition(":")[2], [e.text, e.pair]) for e in read_pawsx(path, lang, noisy=False)}  # by id
@@ -48,7 +55,8 @@ def read_translations(spec, lang, source, examples):
     missing = [e.id for e in examples if e.id not in rows]
     if missing:
         raise DataError(path, 0, f"no translation of {len(missing)} of the {len(examples)} examples of {lang}, first ids {missing[:5]} "
-                                 "(lines are id TAB text, or one of the released layouts named in minxlt/tasks/translated.py)")
+                                 "(lines are id TAB text, or one of the released layouts named in minxlt/tasks/translated.py; "
+                                 "a QA translation's question has the id of the question it translates)")
     out = []
     for e in examples:
         n, cells = rows[e.id]

@@ -2,7 +2,7 @@
 import zlib
 from dataclasses import replace
 
-from minxlt.tasks.readers import read_squad
+from minxlt.tasks.readers import read_squad, squad_round_trips
 from minxlt.tasks.task import Layout
 
 TYDIQA_LANGS = ["en", "ar", "bn", "fi", "id", "ko", "ru", "sw", "te"]
@@ -51,3 +51,9 @@ class Tydiqa(Layout):
         path = self.directory / "tydiqa-goldp-v1.1-train" / f"tydiqa.goldp.{lang}.train.json"
         questions = self.once("train", lambda: numbered_questions(read_squad(path, lang, unique=False)))
         return [e for e in questions if tydiqa_split(e.text, e.pair) == split]
+
+    def each_round_trip(self, path, lang):
+        """X-Mixup's round trips of the English training questions through `lang` (--round-trip:
+        translate-train-en/tydiqa.translate.train.en-{lang}-en.json, as its README lays them out),
+        paired by id as translate-train's files are (not where numbered_questions renamed the English ones)."""
+        return squad_round_trips(path, lang)

@@ -4,7 +4,7 @@ import zlib
 from pathlib import Path
 
 from minxlt.errors import DataError
-from minxlt.tasks.readers import read_squad, squad_blanked
+from minxlt.tasks.readers import read_squad, squad_blanked, squad_round_trips
 from minxlt.tasks.task import Layout
 
 XQUAD_LANGS = ["en", "ar", "de", "el", "es", "hi", "ro", "ru", "th", "tr", "vi", "zh"]
@@ -59,6 +59,11 @@ class SquadTrained(Layout):
             return self.once("squad", lambda: read_squad(self.squad("train-v1.1.json"), lang))
         path = self.directory.parent / "squad" / "translate-train" / f"squad.translate.train.en-{lang}.json"
         return read_squad(path, lang, noisy=True) if path.is_file() else []
+
+    def each_round_trip(self, path, lang):
+        """X-Mixup's round trips of SQuAD's training questions through `lang` (--round-trip:
+        ../squad/translate-train-en/squad.translate.train.en-{lang}-en.json, as its README lays them out)."""
+        return squad_round_trips(path, lang)
 
 class XquadSquad(SquadTrained):
     """All of XQuAD as XTREME and the papers test it: <data>/xquad.<lang>.json is the test set, scored
