@@ -14,9 +14,11 @@ every file checked against its SHA-256:
                                                            # TyDiQA-GoldP (data/tydiqa/translate-train) and of XNLI's
                                                            # test sets into English (data/xnli/translate-test)
     python download.py filter-translations --to data      # FILTER's Microsoft Translator translations of XNLI's and
-                                                           # PAWS-X's dev and test sets into English, as its authors'
-                                                           # download_data.sh fetches them (data/xnli/filter-translations,
-                                                           # data/pawsx/filter-translations)
+                                                           # PAWS-X's dev and test sets into English, and of UD-POS's
+                                                           # and PAN-X's English training sets and of their dev and
+                                                           # test sets into English, as its authors' download_data.sh
+                                                           # fetches them (data/<task>/filter-translations: xnli, pawsx,
+                                                           # udpos, panx)
     python download.py mtop --to data/mtop                # MTOP's release: <lang>/{train,eval,test}.txt
     python download.py mtod --to data/mtod                # MTOD's release: <lang>/{train,eval,test}-<locale>.{conllu,tsv}
     python download.py xeroalign-translations --to data   # XeroAlign's machine translations of MTOD's and MultiATIS++'s
@@ -85,6 +87,9 @@ TYDIQA_TRANSLATIONS = ["ar", "bn", "fi", "id", "ko", "ru", "sw", "te"]
 XNLI_TRANSLATIONS = [lang for lang in tasks.XNLI_LANGS if lang != "en"]
 FILTER_TRANSLATIONS = "https://convaisharables.blob.core.windows.net/filter/data/translations"  # FILTER's download_data.sh:7, 204-208
 MSFT = re.compile(r"xtreme\.msft\.[a-z_]+-en\.(dev|test)")  # FILTER's run_xcls.py:384 pairs each text with these
+# FILTER's run_xtag.py:477-482 reads translations/<split>-<pair>.tsv: the English training set into <lang>, a split into English
+TAGGING = re.compile(r"train-en-(?P<train>[a-z_]+)\.tsv|(dev|test)-(?P<split>[a-z_]+)-en\.tsv")
+FILTER_ARCHIVES = ("xnli", "pawsx", "udpos", "panx")  # download_data.sh:15, 50, 70, 116: download_translations <task>
 MTOP = "https://dl.fbaipublicfiles.com/mtop/mtop.zip"  # fb.me/mtop_dataset
 MTOD = "https://download.pytorch.org/data/multilingual_task_oriented_dialog_slotfilling.zip"  # fb.me/multilingual_task_oriented_data
 XEROALIGN_DATA = "https://raw.githubusercontent.com/milangritta/Datasets/HEAD"  # XeroAlign's README: the authors' copies of the data
@@ -134,7 +139,7 @@ def sources(task, langs, fetch):
     if task == "translations":  # XTREME's translate-train files of SQuAD (MLQA, XQuAD) and TyDiQA-GoldP; XNLI's translate-test
         return translations(langs)
     if task == "filter-translations":
-        return [Source(f"{FILTER_TRANSLATIONS}/{name}.zip", f".download/filter-{name}.zip") for name in ("xnli", "pawsx")]
+        return [Source(f"{FILTER_TRANSLATIONS}/{name}.zip", f".download/filter-{name}.zip") for name in FILTER_ARCHIVES]
     if task == "xeroalign-translations":
         return [Source(f"{XEROALIGN_DATA}/{name}.zip", f".download/xeroalign-{name}.zip") for name in XEROALIGN_TRANSLATIONS]
     archives = {"xnli": ["https://dl.fbaipublicfiles.com/XNLI/XNLI-1.0.zip", "https://dl.fbaipublicfiles.com/XNLI/XNLI-MT-1.0.zip"],
@@ -266,18 +271,30 @@ def unpack(archive, folder):
 
 def filter_layout(archive, folder, langs=None):
     """FILTER's translations archive (<task>.zip, unzipped by its download_data.sh into its data
-    folder): its xtreme.msft.<lang>-en.{dev,test} files, wherever they are in it, into
-    <folder>/<task>/filter-translations/; the rest of the archive is XTREME's data, which
-    download.py fetches from the releases."""
+    folder): its xtreme.msft.<lang>-en.{dev,test} files (XNLI, PAWS-X), or its train-en-<lang>.tsv
+    and {dev,test}-<lang>-en.tsv files (UD-POS, PAN-X: translations of XTREME's segments,
+    minxlt/tasks/filter_tags.py), wherever they are in it, into <folder>/<task>/filter-translations/;
+    the rest of the archive is XTREME's data, which download.py fetches from the releases."""
     task = archive.name[len("filter-"):-len(".zip")]
     with zipfile.ZipFile(archive) as z:
-        members = [n for n in z.namelist() if MSFT.fullmatch(Path(n).name)
-                   and (not langs or Path(n).name.split(".")[2][:-len("-en")] in langs)]
+        found = [n for n in z.namelist() if filter_file_lang(Path(n).name)]
+        if not found:
+            raise InputError(f"{archive}: no xtreme.msft.<lang>-en.dev or .test file, nor train-en-<lang>.tsv, dev-<lang>-en.tsv or "
+                             f"test-<lang>-en.tsv (FILTER's translations, which its run_xcls.py and run_xtag.py read) among its "
+                             f"{len(z.namelist())} members")
+        members = [n for n in found if not langs or filter_file_lang(Path(n).name) in langs]
         if not members:
-            raise InputError(f"{archive}: no xtreme.msft.<lang>-en.dev or .test file (FILTER's translations, which its run_xcls.py "
-                             f"reads) among its {len(z.namelist())} members")
+            print(f"note: {archive.name} has no translations of {', '.join(langs)}", file=sys.stderr)
         for name in members:
             cli.write_text(folder / task / "filter-translations" / Path(name).name, z.read(name).decode("utf-8"))
+
+
+def filter_file_lang(name):
+    """The language of one of FILTER's translation files, by its name (None for another file)."""
+    if MSFT.fullmatch(name):
+        return name.split(".")[2][:-len("-en")]
+    tagging = TAGGING.fullmatch(name)
+    return tagging and (tagging["train"] or tagging["split"])
 
 
 def xeroalign_layout(archive, folder, langs=None):
@@ -501,7 +518,8 @@ def get_args(argv=None):
     parser.add_argument("task", choices=TASKS, help="the data set (udpos: UD PUD; udpos-xtreme: XTREME's UD-POS, made from the "
                         "UD v2.5 and v2.7 releases as XTREME's scripts make it; squad: SQuAD v1.1, which MLQA and XQuAD train on; "
                         "translations: XTREME's machine translations of SQuAD and TyDiQA-GoldP's training sets and of XNLI's "
-                        "test sets; filter-translations: FILTER's of XNLI's and PAWS-X's dev and test sets; xeroalign-translations: XeroAlign's "
+                        "test sets; filter-translations: FILTER's of XNLI's and PAWS-X's dev and test sets and of UD-POS's and PAN-X's "
+                        "training, dev and test sets; xeroalign-translations: XeroAlign's "
                         "of MTOD's and MultiATIS++'s English training utterances)")
     parser.add_argument("--to", required=True, help="the folder to write (give it as --data to train.py)")
     parser.add_argument("--langs", type=cli.languages, help="only these languages (default: all that the release has)")

@@ -104,15 +104,28 @@ def test_xmixup_s_scheduled_sampling_feeds_each_source_its_round_trip_through_it
 
 def test_filter_s_translations_are_fetched_as_its_download_script_fetches_them(tmp_path, mirror, unpinned):  # noqa: F811
     folder, url, _ = mirror
-    for task, member in (("xnli", "xnli/xtreme.msft.de-en.test"), ("pawsx", "pawsx/xtreme.msft.de-en.dev")):
+    # udpos.zip and panx.zip unzip into udpos/ and panx/, which download_data.sh:76 and 117 rename translations/, the folder
+    # run_xtag.py:478 reads <split>-<pair>.tsv from: the English training segments into a language, a split's into English
+    members = {"xnli": {"xnli/xtreme.msft.de-en.test": "A.\tB.\tneutral\n"}, "pawsx": {"pawsx/xtreme.msft.de-en.dev": "A.\tB.\t1\n"},
+               "udpos": {"udpos/train-en-de.tsv": "Wir gehen .\n", "udpos/test-de-en.tsv": "We go .\n", "udpos/dev-de-en.tsv": "Go .\n"},
+               "panx": {"panx/train-en-sw.tsv": "Angela Merkel alitembelea Paris\n", "panx/test-sw-en.tsv": "Angela Merkel\n",
+                        "panx/train-en-de.tsv": "Angela Merkel besuchte Paris\n"}}
+    for task, files in members.items():
         buffer = tmp_path / f"{task}.zip"
         with zipfile.ZipFile(buffer, "w") as z:
-            z.writestr(member, "A.\tB.\tneutral\n")
+            for member, text in files.items():
+                z.writestr(member, text)
             z.writestr(f"{task}/xtreme.de.test", "not a translation\n")  # XTREME's own, which download.py fetches from the release
         put(folder, f"{download.FILTER_TRANSLATIONS}/{task}.zip", buffer.read_bytes())
     download.main(["filter-translations", "--to", str(tmp_path / "data"), "--mirror", url])
     assert (tmp_path / "data" / "xnli" / "filter-translations" / "xtreme.msft.de-en.test").read_text() == "A.\tB.\tneutral\n"
     assert sorted(p.name for p in (tmp_path / "data" / "pawsx" / "filter-translations").iterdir()) == ["xtreme.msft.de-en.dev"]
+    written = lambda task: {p.name: p.read_text() for p in (tmp_path / "data" / task / "filter-translations").iterdir()}
+    assert written("udpos") == {"train-en-de.tsv": "Wir gehen .\n", "test-de-en.tsv": "We go .\n", "dev-de-en.tsv": "Go .\n"}
+    assert written("panx") == {"train-en-sw.tsv": "Angela Merkel alitembelea Paris\n", "test-sw-en.tsv": "Angela Merkel\n",
+                               "train-en-de.tsv": "Angela Merkel besuchte Paris\n"}
+    download.main(["filter-translations", "--to", str(tmp_path / "some"), "--mirror", url, "--langs", "sw"])
+    assert sorted(p.name for p in (tmp_path / "some" / "panx" / "filter-translations").iterdir()) == ["test-sw-en.tsv", "train-en-sw.tsv"]
     recorded = (tmp_path / "data" / "SHA256SUMS").read_text()
     assert f"{download.FILTER_TRANSLATIONS}/xnli.zip" in recorded  # no pinned checksum: the first download's is kept
     with zipfile.ZipFile(tmp_path / "empty.zip", "w") as z:
