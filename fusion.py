@@ -99,6 +99,9 @@ class FilterMethod(PairMethod):
                        "summed over its classes, averaged over the examples (Eq. 5); element: also averaged over the classes, "
                        "1/C of it, as the authors' nn.KLDivLoss() averages for sentence labels (run_xcls.py, "
                        "modeling_xlm_roberta.py)")
+        g.add_argument("--missing-translations", default="refuse", choices=["refuse", "self"], help="a target language without "
+                       "translation files: refuse the run (default), or, as the authors' run_xtag.py does, train on the other "
+                       "languages' translations alone (lines 956-958) and predict each of its test texts beside itself (363-369)")
 
     @classmethod
     def defaults(cls, level, num_layers, settings):
@@ -149,4 +152,5 @@ class FilterMethod(PairMethod):
         return Filter(classifier, info["filter_m"], info["filter_k"]).predict, "pair"
 
     def saved_info(self, model):
-        return {"filter_m": self.settings.filter_m, "filter_k": self.settings.filter_k}
+        return {"filter_m": self.settings.filter_m, "filter_k": self.settings.filter_k,
+                "missing_translations": self.settings.missing_translations}

@@ -161,3 +161,72 @@ def test_a_tagged_sentence_longer_than_max_length_is_predicted_whole_in_windows(
     import data
     assert len(data.word_windows([example], tokenizer, 40)) >= 3
     assert tags[40] == tags[512] and "O" not in tags[40]
+
+
+LONG = ("the cat sleeps on a warm mat while the dog runs in the green park and birds sing " * 4).split()[:60]
+
+
+def filter_udpos(folder, tokenizer):
+    """XTREME's UD-POS (a word TAB its tag a line, a blank line after each sentence) with an English
+    training sentence and a German test sentence longer than one of XTREME's segments, and FILTER's
+    translations as its udpos.zip holds them, in filter-translations/ (download.py filter-translations):
+    a translated segment a line, in the order of the split's segments."""
+    from test_xtreme import panx_file
+    assert tasks.xtreme_segments(LONG, tokenizer) == [50, 10]  # two segments of XTREME's preprocessing, 125 sub-words at most
+    short = [("We", "PRON"), ("go", "VERB"), (".", "PUNCT")]
+    folder.mkdir()
+    panx_file(folder / "train-en.tsv", [short, [(w, "NOUN") for w in LONG], [("Hi", "INTJ")]])
+    panx_file(folder / "dev-en.tsv", [short])
+    panx_file(folder / "test-en.tsv", [short])
+    panx_file(folder / "test-de.tsv", [[(w, "NOUN") for w in LONG], [("Wir", "PRON"), ("gehen", "VERB")]], labelled=False)
+    write(folder / "filter-translations" / "train-en-de.tsv", "Wir gehen .\nTeil eins\nTeil zwei\n\n")  # the last: empty
+    write(folder / "filter-translations" / "test-de-en.tsv", "Part one\nPart two\nWe go\n")
+    return folder
+
+
+def test_filter_s_translations_of_ud_pos_are_read_by_xtreme_s_segments(tmp_path, tiny_model_dir):
+    tokenizer = Tokenizer.from_pretrained(tiny_model_dir)
+    assert len(tokenizer.tokenize_words(["the"])[0]) == 1 and len(tokenizer.tokenize_words(["q" * 200])[0]) > 125
+    assert tokenizer.tokenize_words(["\u200c"]) == [[]]
+    # utils_preprocess.py: 125 sub-words a segment; a word of none, or of more than fit alone, counts as one (<unk>)
+    assert tasks.xtreme_segments(["q" * 200] + ["the"] * 124 + ["\u200c", "the"], tokenizer) == [125, 2]
+    folder = filter_udpos(tmp_path / "udpos", tokenizer)
+    task = tasks.load_task("udpos", folder, tokenizer=tokenizer)
+    assert task.translations.startswith("FILTER's Microsoft Translator translations")
+    assert task.test_translations == str(folder / "filter-translations" / "test-{lang}-en.tsv")
+    # a sentence's segments' lines joined; an empty line stands for its segment's own words (utils_tag.py:58-66); no tags
+    assert [(e.id, e.lang, e.text, e.words, e.tags) for e in task.train["de"]] == [
+        ("1", "de", "Wir gehen .", ["Wir", "gehen", "."], None), ("2", "de", "Teil eins Teil zwei", ["Teil", "eins", "Teil", "zwei"], None),
+        ("3", "de", "Hi", ["Hi"], None)]
+    assert task.train["de"][2].where.endswith("train-en-de.tsv:4")
+    read = tasks.read_translations(task.test_translations, "de", "en", task.test["de"], tokenizer)
+    assert [(e.id, e.lang, e.words) for e in read] == [("1", "en", ["Part", "one"]), ("1#1", "en", ["Part", "two"]), ("2", "en", ["We", "go"])]
+    for lines, line, count in (("Wir gehen .\nTeil eins\nTeil zwei\n", 4, 3), ("Wir gehen .\nTeil eins\nTeil zwei\nHallo\nNoch eine\n", 5, 5)):
+        (folder / "filter-translations" / "train-en-de.tsv").write_text(lines)  # one line missing, one too many
+        with pytest.raises(DataError, match=rf"train-en-de.tsv:{line}: {count} lines for the 4 segments that XTREME's "
+                                            "preprocessing cuts the 3 sentences into"):
+            tasks.load_task("udpos", folder, tokenizer=tokenizer).train["de"]
+    with pytest.raises(InputError, match="FILTER's translations are aligned with the segments"):
+        tasks.load_task("udpos", folder).train["de"]
+    (folder / "filter-translations" / "test-de-en.tsv").write_text("Part one\nWe go\n")
+    with pytest.raises(DataError, match="test-de-en.tsv:3: 2 lines for the 3 segments"):
+        tasks.read_translations(task.test_translations, "de", "en", task.test["de"], tokenizer)
+
+
+def test_each_window_of_a_long_test_sentence_is_paired_with_its_own_segment_s_translation(tmp_path, tiny_model_dir):
+    from levels import LEVELS
+    tokenizer = Tokenizer.from_pretrained(tiny_model_dir)
+    task = tasks.load_task("udpos", filter_udpos(tmp_path / "udpos", tokenizer), tokenizer=tokenizer)
+    run = Run(task, tokenizer, 128, batch_size=8)
+    seen = []
+
+    def predict(source_ids, source_mask, target_ids, target_mask):  # a FILTER predictor: the translation beside the text
+        seen.extend(ids[mask.bool()].tolist() for ids, mask in zip(source_ids, source_mask))
+        return torch.zeros(*target_ids.shape, len(task.labels))
+
+    partners = counterparts(run, "test", "translation", task.test_translations)
+    found = {}
+    LEVELS["word"].score(predict, "pair", {"de": task.test["de"]}, run, partners, found)
+    encoded = {e.id: it.ids for e, it in zip(partners["de"], run.encode(partners["de"]))}
+    assert sorted(seen) == sorted([encoded["1"], encoded["1#1"], encoded["2"]])  # the long sentence's two windows, each its own
+    assert [len(p["prediction"]) for p in found["de"]] == [60, 2]
