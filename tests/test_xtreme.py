@@ -381,6 +381,11 @@ def test_filter_and_its_student_run_on_xtremes_tagging_sets_beside_filter_s_tran
     FILTER's translations: trained on (translation, English) pairs, each test text beside its
     translation; PAN-X's Swahili, which has none, is trained on nothing and tested beside itself
     where --missing-translations self says so, and refused otherwise."""
+    from math import ceil
+
+    from conftest import make_method
+    from methods import Run
+    from minxlt.text.tokenizer import Tokenizer
     data = xtreme_udpos(tmp_path / task) if task == "udpos" else xtreme_panx(tmp_path / task)
     langs = ("en", "de") if task == "udpos" else ("en", "de", "sw")
     for lang in langs:
@@ -406,3 +411,8 @@ def test_filter_and_its_student_run_on_xtremes_tagging_sets_beside_filter_s_tran
         assert results["test_input"]["input"] == "translation" and not results.get("unscored")
         words = {"en": 7, "de": 5} if task == "udpos" else {"en": 7, "de": 7, "sw": 7}
         assert {lang: results[lang]["n"] for lang in langs} == words
+    # one epoch: as many pairs as English has sentences, as FILTER's run_xtag.py counts one for tagging
+    tokenizer = Tokenizer.from_pretrained(tiny_model_dir)
+    method = make_method("filter", Run(load_task(task, data, tokenizer=tokenizer), tokenizer, 48), "--epochs", "3", "--batch-size", "2",
+                         *flags[flags.index("--test-input"):])
+    assert method.settings.max_steps == 3 * ceil(english / 2) and len(method.training_items()) == 2 * english
