@@ -14,10 +14,11 @@ every file checked against its SHA-256:
                                                            # TyDiQA-GoldP (data/tydiqa/translate-train) and of XNLI's
                                                            # test sets into English (data/xnli/translate-test)
     python download.py filter-translations --to data      # FILTER's Microsoft Translator translations of XNLI's and
-                                                           # PAWS-X's dev and test sets into English, and its TyDiQA-GoldP
-                                                           # test sets' translations into English, as its authors'
-                                                           # download_data.sh fetches them (data/xnli/filter-translations,
-                                                           # data/pawsx/filter-translations, data/tydiqa/filter-translations)
+                                                           # PAWS-X's dev and test sets into English, of UD-POS's and
+                                                           # PAN-X's English training sets and of their dev and test sets
+                                                           # into English, and of TyDiQA-GoldP's test sets into English,
+                                                           # as its authors' download_data.sh fetches them
+                                                           # (data/<task>/filter-translations: xnli, pawsx, udpos, panx, tydiqa)
     python download.py mtop --to data/mtop                # MTOP's release: <lang>/{train,eval,test}.txt
     python download.py mtod --to data/mtod                # MTOD's release: <lang>/{train,eval,test}-<locale>.{conllu,tsv}
     python download.py xeroalign-translations --to data   # XeroAlign's machine translations of MTOD's and MultiATIS++'s
@@ -85,12 +86,17 @@ SQUAD_TRANSLATIONS = ["ar", "de", "el", "es", "hi", "ru", "th", "tr", "vi", "zh"
 TYDIQA_TRANSLATIONS = ["ar", "bn", "fi", "id", "ko", "ru", "sw", "te"]
 XNLI_TRANSLATIONS = [lang for lang in tasks.XNLI_LANGS if lang != "en"]
 FILTER_TRANSLATIONS = "https://convaisharables.blob.core.windows.net/filter/data/translations"  # FILTER's download_data.sh:7, 204-208
-# The members of FILTER's <task>.zip that are its translations, by task: run_xcls.py:384 pairs each XNLI and PAWS-X text with
-# xtreme.msft.<lang>-en.{dev,test}; run_xqa.py:405-409 each TyDiQA-GoldP test question with tydiqa.translate.test.<lang>-en.json
-# (the name TydiqaProcessor reads, src/transformers/data/processors/squad.py:627-628, where download_data.sh:182-184 and 200 put them)
+# The members of FILTER's <task>.zip that are its translations, by task (download_data.sh:15, 50, 70, 116, 183): run_xcls.py:384
+# pairs each XNLI and PAWS-X text with xtreme.msft.<lang>-en.{dev,test}; run_xtag.py:477-482 reads translations/<split>-<pair>.tsv,
+# the English training set into <lang> and a split into English; run_xqa.py:405-409 pairs each TyDiQA-GoldP test question with
+# tydiqa.translate.test.<lang>-en.json (the name TydiqaProcessor reads, src/transformers/data/processors/squad.py:627-628, where
+# download_data.sh:182-184 and 200 put them). Each pattern's named group is the file's language.
 MSFT = (re.compile(r"xtreme\.msft\.(?P<lang>[a-z_]+)-en\.(dev|test)"), "xtreme.msft.<lang>-en.dev or .test file (which its run_xcls.py reads)")
-FILTER_MEMBERS = {"xnli": MSFT, "pawsx": MSFT, "tydiqa": (re.compile(r"tydiqa\.translate\.test\.(?P<lang>[a-z]+)-en\.json"),
-                                                          "tydiqa.translate.test.<lang>-en.json file (which its run_xqa.py reads)")}
+TAGGING = (re.compile(r"train-en-(?P<train>[a-z_]+)\.tsv|(dev|test)-(?P<split>[a-z_]+)-en\.tsv"),
+           "train-en-<lang>.tsv, dev-<lang>-en.tsv or test-<lang>-en.tsv file (which its run_xtag.py reads)")
+FILTER_MEMBERS = {"xnli": MSFT, "pawsx": MSFT, "udpos": TAGGING, "panx": TAGGING,
+                  "tydiqa": (re.compile(r"tydiqa\.translate\.test\.(?P<lang>[a-z]+)-en\.json"),
+                             "tydiqa.translate.test.<lang>-en.json file (which its run_xqa.py reads)")}
 MTOP = "https://dl.fbaipublicfiles.com/mtop/mtop.zip"  # fb.me/mtop_dataset
 MTOD = "https://download.pytorch.org/data/multilingual_task_oriented_dialog_slotfilling.zip"  # fb.me/multilingual_task_oriented_data
 XEROALIGN_DATA = "https://raw.githubusercontent.com/milangritta/Datasets/HEAD"  # XeroAlign's README: the authors' copies of the data
@@ -272,18 +278,29 @@ def unpack(archive, folder):
 
 def filter_layout(archive, folder, langs=None):
     """FILTER's translations archive (<task>.zip, unzipped by its download_data.sh into its data
-    folder): its translations (FILTER_MEMBERS: xtreme.msft.<lang>-en.{dev,test}, TyDiQA-GoldP's
-    tydiqa.translate.test.<lang>-en.json), wherever they are in it, into
-    <folder>/<task>/filter-translations/; the rest of the archive is XTREME's data, which
-    download.py fetches from the releases."""
+    folder): its translations (FILTER_MEMBERS: xtreme.msft.<lang>-en.{dev,test} of XNLI and PAWS-X;
+    train-en-<lang>.tsv and {dev,test}-<lang>-en.tsv of UD-POS and PAN-X, translations of XTREME's
+    segments, minxlt/tasks/filter_tags.py; TyDiQA-GoldP's tydiqa.translate.test.<lang>-en.json),
+    wherever they are in it, into <folder>/<task>/filter-translations/; the rest of the archive is
+    XTREME's data, which download.py fetches from the releases."""
     task = archive.name[len("filter-"):-len(".zip")]
     pattern, what = FILTER_MEMBERS[task]
     with zipfile.ZipFile(archive) as z:
-        members = [n for n in z.namelist() if (m := pattern.fullmatch(Path(n).name)) and (not langs or m["lang"] in langs)]
-        if not members:
+        found = {n: lang for n in z.namelist() if (lang := filter_file_lang(pattern, Path(n).name))}
+        if not found:
             raise InputError(f"{archive}: no {what}, FILTER's translations, among its {len(z.namelist())} members")
+        members = [n for n, lang in found.items() if not langs or lang in langs]
+        if not members:
+            print(f"note: {archive.name} has no translations of {', '.join(langs)}", file=sys.stderr)
         for name in members:
             cli.write_text(folder / task / "filter-translations" / Path(name).name, z.read(name).decode("utf-8"))
+
+
+def filter_file_lang(pattern, name):
+    """The language of one of FILTER's translation files, by its name and its task's pattern
+    (FILTER_MEMBERS; None for another file)."""
+    match = pattern.fullmatch(name)
+    return match and next(lang for lang in match.groupdict().values() if lang)
 
 
 def xeroalign_layout(archive, folder, langs=None):
@@ -507,8 +524,8 @@ def get_args(argv=None):
     parser.add_argument("task", choices=TASKS, help="the data set (udpos: UD PUD; udpos-xtreme: XTREME's UD-POS, made from the "
                         "UD v2.5 and v2.7 releases as XTREME's scripts make it; squad: SQuAD v1.1, which MLQA and XQuAD train on; "
                         "translations: XTREME's machine translations of SQuAD and TyDiQA-GoldP's training sets and of XNLI's "
-                        "test sets; filter-translations: FILTER's of XNLI's and PAWS-X's dev and test sets and of TyDiQA-GoldP's test sets; "
-                        "xeroalign-translations: XeroAlign's "
+                        "test sets; filter-translations: FILTER's of XNLI's and PAWS-X's dev and test sets, of UD-POS's and PAN-X's "
+                        "training, dev and test sets and of TyDiQA-GoldP's test sets; xeroalign-translations: XeroAlign's "
                         "of MTOD's and MultiATIS++'s English training utterances)")
     parser.add_argument("--to", required=True, help="the folder to write (give it as --data to train.py)")
     parser.add_argument("--langs", type=cli.languages, help="only these languages (default: all that the release has)")

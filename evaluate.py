@@ -281,7 +281,7 @@ def test_checkpoint(model, encoder, tokenizer, info, args, device, rank, world_s
         test_input, translations = test_input_of(args, info if method.name == info.get("method") else {})
         translations = translations or (task.test_translations if test_input == "translation" else None)
         test_input = flags.choose_test_input(method, test_input, translations, task.parallel)
-        partners = counterparts(run, args.split, test_input, translations)
+        partners = counterparts(run, args.split, test_input, translations, info.get("missing_translations", "refuse"))
         scores = score_split(run, *method.load_predictor(model, info, test_input), args.split, None, partners, predictions)
         results = summarise(scores, task.source)
         results["unscored"] = unscored(getattr(task, args.split))

@@ -21,6 +21,8 @@ adds Eq. 5, KL(p_teacher || p_student) on the translation (losses.self_teaching_
 
 Shapes: B pairs, T tokens (both texts padded to one length), H hidden.
 """
+import math
+
 import torch
 import torch.nn as nn
 
@@ -82,6 +84,9 @@ class FilterMethod(PairMethod):
 
     paper = {"batch_size": 64}  # "Implementation Details": batch size 64 for all tasks
     teacher_kind = "filter"
+    epoch = ("sentence labels and answers: a pass over every (source, translation) pair of every language and, with "
+             "--self-pairs, each source paired with itself; word labels: a pass's worth of the source's texts, as many pairs "
+             "(the authors' run_xtag.py pairs each English text once an epoch, with a language drawn at random)")
 
     @staticmethod
     def add_arguments(parser):
@@ -99,6 +104,18 @@ class FilterMethod(PairMethod):
                        "summed over its classes, averaged over the examples (Eq. 5); element: also averaged over the classes, "
                        "1/C of it, as the authors' nn.KLDivLoss() averages for sentence labels (run_xcls.py, "
                        "modeling_xlm_roberta.py)")
+        g.add_argument("--missing-translations", default="refuse", choices=["refuse", "self"], help="a target language without "
+                       "translation files: refuse the run (default), or, as the authors' run_xtag.py does, train on the other "
+                       "languages' translations alone (lines 956-958) and predict each of its test texts beside itself (363-369)")
+
+    @classmethod
+    def epoch_steps(cls, run, settings):
+        """Word labels: an epoch is as many pairs as the source has texts, as the authors' run_xtag.py
+        counts it (AlignDataset without use_all_samples_per_epoch, lines 558-589 and 960-965: each
+        English segment once, beside one language drawn at random); otherwise every pair (PairMethod)."""
+        if run.level.name != "word":
+            return super().epoch_steps(run, settings)
+        return {"max_steps": math.ceil(len(run.training_texts([run.task.source])) / settings.batch_size) * settings.epochs}
 
     @classmethod
     def defaults(cls, level, num_layers, settings):
@@ -149,4 +166,5 @@ class FilterMethod(PairMethod):
         return Filter(classifier, info["filter_m"], info["filter_k"]).predict, "pair"
 
     def saved_info(self, model):
-        return {"filter_m": self.settings.filter_m, "filter_k": self.settings.filter_k}
+        return {"filter_m": self.settings.filter_m, "filter_k": self.settings.filter_k,
+                "missing_translations": self.settings.missing_translations}

@@ -6,6 +6,8 @@ averages over, which head it needs, what a translation's labels are, and how its
 scored. Methods and the training loop ask the task's level (LEVELS[task.level]) and never test
 which level it is.
 """
+from dataclasses import replace
+
 import torch
 from tqdm import tqdm
 
@@ -197,7 +199,8 @@ class Word(Level):
         """Level.score for word labels, each sentence predicted whole: one longer than --max-length
         in windows over its words, each as many as fit (data.word_windows, as XTREME's preprocessing
         splits them), whose tags are put back together before the sentence is scored; a "pair"
-        predictor sees each window with its whole counterpart. A joint task's intent is the first
+        predictor sees each window with its whole counterpart, or with its own segment's where the
+        counterparts come a segment at a time (own_segments). A joint task's intent is the first
         window's."""
         out, encoded = {}, {}
         for lang, examples in examples_by_lang.items():
@@ -210,6 +213,7 @@ class Word(Level):
                 key = id(partners[lang])
                 encoded[key] = encoded.get(key) or {it.id: it for it in run.encode(partners[lang])}
                 mine = encoded[key]
+                items = own_segments(items, windows, mine)
             found = {}
             for index in data.evaluation_batches([len(it.ids) for it in items], run.batch_size, run.rank, run.world_size, run.lockstep):
                 logits = predict_batch(predict, kind, run.tokenizer, [items[i] for i in index], run.device, mine)
@@ -256,6 +260,20 @@ class Word(Level):
         if not task.intents:
             return tags
         return [{"intent": task.intents[row[0] - len(task.labels)], "tags": t} for row, t in zip(predicted, tags)]
+
+
+def own_segments(items, windows, partners):
+    """The windows' encoded items, a sentence's window k > 0 renamed "<id>#<k>" where its
+    counterparts come a segment at a time (FILTER's translations of UD-POS and PAN-X, one for each
+    segment XTREME's preprocessing cut the sentence into: minxlt/tasks/filter_tags.py), so that it
+    is paired with its own segment's translation (past the last, with the last); elsewhere every
+    window of a sentence is paired with the sentence's one counterpart, and the items are as they were."""
+    out, k = [], 0
+    for i, (item, (example, _, _)) in enumerate(zip(items, windows)):
+        k = k + 1 if i and windows[i - 1][0] == example else 0
+        segment = next((j for j in range(k, 0, -1) if f"{item.id}#{j}" in partners), 0)
+        out.append(replace(item, id=f"{item.id}#{segment}") if segment else item)
+    return out
 
 
 def entities(tags):

@@ -22,6 +22,7 @@ What differs between task levels (sentence labels, word labels, answer spans) a 
 (losses.task_loss), or over a window's positions for an answer's start and end (losses.span_loss).
 """
 import math
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -42,6 +43,7 @@ from minxlt.tasks import (
     read_jsonl_examples,
     read_parallel_lines,  # noqa: E402,F401
     read_translations,
+    translation_file,
 )
 from minxlt.text import token_cache
 from model import Classifier, Encoder
@@ -332,7 +334,7 @@ class Method:
         test_input = "translation" if translations else "oracle" if "oracle" in self.test_inputs else "text"
         if test_input == "oracle" and not self.run.task.parallel:  # no counterpart but the source's own
             langs = [self.run.task.source]
-        partners = counterparts(self.run, split, test_input, translations)
+        partners = counterparts(self.run, split, test_input, translations, self.settings.missing_translations)
         return score_split(self.run, *self.predictor(model, test_input), split, langs, partners)
 
     def test(self, best, model, trained, test_input="text", translations=None, predictions=None, measure=None):
@@ -340,7 +342,7 @@ class Method:
         (OUT/best), or, where none was saved, of the model as trained (`model` built, `trained`
         wrapped); `measure` (CKA and retrieval) takes its encoder. `predictions` receives the
         predictions (Level.score). A sharded run loads OUT/best sharded, each process its own rows."""
-        partners = counterparts(self.run, "test", test_input, translations)
+        partners = counterparts(self.run, "test", test_input, translations, self.settings.missing_translations)
         if not Path(best).exists():
             trained.eval()
             predictor, tested, root = self.predictor(trained, test_input), model, trained
@@ -361,10 +363,12 @@ TEST_INPUTS = {
 }
 
 
-def counterparts(run, split, test_input, translations=None):
+def counterparts(run, split, test_input, translations=None, missing="refuse"):
     """{lang: [Example]}: what a prediction sees besides each text of a split, by example id: the
     task's source-language texts (the oracle), or translations read from --test-translations (the
-    source language is its own). None for the text alone."""
+    source language is its own). None for the text alone. A language whose translation file is
+    missing stops the run, or with `missing` "self" (FILTER's --missing-translations) has its texts
+    each seen beside itself."""
     if test_input == "text":
         return None
     examples = getattr(run.task, split)
@@ -372,9 +376,21 @@ def counterparts(run, split, test_input, translations=None):
         return {lang: examples[run.task.source] for lang in examples}
     key = (split, translations)  # read once a run: a dev split's are read at every evaluation
     if key not in run.translated:
-        run.translated[key] = {lang: texts if lang == run.task.source else read_translations(translations, lang, run.task.source, texts)
+        run.translated[key] = {lang: texts if lang == run.task.source else translated_texts(run, translations, lang, texts, missing)
                                for lang, texts in examples.items()}
     return run.translated[key]
+
+
+def translated_texts(run, translations, lang, texts, missing):
+    """`texts` of `lang` as their translations (read_translations, segments counted with the run's
+    tokenizer), or, where the file is missing and `missing` is "self", the texts themselves, as
+    FILTER's run_xtag.py:363-369 pairs a text that has no translation."""
+    path = translation_file(translations, lang)
+    if missing == "self" and not path.exists():
+        if run.rank == 0:
+            print(f"note: {path} is missing: each {lang} text is predicted beside itself (--missing-translations self)", file=sys.stderr)
+        return texts
+    return read_translations(translations, lang, run.task.source, texts, run.tokenizer)
 
 
 def score_split(run, predict, kind, split, langs=None, partners=None, predictions=None):

@@ -100,7 +100,8 @@ def costs(experiment, todo):
         for job in todo:
             if job.run.name == run.name and job.key not in out:
                 out[job.key] = Cost(uncounted=1) if trained.cotrain else run_cost(run.method, dict(values, **({"lr": job.value} if job.value else {})),
-                                                                        experiment.sizes, run.test_input, trained=not run.evaluate)
+                                                                        experiment.sizes, run.test_input, trained=not run.evaluate,
+                                                                        level=tasks.LAYOUTS[experiment.task].level)
     return out
 
 

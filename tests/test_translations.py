@@ -106,20 +106,34 @@ def test_xmixup_s_scheduled_sampling_feeds_each_source_its_round_trip_through_it
 
 def test_filter_s_translations_are_fetched_as_its_download_script_fetches_them(tmp_path, mirror, unpinned):  # noqa: F811
     folder, url, _ = mirror
+    # udpos.zip and panx.zip unzip into udpos/ and panx/, which download_data.sh:76 and 117 rename translations/, the folder
+    # run_xtag.py:478 reads <split>-<pair>.tsv from: the English training segments into a language, a split's into English;
+    # tydiqa.zip's test translations are moved into the data folder (download_data.sh:182-184, 200)
     tydiqa = squad_json([("swahili-5967113449718591924-0", "Who lives here?", "Anna lives here.", [("Anna", None)])])
-    for task, member, text, other in (("xnli", "xnli/xtreme.msft.de-en.test", "A.\tB.\tneutral\n", "xnli/xtreme.de.test"),
-                                      ("pawsx", "pawsx/xtreme.msft.de-en.dev", "A.\tB.\tneutral\n", "pawsx/xtreme.de.test"),
-                                      ("tydiqa", "tydiqa/tydiqa.translate.test.sw-en.json", tydiqa, "tydiqa/tydiqa.translate.train.en-sw.json")):
+    members = {"xnli": {"xnli/xtreme.msft.de-en.test": "A.\tB.\tneutral\n"}, "pawsx": {"pawsx/xtreme.msft.de-en.dev": "A.\tB.\t1\n"},
+               "udpos": {"udpos/train-en-de.tsv": "Wir gehen .\n", "udpos/test-de-en.tsv": "We go .\n", "udpos/dev-de-en.tsv": "Go .\n"},
+               "panx": {"panx/train-en-sw.tsv": "Angela Merkel alitembelea Paris\n", "panx/test-sw-en.tsv": "Angela Merkel\n",
+                        "panx/train-en-de.tsv": "Angela Merkel besuchte Paris\n"},
+               "tydiqa": {"tydiqa/tydiqa.translate.test.sw-en.json": tydiqa}}
+    for task, files in members.items():
         buffer = tmp_path / f"{task}.zip"
-        with zipfile.ZipFile(buffer, "w") as z:  # unzipped into the data folder by download_data.sh:204-208 (tydiqa/ moved, 182-184, 200)
-            z.writestr(member, text)
-            z.writestr(other, "not a translation of the test set\n")  # XTREME's data, which download.py fetches from the releases
+        with zipfile.ZipFile(buffer, "w") as z:
+            for member, text in files.items():
+                z.writestr(member, text)
+            z.writestr(f"{task}/xtreme.de.test", "not a translation\n")  # XTREME's own, which download.py fetches from the release
+            z.writestr(f"{task}/{task}.translate.train.en-sw.json", "not a translation of a test set\n")
         put(folder, f"{download.FILTER_TRANSLATIONS}/{task}.zip", buffer.read_bytes())
     download.main(["filter-translations", "--to", str(tmp_path / "data"), "--mirror", url])
     assert (tmp_path / "data" / "xnli" / "filter-translations" / "xtreme.msft.de-en.test").read_text() == "A.\tB.\tneutral\n"
     assert sorted(p.name for p in (tmp_path / "data" / "pawsx" / "filter-translations").iterdir()) == ["xtreme.msft.de-en.dev"]
-    assert [p.name for p in (tmp_path / "data" / "tydiqa" / "filter-translations").iterdir()] == ["tydiqa.translate.test.sw-en.json"]
-    assert (tmp_path / "data" / "tydiqa" / "filter-translations" / "tydiqa.translate.test.sw-en.json").read_text() == tydiqa
+    written = lambda task: {p.name: p.read_text() for p in (tmp_path / "data" / task / "filter-translations").iterdir()}
+    assert written("udpos") == {"train-en-de.tsv": "Wir gehen .\n", "test-de-en.tsv": "We go .\n", "dev-de-en.tsv": "Go .\n"}
+    assert written("panx") == {"train-en-sw.tsv": "Angela Merkel alitembelea Paris\n", "test-sw-en.tsv": "Angela Merkel\n",
+                               "train-en-de.tsv": "Angela Merkel besuchte Paris\n"}
+    assert written("tydiqa") == {"tydiqa.translate.test.sw-en.json": tydiqa}
+    download.main(["filter-translations", "--to", str(tmp_path / "some"), "--mirror", url, "--langs", "sw"])
+    assert sorted(p.name for p in (tmp_path / "some" / "panx" / "filter-translations").iterdir()) == ["test-sw-en.tsv", "train-en-sw.tsv"]
+    assert not (tmp_path / "some" / "xnli").exists()  # no translation of Swahili in it: a note, nothing written
     recorded = (tmp_path / "data" / "SHA256SUMS").read_text()
     assert f"{download.FILTER_TRANSLATIONS}/xnli.zip" in recorded  # no pinned checksum: the first download's is kept
     with zipfile.ZipFile(tmp_path / "empty.zip", "w") as z:
@@ -345,3 +359,72 @@ def test_filter_on_tydiqa_reads_its_test_translations_and_stops_before_training_
         run(tiny_model_dir, "tydiqa", data, tmp_path / "missing", "--method", "filter", "--doc-stride", "8", "--no-alignment",
             "--test-translations", translations)
     assert not (tmp_path / "missing" / "best").exists() and not (tmp_path / "missing" / "checkpoint.pt").exists()  # no step made
+
+
+LONG_WORDS = ("the cat sleeps on a warm mat while the dog runs in the green park and birds sing " * 4).split()[:60]
+
+
+def filter_udpos(folder, tokenizer):
+    """XTREME's UD-POS (a word TAB its tag a line, a blank line after each sentence) with an English
+    training sentence and a German test sentence longer than one of XTREME's segments, and FILTER's
+    translations as its udpos.zip holds them, in filter-translations/ (download.py filter-translations):
+    a translated segment a line, in the order of the split's segments."""
+    from test_xtreme import panx_file
+    assert tasks.xtreme_segments(LONG_WORDS, tokenizer) == [50, 10]  # two segments of XTREME's preprocessing, 125 sub-words at most
+    short = [("We", "PRON"), ("go", "VERB"), (".", "PUNCT")]
+    folder.mkdir()
+    panx_file(folder / "train-en.tsv", [short, [(w, "NOUN") for w in LONG_WORDS], [("Hi", "INTJ")]])
+    panx_file(folder / "dev-en.tsv", [short])
+    panx_file(folder / "test-en.tsv", [short])
+    panx_file(folder / "test-de.tsv", [[(w, "NOUN") for w in LONG_WORDS], [("Wir", "PRON"), ("gehen", "VERB")]], labelled=False)
+    write(folder / "filter-translations" / "train-en-de.tsv", "Wir gehen .\nTeil eins\nTeil zwei\n\n")  # the last: empty
+    write(folder / "filter-translations" / "test-de-en.tsv", "Part one\nPart two\nWe go\n")
+    return folder
+
+
+def test_filter_s_translations_of_ud_pos_are_read_by_xtreme_s_segments(tmp_path, tiny_model_dir):
+    tokenizer = Tokenizer.from_pretrained(tiny_model_dir)
+    assert len(tokenizer.tokenize_words(["the"])[0]) == 1 and len(tokenizer.tokenize_words(["q" * 200])[0]) > 125
+    assert tokenizer.tokenize_words(["\u200c"]) == [[]]
+    # utils_preprocess.py: 125 sub-words a segment; a word of none, or of more than fit alone, counts as one (<unk>)
+    assert tasks.xtreme_segments(["q" * 200] + ["the"] * 124 + ["\u200c", "the"], tokenizer) == [125, 2]
+    folder = filter_udpos(tmp_path / "udpos", tokenizer)
+    task = tasks.load_task("udpos", folder, tokenizer=tokenizer)
+    assert task.translations.startswith("FILTER's Microsoft Translator translations")
+    assert task.test_translations == str(folder / "filter-translations" / "test-{lang}-en.tsv")
+    # a sentence's segments' lines joined; an empty line stands for its segment's own words (utils_tag.py:58-66); no tags
+    assert [(e.id, e.lang, e.text, e.words, e.tags) for e in task.train["de"]] == [
+        ("1", "de", "Wir gehen .", ["Wir", "gehen", "."], None), ("2", "de", "Teil eins Teil zwei", ["Teil", "eins", "Teil", "zwei"], None),
+        ("3", "de", "Hi", ["Hi"], None)]
+    assert task.train["de"][2].where.endswith("train-en-de.tsv:4")
+    read = tasks.read_translations(task.test_translations, "de", "en", task.test["de"], tokenizer)
+    assert [(e.id, e.lang, e.words) for e in read] == [("1", "en", ["Part", "one"]), ("1#1", "en", ["Part", "two"]), ("2", "en", ["We", "go"])]
+    for lines, line, count in (("Wir gehen .\nTeil eins\nTeil zwei\n", 4, 3), ("Wir gehen .\nTeil eins\nTeil zwei\nHallo\nNoch eine\n", 5, 5)):
+        (folder / "filter-translations" / "train-en-de.tsv").write_text(lines)  # one line missing, one too many
+        with pytest.raises(DataError, match=rf"train-en-de.tsv:{line}: {count} lines for the 4 segments that XTREME's "
+                                            "preprocessing cuts the 3 sentences into"):
+            tasks.load_task("udpos", folder, tokenizer=tokenizer).train["de"]
+    with pytest.raises(InputError, match="FILTER's translations are aligned with the segments"):
+        tasks.load_task("udpos", folder).train["de"]
+    (folder / "filter-translations" / "test-de-en.tsv").write_text("Part one\nWe go\n")
+    with pytest.raises(DataError, match="test-de-en.tsv:3: 2 lines for the 3 segments"):
+        tasks.read_translations(task.test_translations, "de", "en", task.test["de"], tokenizer)
+
+
+def test_each_window_of_a_long_test_sentence_is_paired_with_its_own_segment_s_translation(tmp_path, tiny_model_dir):
+    from levels import LEVELS
+    tokenizer = Tokenizer.from_pretrained(tiny_model_dir)
+    task = tasks.load_task("udpos", filter_udpos(tmp_path / "udpos", tokenizer), tokenizer=tokenizer)
+    run = Run(task, tokenizer, 128, batch_size=8)
+    seen = []
+
+    def predict(source_ids, source_mask, target_ids, target_mask):  # a FILTER predictor: the translation beside the text
+        seen.extend(ids[mask.bool()].tolist() for ids, mask in zip(source_ids, source_mask))
+        return torch.zeros(*target_ids.shape, len(task.labels))
+
+    partners = counterparts(run, "test", "translation", task.test_translations)
+    found = {}
+    LEVELS["word"].score(predict, "pair", {"de": task.test["de"]}, run, partners, found)
+    encoded = {e.id: it.ids for e, it in zip(partners["de"], run.encode(partners["de"]))}
+    assert sorted(seen) == sorted([encoded["1"], encoded["1#1"], encoded["2"]])  # the long sentence's two windows, each its own
+    assert [len(p["prediction"]) for p in found["de"]] == [60, 2]

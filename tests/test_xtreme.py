@@ -453,7 +453,8 @@ def test_word_and_span_tasks_without_test_labels(tmp_path, tiny_model_dir):
     assert results["unscored"] == ["en", "de"] and results["alignment"] == {}
     rows = [json.loads(line) for line in (tmp_path / "ner" / "predictions" / "de.jsonl").read_text().splitlines()]
     assert [len(r["prediction"]) for r in rows] == [4, 3] and all(t in tasks.PANX_LABELS for r in rows for t in r["prediction"])
-    with pytest.raises(InputError, match="--method translate-train trains on translations .* none in de .*XTREME has no translations of PAN-X"):
+    with pytest.raises(InputError, match="--method translate-train trains on each translation's labels, and --task panx's translations "
+                                         r"\(FILTER's .*\) have none: word labels do not carry over"):
         run(tiny_model_dir, "panx", tmp_path / "panx", tmp_path / "tt", "--method", "translate-train", "--target-langs", "de")
     data = xtreme_qa(tmp_path / "qa") / "mlqa"
     run(tiny_model_dir, "mlqa", data, tmp_path / "qa-run", "--method", "zero-shot", "--max-length", "64", "--doc-stride", "16")
@@ -495,3 +496,60 @@ def test_filter_reads_each_xquad_test_question_beside_its_english_original(tmp_p
     assert results["test_input"]["input"] == "oracle" and not results.get("unscored")
     assert {lang: results[lang]["n"] for lang in ("en", "ar", "de")} == {"en": 4, "ar": 4, "de": 4}
     assert all(0 <= results[lang][m] <= 1 for lang in ("en", "ar", "de") for m in ("f1", "exact_match"))
+
+
+def with_filter_translations(data, task):
+    """FILTER's translations as its udpos.zip and panx.zip hold them, in filter-translations/
+    (download.py filter-translations): the English training segments into German, a line each, and
+    German's test segments into English; none into Swahili (PAN-X's third language)."""
+    folder = data / "filter-translations"
+    folder.mkdir()
+    english, german = (UD["en"] + [[("Hi", "INTJ"), ("there", "ADV")]], UD["de"]) if task == "udpos" else (PANX, PANX)
+    train = {"udpos": ["Wir gehen nach Hause .", "Angela kann nicht gehen", "Hallo"], "panx": ["Angela Merkel besuchte Paris", ""]}[task]
+    assert len(train) == len(english)  # a sentence a segment: these are short
+    (folder / "train-en-de.tsv").write_text("\n".join(train) + "\n")
+    (folder / "test-de-en.tsv").write_text("".join(" ".join(w for w, _ in s) + " (in English)\n" for s in german))
+    return data
+
+
+@pytest.mark.parametrize("task", ["udpos", "panx"])
+def test_filter_and_its_student_run_on_xtremes_tagging_sets_beside_filter_s_translations(tmp_path, tiny_model_dir, task, capsys):
+    """A few steps of FILTER, then of its self-teaching student, on XTREME's UD-POS and PAN-X with
+    FILTER's translations: trained on (translation, English) pairs, each test text beside its
+    translation; PAN-X's Swahili, which has none, is trained on nothing and tested beside itself
+    where --missing-translations self says so, and refused otherwise."""
+    from math import ceil
+
+    from conftest import make_method
+    from methods import Run
+    from minxlt.text.tokenizer import Tokenizer
+    data = xtreme_udpos(tmp_path / task) if task == "udpos" else xtreme_panx(tmp_path / task)
+    langs = ("en", "de") if task == "udpos" else ("en", "de", "sw")
+    for lang in langs:
+        panx_file(data / f"test-{lang}.tsv", UD.get(lang, UD["en"]) if task == "udpos" else PANX)  # tagged, as download.py leaves them
+    with_filter_translations(data, task)
+    flags = ["--method", "filter", "--no-alignment", "--eval-batch-size", "8", "--test-input", "translation",
+             "--test-translations", str(data / "filter-translations" / "test-{lang}-en.tsv")]
+    if task == "panx":
+        with pytest.raises(InputError, match=r"none in sw \(.*filter-translations/train-en-sw.tsv\).*--missing-translations self"):
+            run(tiny_model_dir, task, data, tmp_path / "refused", *flags)
+        flags += ["--missing-translations", "self"]
+    else:
+        flags += ["--target-langs", "de"]
+    capsys.readouterr()
+    run(tiny_model_dir, task, data, tmp_path / "filter", *flags)
+    english = 3 if task == "udpos" else 2
+    assert f"2 steps of 4 from {2 * english} training items" in capsys.readouterr().err  # English's own pairs and German's
+    run(tiny_model_dir, task, data, tmp_path / "student", *flags, "--teacher", str(tmp_path / "filter" / "best"))
+    records = [json.loads(line) for line in (tmp_path / "student" / "log.jsonl").read_text().splitlines()]
+    assert all(r["kl"] > 0 and r["target"] == 0 for r in records if "loss" in r)  # lambda = 0: the words' KL alone (Eq. 6)
+    for out in ("filter", "student"):
+        results = json.loads((tmp_path / out / "results.json").read_text())
+        assert results["test_input"]["input"] == "translation" and not results.get("unscored")
+        words = {"en": 7, "de": 5} if task == "udpos" else {"en": 7, "de": 7, "sw": 7}
+        assert {lang: results[lang]["n"] for lang in langs} == words
+    # one epoch: as many pairs as English has sentences, as FILTER's run_xtag.py counts one for tagging
+    tokenizer = Tokenizer.from_pretrained(tiny_model_dir)
+    method = make_method("filter", Run(load_task(task, data, tokenizer=tokenizer), tokenizer, 48), "--epochs", "3", "--batch-size", "2",
+                         *flags[flags.index("--test-input"):])
+    assert method.settings.max_steps == 3 * ceil(english / 2) and len(method.training_items()) == 2 * english

@@ -29,14 +29,14 @@ class Cost:
         return Cost(*(a + b for a, b in zip(astuple(self), astuple(other))))
 
 
-def training_items(method, values, sizes):
-    """(a training epoch's items, as the method counts them (train.py --help's "one epoch"); the
-    source's examples that have translations, Yu & Joty's semantic alignment anchors)."""
+def training_items(method, values, sizes, level="sentence"):
+    """(a training epoch's items, as the method counts them (train.py --help's "one epoch") at the
+    task's `level`; the source's examples that have translations, Yu & Joty's semantic alignment anchors)."""
     n, targets = sizes["train"], sizes["languages"] - 1
     if values.get("train_fraction", 1) < 1:
         n = math.ceil(n * values["train_fraction"])
     translated = n if values.get("translated") is None else min(n, values["translated"])
-    if method == "xeroalign":  # an epoch is the source's examples, each with one translation beside it
+    if method == "xeroalign" or (method == "filter" and level == "word"):  # an epoch is the source's examples, each with one counterpart
         return n, translated
     items = {"texts": n, "translated": n + translated * targets, "pairs": translated * (targets + bool(values.get("self_pairs")))}
     return items.get(draws(method), n), translated
@@ -47,15 +47,16 @@ def draws(method):
     return flags.METHODS[method].draws
 
 
-def run_cost(method, values, sizes, test_input, trained=True):
-    """Cost of one run of `method` (its settings resolved as `values`, flags.planned's), on data of `sizes`."""
+def run_cost(method, values, sizes, test_input, trained=True, level="sentence"):
+    """Cost of one run of `method` (its settings resolved as `values`, flags.planned's), on data of
+    `sizes`, of a task of `level` (sentence, word or span labels)."""
     if not sizes:
         return Cost(uncounted=1)
     per_prediction = 2 if test_input in PAIRED_AT_TEST and draws(method) == "pairs" else 1
     test = sizes["test"] * sizes["languages"] * per_prediction
     if not trained:
         return Cost(0, 0, test)
-    batch, (items, anchors) = values["batch_size"], training_items(method, values, sizes)
+    batch, (items, anchors) = values["batch_size"], training_items(method, values, sizes, level)
     steps = values.get("max_steps") or math.ceil(items / batch) * values["epochs"]
     training = steps * batch * TEXTS_PER_ITEM.get(method, 1) * (2 if values.get("teacher") else 1)  # a teacher's forward too
     if method == "contrastive" and values.get("sa_epochs"):  # semantic alignment's own passes, a group of 2b + 1 texts an anchor

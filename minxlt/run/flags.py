@@ -406,12 +406,23 @@ def check_training_items(method, settings, run):
         raise InputError(f"--extra-train adds single labelled texts, which --method {method.name} (trained on pairs) cannot use")
     if "self_pairs" in settings.given and method.draws != "pairs":
         raise InputError(f"--self-pairs pairs the source's texts with themselves; --method {method.name} trains on no pairs")
-    missing = [lang for lang, size in train_sizes(method, run, task.targets).items() if not size] if method.uses_translations(settings) else []
-    if missing:
-        files = [f"{lang} ({task.train.file(lang)})" if task.train.file(lang) else lang for lang in missing]
+    if not task.train.labelled_translations and (method.draws == "translated" or settings.target_labels):
+        raise InputError(f"--method {method.name} trains on each translation's labels, and --task {settings.task}'s translations "
+                         f"({task.translations}) have none: word labels do not carry over to a translation; --method filter "
+                         "trains on them (lambda = 0 in its Eq. 6), with its self-teaching's soft labels")
+    sizes = train_sizes(method, run, task.targets) if method.uses_translations(settings) else {}
+    missing = [lang for lang, size in sizes.items() if not size]
+    files = [f"{lang} ({task.train.file(lang)})" if task.train.file(lang) else lang for lang in missing]
+    if missing and settings.missing_translations == "self" and len(missing) < len(sizes):
+        if run.rank == 0:
+            print(f"note: no translations of the training set into {', '.join(files)}: --missing-translations self trains on "
+                  "the other languages' alone", file=sys.stderr)
+    elif missing:
         raise InputError(f"--method {method.name} trains on translations of the source's training examples, and --task {settings.task} "
                          f"has none in {', '.join(files)} (they come from: {task.translations}); leave those languages out "
-                         "of --target-langs, or use --method zero-shot")
+                         "of --target-langs, or use --method zero-shot"
+                         + ("" if method.name != "filter" or len(missing) == len(sizes) else
+                            "; or, as FILTER's code does, train on the others' alone (--missing-translations self)"))
 
 
 def check(settings, method, run):

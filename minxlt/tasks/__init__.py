@@ -7,12 +7,14 @@ Translations of a source example share its id; `pair_by_id` checks that they do.
     task.py       Task, TrainSplit, Layout, the checks of a split, few_shot
     readers.py    the generic formats: TSV, CoNLL, XTREME's word-tag files, SQuAD JSON, JSONL, parallel lines
     demo.py       the bundled corpus        sib200.py, xnli.py, pawsx.py, xtreme.py (XTREME's layout of both)
-    udpos.py, xsid.py, panx.py              word labels (udpos.py: UD PUD, and XTREME's UD-POS and how it is made)
+    udpos.py, xsid.py, panx.py              word labels (udpos.py: UD PUD, and XTREME's UD-POS and how it is made;
+    filter_tags.py                          FILTER's translations of XTREME's UD-POS and PAN-X, aligned with XTREME's segments)
     mtop.py, multiatis.py, mtod.py          intents and slots (dialogue.py: what they share); marc.py: reviews
     xquad.py, mlqa.py, tydiqa.py, qa.py     answer spans, and QA's windows, spans and metrics
 """
 from minxlt.errors import DataError, InputError
 from minxlt.tasks import demo
+from minxlt.tasks.filter_tags import xtreme_segments
 from minxlt.tasks.marc import MARC_LANGS, Marc, MarcStars, each_marc
 from minxlt.tasks.mlqa import MLQA_LANGS, Mlqa
 from minxlt.tasks.mtod import MTOD_LANGS, Mtod, read_mtod
@@ -63,23 +65,25 @@ __all__ = [  # what other modules read of tasks
     'read_xnli_mt', 'XQUAD_LANGS', 'Xquad', 'XquadSquad', 'xquad_split',
     'XSID_INTENTS', 'XSID_LANGS', 'XSID_SLOTS', 'Xsid', 'match_source_text', 'read_xsid', 'xsid_split', 'LAYOUTS',
     'load_task', 'MARC_LANGS', 'Marc', 'MarcStars', 'each_marc', 'MTOD_LANGS', 'Mtod', 'read_mtod', 'MTOP_LANGS', 'Mtop', 'mtop_tags',
-    'read_mtop', 'MULTIATIS_LANGS', 'MultiAtis', 'read_multiatis']
+    'read_mtop', 'MULTIATIS_LANGS', 'MultiAtis', 'read_multiatis', 'xtreme_segments']
 
 LAYOUTS = {"demo": demo.Demo, "demo-slots": demo.DemoSlots, "sib200": Sib200, "xnli": Xnli, "pawsx": Pawsx, "udpos": Udpos,
            "xsid": Xsid, "xquad": Xquad, "xquad-squad": XquadSquad, "panx": Panx, "mlqa": Mlqa, "tydiqa": Tydiqa, "mtop": Mtop,
            "multiatis": MultiAtis, "mtod": Mtod, "marc": Marc, "marc-stars": MarcStars}
 
 
-def load_task(name, data_dir=None, source=None, targets=None, strict=False):
+def load_task(name, data_dir=None, source=None, targets=None, strict=False, tokenizer=None):
     """The task's examples, read as its Layout says (the task names are LAYOUTS'). The source
     needs labelled train, dev and test examples; a target needs test examples, and has training
     examples where the task has translations. Test files without labels (XTREME's) are read
     for predictions, and are not scored. Dev and test are read and checked here; the training
     files when a language's examples are first asked for (TrainSplit), and with `strict` a
-    translation file that does not pair with the source's is refused, not only warned of."""
+    translation file that does not pair with the source's is refused, not only warned of.
+    `tokenizer`: the run's, for translations aligned by sub-word counts (FILTER's of UD-POS and PAN-X)."""
     if name not in LAYOUTS:
         raise InputError(f"unknown task {name!r}: choose {', '.join(LAYOUTS)}")
     layout = LAYOUTS[name].for_folder(data_dir)(data_dir, source or LAYOUTS[name].source)
+    layout.tokenizer = tokenizer
     if layout.needs_data and not data_dir:
         raise InputError(f"task {name} needs --data DIR (see tasks.LAYOUTS for the layout)")
     if layout.needs_data and not layout.directory.is_dir():

@@ -1,5 +1,6 @@
-"""PAN-X (WikiANN) as XTREME writes it: named entities, no translations."""
+"""PAN-X (WikiANN) as XTREME writes it: named entities; FILTER's translations of its training set."""
 
+from minxlt.tasks.filter_tags import FilterTranslations
 from minxlt.tasks.readers import read_tagged_words
 from minxlt.tasks.task import Layout
 
@@ -13,17 +14,18 @@ def read_panx(path, lang, labels):
     line (test files: the token alone), a blank line after each sentence; the id is the sentence's number."""
     return read_tagged_words(path, lang, labels, bio=True)
 
-class Panx(Layout):
+class Panx(FilterTranslations, Layout):
     """PAN-X (WikiANN) as XTREME writes it: <data>/{train,dev,test}-<lang>.tsv. The target
     languages' own training files are not translations, and zero-shot transfer does not train on
-    them, so the targets have no training examples; XTREME has no translations of PAN-X."""
+    them. XTREME has no translations of PAN-X; FILTER's, where the folder has them, are a target's
+    training examples, untagged (FilterTranslations)."""
     langs, labels, level, pattern = PANX_LANGS, list(PANX_LABELS), "word", "{train,dev,test}-<lang>.tsv"
-    parallel, translations = False, "none: XTREME has no translations of PAN-X"
+    parallel = False
 
     def found(self):
         return self.files_like("test-{lang}.tsv")
 
     def read(self, lang, split):
         if split == "train" and lang != self.source:
-            return []
+            return self.read_translations(lang)
         return read_panx(self.directory / f"{split}-{lang}.tsv", lang, self.labels)

@@ -70,9 +70,16 @@ class TrainSplit(Mapping):
             count.add(e)
             if pairing is None or pairing.keep(e):
                 yield e
-        count.check(self.name, "train", lang, self.source, file)
+        if lang == self.source or self.layout.labelled_translations:  # untagged translations are not refused as unlabelled
+            count.check(self.name, "train", lang, self.source, file)
         if pairing is not None:
             pairing.finish(count.examples)
+
+    @property
+    def labelled_translations(self):
+        """Whether a target's training examples carry labels, as translate-train needs (FILTER's
+        translations of XTREME's UD-POS and PAN-X carry none: word labels do not carry over)."""
+        return self.layout is None or self.layout.labelled_translations
 
     def source_labels(self):
         """{id: (label, where it was read)} of the source's examples, what a target's are checked
@@ -246,6 +253,8 @@ class Layout:
     parallel = True        # whether dev and test are parallel across languages, by example id (CKA, retrieval, the oracle)
     translations = "the target languages' training files"  # where translations of the training set come from, for messages
     paired_train = True    # a target's training examples translate the source's (MARC's are other reviews: not paired)
+    labelled_translations = True  # a target's training examples carry labels (FILTER's translations of XTREME's tagging sets: none)
+    tokenizer = None       # the run's tokenizer, where reading needs one (load_task): FILTER's tagging translations' segments
 
     @classmethod
     def for_folder(cls, directory):

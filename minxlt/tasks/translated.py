@@ -10,6 +10,9 @@ each file read as its release writes it, told apart by its name:
     xnli.{dev,test}.tsv                X-Mixup's translate-dev of XNLI: XNLI-1.0's layout, every language
                                        in one file, by pairID
     dev_2k.<lang>.tsv                  X-Mixup's translate-dev of PAWS-X: PAWS-X's layout, by id
+    {dev,test}-<lang>-en.tsv           FILTER's of UD-POS and PAN-X (word labels): a translated segment a line, line i
+                                       the i-th of the segments XTREME's preprocessing cuts the split's sentences
+                                       into, counted with the run's tokenizer (filter_tags.py)
     <task>.translate.test.<lang>-en.json
                                        a QA test set's translation, as FILTER's (TyDiQA-GoldP) and X-Mixup's
                                        (MLQA, XQuAD, TyDiQA-GoldP) code reads it: SQuAD v1.1 JSON, each
@@ -21,6 +24,7 @@ from pathlib import Path
 
 from data import Example
 from minxlt.errors import DataError
+from minxlt.tasks.filter_tags import read_test_translations
 from minxlt.tasks.pawsx import read_pawsx
 from minxlt.tasks.readers import read_lines, squad_texts
 from minxlt.tasks.xnli import read_xnli
@@ -33,11 +37,17 @@ def translation_file(spec, lang):
     return Path(spec) / f"{lang}.tsv" if Path(spec).is_dir() else Path(spec)
 
 
-def read_translations(spec, lang, source, examples):
+def read_translations(spec, lang, source, examples, tokenizer=None):
     """The `examples` of `lang`, each as its translation into the `source` language (same id), from
     the file of `spec` (translation_file), read by the layout its name gives (the module's table).
-    An example without a translation, or one without its text, stops with the file and line."""
+    An example without a translation, or one without its text, stops with the file and line.
+    `tokenizer`: the run's, which counts the segments of FILTER's tagging translations."""
     path, name = translation_file(spec, lang), translation_file(spec, lang).name
+    if name in (f"dev-{lang}-{source}.tsv", f"test-{lang}-{source}.tsv") and all(e.words is not None for e in examples):
+        if tokenizer is None:
+            raise DataError(path, 0, "FILTER's translations of a tagging task are aligned with XTREME's segments of the split, "
+                                     "which a tokenizer counts: read them with the run's (read_translations(..., tokenizer=))")
+        return read_test_translations(path, source, examples, tokenizer)  # a sentence's segments: <id>, <id>#1, ...
     lines = read_lines(path) if not name.endswith(".json") else []
     if name.endswith(".json"):  # a QA test set's translation (FILTER's run_xqa.py:85-117 and X-Mixup's data/tasks/qa.py:488-499 pair by id)
         rows = squad_texts(path)

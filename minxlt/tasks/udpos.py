@@ -6,6 +6,7 @@ from pathlib import Path
 
 from data import Example
 from minxlt.errors import DataError
+from minxlt.tasks.filter_tags import FilterTranslations
 from minxlt.tasks.readers import conll_sentences, read_tagged_words, unique_ids
 from minxlt.tasks.task import Layout
 
@@ -69,21 +70,25 @@ class Udpos(Layout):
         return [e for e in examples if ud_split(e.id) == split]
 
 
-class XtremeUdpos(Udpos):
+class XtremeUdpos(FilterTranslations, Udpos):
     """UD-POS as XTREME writes it (utils_preprocess.py, udpos_preprocess): <data>/{train,dev,test}-<lang>.tsv,
     a word and its UPOS tag per line (test files: the word alone), a blank line after each sentence,
     every treebank of a language joined. Its sentences are not parallel across languages, the
     targets' own training files are not translations (zero-shot transfer does not train on them),
-    and a language without a dev file (many have only a test set) has no dev examples."""
+    and a language without a dev file (many have only a test set) has no dev examples. XTREME has
+    no translations of UD-POS; FILTER's, where the folder has them, are a target's training
+    examples, untagged (FilterTranslations)."""
     langs, pattern = XTREME_UDPOS_LANGS, "{train,dev,test}-<lang>.tsv"
-    parallel, translations = False, "none: XTREME has no translations of UD-POS"
+    parallel = False
 
     def found(self):
         return self.files_like("test-{lang}.tsv")
 
     def read(self, lang, split):
         path = self.directory / f"{split}-{lang}.tsv"
-        if lang != self.source and (split == "train" or (split == "dev" and not path.is_file())):
+        if lang != self.source and split == "train":
+            return self.read_translations(lang)
+        if lang != self.source and split == "dev" and not path.is_file():
             return []
         return read_tagged_words(path, lang, self.labels)
 
