@@ -323,6 +323,45 @@ def test_xmixup_on_mlqa_with_the_authors_round_trips_and_test_translations_reach
     assert tested["en"] == pytest.approx(results["en"])  # English beside itself either way; German beside another text
 
 
+def test_xmixup_on_xquad_squad_with_the_authors_round_trips_and_test_translations_reaches_its_test_table(tmp_path, tiny_model_dir):
+    """As experiments/xmixup-xquad.json runs it: task xquad-squad, trained on SQuAD and its translations with X-Mixup's round
+    trips of SQuAD (beside the XQuAD folder, in squad/translate-train-en/, the MLQA row's files), each test question beside
+    XQuAD's English original of it (as the authors' code tests), then evaluated beside X-Mixup's xquad/translate-test files."""
+    import evaluate
+    from test_xtreme import SQUAD_TRAIN, XQUAD, released_xquad, run
+    data = released_xquad(tmp_path / "data", translations=["ar", "de"])
+    squad = data.parent / "squad"
+    for lang in ("ar", "de"):  # each SQuAD training question through ar and de and back, under its own id
+        write(squad / "translate-train-en" / f"squad.translate.train.en-{lang}-en.json", squad_json(
+            [(i, f"{q[:-1]}, then?", f"It is said that {c}", [(a, None)]) for _, paragraphs in SQUAD_TRAIN for c, qas in paragraphs
+             for i, q, a in qas]))
+        # XQuAD's test questions in English, each under the id of the one it translates, in another order: unread answers
+        write(data / "translate-test" / f"xquad.translate.test.{lang}-en.json", squad_json(
+            [(i, f"{q[:-1]} ({lang})?", f"They say: {c}", [(a, None)]) for _, paragraphs in reversed(XQUAD["en"]) for c, qas in paragraphs
+             for i, q, a in qas]))
+    trips = str(data / ".." / "squad" / "translate-train-en" / "squad.translate.train.en-{lang}-en.json")  # the file's {data}/../squad
+    out = tmp_path / "xmixup"
+    run(tiny_model_dir, "xquad-squad", data, out, "--method", "xmixup", "--doc-stride", "8", "--no-alignment", "--ss-k", "1",
+        "--select-on", "source", "--test-input", "oracle", "--round-trip", trips)
+    results = json.loads((out / "results.json").read_text())
+    assert results["test_input"]["input"] == "oracle" and not results.get("unscored")
+    assert {lang: results[lang]["n"] for lang in ("en", "ar", "de")} == {"en": 4, "ar": 4, "de": 4}
+    assert all(0 <= results[lang][m] <= 1 for lang in ("en", "ar", "de") for m in ("f1", "exact_match"))
+    translations = str(data / "translate-test" / "xquad.translate.test.{lang}-en.json")
+    evaluate.main(["--checkpoint", str(out / "best"), "--method", "xmixup", "--test-input", "translation", "--data", str(data),
+                   "--test-translations", translations, "--out", str(tmp_path / "translated")])
+    tested = json.loads((tmp_path / "translated" / "results_test.json").read_text())
+    assert tested["test_input"] == {"input": "translation", "what": methods.TEST_INPUTS["translation"], "translations": translations}
+    assert {lang: tested[lang]["n"] for lang in ("en", "ar", "de")} == {"en": 4, "ar": 4, "de": 4}
+    assert tested["en"] == pytest.approx(results["en"])  # English beside itself either way
+    # the round trips are read: a file that renders no SQuAD training question (XQuAD's questions, say) is refused, naming it
+    write(squad / "translate-train-en" / "squad.translate.train.en-de-en.json", squad_json(
+        [(i, q, c, [(a, None)]) for _, paragraphs in XQUAD["en"] for c, qas in paragraphs for i, q, a in qas]))
+    with pytest.raises(InputError, match=r"squad.translate.train.en-de-en.json: none of its rows is the round trip of a training example"):
+        run(tiny_model_dir, "xquad-squad", data, tmp_path / "unpaired", "--method", "xmixup", "--doc-stride", "8", "--no-alignment",
+            "--select-on", "source", "--test-input", "oracle", "--round-trip", trips)
+
+
 def tydiqa_folder(root):
     """TyDiQA-GoldP as download.py writes it (XTREME's layout: the English training questions' ids cut to their last part,
     here all different; the dev files renamed, answers kept), XTREME's translate-train into Swahili (each question under
