@@ -467,6 +467,16 @@ def test_the_cost_of_a_file_counts_its_steps_and_forward_passes(tmp_path, tiny_m
     assert "cost, every run of every seed: 204 steps; 2,848 texts" in listed
     assert "The paper's rows not run:\n  Their ablation (Nobody's Table 2): not run here" in listed
     assert "sizes.languages: missing" in bad(tmp_path, tiny_model_dir, sizes={k: v for k, v in sizes.items() if k != "languages"})
+    # selected on every language's dev set: 6 evaluations of 3 x 10, unless the file says the source alone has one
+    for dev_languages, evaluation in ((None, 240), (1, 120)):
+        folder = tmp_path / f"dev-{dev_languages}"
+        folder.mkdir()
+        given = dict(sizes, **({"dev_languages": dev_languages} if dev_languages else {}))
+        path = experiment_file(folder, tiny_model_dir, flags=steps, sizes=given,
+                               runs=[{"name": "all", "method": "zero-shot", "test_input": "text", "flags": ["--select-on", "all"]}])
+        reproduce.main([str(path), "--dry-run", "--out", str(folder / "out")])
+        assert f"  all: 26 steps; 208 texts through the encoder in training (each also backward), {evaluation} in" in capsys.readouterr().out
+    assert "sizes.dev_languages: a count" in bad(tmp_path, tiny_model_dir, sizes=dict(sizes, dev_languages=0))
     assert "GPU-hours" not in listed  # no step time measured for the tiny model's shape
     from minxlt.experiments.cost import Cost, gpu_hours
     hours, how = gpu_hours(Cost(training=1000, evaluation=300), "FacebookAI/xlm-roberta-large")

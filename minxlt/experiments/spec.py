@@ -23,7 +23,7 @@ RUN_FIELDS = {"name", "method", "test_input", "flags", "evaluate", "cotrain", "p
 FALLBACK_FIELDS = {"flags", "settings", "note", "paper", "paper_row", "paper_table", "paper_model", "test_input"}  # "otherwise"
 SETTING_FIELDS = {"paper", "paper_where", "script", "script_where", "run", "departure"}
 OMITTED_FIELDS = {"row", "table", "paper", "reason"}
-SIZES_FIELDS = {"train", "dev", "test", "languages", "from"}
+SIZES_FIELDS = {"train", "dev", "test", "languages", "dev_languages", "from"}
 # Settings of every run that are no flag of train.py: what it always does, and what the file itself sets.
 FIXED = {"optimizer": "AdamW", "schedule": "linear warmup, then linear decay to 0", "attention_mask": "padding masked"}
 DEPTHS = {"xlm-roberta-base": 12, "xlm-roberta-large": 24, "xlm-roberta-xl": 36, "xlm-roberta-xxl": 48}  # hub names' layers
@@ -184,14 +184,15 @@ def check_omitted(path, omitted):
 def check_sizes(path, sizes):
     """The data set's sizes, for the cost of its runs: {"train": the source's training examples, "dev"
     and "test": examples per language, "languages": the source and the targets, "from": where the
-    numbers come from}."""
+    numbers come from}, and "dev_languages" where fewer languages than that have a dev set (XTREME's
+    QA tasks: the source's alone)."""
     if not isinstance(sizes, dict):
         refuse(path, "sizes", 'an object {"train": N, "dev": N, "test": N, "languages": N, "from": "<where the numbers come from>"}')
     if sizes and not (isinstance(sizes.get("from"), str) and sizes["from"].strip()):
         refuse(path, "sizes.from", "where the numbers come from, as a sentence")
-    check_fields(path, "sizes", sizes, SIZES_FIELDS, required=tuple(sorted(SIZES_FIELDS)) if sizes else ())
-    for name in ("train", "dev", "test", "languages"):
-        if sizes and not (type(sizes[name]) is int and sizes[name] > 0):
+    check_fields(path, "sizes", sizes, SIZES_FIELDS, required=tuple(sorted(SIZES_FIELDS - {"dev_languages"})) if sizes else ())
+    for name in ("train", "dev", "test", "languages", "dev_languages"):
+        if name in sizes and not (type(sizes[name]) is int and sizes[name] > 0):
             refuse(path, f"sizes.{name}", f"a count of examples, not {sizes[name]!r}")
     return dict(sizes)
 
