@@ -117,6 +117,17 @@ def check_label(path, line, label, labels):
         raise DataError(path, line, f"unknown label {label!r} (expected one of {', '.join(sorted(labels))})")
     return label
 
+def squad_articles(path):
+    """The list of articles of a SQuAD v1.1 JSON file ({"data": [...], "version": ...}); a file
+    that is not one stops with its path."""
+    try:
+        articles = json.loads(read_text(path))["data"]
+        if not isinstance(articles, list):
+            raise TypeError(f"'data' is a {type(articles).__name__}")
+    except (json.JSONDecodeError, KeyError, TypeError) as e:
+        raise DataError(path, 0, f"not SQuAD v1.1 JSON, an object with a 'data' list of articles ({e!r})") from None
+    return articles
+
 def read_squad(path, lang, blank=False, noisy=False, unique=True):
     """SQuAD v1.1 JSON (XQuAD, MLQA, TyDiQA-GoldP): one Example per question, with text = the
     question, pair = its context, answers = [(text, first character)] and group = the article's
@@ -125,12 +136,7 @@ def read_squad(path, lang, blank=False, noisy=False, unique=True):
     Machine-translated files (`noisy`) lose the questions whose answers are not in their context,
     counted on one line. A question id is unique in its file (predictions are keyed by it): a
     second use is refused, naming both places, unless `unique` is off (Tydiqa's training file)."""
-    try:
-        articles = json.loads(read_text(path))["data"]
-        if not isinstance(articles, list):
-            raise TypeError(f"'data' is a {type(articles).__name__}")
-    except (json.JSONDecodeError, KeyError, TypeError) as e:
-        raise DataError(path, 0, f"not SQuAD v1.1 JSON, an object with a 'data' list of articles ({e!r})") from None
+    articles = squad_articles(path)
     examples, skipped, seen = [], 0, {}
     for a, article in enumerate(articles):
         for p, paragraph in enumerate(article.get("paragraphs", []) if isinstance(article, dict) else [None]):
@@ -192,12 +198,7 @@ def squad_texts(path):
     questions (translate-test): each question under the id of the one it translates. Its answers
     are not read, as neither FILTER's nor X-Mixup's code reads a translation's. A question without
     its text or context, or an id used twice, stops with the place."""
-    try:
-        articles = json.loads(read_text(path))["data"]
-        if not isinstance(articles, list):
-            raise TypeError(f"'data' is a {type(articles).__name__}")
-    except (json.JSONDecodeError, KeyError, TypeError) as e:
-        raise DataError(path, 0, f"not SQuAD v1.1 JSON, an object with a 'data' list of articles ({e!r})") from None
+    articles = squad_articles(path)
     texts = {}
     for a, article in enumerate(articles):
         for p, paragraph in enumerate(article.get("paragraphs", []) if isinstance(article, dict) else [None]):
