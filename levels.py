@@ -187,8 +187,12 @@ class Word(Level):
             batch["target_scored"][b, [token for _, token in t.extra["scored"]]] = 1.0
 
     def soft_label_loss(self, student_logits, teacher_logits, batch, **form):
-        """Over the translation's scored tokens, in the pairs that count."""
-        return self_teaching_loss(student_logits, teacher_logits, batch["target_scored"] * batch["weights"][:, None], **form)
+        """Over the translation's scored tokens, in the pairs that count; a token whose teacher
+        logits are NaN has no soft labels (X-Mixup's released ones that sum to at most 0.5,
+        xmixup_tags.teacher_rows) and is left out."""
+        known = teacher_logits.isfinite().all(-1)
+        mask = batch["target_scored"].to(known.device) * known * batch["weights"][:, None]
+        return self_teaching_loss(student_logits, teacher_logits.nan_to_num(0.0), mask, **form)
 
     def zero_counts(self, task):
         # entities found, predicted, gold; words right, words; intents right, sentences all right, sentences

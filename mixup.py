@@ -280,11 +280,12 @@ class XMixupMethod(PairMethod):
         if settings.no_mixup_inference and settings.test_input != "text":  # the ablation: the target text alone
             raise InputError(f"--no-mixup-inference tests the target text alone, not {TEST_INPUTS[settings.test_input]}")
         needs_teacher = not run.level.translations_keep_labels  # Sec. 4.2: word labels do not carry over to a translation
-        if needs_teacher and not (settings.teacher or settings.teacher_cache):
+        if needs_teacher and not (settings.teacher or settings.teacher_cache or settings.soft_labels):
             raise InputError("--method xmixup on word labels needs --teacher: a model trained on the source (--method zero-shot), "
-                             "whose tags of the translations are their soft labels (X-Mixup Sec. 4.2)")
-        if not needs_teacher and (settings.teacher or settings.teacher_cache):
-            raise InputError(f"--teacher and --teacher-cache are for --method xmixup on word labels (soft labels of the translations); "
+                             "whose tags of the translations are their soft labels (X-Mixup Sec. 4.2); or --soft-labels, "
+                             "the authors' released ones")
+        if not needs_teacher and (settings.teacher or settings.teacher_cache or settings.soft_labels):
+            raise InputError(f"--teacher, --teacher-cache and --soft-labels are for --method xmixup on word labels (soft labels of the translations); "
                              f"--task {settings.task}'s translations have their source's labels")
         if not 1 <= settings.mixup_layer <= run.num_layers:
             raise InputError(f"--mixup-layer {settings.mixup_layer} is not one of the encoder's layers 1..{run.num_layers}")
