@@ -77,9 +77,12 @@ class XtremeUdpos(FilterTranslations, Udpos):
     targets' own training files are not translations (zero-shot transfer does not train on them),
     and a language without a dev file (many have only a test set) has no dev examples. XTREME has
     no translations of UD-POS; FILTER's, where the folder has them, are a target's training
-    examples, untagged (FilterTranslations)."""
+    examples, untagged (FilterTranslations). XTREME scores POS, and selects its model on dev, by
+    seqeval's F1 over the tags (third_party/run_tag.py), as FILTER's and X-Mixup's scripts do:
+    so does a run here (levels.chunk_counts), word accuracy reported beside it."""
     langs, pattern = XTREME_UDPOS_LANGS, "{train,dev,test}-<lang>.tsv"
     parallel = False
+    pos_metric = "f1"
 
     def found(self):
         return self.files_like("test-{lang}.tsv")
