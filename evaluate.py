@@ -15,7 +15,7 @@ scores drawn side by side:
 
 Work is split across ranks and the counts summed with all_reduce, so 1 and N processes give the
 same numbers (torchrun --nproc_per_node N evaluate.py ...). How each task level scores its
-predictions (accuracy and macro-F1; span F1 or POS accuracy; intent accuracy, slot F1 and exact
+predictions (accuracy and macro-F1; span F1, or POS accuracy and F1; intent accuracy, slot F1 and exact
 match; QA's exact match and F1) is in levels.py; this file holds what every level shares.
 """
 import argparse

@@ -173,10 +173,11 @@ class Word(Level):
 
     def metric(self, task):
         """A joint task's share of sentences with the intent and every slot right; span F1 for BIO
-        tags; word accuracy for other tags (POS)."""
+        tags; for other tags (POS) the task's choice: word accuracy, or seqeval's F1 over the tags
+        where the benchmark scores it so (XTREME's UD-POS)."""
         if task.intents:
             return "exact_match"
-        return "f1" if any(label.startswith("B-") for label in task.labels) else "accuracy"
+        return "f1" if bio(task.labels) else task.pos_metric
 
     def translated(self, batch, targets):
         """Word labels do not carry over to a translation; a joint task's intent (on <s>) does. The
@@ -232,6 +233,8 @@ class Word(Level):
                 intents[example] = intents[example] if first else intent
             if scored:
                 counts = sum((self.count_tags(e, t, intent, run.task) for e, t, intent in zip(examples, tags, intents)), self.zero_counts(run.task))
+                if not bio(run.task.labels):  # POS: seqeval's chunks of the language's sentences, joined as it joins them
+                    counts[:3] = torch.tensor(chunk_counts([e.tags for e in examples], tags))
                 out[lang] = self.scores(counts, run.task)
             if predictions is not None:
                 predictions[lang] = [{"id": e.id, "prediction": t if not run.task.intents else {"intent": intent, "tags": t}}
@@ -247,7 +250,7 @@ class Word(Level):
                              intent_right and right == len(tags), 1])
 
     def scores(self, counts, task):
-        return tagging_scores(counts, spans=self.metric(task) != "accuracy", joint=bool(task.intents))
+        return tagging_scores(counts, spans=bio(task.labels), joint=bool(task.intents), first=self.metric(task))
 
     @staticmethod
     def tags(predicted, item, labels):
@@ -295,15 +298,45 @@ def entities(tags):
     return found
 
 
-def tagging_scores(counts, spans=True, joint=False):
+def bio(labels):
+    """Whether a task's tags are BIO spans (B-PER, I-PER, O), not tags of single words (POS)."""
+    return any(label.startswith("B-") for label in labels)
+
+
+def chunk_counts(gold, guessed):
+    """(chunks found, predicted, gold) in a language's tagged sentences, as seqeval (1.x, default
+    mode) counts them when XTREME's and the papers' scripts score POS with its f1_score: the
+    sentences joined, each followed by "O"; a tag's first character is its prefix (B, I, E, S, O)
+    and the rest after its first "-" its type ("" counts as "_"). So a run of one tag is one chunk
+    ("NOUN NOUN"), SCONJ and SYM (prefix S) are chunks alone, and X (type "_", as O's) neither
+    starts a chunk nor ends one, so that one ends a chunk that began where the last one did."""
+    def chunks(sentences):
+        found, prev_tag, prev_type, begin = set(), "O", "", 0
+        for i, tag in enumerate([t for tags in sentences for t in [*tags, "O"]] + ["O"]):
+            prefix, kind = tag[0], tag[1:].split("-", 1)[-1] or "_"
+            if (prev_tag in "ES" or (prev_tag in "BI" and prefix in "BSO")
+                    or (prev_tag not in "O." and prev_type != kind)):  # seqeval's end_of_chunk
+                found.add((prev_type, begin, i - 1))
+            if (prefix in "BS" or (prev_tag in "ESO" and prefix in "EI")
+                    or (prefix not in "O." and prev_type != kind)):  # seqeval's start_of_chunk
+                begin = i
+            prev_tag, prev_type = prefix, kind
+        return found
+    a, b = chunks(gold), chunks(guessed)
+    return len(a & b), len(b), len(a)
+
+
+def tagging_scores(counts, spans=True, joint=False, first="accuracy"):
     """BIO tags (`spans`): span precision, recall and F1 (an entity counts only with its exact type
-    and boundaries) and word accuracy. Other tags (POS): word accuracy. A joint task (xSID): intent
-    accuracy, slot F1 and the exact-match rate (intent and every slot right), then the rest."""
+    and boundaries) and word accuracy. Other tags (POS): word accuracy and the F1 of seqeval's
+    chunks (chunk_counts), `first` first. A joint task (xSID): intent accuracy, slot F1 and the
+    exact-match rate (intent and every slot right), then the rest."""
     found, predicted, gold, right, words, intents_right, exact, sentences = counts.tolist()
-    if not spans:
-        return {"accuracy": right / max(words, 1), "n": words}
     precision, recall = found / max(predicted, 1), found / max(gold, 1)
     f1 = 2 * precision * recall / max(precision + recall, 1e-12)
+    if not spans:
+        scores = {"accuracy": right / max(words, 1), "f1": f1, "precision": precision, "recall": recall}
+        return {first: scores.pop(first), **scores, "n": words}
     if joint:
         return {"intent_accuracy": intents_right / max(sentences, 1), "slot_f1": f1, "exact_match": exact / max(sentences, 1),
                 "slot_precision": precision, "slot_recall": recall, "word_accuracy": right / max(words, 1), "n": sentences}

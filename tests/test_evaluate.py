@@ -131,9 +131,39 @@ def test_span_f1_against_seqeval():
     assert ours["recall"] == pytest.approx(seqeval.recall_score(gold, guess), abs=1e-12)
 
 
-def test_pos_scores_are_word_accuracy():
-    counts = torch.tensor([0, 0, 0, 7, 9, 0, 0, 2])  # (spans found, predicted, gold, words right, words, ..., sentences)
-    assert levels.tagging_scores(counts, spans=False) == {"accuracy": 7 / 9, "n": 9}
+def test_pos_scores_are_word_accuracy_and_chunk_f1():
+    counts = torch.tensor([3, 4, 6, 7, 9, 0, 0, 2])  # (chunks found, predicted, gold, words right, words, ..., sentences)
+    f1 = 2 * (3 / 4) * (3 / 6) / (3 / 4 + 3 / 6)
+    assert levels.tagging_scores(counts, spans=False) == {"accuracy": 7 / 9, "f1": f1, "precision": 3 / 4, "recall": 3 / 6, "n": 9}
+    assert list(levels.tagging_scores(counts, spans=False, first="f1")) == ["f1", "accuracy", "precision", "recall", "n"]
+
+
+def test_pos_chunks_by_hand():
+    """seqeval reads POS tags as chunks: a run of one tag is one, S-prefixed tags stand alone."""
+    assert levels.chunk_counts([["NOUN", "NOUN", "VERB"]], [["NOUN", "VERB", "VERB"]]) == (0, 2, 2)
+    assert levels.chunk_counts([["SCONJ", "SCONJ", "PRON"]], [["SCONJ", "SCONJ", "PRON"]]) == (3, 3, 3)
+    assert levels.chunk_counts([["DET", "NOUN"], ["NOUN"]], [["DET", "NOUN"], ["NOUN"]]) == (3, 3, 3)  # sentences apart
+
+
+def test_pos_chunk_f1_against_seqeval():
+    """POS scored as XTREME's run_tag.py scores it: seqeval's f1_score over a language's sentences,
+    every UPOS tag drawn, X (whose chunks seqeval reads oddly) and INTJ/SCONJ/SYM (whose first
+    letters are seqeval's I and S prefixes) included."""
+    seqeval = pytest.importorskip("seqeval.metrics", reason="the reference F1 comes from seqeval (requirements-test.txt)")
+    import random
+    import warnings
+    from minxlt.tasks.udpos import UPOS_LABELS
+    rng = random.Random(1)
+    tags = list(UPOS_LABELS) + ["NOUN", "NOUN", "X", "X"]  # runs of one tag, and X, more often
+    gold = [[rng.choice(tags) for _ in range(rng.randint(1, 9))] for _ in range(400)]
+    guess = [[t if rng.random() < 0.6 else rng.choice(tags) for t in sentence] for sentence in gold]
+    found, predicted, wanted = levels.chunk_counts(gold, guess)
+    ours = levels.tagging_scores(torch.tensor([found, predicted, wanted, 0, 1, 0, 0, 1]), spans=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "NOUN seems not to be NE tag"
+        assert ours["f1"] == pytest.approx(seqeval.f1_score(gold, guess), abs=1e-12)
+        assert ours["precision"] == pytest.approx(seqeval.precision_score(gold, guess), abs=1e-12)
+        assert ours["recall"] == pytest.approx(seqeval.recall_score(gold, guess), abs=1e-12)
 
 
 def test_udpos_runs_end_to_end(tmp_path, tiny_model_dir):
@@ -153,7 +183,7 @@ def test_udpos_runs_end_to_end(tmp_path, tiny_model_dir):
                 "--no-alignment", "--out", str(out)])
     results = json.loads((out / "results.json").read_text())
     n_test = sum(zlib.crc32(id.encode()) % 10 < 2 for id in ids)
-    assert results["en"]["n"] == results["de"]["n"] == 4 * n_test and "f1" not in results["en"]
+    assert results["en"]["n"] == results["de"]["n"] == 4 * n_test and list(results["en"])[0] == "accuracy"  # UD PUD: word accuracy first
     assert results["en"]["accuracy"] == 1.0 and results["de"]["accuracy"] == 1.0  # one sentence per language, learnt
 
 

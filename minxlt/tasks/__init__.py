@@ -106,4 +106,4 @@ def load_task(name, data_dir=None, source=None, targets=None, strict=False, toke
             check_split(name, split, lang, examples, source, layout.split_file(lang, split))
     return Task(name, list(layout.labels), source, targets, TrainSplit(name, layout, source, [source, *targets], strict), **evaluation,
                 level=layout.level, round_trip=layout.round_trip(), intents=layout.intents, parallel=layout.parallel,
-                translations=layout.translations, test_translations=layout.test_translations())
+                translations=layout.translations, test_translations=layout.test_translations(), pos_metric=layout.pos_metric)

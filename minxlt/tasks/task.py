@@ -234,6 +234,7 @@ class Task:
     parallel: bool = True  # dev and test parallel across languages by id (CKA, retrieval and the oracle need it)
     translations: str = "the target languages' training files"  # where training translations come from, for messages
     test_translations: str | None = None  # the test texts' translations as the data folder has them (--test-translations)
+    pos_metric: str = "accuracy"  # tags that are not BIO spans (POS): selected and reported by word accuracy, or "f1" (levels.chunk_counts)
 
     def __post_init__(self):
         if not isinstance(self.train, TrainSplit):
@@ -254,6 +255,7 @@ class Layout:
     translations = "the target languages' training files"  # where translations of the training set come from, for messages
     paired_train = True    # a target's training examples translate the source's (MARC's are other reviews: not paired)
     labelled_translations = True  # a target's training examples carry labels (FILTER's translations of XTREME's tagging sets: none)
+    pos_metric = "accuracy"  # POS tags: the first score and the one selected on ("f1": seqeval's, as XTREME scores UD-POS)
     tokenizer = None       # the run's tokenizer, where reading needs one (load_task): FILTER's tagging translations' segments
 
     @classmethod

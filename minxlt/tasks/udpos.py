@@ -79,9 +79,12 @@ class XtremeUdpos(XmixupTranslations, FilterTranslations, Udpos):
     and a language without a dev file (many have only a test set) has no dev examples. XTREME has
     no translations of UD-POS; FILTER's, where the folder has them, are a target's training
     examples, untagged (FilterTranslations), or X-Mixup's, with their soft labels, where a run
-    names them (--soft-labels, XmixupTranslations)."""
+    names them (--soft-labels, XmixupTranslations). XTREME scores POS, and selects its model on
+    dev, by seqeval's F1 over the tags (third_party/run_tag.py), as FILTER's and X-Mixup's scripts
+    do: so does a run here (levels.chunk_counts), word accuracy reported beside it."""
     langs, pattern = XTREME_UDPOS_LANGS, "{train,dev,test}-<lang>.tsv"
     parallel = False
+    pos_metric = "f1"
 
     def found(self):
         return self.files_like("test-{lang}.tsv")
