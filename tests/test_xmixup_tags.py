@@ -1,13 +1,14 @@
 """X-Mixup's released translations of UD-POS and PAN-X (minxlt/tasks/xmixup_tags.py), in the files
 its README.md lays out and its ner.py reads: translate-train-logits/<lang>.txt (a word and its
-soft labels a line, ';'-separated, a blank line after each sentence), translate-{test,dev}-token/<lang>.txt."""
+soft labels a line, ';'-separated, a blank line after each sentence), translate-{test,dev}-token/<lang>.txt
+and the round trips of translate-train-en-token/<lang>.txt."""
 import json
 import math
 
 import pytest
 from test_xtreme import PANX, panx_file, run, xtreme_panx
 
-from minxlt.tasks import DataError, load_task
+from minxlt.tasks import DataError, RoundTrips, load_task
 from minxlt.tasks.translated import read_translations
 from minxlt.tasks.xmixup_tags import read_soft_labelled, teacher_rows
 
@@ -24,11 +25,17 @@ def tagging_file(path, sentences, last_blank=True):
     return path
 
 
+ROUND_TRIPS = [[("Angela", "O"), ("Merkel", "O"), ("went", "O"), ("to", "O"), ("Paris", "O")],
+               [("The", "O"), ("UN", "O")]]  # English's training sentences through German and back: a second column, unread
+
+
 def with_xmixup_translations(data, langs=("de",)):
     """X-Mixup's tagging folders in the data folder: German's soft-labelled translations of the two
-    English training sentences, and German's dev and test sentences translated into English."""
+    English training sentences, their round trips through German, and German's dev and test
+    sentences translated into English."""
     for lang in langs:
         tagging_file(data / "translate-train-logits" / f"{lang}.txt", PANX_SOFT)
+        tagging_file(data / "translate-train-en-token" / f"{lang}.txt", ROUND_TRIPS)
         for split in ("dev", "test"):
             tagging_file(data / f"translate-{split}-token" / f"{lang}.txt", [[(w, "O") for w, _ in s] + [("(en)", "O")] for s in PANX])
     return data
@@ -95,6 +102,31 @@ def test_test_and_dev_sentences_are_paired_with_x_mixups_english_token_files_by_
         read_translations(str(data / "translate-test-token" / "{lang}.txt"), "de", "en", task.test["de"])
 
 
+def test_round_trips_pair_with_the_english_training_sentences_by_number_and_have_no_tags(tmp_path):
+    data = with_xmixup_translations(xtreme_panx(tmp_path / "panx"))
+    task = load_task("panx", data, targets=["de"], soft_labels=str(data / "translate-train-logits" / "{lang}.txt"))
+    trips = RoundTrips(task.train, str(data / "translate-train-en-token" / "{lang}.txt"))
+    assert trips.langs == ["de"]  # English has none
+    assert [(e.id, e.lang, e.words, e.tags) for e in trips["de"]] == [
+        ("1", "de", ["Angela", "Merkel", "went", "to", "Paris"], None), ("2", "de", ["The", "UN"], None)]
+    assert trips["de"][1].where.endswith("translate-train-en-token/de.txt:7")
+
+
+@pytest.mark.parametrize("lines, problem", [
+    ("Angela\tO\nMerkel\n\nThe\tO\n\n", r"en-token/de.txt:2: 1 tab-separated field"),
+    ("Angela\tO\n\n\nThe\tO\n\n", r"en-token/de.txt:3: a blank line after a blank line"),
+    ("Angela\tO\n\n", r"en-token/de.txt:1: 1 sentences for the 2 of the source's training file"),
+    ("Angela\tO\n\nThe\tO\n\nUN\tO\n\n", r"en-token/de.txt:3: 3 sentences for the 2 of the source's training file"),
+])
+def test_a_round_trip_file_that_is_not_x_mixups_is_refused_at_its_line(tmp_path, lines, problem):
+    data = xtreme_panx(tmp_path / "panx")
+    (data / "translate-train-en-token").mkdir()
+    (data / "translate-train-en-token" / "de.txt").write_text(lines)
+    task = load_task("panx", data, targets=["de"])
+    with pytest.raises(DataError, match=problem):
+        RoundTrips(task.train, str(data / "translate-train-en-token" / "{lang}.txt"))["de"]
+
+
 def test_read_soft_labelled_keeps_every_column_as_written(tmp_path):
     """base.py's csv.reader with quotechar=None: a quote is a character of the word."""
     path = tagging_file(tmp_path / "de.txt", [[('"Angela"', "0;1;0;0;0;0;0")]])
@@ -122,3 +154,21 @@ def test_x_mixup_runs_on_panx_from_its_released_files(tmp_path, tiny_model_dir, 
     assert results["test_input"]["input"] == "translation" and not results.get("unscored")
     assert {lang: results[lang]["n"] for lang in ("en", "de")} == {"en": 7, "de": 7} and 0 <= results["de"]["f1"] <= 1
     assert "| de |" in (out / "results.md").read_text()
+
+
+def test_x_mixup_feeds_the_round_trips_on_word_labels_and_trains_on_the_soft_labels_alone_there(tmp_path, tiny_model_dir):
+    """Scheduled sampling on PAN-X from X-Mixup's translate-train-en-token (k = 1: from the third
+    step on the round trips are fed nearly always): a step that feeds them trains on the target's
+    soft labels alone, weight 1 (English paired with itself keeps its gold source, unused); the
+    others on Eq. 8's two terms, alpha 0.8."""
+    data = with_xmixup_translations(xtreme_panx(tmp_path / "panx"))
+    out = tmp_path / "run"
+    run(tiny_model_dir, "panx", data, out, "--method", "xmixup", "--target-langs", "de", "--no-alignment", "--eval-batch-size", "8",
+        "--soft-labels", str(data / "translate-train-logits" / "{lang}.txt"), "--mixup-layer", "1", "--max-steps", "6",
+        "--round-trip", str(data / "translate-train-en-token" / "{lang}.txt"), "--ss-k", "1", "--test-input", "text", "--log-every", "1")
+    steps = [r for r in map(json.loads, (out / "log.jsonl").read_text().splitlines()) if "loss" in r]
+    assert len(steps) == 6 and {r["round_trip"] for r in steps} == {0.0, 1.0}
+    for r in steps:
+        task = r["target"] if r["round_trip"] else 0.8 * r["source"] + 0.2 * r["target"]
+        assert r["loss"] == pytest.approx(task + r["mse"], rel=1e-5) and r["target"] > 0
+    assert json.loads((out / "results.json").read_text())["unscored"] == ["en", "de"]  # XTREME's test files: predictions only

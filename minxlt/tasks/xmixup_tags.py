@@ -9,6 +9,9 @@ them (TagProcessor.get_examples_with_trans, lines 73-120), each <lang>.txt:
     translate-test-token/<lang>.txt     <lang>'s test sentences translated into English, sentence i
                                         the translation of the test file's i-th
     translate-dev-token/<lang>.txt      <lang>'s dev sentences, the same way
+    translate-train-en-token/<lang>.txt the English training sentences translated into <lang> and
+                                        back (scheduled sampling's round trips, Sec. 4.3), sentence
+                                        i the round trip of English's i-th, without tags
 
 A file is read as read_tagging_file (ner.py:56-71, with base.py:38-41's csv.reader: tab-separated,
 every character as it is) reads one: a line of two fields is a word and its second column, a
@@ -30,7 +33,8 @@ from data import Example
 from minxlt.errors import DataError, InputError
 from minxlt.tasks.readers import read_lines
 
-TRAIN, TEST, DEV = "translate-train-logits", "translate-test-token", "translate-dev-token"  # README.md:29-32
+TRAIN, TEST, DEV = "translate-train-logits", "translate-test-token", "translate-dev-token"  # README.md:30-32
+ROUND_TRIP = "translate-train-en-token"  # README.md:33
 KEPT = 0.5  # token_classification.py:120-121: a word is trained on where its soft labels sum to more than this
 
 
@@ -105,6 +109,20 @@ def read_token_translations(path, source, examples):
     return out
 
 
+def read_round_trips(path, lang, sources):
+    """The round trips through `lang` of the source's training sentences (`sources`, in their
+    file's order), from translate-train-en-token/<lang>.txt: each with its source's id and no tags,
+    as ner.py:81-83 reads them (a word and a second column, unread, a line) and pairs sentence i
+    with sentence i (ner.py:93 and 104-105)."""
+    sentences = tagging_sentences(path, fields=None)
+    check_count(path, sentences, sources, f"the source's training file ({sources[0].where.rpartition(':')[0] if sources else ''})")
+    out = []
+    for source, rows in zip(sources, sentences):
+        words = [cells[0] for _, cells in rows]
+        out.append(Example(id=source.id, lang=lang, text=" ".join(words), words=words, where=f"{path}:{rows[0][0]}"))
+    return out
+
+
 def is_token_file(path, lang):
     """Whether `path` is one of X-Mixup's translate-{test,dev}-token/<lang>.txt."""
     return path.name == f"{lang}.txt" and path.parent.name in (TEST, DEV)
@@ -155,6 +173,12 @@ class XmixupTranslations:
             return []
         sources = self.once((self.source, "train"), lambda: self.read(self.source, "train"))
         return self.once((lang, "soft labels"), lambda: read_soft_labelled(path, lang, sources, self.labels))
+
+    def each_round_trip(self, path, lang):
+        """X-Mixup's round trips of the source's training sentences through `lang` (--round-trip:
+        translate-train-en-token/<lang>.txt), read_round_trips."""
+        sources = self.once((self.source, "train"), lambda: self.read(self.source, "train"))
+        return iter(read_round_trips(Path(path), lang, sources))
 
     def soft_labels_of(self, lang):
         """{(id, lang): [each word's soft labels]} of a target's training examples."""
