@@ -6,7 +6,7 @@ import json
 import math
 
 import pytest
-from test_xtreme import PANX, panx_file, run, xtreme_panx
+from test_xtreme import PANX, UD, panx_file, run, with_filter_translations, xtreme_panx, xtreme_udpos
 
 from minxlt.tasks import DataError, RoundTrips, load_task
 from minxlt.tasks.translated import read_translations
@@ -172,3 +172,24 @@ def test_x_mixup_feeds_the_round_trips_on_word_labels_and_trains_on_the_soft_lab
         task = r["target"] if r["round_trip"] else 0.8 * r["source"] + 0.2 * r["target"]
         assert r["loss"] == pytest.approx(task + r["mse"], rel=1e-5) and r["target"] > 0
     assert json.loads((out / "results.json").read_text())["unscored"] == ["en", "de"]  # XTREME's test files: predictions only
+
+
+@pytest.mark.parametrize("task", ["udpos", "panx"])
+def test_without_x_mixups_files_the_fallback_trains_on_filters_translations_tagged_by_the_zero_shot_model(tmp_path, tiny_model_dir, task):
+    """xmixup-udpos.json's and xmixup-panx.json's fallback: a zero-shot model (2 steps) tags FILTER's
+    translations as the source model of Sec. 4.2 (--teacher), no round trips, each test sentence
+    beside FILTER's English translation; the run reaches its test table."""
+    data = xtreme_udpos(tmp_path / task) if task == "udpos" else xtreme_panx(tmp_path / task)
+    for lang in ("en", "de"):
+        panx_file(data / f"test-{lang}.tsv", UD.get(lang, UD["en"]) if task == "udpos" else PANX)  # tagged, as download.py leaves them
+    with_filter_translations(data, task)
+    common = ["--target-langs", "de", "--no-alignment", "--eval-batch-size", "8"]
+    run(tiny_model_dir, task, data, tmp_path / "zero-shot", "--method", "zero-shot", *common)
+    out = tmp_path / "xmixup"
+    run(tiny_model_dir, task, data, out, "--method", "xmixup", *common, "--mixup-layer", "1", "--select-on", "all",
+        "--teacher", str(tmp_path / "zero-shot" / "best"), "--test-translations", str(data / "filter-translations" / "test-{lang}-en.tsv"))
+    steps = [r for r in map(json.loads, (out / "log.jsonl").read_text().splitlines()) if "loss" in r]
+    assert steps and all(r["round_trip"] == 0 and r["target"] > 0 and math.isfinite(r["loss"]) for r in steps)
+    results = json.loads((out / "results.json").read_text())
+    assert results["test_input"]["input"] == "translation" and 0 <= results["de"]["f1"] <= 1
+    assert "| de |" in (out / "results.md").read_text()
