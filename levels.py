@@ -62,7 +62,8 @@ class Level:
     def round_trips(self, sources, trips):
         """X-Mixup's round trips of the source's encoded training items where the token cache does
         not hold them (Run.round_trips), `get(item id, lang, default)`; `trips`: {lang: their items}."""
-        raise InputError(f"--round-trip: X-Mixup's round trips are read for sentence labels and answer spans, not for {self.name} labels")
+        raise InputError(f"--round-trip: X-Mixup's round trips are read for sentence labels, answer spans and word labels, "
+                         f"not for {self.name} labels")
 
     def loss(self, logits, labels, weights=None, mask=None):
         """The task's own loss (cross-entropy), over the examples that count."""
@@ -133,6 +134,13 @@ class Level:
         return [task.labels[i] for i in logits.argmax(-1).tolist()]
 
 
+class ByIdAndLang(dict):
+    """{(id, lang): item}, looked up as token_cache.ById is: `get(id, lang, default)`."""
+
+    def get(self, example_id, lang=None, default=None):
+        return super().get((example_id, lang), default)
+
+
 def in_order(guesses, examples):
     """[{"id", "prediction"}] in the examples' order, from every process's (index, prediction)."""
     merged = dict(pair for part in distributed.gather(guesses) for pair in part)
@@ -164,6 +172,12 @@ class Word(Level):
         """Each translation with its source (same id), in the order of the sources."""
         return data.translation_pairs(sources, translations)
 
+    def round_trips(self, sources, trips):
+        """Each source sentence's round trip through each language, by its id: words without tags,
+        X-Mixup's translate-train-en-token (xmixup/data/datasets/ner.py:81-83 and 104-105), whose
+        steps train on the target's soft labels alone (mixup.task_losses)."""
+        return ByIdAndLang({(it.id, lang): it for lang, items in trips.items() for it in items})
+
     def units(self, item):
         """Scored tokens: a word-level loss is a mean over words, so shares of a batch count them."""
         return sum(label != -100 for label in item.label)
@@ -188,8 +202,12 @@ class Word(Level):
             batch["target_scored"][b, [token for _, token in t.extra["scored"]]] = 1.0
 
     def soft_label_loss(self, student_logits, teacher_logits, batch, **form):
-        """Over the translation's scored tokens, in the pairs that count."""
-        return self_teaching_loss(student_logits, teacher_logits, batch["target_scored"] * batch["weights"][:, None], **form)
+        """Over the translation's scored tokens, in the pairs that count; a token whose teacher
+        logits are NaN has no soft labels (X-Mixup's released ones that sum to at most 0.5,
+        xmixup_tags.teacher_rows) and is left out."""
+        known = teacher_logits.isfinite().all(-1)
+        mask = batch["target_scored"].to(known.device) * known * batch["weights"][:, None]
+        return self_teaching_loss(student_logits, teacher_logits.nan_to_num(0.0), mask, **form)
 
     def zero_counts(self, task):
         # entities found, predicted, gold; words right, words; intents right, sentences all right, sentences

@@ -213,6 +213,26 @@ class XMixup(nn.Module):
         return ((source.float().softmax(-1) + target.float().softmax(-1)) / 2).log()
 
 
+def task_losses(alpha, source, target, gold_source=None):
+    """Eq. 8's task terms, alpha L(source) + (1 - alpha) L(target). On word labels X-Mixup's round
+    trips, which scheduled sampling feeds, have no tags, and its code then drops the source's term
+    for the step and counts the target's whole (xmixup/tasks/xlmr/token_classification.py:127-137:
+    sample_gold false, task_loss = trg_task_loss): `gold_source`, a bool tensor, false on a step
+    that feeds untagged round trips (XMixupMethod.make_batch), picks the target's loss alone on
+    the device (torch.where, no `if`, so a compiled step has no branch). A pair whose source has
+    no round trip (English paired with itself, a language without a file) keeps its gold source
+    on that step, its tags unused, as there every source's are. None (sentence labels, answer
+    spans, whose round trips keep their labels) keeps Eq. 8 as written."""
+    mixed = alpha * source + (1 - alpha) * target
+    return mixed if gold_source is None else torch.where(gold_source, mixed, target)
+
+
+def untagged(trips):
+    """Whether the round trips fed on a step are word-labelled items without a scored label (X-Mixup's
+    translate-train-en-token); none fed: false."""
+    return bool(trips) and all(label == -100 for trip in trips for label in trip.label)
+
+
 def labeller(classifier, info):
     """A source-trained classifier as a teacher of pairs (teacher.Teacher): its logits of the
     translation alone, in the place of a pair model's target logits."""
@@ -251,7 +271,8 @@ class XMixupMethod(PairMethod):
                        "translate-train-en files (XNLI: translate-train-en/multinli.train.{lang}-en.tsv, PAWS-X: "
                        "translate-train-en/translated_train.{lang}-en.tsv, MLQA and XQuAD: ../squad/translate-train-en/"
                        "squad.translate.train.en-{lang}-en.json, TyDiQA-GoldP: translate-train-en/tydiqa.translate.train.en-{lang}-en.json, "
-                       "SQuAD JSON by question id); a language without a file is fed its gold source "
+                       "SQuAD JSON by question id; UD-POS and PAN-X: translate-train-en-token/{lang}.txt, untagged, so that a step "
+                       "feeding them trains on the translation's soft labels alone); a language without a file is fed its gold source "
                        "(default: the task's own round trips, the bundled corpus's; else none, and scheduled sampling is off)")
         g.add_argument("--mixup-variant", default="paper", choices=list(VARIANTS), help="paper: Eq. 2-5 as written, the sub-layer's "
                        "outputs mixed; in-attention: the ablation that mixes inside the attention sub-layer, before its LayerNorm "
@@ -280,11 +301,12 @@ class XMixupMethod(PairMethod):
         if settings.no_mixup_inference and settings.test_input != "text":  # the ablation: the target text alone
             raise InputError(f"--no-mixup-inference tests the target text alone, not {TEST_INPUTS[settings.test_input]}")
         needs_teacher = not run.level.translations_keep_labels  # Sec. 4.2: word labels do not carry over to a translation
-        if needs_teacher and not (settings.teacher or settings.teacher_cache):
+        if needs_teacher and not (settings.teacher or settings.teacher_cache or settings.soft_labels):
             raise InputError("--method xmixup on word labels needs --teacher: a model trained on the source (--method zero-shot), "
-                             "whose tags of the translations are their soft labels (X-Mixup Sec. 4.2)")
-        if not needs_teacher and (settings.teacher or settings.teacher_cache):
-            raise InputError(f"--teacher and --teacher-cache are for --method xmixup on word labels (soft labels of the translations); "
+                             "whose tags of the translations are their soft labels (X-Mixup Sec. 4.2); or --soft-labels, "
+                             "the authors' released ones")
+        if not needs_teacher and (settings.teacher or settings.teacher_cache or settings.soft_labels):
+            raise InputError(f"--teacher, --teacher-cache and --soft-labels are for --method xmixup on word labels (soft labels of the translations); "
                              f"--task {settings.task}'s translations have their source's labels")
         if not 1 <= settings.mixup_layer <= run.num_layers:
             raise InputError(f"--mixup-layer {settings.mixup_layer} is not one of the encoder's layers 1..{run.num_layers}")
@@ -315,18 +337,21 @@ class XMixupMethod(PairMethod):
     def make_batch(self, items, weights, step):
         """Scheduled sampling (Eq. 6): with probability 1 - p*(step) the source is its round-trip
         translation, drawn once per step from a generator seeded by the step, so that a resumed
-        run and every process draw the same."""
+        run and every process draw the same. On word labels `gold_source` says whether the step
+        trains on the source's tags: not where the round trips it feeds have none (task_losses)."""
         sources, targets = zip(*items)
         fed = self.round_trip and random.Random(f"{self.settings.seed}/{step}/ss").random() > inverse_sigmoid_decay(step, self.settings.ss_k)
-        if fed:  # each source's round trip through its pair's target language, where it has one
-            sources = [self.round_trip.get(s.id, t.lang, s) for s, t in zip(sources, targets)]
-        batch = self.pair_batch(sources, targets, weights)
+        trips = [self.round_trip.get(s.id, t.lang) for s, t in zip(sources, targets)] if fed else []  # through its pair's target language
+        batch = self.pair_batch([s if trip is None else trip for s, trip in zip(sources, trips)] if fed else sources, targets, weights)
         batch["round_trip"] = torch.tensor(float(bool(fed)))
+        if not self.run.level.translations_keep_labels:
+            batch["gold_source"] = torch.tensor(not untagged([trip for trip in trips if trip is not None]))
         return batch
 
     def loss(self, model, batch):
         """Eq. 8, alpha L_task(source) + (1 - alpha) L_task(target), plus Eq. 7's consistency terms;
-        L_task is the task level's cross-entropy (level.loss: losses.task_loss, or span_loss for answers)."""
+        L_task is the task level's cross-entropy (level.loss: losses.task_loss, or span_loss for answers).
+        On word labels a fed round trip has no tags: the target's loss alone (task_losses)."""
         settings, level, w = self.settings, self.run.level, batch["weights"]
         source_logits, target_logits, source_r, target_r, lam = model(batch["source_ids"], batch["source_mask"],
                                                                       batch["target_ids"], batch["target_mask"])
@@ -336,7 +361,8 @@ class XMixupMethod(PairMethod):
         else:  # the labeller's soft tags (Sec. 4.2), plus a joint task's intent (else 0)
             target = level.soft_label_loss(target_logits, batch["teacher_logits"], batch)
             target = target + level.loss(target_logits, batch["target_labels"], w, batch["target_mask"])
-        loss = settings.mixup_alpha * source + (1 - settings.mixup_alpha) * target  # Eq. 8
+        gold = None if level.translations_keep_labels else batch["gold_source"]  # word labels: X-Mixup's round trips have no tags
+        loss = task_losses(settings.mixup_alpha, source, target, gold)  # Eq. 8
         parts = {"source": source.detach(), "target": target.detach(), "lambda": (lam * w).sum().detach() / w.sum().clamp(min=1),
                  "round_trip": batch["round_trip"]}
         if not settings.no_consistency:  # Eq. 7; the KL between predictions is for sentence labels only

@@ -135,7 +135,7 @@ def load_run(args, model_dir, device, rank, world_size):
     the tokenizer, checked against the model's config.json; --max-length is resolved with the rest."""
     config, tokenizer = Config.from_directory(model_dir), Tokenizer.from_pretrained(model_dir)
     check_tokenizer(config, tokenizer, model_dir)
-    task = tasks.load_task(args.task, args.data, args.source_lang, args.target_langs, args.strict_data, tokenizer)
+    task = tasks.load_task(args.task, args.data, args.source_lang, args.target_langs, args.strict_data, tokenizer, args.soft_labels)
     task.doc_stride, task.max_answer_length = args.doc_stride, args.max_answer_length
     if args.train_fraction < 1 or args.translated is not None:
         task = tasks.few_shot(task, args.train_fraction, args.translated, args.seed)

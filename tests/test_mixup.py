@@ -9,7 +9,7 @@ import torch
 from conftest import make_method, make_run, padded_pairs, sharp_encoder
 from losses import prediction_consistency_loss, representation_consistency_loss
 from minxlt.errors import InputError
-from mixup import MixupRatio, XMixup, alignment_entropies, attention_entropy, inverse_sigmoid_decay, mixup_encode, mixup_layer
+from mixup import MixupRatio, XMixup, alignment_entropies, attention_entropy, inverse_sigmoid_decay, mixup_encode, mixup_layer, untagged
 from model import Classifier, mean_pool
 
 
@@ -274,41 +274,65 @@ def test_resume_keeps_the_ratio(tmp_path, tiny_model_dir):
     assert losses("split") == losses("full")
 
 
-def test_word_labels_of_the_translation_are_the_labellers_soft_tags(tmp_path):
-    # Eq. 8 on word labels (Sec. 4.2): alpha * CE(source tags) + (1 - alpha) * KL(labeller || model)
-    # on the translation's scored tokens, plus the MSE of Eq. 7 (no KL between predictions)
+def word_batch(source_labelled):
+    """A word-label pair batch on padded pairs: source tags on about half the real tokens (where
+    `source_labelled` is false, a step that feeds the round trips, on the first pair's only), the
+    translation's scored tokens, a teacher's logits, the last pair DDP padding (weight 0)."""
     torch.manual_seed(0)
-    model = XMixup(Classifier(sharp_encoder(3), 5, "token"), layer=2).eval()  # no dropout: two forwards agree
     source_ids, source_mask, target_ids, target_mask = padded_pairs()
     B, T = source_ids.shape
     source_labels = torch.where(torch.rand(B, T) < 0.5, torch.randint(0, 5, (B, T)), -100) * source_mask - 100 * (1 - source_mask)
     source_labels[:, 0] = -100  # <s> (a joint task's intent would sit there)
-    scored = (torch.rand(B, T) < 0.6).float() * target_mask
-    weights = torch.tensor([1.0, 1.0, 1.0, 0.0])  # the last pair is DDP padding
-    teacher = torch.randn(B, T, 5)
-    batch = dict(source_ids=source_ids, source_mask=source_mask, target_ids=target_ids, target_mask=target_mask,
-                 source_labels=source_labels, target_labels=torch.full((B, T), -100), target_scored=scored,
-                 teacher_logits=teacher, weights=weights, round_trip=torch.tensor(0.0))
+    if not source_labelled:  # the round trips, untagged; the first pair's source has none and stays gold
+        source_labels[1:] = -100
+    return dict(source_ids=source_ids, source_mask=source_mask, target_ids=target_ids, target_mask=target_mask,
+                source_labels=source_labels, target_labels=torch.full((B, T), -100),
+                target_scored=(torch.rand(B, T) < 0.6).float() * target_mask, teacher_logits=torch.randn(B, T, 5),
+                weights=torch.tensor([1.0, 1.0, 1.0, 0.0]), round_trip=torch.tensor(float(not source_labelled)),
+                gold_source=torch.tensor(source_labelled))
+
+
+def authors_word_loss(model, batch, alpha, sample_gold):
+    """X-Mixup's loss on word labels, token by token as token_classification.py:115-151 computes
+    it: the target's soft-label cross-entropy over its scored tokens; with the gold source
+    (sample_gold) alpha CE(source tags) + (1 - alpha) that, else that alone; plus the MSE of the
+    mean-pooled states (Eq. 7). KL(p || q) stands for its -sum p log q: they differ by p's entropy,
+    a constant of the teacher."""
+    s_logits, t_logits, s_r, t_r, _ = model(batch["source_ids"], batch["source_mask"], batch["target_ids"], batch["target_mask"])
+    labels, scored, teacher = batch["source_labels"], batch["target_scored"], batch["teacher_logits"]
+    real = [b for b in range(len(batch["weights"])) if batch["weights"][b] > 0]
+    tokens = [(b, t) for b in real for t in range(labels.shape[1])]
+    ce = [-s_logits[b, t].log_softmax(-1)[labels[b, t]] for b, t in tokens if labels[b, t] != -100]
+    kl = [(p * (p.log() - q.log())).sum() for p, q in ((teacher[b, t].softmax(-1), t_logits[b, t].softmax(-1))
+                                                       for b, t in tokens if scored[b, t])]
+    target = sum(kl) / len(kl)
+    task = alpha * sum(ce) / len(ce) + (1 - alpha) * target if sample_gold else target
+    return task + sum(((s_r[b] - t_r[b]) ** 2).mean() for b in real) / len(real)
+
+
+@pytest.mark.parametrize("fed", [False, True], ids=["gold-source", "round-trip"])
+def test_word_labels_of_the_translation_are_the_labellers_soft_tags(tmp_path, fed):
+    # Eq. 8 on word labels (Sec. 4.2): alpha * CE(source tags) + (1 - alpha) * KL(labeller || model)
+    # on the translation's scored tokens, plus the MSE of Eq. 7 (no KL between predictions); where
+    # scheduled sampling feeds the source's round trip, which has no tags, the KL alone, weight 1
+    model = XMixup(Classifier(sharp_encoder(3), 5, "token"), layer=2).eval()  # no dropout: two forwards agree
+    batch = word_batch(source_labelled=not fed)
     torch.save({}, tmp_path / "soft-tags.pt")  # word labels need a labeller (flags.resolve checks): its logits are the batch's
     method = make_method("xmixup", make_run(range(5), "word"), "--mixup-alpha", "0.4", "--teacher-cache", str(tmp_path / "soft-tags.pt"))
     loss, parts = method.loss(model, batch)
-    s_logits, t_logits, s_r, t_r, _ = model(source_ids, source_mask, target_ids, target_mask)
-    ce, n = 0.0, 0
-    for b in range(3):
-        for t in range(T):
-            if source_labels[b, t] != -100:
-                ce += -s_logits[b, t].log_softmax(-1)[source_labels[b, t]]
-                n += 1
-    kl, m = 0.0, 0
-    for b in range(3):
-        for t in range(T):
-            if scored[b, t]:
-                p, q = teacher[b, t].softmax(-1), t_logits[b, t].softmax(-1)
-                kl += (p * (p.log() - q.log())).sum()
-                m += 1
-    mse = sum(((s_r[b] - t_r[b]) ** 2).mean() for b in range(3)) / 3
-    assert "kl" not in parts
-    assert loss.item() == pytest.approx((0.4 * ce / n + 0.6 * kl / m + mse).item(), rel=1e-5)
+    assert "kl" not in parts and parts["source"] > 0 and parts["round_trip"] == fed
+    assert loss.item() == pytest.approx(authors_word_loss(model, batch, 0.4, sample_gold=not fed).item(), rel=1e-5)
+    loss.backward()
+    assert all(p.grad is None or p.grad.isfinite().all() for p in model.parameters())
+
+
+def test_only_untagged_round_trips_drop_the_sources_term():
+    """X-Mixup's round trips of tagged sentences have no tags; the bundled corpus's keep theirs
+    (Eq. 8 both terms then), and a step that feeds none keeps the gold sources."""
+    from data import Encoded
+    assert untagged([Encoded([0, 5, 6, 2], [-100] * 4), Encoded([0, 7, 2], [-100] * 3)])
+    assert not untagged([Encoded([0, 5, 6, 2], [-100] * 4), Encoded([0, 7, 2], [-100, 3, -100])])
+    assert not untagged([])
 
 
 def test_word_labels_need_a_source_trained_labeller(tmp_path, tiny_model_dir):

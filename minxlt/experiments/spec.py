@@ -432,9 +432,19 @@ def resolved_settings(experiment, run, where):
         values.update({name: list(grid) for name, grid in run.grid.items()})
     return {**values, **FIXED, **flags.METHODS[run.method].fixed, "model": experiment.model or "the bundled multilingual-e5-small",
             "seeds": len(experiment.seeds),
-            "test_input": run.test_input, "test_translations": values.get("test_translations") and Path(values["test_translations"]).name,
-            "dev_translations": values.get("dev_translations") and Path(values["dev_translations"]).name,
-            "round_trip": values.get("round_trip") and Path(values["round_trip"]).name}
+            "test_input": run.test_input, **{name: file_name(values.get(name)) for name in FILES}}
+
+
+FILES = ("test_translations", "dev_translations", "round_trip", "soft_labels")  # settings that name files: by file_name
+
+
+def file_name(path):
+    """A file setting as the experiment files state it: its name, with its folder where the name is
+    the language's alone (X-Mixup's translate-test-token/{lang}.txt)."""
+    if not path:
+        return path
+    path = Path(path)
+    return f"{path.parent.name}/{path.name}" if path.name.startswith("{lang}.") else path.name
 
 
 def model_depth(experiment):

@@ -22,6 +22,7 @@ from minxlt.checkpoints.weights import CheckpointError, load_torch_file
 from minxlt.errors import InputError
 from minxlt.parallel import distributed, shard
 from minxlt.run import cli
+from minxlt.tasks.xmixup_tags import teacher_rows
 from model import Classifier
 
 KINDS = {"filter": "FILTER's self-teaching", "labeller": "X-Mixup's soft word labels"}
@@ -34,10 +35,18 @@ def add_arguments(parser):
                                      "labels: a --method zero-shot model, whose tags of the translations are the soft labels")
     g.add_argument("--teacher-cache", help="file of the teacher's probabilities on every training pair: read if it exists, "
                                            "else computed once from --teacher and written")
+    g.add_argument("--soft-labels", metavar="PATH", help="for --method xmixup on udpos and panx: X-Mixup's released translations "
+                   "and their source model's soft labels, a path with {lang} (<data>/translate-train-logits/{lang}.txt): the "
+                   "training translations, and their soft labels in the teacher's place (minxlt/tasks/xmixup_tags.py)")
 
 
 def check(settings, kind):
     """The teacher flags of a method whose teacher is of `kind` ("filter" or "labeller")."""
+    if settings.soft_labels and kind != "labeller":
+        raise InputError("--soft-labels are X-Mixup's released soft word labels: for --method xmixup")
+    if settings.soft_labels and (settings.teacher or settings.teacher_cache):
+        raise InputError("--soft-labels are the released soft labels of the translations, in the place of a teacher's: "
+                         "give --soft-labels or --teacher (and --teacher-cache), not both")
     if settings.teacher_cache and not Path(settings.teacher_cache).exists() and not settings.teacher:
         raise InputError(f"--teacher-cache {settings.teacher_cache} does not exist yet: give --teacher CKPT to compute it")
     if settings.teacher:
@@ -124,9 +133,23 @@ class Teacher:
         return self.cache
 
 
+def released(run, pairs):
+    """A Teacher whose cache is X-Mixup's released soft labels of the translations (--soft-labels:
+    the authors' source model's, xmixup_tags.teacher_rows), for every training pair; the source's
+    sentences paired with themselves have their gold tags."""
+    targets = [t for _, t in pairs]
+    layout, teacher = run.task.train.layout, Teacher()
+    soft = {k: v for lang in {t.lang for t in targets} - {run.task.source} for k, v in layout.soft_labels_of(lang).items()}
+    teacher.cache = {f"{id}\t{lang}": row for (id, lang), row in teacher_rows(targets, soft, len(run.task.labels)).items()}
+    teacher.complete = True
+    return teacher
+
+
 def load(settings, run, pairs, pair_model):
-    """The Teacher that --teacher and --teacher-cache ask for, or None; a --teacher-cache that does
-    not exist yet is computed from --teacher over the training pairs and written."""
+    """The Teacher that --teacher and --teacher-cache (or --soft-labels) ask for, or None; a
+    --teacher-cache that does not exist yet is computed from --teacher over the training pairs and written."""
+    if settings.soft_labels:
+        return released(run, pairs)
     if not (settings.teacher or settings.teacher_cache):
         return None
     cached = settings.teacher_cache and Path(settings.teacher_cache).exists()

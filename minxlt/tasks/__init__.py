@@ -72,18 +72,24 @@ LAYOUTS = {"demo": demo.Demo, "demo-slots": demo.DemoSlots, "sib200": Sib200, "x
            "multiatis": MultiAtis, "mtod": Mtod, "marc": Marc, "marc-stars": MarcStars}
 
 
-def load_task(name, data_dir=None, source=None, targets=None, strict=False, tokenizer=None):
+def load_task(name, data_dir=None, source=None, targets=None, strict=False, tokenizer=None, soft_labels=None):
     """The task's examples, read as its Layout says (the task names are LAYOUTS'). The source
     needs labelled train, dev and test examples; a target needs test examples, and has training
     examples where the task has translations. Test files without labels (XTREME's) are read
     for predictions, and are not scored. Dev and test are read and checked here; the training
     files when a language's examples are first asked for (TrainSplit), and with `strict` a
     translation file that does not pair with the source's is refused, not only warned of.
-    `tokenizer`: the run's, for translations aligned by sub-word counts (FILTER's of UD-POS and PAN-X)."""
+    `tokenizer`: the run's, for translations aligned by sub-word counts (FILTER's of UD-POS and PAN-X);
+    `soft_labels`: X-Mixup's soft-labelled translations of UD-POS or PAN-X, a path with {lang}
+    (xmixup_tags.XmixupTranslations)."""
     if name not in LAYOUTS:
         raise InputError(f"unknown task {name!r}: choose {', '.join(LAYOUTS)}")
     layout = LAYOUTS[name].for_folder(data_dir)(data_dir, source or LAYOUTS[name].source)
     layout.tokenizer = tokenizer
+    if soft_labels:
+        if not hasattr(layout, "soft_labelled"):
+            raise InputError(f"--soft-labels: task {name} has no reader of X-Mixup's soft-labelled translations (udpos and panx, XTREME's layout)")
+        layout.soft_labels = soft_labels
     if layout.needs_data and not data_dir:
         raise InputError(f"task {name} needs --data DIR (see tasks.LAYOUTS for the layout)")
     if layout.needs_data and not layout.directory.is_dir():

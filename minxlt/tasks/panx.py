@@ -3,6 +3,7 @@
 from minxlt.tasks.filter_tags import FilterTranslations
 from minxlt.tasks.readers import read_tagged_words
 from minxlt.tasks.task import Layout
+from minxlt.tasks.xmixup_tags import XmixupTranslations
 
 PANX_LABELS = ("O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC")
 
@@ -14,11 +15,12 @@ def read_panx(path, lang, labels):
     line (test files: the token alone), a blank line after each sentence; the id is the sentence's number."""
     return read_tagged_words(path, lang, labels, bio=True)
 
-class Panx(FilterTranslations, Layout):
+class Panx(XmixupTranslations, FilterTranslations, Layout):
     """PAN-X (WikiANN) as XTREME writes it: <data>/{train,dev,test}-<lang>.tsv. The target
     languages' own training files are not translations, and zero-shot transfer does not train on
     them. XTREME has no translations of PAN-X; FILTER's, where the folder has them, are a target's
-    training examples, untagged (FilterTranslations)."""
+    training examples, untagged (FilterTranslations), or X-Mixup's, with their soft labels, where a
+    run names them (--soft-labels, XmixupTranslations)."""
     langs, labels, level, pattern = PANX_LANGS, list(PANX_LABELS), "word", "{train,dev,test}-<lang>.tsv"
     parallel = False
 

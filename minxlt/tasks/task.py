@@ -311,7 +311,8 @@ class Layout:
         """The round-trip translations of the source's training texts through `lang`, read from
         `path` (--round-trip), each with the id of the source example it renders (RoundTrips)."""
         raise InputError(f"--round-trip: task {type(self).__name__.lower()} has no reader of round-trip translations; X-Mixup's "
-                         "are read for XNLI, PAWS-X and the QA tasks trained on SQuAD or TyDiQA-GoldP's English (mlqa, XTREME's xquad, tydiqa)")
+                         "are read for XNLI, PAWS-X, XTREME's UD-POS and PAN-X, and the QA tasks trained on SQuAD or TyDiQA-GoldP's English "
+                         "(mlqa, XTREME's xquad, tydiqa)")
 
     def test_translations(self):
         """The test texts' translations into the source language as the data folder has them

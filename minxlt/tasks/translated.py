@@ -13,6 +13,9 @@ each file read as its release writes it, told apart by its name:
     {dev,test}-<lang>-en.tsv           FILTER's of UD-POS and PAN-X (word labels): a translated segment a line, line i
                                        the i-th of the segments XTREME's preprocessing cuts the split's sentences
                                        into, counted with the run's tokenizer (filter_tags.py)
+    translate-{test,dev}-token/<lang>.txt
+                                       X-Mixup's of UD-POS and PAN-X: a word (and a second column) a line, a
+                                       blank line after each sentence, sentence i the split's i-th (xmixup_tags.py)
     <task>.translate.test.<lang>-en.json
                                        a QA test set's translation, as FILTER's (TyDiQA-GoldP) and X-Mixup's
                                        (MLQA, XQuAD, TyDiQA-GoldP) code reads it: SQuAD v1.1 JSON, each
@@ -27,6 +30,7 @@ from minxlt.errors import DataError
 from minxlt.tasks.filter_tags import read_test_translations
 from minxlt.tasks.pawsx import read_pawsx
 from minxlt.tasks.readers import read_lines, squad_texts
+from minxlt.tasks.xmixup_tags import is_token_file, read_token_translations
 from minxlt.tasks.xnli import read_xnli
 
 
@@ -48,6 +52,8 @@ def read_translations(spec, lang, source, examples, tokenizer=None):
             raise DataError(path, 0, "FILTER's translations of a tagging task are aligned with XTREME's segments of the split, "
                                      "which a tokenizer counts: read them with the run's (read_translations(..., tokenizer=))")
         return read_test_translations(path, source, examples, tokenizer)  # a sentence's segments: <id>, <id>#1, ...
+    if is_token_file(path, lang) and all(e.words is not None for e in examples):
+        return read_token_translations(path, source, examples)  # X-Mixup's, sentence by sentence
     lines = read_lines(path) if not name.endswith(".json") else []
     if name.endswith(".json"):  # a QA test set's translation (FILTER's run_xqa.py:85-117 and X-Mixup's data/tasks/qa.py:488-499 pair by id)
         rows = squad_texts(path)

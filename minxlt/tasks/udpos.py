@@ -9,6 +9,7 @@ from minxlt.errors import DataError
 from minxlt.tasks.filter_tags import FilterTranslations
 from minxlt.tasks.readers import conll_sentences, read_tagged_words, unique_ids
 from minxlt.tasks.task import Layout
+from minxlt.tasks.xmixup_tags import XmixupTranslations
 
 UPOS_LABELS = ("ADJ", "ADP", "ADV", "AUX", "CCONJ", "DET", "INTJ", "NOUN", "NUM", "PART", "PRON", "PROPN", "PUNCT",
                "SCONJ", "SYM", "VERB", "X")
@@ -70,16 +71,17 @@ class Udpos(Layout):
         return [e for e in examples if ud_split(e.id) == split]
 
 
-class XtremeUdpos(FilterTranslations, Udpos):
+class XtremeUdpos(XmixupTranslations, FilterTranslations, Udpos):
     """UD-POS as XTREME writes it (utils_preprocess.py, udpos_preprocess): <data>/{train,dev,test}-<lang>.tsv,
     a word and its UPOS tag per line (test files: the word alone), a blank line after each sentence,
     every treebank of a language joined. Its sentences are not parallel across languages, the
     targets' own training files are not translations (zero-shot transfer does not train on them),
     and a language without a dev file (many have only a test set) has no dev examples. XTREME has
     no translations of UD-POS; FILTER's, where the folder has them, are a target's training
-    examples, untagged (FilterTranslations). XTREME scores POS, and selects its model on dev, by
-    seqeval's F1 over the tags (third_party/run_tag.py), as FILTER's and X-Mixup's scripts do:
-    so does a run here (levels.chunk_counts), word accuracy reported beside it."""
+    examples, untagged (FilterTranslations), or X-Mixup's, with their soft labels, where a run
+    names them (--soft-labels, XmixupTranslations). XTREME scores POS, and selects its model on
+    dev, by seqeval's F1 over the tags (third_party/run_tag.py), as FILTER's and X-Mixup's scripts
+    do: so does a run here (levels.chunk_counts), word accuracy reported beside it."""
     langs, pattern = XTREME_UDPOS_LANGS, "{train,dev,test}-<lang>.tsv"
     parallel = False
     pos_metric = "f1"
