@@ -25,7 +25,8 @@ SETTING_FIELDS = {"paper", "paper_where", "script", "script_where", "run", "depa
 OMITTED_FIELDS = {"row", "table", "paper", "reason"}
 SIZES_FIELDS = {"train", "dev", "test", "languages", "dev_languages", "from"}
 # Settings of every run that are no flag of train.py: what it always does, and what the file itself sets.
-FIXED = {"optimizer": "AdamW", "schedule": "linear warmup, then linear decay to 0", "attention_mask": "padding masked"}
+FIXED = {"optimizer": "AdamW", "schedule": "linear warmup, then linear decay to 0", "attention_mask": "padding masked",
+         "word_representation": "the word's first sub-token's state"}  # word labels: levels.Word.tags
 DEPTHS = {"xlm-roberta-base": 12, "xlm-roberta-large": 24, "xlm-roberta-xl": 36, "xlm-roberta-xxl": 48}  # hub names' layers
 MODEL_OF = re.compile(r"\{(?!lang\}|data\})([a-z0-9][a-z0-9_.-]*)\}")  # "{filter}" in a run's flags: run filter's best model, same seed
 DATA = "{data}"  # in a run's flags and required files: the experiment's data folder ({lang} is a path's language)
