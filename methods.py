@@ -40,7 +40,7 @@ from minxlt.run.cli import fraction, non_negative_float, non_negative_int, posit
 from minxlt.errors import InputError
 from minxlt.tasks import (
     RoundTrips,
-    read_jsonl_examples,
+    read_extra_train,
     read_parallel_lines,  # noqa: E402,F401
     read_translations,
     translation_file,
@@ -231,12 +231,14 @@ class Method:
         their translations for translate-train; for pair methods, every (source, translation) pair:
         each translation with the source text of its id, in the sources' order, a source without a
         translation left out (data.translation_pairs; Level.pair, which for sentences computes the
-        same on the token cache's arrays)."""
+        same on the token cache's arrays). --extra-train's texts, which have no translations, are
+        paired with themselves (--self-pairs), as FILTER pairs SQuAD's questions (run_xqa.py:1140)."""
         run, task = self.run, self.run.task
-        extra = read_jsonl_examples(self.settings.extra_train, task.labels) if self.settings.extra_train else []
+        extra = read_extra_train(self.settings.extra_train, task) if self.settings.extra_train else []
         if self.draws == "pairs":  # --self-pairs: the source's texts among their own counterparts, each paired with itself
-            counterparts = [task.source, *task.targets] if self.settings.self_pairs else task.targets
-            return run.level.pair(run.training_texts([task.source], extra), run.training_texts(counterparts))
+            if self.settings.self_pairs:
+                return run.level.pair(run.training_texts([task.source], extra), run.training_texts([task.source, *task.targets], extra))
+            return run.level.pair(run.training_texts([task.source], extra), run.training_texts(task.targets))
         return run.training_texts([task.source, *task.targets] if self.draws == "translated" else [task.source], extra)
 
     @classmethod

@@ -400,6 +400,32 @@ def test_filter_on_tydiqa_reads_its_test_translations_and_stops_before_training_
     assert not (tmp_path / "missing" / "best").exists() and not (tmp_path / "missing" / "checkpoint.pt").exists()  # no step made
 
 
+def test_tydiqa_trains_with_squads_questions_beside_it_as_filters_caption_says(tmp_path, tiny_model_dir, capsys):
+    """FILTER's TyDiQA-GoldP runs add SQuAD v1.1's English training questions (its Table 2's caption;
+    run_xqa.py:1127-1144): --extra-train with a SQuAD file adds each of them once to what zero-shot and
+    translate-train train on, and FILTER pairs each with itself (run_xqa.py:1140), never with a translation."""
+    import re
+    from test_xtreme import run
+    data, _ = tydiqa_folder(tmp_path / "tydiqa")
+    squad = tmp_path / "squad" / "train-v1.1.json"
+    write(squad, squad_json([(f"5733be28{n:04x}", f"Who sings song {n}?", f"Bob {n} sings.", [(f"Bob {n}", None)]) for n in range(5)]))
+    translations = str(data / "filter-translations" / "tydiqa.translate.test.{lang}-en.json")
+    runs = iter(range(100))
+
+    def items(method, *flags):
+        run(tiny_model_dir, "tydiqa", data, tmp_path / f"run{next(runs)}", "--method", method, "--doc-stride", "8",
+            "--no-alignment", *flags)
+        return int(re.search(r"from ([\d,]+) training items", capsys.readouterr().err).group(1).replace(",", ""))
+
+    for method, flags in (("zero-shot", []), ("translate-train", []), ("filter", ["--test-translations", translations])):
+        assert items(method, *flags, "--extra-train", str(squad)) - items(method, *flags) == 5, method  # one window each
+    with pytest.raises(InputError, match=r"each question paired with itself \(--self-pairs\)"):
+        items("filter", "--test-translations", translations, "--extra-train", str(squad), "--no-self-pairs")
+    write(squad, squad_json([("3", "Who sings?", "Bob sings.", [("Bob", None)])]))  # the id of a TyDiQA-GoldP training question
+    with pytest.raises(DataError, match=r"train-v1.1.json: question id '3' .* is also one of the task's own training questions"):
+        items("zero-shot", "--extra-train", str(squad))
+
+
 LONG_WORDS = ("the cat sleeps on a warm mat while the dog runs in the green park and birds sing " * 4).split()[:60]
 
 

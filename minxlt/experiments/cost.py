@@ -31,14 +31,18 @@ class Cost:
 
 def training_items(method, values, sizes, level="sentence"):
     """(a training epoch's items, as the method counts them (train.py --help's "one epoch") at the
-    task's `level`; the source's examples that have translations, Yu & Joty's semantic alignment anchors)."""
+    task's `level`; the source's examples that have translations, Yu & Joty's semantic alignment anchors).
+    --extra-train's examples (sizes' "extra_train") are the source's too, without translations: a pair
+    method pairs each with itself."""
     n, targets = sizes["train"], sizes["languages"] - 1
+    extra = sizes.get("extra_train", 0) if values.get("extra_train") else 0
     if values.get("train_fraction", 1) < 1:
         n = math.ceil(n * values["train_fraction"])
     translated = n if values.get("translated") is None else min(n, values["translated"])
     if method == "xeroalign" or (method == "filter" and level == "word"):  # an epoch is the source's examples, each with one counterpart
         return n, translated
-    items = {"texts": n, "translated": n + translated * targets, "pairs": translated * (targets + bool(values.get("self_pairs")))}
+    self_pairs = bool(values.get("self_pairs"))
+    items = {"texts": n + extra, "translated": n + translated * targets + extra, "pairs": translated * (targets + self_pairs) + extra * self_pairs}
     return items.get(draws(method), n), translated
 
 

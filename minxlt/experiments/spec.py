@@ -23,7 +23,7 @@ RUN_FIELDS = {"name", "method", "test_input", "flags", "evaluate", "cotrain", "p
 FALLBACK_FIELDS = {"flags", "settings", "note", "paper", "paper_row", "paper_table", "paper_model", "test_input"}  # "otherwise"
 SETTING_FIELDS = {"paper", "paper_where", "script", "script_where", "run", "departure"}
 OMITTED_FIELDS = {"row", "table", "paper", "reason"}
-SIZES_FIELDS = {"train", "dev", "test", "languages", "dev_languages", "from"}
+SIZES_FIELDS = {"train", "dev", "test", "languages", "dev_languages", "extra_train", "from"}
 # Settings of every run that are no flag of train.py: what it always does, and what the file itself sets.
 FIXED = {"optimizer": "AdamW", "schedule": "linear warmup, then linear decay to 0", "attention_mask": "padding masked",
          "word_representation": "the word's first sub-token's state"}  # word labels: levels.Word.tags
@@ -186,13 +186,14 @@ def check_sizes(path, sizes):
     """The data set's sizes, for the cost of its runs: {"train": the source's training examples, "dev"
     and "test": examples per language, "languages": the source and the targets, "from": where the
     numbers come from}, and "dev_languages" where fewer languages than that have a dev set (XTREME's
-    QA tasks: the source's alone)."""
+    QA tasks: the source's alone), "extra_train" where runs add --extra-train's examples (SQuAD's
+    questions beside TyDiQA-GoldP's)."""
     if not isinstance(sizes, dict):
         refuse(path, "sizes", 'an object {"train": N, "dev": N, "test": N, "languages": N, "from": "<where the numbers come from>"}')
     if sizes and not (isinstance(sizes.get("from"), str) and sizes["from"].strip()):
         refuse(path, "sizes.from", "where the numbers come from, as a sentence")
-    check_fields(path, "sizes", sizes, SIZES_FIELDS, required=tuple(sorted(SIZES_FIELDS - {"dev_languages"})) if sizes else ())
-    for name in ("train", "dev", "test", "languages", "dev_languages"):
+    check_fields(path, "sizes", sizes, SIZES_FIELDS, required=tuple(sorted(SIZES_FIELDS - {"dev_languages", "extra_train"})) if sizes else ())
+    for name in ("train", "dev", "test", "languages", "dev_languages", "extra_train"):
         if name in sizes and not (type(sizes[name]) is int and sizes[name] > 0):
             refuse(path, f"sizes.{name}", f"a count of examples, not {sizes[name]!r}")
     return dict(sizes)
@@ -436,7 +437,7 @@ def resolved_settings(experiment, run, where):
             "test_input": run.test_input, **{name: file_name(values.get(name)) for name in FILES}}
 
 
-FILES = ("test_translations", "dev_translations", "round_trip", "soft_labels")  # settings that name files: by file_name
+FILES = ("test_translations", "dev_translations", "round_trip", "soft_labels", "extra_train")  # settings that name files: by file_name
 
 
 def file_name(path):

@@ -18,6 +18,7 @@ import re
 import sys
 import textwrap
 from dataclasses import FrozenInstanceError, replace
+from pathlib import Path
 from types import MappingProxyType
 
 import torch
@@ -149,8 +150,10 @@ def parser(description=""):
     g.add_argument("--translated", type=cli.non_negative_int, help="keep the translations of only this many of them (Yu & Joty's few-shot: 200)")
     g.add_argument("--strict-data", action="store_true", help="refuse a translation file that does not pair fully with the "
                    "source's training examples by id (default: say so once per file; refuse where most of it does not pair)")
-    g.add_argument("--extra-train", type=cli.existing_file, help="JSONL file of further labelled examples (id, lang, text, label), trained on with the "
-                                         "source's: co-training's pseudo-labels, or your own")
+    g.add_argument("--extra-train", metavar="PATH", help="JSONL file of further labelled examples (id, lang, text, label), trained on with the "
+                                         "source's: co-training's pseudo-labels, or your own; for a QA task, a SQuAD v1.1 file "
+                                         "of further source-language questions (FILTER's TyDiQA-GoldP runs add SQuAD's), which "
+                                         "pair methods pair with themselves (--self-pairs)")
     g.add_argument("--self-pairs", action=argparse.BooleanOptionalAction, help="pair methods: also pair each source text with itself "
                    "(default: on for filter and xmixup, as both authors' code does, off for xeroalign)")
     add_optimisation_arguments(p)
@@ -400,10 +403,15 @@ def check_training_items(method, settings, run):
     --extra-train where it cannot use it, --self-pairs where there are no pairs, a target language
     without translations where the method trains on them."""
     task = run.task
-    if settings.extra_train and not run.level.labels_texts:
-        raise InputError(f"--extra-train adds labelled sentences; --task {settings.task} {run.level.description}")
-    if settings.extra_train and method.draws not in ("texts", "translated"):
-        raise InputError(f"--extra-train adds single labelled texts, which --method {method.name} (trained on pairs) cannot use")
+    if settings.extra_train and not Path(settings.extra_train).is_file():
+        raise InputError(f"--extra-train {settings.extra_train}: {'not a file' if Path(settings.extra_train).exists() else 'no such file'}")
+    if settings.extra_train and not (run.level.labels_texts or run.level.name == "span"):
+        raise InputError(f"--extra-train adds labelled sentences, or a QA task's questions; --task {settings.task} {run.level.description}")
+    if settings.extra_train and method.draws == "pairs" and not (run.level.name == "span" and settings.self_pairs):
+        raise InputError(f"--extra-train adds single labelled texts, which --method {method.name} (trained on pairs) uses only on "
+                         "answer spans, each question paired with itself (--self-pairs), as FILTER pairs SQuAD's beside TyDiQA-GoldP's"
+                         if run.level.name == "span" else
+                         f"--extra-train adds single labelled texts, which --method {method.name} (trained on pairs) cannot use")
     if "self_pairs" in settings.given and method.draws != "pairs":
         raise InputError(f"--self-pairs pairs the source's texts with themselves; --method {method.name} trains on no pairs")
     if not task.train.labelled_translations and (method.draws == "translated" or settings.target_labels):

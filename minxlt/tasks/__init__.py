@@ -25,6 +25,7 @@ from minxlt.tasks.pawsx import PAWSX_LANGS, Pawsx, read_pawsx
 from minxlt.tasks.readers import (
     check_label,
     first_existing,
+    read_extra_train,
     read_jsonl_examples,
     read_lines,
     read_parallel_lines,
@@ -56,7 +57,7 @@ from minxlt.tasks.xsid import XSID_INTENTS, XSID_LANGS, XSID_SLOTS, Xsid, match_
 
 __all__ = [  # what other modules read of tasks
     'DataError', 'InputError', 'demo', 'MLQA_LANGS', 'Mlqa', 'PANX_LABELS', 'PANX_LANGS', 'Panx', 'read_panx',
-    'PAWSX_LANGS', 'Pawsx', 'read_pawsx', 'check_label', 'first_existing', 'read_jsonl_examples', 'read_lines',
+    'PAWSX_LANGS', 'Pawsx', 'read_pawsx', 'check_label', 'first_existing', 'read_extra_train', 'read_jsonl_examples', 'read_lines',
     'read_parallel_lines', 'read_squad', 'read_tagged_words', 'read_tatoeba', 'read_text', 'read_translations', 'translation_file',
     'read_tsv', 'squad_blanked', 'SIB200_LABELS', 'SIB200_LANGS', 'Sib200', 'read_sib200', 'Layout', 'RoundTrips', 'Task',
     'TrainSplit', 'check_split', 'few_shot',

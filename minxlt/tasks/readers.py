@@ -353,6 +353,21 @@ def read_jsonl_examples(path, labels):
     unique_ids(path, [(int(e.where.rpartition(":")[2]), (e.lang, e.id)) for e in out], "(lang, id)")
     return out
 
+def read_extra_train(path, task):
+    """--extra-train's labelled examples, in the source language: a JSON-lines file of sentences
+    (read_jsonl_examples), or, for answer spans, a SQuAD v1.1 file's questions (FILTER trains
+    TyDiQA-GoldP with SQuAD v1.1's beside it: its Table 2's caption, run_xqa.py:1127-1144). An
+    id of the task's own training set is refused, since pairs and predictions are keyed by id."""
+    if task.level != "span":
+        return read_jsonl_examples(path, task.labels)
+    extra = read_squad(path, task.source)
+    own = {e.id for e in task.train[task.source]}
+    clash = next((e for e in extra if e.id in own), None)
+    if clash is not None:
+        raise DataError(path, 0, f"question id {clash.id!r} ({clash.where}) is also one of the task's own training questions: "
+                                 "--extra-train adds other questions, under ids of their own")
+    return extra
+
 def first_existing(directory, names):
     for name in names:
         if (Path(directory) / name).exists():
