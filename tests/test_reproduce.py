@@ -477,6 +477,13 @@ def test_the_cost_of_a_file_counts_its_steps_and_forward_passes(tmp_path, tiny_m
         reproduce.main([str(path), "--dry-run", "--out", str(folder / "out")])
         assert f"  all: 26 steps; 208 texts through the encoder in training (each also backward), {evaluation} in" in capsys.readouterr().out
     assert "sizes.dev_languages: a count" in bad(tmp_path, tiny_model_dir, sizes=dict(sizes, dev_languages=0))
+    # --extra-train's examples (SQuAD's beside TyDiQA-GoldP's): the source's, without translations, a pair method's each with itself
+    from minxlt.experiments.cost import training_items
+    extra = dict(sizes, extra_train=40)
+    assert training_items("zero-shot", {"extra_train": "x"}, extra) == (140, 100)
+    assert training_items("translate-train", {"extra_train": "x"}, extra) == (100 + 2 * 100 + 40, 100)
+    assert training_items("filter", {"extra_train": "x", "self_pairs": True}, extra) == (100 * 3 + 40, 100)
+    assert training_items("filter", {"self_pairs": True}, extra) == (300, 100)  # a run without --extra-train
     assert "GPU-hours" not in listed  # no step time measured for the tiny model's shape
     from minxlt.experiments.cost import Cost, gpu_hours
     hours, how = gpu_hours(Cost(training=1000, evaluation=300), "FacebookAI/xlm-roberta-large")
