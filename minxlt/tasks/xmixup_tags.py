@@ -99,14 +99,7 @@ def read_soft_labelled(path, lang, sources, labels):
 def read_token_translations(path, source, examples):
     """The translations into the `source` language of a split's sentences (`examples`, in their
     file's order), from translate-{test,dev}-token/<lang>.txt, each with its sentence's id."""
-    sentences = tagging_sentences(path, fields=None)
-    lang = examples[0].lang if examples else ""
-    check_count(path, sentences, examples, f"{lang}'s split")
-    out = []
-    for e, rows in zip(examples, sentences):
-        words = [cells[0] for _, cells in rows]
-        out.append(Example(id=e.id, lang=source, text=" ".join(words), words=words, where=f"{path}:{rows[0][0]}"))
-    return out
+    return untagged_sentences(path, examples, source, f"{examples[0].lang if examples else ''}'s split")
 
 
 def read_round_trips(path, lang, sources):
@@ -114,12 +107,18 @@ def read_round_trips(path, lang, sources):
     file's order), from translate-train-en-token/<lang>.txt: each with its source's id and no tags,
     as ner.py:81-83 reads them (a word and a second column, unread, a line) and pairs sentence i
     with sentence i (ner.py:93 and 104-105)."""
+    return untagged_sentences(path, sources, lang, f"the source's training file ({sources[0].where.rpartition(':')[0] if sources else ''})")
+
+
+def untagged_sentences(path, examples, lang, what):
+    """The sentences of an X-Mixup token file (a word and a second column, unread, a line), sentence
+    i under the id of `examples`' i-th (`what` they are, for the message where the counts differ), in `lang`."""
     sentences = tagging_sentences(path, fields=None)
-    check_count(path, sentences, sources, f"the source's training file ({sources[0].where.rpartition(':')[0] if sources else ''})")
+    check_count(path, sentences, examples, what)
     out = []
-    for source, rows in zip(sources, sentences):
+    for e, rows in zip(examples, sentences):
         words = [cells[0] for _, cells in rows]
-        out.append(Example(id=source.id, lang=lang, text=" ".join(words), words=words, where=f"{path}:{rows[0][0]}"))
+        out.append(Example(id=e.id, lang=lang, text=" ".join(words), words=words, where=f"{path}:{rows[0][0]}"))
     return out
 
 
