@@ -228,8 +228,8 @@ def task_losses(alpha, source, target, gold_source=None):
 
 
 def untagged(trips):
-    """Whether the round trips fed on a step are word-labelled items without a scored label (X-Mixup's
-    translate-train-en-token); none fed: false."""
+    """Whether a run's round trips are word-labelled items without a scored label (X-Mixup's
+    translate-train-en-token); none: false."""
     return bool(trips) and all(label == -100 for trip in trips for label in trip.label)
 
 
@@ -250,6 +250,7 @@ class XMixupMethod(PairMethod):
             "with the source at one layer (mixup.py); task losses on both sides (Eq. 8) plus consistency losses (Eq. 7); "
             "scheduled sampling feeds round-trip translations of the source where the task has them")
     round_trip = {}  # the round-trip translations of the source's training texts: get(id, lang, default) (Run.round_trips)
+    untagged_trips = False  # word labels: whether they have no tags (X-Mixup's), so that a step feeding them drops the source's loss
     fixed = {"mixup_inference": "the mean of the two predicted distributions", "scheduled_sampling": "a draw per step"}
 
     teacher_kind = "labeller"
@@ -314,6 +315,8 @@ class XMixupMethod(PairMethod):
     def training_items(self):
         items = super().training_items()
         self.round_trip = self.run.round_trips(self.settings.round_trip)
+        if not self.run.level.translations_keep_labels:  # word labels: X-Mixup's round trips have no tags (task_losses)
+            self.untagged_trips = untagged(list(self.round_trip.values()))
         return items
 
     def wrap(self, model, items):
@@ -338,14 +341,15 @@ class XMixupMethod(PairMethod):
         """Scheduled sampling (Eq. 6): with probability 1 - p*(step) the source is its round-trip
         translation, drawn once per step from a generator seeded by the step, so that a resumed
         run and every process draw the same. On word labels `gold_source` says whether the step
-        trains on the source's tags: not where the round trips it feeds have none (task_losses)."""
+        trains on the source's tags: not where it feeds round trips and they have none (task_losses),
+        decided for the whole step, as the draw is, whichever pairs a process or micro-batch holds."""
         sources, targets = zip(*items)
         fed = self.round_trip and random.Random(f"{self.settings.seed}/{step}/ss").random() > inverse_sigmoid_decay(step, self.settings.ss_k)
         trips = [self.round_trip.get(s.id, t.lang) for s, t in zip(sources, targets)] if fed else []  # through its pair's target language
         batch = self.pair_batch([s if trip is None else trip for s, trip in zip(sources, trips)] if fed else sources, targets, weights)
         batch["round_trip"] = torch.tensor(float(bool(fed)))
         if not self.run.level.translations_keep_labels:
-            batch["gold_source"] = torch.tensor(not untagged([trip for trip in trips if trip is not None]))
+            batch["gold_source"] = torch.tensor(not (fed and self.untagged_trips))
         return batch
 
     def loss(self, model, batch):

@@ -220,8 +220,9 @@ def test_extra_train_file(tmp_path, tiny_model_dir):
     with pytest.raises(tasks.DataError, match="extra.jsonl:1: unknown label 'cooking'"):
         tasks.read_jsonl_examples(path, ["alarm"])
     path.write_text('{"id": "p1", "lang": "de", "text": "Weck mich um sieben", "label": "alarm"}\n')
-    with pytest.raises(InputError, match="cannot use"):
-        train.main(["--model", str(tiny_model_dir), "--method", "filter", "--extra-train", str(path), "--out", str(tmp_path / "r")])
+    for method, draws in (("filter", "pairs"), ("unicoder", "parallel sentences")):  # neither reads them
+        with pytest.raises(InputError, match=rf"--method {method} \(trained on {draws}\) cannot use"):
+            train.main(["--model", str(tiny_model_dir), "--method", method, "--extra-train", str(path), "--out", str(tmp_path / "r")])
 
 
 def worker(rank, world_size, port, argv, result_dir):

@@ -29,12 +29,20 @@ ROUND_TRIPS = [[("Angela", "O"), ("Merkel", "O"), ("went", "O"), ("to", "O"), ("
                [("The", "O"), ("UN", "O")]]  # English's training sentences through German and back: a second column, unread
 
 
+def in_columns(sentences, order):
+    """PANX_SOFT's soft labels (in the task's label order) with their columns in `order`."""
+    from minxlt.tasks.panx import PANX_LABELS
+    at = [PANX_LABELS.index(label) for label in order]
+    return [[(w, ";".join(cell.split(";")[i] for i in at)) for w, cell in s] for s in sentences]
+
+
 def with_xmixup_translations(data, langs=("de",)):
     """X-Mixup's tagging folders in the data folder: German's soft-labelled translations of the two
-    English training sentences, their round trips through German, and German's dev and test
-    sentences translated into English."""
+    English training sentences (their columns in the order of XTREME's labels.txt, the tags sorted),
+    their round trips through German, and German's dev and test sentences translated into English."""
+    from minxlt.tasks.panx import PANX_LABELS
     for lang in langs:
-        tagging_file(data / "translate-train-logits" / f"{lang}.txt", PANX_SOFT)
+        tagging_file(data / "translate-train-logits" / f"{lang}.txt", in_columns(PANX_SOFT, sorted(PANX_LABELS)))
         tagging_file(data / "translate-train-en-token" / f"{lang}.txt", ROUND_TRIPS)
         for split in ("dev", "test"):
             tagging_file(data / f"translate-{split}-token" / f"{lang}.txt", [[(w, "O") for w, _ in s] + [("(en)", "O")] for s in PANX])
@@ -50,6 +58,23 @@ def test_soft_labelled_translations_pair_with_the_english_training_sentences_by_
     soft = task.train.layout.soft_labels_of("de")
     assert soft[("2", "de")][1] == [0, 0, 0, 0.8, 0.1, 0, 0]
     assert load_task("panx", data, targets=["de"]).train["de"] == []  # without --soft-labels: FILTER's (none here)
+
+
+def test_soft_label_columns_follow_labels_txt_or_else_xtremes_sorted_labels(tmp_path):
+    """X-Mixup's run_tagging.py:119 gives the soft labels' columns the order of its labels.txt, which
+    XTREME's preprocess_panx.sh:43 writes sorted; a labels.txt in the data folder says the order."""
+    from minxlt.tasks.panx import PANX_LABELS
+    data = with_xmixup_translations(xtreme_panx(tmp_path / "panx"))
+    soft = lambda: load_task("panx", data, targets=["de"], soft_labels=str(data / "translate-train-logits" / "{lang}.txt")
+                             ).train.layout.soft_labels_of("de")[("1", "de")][0]
+    assert soft() == [0.0, 0.9, 0.1, 0.0, 0.0, 0.0, 0.0]  # Angela: B-PER 0.9, I-PER 0.1, in the task's order
+    order = ["I-LOC", "O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC"]
+    (data / "labels.txt").write_text("\n".join(order) + "\n")
+    tagging_file(data / "translate-train-logits" / "de.txt", in_columns(PANX_SOFT, order))
+    assert soft() == [0.0, 0.9, 0.1, 0.0, 0.0, 0.0, 0.0]
+    (data / "labels.txt").write_text("\n".join(list(PANX_LABELS[:-1]) + ["B-MISC"]) + "\n")
+    with pytest.raises(DataError, match=r"panx/labels.txt: labels .*B-MISC: X-Mixup's soft labels need the task's"):
+        soft()
 
 
 def test_released_soft_labels_become_the_teachers_logits_and_a_word_without_them_is_left_out(tmp_path, tiny_model_dir):

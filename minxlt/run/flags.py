@@ -407,11 +407,13 @@ def check_training_items(method, settings, run):
         raise InputError(f"--extra-train {settings.extra_train}: {'not a file' if Path(settings.extra_train).exists() else 'no such file'}")
     if settings.extra_train and not (run.level.labels_texts or run.level.name == "span"):
         raise InputError(f"--extra-train adds labelled sentences, or a QA task's questions; --task {settings.task} {run.level.description}")
-    if settings.extra_train and method.draws == "pairs" and not (run.level.name == "span" and settings.self_pairs):
+    if settings.extra_train and method.draws not in ("texts", "translated") and not (
+            method.draws == "pairs" and run.level.name == "span" and settings.self_pairs):
         raise InputError(f"--extra-train adds single labelled texts, which --method {method.name} (trained on pairs) uses only on "
                          "answer spans, each question paired with itself (--self-pairs), as FILTER pairs SQuAD's beside TyDiQA-GoldP's"
-                         if run.level.name == "span" else
-                         f"--extra-train adds single labelled texts, which --method {method.name} (trained on pairs) cannot use")
+                         if run.level.name == "span" and method.draws == "pairs" else
+                         f"--extra-train adds single labelled texts, which --method {method.name} (trained on "
+                         f"{'pairs' if method.draws == 'pairs' else 'parallel sentences'}) cannot use")
     if "self_pairs" in settings.given and method.draws != "pairs":
         raise InputError(f"--self-pairs pairs the source's texts with themselves; --method {method.name} trains on no pairs")
     if not task.train.labelled_translations and (method.draws == "translated" or settings.target_labels):

@@ -4,8 +4,9 @@ them (TagProcessor.get_examples_with_trans, lines 73-120), each <lang>.txt:
 
     translate-train-logits/<lang>.txt   the English training sentences translated into <lang>, each
                                         word with a source model's soft labels (Sec. 4.2): floats
-                                        separated by ";", in the order of the task's labels
-                                        (labels.txt), sentence i the translation of English's i-th
+                                        separated by ";", in the order of the labels in the
+                                        folder's labels.txt (label_columns), sentence i the
+                                        translation of English's i-th
     translate-test-token/<lang>.txt     <lang>'s test sentences translated into English, sentence i
                                         the translation of the test file's i-th
     translate-dev-token/<lang>.txt      <lang>'s dev sentences, the same way
@@ -82,18 +83,37 @@ def soft_labels(path, number, cell, labels):
     return values
 
 
-def read_soft_labelled(path, lang, sources, labels):
-    """[(Example, [each word's soft labels])]: the translations into `lang` of the source's
-    training sentences (`sources`, in their file's order), from translate-train-logits/<lang>.txt,
-    each with its source's id and no tags (ner.py:96-99 and 112-117)."""
+def read_soft_labelled(path, lang, sources, labels, columns=None):
+    """[(Example, [each word's soft labels, in `labels`' order])]: the translations into `lang` of
+    the source's training sentences (`sources`, in their file's order), from
+    translate-train-logits/<lang>.txt, each with its source's id and no tags (ner.py:96-99 and
+    112-117); the file's columns are the labels in the order of `columns` (label_columns)."""
     sentences = tagging_sentences(path)
     check_count(path, sentences, sources, f"the source's training file ({sources[0].where.rpartition(':')[0] if sources else ''})")
+    column = [list(columns or labels).index(label) for label in labels]
     out = []
     for source, rows in zip(sources, sentences):
         words = [cells[0] for _, cells in rows]
+        soft = [soft_labels(path, n, cells[1], labels) for n, cells in rows]
         out.append((Example(id=source.id, lang=lang, text=" ".join(words), words=words, where=f"{path}:{rows[0][0]}"),
-                    [soft_labels(path, n, cells[1], labels) for n, cells in rows]))
+                    [[values[c] for c in column] for values in soft]))
     return out
+
+
+def label_columns(directory, labels):
+    """The order of the labels in X-Mixup's soft-label columns: its labels.txt's (run_tagging.py:119
+    reads the file its train_tagging.sh names, a label a line), from the data folder where it is
+    there, else XTREME's, which scripts/preprocess_panx.sh:43 and preprocess_udpos.sh:45 write as
+    `sort | uniq` of the tags: sorted (PAN-X: B-LOC, B-ORG, B-PER, I-LOC, I-ORG, I-PER, O; UPOS as
+    listed). A labels.txt of other labels than the task's is refused."""
+    path = Path(directory) / "labels.txt"
+    if not path.is_file():
+        return sorted(labels)
+    columns = [line.strip() for _, line in read_lines(path) if line.strip()]
+    if sorted(columns) != sorted(labels):
+        raise DataError(path, 0, f"labels {', '.join(columns)}: X-Mixup's soft labels need the task's, {', '.join(labels)}, "
+                                 "each once, in the order of their columns")
+    return columns
 
 
 def read_token_translations(path, source, examples):
@@ -171,7 +191,8 @@ class XmixupTranslations:
         if not path.is_file():
             return []
         sources = self.once((self.source, "train"), lambda: self.read(self.source, "train"))
-        return self.once((lang, "soft labels"), lambda: read_soft_labelled(path, lang, sources, self.labels))
+        columns = label_columns(self.directory, self.labels)
+        return self.once((lang, "soft labels"), lambda: read_soft_labelled(path, lang, sources, self.labels, columns))
 
     def each_round_trip(self, path, lang):
         """X-Mixup's round trips of the source's training sentences through `lang` (--round-trip:
