@@ -337,7 +337,8 @@ class Method:
         if test_input == "oracle" and not self.run.task.parallel:  # no counterpart but the source's own
             langs = [self.run.task.source]
         partners = counterparts(self.run, split, test_input, translations, self.settings.missing_translations)
-        return score_split(self.run, *self.predictor(model, test_input), split, langs, partners)
+        limit = self.settings.dev_limit if split == "dev" else None
+        return score_split(self.run, *self.predictor(model, test_input), split, langs, partners, limit=limit)
 
     def test(self, best, model, trained, test_input="text", translations=None, predictions=None, measure=None):
         """({lang: test scores}, measure(encoder)) of the best model on dev, saved in `best`
@@ -395,12 +396,13 @@ def translated_texts(run, translations, lang, texts, missing):
     return read_translations(translations, lang, run.task.source, texts, run.tokenizer)
 
 
-def score_split(run, predict, kind, split, langs=None, partners=None, predictions=None):
+def score_split(run, predict, kind, split, langs=None, partners=None, predictions=None, limit=None):
     """{lang: scores} of a predictor (Method.predictor) on a split of the task ("dev" or "test";
-    `langs`: all of its languages unless given), with the counterparts it sees (counterparts())."""
+    `langs`: all of its languages unless given; `limit`: the first examples of each, --dev-limit),
+    with the counterparts it sees (counterparts(), paired by id, read for the whole split)."""
     examples = getattr(run.task, split)
     langs = [lang for lang in langs or examples if examples[lang]]  # a target may have no dev set (XTREME's QA tasks)
-    return run.level.score(predict, kind, {lang: examples[lang] for lang in langs}, run, partners, predictions)
+    return run.level.score(predict, kind, {lang: examples[lang][:limit] for lang in langs}, run, partners, predictions)
 
 
 class ZeroShot(Method):

@@ -98,6 +98,24 @@ def run_evaluation(model_dir, rank=0, world_size=1):
     return counts, alignment
 
 
+def test_dev_limit_scores_the_first_examples_of_each_language(tiny_model_dir):
+    """--dev-limit N: each evaluation on dev scores the first N examples of each language (X-Mixup's
+    ner.py:104-107 keeps a tagging task's first 1,000 dev sentences); the test set stays whole."""
+    from conftest import make_method
+    from methods import Run
+    from minxlt.text.tokenizer import Tokenizer
+    from model import Classifier, Encoder
+    task = tasks.load_task("demo", targets=["de"])
+    run = Run(task, Tokenizer.from_pretrained(tiny_model_dir), 64, 16)
+    model = Classifier(Encoder.from_pretrained(tiny_model_dir), len(task.labels)).eval()
+    whole = make_method("zero-shot", run).evaluate(model, "dev", ["en", "de"])
+    first = make_method("zero-shot", run, "--dev-limit", "5").evaluate(model, "dev", ["en", "de"])
+    assert {lang: s["n"] for lang, s in first.items()} == {"en": 5, "de": 5} and all(whole[lang]["n"] > 5 for lang in whole)
+    alone = run.level.score(lambda ids, mask: model(ids, mask)[0], "text", {lang: task.dev[lang][:5] for lang in ("en", "de")}, run)
+    assert first == alone  # the first five, not any five
+    assert make_method("zero-shot", run, "--dev-limit", "5").evaluate(model, "test", ["de"])["de"]["n"] == len(task.test["de"])
+
+
 def test_one_and_two_processes_give_the_same_numbers(tmp_path, tiny_model_dir):
     counts, alignment = run_evaluation(tiny_model_dir)
     assert sum(c["n"] for c in counts.values()) == 3 * 128

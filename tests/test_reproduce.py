@@ -484,6 +484,11 @@ def test_the_cost_of_a_file_counts_its_steps_and_forward_passes(tmp_path, tiny_m
     assert training_items("translate-train", {"extra_train": "x"}, extra) == (100 + 2 * 100 + 40, 100)
     assert training_items("filter", {"extra_train": "x", "self_pairs": True}, extra) == (100 * 3 + 40, 100)
     assert training_items("filter", {"self_pairs": True}, extra) == (300, 100)  # a run without --extra-train
+    # --dev-limit: each evaluation scores at most that many dev examples a language (13 steps, 3 evaluations of 3 languages)
+    from minxlt.experiments.cost import run_cost
+    values = {"batch_size": 8, "epochs": 1, "eval_every": 5, "select_on": "all"}
+    assert run_cost("zero-shot", values, sizes, "text").evaluation == 3 * 3 * 10 + 3 * 20
+    assert run_cost("zero-shot", dict(values, dev_limit=4), sizes, "text").evaluation == 3 * 3 * 4 + 3 * 20
     assert "GPU-hours" not in listed  # no step time measured for the tiny model's shape
     from minxlt.experiments.cost import Cost, gpu_hours
     hours, how = gpu_hours(Cost(training=1000, evaluation=300), "FacebookAI/xlm-roberta-large")

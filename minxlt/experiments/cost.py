@@ -70,7 +70,8 @@ def run_cost(method, values, sizes, test_input, trained=True, level="sentence"):
     evaluations = 1 if values["select_on"] == "last" else steps // every + (steps % every > 0) if isinstance(every, int) else values["epochs"]
     dev_langs = sizes.get("dev_languages", sizes["languages"]) if "all" in (values["select_on"], values.get("dev_langs")) else 1
     dev_pair = 2 if draws(method) == "pairs" and per_prediction == 2 else 1
-    return Cost(steps, training, evaluations * sizes["dev"] * dev_langs * dev_pair + test)
+    dev = min(sizes["dev"], values.get("dev_limit") or sizes["dev"])  # --dev-limit: the first N of each language
+    return Cost(steps, training, evaluations * dev * dev_langs * dev_pair + test)
 
 
 def say(cost):

@@ -220,6 +220,8 @@ def add_run_arguments(p):
                    "with the task's source-language original: a path with {lang}, or one file of every language where the "
                    "task's layout has one (X-Mixup's translate-dev: XNLI's translate-dev/xnli.dev.tsv, PAWS-X's "
                    "translate-dev/dev_2k.{lang}.tsv)")
+    g.add_argument("--dev-limit", type=cli.positive_int, help="score the first N dev examples of each language at each evaluation, "
+                   "as X-Mixup's code keeps a tagging task's first 1,000 dev sentences (ner.py:104-107); default: all")
     g.add_argument("--eval-batch-size", type=cli.positive_int, default=64, help="texts per batch of the evaluations (dev, test, CKA and retrieval)")
     g.add_argument("--no-alignment", action="store_true", help="skip CKA and retrieval before and after training")
     g.add_argument("--alignment-pooling", choices=["mean", "cls"], help="the sentence vectors CKA and retrieval compare: the mean "

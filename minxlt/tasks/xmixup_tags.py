@@ -23,7 +23,8 @@ its line. As there, a last sentence without a blank line after it is not read.
 X-Mixup's en/train.tsv and <lang>/{dev,test}.tsv are taken to be XTREME's train-en.tsv and
 {dev,test}-<lang>.tsv (its README.md:40, Step 1: 'Download XTREME data'), sentence for sentence:
 a translation file with another number of sentences is refused. Where ner.py:104-107 keeps a dev
-set's first 1,000 sentences, every dev sentence is read here.
+set's first 1,000 sentences, every dev sentence is read here, and --dev-limit 1000 scores
+the first 1,000 of each language, as there.
 """
 import math
 from pathlib import Path
