@@ -110,7 +110,6 @@ UD_XTREME = {  # XTREME's download_data.sh (download_treebank): XTREME's languag
 # PAN-X on the Hugging Face hub (the dataset google/xtreme, config PAN-X.<lang>), at a fixed revision:
 # PAN-X.<lang>/{train,validation,test}-00000-of-00001.parquet, of columns tokens, ner_tags (ids) and langs
 HUB_XTREME = "https://huggingface.co/datasets/google/xtreme/resolve/b6419ab883183e08a85be8eef7cc71562f946684"
-HUB_PANX_LABELS = ("O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC")  # ner_tags' ids, as the dataset card names them
 TYDIQA_LANGS = {"arabic": "ar", "bengali": "bn", "english": "en", "finnish": "fi", "indonesian": "id", "korean": "ko",
                 "russian": "ru", "swahili": "sw", "telugu": "te"}
 
@@ -175,7 +174,7 @@ def translations(langs=None):
 
 def udpos_xtreme_sources(langs=None):
     """[Source] of the UD releases that XTREME's UD-POS is made from: those that have `langs`, or all."""
-    known = [lang for _, release in UD_XTREME.values() for lang in release]
+    known = tasks.XTREME_UDPOS_LANGS
     unknown = sorted(set(langs or ()) - set(known))
     if unknown:
         raise InputError(f"--langs: XTREME's UD-POS has no {', '.join(unknown)}; it has {', '.join(known)}")
@@ -452,7 +451,7 @@ def panx_hub_layout(files, folder):
 def read_hub_panx(path):
     """[(tokens, tags)] of a hub PAN-X parquet file: its rows' tokens, and their ner_tags ids named
     as the file's own metadata names them (the features the datasets library writes), else as
-    HUB_PANX_LABELS. A row that does not read so stops with the file and the row."""
+    the dataset card names its ids: PANX_LABELS, in order. A row that does not read so stops with the file and the row."""
     try:
         table = parquet().read_table(path)
     except (OSError, ValueError) as e:  # pyarrow's ArrowInvalid is a ValueError
@@ -460,7 +459,7 @@ def read_hub_panx(path):
     missing = sorted({"tokens", "ner_tags"} - set(table.column_names))
     if missing:
         raise tasks.DataError(path, 0, f"no column {', '.join(missing)} (it has {', '.join(table.column_names)}): not the hub's PAN-X")
-    names = hub_label_names(table.schema.metadata) or HUB_PANX_LABELS
+    names = hub_label_names(table.schema.metadata) or tasks.PANX_LABELS
     sentences = []
     for row, (tokens, ids) in enumerate(zip(table.column("tokens").to_pylist(), table.column("ner_tags").to_pylist())):
         if tokens is None or ids is None or len(tokens) != len(ids):

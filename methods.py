@@ -236,9 +236,8 @@ class Method:
         run, task = self.run, self.run.task
         extra = read_extra_train(self.settings.extra_train, task) if self.settings.extra_train else []
         if self.draws == "pairs":  # --self-pairs: the source's texts among their own counterparts, each paired with itself
-            if self.settings.self_pairs:
-                return run.level.pair(run.training_texts([task.source], extra), run.training_texts([task.source, *task.targets], extra))
-            return run.level.pair(run.training_texts([task.source], extra), run.training_texts(task.targets))
+            langs, own = ([task.source, *task.targets], extra) if self.settings.self_pairs else (task.targets, ())
+            return run.level.pair(run.training_texts([task.source], extra), run.training_texts(langs, own))
         return run.training_texts([task.source, *task.targets] if self.draws == "translated" else [task.source], extra)
 
     @classmethod

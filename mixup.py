@@ -345,8 +345,9 @@ class XMixupMethod(PairMethod):
         decided for the whole step, as the draw is, whichever pairs a process or micro-batch holds."""
         sources, targets = zip(*items)
         fed = self.round_trip and random.Random(f"{self.settings.seed}/{step}/ss").random() > inverse_sigmoid_decay(step, self.settings.ss_k)
-        trips = [self.round_trip.get(s.id, t.lang) for s, t in zip(sources, targets)] if fed else []  # through its pair's target language
-        batch = self.pair_batch([s if trip is None else trip for s, trip in zip(sources, trips)] if fed else sources, targets, weights)
+        if fed:  # each source's round trip through its pair's target language, where it has one
+            sources = [self.round_trip.get(s.id, t.lang, s) for s, t in zip(sources, targets)]
+        batch = self.pair_batch(sources, targets, weights)
         batch["round_trip"] = torch.tensor(float(bool(fed)))
         if not self.run.level.translations_keep_labels:
             batch["gold_source"] = torch.tensor(not (fed and self.untagged_trips))

@@ -465,8 +465,9 @@ def check(settings, method, run):
     if planned:
         raise InputError(f"{' and '.join(planned)} {'shapes' if len(planned) == 1 else 'shape'} the memory plan, which only "
                          "--dry-run prints: add --dry-run")
-    if compiled.problem(settings):
-        raise InputError(compiled.problem(settings))
+    problem = compiled.problem(settings)
+    if problem:
+        raise InputError(problem)
     if settings.max_length > run.max_positions:
         raise InputError(f"--max-length {settings.max_length} does not fit the model's {run.max_positions} positions: lower it")
     if method.teacher_kind is not None:

@@ -115,7 +115,7 @@ class FilterTranslations:
         if self.tokenizer is None:
             raise InputError(f"{path}: FILTER's translations are aligned with the segments XTREME's preprocessing cuts the "
                              "sentences into, which a tokenizer counts: load the task with the run's (load_task(..., tokenizer=))")
-        sources = self.once((self.source, "train"), lambda: self.read(self.source, "train"))
+        sources = self.source_train()
         return read_training_translations(path, lang, sources, self.tokenizer)
 
     def test_translations(self):

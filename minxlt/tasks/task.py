@@ -293,6 +293,10 @@ class Layout:
             self.parsed[key] = read()
         return self.parsed[key]
 
+    def source_train(self):
+        """The source's training examples, read once: what translations of them are paired with."""
+        return self.once((self.source, "train"), lambda: self.read(self.source, "train"))
+
     def stream(self, lang):
         """A language's training examples, one at a time as its file is read, where the layout's
         reader can (the token cache's build then holds a chunk of them at a time); else its list."""

@@ -191,14 +191,14 @@ class XmixupTranslations:
         path = self.logits_file(lang)
         if not path.is_file():
             return []
-        sources = self.once((self.source, "train"), lambda: self.read(self.source, "train"))
+        sources = self.source_train()
         columns = label_columns(self.directory, self.labels)
         return self.once((lang, "soft labels"), lambda: read_soft_labelled(path, lang, sources, self.labels, columns))
 
     def each_round_trip(self, path, lang):
         """X-Mixup's round trips of the source's training sentences through `lang` (--round-trip:
         translate-train-en-token/<lang>.txt), read_round_trips."""
-        sources = self.once((self.source, "train"), lambda: self.read(self.source, "train"))
+        sources = self.source_train()
         return iter(read_round_trips(Path(path), lang, sources))
 
     def soft_labels_of(self, lang):
