@@ -13,8 +13,11 @@ forward, loss and backward run as two CUDA graphs.
     reduce-overhead) where a step is one micro-batch on one process; with --grad-accum, CUDA graphs
     would hand a micro-batch's gradients to the parameters from their own memory, which the next
     micro-batch's replay overwrites (pytorch/pytorch#96693, #169545), so the default mode compiles
-    without them. Under DDP the graph is split at DDP's gradient buckets (no fullgraph); sharded,
-    each encoder layer is compiled on its own, FSDP2 gathering around it.
+    without them. Under DDP (no fullgraph) DDP's own forward runs eagerly between graphs, for
+    dynamo cannot trace its reducer: the model's forward is a graph, split at DDP's gradient
+    buckets, and the loss after it another. Sharded, each encoder layer is compiled on its own,
+    FSDP2 gathering around it: one graph serves every layer, and evaluation, without gradients,
+    one more.
   - Bounded recompiles. The batch's lengths are dynamic from the first call, so that one graph
     serves every bucket (CUDA graphs record one replay per bucket): a phase compiles once per kind
     of batch it has (Unicoder's five tasks: five). A function compiled more often than its limit
@@ -103,7 +106,7 @@ def compiled_loss(settings, loss, encoder, world_size=1):
             if not getattr(layer, "_compiled_call_impl", None):
                 layer.compile(backend=BACKEND, **options)
         return loss
-    compiled = torch.compile(loss, fullgraph=world_size == 1, backend=BACKEND, **options)  # DDP splits it at its buckets
+    compiled = torch.compile(loss, fullgraph=world_size == 1, backend=BACKEND, **options)  # DDP's forward: between graphs
     graphs = settings.compile_mode == "reduce-overhead" and settings.device.startswith("cuda")
 
     def step(model, batch):
