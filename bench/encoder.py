@@ -133,7 +133,7 @@ def memory(args, shape):
     return result
 
 
-def main():
+def parse(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", default="cpu", help="cpu or cuda")
     parser.add_argument("--amp", default="none", choices=["none", "bf16", "fp16"], help="autocast dtype (float32 weights)")
@@ -144,7 +144,11 @@ def main():
     parser.add_argument("--steps", type=int, default=5, help="timed steps per model")
     parser.add_argument("--warmup", type=int, default=1)
     parser.add_argument("--threads", type=int, default=torch.get_num_threads(), help="CPU threads")
-    args = parser.parse_args()
+    return parser.parse_args(argv)
+
+
+def main():
+    args = parse()
     torch.set_num_threads(args.threads)
     print(f"device {args.device}, amp {args.amp}, batch {args.batch} x {args.seq}, vocab {args.vocab}, "
           f"torch {torch.__version__}, {args.threads} threads")

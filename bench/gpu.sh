@@ -10,6 +10,8 @@
 #   3. large, batch 32 (the same texts): translate-train;
 #   4. base and large at 256 x 128 (--fixed-length: 128 tokens a text, no padding): translate-train,
 #      MFU without gradient checkpointing's recomputation.
+# With AUTOTUNE=1, then 4. again compiled with --compile-mode max-autotune-no-cudagraphs (Inductor tries
+# each matmul's kernels: minutes more), to see whether it beats CUDA graphs at large batches.
 # With XL=1, then XL's shape (3.5 B parameters) under DDP and sharded, and the encoder alone at XL's
 # shape (about 6 minutes more; 120 GB: an H200).
 #
@@ -44,6 +46,12 @@ for mode in --no-compile --compile; do
             "$mode" 2>&1 | tee "$out/${shape}_256x128$mode.md"
     done
 done
+if [ "${AUTOTUNE:-0}" = 1 ]; then  # 4. with autotuned kernels and no CUDA graphs
+    for shape in base large; do
+        python3 -m bench.train_step "${common[@]}" --shapes "$shape" --methods translate-train --batch-sizes 256 --fixed-length \
+            --compile --compile-mode max-autotune-no-cudagraphs 2>&1 | tee "$out/${shape}_256x128--max-autotune.md"
+    done
+fi
 if [ "${XL:-0}" = 1 ]; then  # each trainee holds its own XL with AdamW (56 GB); on an 80 GB GPU give XL_METHODS=translate-train
     xl=(--device cuda --shapes xl --methods "${XL_METHODS:-translate-train,xmixup}" --no-baseline --amp bf16 --gradient-checkpointing
         --batch-sizes 32 --max-length 128 --steps "${STEPS:-5}" --warmup 2 --task sib200 --data "$data" --model "$model" --no-compile)

@@ -269,7 +269,8 @@ def report(results, batch_size, peak, reference):
               "padded to --max-length (pipelined)")
 
 
-def main(argv=None):
+def parse(argv=None):
+    """(the parser, this script's own flags, {method: train.py's flags for it}) from the command line."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
     parser.add_argument("--methods", default="translate-train,xeroalign,filter,xmixup", help="comma-separated, on texts or pairs")
     parser.add_argument("--reference", default="translate-train", help="the method the others' time per text is compared with")
@@ -284,8 +285,12 @@ def main(argv=None):
                         "shapes and no CUDA graphs, as train.py's --compile did before (the step it gained nothing on)")
     parser.add_argument("--logs", help="comma-separated OUT folders of train.py runs: their loop's ms/step, read from log.jsonl")
     own, rest = parser.parse_known_args(argv)
-    names = own.methods.split(",")
-    given = {name: flags.parse(rest + ["--method", name]) for name in names}
+    return parser, own, {name: flags.parse(rest + ["--method", name]) for name in own.methods.split(",")}
+
+
+def main(argv=None):
+    parser, own, given = parse(argv)
+    names = list(given)
     first = given[names[0]]
     device = first.device or ("cuda" if torch.cuda.is_available() else "cpu")
     distributed.choose_attention(device)

@@ -1,13 +1,19 @@
 """bench_train.py runs end to end on the CPU: every method's row and transformers' baseline on the
-same batches, and the ratios it prints."""
+same batches, and the ratios it prints; bench/gpu.sh's commands parse."""
+import collections
+import inspect
 import json
+import os
 import re
+import subprocess
 import sys
 
 import pytest
 import torch
 
+from bench import encoder as bench_encoder
 from bench import train_step as bench_train
+from minxlt.run import flags
 from model import Config
 
 
@@ -104,3 +110,38 @@ def test_bench_shard_measures_each_phase_within_five_percent_of_the_plan(capsys)
     for (processes, amp, unit, phase), (measured, planned) in figures.items():
         assert measured == pytest.approx(planned, rel=0.05), (amp, unit, phase)
     assert "| 2 | bf16 | own unit | step |" in capsys.readouterr().out
+
+
+def test_gpu_sh_gives_each_command_flags_its_parser_takes(tiny_model_dir, tmp_path, monkeypatch):
+    """bench/gpu.sh with every part turned on (AUTOTUNE=1 XL=1), its python3 and nvidia-smi replaced by
+    stubs that note their arguments: each train.py and bench command parses (a misspelt flag fails
+    here, not minutes into a lent GPU's time), and the model it shapes is one bench can make."""
+    stubs, calls = tmp_path / "bin", tmp_path / "calls"
+    stubs.mkdir()
+    (tmp_path / "sib200").mkdir()
+    (stubs / "python3").write_text(f'#!/bin/bash\nprintf "%s\\x1f" "$@" >> {calls}\necho >> {calls}\n')
+    (stubs / "nvidia-smi").write_text("#!/bin/bash\necho 'NVIDIA H200, 143771 MiB, 570.00'\n")
+    for stub in stubs.iterdir():
+        stub.chmod(0o755)
+    env = {**os.environ, "PATH": f"{stubs}:{os.environ['PATH']}", "AUTOTUNE": "1", "XL": "1"}
+    subprocess.run(["bash", "bench/gpu.sh", str(tiny_model_dir), str(tmp_path / "sib200"), str(tmp_path / "out")], env=env,
+                   check=True, cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))), capture_output=True)
+    runs = [line.split("\x1f")[:-1] for line in calls.read_text().splitlines()]
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # --device cuda, as on the GPU's machine
+    for argv in runs:
+        if argv[0] == "train.py":
+            args = flags.parse(argv[1:])
+            assert args.device == "cuda" and args.compile is not None, argv
+        elif argv[:2] == ["-m", "bench.train_step"]:
+            _, _, given = bench_train.parse(argv[2:])
+            assert all(args.device == "cuda" for args in given.values()), argv
+        elif argv[:2] == ["-m", "bench.encoder"]:
+            bench_encoder.parse(argv[2:])
+        elif argv[0] == "-c" and "shaped_model" in argv[1]:
+            shape = re.search(r"shaped_model\(sys.argv\[1\], '(\w+)', sys.argv\[2\]\)", argv[1]).group(1)
+            assert shape in bench_train.SHAPES and len(argv) == 4, argv
+            inspect.signature(bench_train.shaped_model).bind(argv[2], shape, argv[3])
+    kinds = collections.Counter(argv[1] if argv[0] == "-m" else argv[0] for argv in runs)
+    assert kinds == {"-c": 2, "train.py": 2, "bench.train_step": 13, "bench.encoder": 1}, kinds  # 13: 1 + 2 x 4 + 2 + 2
+    compiled = [argv for argv in runs if "--compile" in argv]
+    assert any("max-autotune-no-cudagraphs" in argv for argv in compiled) and any("--fixed-length" in argv for argv in compiled)

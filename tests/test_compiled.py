@@ -183,7 +183,7 @@ def compiled_runs_worker(rank, world_size, port, runs):
 
 def test_compiled_under_ddp_and_sharded_logs_the_losses_of_one_eager_process(tmp_path, tiny_model_dir):
     """--compile in 2 gloo processes, TorchInductor as on a GPU: under DDP with 2 micro-batches a step
-    (the graph split at DDP's gradient buckets, the first micro-batch under no_sync), and sharded (each
+    (DDP's forward run eagerly between graphs, the first micro-batch under no_sync), and sharded (each
     encoder layer compiled, FSDP2 gathering around it), each logs the losses of one eager process over
     the same bucketed batches within 1e-5, compiling a few graphs, not one per layer or step."""
     deep = tmp_path / "deep"  # 5 layers, 5 steps: a graph per layer or per step would show in the count
