@@ -130,12 +130,13 @@ class Layer(nn.Module):
         out = self.attn_out(out.transpose(1, 2).reshape(B, T, H))       # (B, T, H)
         return (out, probs) if return_probs else out
 
-    def projections(self, x, context):
-        """q of x, k and v of the context. On a GPU one matrix product where x attends to itself
-        (the three weights stacked as one (3H, H) projection: one wide kernel, not three narrow
-        ones), two over a context; on the CPU three, as three nn.Linear layers compute them, which
-        earlier runs' losses match bit for bit (a product over the stacked rows rounds differently)."""
-        if not x.is_cuda:
+    def projections(self, x, context, stacked=None):
+        """q of x, k and v of the context. On a GPU (stacked=None: where x is) one matrix product
+        where x attends to itself (the three weights stacked as one (3H, H) projection: one wide
+        kernel, not three narrow ones), two over a context; on the CPU three, as three nn.Linear
+        layers compute them, which earlier runs' losses match bit for bit (a product over the
+        stacked rows rounds differently)."""
+        if not (x.is_cuda if stacked is None else stacked):
             return self.query(x), self.key(context), self.value(context)
         w, b = [self.query.weight, self.key.weight, self.value.weight], [self.query.bias, self.key.bias, self.value.bias]
         if context is x:

@@ -30,6 +30,7 @@ def fresh_dynamo():
     """Each test compiles from nothing, and leaves torch._dynamo's settings as it found them."""
     limit, fail = torch._dynamo.config.recompile_limit, torch._dynamo.config.fail_on_recompile_limit_hit
     torch._dynamo.reset()
+    torch._dynamo.utils.counters.clear()  # compiled.compiles() counts this test's graphs
     yield
     torch._dynamo.reset()
     torch._dynamo.config.recompile_limit, torch._dynamo.config.fail_on_recompile_limit_hit = limit, fail
@@ -148,6 +149,22 @@ def test_a_run_compiles_no_more_graphs_than_there_are_buckets(tiny_model_dir, mo
     assert len({T for _, T in shapes}) >= 3 and {B for B, _ in shapes} == {12}  # several lengths, one batch size
     assert all(T % 4 == 0 for _, T in shapes)
     assert counter.frame_count <= compiled.buckets(settings) and counter.frame_count == 1  # the lengths dynamic from the first
+
+
+@pytest.mark.parametrize("device,mode,marks", [("cuda", "reduce-overhead", 3), ("cuda", "default", 0), ("cpu", "reduce-overhead", 0)])
+def test_with_cuda_graphs_each_call_starts_a_step(monkeypatch, device, mode, marks):
+    """The CUDA-only part of compiled_loss, run on the CPU: with CUDA graphs (reduce-overhead on
+    CUDA) each call marks a new step, after which the last step's outputs, read already, may be
+    overwritten; no mark without them. The lengths are dynamic from the first call either way."""
+    from types import SimpleNamespace
+    counted = []
+    monkeypatch.setattr(torch.compiler, "cudagraph_mark_step_begin", lambda: counted.append(1))
+    monkeypatch.setattr(compiled, "BACKEND", "eager")
+    settings = SimpleNamespace(compile=True, compile_mode=mode, device=device, bucket=16, max_length=48, shard=False)
+    step = compiled.compiled_loss(settings, lambda model, batch: (batch["input_ids"].float().mean(), {}), encoder=None)
+    for length in (16, 32, 48):
+        assert step(None, {"input_ids": torch.ones(4, length, dtype=torch.long)})[0] == 1
+    assert len(counted) == marks and compiled.compiles() == 1  # one graph for the three lengths
 
 
 def resolved(tokenizer, device, world_size=1, **given):

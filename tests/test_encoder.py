@@ -177,6 +177,38 @@ def test_cross_attention_to_a_longer_context():
     assert torch.allclose(out, again, atol=1e-6)
 
 
+@pytest.mark.parametrize("cross", [False, True])
+def test_stacked_projections_as_a_gpu_computes_them_give_the_three_products(cross):
+    """The GPU's q, k, v (one product over the stacked weights; over a context, q and one product for
+    k and v), run here on the CPU: the three nn.Linear products' values and the same gradients for
+    each weight and bias, from fewer products."""
+    layer = tiny_encoder().layers[2]
+    x = torch.randn(3, 7, 36)
+    context = torch.randn(3, 10, 36) if cross else x
+    results = []
+    for stacked in (False, True):
+        layer.zero_grad()
+        with CountedLinear() as products:
+            q, k, v = layer.projections(x, context, stacked=stacked)
+        (q.square().sum() + (k * 1.5).sin().sum() + (v * q[:, :1]).sum()).backward()
+        grads = {name: p.grad.clone() for name, p in layer.named_parameters() if p.grad is not None}
+        results.append(((q, k, v), grads, products.count))
+    (three, grads_three, count_three), (one, grads_one, count_one) = results
+    assert (count_three, count_one) == (3, 2 if cross else 1)
+    assert all(a.shape == b.shape and torch.allclose(a, b, atol=1e-6) for a, b in zip(three, one))
+    assert grads_three.keys() == grads_one.keys() == {f"{p}.{w}" for p in ("query", "key", "value") for w in ("weight", "bias")}
+    assert all(torch.allclose(grads_one[name], grad, rtol=1e-5, atol=1e-5) for name, grad in grads_three.items())
+
+
+class CountedLinear(torch.overrides.TorchFunctionMode):
+    """Counts the matrix products of torch.nn.functional.linear made inside it."""
+    count = 0
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        self.count += func is torch.nn.functional.linear
+        return func(*args, **(kwargs or {}))
+
+
 def test_roberta_positions_skip_padding():
     encoder = tiny_encoder()
     ids = torch.tensor([[0, 5, 6, 2, 1, 1], [1, 1, 0, 7, 8, 2]])  # right and left padding
