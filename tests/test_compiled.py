@@ -167,6 +167,23 @@ def test_with_cuda_graphs_each_call_starts_a_step(monkeypatch, device, mode, mar
     assert len(counted) == marks and compiled.compiles() == 1  # one graph for the three lengths
 
 
+def test_unicoder_compiles_a_graph_for_each_of_its_five_tasks_whatever_its_lengths(tiny_model_dir, monkeypatch):
+    """Unicoder's five tasks each make a batch of their own kind, one graph each; over buckets of
+    several lengths, and the count of masked positions that each bucket fixes, none more."""
+    from torch._dynamo.testing import CompileCounter
+    counter = CompileCounter()
+    monkeypatch.setattr(compiled, "BACKEND", counter)
+    settings, method, phases, core = prepared(tiny_model_dir, ["--method", "unicoder", "--bucket", "16", "--compile", "--max-length", "128"])
+    phases = compiled.compiled_phases(settings, phases, None)
+    shapes = {}
+    for step in range(20):
+        batch = batch_of(settings, method, phases, step)
+        shapes.setdefault(batch["task"], set()).add(tuple(tuple(v.shape) for v in batch.values() if torch.is_tensor(v)))
+        phase_at(phases, step).loss(core, batch)
+    assert len(shapes) == 5 and sum(len(kind) > 1 for kind in shapes.values()) >= 3  # most seen at two lengths
+    assert counter.frame_count == 5
+
+
 def resolved(tokenizer, device, world_size=1, **given):
     """(the settings that compiled.resolve fills in, the run it returns) for a run on `device`."""
     from methods import Run

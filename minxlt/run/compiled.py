@@ -94,8 +94,9 @@ def compiled_phases(settings, phases, encoder, world_size=1):
 def compiled_loss(settings, loss, encoder, world_size=1):
     """loss(model, batch) compiled, fullgraph in one process; with CUDA graphs, each call starts a
     new step, after which the last step's outputs (its loss, read already) are dead and their
-    memory is reused. The batch's lengths (dimension 1 of its (B, T, ...) tensors) are dynamic from
-    the first call, so that one graph serves every bucket."""
+    memory is reused. The batch's lengths are dynamic from the first call, so that one graph serves
+    every bucket: dimension 1 of its (B, T, ...) tensors, and of a vector, its one (Unicoder's masked
+    positions, as many as its bucket holds; per-example vectors stay B long, which the graph fixes)."""
     if not settings.compile:
         return loss
     torch._dynamo.config.recompile_limit = max(8, 2 * (buckets(settings) or 1))  # a phase may have several kinds of batch (Unicoder: 5)
@@ -111,8 +112,8 @@ def compiled_loss(settings, loss, encoder, world_size=1):
 
     def step(model, batch):
         for value in batch.values():
-            if torch.is_tensor(value) and value.dim() >= 2:
-                torch._dynamo.maybe_mark_dynamic(value, 1)
+            if torch.is_tensor(value) and value.dim() >= 1:
+                torch._dynamo.maybe_mark_dynamic(value, min(1, value.dim() - 1))
         if graphs:
             torch.compiler.cudagraph_mark_step_begin()
         return compiled(model, batch)
