@@ -13,7 +13,7 @@ import torch
 
 from bench import encoder as bench_encoder
 from bench import train_step as bench_train
-from minxlt.run import flags
+from minxlt.run import compiled, flags
 from model import Config
 
 
@@ -33,7 +33,6 @@ def test_bench_train_prints_each_method_and_the_baseline(tiny_model_dir, capsys)
 
 
 def test_bench_train_compiles_as_train_py_and_fixes_the_length(tiny_model_dir, capsys, monkeypatch):
-    from minxlt.run import compiled
     monkeypatch.setattr(compiled, "BACKEND", "eager")  # dynamo's graph, run as it is: no code to generate on the CPU
     made = []
     monkeypatch.setattr(bench_train.Trainee, "batch", lambda self, pairs, step, batch=bench_train.Trainee.batch: made.append(
@@ -114,8 +113,9 @@ def test_bench_shard_measures_each_phase_within_five_percent_of_the_plan(capsys)
 
 def test_gpu_sh_gives_each_command_flags_its_parser_takes(tiny_model_dir, tmp_path, monkeypatch):
     """bench/gpu.sh with every part turned on (AUTOTUNE=1 XL=1), its python3 and nvidia-smi replaced by
-    stubs that note their arguments: each train.py and bench command parses (a misspelt flag fails
-    here, not minutes into a lent GPU's time), and the model it shapes is one bench can make."""
+    stubs that note their arguments: each train.py and bench command parses, its compile flags
+    agree (a misspelt flag or --compile-mode without --compile fails here, not minutes into a lent
+    GPU's time), and the model it shapes is one bench can make."""
     stubs, calls = tmp_path / "bin", tmp_path / "calls"
     stubs.mkdir()
     (tmp_path / "sib200").mkdir()
@@ -131,10 +131,10 @@ def test_gpu_sh_gives_each_command_flags_its_parser_takes(tiny_model_dir, tmp_pa
     for argv in runs:
         if argv[0] == "train.py":
             args = flags.parse(argv[1:])
-            assert args.device == "cuda" and args.compile is not None, argv
+            assert args.device == "cuda" and compiled.problem(args) is None, argv
         elif argv[:2] == ["-m", "bench.train_step"]:
             _, _, given = bench_train.parse(argv[2:])
-            assert all(args.device == "cuda" for args in given.values()), argv
+            assert all(args.device == "cuda" and compiled.problem(args) is None for args in given.values()), argv
         elif argv[:2] == ["-m", "bench.encoder"]:
             bench_encoder.parse(argv[2:])
         elif argv[0] == "-c" and "shaped_model" in argv[1]:
@@ -143,5 +143,5 @@ def test_gpu_sh_gives_each_command_flags_its_parser_takes(tiny_model_dir, tmp_pa
             inspect.signature(bench_train.shaped_model).bind(argv[2], shape, argv[3])
     kinds = collections.Counter(argv[1] if argv[0] == "-m" else argv[0] for argv in runs)
     assert kinds == {"-c": 2, "train.py": 2, "bench.train_step": 13, "bench.encoder": 1}, kinds  # 13: 1 + 2 x 4 + 2 + 2
-    compiled = [argv for argv in runs if "--compile" in argv]
-    assert any("max-autotune-no-cudagraphs" in argv for argv in compiled) and any("--fixed-length" in argv for argv in compiled)
+    compiling = [argv for argv in runs if "--compile" in argv]
+    assert any("max-autotune-no-cudagraphs" in argv for argv in compiling) and any("--fixed-length" in argv for argv in compiling)

@@ -219,7 +219,8 @@ def test_compiled_under_ddp_and_sharded_logs_the_losses_of_one_eager_process(tmp
     """--compile in 2 gloo processes, TorchInductor as on a GPU: under DDP with 2 micro-batches a step
     (DDP's forward run eagerly between graphs, the first micro-batch under no_sync), and sharded (each
     encoder layer compiled, FSDP2 gathering around it), each logs the losses of one eager process over
-    the same bucketed batches within 1e-5, compiling a few graphs, not one per layer or step."""
+    the same bucketed batches within 1e-5, training compiled, in a graph or two, not one per layer or
+    step."""
     deep = tmp_path / "deep"  # 5 layers, 5 steps: a graph per layer or per step would show in the count
     deep.mkdir()
     (deep / "sentencepiece.bpe.model").write_bytes((tiny_model_dir / "sentencepiece.bpe.model").read_bytes())
@@ -237,4 +238,6 @@ def test_compiled_under_ddp_and_sharded_logs_the_losses_of_one_eager_process(tmp
     for name in runs:
         assert_same_losses(tmp_path / f"{name}-eager", tmp_path / name, name)
         graphs = [int((tmp_path / name / f"graphs-{rank}.txt").read_text()) for rank in (0, 1)]
-        assert 1 <= min(graphs) and max(graphs) <= 3, (name, graphs)
+        # DDP: the model's graph and the loss's, which its second length may compile again (the loss
+        # alone is compiled: evaluation is eager); sharded: the layers' graph and evaluation's
+        assert all(2 <= count <= 3 for count in graphs) if name == "ddp" else graphs == [2, 2], (name, graphs)

@@ -15,7 +15,8 @@ forward, loss and backward run as two CUDA graphs.
     micro-batch's replay overwrites (pytorch/pytorch#96693, #169545), so the default mode compiles
     without them. Under DDP (no fullgraph) DDP's own forward runs eagerly between graphs, for
     dynamo cannot trace its reducer: the model's forward is a graph, split at DDP's gradient
-    buckets, and the loss after it another. Sharded, each encoder layer is compiled on its own,
+    buckets, and the loss after it another, which compiles once more at the second length (its
+    inputs are DDP's outputs, which no one marks dynamic; dynamo then does). Sharded, each encoder layer is compiled on its own,
     FSDP2 gathering around it: one graph serves every layer, and evaluation, without gradients,
     one more.
   - Bounded recompiles. The batch's lengths are dynamic from the first call, so that one graph
@@ -96,7 +97,8 @@ def compiled_loss(settings, loss, encoder, world_size=1):
     new step, after which the last step's outputs (its loss, read already) are dead and their
     memory is reused. The batch's lengths are dynamic from the first call, so that one graph serves
     every bucket: dimension 1 of its (B, T, ...) tensors, and of a vector, its one (Unicoder's masked
-    positions, as many as its bucket holds; per-example vectors stay B long, which the graph fixes)."""
+    positions, as many as its bucket holds; a per-example vector, B long in every full batch, may
+    then be B as a symbol in the graph, which costs nothing but a guard)."""
     if not settings.compile:
         return loss
     torch._dynamo.config.recompile_limit = max(8, 2 * (buckets(settings) or 1))  # a phase may have several kinds of batch (Unicoder: 5)
