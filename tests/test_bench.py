@@ -114,8 +114,8 @@ def test_bench_shard_measures_each_phase_within_five_percent_of_the_plan(capsys)
 def test_gpu_sh_gives_each_command_flags_its_parser_takes(tiny_model_dir, tmp_path, monkeypatch):
     """bench/gpu.sh with every part turned on (AUTOTUNE=1 XL=1), its python3 and nvidia-smi replaced by
     stubs that note their arguments: each train.py and bench command parses, its compile flags
-    agree (a misspelt flag or --compile-mode without --compile fails here, not minutes into a lent
-    GPU's time), and the model it shapes is one bench can make."""
+    agree (a misspelt flag or --compile-mode without --compile fails here, not minutes into a GPU
+    run), and the model it shapes is one bench can make."""
     stubs, calls = tmp_path / "bin", tmp_path / "calls"
     stubs.mkdir()
     (tmp_path / "sib200").mkdir()
