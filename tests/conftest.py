@@ -114,12 +114,18 @@ def make_method(name, run, *given):
     return METHODS[name](settings, run)
 
 
+def variant_of(model_dir, directory, seed, **config):
+    """A model folder like `model_dir`'s (its tokenizer, its config but `config`), with random
+    weights and LayerNorms drawn from `seed`."""
+    from model import Config, Encoder
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "sentencepiece.bpe.model").write_bytes((model_dir / "sentencepiece.bpe.model").read_bytes())
+    torch.manual_seed(seed)
+    random_layer_norms(Encoder(Config(**{**Config.from_directory(model_dir).__dict__, **config})), seed).save_pretrained(directory)
+    return directory
+
+
 @pytest.fixture(scope="session")
 def xl_model_dir(tiny_model_dir, tmp_path_factory):
     """The tiny model in XLM-R XL's pre-LN layout (random weights, the same tokenizer)."""
-    from model import Config, Encoder
-    directory = tmp_path_factory.mktemp("tiny-xl")
-    (directory / "sentencepiece.bpe.model").write_bytes((tiny_model_dir / "sentencepiece.bpe.model").read_bytes())
-    torch.manual_seed(1)
-    random_layer_norms(Encoder(Config(**{**Config.from_directory(tiny_model_dir).__dict__, "model_type": "xlm-roberta-xl"})), 1).save_pretrained(directory)
-    return directory
+    return variant_of(tiny_model_dir, tmp_path_factory.mktemp("tiny-xl"), seed=1, model_type="xlm-roberta-xl")

@@ -8,18 +8,14 @@ import json
 
 import pytest
 import torch
-import torch.distributed as dist
-import torch.multiprocessing as mp
-from conftest import free_port, join_process_group_env, random_layer_norms
+from conftest import variant_of
 from test_pre_ln import CASES
-from test_shard import assert_same_losses
+from test_shard import assert_same_losses, spawn
 
 import data
 import train
 from methods import phase_at
-from minxlt.parallel import distributed
 from minxlt.run import bookkeeping, compiled, flags
-from model import Config, Encoder
 
 COMMON = ["--target-langs", "de", "--batch-size", "6", "--dropout", "0", "--no-alignment", "--max-steps", "150"]  # contrastive: in phase 1
 TASKS = {"sentence": ["--task", "demo"], "word": ["--task", "demo-slots"]}
@@ -203,38 +199,20 @@ def test_compiled_by_default_on_cuda_with_cuda_graphs_where_a_step_is_one_micro_
     assert (values["compile"], values["bucket"], values["compile_mode"]) == (False, 0, None) and run.tokenizer is tokenizer
 
 
-def compiled_runs_worker(rank, world_size, port, runs):
-    """Each run of `runs` ([(argv, out)]) in one process group, writing how many graphs it compiled."""
-    join_process_group_env(rank, world_size, port)
-    dist.init_process_group("gloo")
-    for argv, out in runs:
-        torch._dynamo.reset()
-        torch._dynamo.utils.counters.clear()  # reset() keeps the count
-        train.main(argv + ["--out", str(out)])
-        (out / f"graphs-{rank}.txt").write_text(str(compiled.compiles()))
-    distributed.cleanup()
-
-
 def test_compiled_under_ddp_and_sharded_logs_the_losses_of_one_eager_process(tmp_path, tiny_model_dir):
     """--compile in 2 gloo processes, TorchInductor as on a GPU: under DDP with 2 micro-batches a step
     (DDP's forward run eagerly between graphs, the first micro-batch under no_sync), and sharded (each
     encoder layer compiled, FSDP2 gathering around it), each logs the losses of one eager process over
     the same bucketed batches within 1e-5, training compiled, in a graph or two, not one per layer or
     step."""
-    deep = tmp_path / "deep"  # 5 layers, 5 steps: a graph per layer or per step would show in the count
-    deep.mkdir()
-    (deep / "sentencepiece.bpe.model").write_bytes((tiny_model_dir / "sentencepiece.bpe.model").read_bytes())
-    torch.manual_seed(0)
-    config = Config(**{**Config.from_directory(tiny_model_dir).__dict__, "num_layers": 5})
-    random_layer_norms(Encoder(config)).save_pretrained(deep)
+    deep = variant_of(tiny_model_dir, tmp_path / "deep", seed=0, num_layers=5)  # 5 layers, 5 steps: a graph per layer or per step would show in the count
     common = ["--model", str(deep), "--task", "demo", "--target-langs", "de,zh", "--batch-size", "8", "--max-steps", "5",
               "--log-every", "1", "--dropout", "0", "--no-test", "--no-group-by-length", "--lr", "2e-3", "--eval-every", "5",
               "--no-alignment", "--bucket", "16"]
     runs = {"ddp": ["--method", "xeroalign", "--grad-accum", "2"], "shard": ["--method", "xmixup", "--shard"]}
     for name, argv in runs.items():
         train.main(common + argv + ["--out", str(tmp_path / f"{name}-eager")])
-    mp.spawn(compiled_runs_worker, nprocs=2,
-             args=(2, free_port(), [(common + argv + ["--compile"], tmp_path / name) for name, argv in runs.items()]))
+    spawn([(common + argv + ["--compile"], tmp_path / name) for name, argv in runs.items()])
     for name in runs:
         assert_same_losses(tmp_path / f"{name}-eager", tmp_path / name, name)
         graphs = [int((tmp_path / name / f"graphs-{rank}.txt").read_text()) for rank in (0, 1)]

@@ -19,6 +19,7 @@ from torch.distributed.tensor import DTensor
 import train
 from conftest import ROOT, free_port, join_process_group_env
 from minxlt.parallel import distributed
+from minxlt.run import compiled
 
 COMMON = ["--target-langs", "de", "--batch-size", "8", "--max-steps", "5", "--eval-every", "5", "--no-alignment", "--dropout", "0",
           "--lr", "2e-3", "--log-every", "1", "--eval-batch-size", "24"]  # dev and test in batch counts that 2 processes split unevenly
@@ -48,11 +49,16 @@ def assert_same_losses(a, b, what):
 
 
 def runs_worker(rank, world_size, port, runs):
-    """Every run of `runs` ([(argv, out)]) in turn, in one process group."""
+    """Every run of `runs` ([(argv, out)]) in turn, in one process group; a compiled one writes
+    how many graphs it compiled to OUT/graphs-<rank>.txt."""
     join_process_group_env(rank, world_size, port)
     dist.init_process_group("gloo")
     for argv, out in runs:
+        torch._dynamo.reset()
+        torch._dynamo.utils.counters.clear()  # reset() keeps the count
         train.main(argv + ["--out", str(out)])
+        if "--compile" in argv:
+            (out / f"graphs-{rank}.txt").write_text(str(compiled.compiles()))
     distributed.cleanup()
 
 

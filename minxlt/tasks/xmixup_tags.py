@@ -191,9 +191,8 @@ class XmixupTranslations:
         path = self.logits_file(lang)
         if not path.is_file():
             return []
-        sources = self.source_train()
-        columns = label_columns(self.directory, self.labels)
-        return self.once((lang, "soft labels"), lambda: read_soft_labelled(path, lang, sources, self.labels, columns))
+        return self.once((lang, "soft labels"), lambda: read_soft_labelled(
+            path, lang, self.source_train(), self.labels, label_columns(self.directory, self.labels)))
 
     def each_round_trip(self, path, lang):
         """X-Mixup's round trips of the source's training sentences through `lang` (--round-trip:
