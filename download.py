@@ -350,8 +350,8 @@ def tydiqa_layout(folder, train, dev):
 
 def panx_layout(archive, folder, langs=None):
     """XTREME's PAN-X layout from WikiANN's AmazonPhotos.zip (one <lang>.tar.gz of train, dev and
-    test files with "<lang>:<token> TAB <tag>" lines): {train,dev,test}-<lang>.tsv of token TAB tag,
-    a blank line after each sentence. Unlike XTREME's, the test tags stay."""
+    test files with "<lang>:<token> TAB <tag>" lines): {train,dev,test}-<lang>.tsv as
+    utils_preprocess.py's panx_preprocess writes them (panx_rows). Unlike XTREME's, the test tags stay."""
     with zipfile.ZipFile(archive) as z:
         for name in sorted(n for n in z.namelist() if n.endswith(".tar.gz")):
             lang = Path(name).name[:-len(".tar.gz")]
@@ -362,10 +362,22 @@ def panx_layout(archive, folder, langs=None):
                     member = next((m for m in t.getmembers() if Path(m.name).name == split), None)
                     if member is None:
                         raise InputError(f"{archive}: {name} has no {split} file")
-                    lines = t.extractfile(member).read().decode("utf-8").splitlines()
-                    rows = [f"{cells[0].partition(':')[2]}\t{cells[1]}" if len(cells) == 2 else ""
-                            for cells in (line.strip().split("\t") for line in lines)]
-                    cli.write_text(folder / f"{split}-{lang}.tsv", "\n".join(rows).strip("\n") + "\n")
+                    lines = io.TextIOWrapper(t.extractfile(member), encoding="utf-8").readlines()
+                    cli.write_text(folder / f"{split}-{lang}.tsv", "".join(row + "\n" for row in panx_rows(lines)))
+
+
+def panx_rows(lines):
+    """The rows panx_preprocess writes of a WikiANN file's lines (utils_preprocess.py:103-120): the
+    last line left out if blank; a line of two tab-separated fields becomes the token after its
+    first colon, stripped, TAB its tag, and nothing where it has no colon; any other line a blank row."""
+    rows = []
+    for line in lines[:-1] if lines and not lines[-1].strip() else lines:
+        cells = line.strip().split("\t")
+        if len(cells) != 2:
+            rows.append("")
+        elif ":" in cells[0]:
+            rows.append(f"{cells[0].partition(':')[2].strip()}\t{cells[1].strip()}")
+    return rows
 
 
 def write_tagged(path, sentences):
@@ -401,8 +413,9 @@ def ud_split_of(name):
 def udpos_xtreme_parts(archive, parts, langs=None):
     """Each ud-treebanks-v<version>/<treebank>/<lang>_*.conllu of a UD release archive whose language
     XTREME takes from that release (and is in `langs`), read as XTREME reads it, into
-    parts/<lang>/<name>.tsv. A file that XTREME's converter stops on is left out, as XTREME's data
-    leaves it out, and said."""
+    parts/<lang>/<name>.tsv. A file that XTREME's converter stops on before writing is left out,
+    as XTREME's data leaves it out, and one it stops writing part-way keeps the sentences written
+    before the stop, as XTREME's does; either is said."""
     version = archive.name[len("ud-treebanks-v"):-len(".tgz")]
     chosen = [lang for lang in UD_XTREME[version][1] if not langs or lang in langs]
     with tarfile.open(archive, "r|gz") as t:
@@ -419,11 +432,15 @@ def udpos_xtreme_parts(archive, parts, langs=None):
                     text = raw.decode("utf-8")
                 except UnicodeDecodeError as e:
                     raise tasks.ConverterStops(where, raw[:e.start].count(b"\n") + 1, "not UTF-8") from None
-                sentences = tasks.xtreme_sentences(where, text, lang)
+                sentences, stop = tasks.xtreme_sentences(where, text, lang)
             except tasks.ConverterStops as e:
-                print(f"warning: {e}: XTREME's converter (conllu_to_conll.py) stops on this file, so XTREME's UD-POS leaves it "
-                      "out, and so does this", file=sys.stderr)
+                print(f"warning: {e}: XTREME's converter (conllu_to_conll.py) stops on this file before writing it, "
+                      "so XTREME's UD-POS leaves it out, and so does this", file=sys.stderr)
                 continue
+            if stop:
+                print(f"warning: {stop}: XTREME's converter (conllu_to_conll.py) stops writing this file there, "
+                      f"so XTREME's UD-POS keeps the sentences before it ({len(sentences)}) and no others, and so "
+                      "does this", file=sys.stderr)
             if sentences:
                 write_tagged(parts / lang / path.with_suffix(".tsv").name, sentences)
 

@@ -41,7 +41,7 @@ def test_real_sib200_quotes():
 @pytest.mark.parametrize("rows,message", [
     ("7\tsports\n", r"train.tsv:2: 2 columns, expected 3"),
     ("7\tsports\tok\n8\tcooking\tA recipe.\n", r"train.tsv:3: unknown label 'cooking'"),
-    ("7\tsports\t \n", r"train.tsv:2: empty or 'NS'"),
+    ("7\tsports\t \n", r"train.tsv:2: empty field"),
 ])
 def test_sib200_bad_rows_name_file_and_line(tmp_path, rows, message):
     write(tmp_path / "xx" / "train.tsv", SIB_HEADER + rows)
@@ -73,12 +73,51 @@ def test_pawsx_translated_train_skips_and_counts_failed_rows(tmp_path, capsys):
 
 
 def test_pawsx_human_files_stop_on_bad_rows(tmp_path):
-    path = write(tmp_path / "de" / "test.tsv", "id\tsentence1\tsentence2\tlabel\n1\tEin Satz.\tNS\t1\n")
-    with pytest.raises(tasks.DataError, match="test.tsv:2: empty or 'NS'"):
+    path = write(tmp_path / "de" / "test.tsv", "id\tsentence1\tsentence2\tlabel\n1\tEin Satz.\t \t1\n")
+    with pytest.raises(tasks.DataError, match="test.tsv:2: empty field"):
         tasks.read_pawsx(path, "de")
     path = write(tmp_path / "de" / "dev.tsv", "id\tsentence1\tsentence2\tlabel\n1\tA.\tB.\t2\n")
     with pytest.raises(tasks.DataError, match="dev.tsv:2: unknown label '2'"):
         tasks.read_pawsx(path, "de")
+
+
+PAWSX_HEADER = "id\tsentence1\tsentence2\tlabel\n"
+
+
+def test_pawsx_human_dev_and_test_keep_their_ns_rows_as_xtreme_does(tmp_path, capsys):
+    """The release's human dev_2k.tsv and test_2k.tsv hold a few rows whose sentence is NS, a sentence
+    its translators left (google-research-datasets/paws issue 15: de dev_2k.tsv, id 684); XTREME's
+    pawsx_preprocess keeps every row, and the papers scored them."""
+    rows = {"en": ["684\tThe road continues west through 5th Street as Delphos .\tThe road continues as Delphos "
+                   "further west through 5th Street .\t1", "685\tA b .\tB a .\t0"],
+            "de": ["684\tDie Straße verläuft weiter nach Westen über die 5. Straße nach Delphos.\tNS\t0",
+                   "685\tA b.\tB a.\t0"]}
+    for lang, lines in rows.items():
+        for name in (["train.tsv"] if lang == "en" else []) + ["dev_2k.tsv", "test_2k.tsv"]:
+            write(tmp_path / lang / name, PAWSX_HEADER + "\n".join(lines) + "\n")
+    task = tasks.load_task("pawsx", tmp_path)
+    assert [(e.id, e.pair, e.label) for e in task.test["de"]] == [("684", "NS", "0"), ("685", "B a.", "0")]
+    assert len(task.dev["de"]) == 2
+    err = capsys.readouterr().err
+    assert "de/test_2k.tsv: 1 of 2 rows have a sentence 'NS'" in err and "de/dev_2k.tsv: 1 of 2 rows" in err
+    assert "en/test_2k.tsv" not in err
+
+
+def test_xnli_as_released_with_its_empty_parse_columns(tmp_path):
+    """XNLI-1.0's xnli.{dev,test}.tsv: 19 columns, the four parse columns empty in every row."""
+    header = ("language\tgold_label\tsentence1_binary_parse\tsentence2_binary_parse\tsentence1_parse\tsentence2_parse\t"
+              "sentence1\tsentence2\tpromptID\tpairID\tgenre\tlabel1\tlabel2\tlabel3\tlabel4\tlabel5\t"
+              "sentence1_tokenized\tsentence2_tokenized\tmatch\n")
+    row = ("bg\tneutral\t\t\t\t\tИ той каза: Мамо, у дома съм.\tТой се обади на майка си.\t1\t1\tfacetoface\t"
+           "neutral\tcontradiction\tneutral\tneutral\tneutral\tИ той каза : Мамо , у дома съм .\t"
+           "Той се обади на майка си .\tTrue\n")
+    second = row.replace("\t1\t1\t", "\t2\t2\t").replace("bg\tneutral", "bg\tentailment")
+    path = write(tmp_path / "xnli.test.tsv", header + row + second)
+    assert [(e.id, e.label, e.pair) for e in tasks.read_xnli(path, "bg")] == [
+        ("1", "neutral", "Той се обади на майка си."), ("2", "entailment", "Той се обади на майка си.")]
+    write(path, header + row.replace("Той се обади на майка си.\t", "\t", 1))
+    with pytest.raises(tasks.DataError, match="xnli.test.tsv:2: empty field"):
+        tasks.read_xnli(path, "bg")
 
 
 def test_xnli_readers(tmp_path, capsys):

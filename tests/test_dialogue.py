@@ -116,14 +116,29 @@ def test_multiatis_as_released_and_as_xeroalign_s_authors_copy_it(tmp_path, rele
     assert task.intents == ["atis_airfare#atis_flight", "atis_flight"] and task.test["es"][1].text == "tarifa más barata a San José"
 
 
+def test_multiatis_two_spaces_are_read_as_xeroalign_s_preprocess_reads_them(tmp_path):
+    """preprocess.py:148-160: words and tags split at each space, as many of each, and an empty
+    word gets no token, so it and its tag are left out."""
+    write_multiatis(tmp_path)
+    path = tmp_path / "test_ES.tsv"
+    path.write_text("id\tutterance\tslot_labels\tintent\n1\tvuelos a  Boston\tO O O B-toloc.city_name\tatis_flight\n"
+                    "2\tvuelos  a Boston\tO O O B-toloc.city_name\tatis_flight\n", encoding="utf-8")
+    test = tasks.load_task("multiatis", tmp_path).test["es"]
+    assert [(e.words, e.tags) for e in test] == [(["vuelos", "a", "Boston"], ["O", "O", "B-toloc.city_name"]),
+                                                 (["vuelos", "a", "Boston"], ["O", "O", "B-toloc.city_name"])]
+
+
 def test_multiatis_bad_rows_are_refused(tmp_path):
     write_multiatis(tmp_path)
     path = tmp_path / "test_ES.tsv"
     path.write_text(path.read_text(encoding="utf-8").replace("O O O B-toloc.city_name", "O O O  B-toloc.city_name"), encoding="utf-8")
-    with pytest.raises(DataError, match=r"test_ES.tsv:2: .*two spaces in a row"):
+    with pytest.raises(DataError, match=r"test_ES.tsv:2: 5 words and 6 slot tags"):
         tasks.load_task("multiatis", tmp_path)
     path.write_text("id\tutterance\tslot_labels\tintent\n1\ta b\tO\tatis_flight\n", encoding="utf-8")
     with pytest.raises(DataError, match=r"test_ES.tsv:2: 2 words and 1 slot tags"):
+        tasks.load_task("multiatis", tmp_path)
+    path.write_text("id\tutterance\tslot_labels\tintent\n1\ta b  c\tO  O O\tatis_flight\n", encoding="utf-8")
+    with pytest.raises(DataError, match=r"test_ES.tsv:2: slot tag '' is not O"):  # a word without its tag
         tasks.load_task("multiatis", tmp_path)
     path.write_text("id\tutterance\tslot_labels\tintent\n1\ta\tX-city\tatis_flight\n", encoding="utf-8")
     with pytest.raises(DataError, match=r"test_ES.tsv:2: slot tag 'X-city' is not O, B-<type> or I-<type>"):
@@ -183,8 +198,9 @@ def test_mtod_without_translations_trains_on_english_alone(tmp_path):
 
 
 def marc_line(id, stars, body, lang="en"):
+    """A review as the release writes it: stars a string ("stars": "5"; the Hugging Face loader casts it to int)."""
     return json.dumps({"review_id": f"{lang}_{id:07d}", "product_id": f"product_{lang}_{id}", "reviewer_id": f"reviewer_{lang}_{id}",
-                       "stars": stars, "review_body": body, "review_title": "Title", "language": lang,
+                       "stars": str(stars), "review_body": body, "review_title": "Title", "language": lang,
                        "product_category": "home"}, ensure_ascii=False)
 
 
@@ -211,7 +227,11 @@ def test_marc_as_released(tmp_path, capsys):
     stars = tasks.load_task("marc-stars", tmp_path)
     assert [e.label for e in stars.test["de"]] == ["5", "1", "3", "4", "2"]
     path = tmp_path / "test" / "dataset_de_test.json"
-    for bad, message in ((marc_line(9, 5, "gut", "fr"), "in language 'fr', in the file of 'de'"), (marc_line(9, 6, "gut", "de"), "stars 6"),
+    path.write_text(marc_line(8, 5, "gut", "de").replace('"5"', "5") + "\n", encoding="utf-8")  # as the hub gives it
+    assert [e.label for e in tasks.load_task("marc-stars", tmp_path).test["de"]] == ["5"]
+    for bad, message in ((marc_line(9, 5, "gut", "fr"), "in language 'fr', in the file of 'de'"),
+                         (marc_line(9, 6, "gut", "de"), "stars '6'"),
+                         (marc_line(9, 5, "gut", "de").replace('"5"', '"5.0"'), "stars '5.0'"),
                          (marc_line(9, 5, " ", "de"), "empty review_body"), ("{not json", "not a JSON object")):
         path.write_text(marc_line(8, 5, "gut", "de") + "\n" + bad + "\n", encoding="utf-8")
         with pytest.raises(DataError, match=rf"dataset_de_test.json:2: .*{message}"):

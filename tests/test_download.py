@@ -206,6 +206,20 @@ def test_panx_from_the_archive_saved_by_hand(tmp_path):
     assert task.targets == ["sw"] and [e.tags for e in task.test["sw"]] == [["B-PER", "I-PER"], ["B-LOC"]]
 
 
+def test_panx_from_the_archive_as_xtremes_panx_preprocess_writes_it(tmp_path):
+    """utils_preprocess.py:103-120: the token after the first colon, stripped; a line of two fields
+    without a colon writes nothing; a line of other than two fields a blank line; a last blank line dropped."""
+    split = ("en:Angela\tB-PER\nen: Merkel \tI-PER\nMerkels\tI-PER\n\nen:Paris\tB-LOC\nen:a:b\tO\n"
+             "en:x\ty\tz\nen:c\tO\n\n")
+    inner = archive({name: split for name in ("train", "dev", "test")}, "tar")
+    (tmp_path / "AmazonPhotos.zip").write_bytes(archive({"en.tar.gz": inner, "de.tar.gz": inner}))
+    download.main(["panx", "--to", str(tmp_path / "panx"), "--archive", str(tmp_path / "AmazonPhotos.zip")])
+    written = (tmp_path / "panx" / "train-de.tsv").read_text()
+    assert written == "Angela\tB-PER\nMerkel\tI-PER\n\nParis\tB-LOC\na:b\tO\n\nc\tO\n"
+    task = tasks.load_task("panx", tmp_path / "panx")
+    assert [e.words for e in task.test["de"]] == [["Angela", "Merkel"], ["Paris", "a:b"], ["c"]]
+
+
 def test_an_archive_member_outside_the_folder_is_refused(tmp_path):
     (tmp_path / "evil.zip").write_bytes(archive({"../outside.txt": "x"}))
     with pytest.raises(InputError, match="member '../outside.txt' would be written outside"):
@@ -319,6 +333,34 @@ def test_udpos_xtreme_is_made_from_the_ud_releases_as_xtreme_makes_it(tmp_path, 
     assert sorted(p.name for p in (tmp_path / "some").glob("*.tsv")) == ["dev-en.tsv", "test-de.tsv", "test-en.tsv", "train-en.tsv"]
     with pytest.raises(InputError, match="XTREME's UD-POS has no xx; it has af, ar"):
         download.main(["udpos-xtreme", "--to", str(tmp_path / "some"), "--langs", "en,xx"])
+
+
+def test_udpos_xtreme_keeps_the_sentences_the_converter_wrote_before_it_stopped(tmp_path, capsys):
+    """conll.py's write_conll stops at a sentence without words (max() of none), its file holding the
+    sentences before it, which download_data.sh leaves and udpos_preprocess reads; a file the
+    converter cannot read stops it before it writes, whatever comes before."""
+    first, second, third = ([(1, "Wir", "PRON", 2, "_"), (2, "gehen", "VERB", 0, "_")], [(1, "Ja", "INTJ", 0, "_")],
+                            [(1, "Nein", "INTJ", 0, "_")])
+    release = {"ud-treebanks-v2.5/UD_German-GSD/de_gsd-ud-test.conllu":
+               conllu(first, second) + "# sent_id = empty\n\n" + conllu(third),
+               "ud-treebanks-v2.5/UD_German-HDT/de_hdt-ud-test.conllu":
+               conllu(first) + "\n" + conllu(second)[:-2] + "\tx\n\n",  # eleven columns after the stop: no file
+               "ud-treebanks-v2.5/UD_German-LIT/de_lit-ud-test.conllu": conllu(third) + "\n"}  # stops at the end
+    (tmp_path / "ud-treebanks-v2.5.tgz").write_bytes(archive(release, "tar"))
+    download.udpos_xtreme_layout([tmp_path / "ud-treebanks-v2.5.tgz"], tmp_path / "ud", ["de"])
+    assert (tmp_path / "ud" / "test-de.tsv").read_text() == "Wir\tPRON\ngehen\tVERB\n\nJa\tINTJ\n\nNein\tINTJ\n"
+    err = capsys.readouterr().err
+    assert ("de_gsd-ud-test.conllu:9: a sentence without words: XTREME's converter (conllu_to_conll.py) stops writing "
+            "this file there, so XTREME's UD-POS keeps the sentences before it (2) and no others") in err
+    assert ("de_hdt-ud-test.conllu:7: 11 columns, expected 10: XTREME's converter (conllu_to_conll.py) stops on this "
+            "file before writing it") in err
+    # what the converter writes of GSD before it stops, read by XTREME's own preprocessing (transcribed), is that file
+    (tmp_path / "conll" / "de").mkdir(parents=True)
+    partial = conll([[("Wir", "PRON"), ("gehen", "VERB")], [("Ja", "INTJ")]])
+    (tmp_path / "conll" / "de" / "de_gsd-ud-test.conll").write_text(partial)
+    (tmp_path / "xtreme").mkdir()
+    xtreme_udpos_preprocess(tmp_path / "conll", tmp_path / "xtreme")
+    assert (tmp_path / "xtreme" / "test-de.tsv").read_text() == "Wir\ngehen\n\nJa\n"  # XTREME's test files: no tags
 
 
 def hub_parquet(rows, names=None):

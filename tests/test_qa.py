@@ -1,7 +1,14 @@
 """Extractive QA: answer scores against hand computations, windows and offsets, the span losses
 against loops over positions, and XQuAD runs end to end for every method."""
+import collections
+import functools
 import json
 import math
+import random
+import re
+import string
+import sys
+import unicodedata
 
 import pytest
 import torch
@@ -27,7 +34,10 @@ from minxlt.tasks import qa
     ("ru", "«Москва»", ["Москва"], (0, 0), (1, 1)),                                      # « » are not ASCII punctuation
     ("zh", "北京。", ["北京"], (0, 0), (1, 1)),
     ("zh", "北京大学", ["北京"], (0, 0), (0, 2 / 3)),                                   # characters: P 2/4, R 1
-    ("th", "กรุงเทพ", ["กรุงเทพมหานคร"], (0, 0), (0, 0.7)),                            # 7 of 13 characters: P 1, R 7/13
+    ("zh", "東京", ["Tokyo (東京)"], (0, 2 / 3), (0, 0.8)),                            # 東 京 of tokyo 東 京: P 1, R 2/3
+    ("en", "東京", ["Tokyo (東京)"], (0, 2 / 3), (0, 2 / 3)),                          # MLQA splits Chinese only in zh
+    ("zh", "ポケ", ["ポケモン"], (0, 0), (0, 0)),                                        # kana is not split, even in zh
+    ("th", "กรุงเทพ", ["กรุงเทพมหานคร"], (0, 0), (0, 0)),                              # nor Thai: one word each
     ("en", "", ["Denver"], (0, 0), (0, 0)),                                              # no answer found
 ])
 def test_exact_match_and_f1_by_hand(lang, prediction, golds, squad, mlqa):
@@ -35,6 +45,62 @@ def test_exact_match_and_f1_by_hand(lang, prediction, golds, squad, mlqa):
     scores = qa.answer_scores({"q": prediction} if prediction else {}, [example], lang)
     assert (scores["exact_match"], scores["f1"]) == pytest.approx(squad)
     assert (scores["mlqa_exact_match"], scores["mlqa_f1"]) == pytest.approx(mlqa)
+
+
+def script_normalize(s, lang):
+    """evaluate_mlqa.py's normalize_answer, written again from its rules (XTREME third_party/evaluate_mlqa.py:21-86):
+    lower; drop its PUNCT (category P below sys.maxunicode, and string.punctuation); drop the
+    language's articles; zh: mixed_segmentation, else whitespace tokens; join the tokens by spaces."""
+    punct = script_punct()
+    s = "".join(ch for ch in s.lower() if ch not in punct)
+    articles = {"en": r"\b(a|an|the)\b", "es": r"\b(un|una|unos|unas|el|la|los|las)\b",
+                "vi": r"\b(của|là|cái|chiếc|những)\b",
+                "de": r"\b(ein|eine|einen|einem|eines|einer|der|die|das|den|dem|des)\b", "ar": "\\sال^|ال"}
+    if lang in articles:
+        s = re.sub(articles[lang], " ", s)
+    if lang != "zh":
+        tokens = s.split()
+    else:
+        tokens, temp = [], ""
+        for ch in s:
+            if re.search(r"[\u4e00-\u9fa5]", ch) or ch in punct:
+                tokens, temp = tokens + temp.split() + [ch], ""
+            else:
+                temp += ch
+        tokens += temp.split()
+    return " ".join(t for t in tokens if t.strip() != "")
+
+
+@functools.lru_cache(maxsize=None)
+def script_punct():
+    """evaluate_mlqa.py:21's PUNCT."""
+    return frozenset({chr(i) for i in range(sys.maxunicode) if unicodedata.category(chr(i)).startswith("P")}
+                     | set(string.punctuation))
+
+
+def script_scores(prediction, golds, lang):
+    """evaluate_mlqa.py's exact_match_score and f1_score, each the best over the gold answers."""
+    def f1(gold):
+        p, g = script_normalize(prediction, lang).split(), script_normalize(gold, lang).split()
+        same = sum((collections.Counter(p) & collections.Counter(g)).values())
+        return 0 if same == 0 else 2 * (same / len(p)) * (same / len(g)) / (same / len(p) + same / len(g))
+    exact = max(float(script_normalize(prediction, lang) == script_normalize(g, lang)) for g in golds)
+    return exact, max(f1(g) for g in golds)
+
+
+def test_mlqa_scores_follow_evaluate_mlqa_on_random_strings():
+    pieces = (["the", "a", "an", "la", "los", "una", "der", "die", "des", "của", "những", "ال", "الكتاب", "The", "DER"]
+              + list("東京北大学一龥") + ["\u9fa6", "\u3400", "\uf900"] + list("ポケモンひらがな") + list("กรุงเทพ")
+              + list(".,;:!?\"'()[]-—–«»。、！？「」・$+<=>^`|~") + ["Tokyo", "x1", "42", "É", "ß"])
+    rng = random.Random(0)
+    draw = lambda: "".join(rng.choice(pieces) + rng.choice(["", "", " ", "  ", "\t"]) for _ in range(rng.randint(0, 8)))
+    for n in range(3000):
+        lang = ("en", "es", "de", "vi", "ar", "hi", "zh")[n % 7]
+        prediction, golds = draw(), [draw() or "x" for _ in range(rng.randint(1, 3))]
+        example = data.Example(id="q", lang=lang, text="?", pair="", answers=[(g, 0) for g in golds])
+        scores = qa.answer_scores({"q": prediction}, [example], lang)
+        expected = script_scores(prediction, golds, lang)
+        assert (scores["mlqa_exact_match"], scores["mlqa_f1"]) == pytest.approx(expected), (lang, prediction, golds)
 
 
 def test_scores_are_means_over_questions():

@@ -152,6 +152,46 @@ def test_a_round_trip_file_that_is_not_x_mixups_is_refused_at_its_line(tmp_path,
         RoundTrips(task.train, str(data / "translate-train-en-token" / "{lang}.txt"))["de"]
 
 
+def test_a_long_sentence_pairs_with_x_mixups_translations_of_xtremes_segments(tmp_path, tiny_model_dir):
+    """X-Mixup's data folder is XTREME's processed one (<lang>/{split}.tsv beside labels.txt), where a
+    sentence of more than 125 of XLM-R's sub-words is cut into segments: its translations pair with
+    those, a sentence's segments joined for training, a test sentence's one a window (<id>, <id>#1)."""
+    from test_translations import LONG_WORDS
+
+    from minxlt.tasks import xtreme_segments
+    from minxlt.text.tokenizer import Tokenizer
+    tokenizer = Tokenizer.from_pretrained(tiny_model_dir)
+    assert xtreme_segments(LONG_WORDS, tokenizer) == [50, 10]
+    data = tmp_path / "panx"
+    data.mkdir()
+    short, long = PANX[0], [(w, "O") for w in LONG_WORDS]
+    panx_file(data / "train-en.tsv", [short, long, PANX[1]])  # 4 segments
+    for split in ("dev", "test"):
+        panx_file(data / f"{split}-en.tsv", [short])
+        panx_file(data / f"{split}-de.tsv", [long, short], labelled=split != "test")  # 3 segments
+    soft = lambda words: [(w, "1;0;0;0;0;0;0") for w in words]
+    tagging_file(data / "translate-train-logits" / "de.txt",
+                 [soft(["Angela", "Merkel"]), soft(["Teil", "eins"]), soft(["zwei"]), soft(["Die", "UN"])])
+    tagging_file(data / "translate-train-en-token" / "de.txt", [[(w, "O")] for w in ("Angela", "part", "two", "UN")])
+    tagging_file(data / "translate-test-token" / "de.txt",
+                 [[("Part", "O"), ("one", "O")], [("Part", "O"), ("two", "O")], [("Angela", "O")]])
+    tokens = str(data / "translate-test-token" / "{lang}.txt")
+    logits = str(data / "translate-train-logits" / "{lang}.txt")
+    task = load_task("panx", data, targets=["de"], tokenizer=tokenizer, soft_labels=logits)
+    assert [(e.id, e.words) for e in task.train["de"]] == [("1", ["Angela", "Merkel"]), ("2", ["Teil", "eins", "zwei"]),
+                                                            ("3", ["Die", "UN"])]
+    assert len(task.train.layout.soft_labels_of("de")[("2", "de")]) == 3
+    trips = RoundTrips(task.train, str(data / "translate-train-en-token" / "{lang}.txt"))
+    assert [(e.id, e.words) for e in trips["de"]] == [("1", ["Angela"]), ("2", ["part", "two"]), ("3", ["UN"])]
+    english = read_translations(tokens, "de", "en", task.test["de"], tokenizer)
+    assert [(e.id, e.words) for e in english] == [("1", ["Part", "one"]), ("1#1", ["Part", "two"]), ("2", ["Angela"])]
+    with pytest.raises(DataError, match=r"test-token/de.txt:\d+: 3 sentences for the 2 of de's split: X-Mixup's files"):
+        read_translations(tokens, "de", "en", task.test["de"])  # no tokenizer to count the segments with
+    tagging_file(data / "translate-test-token" / "de.txt", [[("Part", "O")]] * 4)
+    with pytest.raises(DataError, match=r"4 sentences for the 2 of de's split and their 3 segments"):
+        read_translations(tokens, "de", "en", task.test["de"], tokenizer)
+
+
 def test_read_soft_labelled_keeps_every_column_as_written(tmp_path):
     """base.py's csv.reader with quotechar=None: a quote is a character of the word."""
     path = tagging_file(tmp_path / "de.txt", [[('"Angela"', "0;1;0;0;0;0;0")]])

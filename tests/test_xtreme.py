@@ -73,9 +73,10 @@ def test_pawsx_as_xtreme_writes_it(tmp_path):
     write_csv(tmp_path / "train-en.tsv", [("a b", "b a", "1"), ("c d", "e f", "0")])
     for lang in ("en", "ja"):
         write_csv(tmp_path / f"dev-{lang}.tsv", [("a b", "b a", "1")])
-        write_csv(tmp_path / f"test-{lang}.tsv", [("a b", "b a"), ("c", "d")])
+        write_csv(tmp_path / f"test-{lang}.tsv", [("a b", "b a"), ("c", "NS")])  # pawsx_preprocess keeps NS rows
     task = load_task("pawsx", tmp_path)
     assert task.targets == ["ja"] and task.train["ja"] == [] and [e.label for e in task.train["en"]] == ["1", "0"]
+    assert [(e.id, e.pair) for e in task.test["ja"]] == [("1", "b a"), ("2", "NS")]
     write_csv(tmp_path / "dev-ja.tsv", [("a b", "b a", "2")])
     with pytest.raises(InputError, match=r"dev-ja.tsv:1: unknown label '2'"):
         load_task("pawsx", tmp_path)

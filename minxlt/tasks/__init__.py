@@ -80,7 +80,7 @@ def load_task(name, data_dir=None, source=None, targets=None, strict=False, toke
     for predictions, and are not scored. Dev and test are read and checked here; the training
     files when a language's examples are first asked for (TrainSplit), and with `strict` a
     translation file that does not pair with the source's is refused, not only warned of.
-    `tokenizer`: the run's, for translations aligned by sub-word counts (FILTER's of UD-POS and PAN-X);
+    `tokenizer`: the run's, for translations aligned by sub-word counts (FILTER's and X-Mixup's of UD-POS and PAN-X);
     `soft_labels`: X-Mixup's soft-labelled translations of UD-POS or PAN-X, a path with {lang}
     (xmixup_tags.XmixupTranslations)."""
     if name not in LAYOUTS:

@@ -1,7 +1,8 @@
 """MARC, the Multilingual Amazon Reviews Corpus (Keung et al. 2020): product reviews in six
 languages with their star ratings, as the release (registry.opendata.aws/amazon-reviews-ml) writes
 them: json/{train,dev,test}/dataset_<lang>_<split>.json, a JSON object a line with review_id,
-product_id, reviewer_id, stars (1-5), review_body, review_title, language and product_category.
+product_id, reviewer_id, stars (a string, "1" to "5"; the Hugging Face loader reads it as an
+integer, which is read too), review_body, review_title, language and product_category.
 Each language's reviews are its own (no translations). `marc` is Keung et al.'s binarized task,
 as Yu & Joty read it (Sec. 4.1): the review body, negative (1-2 stars) or positive (4-5), 3-star
 reviews dropped; `marc-stars` the five ratings."""
@@ -14,6 +15,7 @@ from minxlt.tasks.task import Layout
 
 MARC_LANGS = ["en", "de", "es", "fr", "ja", "zh"]
 BINARY = {1: "negative", 2: "negative", 4: "positive", 5: "positive"}  # Keung et al.'s binarized task: no 3-star reviews
+RATINGS = {str(n): n for n in range(1, 6)}  # stars as the release writes them
 
 
 def each_marc(path, lang, labels):
@@ -28,15 +30,17 @@ def each_marc(path, lang, labels):
             review, stars, body, language = row["review_id"], row["stars"], row["review_body"], row["language"]
         except (json.JSONDecodeError, KeyError, TypeError) as e:
             raise DataError(path, line, f"not a JSON object with review_id, stars, review_body and language ({e!r})") from None
-        if not isinstance(review, str) or not review or type(stars) is not int or not 1 <= stars <= 5:
-            raise DataError(path, line, f"review_id {review!r} or stars {stars!r} is not a review's (stars: a whole number 1-5)")
+        rating = RATINGS.get(str(stars)) if type(stars) in (str, int) else None  # "5" as released, 5 as the hub has it
+        if not isinstance(review, str) or not review or rating is None:
+            raise DataError(path, line, f"review_id {review!r} or stars {stars!r} is not a review's "
+                                        "(stars: \"1\" to \"5\", or 1 to 5)")
         if not isinstance(body, str) or not body.strip():
             raise DataError(path, line, f"review {review!r} has an empty review_body")
         if language != lang:
             raise DataError(path, line, f"review {review!r} is in language {language!r}, in the file of {lang!r}")
         ids.check(line, review)
-        if stars in labels:
-            yield Example(id=review, lang=lang, text=body.strip(), label=labels[stars], where=f"{path}:{line}")
+        if rating in labels:
+            yield Example(id=review, lang=lang, text=body.strip(), label=labels[rating], where=f"{path}:{line}")
 
 
 class Marc(Layout):

@@ -16,17 +16,18 @@ MULTIATIS_COLUMNS = ("id", "utterance", "slot_labels", "intent")
 def read_multiatis(path, lang):
     """A language's split: one Example a row, its intent the label (a multi-intent such as
     atis_flight#atis_airfare is one label, as XeroAlign's preprocess.py:145 reads it), its words
-    the utterance split at its ASCII spaces (preprocess.py:148-150) and one tag each. A row whose
-    tags and words differ in number is refused (the release has a few dozen; XeroAlign's authors
-    corrected them)."""
+    the utterance split at its ASCII spaces and its tags the slot labels split so, one a word
+    (preprocess.py:148-150: a row whose tags and words differ in number is refused; the release
+    has a few dozen, which XeroAlign's authors corrected). Where two spaces split off an empty
+    word, the word and its tag are left out, as the tokenizer gives it no token there (154-160)."""
     examples, starts, ids = [], [], UniqueIds(path)
     for line, row in each_tsv(path, MULTIATIS_COLUMNS):
         words, tags = row["utterance"].split(" "), row["slot_labels"].split(" ")  # ASCII spaces only: "D.\xa0C." is one word
-        if "" in words or "" in tags:
-            raise DataError(path, line, "two spaces in a row, or one at an end: words and tags are separated by one space")
         if len(words) != len(tags):
-            raise DataError(path, line, f"{len(words)} words and {len(tags)} slot tags: give each word its tag "
-                                        "(XeroAlign's authors' copy, github.com/milangritta/Datasets, corrects the release's)")
+            raise DataError(path, line, f"{len(words)} words and {len(tags)} slot tags (split at each space): "
+                                        "give each word its tag (XeroAlign's authors' copy, "
+                                        "github.com/milangritta/Datasets, corrects the release's)")
+        words, tags = [w for w in words if w], [t for w, t in zip(words, tags) if w]
         ids.check(line, row["id"])
         tags = conlleval_tags([(line, bio_tag(path, line, tag)) for tag in tags], starts)
         examples.append(Example(id=row["id"], lang=lang, text=row["utterance"], label=row["intent"], words=words, tags=tags,

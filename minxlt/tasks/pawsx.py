@@ -10,7 +10,8 @@ PAWSX_LANGS = ["en", "de", "es", "fr", "ja", "ko", "zh"]
 
 def read_pawsx(path, lang, noisy=None):
     """PAWS-X <lang>/{train,dev,test}.tsv or translated_train.tsv: id, sentence1, sentence2, label.
-    Machine-translated training files have blank and 'NS' rows, which are skipped and counted."""
+    Machine-translated training files have blank and 'NS' rows, which are skipped and counted; the
+    human dev and test sets' few 'NS' sentences are read as text and counted (each_tsv)."""
     return list(each_pawsx(path, lang, noisy))
 
 def each_pawsx(path, lang, noisy=None):

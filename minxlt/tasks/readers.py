@@ -35,20 +35,22 @@ def read_lines(path):
     lines = text.split("\n")
     return list(enumerate(lines[:-1] if lines and lines[-1] == "" else lines, start=1))
 
-def read_tsv(path, columns, header=True, noisy=False, quoted=False, optional=0):
+def read_tsv(path, columns, header=True, noisy=False, quoted=False, optional=0, blank=()):
     """Rows of a tab-separated file as (line number, {column: value}) (`each_tsv`, as a list)."""
-    return list(each_tsv(path, columns, header, noisy, quoted, optional))
+    return list(each_tsv(path, columns, header, noisy, quoted, optional, blank))
 
-def each_tsv(path, columns, header=True, noisy=False, quoted=False, optional=0):
+def each_tsv(path, columns, header=True, noisy=False, quoted=False, optional=0, blank=()):
     """Rows of a tab-separated file as (line number, {column: value}), one at a time as the file
     is read, read as the file is written: `quoted` for csv-quoted files (a field in quotes, its
     quotes doubled; SIB-200's and XTREME's, as pandas and Python's csv write them), else every
     character as it is. The last `optional` columns may be absent (XTREME's test files have no
-    labels). Rows with the wrong number of columns or an empty field stop the run, or, for
-    known-noisy machine-translated files (`noisy=True`), are skipped and counted, with one line
-    saying how many."""
+    labels), and the columns of `blank` empty. Rows with the wrong number of columns or an empty
+    field stop the run, or, for known-noisy machine-translated files (`noisy=True`), are skipped
+    and counted, with one line saying how many, as are their 'NS' rows (failed translations).
+    Elsewhere an 'NS' field is text: PAWS-X's human dev and test sets hold a few, sentences left
+    untranslated, which XTREME's pawsx_preprocess keeps and scores; they are counted on one line."""
     csv.field_size_limit(2 ** 31 - 1)  # a long text is a text, not an error (the csv module's default stops at 128 KB)
-    skipped = kept = 0
+    skipped = kept = untranslated = 0
     with open_text(path) as f:
         reader = csv.reader(f, delimiter="\t", quoting=csv.QUOTE_MINIMAL if quoted else csv.QUOTE_NONE)
         for row in utf8(path, reader):
@@ -60,17 +62,21 @@ def each_tsv(path, columns, header=True, noisy=False, quoted=False, optional=0):
             problem = None
             if not len(columns) - optional <= len(row) <= len(columns):
                 problem = f"{len(row)} columns, expected {len(columns)} ({', '.join(columns)})"
-            elif any(not v.strip() or v.strip() == "NS" for v in row):
-                problem = f"empty or 'NS' (failed translation) field in {row!r}"
+            elif any((not v.strip() and c not in blank) or (noisy and v.strip() == "NS") for c, v in zip(columns, row)):
+                problem = f"empty field in {row!r}"
             if problem:
                 if noisy:
                     skipped += 1
                     continue
                 raise DataError(path, number, problem)
             kept += 1
+            untranslated += "NS" in (v.strip() for v in row)
             yield number, dict(zip(columns, (v.strip() for v in row)))
     if skipped:
         print(f"{path}: skipped {skipped} malformed or untranslated rows of {skipped + kept}", file=sys.stderr)
+    if untranslated:
+        print(f"{path}: {untranslated} of {kept} rows have a sentence 'NS' (PAWS-X's mark of a sentence left "
+              "untranslated), read as text and scored, as XTREME's pawsx_preprocess keeps them", file=sys.stderr)
 
 def open_text(path):
     """A UTF-8 file opened to be read a line at a time, without a byte-order mark; lines keep

@@ -256,7 +256,7 @@ class Layout:
     paired_train = True    # a target's training examples translate the source's (MARC's are other reviews: not paired)
     labelled_translations = True  # a target's training examples carry labels (FILTER's translations of XTREME's tagging sets: none)
     pos_metric = "accuracy"  # POS tags: the first score and the one selected on ("f1": seqeval's, as XTREME scores UD-POS)
-    tokenizer = None       # the run's tokenizer, where reading needs one (load_task): FILTER's tagging translations' segments
+    tokenizer = None       # the run's tokenizer, where reading needs one (load_task): tagging translations' segments
 
     @classmethod
     def for_folder(cls, directory):

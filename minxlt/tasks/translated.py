@@ -53,7 +53,7 @@ def read_translations(spec, lang, source, examples, tokenizer=None):
                                      "which a tokenizer counts: read them with the run's (read_translations(..., tokenizer=))")
         return read_test_translations(path, source, examples, tokenizer)  # a sentence's segments: <id>, <id>#1, ...
     if is_token_file(path, lang) and all(e.words is not None for e in examples):
-        return read_token_translations(path, source, examples)  # X-Mixup's, sentence by sentence
+        return read_token_translations(path, source, examples, tokenizer)  # X-Mixup's: <id> (<id>#1, ... by segment)
     lines = read_lines(path) if not name.endswith(".json") else []
     if name.endswith(".json"):  # a QA test set's translation (FILTER's run_xqa.py:85-117 and X-Mixup's data/tasks/qa.py:488-499 pair by id)
         rows = squad_texts(path)

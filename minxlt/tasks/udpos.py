@@ -99,8 +99,9 @@ class XtremeUdpos(XmixupTranslations, FilterTranslations, Udpos):
 
 
 class ConverterStops(DataError):
-    """A CoNLL-U file on which XTREME's converter (ud-conversion-tools' conllu_to_conll.py) stops:
-    download_data.sh goes on without it, so XTREME's data leaves the file out."""
+    """Where XTREME's converter (ud-conversion-tools' conllu_to_conll.py) stops on a CoNLL-U file:
+    reading it, or converting its sentences, before it writes anything (download_data.sh goes on,
+    so XTREME's data leaves the file out); or while writing (xtreme_sentences)."""
 
 # conllu_to_conll.py: where a multi-word token's words are equally near the root, the first whose tag
 # comes earliest in its language's list gives the token its tag; a tag not in the list stops the file
@@ -109,19 +110,27 @@ POS_PRECEDENCE = {"es": "VERB AUX PRON ADP DET", "fr": "VERB AUX PRON NOUN ADJ A
 DEFAULT_PRECEDENCE = "VERB NOUN PROPN PRON ADJ NUM ADV INTJ AUX ADP DET PART CCONJ SCONJ X PUNCT"
 
 def xtreme_sentences(path, text, lang):
-    """The sentences, [(words, tags)], that XTREME's UD-POS keeps of a CoNLL-U file: download_data.sh
-    converts it with conllu_to_conll.py --replace_subtokens_with_fused_forms (each multi-word token
-    one word: `fused_words`; empty nodes skipped; a sentence ends at a blank line, so one the file
-    does not end with is lost), then utils_preprocess.py's udpos_preprocess reads the FORM and UPOS
-    columns and keeps a sentence unless all its forms, or all but one, are "_" (treebanks released
-    without their text), with zero-width non-joiners and spaces taken out of the words. Raises
-    ConverterStops where the converter stops on the file, DataError where the file is not CoNLL-U."""
+    """(sentences, stop): the sentences, [(words, tags)], that XTREME's UD-POS keeps of a CoNLL-U
+    file, and where its converter stops writing the file, or None. download_data.sh converts it
+    with conllu_to_conll.py --replace_subtokens_with_fused_forms (each multi-word token one word:
+    `fused_words`; empty nodes skipped; a sentence ends at a blank line, so one the file does not
+    end with is lost), then utils_preprocess.py's udpos_preprocess reads the FORM and UPOS columns
+    and keeps a sentence unless all its forms, or all but one, are "_" (treebanks released without
+    their text), with zero-width non-joiners and spaces taken out of the words. The converter reads
+    and converts every sentence, then writes them in turn and stops at a sentence without words
+    (conll.py's write_conll: max() of no words), its file holding the sentences before it, which
+    udpos_preprocess reads: `stop`, a ConverterStops, says where, and only those sentences are
+    kept. Raises ConverterStops where the converter stops before writing, DataError where the file
+    is not CoNLL-U."""
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
-    sentences, words, ranges, start = [], [], {}, None
+    sentences, words, ranges, start, stop, written = [], [], {}, None, None, None
     for number, line in enumerate(lines[:-1] if lines[-1] == "" else lines, start=1):
         if not line:
-            if not words:
-                raise ConverterStops(path, number, "a sentence without words")
+            if not words and not ranges:
+                if stop is None:
+                    stop, written = ConverterStops(path, number, "a sentence without words"), len(sentences)
+                start = None
+                continue
             forms, tags = fused_words(path, start, words, ranges, lang)
             blank = sum(form == "_" for form in forms)
             if blank == 0 or blank < len(forms) - 1:
@@ -141,7 +150,7 @@ def xtreme_sentences(path, text, lang):
             if not isinstance(head, int):
                 raise ConverterStops(path, number, f"word {id} has head {cells[6]!r}, not a word's number")
             words.append((number, id, cells[1].strip(), cells[3].strip(), {head, *deps}))
-    return sentences
+    return (sentences, None) if stop is None else (sentences[:written], stop)
 
 def conllu_id(path, line, cell):
     """An ID or HEAD cell as conllu_to_conll.py reads it: a word's number, a multi-word token's

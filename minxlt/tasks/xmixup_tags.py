@@ -20,11 +20,16 @@ blank line closes a sentence. Where ner.py would go on silently (a line of one f
 sentence there; several blank lines in a row make empty sentences), the file is refused, naming
 its line. As there, a last sentence without a blank line after it is not read.
 
-X-Mixup's en/train.tsv and <lang>/{dev,test}.tsv are taken to be XTREME's train-en.tsv and
-{dev,test}-<lang>.tsv (its README.md:40, Step 1: 'Download XTREME data'), sentence for sentence:
-a translation file with another number of sentences is refused. Where ner.py:104-107 keeps a dev
-set's first 1,000 sentences, every dev sentence is read here, and --dev-limit 1000 scores
-the first 1,000 of each language, as there.
+X-Mixup's data folder (README.md:25-33) holds en/train.tsv, <lang>/{dev,test}.tsv and
+labels.txt (train_tagging.sh's --labels): the layout of XTREME's processed folder, which
+scripts/preprocess_{panx,udpos}.sh write from train-en.tsv and {dev,test}-<lang>.tsv as
+<lang>/{train,dev,test}.<model> beside labels.txt, each sentence whose words take more than 125 of
+XLM-R's sub-words cut into segments (filter_tags.xtreme_segments), a segment a sentence. So
+sentence i of a translation file is taken to be the i-th segment of XTREME's split: a file with a
+sentence for each of the split's segments is read so (`segments`), one with a sentence for each of
+its sentences (where none is cut, the same) sentence by sentence, and one with another number is
+refused. Where ner.py:104-107 keeps a dev set's first 1,000, every dev sentence is read here, and
+--dev-limit 1000 scores the first 1,000 sentences of each language.
 """
 import math
 from pathlib import Path
@@ -33,6 +38,7 @@ import torch
 
 from data import Example
 from minxlt.errors import DataError, InputError
+from minxlt.tasks.filter_tags import xtreme_segments
 from minxlt.tasks.readers import read_lines
 
 TRAIN, TEST, DEV = "translate-train-logits", "translate-test-token", "translate-dev-token"  # README.md:30-32
@@ -62,12 +68,27 @@ def tagging_sentences(path, fields=2):
     return sentences
 
 
-def check_count(path, sentences, examples, what):
-    if len(sentences) != len(examples):
-        raise DataError(path, sentences[min(len(sentences), len(examples)) - 1][-1][0] if sentences and examples else 0,
-                        f"{len(sentences)} sentences for the {len(examples)} of {what}: X-Mixup's files pair sentence i with "
-                        "sentence i (ner.py:99); check that it translates this split of this language (a last sentence "
-                        "without a blank line after it is not read, as ner.py's read_tagging_file drops it)")
+def segments(path, sentences, examples, what, tokenizer):
+    """[[the file's sentences] of each of `examples`]: one each where the counts are equal, else each
+    example's XTREME segments' (xtreme_segments, counted with `tokenizer`, XLM-R's), in order."""
+    if len(sentences) == len(examples):
+        return [[s] for s in sentences]
+    cuts = [xtreme_segments(e.words, tokenizer) for e in examples] if tokenizer is not None else []
+    count = sum(len(sizes) for sizes in cuts)
+    if not cuts or len(sentences) != count:
+        at = min(len(sentences), count or len(examples))
+        raise DataError(path, sentences[at - 1][-1][0] if sentences and at else 0,
+                        f"{len(sentences)} sentences for the {len(examples)} of {what}"
+                        f"{f' and their {count} segments' if count else ''}: X-Mixup's files pair sentence i with "
+                        "the split's sentence or segment i (ner.py:99; XTREME's preprocessing cuts a sentence of more "
+                        "than 125 sub-words into segments, counted with XLM-R's tokenizer); check that it translates "
+                        "this split of this language (a last sentence without a blank line after it is not read, as "
+                        "ner.py's read_tagging_file drops it)")
+    out, at = [], 0
+    for sizes in cuts:
+        out.append(sentences[at:at + len(sizes)])
+        at += len(sizes)
+    return out
 
 
 def soft_labels(path, number, cell, labels):
@@ -84,16 +105,17 @@ def soft_labels(path, number, cell, labels):
     return values
 
 
-def read_soft_labelled(path, lang, sources, labels, columns=None):
+def read_soft_labelled(path, lang, sources, labels, columns=None, tokenizer=None):
     """[(Example, [each word's soft labels, in `labels`' order])]: the translations into `lang` of
     the source's training sentences (`sources`, in their file's order), from
     translate-train-logits/<lang>.txt, each with its source's id and no tags (ner.py:96-99 and
-    112-117); the file's columns are the labels in the order of `columns` (label_columns)."""
-    sentences = tagging_sentences(path)
-    check_count(path, sentences, sources, f"the source's training file ({sources[0].where.rpartition(':')[0] if sources else ''})")
+    112-117), a sentence's segments' joined; the file's columns are the labels in the order of
+    `columns` (label_columns)."""
+    sentences = segments(path, tagging_sentences(path), sources, source_file(sources), tokenizer)
     column = [list(columns or labels).index(label) for label in labels]
     out = []
-    for source, rows in zip(sources, sentences):
+    for source, parts in zip(sources, sentences):
+        rows = [row for part in parts for row in part]
         words = [cells[0] for _, cells in rows]
         soft = [soft_labels(path, n, cells[1], labels) for n, cells in rows]
         out.append((Example(id=source.id, lang=lang, text=" ".join(words), words=words, where=f"{path}:{rows[0][0]}"),
@@ -117,29 +139,38 @@ def label_columns(directory, labels):
     return columns
 
 
-def read_token_translations(path, source, examples):
+def source_file(sources):
+    return f"the source's training file ({sources[0].where.rpartition(':')[0] if sources else ''})"
+
+
+def read_token_translations(path, source, examples, tokenizer=None):
     """The translations into the `source` language of a split's sentences (`examples`, in their
-    file's order), from translate-{test,dev}-token/<lang>.txt, each with its sentence's id."""
-    return untagged_sentences(path, examples, source, f"{examples[0].lang if examples else ''}'s split")
+    file's order), from translate-{test,dev}-token/<lang>.txt: a sentence's (or its first
+    segment's) with its id, its segment k's (k > 0) with "<id>#<k>", which levels.Word.score pairs
+    with the sentence's window k."""
+    what = f"{examples[0].lang if examples else ''}'s split"
+    return untagged_sentences(path, examples, source, what, tokenizer, joined=False)
 
 
-def read_round_trips(path, lang, sources):
+def read_round_trips(path, lang, sources, tokenizer=None):
     """The round trips through `lang` of the source's training sentences (`sources`, in their
     file's order), from translate-train-en-token/<lang>.txt: each with its source's id and no tags,
-    as ner.py:81-83 reads them (a word and a second column, unread, a line) and pairs sentence i
-    with sentence i (ner.py:93 and 104-105)."""
-    return untagged_sentences(path, sources, lang, f"the source's training file ({sources[0].where.rpartition(':')[0] if sources else ''})")
+    a sentence's segments' joined, as ner.py:81-83 reads them (a word and a second column, unread,
+    a line) and pairs sentence i with sentence i (ner.py:93 and 104-105)."""
+    return untagged_sentences(path, sources, lang, source_file(sources), tokenizer)
 
 
-def untagged_sentences(path, examples, lang, what):
-    """The sentences of an X-Mixup token file (a word and a second column, unread, a line), sentence
-    i under the id of `examples`' i-th (`what` they are, for the message where the counts differ), in `lang`."""
-    sentences = tagging_sentences(path, fields=None)
-    check_count(path, sentences, examples, what)
+def untagged_sentences(path, examples, lang, what, tokenizer=None, joined=True):
+    """The sentences of an X-Mixup token file (a word and a second column, unread, a line) of
+    `examples`' sentences or segments (`segments`; `what` they are, for the message where the counts
+    differ), in `lang`: each example's joined under its id, or (not `joined`) a segment at a time."""
     out = []
-    for e, rows in zip(examples, sentences):
-        words = [cells[0] for _, cells in rows]
-        out.append(Example(id=e.id, lang=lang, text=" ".join(words), words=words, where=f"{path}:{rows[0][0]}"))
+    for e, parts in zip(examples, segments(path, tagging_sentences(path, fields=None), examples, what, tokenizer)):
+        parts = [[row for part in parts for row in part]] if joined else parts
+        for k, rows in enumerate(parts):
+            words = [cells[0] for _, cells in rows]
+            out.append(Example(id=f"{e.id}#{k}" if k else e.id, lang=lang, text=" ".join(words), words=words,
+                               where=f"{path}:{rows[0][0]}"))
     return out
 
 
@@ -192,13 +223,13 @@ class XmixupTranslations:
         if not path.is_file():
             return []
         return self.once((lang, "soft labels"), lambda: read_soft_labelled(
-            path, lang, self.source_train(), self.labels, label_columns(self.directory, self.labels)))
+            path, lang, self.source_train(), self.labels, label_columns(self.directory, self.labels), self.tokenizer))
 
     def each_round_trip(self, path, lang):
         """X-Mixup's round trips of the source's training sentences through `lang` (--round-trip:
         translate-train-en-token/<lang>.txt), read_round_trips."""
         sources = self.source_train()
-        return iter(read_round_trips(Path(path), lang, sources))
+        return iter(read_round_trips(Path(path), lang, sources, self.tokenizer))
 
     def soft_labels_of(self, lang):
         """{(id, lang): [each word's soft labels]} of a target's training examples."""

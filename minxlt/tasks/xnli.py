@@ -13,13 +13,14 @@ XNLI_LABELS = ("entailment", "neutral", "contradiction")
 XNLI_LANGS = ["en", "fr", "es", "de", "el", "bg", "ru", "tr", "ar", "vi", "th", "zh", "hi", "sw", "ur"]
 
 def read_xnli(path, lang):
-    """XNLI-1.0 xnli.{dev,test}.tsv: all languages in one file, parallel by pairID."""
+    """XNLI-1.0 xnli.{dev,test}.tsv: all languages in one file, parallel by pairID. The columns read
+    must be filled; the others may be empty, as the release's parse columns are."""
     lines = read_lines(path)
     columns = lines[0][1].split("\t") if lines else []
     needed = {"language", "gold_label", "sentence1", "sentence2", "pairID"}
     if not needed <= set(columns):
         raise DataError(path, 1, f"header lacks {', '.join(sorted(needed - set(columns)))}")
-    rows = [(n, r) for n, r in read_tsv(path, columns) if r["language"] == lang]
+    rows = [(n, r) for n, r in read_tsv(path, columns, blank=set(columns) - needed) if r["language"] == lang]
     unique_ids(path, [(n, r["pairID"]) for n, r in rows], f"{lang} pairID")
     return [Example(id=r["pairID"], lang=lang, text=r["sentence1"], pair=r["sentence2"],
                     label=check_label(path, n, r["gold_label"], XNLI_LABELS), where=f"{path}:{n}") for n, r in rows]
