@@ -199,9 +199,10 @@ def dry_run(experiment, out, nproc, data=None):
     print(f"cost, every run of every seed: {say(total)}" + (f" (from the file's sizes: {sizes['train']:,} training examples, "
                                                             f"{sizes['dev']:,} dev and {sizes['test']:,} test a language, "
                                                             f"{sizes['languages']} languages; {sizes['from']})" if sizes else ""))
-    hours = gpu_hours(total, experiment.model)
+    hours = gpu_hours(total, experiment.model)  # its words; the hours are each run's, summed
     if hours:
-        print(f"about {hours[0]:,.0f} GPU-hours: {hours[1]}")
+        each = sum(gpu_hours(cost, experiment.model)[0] for cost, _ in jobs_cost.values())
+        print(f"about {each:,.1f} GPU-hours: {hours[1]}")
     return jobs_cost
 
 
@@ -214,9 +215,9 @@ def main(argv=None):
             print()
         total = sum((cost for cost, _ in every.values()), Cost())
         hours = sum((gpu_hours(cost, model) or (0,))[0] for cost, model in every.values())
-        print(f"all {len(sorted(args.experiment.glob('*.json')))} files, each shared run once: {say(total)}; about {hours:,.0f} "
-              "GPU-hours on one NVIDIA H200, an estimate from the step times bench.train_step measured for each model's shape "
-              f"(RESULTS.md), for the runs of a model measured: {TOKENS_ASSUMED}")
+        print(f"all {len(sorted(args.experiment.glob('*.json')))} files, each shared run once: {say(total)}; about "
+              f"{hours:,.1f} GPU-hours on one NVIDIA H200, an estimate from the step times bench.train_step measured "
+              f"for each model's shape (RESULTS.md), for the runs of a model measured: {TOKENS_ASSUMED}")
         return
     experiment = load_experiment(args.experiment, args.data)
     if args.dry_run:

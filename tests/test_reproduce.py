@@ -606,12 +606,16 @@ def test_the_cost_counts_each_text_at_its_runs_max_length_and_co_training_at_its
     # 9), tested
     assert "  st: 102 steps; 816 texts through the encoder in training (each also backward), 320 in evaluation" \
            in listed
-    seconds = 0.0554 / 256 / 47  # bench.train_step's step at base's shape, a token of its 47-token texts
-    tokens = 2 * ((208 + 120 / 3) * 64 + (208 + 120 / 3) * 128 + (816 + 320 / 3) * 64)  # two seeds
-    total = sum((cost for cost, _ in priced.values()), Cost())
-    assert gpu_hours(total, "FacebookAI/xlm-roberta-base")[0] == pytest.approx(tokens * seconds / 3600)
+    # base's shape: a token of bench.train_step's 47-token texts, and a step at least its fastest step (0.0342 s)
+    token = 0.0554 / 256 / 47
+    seconds = sum(max(training * length * token, steps * 0.0342) + evaluation * length * token / 3
+                  for training, evaluation, steps, length in ((208, 120, 26, 64), (208, 120, 26, 128), (816, 320, 102, 64)))
+    assert sum(gpu_hours(cost, "FacebookAI/xlm-roberta-base")[0] for cost, _ in priced.values()) == \
+           pytest.approx(2 * seconds / 3600)  # two seeds
+    assert gpu_hours(Cost(steps=10, training_tokens=47), "xlm-roberta-base")[0] == pytest.approx(10 * 0.0342 / 3600)
     line = next(line for line in listed.splitlines() if "GPU-hours" in line)
-    assert "every text counted at its run's --max-length" in line and "upper bound" in line
+    assert "every text counted at its run's --max-length" in line and "at least as long as the fastest step" in line
+    assert f"about {2 * seconds / 3600:,.1f} GPU-hours" in line
 
 
 def test_a_setting_its_source_says_there_is_none_of(tmp_path, tiny_model_dir, capsys):

@@ -4,7 +4,7 @@ test), from the data set's sizes the file states ("sizes") and the settings each
 A training text also costs a backward pass, about twice its forward (a teacher's soft labels, a
 forward pass of its own, are counted with them). Co-training's rounds grow with the pseudo-labels
 they pick: counted at their most, each round adding n/3 (cotrain_cost). The GPU-hours count each
-text at its run's --max-length (TOKENS_ASSUMED).
+text at its run's --max-length, and each step at least the fastest step measured (TOKENS_ASSUMED).
 """
 import math
 from dataclasses import astuple, dataclass
@@ -18,11 +18,14 @@ TEXTS_PER_ITEM = {"xeroalign": 2, "filter": 2, "xmixup": 2}
 # (a forward pass, no backward).
 MEASURED = {"xlm-roberta-base": (0.0554 / 256, "batch 256, 0.0554 s a step"), "xlm-roberta-large": (0.0866 / 128, "batch 128, 0.0866 s a step"),
             "xlm-roberta-xl": (0.2075 / 32, "batch 32 with gradient checkpointing, 0.2075 s a step")}
+# The fastest step measured for each shape, at any batch (RESULTS.md): a step of a small batch costs that much at least.
+FASTEST_STEP = {"xlm-roberta-base": 0.0342, "xlm-roberta-large": 0.0816, "xlm-roberta-xl": 0.2075}
 PAIRED_AT_TEST = ("oracle", "translation")  # a pair method then reads two texts a prediction (translate-test reads one)
 MEASURED_TOKENS = 47  # the mean length of the texts the step times above were measured on
-TOKENS_ASSUMED = (f"every text counted at its run's --max-length, at the time a token of the {MEASURED_TOKENS}-token "
-                  "texts measured: an upper bound (a QA window of 384 mostly fills it, but a sentence task's random "
-                  "batches pad to their longest text, short of the maximum, and longer texts use the GPU better)")
+TOKENS_ASSUMED = (f"every text counted at its run's --max-length (a QA window of 384 mostly fills it; a sentence "
+                  "task's random batches pad to their longest text, short of the maximum), at the time a token of the "
+                  f"{MEASURED_TOKENS}-token texts measured took, and each training step at least as long as the "
+                  "fastest step measured at the shape (a small batch costs its steps, not its tokens)")
 
 
 @dataclass
@@ -123,13 +126,15 @@ def say(cost):
 
 
 def gpu_hours(cost, model):
-    """(GPU-hours, how they were estimated) of a cost on one NVIDIA H200, from the step times measured for the model's
-    shape (MEASURED) per token, or None where none was measured (the bundled model, XXL)."""
+    """(GPU-hours, how they were estimated) of one run's cost on one NVIDIA H200, from the step times measured for the
+    model's shape (MEASURED per token, FASTEST_STEP at least a step), or None where none was measured (the bundled
+    model, XXL). A sum of runs' costs is priced run by run."""
     shape = (model or "").rsplit("/", 1)[-1]
     if shape not in MEASURED:
         return None
     seconds, how = MEASURED[shape]
-    hours = (cost.training_tokens + cost.evaluation_tokens / 3) * seconds / MEASURED_TOKENS / 3600
+    training = max(cost.training_tokens * seconds / MEASURED_TOKENS, cost.steps * FASTEST_STEP[shape])
+    hours = (training + cost.evaluation_tokens / 3 * seconds / MEASURED_TOKENS) / 3600
     return hours, (f"an estimate on one NVIDIA H200 from bench.train_step's step at {shape}'s shape ({how}, bf16, "
                    f"eager; RESULTS.md), {TOKENS_ASSUMED}; an evaluation text a third of a training one; the compiled "
                    "step is faster")
