@@ -84,6 +84,9 @@ class FilterMethod(PairMethod):
 
     paper = {"batch_size": 64}  # "Implementation Details": batch size 64 for all tasks
     teacher_kind = "filter"
+    # Eq. 4's p^s is read from the source's own states; the authors' sentence classifier reads its "English" logits at
+    # position 1 of the joined pair, the target's second token (their modeling_xlm_roberta.py:305)
+    fixed = {"source_prediction": "the source text's own states (its <s> for a sentence label)"}
     epoch = ("sentence labels and answers: a pass over every (source, translation) pair of every language and, with "
              "--self-pairs, each source paired with itself; word labels: a pass's worth of the source's texts, as many pairs "
              "(the authors' run_xtag.py pairs each English text once an epoch, with a language drawn at random)")

@@ -38,7 +38,7 @@ import sys
 from pathlib import Path
 
 from minxlt import tasks
-from minxlt.experiments.cost import Cost, gpu_hours, run_cost, say
+from minxlt.experiments.cost import TOKENS_ASSUMED, Cost, cotrain_cost, gpu_hours, run_cost, say
 from minxlt.experiments.jobs import by_name, command, execute, jobs, run_keys, status
 from minxlt.experiments.report import report
 from minxlt.experiments.spec import audit, check_languages, load_experiment, resolved_settings
@@ -69,15 +69,16 @@ def plan(experiment):
     value (every trained run's, then each run's own, as the data folder chooses each run), then
     the departures with their reasons, the runs that need files, and the paper's rows not run."""
     findings = {f.where: f for f in audit(experiment, variants=False)}  # a setting of every run: once
-    value = lambda s, source: "silent" if s.get(source) is None else f"{s[source]!r} ({s[f'{source}_where']})"
+    shown = lambda value: "none" if value is None else repr(value)
+    value = lambda s, source: f"{shown(s.get(source))} ({s[f'{source}_where']})" if f"{source}_where" in s else "silent"
     lines, owner = [], None
     for where, f in findings.items():
         group = "every trained run" if where.startswith("settings.") else f.run.name
         if group != owner:
             lines.append(f"  {group}:")
             owner = group
-        lines.append(f"    {f.name}: paper {value(f.setting, 'paper')}; script {value(f.setting, 'script')}; run {f.setting['run']!r}"
-                     + (" *" if f.departs else ""))
+        lines.append(f"    {f.name}: paper {value(f.setting, 'paper')}; script {value(f.setting, 'script')}; "
+                     f"run {shown(f.setting['run'])}" + (" *" if f.departs else ""))
     departures = [f"  {'every trained run' if w.startswith('settings.') else f.run.name}, {f.name}: {f.setting['departure']}"
                   for w, f in findings.items() if f.departs]
     out = []
@@ -93,15 +94,15 @@ def plan(experiment):
 
 def costs(experiment, todo):
     """{job key: Cost} of every job, from the file's sizes and each run's settings (minxlt/experiments/cost.py)."""
-    out = {}
+    out, level = {}, tasks.LAYOUTS[experiment.task].level
     for i, run in enumerate(experiment.runs):
         trained = next((r for r in experiment.runs if r.name == run.evaluate), run)
-        values = {} if trained.cotrain else resolved_settings(experiment, trained, f"runs[{i}]")
+        values = resolved_settings(experiment, trained, f"runs[{i}]")
         for job in todo:
             if job.run.name == run.name and job.key not in out:
-                out[job.key] = Cost(uncounted=1) if trained.cotrain else run_cost(run.method, dict(values, **({"lr": job.value} if job.value else {})),
-                                                                        experiment.sizes, run.test_input, trained=not run.evaluate,
-                                                                        level=tasks.LAYOUTS[experiment.task].level)
+                given = dict(values, **({"lr": job.value} if job.value else {}))
+                out[job.key] = (cotrain_cost(given, experiment.sizes, run.test_input, level) if trained.cotrain else
+                                run_cost(run.method, given, experiment.sizes, run.test_input, not run.evaluate, level))
     return out
 
 
@@ -120,12 +121,46 @@ def shared_runs(experiment, data):
     return shared
 
 
-WHAT = {"done": "finished: skipped", "changed": "changed: not counted; --rerun-changed runs it again",
-        "interrupted": "interrupted: resumed", "started": "started: run again", "new": "to run"}
+WHAT = {"done": "finished: skipped", "changed": "changed: not counted; --rerun-changed runs it again with --overwrite",
+        "interrupted": "interrupted: resumed with --resume", "started": "started: run again with --overwrite",
+        "new": "to run"}
+
+
+def seed_range(seeds):
+    """Seeds as words: [1, 2, 3, 5] is "seeds 1-3, 5"."""
+    spans = []
+    for seed in seeds:
+        if spans and seed == spans[-1][1] + 1:
+            spans[-1][1] = seed
+        else:
+            spans.append([seed, seed])
+    words = ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in spans)
+    return f"seed{'s' * (len(seeds) > 1)} {words}"
+
+
+def seeded_command(argvs, seeds):
+    """The seeds' commands as one: `for S in <seeds>; do <command with $S>; done`, where they differ only
+    in the seed (its --seed and its folders' names); None where they differ otherwise."""
+    if len(argvs) == 1:
+        return shlex.join(argvs[0])
+    if len({len(argv) for argv in argvs}) > 1:
+        return None
+    words = []
+    for tokens in zip(*argvs):
+        if len(set(tokens)) == 1:
+            words.append(shlex.quote(tokens[0]))
+            continue
+        first = tokens[0]
+        template = "\0" if first == str(seeds[0]) else first.replace(f"seed{seeds[0]}", "seed\0")  # \0: the seed
+        if any(template.replace("\0", str(seed)) != token for seed, token in zip(seeds, tokens)):
+            return None
+        words.append('"$S"'.join(shlex.quote(part) if part else "" for part in template.split("\0")))
+    return f"for S in {' '.join(map(str, seeds))}; do {' '.join(words)}; done"
 
 
 def dry_run(experiment, out, nproc, data=None):
-    """Print a file's description, plan, cost and runs; returns {job key and seed: (Cost, model)}, each job once."""
+    """Print a file's description, plan, runs and cost; returns {job key and seed: (Cost, model)}, each job once.
+    Each run (and grid value) is one line and one command over its seeds."""
     print(f"== {experiment.path}: {experiment.title}")
     if experiment.about:
         print(experiment.about)
@@ -134,24 +169,40 @@ def dry_run(experiment, out, nproc, data=None):
     todo = jobs(experiment, out)
     named, price, shared = by_name(todo), costs(experiment, todo), shared_runs(experiment, data)
     statuses = {job.label: status(job, experiment, named) for job in todo}
-    for job in todo:
-        argv = command(job, experiment, nproc, named, again=statuses[job.label] == "changed")
-        also = f"; shared with {', '.join(shared[job.key])}" if job.key in shared else ""
-        print(f"{job.label} ({WHAT[statuses[job.label]]}{also})\n  {shlex.join(argv)}")
+    for key in dict.fromkeys((job.run.name, job.value) for job in todo):
+        mine = [job for job in todo if (job.run.name, job.value) == key]
+        seeds = [job.seed for job in mine]
+        argvs = [command(job, experiment, nproc, named) for job in mine]
+        argvs = [argv[:-1] if argv[-1] in ("--resume", "--overwrite") else argv for argv in argvs]  # said by its state
+        by_state = {}
+        for job in mine:
+            by_state.setdefault(statuses[job.label], []).append(job.seed)
+        states = [WHAT[state] if len(by_state) == 1 else f"{seed_range(held)} {WHAT[state]}"
+                  for state, held in by_state.items()]
+        also = f"; shared with {', '.join(shared[mine[0].key])}" if mine[0].key in shared else ""
+        joined = seeded_command(argvs, seeds)
+        print(f"{mine[0].label.rpartition(' seed ')[0]}, {seed_range(seeds)} ({'; '.join(states)}{also})")
+        print("\n".join(f"  {line}" for line in ([joined] if joined else map(shlex.join, argvs))))
     counts = {s: sum(value == s for value in statuses.values()) for s in WHAT}
-    print(f"{len(todo)} runs ({len(experiment.runs)} x {len(experiment.seeds)} seeds): " + ", ".join(f"{n} {s}" for s, n in counts.items() if n))
+    print(f"{len(todo)} runs ({len(experiment.runs)} x {len(experiment.seeds)} seeds): "
+          + ", ".join(f"{n} {s}" for s, n in counts.items() if n))
     print("cost of each run, one seed:")
     for job in todo[:len(todo) // len(experiment.seeds)]:
-        print(f"  {job.label.rpartition(' seed ')[0]}: {say(price[job.key])}")
+        cost = price[job.key]
+        length = (cost.training_tokens // cost.training if cost.training else
+                  cost.evaluation_tokens // max(1, cost.evaluation))  # the run's --max-length
+        counted = f"; texts counted at {length} tokens" if length else ""
+        print(f"  {job.label.rpartition(' seed ')[0]}: {say(cost)}{counted}")
     jobs_cost = {job.key + str(job.seed): (price[job.key], experiment.model) for job in todo}
     total = sum((cost for cost, _ in jobs_cost.values()), Cost())
     sizes = experiment.sizes
     print(f"cost, every run of every seed: {say(total)}" + (f" (from the file's sizes: {sizes['train']:,} training examples, "
                                                             f"{sizes['dev']:,} dev and {sizes['test']:,} test a language, "
                                                             f"{sizes['languages']} languages; {sizes['from']})" if sizes else ""))
-    hours = gpu_hours(total, experiment.model)
+    hours = gpu_hours(total, experiment.model)  # its words; the hours are each run's, summed
     if hours:
-        print(f"about {hours[0]:,.0f} GPU-hours: {hours[1]}")
+        each = sum(gpu_hours(cost, experiment.model)[0] for cost, _ in jobs_cost.values())
+        print(f"about {each:,.1f} GPU-hours: {hours[1]}")
     return jobs_cost
 
 
@@ -164,9 +215,9 @@ def main(argv=None):
             print()
         total = sum((cost for cost, _ in every.values()), Cost())
         hours = sum((gpu_hours(cost, model) or (0,))[0] for cost, model in every.values())
-        print(f"all {len(sorted(args.experiment.glob('*.json')))} files, each shared run once: {say(total)}; about {hours:,.0f} "
-              "GPU-hours on one NVIDIA H200, an estimate from the step times bench.train_step measured for each model's shape "
-              "(RESULTS.md), for the runs of a model measured")
+        print(f"all {len(sorted(args.experiment.glob('*.json')))} files, each shared run once: {say(total)}; about "
+              f"{hours:,.1f} GPU-hours on one NVIDIA H200, an estimate from the step times bench.train_step measured "
+              f"for each model's shape (RESULTS.md), for the runs of a model measured: {TOKENS_ASSUMED}")
         return
     experiment = load_experiment(args.experiment, args.data)
     if args.dry_run:

@@ -97,7 +97,8 @@ def test_finished_runs_are_skipped(finished, capsys):
     assert logs == {p: p.read_text() for p in logs}  # nothing launched again but the failed run
     reproduce.main([str(path), "--out", str(out), "--dry-run"])
     listed = capsys.readouterr().out
-    assert listed.count("(finished: skipped)") == 6 and listed.count("(started: run again)") == 2
+    assert listed.count(", seeds 0-1 (finished: skipped)") == 3
+    assert "broken, seeds 0-1 (started: run again with --overwrite)" in listed
     assert "8 runs (4 x 2 seeds): 6 done, 2 started" in listed
 
 
@@ -340,7 +341,10 @@ def test_a_run_made_otherwise_goes_to_a_folder_of_its_own_and_one_from_another_m
     teacher.write_text(teacher.read_text())
     assert jobs.status(named["translate-test", None, 0], experiment, named) == "changed"
     reproduce.main([str(edited), "--out", str(copy), "--dry-run"])
-    assert capsys.readouterr().out.count("(changed: not counted; --rerun-changed runs it again") == 1
+    listed = capsys.readouterr().out
+    assert listed.count("changed: not counted; --rerun-changed runs it again") == 1
+    assert ("translate-test, seeds 0-1 (seed 0 changed: not counted; --rerun-changed runs it again with --overwrite; "
+            "seed 1 finished: skipped)") in listed
     with pytest.raises(SystemExit, match="1 run\\(s\\) did not finish"):
         reproduce.main([str(edited), "--out", str(copy)])  # nothing runs again unasked
     assert "translate-test (1 of 2 seeds; changed, not counted: seed 0)" in (copy / "tiny" / "table.md").read_text()
@@ -391,7 +395,8 @@ def test_two_files_that_ask_for_the_same_run_share_its_folder(tmp_path, tiny_mod
     assert keys["zero-shot", None] == theirs["zs", None] and keys["xeroalign", None] != theirs["xeroalign", None]
     reproduce.main([str(first.path), "--dry-run", "--out", str(tmp_path / "out")])
     listed = capsys.readouterr().out
-    assert "zero-shot seed 0 (to run; shared with other.json (zs))" in listed and "xeroalign seed 0 (to run)" in listed
+    assert "zero-shot, seeds 0-1 (to run; shared with other.json (zs))" in listed
+    assert "xeroalign, seeds 0-1 (to run)" in listed
     folders = {job.folder for job in jobs.jobs(first, tmp_path / "out")} & {job.folder for job in jobs.jobs(spec.load_experiment(other), tmp_path / "out")}
     assert {folder.name.rsplit("-seed", 1)[0] for folder in folders} == {keys["zero-shot", None]}
 
@@ -486,13 +491,14 @@ def test_the_cost_of_a_file_counts_its_steps_and_forward_passes(tmp_path, tiny_m
     assert training_items("filter", {"self_pairs": True}, extra) == (300, 100)  # a run without --extra-train
     # --dev-limit: each evaluation scores at most that many dev examples a language (13 steps, 3 evaluations of 3 languages)
     from minxlt.experiments.cost import run_cost
-    values = {"batch_size": 8, "epochs": 1, "eval_every": 5, "select_on": "all"}
+    values = {"batch_size": 8, "epochs": 1, "eval_every": 5, "select_on": "all", "max_length": 128}
     assert run_cost("zero-shot", values, sizes, "text").evaluation == 3 * 3 * 10 + 3 * 20
     assert run_cost("zero-shot", dict(values, dev_limit=4), sizes, "text").evaluation == 3 * 3 * 4 + 3 * 20
     assert "GPU-hours" not in listed  # no step time measured for the tiny model's shape
     from minxlt.experiments.cost import Cost, gpu_hours
-    hours, how = gpu_hours(Cost(training=1000, evaluation=300), "FacebookAI/xlm-roberta-large")
-    assert hours == pytest.approx((1000 + 300 / 3) * 0.0866 / 128 / 3600) and "NVIDIA H200" in how and "estimate" in how
+    hours, how = gpu_hours(Cost(training_tokens=1000 * 384, evaluation_tokens=300 * 384), "xlm-roberta-large")
+    assert hours == pytest.approx((1000 + 300 / 3) * 384 / 47 * 0.0866 / 128 / 3600)  # a token of 47-token texts
+    assert "NVIDIA H200" in how and "estimate" in how
 
 
 def test_a_table_of_several_metrics_has_a_section_and_paper_numbers_for_each(tmp_path, tiny_model_dir):
@@ -513,3 +519,135 @@ def test_a_table_of_several_metrics_has_a_section_and_paper_numbers_for_each(tmp
     assert ",zs,zero-shot,de,2,35.00,7.07,40.0,-5.00,0:30.00 1:40.00,macro_f1" in (tmp_path / "out" / "tiny" / "table.csv").read_text()
     assert "runs[0].paper.bleu: not one of the file's metrics" in bad(tmp_path, tiny_model_dir, metric=["accuracy", "macro_f1"],
                                                                       runs=[dict(runs[0], paper={"bleu": {"de": 1.0}})])
+
+
+def test_a_flag_given_twice_is_refused_and_no_command_of_the_files_repeats_one(tmp_path, tiny_model_dir):
+    run = {"name": "x", "method": "zero-shot", "test_input": "text"}
+    assert f"{tmp_path / 'tiny.json'}: runs[1].flags: --lr is given twice: give each flag once" == bad(
+        tmp_path, tiny_model_dir, runs=runs_with(dict(run, flags=["--lr", "1e-3", "--lr=1e-4"])))
+    assert "runs[1].flags: --batch-size is given twice (here and in the file's flags)" in bad(
+        tmp_path, tiny_model_dir, runs=runs_with(dict(run, flags=["--batch-size", "4"])))
+    assert "flags: --no-alignment is given twice" in bad(tmp_path, tiny_model_dir, flags=STEPS + ["--no-alignment"])
+    assert "--lr is the grid's" in bad(tmp_path, tiny_model_dir, flags=STEPS + ["--lr", "1e-3"],
+                                       runs=[dict(run, grid={"lr": [1e-3, 1e-4]})])
+    for path in sorted((ROOT / "experiments").glob("*.json")):
+        experiment = spec.load_experiment(path)
+        todo = jobs.jobs(experiment, tmp_path / "out")
+        for job in todo:
+            argv = jobs.command(job, experiment, 1, jobs.by_name(todo))
+            names = [token.split("=", 1)[0] for token in argv if token.startswith("--")]
+            assert sorted({n for n in names if names.count(n) > 1}) == [], (path.name, job.label)
+
+
+def test_the_dry_run_prints_one_command_per_run_its_seeds_a_range(tmp_path, tiny_model_dir, capsys):
+    import shlex
+    path = experiment_file(tmp_path, tiny_model_dir, seeds=[1, 2, 3, 7])
+    experiment = spec.load_experiment(path)
+    reproduce.main([str(path), "--dry-run", "--out", str(tmp_path / "out")])
+    listed = capsys.readouterr().out
+    commands = [line.strip() for line in listed.splitlines() if "torch.distributed.run" in line]
+    assert len(commands) == len(experiment.runs) and "zero-shot, seeds 1-3, 7 (to run)" in listed
+    named = jobs.by_name(jobs.jobs(experiment, tmp_path / "out"))
+    for line, run in zip(commands, experiment.runs):  # each seed's command, as the shell makes it of the loop
+        head, _, body = line.partition("; do ")
+        assert head == "for S in 1 2 3 7" and body.endswith("; done")
+        for seed in experiment.seeds:
+            job = named[run.name, None, seed]
+            made = shlex.split(body.removesuffix("; done").replace('"$S"', str(seed)))
+            assert made == jobs.command(job, experiment, 1, named)
+    assert reproduce.seed_range([3]) == "seed 3" and reproduce.seed_range([0, 1, 2, 5, 6, 9]) == "seeds 0-2, 5-6, 9"
+
+
+def test_a_run_fine_tunes_the_model_another_run_pre_trains(tmp_path, tiny_model_dir):
+    # Unicoder: --method unicoder pre-trains an encoder, which a run of the same seed fine-tunes (--model {pre})
+    runs = [{"name": "pre", "method": "unicoder", "test_input": "text"},
+            {"name": "tuned", "method": "zero-shot", "test_input": "text", "flags": ["--model", "{pre}"],
+             "paper": {"de": 80.0}}]
+    path, out = experiment_file(tmp_path, tiny_model_dir, runs=runs, seeds=[0]), tmp_path / "out"
+    experiment = spec.load_experiment(path)
+    named = jobs.by_name(jobs.jobs(experiment, out))
+    pre, tuned = named["pre", None, 0], named["tuned", None, 0]
+    argv = jobs.command(tuned, experiment, 1, named)
+    assert argv.count("--model") == 1 and argv[argv.index("--model") + 1] == str(pre.best)
+    assert tuned.run.needs == ["pre"]
+    assert spec.resolved_settings(experiment, experiment.runs[1], "runs[1]")["model"] == "run pre's model"
+    (tmp_path / "other").mkdir()
+    other = experiment_file(tmp_path / "other", tiny_model_dir, seeds=[0],
+                            runs=[dict(runs[0], flags=["--lr", "1e-3"]), runs[1]])  # another pre-training
+    assert jobs.run_keys(spec.load_experiment(other))["tuned", None] != tuned.key  # fine-tunes into another folder
+    reproduce.main([str(path), "--out", str(out)])
+    assert jobs.state(pre) == jobs.state(tuned) == "done" and (pre.best / "config.json").is_file()
+    assert f"--model {pre.best}" in tuned.log.read_text().splitlines()[0]
+    table = (out / "tiny" / "table.md").read_text()
+    assert "tuned (1 seed)" in table and "pre (" not in table  # the pre-training tests nothing: no column
+    assert "runs[0].paper: --method unicoder pre-trains an encoder and tests nothing" in bad(
+        tmp_path, tiny_model_dir, runs=[dict(runs[0], paper={"de": 1.0}), runs[1]])
+    assert "runs[1].flags: --model is set by reproduce.py" in bad(tmp_path, tiny_model_dir, runs=runs_with(
+        {"name": "x", "method": "zero-shot", "test_input": "text", "flags": ["--model", str(tiny_model_dir)]}))
+
+
+def test_the_cost_counts_each_text_at_its_runs_max_length_and_co_training_at_its_most(tmp_path, tiny_model_dir, capsys):
+    from minxlt.experiments.cost import Cost, gpu_hours
+    steps = ["--epochs", "2", "--batch-size", "8", "--eval-every", "5", "--no-alignment"]
+    sizes = {"train": 100, "dev": 10, "test": 20, "languages": 3, "from": "a hand count"}
+    runs = [{"name": "short", "method": "zero-shot", "test_input": "text", "flags": ["--max-length", "64"]},
+            {"name": "long", "method": "zero-shot", "test_input": "text", "flags": ["--max-length", "128"]},
+            {"name": "st", "cotrain": True, "test_input": "text",
+             "flags": ["--max-length", "64", "--self-training", "--cotrain-iterations", "2", "--pool-per-lang", "10"]}]
+    path = experiment_file(tmp_path, "FacebookAI/xlm-roberta-base", flags=steps, runs=runs, sizes=sizes)
+    priced = reproduce.dry_run(spec.load_experiment(path), tmp_path / "out", 1)
+    listed = capsys.readouterr().out
+    # zero-shot: 26 steps of 8, 208 texts; 6 dev evaluations of 10 and the test of 3 x 20 (test_the_cost_of_a_file_...)
+    assert "  short: 26 steps; 208 texts through the encoder in training (each also backward), 120 in evaluation" \
+           in listed
+    assert "texts counted at 64 tokens" in listed and "texts counted at 128 tokens" in listed
+    # self-training at its most, n = 100 labelled, n/3 = 33 pseudo-labels a round, a pool of 2 x 10: round 0 fits on
+    # 100 (26 steps, 6 dev evaluations) and labels 20; round 1 on 133 (34 steps, 7) and labels 20; then 166 (42 steps,
+    # 9), tested
+    assert "  st: 102 steps; 816 texts through the encoder in training (each also backward), 320 in evaluation" \
+           in listed
+    # base's shape: a token of bench.train_step's 47-token texts, and a step at least its fastest step (0.0342 s)
+    token = 0.0554 / 256 / 47
+    seconds = sum(max(training * length * token, steps * 0.0342) + evaluation * length * token / 3
+                  for training, evaluation, steps, length in ((208, 120, 26, 64), (208, 120, 26, 128), (816, 320, 102, 64)))
+    assert sum(gpu_hours(cost, "FacebookAI/xlm-roberta-base")[0] for cost, _ in priced.values()) == \
+           pytest.approx(2 * seconds / 3600)  # two seeds
+    assert gpu_hours(Cost(steps=10, training_tokens=47), "xlm-roberta-base")[0] == pytest.approx(10 * 0.0342 / 3600)
+    line = next(line for line in listed.splitlines() if "GPU-hours" in line)
+    assert "every text counted at its run's --max-length" in line and "at least as long as the fastest step" in line
+    assert f"about {2 * seconds / 3600:,.1f} GPU-hours" in line
+
+
+def test_a_setting_its_source_says_there_is_none_of(tmp_path, tiny_model_dir, capsys):
+    # a null value with its where: the source states none (the script passes no such flag), which a run matches or not
+    none = {"paper": None, "script": None, "script_where": "run.sh:3, no --extra-train"}
+    path = with_settings(tmp_path, tiny_model_dir, {"extra_train": dict(none, run=None)})
+    reproduce.main([str(path), "--dry-run", "--out", str(tmp_path / "out")])
+    listed = capsys.readouterr().out
+    assert "extra_train: paper silent; script none (run.sh:3, no --extra-train); run none\n" in listed
+    departs = "the run's 'as written' departs from the script's None with no departure listed"
+    with pytest.raises(InputError, match=re.escape(departs)):
+        spec.load_experiment(with_settings(tmp_path, tiny_model_dir, {"text_case": dict(none, run="as written")}))
+
+
+def test_the_departures_the_authors_code_shows_are_listed_by_the_dry_run(tmp_path, capsys):
+    listed = {
+        "filter-tydiqa.json": ["script none (FILTER train.sh:161-186: tydiqa() passes no --use_squad_for_tydiqa",
+                               "filter, extra_train: SQuAD v1.1's 87,599",
+                               "7,556 steps of 64 a seed where TyDiQA-GoldP alone makes 2,080",
+                               "translate-train, extra_train:", "every trained run, dev_set:", "filter, text_case:",
+                               "filter-st, text_case:"],
+        "xmixup-tydiqa.json": ["every trained run, dev_set:"],
+        "filter-xnli.json": ["filter, source_prediction:", "filter-st, source_prediction:"],
+        "filter-pawsx.json": ["filter, source_prediction:", "filter-st, source_prediction:"],
+        "filter-mlqa.json": ["translate-train, text_case:", "filter, text_case:", "filter-st, text_case:"],
+        "filter-xquad.json": ["translate-train, text_case:", "filter, text_case:", "filter-st, text_case:"],
+        "yu-joty-xnli.json": ["zero-shot-1.2, train_fraction: ", "draws 4,713 pairs"],
+        "unicoder-xnli.json": ["unicoder, model:", "unicoder, parallel:", "unicoder, epochs:"],
+    }
+    for name, lines in listed.items():
+        reproduce.main([str(ROOT / "experiments" / name), "--dry-run", "--out", str(tmp_path)])
+        out = capsys.readouterr().out
+        departures = out[out.index("Departures, and the runs' own choices"):out.index("The paper's rows not run:")]
+        for line in lines:
+            assert line in (out if line.startswith("script") else departures), (name, line)

@@ -2,20 +2,30 @@
 through the encoder (forward passes) in training and in evaluation (every dev evaluation, the
 test), from the data set's sizes the file states ("sizes") and the settings each run resolves to.
 A training text also costs a backward pass, about twice its forward (a teacher's soft labels, a
-forward pass of its own, are counted with them). Co-training's rounds depend
-on the pseudo-labels they pick, and are not counted.
+forward pass of its own, are counted with them). Co-training's rounds grow with the pseudo-labels
+they pick: counted at their most, each round adding n/3 (cotrain_cost). The GPU-hours count each
+text at its run's --max-length, and each step at least the fastest step measured (TOKENS_ASSUMED).
 """
 import math
 from dataclasses import astuple, dataclass
 
-TEXTS_PER_ITEM = {"xeroalign": 2, "filter": 2, "xmixup": 2}  # a pair's two texts; the others, one a training item
+# A pair's two texts; the others, one a training item (Unicoder's pre-training pair: one sequence a step on average over
+# its five tasks, MLM's half of one, TLM's and word recovery's one, paraphrase's two, the cross-lingual document's one).
+TEXTS_PER_ITEM = {"xeroalign": 2, "filter": 2, "xmixup": 2}
 # The speed of a training step that bench.train_step measured on one NVIDIA H200 for each model shape (RESULTS.md, "Step times
 # by model shape"): translate-train, bf16 autocast, eager, SIB-200 texts of at most 128 tokens (47 on average), at the batch
 # that was fastest a text; (seconds a training text, how it was measured). An evaluation text costs a third of a training one
 # (a forward pass, no backward).
 MEASURED = {"xlm-roberta-base": (0.0554 / 256, "batch 256, 0.0554 s a step"), "xlm-roberta-large": (0.0866 / 128, "batch 128, 0.0866 s a step"),
             "xlm-roberta-xl": (0.2075 / 32, "batch 32 with gradient checkpointing, 0.2075 s a step")}
+# The fastest step measured for each shape, at any batch (RESULTS.md): a step of a small batch costs that much at least.
+FASTEST_STEP = {"xlm-roberta-base": 0.0342, "xlm-roberta-large": 0.0816, "xlm-roberta-xl": 0.2075}
 PAIRED_AT_TEST = ("oracle", "translation")  # a pair method then reads two texts a prediction (translate-test reads one)
+MEASURED_TOKENS = 47  # the mean length of the texts the step times above were measured on
+TOKENS_ASSUMED = (f"every text counted at its run's --max-length (a QA window of 384 mostly fills it; a sentence "
+                  "task's random batches pad to their longest text, short of the maximum), at the time a token of the "
+                  f"{MEASURED_TOKENS}-token texts measured took, and each training step at least as long as the "
+                  "fastest step measured at the shape (a small batch costs its steps, not its tokens)")
 
 
 @dataclass
@@ -23,7 +33,9 @@ class Cost:
     steps: int = 0       # optimizer steps of training
     training: int = 0    # texts through the encoder in training (forward passes)
     evaluation: int = 0  # texts through the encoder in the dev evaluations and the test
-    uncounted: int = 0   # runs whose cost is not counted (co-training's; a file without sizes)
+    uncounted: int = 0   # runs whose cost is not counted (a file without sizes)
+    training_tokens: int = 0    # the training texts' tokens, each text at its run's --max-length
+    evaluation_tokens: int = 0  # the evaluation texts', likewise
 
     def __add__(self, other):
         return Cost(*(a + b for a, b in zip(astuple(self), astuple(other))))
@@ -42,7 +54,8 @@ def training_items(method, values, sizes, level="sentence"):
     if method == "xeroalign" or (method == "filter" and level == "word"):  # an epoch is the source's examples, each with one counterpart
         return n, translated
     self_pairs = bool(values.get("self_pairs"))
-    items = {"texts": n + extra, "translated": n + translated * targets + extra, "pairs": translated * (targets + self_pairs) + extra * self_pairs}
+    items = {"texts": n + extra, "translated": n + translated * targets + extra, "parallel": translated * targets,
+             "pairs": translated * (targets + self_pairs) + extra * self_pairs}
     return items.get(draws(method), n), translated
 
 
@@ -51,15 +64,17 @@ def draws(method):
     return flags.METHODS[method].draws
 
 
-def run_cost(method, values, sizes, test_input, trained=True, level="sentence"):
+def run_cost(method, values, sizes, test_input, trained=True, level="sentence", tested=True):
     """Cost of one run of `method` (its settings resolved as `values`, flags.planned's), on data of
-    `sizes`, of a task of `level` (sentence, word or span labels)."""
+    `sizes`, of a task of `level` (sentence, word or span labels); `tested`: with its test (not a
+    co-training round's)."""
     if not sizes:
         return Cost(uncounted=1)
     per_prediction = 2 if test_input in PAIRED_AT_TEST and draws(method) == "pairs" else 1
-    test = sizes["test"] * sizes["languages"] * per_prediction
+    pretrains = draws(method) == "parallel"  # Unicoder: no test; its evaluations score every target's dev pairs
+    test = sizes["test"] * sizes["languages"] * per_prediction if tested and not pretrains else 0
     if not trained:
-        return Cost(0, 0, test)
+        return with_tokens(Cost(0, 0, test), values)
     batch, (items, anchors) = values["batch_size"], training_items(method, values, sizes, level)
     steps = values.get("max_steps") or math.ceil(items / batch) * values["epochs"]
     training = steps * batch * TEXTS_PER_ITEM.get(method, 1) * (2 if values.get("teacher") else 1)  # a teacher's forward too
@@ -69,9 +84,34 @@ def run_cost(method, values, sizes, test_input, trained=True, level="sentence"):
     every = values["eval_every"]
     evaluations = 1 if values["select_on"] == "last" else steps // every + (steps % every > 0) if isinstance(every, int) else values["epochs"]
     dev_langs = sizes.get("dev_languages", sizes["languages"]) if "all" in (values["select_on"], values.get("dev_langs")) else 1
+    dev_langs = sizes["languages"] - 1 if pretrains else dev_langs
     dev_pair = 2 if draws(method) == "pairs" and per_prediction == 2 else 1
     dev = min(sizes["dev"], values.get("dev_limit") or sizes["dev"])  # --dev-limit: the first N of each language
-    return Cost(steps, training, evaluations * dev * dev_langs * dev_pair + test)
+    return with_tokens(Cost(steps, training, evaluations * dev * dev_langs * dev_pair + test), values)
+
+
+def with_tokens(cost, values):
+    """The cost with its texts' tokens, each text at the run's --max-length (TOKENS_ASSUMED)."""
+    return Cost(*astuple(cost)[:4], cost.training * values["max_length"], cost.evaluation * values["max_length"])
+
+
+def cotrain_cost(values, sizes, test_input, level="sentence"):
+    """Cost of a cotrain.py run at its most: s rounds, the r-th fine-tuning each view (f_lm, and f_emb
+    but in self-training) on the n labelled examples and r * n/3 pseudo-labels without a test, then
+    labelling its pool; then each view once more on n + s * n/3, tested. f_emb counted at f_lm's size."""
+    if not sizes:
+        return Cost(uncounted=1)
+    n = math.ceil(sizes["train"] * values.get("train_fraction", 1))
+    targets = sizes["languages"] - 1
+    pool = (values.get("pool_per_lang") or sizes["train"]) * targets
+    views, rounds, cost = 1 if values.get("self_training") else 2, values["cotrain_iterations"], Cost()
+    for r in range(rounds + 1):
+        grown = dict(sizes, extra_train=r * (n // 3))
+        fit = run_cost(values["lm_method"], dict(values, extra_train="pseudo-labels"), grown, test_input, level=level,
+                       tested=r == rounds)
+        labelling = with_tokens(Cost(evaluation=pool if r < rounds else 0), values)
+        cost += Cost(*(views * value for value in astuple(fit + labelling)))
+    return cost
 
 
 def say(cost):
@@ -81,17 +121,20 @@ def say(cost):
                f"{cost.evaluation:,} in evaluation{ratio}")
     if not cost.uncounted:
         return counted
-    uncounted = f"{cost.uncounted} run{'s' * (cost.uncounted > 1)} not counted (co-training's rounds, or no sizes in the file)"
+    uncounted = f"{cost.uncounted} run{'s' * (cost.uncounted > 1)} not counted (no sizes in the file)"
     return uncounted if not (cost.steps or cost.evaluation) else f"{counted}; {uncounted}"
 
 
 def gpu_hours(cost, model):
-    """(GPU-hours, how they were estimated) of a cost on one NVIDIA H200, from the step times measured for the model's
-    shape (MEASURED), or None where none was measured (the bundled model, XXL)."""
+    """(GPU-hours, how they were estimated) of one run's cost on one NVIDIA H200, from the step times measured for the
+    model's shape (MEASURED per token, FASTEST_STEP at least a step), or None where none was measured (the bundled
+    model, XXL). A sum of runs' costs is priced run by run."""
     shape = (model or "").rsplit("/", 1)[-1]
     if shape not in MEASURED:
         return None
     seconds, how = MEASURED[shape]
-    hours = (cost.training + cost.evaluation / 3) * seconds / 3600
-    return hours, (f"an estimate on one NVIDIA H200 from bench.train_step's step at {shape}'s shape ({how}, bf16, eager, texts of "
-                   "47 tokens on average; RESULTS.md): it grows with the texts' length, and falls with the compiled step")
+    training = max(cost.training_tokens * seconds / MEASURED_TOKENS, cost.steps * FASTEST_STEP[shape])
+    hours = (training + cost.evaluation_tokens / 3 * seconds / MEASURED_TOKENS) / 3600
+    return hours, (f"an estimate on one NVIDIA H200 from bench.train_step's step at {shape}'s shape ({how}, bf16, "
+                   f"eager; RESULTS.md), {TOKENS_ASSUMED}; an evaluation text a third of a training one; the compiled "
+                   "step is faster")

@@ -39,7 +39,7 @@ def read_scores(experiment, out, metric=None):
     best, as the paper chose on dev; the others' dev scores are kept beside it."""
     todo = jobs(experiment, out)
     named, columns, chosen_of = by_name(todo), [], {}
-    for run in experiment.runs:
+    for run in (run for run in experiment.runs if not run.pretrains):  # a pre-training is tested by its fine-tunings
         values = dict.fromkeys(j.value for j in todo if j.run.name == run.name)
         by_value = {value: column_of(experiment, run, value, named, metric or experiment.metric) for value in values}
         grid = {} if run.evaluate else {value: column.dev for value, column in by_value.items() if column.dev is not None}

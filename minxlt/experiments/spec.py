@@ -26,7 +26,10 @@ OMITTED_FIELDS = {"row", "table", "paper", "reason"}
 SIZES_FIELDS = {"train", "dev", "test", "languages", "dev_languages", "extra_train", "from"}
 # Settings of every run that are no flag of train.py: what it always does, and what the file itself sets.
 FIXED = {"optimizer": "AdamW", "schedule": "linear warmup, then linear decay to 0", "attention_mask": "padding masked",
-         "word_representation": "the word's first sub-token's state"}  # word labels: levels.Word.tags
+         "word_representation": "the word's first sub-token's state",  # word labels: levels.Word.tags
+         "text_case": "as written"}  # no run lower-cases its text (the tokenizer reads it as the data set writes it)
+# Where a task's dev set comes from, where it is not the data set's own split (a setting a file may state: dev_set).
+DEV_SETS = {"tydiqa": "a tenth of the English training questions, not trained on (minxlt/tasks/tydiqa.py)"}
 DEPTHS = {"xlm-roberta-base": 12, "xlm-roberta-large": 24, "xlm-roberta-xl": 36, "xlm-roberta-xxl": 48}  # hub names' layers
 MODEL_OF = re.compile(r"\{(?!lang\}|data\})([a-z0-9][a-z0-9_.-]*)\}")  # "{filter}" in a run's flags: run filter's best model, same seed
 DATA = "{data}"  # in a run's flags and required files: the experiment's data folder ({lang} is a path's language)
@@ -62,6 +65,11 @@ class Run:
         """The runs whose best model (of the same seed) this one reads: the one it evaluates, and
         those its flags name as {run} (FILTER's self-teaching: --teacher {filter})."""
         return ([self.evaluate] if self.evaluate else []) + [name for flag in self.flags for name in MODEL_OF.findall(flag)]
+
+    @property
+    def pretrains(self):
+        """Whether it pre-trains an encoder for other runs' --model (--method unicoder): no test, no column."""
+        return flags.METHODS[self.method].draws == "parallel"
 
 
 @dataclass
@@ -226,10 +234,20 @@ def check_fields(path, where, spec, known, required):
                f"unknown field (the fields are {', '.join(sorted(known))})")
 
 
-def check_flags(path, where, given):
+def check_flags(path, where, given, before=()):
+    """A list of flags, none of them reproduce.py's own (RESERVED) but a run's --model {run}, none given
+    twice, here or in `before` (the file's flags, which every run's command begins with)."""
     if not (isinstance(given, list) and all(isinstance(flag, str) for flag in given)):
         refuse(path, where, f"a list of strings (command-line flags), not {given!r}")
+    name = lambda flag: flag.split("=", 1)[0]
+    names = [name(flag) for flag in list(before) + given if flag.startswith("--")]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        also = " (here and in the file's flags)" if twice[0] in map(name, before) else ""
+        refuse(path, where, f"{twice[0]} is given twice{also}: give each flag once")
     named = {flag.split("=", 1)[0] for flag in given}
+    if where != "flags" and model_run(given):
+        named.discard("--model")  # a model another run of the file trains (Unicoder's pre-training, then fine-tuning)
     reserved = sorted(RESERVED & named)
     if reserved:
         refuse(path, where, f"{reserved[0]} is set by reproduce.py (from the file's task, data, model, seeds and runs)")
@@ -238,6 +256,18 @@ def check_flags(path, where, given):
         refuse(path, where, f"{shared[0]} cannot be given here: it is {PER_RUN[shared[0]]} (every seed's run would share it)"
                if shared[0] == "--teacher-cache" else f"{shared[0]} is {PER_RUN[shared[0]]}: every column must have the same source")
     return list(given)
+
+
+def model_run(given):
+    """The run a run's flags name as its model, `--model {run}` (it starts from that run's best model of
+    the same seed: Unicoder's pre-training, then fine-tuning), or None."""
+    for flag, value in zip(given, given[1:] + [""]):
+        if flag.startswith("--model="):
+            flag, value = flag.split("=", 1)
+        match = flag == "--model" and MODEL_OF.fullmatch(value)
+        if match:
+            return match.group(1)
+    return None
 
 
 def check_run(experiment, where, spec, fallback_of=None):
@@ -253,7 +283,8 @@ def check_run(experiment, where, spec, fallback_of=None):
         refuse(path, f"{where}.name", f"{name!r} names runs[{names.index(name)}] already")
     if spec.get("cotrain", False) not in (True, False) or (spec.get("cotrain") and "evaluate" in spec):
         refuse(path, f"{where}.cotrain", "true for a run of cotrain.py (not with evaluate), or left out")
-    run = Run(name, spec.get("method"), spec["test_input"], check_flags(path, f"{where}.flags", spec.get("flags", [])),
+    given = check_flags(path, f"{where}.flags", spec.get("flags", []), experiment.flags)
+    run = Run(name, spec.get("method"), spec["test_input"], given,
               spec.get("evaluate"), spec.get("paper") or {}, spec.get("paper_row"), spec.get("paper_table"), spec.get("note"),
               bool(spec.get("cotrain")), spec.get("paper_model"), check_settings(path, f"{where}.settings", spec.get("settings", {})),
               grid=check_grid(experiment, where, spec))
@@ -281,6 +312,10 @@ def check_run(experiment, where, spec, fallback_of=None):
                f"{' or '.join(flags.METHODS[run.method].test_inputs)}, not {run.test_input}")
     if run.evaluate is None and not run.cotrain:
         planned_arguments(experiment, run, where)  # refused here where train.py would refuse them
+    if run.pretrains and (run.paper or run.evaluate):
+        field_ = "paper" if run.paper else "evaluate"
+        refuse(path, f"{where}.{field_}", f"--method {run.method} pre-trains an encoder and tests nothing: fine-tune "
+               f"its model in a run of its own (--model {{{run.evaluate or run.name}}})")
     return run
 
 
@@ -296,7 +331,7 @@ def check_grid(experiment, where, spec):
     if not (isinstance(values, list) and len(values) > 1 and all(isinstance(v, (int, float)) and v > 0 for v in values)
             and len(set(values)) == len(values)):
         refuse(experiment.path, f"{where}.grid.lr", f"two or more distinct positive values, not {values!r}")
-    if any(flag.split("=", 1)[0] == GRIDDED[next(iter(grid))] for flag in spec.get("flags", [])):
+    if any(flag.split("=", 1)[0] == GRIDDED[next(iter(grid))] for flag in experiment.flags + spec.get("flags", [])):
         refuse(experiment.path, f"{where}.flags", f"{GRIDDED[next(iter(grid))]} is the grid's: give it there only")
     if spec.get("evaluate") or spec.get("cotrain"):
         refuse(experiment.path, f"{where}.grid", "a grid is of a trained run of train.py")
@@ -367,9 +402,12 @@ class Finding:
     @property
     def departs(self):
         """The sources whose value the run's differs from: the paper's, the script's, or "neither"
-        where both are silent; empty where it takes every value they give."""
-        given = [source for source in ("paper", "script") if self.setting.get(source) is not None]
-        return [s for s in given if not same(self.setting["run"], self.setting[s])] if given else ["neither"]
+        where both are silent; empty where it takes every value they give. A null value with its
+        `<source>_where` is given: the source says there is none (the script passes no such flag)."""
+        setting = self.setting
+        given = [source for source in ("paper", "script") if setting.get(source) is not None
+                 or f"{source}_where" in setting]
+        return [s for s in given if not same(setting["run"], setting.get(s))] if given else ["neither"]
 
 
 def same(a, b):
@@ -432,9 +470,12 @@ def resolved_settings(experiment, run, where):
         refuse(experiment.path, f"{where}.flags", str(e))
     if run.grid:
         values.update({name: list(grid) for name, grid in run.grid.items()})
-    return {**values, **FIXED, **flags.METHODS[run.method].fixed, "model": experiment.model or "the bundled multilingual-e5-small",
-            "seeds": len(experiment.seeds),
-            "test_input": run.test_input, **{name: file_name(values.get(name)) for name in FILES}}
+    trained = model_run(run.flags)
+    dev_set = DEV_SETS.get(experiment.task, "the data set's own")
+    return {**values, **FIXED, **flags.METHODS[run.method].fixed, "dev_set": dev_set,
+            "model": f"run {trained}'s model" if trained else experiment.model or "the bundled multilingual-e5-small",
+            "seeds": len(experiment.seeds), "test_input": run.test_input,
+            **{name: file_name(values.get(name)) for name in FILES}}
 
 
 FILES = ("test_translations", "dev_translations", "round_trip", "soft_labels", "extra_train")  # settings that name files: by file_name
@@ -511,7 +552,7 @@ def train_arguments(experiment, run, seed, folder, model_of=None):
     seed, `model_of(name)` (a placeholder folder where not given)."""
     argv = ([] if run.cotrain else ["--method", run.method]) + ["--task", experiment.task, "--seed", str(seed), "--test-input", run.test_input]
     argv += ["--data", experiment.data] if experiment.data else []
-    argv += ["--model", experiment.model] if experiment.model else []
+    argv += ["--model", experiment.model] if experiment.model and not model_run(run.flags) else []  # else the run's own
     model_of = model_of or (lambda name: str(HERE))
     filled = lambda flag: MODEL_OF.sub(lambda m: model_of(m.group(1)), flag).replace(DATA, experiment.data or DATA)
     return argv + [filled(flag) for flag in experiment.flags + run.flags] + ["--out", str(folder)]
