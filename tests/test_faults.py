@@ -208,7 +208,7 @@ def test_sigterm_saves_a_checkpoint_and_resume_logs_each_step_once_and_a_second_
     import train as train_module  # a second run into the folder, even one that would replace the run, is refused
     held = f"--out {out} is in use by another run (process {process.pid} on {socket.gethostname()}; {out / cli.LOCK})"
     with pytest.raises(tasks.InputError, match=re.escape(held + ": wait for it to end")):
-        train_module.main(argv[2:] + ["--overwrite"])
+        train_module.main(argv[2:] + ["--overwrite", "--max-steps", "2"])  # short, were it not refused
     process.send_signal(signal.SIGTERM)
     _, stderr = process.communicate(timeout=120)
     assert process.returncode == 0 and "Traceback" not in stderr and "SIGTERM: stopping after this step" in stderr
