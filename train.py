@@ -99,7 +99,7 @@ def main(argv=None):
     phases = compiled.compiled_phases(settings, phases, raw.encoder, world_size)  # --compile: each phase's loss, backward with it
     model.train()
     stopped = False
-    with bookkeeping.StopRequest(book) as stop:  # also: another process of the run has stopped
+    with bookkeeping.StopRequest(book) as stop:  # Ctrl-C, SIGTERM, and a process of the run that dies
         # each step's micro-batches, [(phase.make_batch(its items), its share of the global batch)], built ahead
         batches = bookkeeping.batch_loader(settings, method, phases, book.step)
         while book.step < settings.max_steps and not stopped and not book.out_of_patience():  # --patience: the best model is tested
