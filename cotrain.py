@@ -121,7 +121,7 @@ def main(argv=None):
     own, rest, args = get_args(argv)
     rank, world_size, device = distributed.setup(args.device)
     out = Path(own.out)
-    replaced = output_folder(out, own)
+    replaced = output_folder(out, own, rank)
     full = tasks.load_task(args.task, args.data, args.source_lang, args.target_langs, args.strict_data)
     if not LEVELS[full.level].labels_texts:
         raise tasks.InputError(f"co-training pseudo-labels whole sentences (Yu & Joty classify them); --task {args.task} "
@@ -166,12 +166,14 @@ def main(argv=None):
         shutil.copyfile(out / "final" / "lm" / "results.md", out / "results.md")
         print(f"co-training done: f_lm trained on {len(D_lm)} examples ({len(D_lm) - len(labeled)} pseudo-labelled); "
               f"results in {out}/results.json, the model in {out}/final/lm/best")
+    cli.release(out)
     distributed.cleanup()
 
 
-def output_folder(out, own):
-    """OUT and the co-training run it holds (what --overwrite removes), refused where it holds one
-    and neither --resume nor --overwrite is given."""
+def output_folder(out, own, rank=0):
+    """OUT, held for this run (cli.take), and the co-training run it holds (what --overwrite
+    removes), refused where it holds one and neither --resume nor --overwrite is given."""
+    cli.take(out, rank)
     held = sorted(p for p in out.glob("*") if p.name in ("pool.jsonl", "results.json", "results.md", "final") or p.name.startswith("round"))
     if held and not own.resume and not own.overwrite:
         raise tasks.InputError(f"--out {out} holds a co-training run ({', '.join(p.name for p in held)}): continue it with --resume, "

@@ -47,6 +47,8 @@ import tarfile
 import urllib.error
 import urllib.request
 import zipfile
+import zlib
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -235,8 +237,18 @@ class Downloader:
         part.replace(target)
         if not expected:
             self.recorded[source.url] = got
-            cli.write_text(self.recorded_path, "".join(f"{h}  {u}\n" for u, h in sorted(self.recorded.items())))
+            self.write_recorded()
         return target
+
+    def write_recorded(self):
+        cli.write_text(self.recorded_path, "".join(f"{h}  {u}\n" for u, h in sorted(self.recorded.items())))
+
+    def discard(self, path, sources):
+        """A downloaded file found damaged, removed with its recorded checksum: the next run downloads it again."""
+        path.unlink(missing_ok=True)
+        url = next((s.url for s in sources if self.folder / s.path == path), None)
+        if self.recorded.pop(url, None):
+            self.write_recorded()
 
 
 def read_sums(path):
@@ -261,18 +273,58 @@ def sha256(path):
     return digest.hexdigest()
 
 
+ARCHIVE_ERRORS = (zipfile.BadZipFile, tarfile.TarError, EOFError, zlib.error)  # zipfile's, tarfile's, gzip's "damaged"
+
+
+class DamagedArchive(InputError):
+    """An archive that cannot be read whole (cut short, a bad CRC): `what` names it and the member."""
+
+    def __init__(self, archive, member, error):
+        self.archive = archive
+        said = " ".join(str(error).split()) or type(error).__name__  # tarfile's may take several lines
+        self.what = f"{archive}{f', member {member}' if member else ''}: damaged ({said})"
+        super().__init__(f"{self.what}: download it again")
+
+
+@contextmanager
+def reading(archive, member=None):
+    """Where an archive (its `member`) is read: a damaged one stops as DamagedArchive, a member that
+    would land outside the folder (tarfile's filter) as an InputError."""
+    try:
+        yield
+    except tarfile.FilterError as e:
+        raise InputError(f"{archive}: {e}; not unpacked") from None
+    except ARCHIVE_ERRORS as e:
+        raise DamagedArchive(archive, member, e) from None
+
+
 def unpack(archive, folder):
-    """Unpack a .zip or .tar.gz into a folder; a member that would land outside it stops the run."""
+    """Unpack a .zip or .tar.gz into a folder, member by member into a hidden folder in it, whose
+    files are moved into place once the archive is read whole: a member that would land outside
+    the folder, or a damaged archive, stops the run and leaves nothing of the archive."""
     folder = Path(folder).resolve()
-    if archive.suffix == ".zip":
-        with zipfile.ZipFile(archive) as z:
-            for name in z.namelist():
-                if not (folder / name).resolve().is_relative_to(folder):
-                    raise InputError(f"{archive}: member {name!r} would be written outside {folder}; not unpacked")
-            z.extractall(folder)
-    else:
-        with tarfile.open(archive) as t:
-            t.extractall(folder, filter="data")  # refuses links and paths that leave the folder
+    tmp = folder / f".unpacking-{archive.name}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        if archive.suffix == ".zip":
+            with reading(archive), zipfile.ZipFile(archive) as z:
+                for name in z.namelist():
+                    if not (folder / name).resolve().is_relative_to(folder):
+                        raise InputError(f"{archive}: member {name!r} would be written outside {folder}; not unpacked")
+                for name in z.namelist():
+                    with reading(archive, name):
+                        z.extract(name, tmp)
+        else:
+            with reading(archive), tarfile.open(archive) as t:
+                for member in t:
+                    with reading(archive, member.name):
+                        t.extract(member, tmp, filter="data")  # refuses links and paths that leave the folder
+        for path in sorted(tmp.rglob("*")):
+            if path.is_file():
+                (folder / path.relative_to(tmp)).parent.mkdir(parents=True, exist_ok=True)
+                path.replace(folder / path.relative_to(tmp))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def filter_layout(archive, folder, langs=None):
@@ -284,7 +336,7 @@ def filter_layout(archive, folder, langs=None):
     XTREME's data, which download.py fetches from the releases."""
     task = archive.name[len("filter-"):-len(".zip")]
     pattern, what = FILTER_MEMBERS[task]
-    with zipfile.ZipFile(archive) as z:
+    with reading(archive), zipfile.ZipFile(archive) as z:
         found = {n: lang for n in z.namelist() if (lang := filter_file_lang(pattern, Path(n).name))}
         if not found:
             raise InputError(f"{archive}: no {what}, FILTER's translations, among its {len(z.namelist())} members")
@@ -307,7 +359,7 @@ def xeroalign_layout(archive, folder, langs=None):
     <name>/<lang>/train.tsv translates <name>/en/train.tsv line by line, alignment.py:37-41) into
     <folder>/<task>/<lang>/train.tsv, English's included; the rest of the archive is the data set."""
     name = archive.name[len("xeroalign-"):-len(".zip")]
-    with zipfile.ZipFile(archive) as z:
+    with reading(archive), zipfile.ZipFile(archive) as z:
         members = [n for n in z.namelist() if re.fullmatch(rf"{name}/[a-z]+/train\.tsv", n)
                    and (not langs or n.split("/")[1] in {*langs, "en"})]
         if not members:
@@ -352,12 +404,12 @@ def panx_layout(archive, folder, langs=None):
     """XTREME's PAN-X layout from WikiANN's AmazonPhotos.zip (one <lang>.tar.gz of train, dev and
     test files with "<lang>:<token> TAB <tag>" lines): {train,dev,test}-<lang>.tsv as
     utils_preprocess.py's panx_preprocess writes them (panx_rows). Unlike XTREME's, the test tags stay."""
-    with zipfile.ZipFile(archive) as z:
+    with reading(archive), zipfile.ZipFile(archive) as z:
         for name in sorted(n for n in z.namelist() if n.endswith(".tar.gz")):
             lang = Path(name).name[:-len(".tar.gz")]
             if langs and lang not in langs:
                 continue
-            with tarfile.open(fileobj=io.BytesIO(z.read(name))) as t:
+            with reading(archive, name), tarfile.open(fileobj=io.BytesIO(z.read(name))) as t:
                 for split in ("train", "dev", "test"):
                     member = next((m for m in t.getmembers() if Path(m.name).name == split), None)
                     if member is None:
@@ -418,7 +470,7 @@ def udpos_xtreme_parts(archive, parts, langs=None):
     before the stop, as XTREME's does; either is said."""
     version = archive.name[len("ud-treebanks-v"):-len(".tgz")]
     chosen = [lang for lang in UD_XTREME[version][1] if not langs or lang in langs]
-    with tarfile.open(archive, "r|gz") as t:
+    with reading(archive), tarfile.open(archive, "r|gz") as t:
         for member in t:
             path = PurePosixPath(member.name)
             lang = path.name.split("_")[0]
@@ -427,7 +479,8 @@ def udpos_xtreme_parts(archive, parts, langs=None):
                 continue
             where = f"{archive.name}:{member.name}"
             try:
-                raw = t.extractfile(member).read()
+                with reading(archive, member.name):
+                    raw = t.extractfile(member).read()
                 try:
                     text = raw.decode("utf-8")
                 except UnicodeDecodeError as e:
@@ -510,6 +563,23 @@ def download(task, folder, langs=None, mirror=None, archive=None):
     pending = [s for s in sources(task, langs, loader.fetch) if not (folder / f"{s.path}.done").exists()]
     files = [loader.get(s) for s in tqdm(pending, desc=task, unit="file", dynamic_ncols=True)]
     archives = [path for path in files if path.parent.name == ".download"]
+    try:
+        lay_out(task, archives, folder, langs)
+    except DamagedArchive as e:
+        loader.discard(e.archive, pending)
+        raise InputError(f"{e.what}: it is removed, and the same command downloads it again") from None
+    if archives and task in TOP_FOLDERS:  # x-final/<lang>/ -> <lang>/, mtop/<lang>/ -> <lang>/
+        lift(folder, TOP_FOLDERS[task])
+    kept = task == "udpos-xtreme" and langs  # a UD release read for some languages stays, to be read again for others
+    for path in [] if kept else archives:  # unpacked: the archive goes, a marker stays so that the next run does not fetch it again
+        path.with_name(path.name + ".done").touch()
+        path.unlink()
+    if task == "mlqa":  # MLQA trains on SQuAD v1.1, which XTREME's layout keeps in squad/ beside mlqa/
+        download("squad", folder.parent / "squad", mirror=mirror)
+
+
+def lay_out(task, archives, folder, langs=None):
+    """Unpack a task's downloaded archives into the layout its --task reads."""
     if task == "tydiqa" and archives:
         tydiqa_layout(folder, *archives)
     elif task == "filter-translations":
@@ -525,14 +595,6 @@ def download(task, folder, langs=None, mirror=None, archive=None):
     else:
         for path in archives:
             unpack(path, folder)
-    if archives and task in TOP_FOLDERS:  # x-final/<lang>/ -> <lang>/, mtop/<lang>/ -> <lang>/
-        lift(folder, TOP_FOLDERS[task])
-    kept = task == "udpos-xtreme" and langs  # a UD release read for some languages stays, to be read again for others
-    for path in [] if kept else archives:  # unpacked: the archive goes, a marker stays so that the next run does not fetch it again
-        path.with_name(path.name + ".done").touch()
-        path.unlink()
-    if task == "mlqa":  # MLQA trains on SQuAD v1.1, which XTREME's layout keeps in squad/ beside mlqa/
-        download("squad", folder.parent / "squad", mirror=mirror)
 
 
 def get_args(argv=None):

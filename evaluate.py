@@ -273,6 +273,8 @@ def test_checkpoint(model, encoder, tokenizer, info, args, device, rank, world_s
                            args.target_langs or info.get("target_langs"))
     task.doc_stride = info.get("doc_stride", task.doc_stride)
     task.max_answer_length = info.get("max_answer_length", task.max_answer_length)
+    if model is not None and not args.alignment_only:
+        check_labels(args.checkpoint, info, task)
     run = Run(task, tokenizer, args.max_length or info.get("max_length", 256), args.batch_size, device, rank, world_size)
     results, extra, seen = {}, {}, None
     if model is not None and not args.alignment_only:
@@ -292,6 +294,18 @@ def test_checkpoint(model, encoder, tokenizer, info, args, device, rank, world_s
         extra = alignment(encoder, tokenizer, getattr(task, args.split), task.source, args.batch_size, device, rank, world_size,
                           args.alignment_pooling)
     return results, extra, task.source, seen
+
+
+def check_labels(checkpoint, info, task):
+    """Refuse, before predicting, a checkpoint whose head predicts other labels (or intents) than the
+    task's: a model of another task. task.json names the labels it was trained on."""
+    shown = lambda labels: f"[{', '.join(map(str, labels[:12]))}{', ...' if len(labels) > 12 else ''}] ({len(labels)})"
+    for name, ours in (("labels", task.labels), ("intents", task.intents)):
+        theirs, ours = info.get(name), list(ours or [])
+        if theirs is not None and list(theirs) != ours:
+            raise tasks.InputError(f"{checkpoint}: its head predicts the {name} {shown(list(theirs))} (task.json: task "
+                                   f"{info.get('task')}), and task {task.name} has {shown(ours)}: evaluate it on the "
+                                   "task it was trained on")
 
 
 def plot_data(runs):

@@ -94,13 +94,12 @@ def main(argv=None):
     scaler = torch.amp.GradScaler(enabled=dtype == torch.float16)
     book.start(core, optimizer, scheduler, scaler, alignment_before)
 
-    # The loop: a step per global batch, then its bookkeeping: a log record every --log-every steps,
-    # an evaluation on the source dev set every --eval-every (the best model goes to OUT/best), a
-    # checkpoint every --save-every.
+    # The loop: a step per global batch, then its bookkeeping: a log record every --log-every steps, an evaluation on
+    # the source dev set every --eval-every (the best model goes to OUT/best), a checkpoint every --save-every.
     phases = compiled.compiled_phases(settings, phases, raw.encoder, world_size)  # --compile: each phase's loss, backward with it
     model.train()
     stopped = False
-    with bookkeeping.StopRequest() as stop:
+    with bookkeeping.StopRequest(book) as stop:  # Ctrl-C, SIGTERM, and a process of the run that dies
         # each step's micro-batches, [(phase.make_batch(its items), its share of the global batch)], built ahead
         batches = bookkeeping.batch_loader(settings, method, phases, book.step)
         while book.step < settings.max_steps and not stopped and not book.out_of_patience():  # --patience: the best model is tested
@@ -124,6 +123,7 @@ def main(argv=None):
     elif not stopped and not settings.no_test:
         test(settings, method, raw, core, book)
     book.discard_checkpoint(stopped)  # --no-keep-checkpoint, where the run has finished
+    cli.release(out)  # another run may write to OUT now (a run that fails gives it up when its process ends)
     if owns_process_group:
         del model  # DDP's, which holds the process group: gone before the group (distributed.cleanup)
         distributed.cleanup()

@@ -1,5 +1,8 @@
 """The errors a command shows as one line, without a traceback (minxlt.run.cli.run): what the user
-gave cannot be used as it is, and the message says what to change."""
+gave cannot be used as it is, and the message says what to change; and the warnings about data
+that is read all the same (warn)."""
+import os
+import sys
 
 
 class InputError(ValueError):
@@ -15,3 +18,14 @@ class DataError(InputError):
 
 class CheckpointError(ValueError):
     """A weight file or checkpoint directory that cannot be used as it is."""
+
+
+SAID = []  # every warning about data this process has given, in order (a token cache entry keeps those its build gave)
+
+
+def warn(message):
+    """Say what is wrong with data that is read all the same ("warning: ..." on stderr, from process
+    0: every process reads the same files), and keep it in SAID."""
+    SAID.append(message)
+    if os.environ.get("RANK", "0") == "0":
+        print(f"warning: {message}", file=sys.stderr)

@@ -6,6 +6,7 @@ import hashlib
 import http.server
 import io
 import json
+import random
 import sys
 import tarfile
 import threading
@@ -225,6 +226,44 @@ def test_an_archive_member_outside_the_folder_is_refused(tmp_path):
     with pytest.raises(InputError, match="member '../outside.txt' would be written outside"):
         download.unpack(tmp_path / "evil.zip", tmp_path / "in")
     assert not (tmp_path / "outside.txt").exists()
+
+
+def test_a_damaged_download_is_named_with_its_member_removed_and_fetched_again(tmp_path, mirror, unpinned):
+    folder, url, _ = mirror
+    rows = "id\tsentence1\tsentence2\tlabel\n1\tA b.\tB a.\t1\n2\tC d.\tD c.\t0\n"
+    files = {f"x-final/{lang}/{name}": rows for lang, first in (("en", "train.tsv"), ("de", "translated_train.tsv"))
+             for name in (first, "dev_2k.tsv", "test_2k.tsv")}
+    whole = archive({**files, "x-final/readme.bin": random.Random(0).randbytes(100_000)}, "tar")  # incompressible
+    source = "https://storage.googleapis.com/paws/pawsx/x-final.tar.gz"
+    put(folder, source, whole[:-2000])  # cut short in its last member: the checksum recorded is the cut file's
+    with pytest.raises(InputError) as damaged:
+        download.download("pawsx", tmp_path / "pawsx", mirror=url)
+    saved = tmp_path / "pawsx" / ".download" / "x-final.tar.gz"
+    assert str(damaged.value).startswith(f"{saved}, member x-final/readme.bin: damaged (")
+    assert str(damaged.value).endswith("): it is removed, and the same command downloads it again")
+    written = sorted(p.name for p in (tmp_path / "pawsx").rglob("*") if p.is_file())
+    assert written == ["SHA256SUMS"] and source not in (tmp_path / "pawsx" / "SHA256SUMS").read_text()  # nothing of it
+    put(folder, source, whole)
+    download.download("pawsx", tmp_path / "pawsx", mirror=url)
+    assert tasks.load_task("pawsx", tmp_path / "pawsx").targets == ["de"]
+
+
+def test_damaged_archives_name_the_archive_and_member_and_leave_nothing_half_written(tmp_path):
+    (tmp_path / "cut.zip").write_bytes(archive({"a/b.txt": "x" * 1000})[:-100])
+    cut = tmp_path / "cut.zip"
+    with pytest.raises(InputError, match=rf"^{cut}: damaged \(File is not a zip file\): download it again$"):
+        download.unpack(cut, tmp_path / "in")
+    text = "".join(f"line {i}\n" for i in range(2000))
+    flipped = archive({"a/first.txt": "first", "a/b.txt": text}).replace(b"line 1999", b"line 1998")  # another CRC
+    (tmp_path / "flipped.zip").write_bytes(flipped)
+    with pytest.raises(InputError, match=r"flipped.zip, member a/b.txt: damaged \(Bad CRC-32 for file 'a/b.txt'\)"):
+        download.unpack(tmp_path / "flipped.zip", tmp_path / "in")
+    assert not any(p.is_file() for p in (tmp_path / "in").rglob("*"))  # not even the whole first member
+    inner = archive({name: "en:Angela\tB-PER\n\n" for name in ("train", "dev", "test")}, "tar")
+    (tmp_path / "AmazonPhotos.zip").write_bytes(archive({"en.tar.gz": inner, "sw.tar.gz": inner[:len(inner) // 2]}))
+    with pytest.raises(InputError, match=r"AmazonPhotos.zip, member sw.tar.gz: damaged \(.*\): download it again$"):
+        download.main(["panx", "--to", str(tmp_path / "panx"), "--archive", str(tmp_path / "AmazonPhotos.zip")])
+    assert sorted(p.name for p in (tmp_path / "panx").iterdir()) == ["dev-en.tsv", "test-en.tsv", "train-en.tsv"]
 
 
 def test_pinned_checksums_are_well_formed():

@@ -3,10 +3,13 @@ files. Every case ends in one line that names the problem (and the file and line
 one), never a traceback, and nothing that was there before is lost."""
 import json
 import os
+import re
 import signal
+import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -193,7 +196,8 @@ def steps_logged(out):
     return [r["step"] for r in map(json.loads, open(out / "log.jsonl")) if "loss" in r]
 
 
-def test_sigterm_saves_a_checkpoint_and_resume_logs_each_step_once(tmp_path, tiny_model_dir):
+def test_sigterm_saves_a_checkpoint_and_resume_logs_each_step_once_and_a_second_run_is_refused(tmp_path,
+                                                                                                 tiny_model_dir):
     out = tmp_path / "run"
     argv = [sys.executable, str(ROOT / "train.py"), "--model", str(tiny_model_dir), "--target-langs", "de", "--batch-size", "4",
             "--method", "zero-shot", "--max-steps", "100000", "--eval-every", "100000", "--log-every", "1", "--no-alignment", "--out", str(out)]
@@ -201,12 +205,16 @@ def test_sigterm_saves_a_checkpoint_and_resume_logs_each_step_once(tmp_path, tin
     deadline = time.time() + 120
     while time.time() < deadline and not ((out / "log.jsonl").exists() and len(steps_logged(out)) >= 3):
         time.sleep(0.2)
+    import train as train_module  # a second run into the folder, even one that would replace the run, is refused
+    held = f"--out {out} is in use by another run (process {process.pid} on {socket.gethostname()}; {out / cli.LOCK})"
+    with pytest.raises(tasks.InputError, match=re.escape(held + ": wait for it to end")):
+        train_module.main(argv[2:] + ["--overwrite", "--max-steps", "2"])  # short, were it not refused
     process.send_signal(signal.SIGTERM)
     _, stderr = process.communicate(timeout=120)
     assert process.returncode == 0 and "Traceback" not in stderr and "SIGTERM: stopping after this step" in stderr
     step = torch.load(out / "checkpoint.pt", weights_only=True)["step"]
     assert stderr.strip().endswith(f"stopped at step {step}; continue with the same command and --resume")
-    assert steps_logged(out) == list(range(1, step + 1))
+    assert steps_logged(out) == list(range(1, step + 1)) and not (out / cli.LOCK).exists()  # given up at the end
     # a run killed after its checkpoint logged steps the resumed run logs again: they are not kept twice
     with open(out / "log.jsonl", "a") as f:
         f.write(json.dumps({"step": step + 1, "loss": 1.0}) + "\n" + '{"step": ')  # the last line cut by the kill
@@ -323,6 +331,106 @@ def test_resuming_a_finished_run_with_another_method(tmp_path, tiny_model_dir):
     assert (tmp_path / "run" / "results.json").read_text() == before
 
 
+def test_a_dead_run_s_lock_is_taken_over_and_another_host_s_is_refused_with_the_way_out(tmp_path):
+    out, here = tmp_path / "run", socket.gethostname()
+    out.mkdir()
+    ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    (out / cli.LOCK).write_text(f"{here} {ended.stdout.strip()}")  # as a killed run leaves it: its process is gone
+    assert cli.hold(out) is None and (out / cli.LOCK).read_text() == f"{here} {os.getpid()}"  # taken over
+    cli.release(out)
+    assert not (out / cli.LOCK).exists()
+    (out / cli.LOCK).write_text("gpu-node-7 12345")  # another host's process cannot be asked
+    lock = out / cli.LOCK
+    assert cli.hold(out) == (f"--out {out} is in use by another run (process 12345 on gpu-node-7; {lock}): wait for it "
+                             f"to end, or choose another --out; if that process no longer runs, delete {lock}")
+
+
+def test_a_model_of_another_task_is_refused_before_predicting_naming_both_label_sets(tmp_path, tiny_model_dir):
+    import evaluate
+    import train as train_module
+    best = tmp_path / "run" / "best"
+    train_module.main(["--model", str(tiny_model_dir), "--target-langs", "de", "--method", "zero-shot", "--batch-size",
+                       "4", "--max-steps", "1", "--no-alignment", "--no-test", "--out", str(tmp_path / "run")])
+    intents = json.loads((best / "task.json").read_text())["labels"]
+    with pytest.raises(tasks.InputError) as refused:
+        evaluate.main(["--checkpoint", str(best), "--task", "sib200", "--data", str(sib200(tmp_path / "sib")),
+                       "--source-lang", "eng_Latn", "--target-langs", "deu_Latn"])
+    said, topics = str(refused.value), ", ".join(tasks.SIB200_LABELS)
+    assert said.startswith(f"{best}: its head predicts the labels [{', '.join(intents[:12])}")
+    assert f"] ({len(intents)}) (task.json: task demo), and task sib200 has [{topics}] (7)" in said
+    assert not (tmp_path / "run" / "results_test.json").exists()
+
+
+def children(pid):
+    """The processes whose parent is `pid` (Linux)."""
+    found = []
+    for path in Path("/proc").iterdir():
+        try:
+            if path.name.isdigit() and int((path / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(path.name))
+        except OSError:  # a process that ended meanwhile
+            pass
+    return found
+
+
+def test_a_process_killed_under_torchrun_stops_the_others_naming_the_last_checkpoint(tmp_path, tiny_model_dir):
+    from conftest import free_port
+    out = tmp_path / "run"
+    argv = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port", str(free_port()),
+            str(ROOT / "train.py"), "--model", str(tiny_model_dir), "--target-langs", "de", "--batch-size", "4",
+            "--method", "zero-shot", "--max-steps", "100000", "--eval-every", "100000", "--log-every", "1",
+            "--save-every", "2", "--no-alignment", "--device", "cpu", "--out", str(out)]
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    run = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True, cwd=tmp_path, env=env)
+    deadline = time.time() + 180
+    while time.time() < deadline and not ((out / "checkpoint.pt").exists() and len(steps_logged(out)) >= 3):
+        time.sleep(0.2)
+    rank0 = int((out / cli.LOCK).read_text().split()[1])  # process 0 holds OUT
+    os.kill(next(pid for pid in children(run.pid) if pid != rank0), signal.SIGKILL)  # process 1
+    _, stderr = run.communicate(timeout=180)
+    step = torch.load(out / "checkpoint.pt", weights_only=True)["step"]
+    assert run.returncode != 0 and "please report it" not in stderr and "by peer. This" not in stderr
+    checkpoint = re.escape(str(out / "checkpoint.pt"))
+    assert re.search(r"error: step \d+: another process of the run stopped \(Connection (closed|reset) by peer\), "
+                     f"and this one cannot go on without it; the last checkpoint is {checkpoint}, of step {step}: "
+                     r"the same command with --resume continues from it", stderr), stderr[-3000:]
+
+
+def test_a_resume_over_changed_training_data_is_refused_naming_the_files(tmp_path, tiny_model_dir, capsys):
+    import train as train_module
+    from minxlt.checkpoints.weights import CheckpointError
+    data, out = sib200(tmp_path / "sib"), tmp_path / "run"
+    argv = ["--model", str(tiny_model_dir), "--task", "sib200", "--data", str(data), "--method", "translate-train",
+            "--batch-size", "4", "--max-steps", "4", "--log-every", "1", "--no-alignment", "--no-test", "--out",
+            str(out)]
+    train_module.main(argv + ["--stop-at", "2"])
+    swapped = {"\tsports\t": "\thealth\t", "\thealth\t": "\tsports\t"}
+    for lang in ("eng_Latn", "deu_Latn"):  # every training label edited, in both files alike (they still pair)
+        path = data / lang / "train.tsv"
+        path.write_text(re.sub("\t(sports|health)\t", lambda m: swapped[m.group()], path.read_text()))
+    with pytest.raises(CheckpointError) as refused:
+        train_module.main(argv + ["--resume"])
+    german, english = (data.resolve() / lang / "train.tsv" for lang in ("deu_Latn", "eng_Latn"))
+    assert str(refused.value) == (f"{out / 'checkpoint.pt'}: the files the run reads are not those it was trained on: "
+                                  f"{german} (changed), {english} (changed); a resumed run would not continue the same "
+                                  "run: start afresh with --overwrite, or continue knowingly with --resume-changed")
+    capsys.readouterr()
+    train_module.main(argv + ["--resume", "--resume-changed"])
+    assert "note: --resume-changed: continuing over files changed since the checkpoint: " in capsys.readouterr().err
+    assert steps_logged(out) == [1, 2, 3, 4]
+
+
+def test_an_experiment_file_that_gives_a_key_twice_is_refused_naming_the_line(tmp_path):
+    from minxlt.experiments import spec
+    text = (ROOT / "experiments" / "sib-200.json").read_text(encoding="utf-8")
+    number = text[:text.index('"seeds":')].count("\n") + 1
+    path = write(tmp_path / "sib-200.json", text.replace('"seeds":', '"seeds": [7],\n  "seeds":', 1))
+    with pytest.raises(tasks.InputError) as refused:
+        spec.load_experiment(path)
+    assert str(refused.value) == (f"{path}:{number + 1}: key 'seeds' given twice in one object (JSON would keep the "
+                                  "last without a word): give it once")
+
+
 # --- arguments -------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("args,message", [
@@ -360,10 +468,21 @@ def test_arguments_that_do_not_fit_the_task_or_model_stop_before_training(tmp_pa
     assert message in error_line(done) and " on demo" not in done.stderr  # no progress bar: the model never trained
 
 
-def test_an_unexpected_error_is_one_line_too(capsys):
-    with pytest.raises(SystemExit) as stop:
+def test_the_project_s_own_bug_shows_its_traceback_and_bad_input_one_line():
+    with pytest.raises(KeyError):  # not foreseen: the project's bug, whose traceback says where
         cli.run(lambda: {}["missing"])
-    assert "error: unexpected KeyError" in str(stop.value.code) and "MINXLT_TRACEBACK=1" in str(stop.value.code)
+
+    def refused():
+        raise tasks.InputError("--data x: no such folder")
+    with pytest.raises(SystemExit) as stop:
+        cli.run(refused)
+    assert stop.value.code == "error: --data x: no such folder"
+
+    def full():
+        raise OSError(28, "No space left on device", "OUT/checkpoint.pt")
+    with pytest.raises(SystemExit) as stop:
+        cli.run(full)
+    assert stop.value.code.startswith("error: no space left on the device writing OUT/checkpoint.pt")
 
 
 def test_a_language_named_twice_is_refused():

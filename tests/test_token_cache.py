@@ -85,6 +85,45 @@ def test_an_interrupted_build_leaves_no_entry(cache, tiny_model_dir, monkeypatch
     assert list(cache.iterdir()) == []
 
 
+def test_a_damaged_entry_is_found_before_it_is_used_and_built_again(cache, tiny_model_dir, capsys):
+    tokenizer = Tokenizer.from_pretrained(tiny_model_dir)
+    examples = tasks.load_task("demo").train["en"]
+    labels = sorted({e.label for e in examples})
+    expected = plain(data.encode_examples(examples, tokenizer, labels, 24))
+    token_cache.encode(examples, tokenizer, labels, 24)
+    [entry] = cache.iterdir()
+    ids = entry / "ids.npy"
+    whole = ids.read_bytes()
+    ids.write_bytes(whole[:-40])  # cut short
+    assert plain(token_cache.encode(examples, tokenizer, labels, 24)) == expected
+    note = f"note: token cache entry {entry} is damaged"
+    said = f"{note} (ids.npy holds {len(whole) - 40} bytes, not {len(whole)}): building it again\n"
+    assert capsys.readouterr().err == said
+    stored = entry / "labels.npy"
+    raw = bytearray(stored.read_bytes())
+    raw[-2:] = ((int.from_bytes(raw[-2:], "little") + 1) % len(labels)).to_bytes(2, "little")  # another label
+    stored.write_bytes(bytes(raw))
+    assert plain(token_cache.encode(examples, tokenizer, labels, 24)) == expected
+    assert capsys.readouterr().err == f"{note} (labels.npy's CRC-32 differs): building it again\n"
+    assert [p.name for p in cache.iterdir()] == [entry.name]
+
+
+def test_the_warnings_an_entry_s_files_gave_are_said_by_every_run_that_uses_it(cache, tiny_model_dir, tmp_path,
+                                                                                capsys):
+    from test_faults import sib200
+    german = "".join(f"{i}\t{['sports', 'health'][i % 2]}\tdeu_Latn sentence {i}.\n" for i in (0, 1, 2, 3, 9))
+    folder = sib200(tmp_path / "sib", rows={("deu_Latn", "train"): german})  # no 4 and 5; a 9, which English lacks
+    said = [f"warning: {folder / 'deu_Latn' / 'train.tsv'}: 1 of its 5 examples have no source example of the same "
+            "id (first: '9'): they are left out; 2 of the 6 source examples have no translation in it (first: '4', "
+            "'5') (--strict-data refuses this)"]
+    tokenizer = Tokenizer.from_pretrained(tiny_model_dir)
+    for run in range(2):  # the second run reads the entries the first built, not the files
+        task = tasks.load_task("sib200", folder)
+        texts = token_cache.training_texts(task.train, ["eng_Latn", "deu_Latn"], tokenizer, task.labels, 32)
+        assert [line for line in capsys.readouterr().err.splitlines() if line.startswith("warning:")] == said
+        assert len(texts["deu_Latn"]) == 4 and len(list(cache.iterdir())) == 2
+
+
 def test_a_build_holds_a_chunk_of_examples_not_the_language(cache, tiny_model_dir, monkeypatch):
     """Examples stream in, CHUNK at a time: what a build holds grows by a few numbers and an id's
     entry per text (measured with tracemalloc at two sizes), not by the examples it has read."""

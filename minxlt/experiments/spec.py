@@ -115,6 +115,10 @@ def load_experiment(path, data=None):
         raise tasks.InputError(f"{path}: cannot be read ({e})") from None
     except json.JSONDecodeError as e:
         raise tasks.InputError(f"{path}:{e.lineno}: not JSON ({e.msg})") from None
+    repeated = repeated_key(path.read_text(encoding="utf-8"))
+    if repeated:
+        raise tasks.InputError(f"{path}:{repeated[0]}: key {repeated[1]!r} given twice in one object (JSON would keep "
+                               "the last without a word): give it once")
     if not isinstance(spec, dict):
         refuse(path, "top level", "an object with the fields " + ", ".join(sorted(FIELDS)))
     check_fields(path, "top level", spec, FIELDS, required=("title", "task", "metric", "seeds", "runs"))
@@ -145,6 +149,26 @@ def load_experiment(path, data=None):
         if finding.problem:
             refuse(path, finding.where, finding.problem)
     return choose_variants(experiment)
+
+
+JSON_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"\s*:?|[{}\[\]]')  # a string (a key where a colon follows), or a bracket
+
+
+def repeated_key(text):
+    """(line, key) of the first key given twice in one object of a JSON text that parses, or None."""
+    objects = []  # the keys of each object open at this point ([] for an array)
+    for token in JSON_TOKENS.finditer(text):
+        mark = token.group()
+        if mark in ("{", "["):
+            objects.append(set() if mark == "{" else None)
+        elif mark in ("}", "]"):
+            objects.pop()
+        elif mark.endswith(":"):
+            key = json.loads(mark[:-1])
+            if key in objects[-1]:
+                return text.count("\n", 0, token.start()) + 1, key
+            objects[-1].add(key)
+    return None
 
 
 def choose_variants(experiment):

@@ -73,6 +73,18 @@ def gather(obj):
     return out
 
 
+GONE = ("Connection closed by peer", "Connection reset by peer")  # gloo's words for a process that has gone
+
+
+def lost_process(error):
+    """How a collective's error says that another process of the run has stopped (killed, or ended
+    by its own error), or None for another error: gloo's connection to it closed, NCCL's DistError."""
+    if not dist.is_initialized() or not isinstance(error, RuntimeError):
+        return None
+    nccl = type(error).__name__ if isinstance(error, dist.DistError) else None
+    return next((words for words in GONE if words in str(error)), nccl)
+
+
 def first_error(problem):
     """The first process's problem (a message, or None) in rank order, the same on every process:
     where one process meets a failure (a full disk) inside collective work, all stop with it."""

@@ -9,6 +9,7 @@
     Book.start), and OUT/best.
 """
 import errno
+import glob
 import io
 import json
 import math
@@ -30,6 +31,7 @@ from methods import phase_index
 from minxlt.checkpoints.weights import CheckpointError, check_finite, load_torch_file
 from minxlt.parallel import distributed, shard
 from minxlt.run import cli
+from minxlt.text.token_cache import file_digest
 
 
 def lengths(method, items):
@@ -147,8 +149,13 @@ def selection_score(select_on, dev, source):
 class StopRequest:
     """Ctrl-C (SIGINT), or SIGTERM as schedulers such as SLURM send before a kill, asks the run to
     stop at its next log record and save a checkpoint; a second one aborts at once. The handlers
-    are the run's while the `with` block lasts, however it ends."""
+    are the run's while the `with` block lasts, however it ends. Where another process of the run
+    stops (killed), the collective that waits for it fails: the run stops with one line that says
+    so and names the last checkpoint of `book`."""
     signals = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self, book):
+        self.book = book
 
     def __enter__(self):
         self.requested = False
@@ -162,9 +169,14 @@ class StopRequest:
         print(f"\n{signal.Signals(signum).name}: stopping after this step (several processes: at the next log record, "
               "--log-every) to save a checkpoint (once more to abort)", file=sys.stderr)
 
-    def __exit__(self, *exception):
+    def __exit__(self, kind, error, trace):
         for s, handler in self.previous.items():
             signal.signal(s, handler)
+        gone = distributed.lost_process(error)
+        if gone:
+            raise ConnectionError(errno.ECONNRESET, f"step {self.book.step}: another process of the run stopped "
+                                  f"({gone}), and this one cannot go on without it; {self.book.last_checkpoint()}"
+                                  ) from None
 
 
 class Divergence:
@@ -255,7 +267,11 @@ class Book:
         self.out, self.settings, self.run, self.owns_process_group = out, settings, run, owns_process_group
         self.writing, self.checkpoint_group = None, None  # a sharded checkpoint being written (finish_checkpoint)
         self.identity = run_identity(settings, run, model_dir)
-        self.saved = load_checkpoint(out, self.identity) if settings.resume else None
+        self.files = distributed.gather(data_files(settings) if run.rank == 0 else None)[0]  # read by process 0 alone
+        if settings.resume:
+            self.saved = load_checkpoint(out, self.identity, self.files, settings.resume_changed, run.rank)
+        else:
+            self.saved = None
         if settings.overwrite and run.rank == 0:
             cli.clear_run(out)
 
@@ -358,13 +374,19 @@ class Book:
             pass  # the previous one stays, as the message below says
         settings, state = self.settings, self.state
         if self.run.rank == 0:
-            where = (f"the last checkpoint is {self.out / ('checkpoint' if self.settings.shard else 'checkpoint.pt')}, of step {state.saved_step}: --resume continues from it"
-                     if state.saved_step is not None else f"no checkpoint was written yet (the first comes at step {settings.save_every})")
             print(f"error: step {state.step}: {problem}: the run is diverging; try a lower --lr (now {settings.lr}), --amp bf16 or "
-                  f"none instead of fp16, or --max-grad-norm 1.0; {where}", file=sys.stderr)
+                  f"none instead of fp16, or --max-grad-norm 1.0; {self.last_checkpoint()}", file=sys.stderr)
         if self.owns_process_group:
             distributed.cleanup()
         sys.exit(1)
+
+    def last_checkpoint(self):
+        """Where a run that stops now goes on from: its last checkpoint and step, or none yet."""
+        if self.state.saved_step is None:
+            return f"no checkpoint was written yet (the first comes at step {self.settings.save_every})"
+        path = self.out / ("checkpoint" if self.settings.shard else "checkpoint.pt")
+        return (f"the last checkpoint is {path}, of step {self.state.saved_step}: the same command with --resume "
+                "continues from it")
 
     def save_checkpoint(self, core, optimizer, scheduler, scaler):
         """OUT/checkpoint.pt: everything a resumed run needs, every process's RNG state and losses
@@ -376,7 +398,8 @@ class Book:
         states, windows = distributed.gather(rng_state()), distributed.gather(self.window.state())
         state, rank = self.state, self.run.rank
         rest = {"scheduler": scheduler.state_dict(), "scaler": scaler.state_dict(), **{k: v for k, v in asdict(state).items() if k != "saved_step"},
-                "rng": states, "settings": self.settings.as_dict(), "identity": self.identity, "window": windows}
+                "rng": states, "settings": self.settings.as_dict(), "identity": self.identity, "files": self.files,
+                "window": windows}
         if shard.sharded(core):
             if self.settings.async_checkpoint and self.checkpoint_group is None:  # made once, by every process at once
                 self.checkpoint_group = torch.distributed.new_group(backend="gloo")
@@ -527,9 +550,34 @@ def run_identity(settings, run, model_dir):
             "tokenizer": run.tokenizer.fingerprint()}
 
 
-def load_checkpoint(out, identity):
+DATA_FLAGS = ("extra_train", "dev_translations", "test_translations", "round_trip", "soft_labels", "parallel")  # files
+
+
+def data_files(settings):
+    """{file: [bytes, SHA-256]} of the files a run reads its examples from, which its checkpoint
+    keeps: every file in --data (hidden ones aside: download.py's archives), and those the flags
+    of DATA_FLAGS name ({lang} in a path: every language's; --parallel: XX_FILE,EN_FILE)."""
+    given, paths = settings.as_dict(), []
+    if given.get("data"):
+        data = Path(given["data"])
+        paths = [p for p in data.rglob("*") if not any(part.startswith(".") for part in p.relative_to(data).parts)]
+    for flag in DATA_FLAGS:
+        values = given.get(flag) or []
+        for value in values if isinstance(values, list) else [values]:
+            paths += [Path(p) for part in str(value).split(",") for p in glob.glob(part.replace("{lang}", "*"))]
+    return {str(p.resolve()): [p.stat().st_size, file_digest(p)] for p in sorted(set(paths)) if p.is_file()}
+
+
+def changed_files(saved, files):
+    """The files that differ between two data_files: 'file (changed)', '(new)' or '(gone)'."""
+    return [f"{name} ({'new' if name not in saved else 'gone' if name not in files else 'changed'})"
+            for name in sorted(set(saved) | set(files)) if saved.get(name) != files.get(name)]
+
+
+def load_checkpoint(out, identity, files=None, changed_ok=False, rank=0):
     """OUT/checkpoint.pt, or a sharded run's OUT/checkpoint/ (its state.pt here; the model and the
-    optimizer when they load, in resume), refused unless it was written by this run (the same identity)."""
+    optimizer when they load, in resume), refused unless it was written by this run (the same
+    identity), from the same files (data_files), unless `changed_ok` (--resume-changed)."""
     path = cli.latest_checkpoint(out)
     if path is None:
         raise CheckpointError(f"{out / 'checkpoint.pt'}: not found, nor a sharded run's checkpoint/")
@@ -547,6 +595,14 @@ def load_checkpoint(out, identity):
     if different:
         raise CheckpointError(f"{path} belongs to another run ({'; '.join(different)}): resume with that run's settings, or "
                               "start afresh with --overwrite or another --out")
+    changed = changed_files(saved["files"], files) if saved.get("files") is not None and files is not None else []
+    named = ", ".join(changed[:5]) + (f" and {len(changed) - 5} more" if len(changed) > 5 else "")
+    if changed and not changed_ok:
+        raise CheckpointError(f"{path}: the files the run reads are not those it was trained on: {named}; a resumed "
+                              "run would not continue the same run: start afresh with --overwrite, or continue "
+                              "knowingly with --resume-changed")
+    if changed and rank == 0:
+        print(f"note: --resume-changed: continuing over files changed since the checkpoint: {named}", file=sys.stderr)
     return saved
 
 

@@ -1,15 +1,16 @@
 """What the commands share at their edges: argument types that refuse impossible values, files
-written so that a crash leaves the old or the new one whole, the output folder's safety checks,
-and bad input reported as one line that says what to change, never a traceback.
+written so that a crash leaves the old or the new one whole, the output folder's safety checks
+(one run at a time in it), and bad input reported as one line that says what to change, never a
+traceback; an error the project did not foresee is its own bug, and shows its traceback.
 """
 import argparse
+import atexit
 import errno
 import json
 import os
 import shutil
 import socket
 import sys
-import traceback
 from pathlib import Path
 
 import torch
@@ -134,12 +135,10 @@ def has_checkpoint(out):
 
 
 def output_folder(out, resume=False, overwrite=False, rank=0):
-    """OUT, checked before any training: a folder that can be written to, holding no other run
-    unless --resume continues it or --overwrite will replace it (clear_run, once the command's
-    input has been checked)."""
-    out = Path(out)
-    if out.exists() and not out.is_dir():
-        raise InputError(f"--out {out}: a file, not a folder; choose another --out")
+    """OUT, checked before any training: a folder that can be written to, that no other run is
+    writing (hold), holding no other run unless --resume continues it or --overwrite will replace
+    it (clear_run, once the command's input has been checked)."""
+    out = take(out, rank)
     held = [name for name in RUN_FILES if (out / name).exists()]
     if resume and not has_checkpoint(out):
         raise InputError(f"--resume: {out / 'checkpoint.pt'} not found, nor a sharded run's checkpoint/" + (f" ({out} holds {', '.join(held)})" if held else "")
@@ -147,6 +146,15 @@ def output_folder(out, resume=False, overwrite=False, rank=0):
     if held and not resume and not overwrite:
         raise InputError(f"--out {out} holds a run ({', '.join(held)}): continue it with --resume, replace it with --overwrite, "
                          "or choose another --out")
+    return out
+
+
+def take(out, rank=0):
+    """OUT made, where it can be written to, and held for this run (hold) by process 0; every
+    process stops with its problem (a file, a folder that cannot be written, another run's)."""
+    out, problem = Path(out), None
+    if out.exists() and not out.is_dir():
+        raise InputError(f"--out {out}: a file, not a folder; choose another --out")
     if rank == 0:
         try:
             out.mkdir(parents=True, exist_ok=True)
@@ -154,8 +162,64 @@ def output_folder(out, resume=False, overwrite=False, rank=0):
             probe.write_text("")
             probe.unlink()
         except OSError as e:
-            raise InputError(f"--out {out}: cannot be written to ({e.strerror}); choose another --out") from None
+            problem = f"--out {out}: cannot be written to ({e.strerror}); choose another --out"
+        problem = problem or hold(out)
+    problem = distributed.first_error(problem)  # every process stops with process 0's
+    if problem:
+        raise InputError(problem)
     return out
+
+
+LOCK = ".lock"  # in OUT, while a run writes there: "<host> <process id>"
+
+
+def hold(out):
+    """Take OUT for this process's run (OUT/.lock, naming the host and process; release gives it
+    up, at the end of the run or of the process). A problem where another run holds it: a live
+    process, or one on another host, which cannot be asked; a dead process's lock is taken over."""
+    lock, here = Path(out) / LOCK, socket.gethostname()
+    for _ in range(3):  # a dead process's lock removed, or one released meanwhile: try again
+        try:
+            with open(lock, "x") as f:
+                f.write(f"{here} {os.getpid()}")
+            atexit.register(release, out)
+            return None
+        except FileExistsError:
+            try:
+                holder = lock.read_text().split()
+            except FileNotFoundError:
+                continue
+        host, pid = holder if len(holder) == 2 and holder[1].isdigit() else (None, None)
+        if host == here and int(pid) == os.getpid():
+            return None  # this process's: a run before in the same process (co-training's)
+        if host == here and not alive(int(pid)):
+            lock.unlink(missing_ok=True)  # its run was killed: the lock is taken over
+            continue
+        who = f"process {pid} on {host}" if host else "a run starting there now"
+        return (f"--out {out} is in use by another run ({who}; {lock}): wait for it to end, or choose another --out"
+                + (f"; if that process no longer runs, delete {lock}" if host and host != here else ""))
+    return f"--out {out}: {lock} keeps changing: is another run starting there?"
+
+
+def alive(pid):
+    """Whether a process of this host is running."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's
+        pass
+    return True
+
+
+def release(out):
+    """Give up OUT (hold), where this process holds it."""
+    lock = Path(out) / LOCK
+    try:
+        if lock.read_text().split() == [socket.gethostname(), str(os.getpid())]:
+            lock.unlink()
+    except OSError:
+        pass
 
 
 def check_shared(folders, rank):
@@ -211,8 +275,9 @@ def keep_log_until(path, step):
 
 
 def run(main):
-    """Run a command's main(): a problem with the input or the environment is one line on stderr
-    and exit status 1; an unexpected error too, unless MINXLT_TRACEBACK=1 asks for the traceback."""
+    """Run a command's main(): a problem with the input (InputError, CheckpointError) or the
+    environment (OSError: a full disk, a folder that cannot be written) is one line on stderr and
+    exit status 1. Any other error is the project's bug: it shows its traceback."""
     try:
         main()
     except (InputError, CheckpointError) as e:
@@ -226,9 +291,3 @@ def run(main):
         sys.exit(f"error: {e.filename + ': ' if e.filename else ''}{e.strerror or e}")
     except KeyboardInterrupt:
         sys.exit("interrupted")
-    except Exception as e:  # noqa: BLE001 - the last resort: still one line, with the way to the traceback
-        if os.environ.get("MINXLT_TRACEBACK"):
-            raise
-        where = traceback.extract_tb(e.__traceback__)[-1]
-        sys.exit(f"error: unexpected {type(e).__name__} ({Path(where.filename).name}:{where.lineno}): {e}. This input was not "
-                 "checked as it should have been; please report it (MINXLT_TRACEBACK=1 shows the traceback)")

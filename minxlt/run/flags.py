@@ -243,6 +243,7 @@ def add_run_arguments(p):
                    "sharded run's OUT/checkpoint/: the model and AdamW's moments, three times the model) once the run has "
                    "finished; --no-keep-checkpoint removes it after the test (a stopped run keeps it, to --resume)")
     g.add_argument("--resume", action="store_true", help="continue exactly from OUT/checkpoint.pt (a sharded run's: OUT/checkpoint/)")
+    g.add_argument("--resume-changed", action="store_true", help="with --resume: go on though the data files changed")
     g.add_argument("--stop-at", type=cli.positive_int, help="save a checkpoint and exit after this step (continue later with --resume)")
     g = p.add_argument_group("hardware")
     g.add_argument("--device", type=cli.device, help="cpu or cuda (default: cuda when available)")

@@ -108,7 +108,8 @@ class Teacher:
                 out[b, :len(row)] = row
             return out
         if self.model is None:
-            raise ValueError("the teacher cache lacks some training pairs and no --teacher checkpoint was given to compute them")
+            raise InputError("the teacher cache lacks some training pairs and no --teacher checkpoint was given to "
+                             "compute them")
         inputs = (x.to(self.device) for x in (source_ids, source_mask, target_ids, target_mask))
         with shard.gathered(self.classifier):
             return self.model(*inputs)[1].float().to(target_ids.device)  # on the batch's device (the CPU, until the step copies it)

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from data import Example
-from minxlt.errors import DataError
+from minxlt.errors import DataError, warn
 
 
 def read_text(path):
@@ -73,10 +73,10 @@ def each_tsv(path, columns, header=True, noisy=False, quoted=False, optional=0, 
             untranslated += "NS" in (v.strip() for v in row)
             yield number, dict(zip(columns, (v.strip() for v in row)))
     if skipped:
-        print(f"{path}: skipped {skipped} malformed or untranslated rows of {skipped + kept}", file=sys.stderr)
+        warn(f"{path}: skipped {skipped} malformed or untranslated rows of {skipped + kept}")
     if untranslated:
-        print(f"{path}: {untranslated} of {kept} rows have a sentence 'NS' (PAWS-X's mark of a sentence left "
-              "untranslated), read as text and scored, as XTREME's pawsx_preprocess keeps them", file=sys.stderr)
+        warn(f"{path}: {untranslated} of {kept} rows have a sentence 'NS' (PAWS-X's mark of a sentence left "
+             "untranslated), read as text and scored, as XTREME's pawsx_preprocess keeps them")
 
 def open_text(path):
     """A UTF-8 file opened to be read a line at a time, without a byte-order mark; lines keep

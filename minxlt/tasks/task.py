@@ -5,15 +5,13 @@ benchmark's module fills in (where its files are and how a language's split is r
 of a split; Yu & Joty's few-shot sample (few_shot).
 """
 import math
-import os
 import random
 import re
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from minxlt.errors import InputError
+from minxlt.errors import InputError, warn
 
 
 class TrainSplit(Mapping):
@@ -211,8 +209,7 @@ class Pairing:
                              + ("" if self.strict else "; most of it does not pair, so it is refused") + ": check that it is this task's translation")
         if problems and self.path not in WARNED:
             WARNED.add(self.path)
-            if os.environ.get("RANK", "0") == "0":
-                print(f"warning: {self.path}: {'; '.join(problems)} (--strict-data refuses this)", file=sys.stderr)
+            warn(f"{self.path}: {'; '.join(problems)} (--strict-data refuses this)")
 
 WARNED = set()  # the files Pairing has warned of, once per process
 

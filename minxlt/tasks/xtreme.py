@@ -1,11 +1,10 @@
 """XNLI and PAWS-X as XTREME writes them: its csv-quoted pair files, and its translations of the English
 training set (not csv-quoted, noisy)."""
 import itertools
-import sys
 from collections import Counter
 
 from data import Example
-from minxlt.errors import DataError
+from minxlt.errors import DataError, warn
 from minxlt.tasks.readers import check_label, each_tsv, open_text, utf8
 from minxlt.tasks.task import Layout
 
@@ -56,7 +55,7 @@ def each_xtreme_translations(path, lang, labels, texts):
         kept += 1
         yield Example(id=id, lang=lang, text=r["text"], pair=r["pair"], label=check_label(path, n, label, labels), where=f"{path}:{n}")
     if unpaired:
-        print(f"{path}: skipped {unpaired} rows whose English texts are not in the training file", file=sys.stderr)
+        warn(f"{path}: skipped {unpaired} rows whose English texts are not in the training file")
     if head and not kept:
         raise DataError(path, 0, "no row pairs with an example of the training file (train-en.tsv)")
 

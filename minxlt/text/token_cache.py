@@ -13,6 +13,10 @@ indices, and each text's language and id as indices into small tables. A process
 bytes per text and the operating system shares the ids between processes; a text becomes an
 Encoded item only when a batch reads it. The entries of several languages are read as one
 sequence (Joined), and pairs are index arrays into them (Pairs).
+
+An entry also keeps the warnings its files gave as it was built (warnings.json), which every run
+that uses it says again, and each file's size and CRC-32 (sums.json): an entry damaged since is
+found before it is used, and built again.
 """
 import bisect
 import hashlib
@@ -22,12 +26,14 @@ import os
 import secrets
 import shutil
 import sys
+import zlib
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
 from data import Encoded, encode_examples
+from minxlt import errors
 from minxlt.checkpoints.prepare_default import cache_dir
 from minxlt.errors import InputError
 from minxlt.parallel import distributed
@@ -205,12 +211,16 @@ def file_digest(path):
 
 
 def build(folder, examples, tokenizer, labels, max_length):
-    """Tokenize the examples (any iterable) into the arrays of a cache entry, written to a
-    temporary folder that is renamed into place when complete: an interrupted build leaves no entry."""
+    """Tokenize the examples (any iterable) into the arrays of a cache entry, with the warnings
+    their reading gave and the files' sums, written to a temporary folder that is renamed into
+    place when complete: an interrupted build leaves no entry."""
     tmp = folder.with_name(f"{folder.name}.tmp{os.getpid()}")
     tmp.mkdir(parents=True, exist_ok=True)
+    said = len(errors.SAID)
     try:
         write(tmp, examples, tokenizer, labels, max_length)
+        (tmp / "warnings.json").write_text(json.dumps(errors.SAID[said:], ensure_ascii=False), encoding="utf-8")
+        (tmp / SUMS).write_text(json.dumps(sums(tmp)))
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -218,6 +228,57 @@ def build(folder, examples, tokenizer, labels, max_length):
         tmp.rename(folder)
     except OSError:  # another process finished the same entry first
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+SUMS = "sums.json"  # in an entry: {file: [bytes, CRC-32]} of the others
+
+
+def sums(folder):
+    """{file: [bytes, CRC-32]} of an entry's files: about 1 GB a second on one core."""
+    out = {}
+    for path in sorted(p for p in folder.iterdir() if p.name != SUMS):
+        crc = 0
+        with open(path, "rb") as f:
+            while block := f.read(1 << 24):
+                crc = zlib.crc32(block, crc)
+        out[path.name] = [path.stat().st_size, crc]
+    return out
+
+
+def damage(folder):
+    """What is wrong with an entry's files, or None where they are as written (sizes, then CRC-32s)."""
+    try:
+        written = json.loads((folder / SUMS).read_text(encoding="utf-8"))
+        found = {p.name: p.stat().st_size for p in folder.iterdir() if p.name != SUMS}
+    except (OSError, ValueError):
+        return f"no readable {SUMS}"
+    if not (isinstance(written, dict) and all(isinstance(v, list) and len(v) == 2 for v in written.values())):
+        return f"{SUMS} is not {{file: [bytes, CRC-32]}}"
+    if sorted(written) != sorted(found):
+        return f"it holds {', '.join(sorted(found))}; {SUMS} lists {', '.join(sorted(written))}"
+    wrong = [f"{name} holds {found[name]} bytes, not {size}" for name, (size, _) in written.items()
+             if found[name] != size]
+    wrong = wrong or [f"{name}'s CRC-32 differs" for name, (_, crc) in sums(folder).items() if written[name][1] != crc]
+    return "; ".join(wrong) or None
+
+
+def intact(folder):
+    """Whether an entry is in place as it was written; a damaged one is said and removed, to be built again."""
+    if not folder.is_dir():
+        return False
+    problem = damage(folder)
+    if problem:
+        print(f"note: token cache entry {folder} is damaged ({problem}): building it again", file=sys.stderr)
+        aside = folder.with_name(f"{folder.name}.damaged{os.getpid()}")
+        folder.rename(aside)
+        shutil.rmtree(aside, ignore_errors=True)
+    return problem is None
+
+
+def say_again(folder):
+    """Say the warnings an entry's files gave as it was built, for a run that uses it without reading them."""
+    for message in json.loads((folder / "warnings.json").read_text(encoding="utf-8")):
+        print(f"warning: {message}", file=sys.stderr)
 
 
 def write(tmp, examples, tokenizer, labels, max_length):
@@ -270,7 +331,7 @@ def encode(examples, tokenizer, labels, max_length, rank=0):
     """The examples as EncodedTexts, from the entry their hash names, built where it is missing
     by the first of the processes that see this cache folder (`sharing`) while they wait for it."""
     folder = cache_dir() / "tokens" / key(examples, tokenizer, labels, max_length)
-    if rank == sharing(folder.parent, rank)[0] and not folder.is_dir():
+    if rank == sharing(folder.parent, rank)[0] and not intact(folder):
         build(folder, examples, tokenizer, labels, max_length)
     distributed.barrier()
     return load(folder)
@@ -301,18 +362,20 @@ def sharing(folder, rank=0):
 def training_texts(train, langs, tokenizer, labels, max_length, rank=0):
     """{lang: EncodedTexts}: the training examples of `langs` (`train`: a tasks.TrainSplit). Where
     the task names a language's files, its entry is named by their bytes and found without reading
-    them. The missing entries are built once for each cache folder, by the processes that see it
-    (`sharing`: a node's, or every process's on a shared file system) in turn: the k-th of them
-    builds every n-th, reading its file as it tokenizes, while the others wait. Else the entry is
+    them. The missing entries (and damaged ones, `intact`) are built once for each cache folder, by
+    the processes that see it (`sharing`: a node's, or every process's on a shared file system) in
+    turn: the k-th of them builds every n-th, reading its file as it tokenizes, while the others
+    wait; process 0 says again the warnings of the entries it did not build. Else the entry is
     named by the examples' hash (`encode`)."""
     files = {lang: train.files(lang) for lang in langs}
     texts = {lang: encode(train[lang], tokenizer, labels, max_length, rank) for lang in langs if files[lang] is None}
     folders = {lang: cache_dir() / "tokens" / files_key(files[lang], train.reader(), lang, tokenizer, labels, max_length)
                for lang in langs if lang not in texts}
     builders = sharing(cache_dir() / "tokens", rank)
-    missing = distributed.gather([lang for lang, folder in folders.items() if not folder.is_dir()])[builders[0]]  # as the first builder found them
-    problem = None
-    for lang in missing[builders.index(rank)::len(builders)]:
+    found = [lang for lang, folder in folders.items() if not intact(folder)] if rank == builders[0] else None
+    missing = distributed.gather(found)[builders[0]]  # as the first builder found them
+    mine, problem = missing[builders.index(rank)::len(builders)], None
+    for lang in mine:
         try:
             build(folders[lang], train.stream(lang), tokenizer, labels, max_length)
         except InputError as e:  # a bad file: every process stops with its message, none waits for the others
@@ -327,4 +390,6 @@ def training_texts(train, langs, tokenizer, labels, max_length, rank=0):
         raise InputError(f"token cache entries built by another process are not here: {', '.join(absent)}; the processes that "
                          "share a cache folder need to see the same files in it")
     texts.update({lang: load(folder) for lang, folder in folders.items()})
+    for lang in [lang for lang in folders if lang not in mine] if rank == 0 else []:
+        say_again(folders[lang])  # what its files said when they were read (by an earlier run, or another process)
     return {lang: texts[lang] for lang in langs}
