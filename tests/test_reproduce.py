@@ -134,6 +134,11 @@ def test_the_table_is_numpys_mean_and_sample_std(finished):
     assert "zero-shot (2 seeds) | paper | Δ" in table and (out / "tiny" / "table.png").read_bytes()[:4] == b"\x89PNG"
     text, oracle = table.index("sees the target text alone"), table.index("sees the task's parallel source-language text")
     assert text < table.index("xeroalign (2 seeds)") < oracle < table.index("translate-test (2 seeds)")  # grouped by test input
+    # each group, and each run's own table, titled by what its predictions saw
+    assert "**--test-input text: each prediction sees the target text alone.**" in table
+    assert "**--test-input oracle: each prediction sees the task's parallel source-language text" in table
+    evaluated = (job_of(path, out, "translate-test", 0).folder / "results_test.md").read_text().splitlines()[0]
+    assert "on demo, test split; --test-input oracle: each prediction saw the task's parallel" in evaluated
 
 
 def test_a_missing_seed_is_named_and_never_averaged_over(finished, tmp_path):
