@@ -518,3 +518,13 @@ def test_a_table_of_several_metrics_has_a_section_and_paper_numbers_for_each(tmp
     assert ",zs,zero-shot,de,2,35.00,7.07,40.0,-5.00,0:30.00 1:40.00,macro_f1" in (tmp_path / "out" / "tiny" / "table.csv").read_text()
     assert "runs[0].paper.bleu: not one of the file's metrics" in bad(tmp_path, tiny_model_dir, metric=["accuracy", "macro_f1"],
                                                                       runs=[dict(runs[0], paper={"bleu": {"de": 1.0}})])
+
+
+def test_runs_and_seeds_narrow_what_runs_and_each_run_keeps_its_folder():
+    experiment = spec.load_experiment(ROOT / "experiments" / "filter-xnli.json")
+    chosen = reproduce.narrowed(experiment, ["filter-st"], ["1"])
+    assert [run.name for run in chosen.runs] == ["filter", "filter-st"] and chosen.seeds == [1]  # and its teacher
+    keys = jobs.run_keys(chosen)
+    assert keys == {name: key for name, key in jobs.run_keys(experiment).items() if name in keys}
+    with pytest.raises(InputError, match="has no run or seed '6': its runs are zero-shot, translate-train, filter, "):
+        reproduce.narrowed(experiment, None, ["6"])
