@@ -440,8 +440,8 @@ def test_a_run_s_output_in_a_file_keeps_each_record_on_a_line_of_its_own(tmp_pat
                         "--model", str(tiny_model_dir), *COMMON, "--method", "zero-shot", "--max-steps", "6",
                         "--out", str(tmp_path / "run")],
                        stdout=log, stderr=log, env=env, check=True)
-    text = (tmp_path / "log").read_text()
-    lines = text.splitlines()
+    text = (tmp_path / "log").read_bytes().decode()  # as written: no newline translated
+    lines = text.split("\n")
     records = [i for i, line in enumerate(lines) if ": loss " in line]
     assert "\r" not in text and [lines[i].split(":")[0] for i in records] == ["step 3", "step 6"]
     assert records[-1] < next(i for i, line in enumerate(lines) if "test split" in line)
