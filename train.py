@@ -1,12 +1,12 @@
 """Fine-tune a multilingual encoder on English labels and test it in every language.
 
-    python train.py         # the default job: XeroAlign on the bundled corpus (README)
+    python train.py         # the default job: XeroAlign on the bundled corpus
     python train.py --method zero-shot --task sib200 \\
         --data ../shared/data/sib200 --out runs/sib200-zero-shot
     python train.py --method filter --task xquad --data ../shared/data/xquad \\
         --out runs/xquad-filter                  # question answering
     torchrun --nproc_per_node 2 train.py --method xeroalign --out runs/demo-xa
-                            # the same on 2 processes: 85.3% on the targets, about 5 min on 2 shared CPU cores
+        # the default job on 2 processes: 85.3% on its targets, 5 min on 2 CPUs
     torchrun --nproc_per_node 8 train.py --shard --amp bf16 \\
         --model facebook/xlm-roberta-xl ...        # sharded: shard.py
 
