@@ -90,7 +90,8 @@ def co_train(fit_lm, fit_emb, labeled, pool, iterations, threshold, rng, history
 
 def get_args(argv=None):
     """(co-training's own flags, the rest: train.py's flags for every fine-tuning run, as parsed by train.py)."""
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
+    p = cli.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+                           allow_abbrev=False)
     g = p.add_argument_group("co-training (Yu & Joty, Algorithm 1)")
     g.add_argument("--model", help="f_lm, the multilingual LM fine-tuned (default: the bundled model)")
     g.add_argument("--embedding-model", help="f_emb, the second view: a sentence-embedding checkpoint (default: the bundled model)")

@@ -598,7 +598,7 @@ def lay_out(task, archives, folder, langs=None):
 
 
 def get_args(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = cli.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("task", choices=TASKS, help="the data set (udpos: UD PUD; udpos-xtreme: XTREME's UD-POS, made from the "
                         "UD v2.5 and v2.7 releases as XTREME's scripts make it; squad: SQuAD v1.1, which MLQA and XQuAD train on; "
                         "translations: XTREME's machine translations of SQuAD and TyDiQA-GoldP's training sets and of XNLI's "

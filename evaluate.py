@@ -18,7 +18,6 @@ same numbers (torchrun --nproc_per_node N evaluate.py ...). How each task level 
 predictions (accuracy and macro-F1; span F1, or POS accuracy and F1; intent accuracy, slot F1 and exact
 match; QA's exact match and F1) is in levels.py; this file holds what every level shares.
 """
-import argparse
 import json
 from pathlib import Path
 
@@ -170,16 +169,22 @@ def alignment(encoder, tokenizer, parallel, source, batch_size, device, rank=0, 
 POOLINGS = {"mean": "the mean of the final layer's real tokens", "cls": "the final layer's <s> vectors"}
 
 
+def saw(seen, pooling=None):
+    """A table title's end: what each prediction saw (`seen`: methods.TEST_INPUTS' key, or None for
+    no predictions) and what CKA and retrieval compare (`pooling`, or None for no alignment)."""
+    said = f"; --test-input {seen}: each prediction saw {TEST_INPUTS[seen]}" if seen else ""
+    return said + (f"; CKA and retrieval compare {POOLINGS[pooling]}" if pooling else "")
+
+
 def run_report(results, task, before, after, pooling, predictions):
     """(the test table in markdown, results.json's scores) of a training run: `results` per
     language (summarise), CKA and retrieval `before` and `after` training ({lang: {name: value}}
-    or None), `predictions` the folder where the unscored languages' predictions go."""
+    or None) of `pooling`'s vectors, `predictions` the folder where the unscored languages' predictions go."""
     unscored_langs = unscored(task.test)
     aligned = {lang: {**{f"{k}_before": v for k, v in (before or {}).get(lang, {}).items()}, **values}
                for lang, values in (after or {}).items()}
     if results or aligned:
         table = markdown_table(results or {lang: {} for lang in aligned}, task.source, aligned)
-        table += f"\n\nCKA and retrieval compare {POOLINGS[pooling]}." if aligned else ""
     elif unscored_langs:
         table = "(no test scores)"
     else:  # Unicoder with --no-alignment: an encoder has no test scores of its own
@@ -198,12 +203,12 @@ def write_predictions(folder, predictions):
 
 def arguments():
     """evaluate.py's flags."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=flags.HelpFormatter)
+    parser = cli.ArgumentParser(description=__doc__, formatter_class=flags.HelpFormatter)
     parser.add_argument("--checkpoint", type=cli.existing_directory, help="a directory written by train.py (OUT/best); its task.json says what to test on")
     parser.add_argument("--model", help="without --checkpoint: an encoder to measure alignment on, a folder or a Hugging Face hub id "
                         "(default: the bundled model)")
     parser.add_argument("--task", help="override the task of the checkpoint (demo, sib200, ...)")
-    parser.add_argument("--data", type=cli.existing_directory, help="data directory of the task (not needed for demo)")
+    parser.add_argument("--data", help="data directory of the task (not needed for demo)")
     parser.add_argument("--source-lang", help="source language (default: the task's)")
     parser.add_argument("--target-langs", type=cli.languages, help="comma-separated target languages (default: all of the task's)")
     parser.add_argument("--split", default="test", choices=["dev", "test"], help="the split of the task to score")
@@ -218,8 +223,10 @@ def arguments():
                              "X-Mixup's ablation 'without mixup inference')")
     parser.add_argument("--alignment", action="store_true", help="also compute CKA and retrieval accuracy between source and targets")
     parser.add_argument("--alignment-only", action="store_true", help="only CKA and retrieval, for an untrained encoder (--model)")
-    parser.add_argument("--alignment-pooling", default="mean", choices=["mean", "cls"], help="the sentence vectors CKA and "
-                        "retrieval compare: the mean of the final layer's real tokens (default, as X-Mixup's Figure 1 pools), or <s>")
+    parser.add_argument("--alignment-pooling", choices=["mean", "cls"],
+                        help="the sentence vectors CKA and retrieval compare: the mean of the final layer's real "
+                        "tokens (as X-Mixup's Figure 1 pools), or <s>; default: what train.py compared for the "
+                        "checkpoint's run, and for an encoder what its default run compares (XeroAlign's <s>)")
     parser.add_argument("--tatoeba", type=cli.existing_directory, help="measure alignment on Tatoeba pairs in this directory (tatoeba.<xxx>-eng.*) instead of the task's test set")
     parser.add_argument("--tatoeba-langs", type=cli.languages, help="comma-separated three-letter codes (default: every pair in --tatoeba)")
     parser.add_argument("--amp", default="auto", choices=["auto", "none", "bf16", "fp16"], help="autocast, as train.py's --amp: "
@@ -243,13 +250,24 @@ def get_args(argv=None):
     return args
 
 
-def tatoeba_alignment(encoder, tokenizer, args, device, rank, world_size):
+def alignment_pooling(args, info, num_layers):
+    """What CKA and retrieval compare: --alignment-pooling; else what train.py compared for the
+    checkpoint's run (task.json's, or as train.py resolves its method and --pooling); else what
+    train.py's default run compares."""
+    if args.alignment_pooling or info.get("alignment_pooling"):
+        return args.alignment_pooling or info["alignment_pooling"]
+    method = info.get("method")
+    argv = ["--method", method, "--pooling", info.get("pooling", "cls")] if method in flags.METHODS else []
+    return flags.planned(argv, info.get("task", "demo"), num_layers)["alignment_pooling"]
+
+
+def tatoeba_alignment(encoder, tokenizer, args, pooling, device, rank, world_size):
     """{lang: {"cka": ..., "retrieval": ...}} on Tatoeba's pairs; every language has its own
     English side, so each pair is measured on its own."""
     langs = args.tatoeba_langs or sorted(
         {p.name.split(".")[1][:3] for p in Path(args.tatoeba).glob("tatoeba.*-eng.eng")})
     return {lang: alignment(encoder, tokenizer, dict(zip(("eng", lang), tasks.read_tatoeba(args.tatoeba, lang))), "eng",
-                            args.batch_size, device, rank, world_size, args.alignment_pooling)[lang] for lang in langs}
+                            args.batch_size, device, rank, world_size, pooling)[lang] for lang in langs}
 
 
 def test_input_of(args, info):
@@ -264,10 +282,10 @@ def test_input_of(args, info):
     return info.get("test_input") or ("text" if legacy_plain else None), None
 
 
-def test_checkpoint(model, encoder, tokenizer, info, args, device, rank, world_size, predictions):
+def test_checkpoint(model, encoder, tokenizer, info, args, pooling, device, rank, world_size, predictions):
     """(results, alignment, source, test input): the checkpoint's (or --model's) scores on its
     task's split, with its method's test-time prediction (task.json says which), and CKA and
-    retrieval; `predictions` receives the predictions."""
+    retrieval of `pooling`'s vectors; `predictions` receives the predictions."""
     task = tasks.load_task(args.task or info.get("task", "demo"), args.data or info.get("data"),
                            args.source_lang or info.get("source_lang"),
                            args.target_langs or info.get("target_langs"))
@@ -292,7 +310,7 @@ def test_checkpoint(model, encoder, tokenizer, info, args, device, rank, world_s
         raise tasks.InputError(f"--alignment: task {task.name}'s languages are not parallel, so there are no translations to compare")
     if args.alignment or args.alignment_only:
         extra = alignment(encoder, tokenizer, getattr(task, args.split), task.source, args.batch_size, device, rank, world_size,
-                          args.alignment_pooling)
+                          pooling)
     return results, extra, task.source, seen
 
 
@@ -377,22 +395,34 @@ def main(argv=None):
         path = hub.resolve(args.model) if args.model else default_model()
         encoder, tokenizer = Encoder.from_pretrained(path).to(device), Tokenizer.from_pretrained(path)
         encoder.segment_id = tokenizer.segment_id
-    predictions = {}
+    predictions, pooling = {}, alignment_pooling(args, info, encoder.config.num_layers)
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(flags.autocast(args.amp, device))
     with torch.autocast(device.split(":")[0], dtype=dtype, enabled=dtype is not None):  # as train.py evaluates
         if args.tatoeba:
-            results, extra, source, seen = {}, tatoeba_alignment(encoder, tokenizer, args, device, rank, world_size), "eng", None
+            extra = tatoeba_alignment(encoder, tokenizer, args, pooling, device, rank, world_size)
+            results, source, seen = {}, "eng", None
         else:
-            results, extra, source, seen = test_checkpoint(model, encoder, tokenizer, info, args, device, rank, world_size, predictions)
+            results, extra, source, seen = test_checkpoint(model, encoder, tokenizer, info, args, pooling, device, rank,
+                                                           world_size, predictions)
     if rank == 0:
-        report(args, results, extra, source, seen, predictions)
+        report(args, results, extra, source, seen, predictions, pooling, info)
     distributed.cleanup()
 
 
-def report(args, results, extra, source, seen, predictions):
-    """Print the table, and write it with results_<split>.json (train.py's results.json layout:
-    scores by language, the languages without gold labels, what the prediction saw, alignment,
-    arguments) and predictions_<split>/<lang>.jsonl beside the checkpoint or in --out."""
+def title(args, info, seen, pooling):
+    """What the table is of: the model and the data, what each prediction saw, what CKA and retrieval compare."""
+    model = args.model or "the bundled model"
+    if args.checkpoint:
+        model = f"{args.method or info.get('method')} checkpoint {args.checkpoint}"
+    data = f"{args.task or info.get('task', 'demo')}, {args.split} split"
+    data = f"Tatoeba ({args.tatoeba})" if args.tatoeba else data
+    return f"{model} on {data}" + saw(seen and seen["input"], pooling)
+
+
+def report(args, results, extra, source, seen, predictions, pooling, info):
+    """Print the table under its title, and write them with results_<split>.json (train.py's
+    results.json layout: scores by language, the languages without gold labels, what the prediction
+    saw, alignment, arguments) and predictions_<split>/<lang>.jsonl beside the checkpoint or in --out."""
     out = Path(args.out) if args.out else Path(args.checkpoint).parent if args.checkpoint else None
     stem = "tatoeba" if args.tatoeba else "alignment" if args.alignment_only else f"results_{args.split}"
     stem += "_plain" if args.plain_inference else ""
@@ -400,13 +430,12 @@ def report(args, results, extra, source, seen, predictions):
     unscored_langs = results.pop("unscored", [])
     table = markdown_table(results, source, extra) if results else alignment_table(extra) if extra else "(no scores)"
     table += unscored_note(unscored_langs, folder) if folder else ""
-    if extra:
-        table += f"\n\nCKA and retrieval compare {POOLINGS[args.alignment_pooling]}."
+    table = f"{title(args, info, seen, pooling if extra else None)}\n\n{table}"
     print(table)
     if out:
         out.mkdir(parents=True, exist_ok=True)
         summary = {**results, "unscored": unscored_langs, "test_input": seen, "alignment": extra,
-                   "alignment_pooling": args.alignment_pooling, "checkpoint": args.checkpoint, "split": args.split, "args": vars(args)}
+                   "alignment_pooling": pooling, "checkpoint": args.checkpoint, "split": args.split, "args": vars(args)}
         cli.write_text(out / f"{stem}.json", json.dumps(summary, indent=2) + "\n")
         cli.write_text(out / f"{stem}.md", table + "\n")
         write_predictions(folder, predictions)

@@ -6,6 +6,7 @@ torchrun, then the mean and standard deviation over seeds beside the paper's num
     python reproduce.py experiments/filter-xnli.json --dry-run                 # settings, departures, cost, commands
     python reproduce.py experiments/ --dry-run                                 # every file, and their cost summed
     python reproduce.py experiments/sib-200.json --report                       # the table of the runs there are
+    python reproduce.py experiments/sib-200.json --runs xeroalign --seeds 0     # one row, one seed
 
 An experiment file (experiments/*.json) names the task, data and model, the seeds, the flags every
 run gets, and the runs: a method with its test input and flags, an evaluation of another run's
@@ -35,6 +36,7 @@ import argparse
 import shlex
 import signal
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from minxlt import tasks
@@ -46,16 +48,20 @@ from minxlt.run import cli
 
 
 def get_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = cli.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("experiment", type=Path, help="an experiment file (experiments/*.json); with --dry-run, also a folder of them")
     p.add_argument("--out", type=Path, default=Path("runs"), help="where the runs (OUT/<task>/) and each file's table "
                    "(OUT/<file>/) go (default: runs)")
-    p.add_argument("--data", type=cli.existing_directory, help="the task's data folder, instead of the file's")
+    p.add_argument("--data", help="the task's data folder, instead of the file's")
     p.add_argument("--nproc-per-node", type=cli.positive_int, default=1, help="processes per run (GPUs of the machine; default 1)")
     p.add_argument("--dry-run", action="store_true", help="the file's description (about), the settings (paper, authors' script, "
                    "run) and the departures, the paper's rows not run, the cost, then the runs, what each would do and its command; "
                    "run nothing")
     p.add_argument("--report", action="store_true", help="only the table, from the runs that finished; run nothing")
+    p.add_argument("--runs", type=cli.languages, metavar="NAME,...", help="run only these runs of the file, and those "
+                   "whose models they read where those have none yet (default: every run); the table is the file's")
+    p.add_argument("--seeds", type=cli.languages, metavar="S,...", help="run only these of the file's seeds "
+                   "(default: all)")
     p.add_argument("--rerun-changed", action="store_true", help="run again the runs whose results were made from another model "
                    "than the one they read now (without it they are named, and not counted)")
     args = p.parse_args(argv)
@@ -206,6 +212,22 @@ def dry_run(experiment, out, nproc, data=None):
     return jobs_cost
 
 
+def narrowed(experiment, runs=None, seeds=None):
+    """The experiment with the runs named in `runs` (and the runs whose models they read) and the
+    seeds in `seeds` alone: what --runs and --seeds run. Each run keeps its key, and so its folder."""
+    names = [run.name for run in experiment.runs]
+    given = [str(seed) for seed in experiment.seeds]
+    unknown = [name for name in runs or [] if name not in names] + [seed for seed in seeds or [] if seed not in given]
+    if unknown:
+        raise tasks.InputError(f"{experiment.path} has no run or seed {unknown[0]!r}: its runs are {', '.join(names)}; "
+                               f"its seeds {', '.join(given)}")
+    kept = set(runs or names)
+    for run in reversed(experiment.runs):  # a run reads the models of runs before it
+        kept |= set(run.needs) if run.name in kept else set()
+    return replace(experiment, runs=[run for run in experiment.runs if run.name in kept],
+                   seeds=[seed for seed in experiment.seeds if not seeds or str(seed) in seeds])
+
+
 def main(argv=None):
     args = get_args(argv)
     if args.experiment.is_dir():  # --dry-run of every file, each run counted once however many files share it
@@ -230,7 +252,8 @@ def main(argv=None):
     if not args.report:
         check_languages(experiment)
         signal.signal(signal.SIGTERM, signal.default_int_handler)  # as Ctrl-C: the running run saves a checkpoint
-        failed = execute(experiment, args.out, args.nproc_per_node, args.rerun_changed)
+        chosen = narrowed(experiment, args.runs, args.seeds)
+        failed = execute(chosen, args.out, args.nproc_per_node, args.rerun_changed)
     else:
         failed = {}
     report(experiment, args.out, failed)

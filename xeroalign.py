@@ -23,8 +23,9 @@ class XeroAlign(Method):
 
     @classmethod
     def defaults(cls, level, num_layers, settings):
-        """CKA and retrieval compare what XeroAlign aligns: <s>, or with --pooling mean the tokens' mean."""
-        return {"alignment_pooling": settings["pooling"]}
+        """CKA and retrieval compare what XeroAlign aligns: <s> (with --pooling pooler, the pooler's input), or with
+        --pooling mean the tokens' mean."""
+        return {"alignment_pooling": "mean" if settings["pooling"] == "mean" else "cls"}
 
     @classmethod
     def epoch_steps(cls, run, settings):

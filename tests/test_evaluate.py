@@ -256,3 +256,41 @@ def test_plot_without_matplotlib_says_what_to_install(tmp_path, monkeypatch):
     a = results_file(tmp_path / "a", "zero-shot", {"en": 0.9, "de": 0.6})
     with pytest.raises(InputError, match="--plot needs matplotlib: pip install matplotlib"):
         evaluate.main(["--plot", str(a)])
+
+
+def test_evaluate_measures_what_the_run_measured_and_each_title_says_what_predictions_saw(tmp_path, tiny_model_dir,
+                                                                                          capsys):
+    # XeroAlign compares <s> vectors, by default: evaluate.py --alignment on its checkpoint gives train.py's numbers
+    # (the pooling in each title), also where task.json predates alignment_pooling (train.py's rule for the run's
+    # method and --pooling), and --alignment-only on the untrained encoder train.py's "before"; each title names
+    # what each prediction saw
+    import train
+    out, saw_text = tmp_path / "run", "--test-input text: each prediction saw the target text alone"
+    pooled = "CKA and retrieval compare the final layer's <s> vectors"
+    train.main(["--model", str(tiny_model_dir), "--target-langs", "de,zh", "--batch-size", "8", "--max-steps", "2",
+                "--out", str(out)])
+    run = json.loads((out / "results.json").read_text())
+    assert (out / "results.md").read_text().splitlines()[0].endswith(f"; {saw_text}; {pooled}")
+    capsys.readouterr()
+    evaluate.main(["--checkpoint", str(out / "best"), "--alignment"])
+    printed, written = capsys.readouterr().out, (out / "results_test.md").read_text()
+    assert printed.splitlines()[0] == written.splitlines()[0] == (
+        f"xeroalign checkpoint {out / 'best'} on demo, test split; {saw_text}; {pooled}")
+    after = lambda results: {lang: (row["cka"], row["retrieval"]) for lang, row in results["alignment"].items()}
+    assert after(json.loads((out / "results_test.json").read_text())) == after(run)
+    task = json.loads((out / "best" / "task.json").read_text())
+    (out / "best" / "task.json").write_text(json.dumps({k: v for k, v in task.items() if k != "alignment_pooling"}))
+    evaluate.main(["--checkpoint", str(out / "best"), "--alignment"])
+    assert after(json.loads((out / "results_test.json").read_text())) == after(run)
+    evaluate.main(["--checkpoint", str(out / "best"), "--method", "translate-test", "--test-input", "oracle"])
+    assert (out / "results_test.md").read_text().splitlines()[0] == (
+        f"translate-test checkpoint {out / 'best'} on demo, test split; --test-input oracle: each prediction saw the "
+        "task's parallel source-language text, the human original (an oracle: an upper bound)")
+    encoder = tmp_path / "encoder"
+    evaluate.main(["--model", str(tiny_model_dir), "--alignment-only", "--target-langs", "de,zh",
+                   "--out", str(encoder)])
+    before = json.loads((encoder / "alignment.json").read_text())["alignment"]
+    assert {lang: (row["cka"], row["retrieval"]) for lang, row in before.items()} == \
+           {lang: (row["cka_before"], row["retrieval_before"]) for lang, row in run["alignment"].items()}
+    title = (encoder / "alignment.md").read_text().splitlines()[0]
+    assert title == f"{tiny_model_dir} on demo, test split; {pooled}"

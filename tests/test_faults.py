@@ -444,7 +444,6 @@ def test_an_experiment_file_that_gives_a_key_twice_is_refused_naming_the_line(tm
     (["--batch-size", "8", "--grad-accum", "16"], "--batch-size 8 must be a multiple of --grad-accum 16"),
     (["--max-length", "3"], "argument --max-length: 3 is not in [8, inf]"),
     (["--method", "mixup"], "argument --method: invalid choice: 'mixup'"),
-    (["--data", "no/such/folder", "--task", "sib200"], "argument --data: no/such/folder: no such directory"),
     (["--teacher", "no-teacher", "--method", "filter"], "argument --teacher: no-teacher: no such directory"),
     (["--resume", "--overwrite"], "--resume continues the run in --out and --overwrite replaces it"),
     (["--device", "gpu"], "argument --device: 'gpu': give cpu, cuda or cuda:N"),
@@ -462,6 +461,7 @@ def test_impossible_arguments_are_refused_by_the_parser(tmp_path, args, message)
     (["--method", "contrastive", "--sa-steps", "3"], "--sa-steps 3 is more than --max-steps 2"),
     (["--max-length", "200"], "--max-length 200 does not fit the model's 128 positions"),
     (["--extra-train", "missing.jsonl"], "--extra-train missing.jsonl: no such file"),
+    (["--data", "no/such/folder", "--task", "sib200"], "--data no/such/folder: no such folder; make it with python"),
 ])
 def test_arguments_that_do_not_fit_the_task_or_model_stop_before_training(tmp_path, tiny_model_dir, args, message):
     done = train(tmp_path, tiny_model_dir, *args, "--out", tmp_path / "run")

@@ -135,6 +135,11 @@ def test_the_table_is_numpys_mean_and_sample_std(finished):
     assert "zero-shot (2 seeds) | paper | Δ" in table and (out / "tiny" / "table.png").read_bytes()[:4] == b"\x89PNG"
     text, oracle = table.index("sees the target text alone"), table.index("sees the task's parallel source-language text")
     assert text < table.index("xeroalign (2 seeds)") < oracle < table.index("translate-test (2 seeds)")  # grouped by test input
+    # each group, and each run's own table, titled by what its predictions saw
+    assert "**--test-input text: each prediction sees the target text alone.**" in table
+    assert "**--test-input oracle: each prediction sees the task's parallel source-language text" in table
+    evaluated = (job_of(path, out, "translate-test", 0).folder / "results_test.md").read_text().splitlines()[0]
+    assert "on demo, test split; --test-input oracle: each prediction saw the task's parallel" in evaluated
 
 
 def test_a_missing_seed_is_named_and_never_averaged_over(finished, tmp_path):
@@ -651,3 +656,13 @@ def test_the_departures_the_authors_code_shows_are_listed_by_the_dry_run(tmp_pat
         departures = out[out.index("Departures, and the runs' own choices"):out.index("The paper's rows not run:")]
         for line in lines:
             assert line in (out if line.startswith("script") else departures), (name, line)
+
+
+def test_runs_and_seeds_narrow_what_runs_and_each_run_keeps_its_folder():
+    experiment = spec.load_experiment(ROOT / "experiments" / "filter-xnli.json")
+    chosen = reproduce.narrowed(experiment, ["filter-st"], ["1"])
+    assert [run.name for run in chosen.runs] == ["filter", "filter-st"] and chosen.seeds == [1]  # and its teacher
+    keys = jobs.run_keys(chosen)
+    assert keys == {name: key for name, key in jobs.run_keys(experiment).items() if name in keys}
+    with pytest.raises(InputError, match="has no run or seed '6': its runs are zero-shot, translate-train, filter, "):
+        reproduce.narrowed(experiment, None, ["6"])

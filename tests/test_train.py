@@ -425,3 +425,29 @@ def test_the_optimizer_is_freed_before_the_final_test(tmp_path, tiny_model_dir, 
     monkeypatch.setattr(train, "test", lambda *args: (gc.collect(), alive.extend(o() for o in optimizers), test(*args)))
     train.main(["--model", str(tiny_model_dir), *COMMON, "--method", "zero-shot", "--max-steps", "2", "--out", str(tmp_path / "run")])
     assert len(optimizers) == 1 and alive == [None]
+
+
+def test_a_run_s_output_in_a_file_keeps_each_record_on_a_line_of_its_own(tmp_path, tiny_model_dir):
+    # stdout and stderr in one file (python train.py > log 2>&1, or reproduce.py's logs), stdout block-buffered as
+    # it is there: the progress bar a line at a time, and each "step N: loss" record a line of its own, in its place
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    with open(tmp_path / "log", "w") as log:
+        subprocess.run([sys.executable, str(Path(__file__).resolve().parents[1] / "train.py"),
+                        "--model", str(tiny_model_dir), *COMMON, "--method", "zero-shot", "--max-steps", "6",
+                        "--out", str(tmp_path / "run")],
+                       stdout=log, stderr=log, env=env, check=True)
+    text = (tmp_path / "log").read_bytes().decode()  # as written: no newline translated
+    lines = text.split("\n")
+    records = [i for i, line in enumerate(lines) if ": loss " in line]
+    assert "\r" not in text and [lines[i].split(":")[0] for i in records] == ["step 3", "step 6"]
+    assert records[-1] < next(i for i, line in enumerate(lines) if "test split" in line)
+
+
+def test_one_step_is_one_step(tmp_path, tiny_model_dir, capsys):
+    train.main(["--model", str(tiny_model_dir), *COMMON, "--method", "zero-shot", "--max-steps", "1",
+                "--out", str(tmp_path / "run")])
+    assert "zero-shot on demo: 1 step of 8 from " in capsys.readouterr().err

@@ -1,7 +1,7 @@
 """Where a --model comes from: a checkpoint folder, or a Hugging Face hub id (org/name) found as
 transformers finds it, in the Hugging Face cache ($HF_HUB_CACHE, else $HF_HOME/hub, else
 ~/.cache/huggingface/hub), and downloaded into that cache where it is not there yet, through the
-optional huggingface_hub package, unless HF_HUB_OFFLINE=1.
+huggingface_hub package (requirements.txt), unless HF_HUB_OFFLINE=1.
 """
 import os
 import re
@@ -37,6 +37,9 @@ def resolve(name, flag="--model", config_only=False):
     snapshot; `config_only`: a hub id not in the cache gives a folder of its config.json alone,
     outside the cache (train.py --dry-run)."""
     path = Path(name)
+    run = path.is_dir() and (path / "best").is_dir() and (path / "log.jsonl").is_file()
+    if run and not (path / "config.json").is_file():
+        raise InputError(f"{flag} {name}: a run's folder, not a model: give {flag} {path / 'best'}, the model it kept")
     if path.is_dir():
         return path
     if path.exists() or not HUB_ID.fullmatch(name):

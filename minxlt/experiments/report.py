@@ -179,7 +179,7 @@ def sections(experiment, columns, metric, notes=True):
         for c in group:
             names.append(header(c, total))
             names += (["paper (another model)"] if c.run.paper_model else ["paper", "Δ"]) if c.run.papers.get(metric, c.run.paper) else []
-        lines += ["", f"**Each prediction sees {TEST_INPUTS[test_input]}.**", "",
+        lines += ["", f"**--test-input {test_input}: each prediction sees {TEST_INPUTS[test_input]}.**", "",
                   "| language | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
         for key in keys:
             cells = []
@@ -238,7 +238,7 @@ def plot(experiment, columns, path):
         x = [k + i * width for k in range(len(keys))]
         values = [cell(c, key) for key in keys]
         axes.bar(x, [v[0] if v else math.nan for v in values], width, yerr=[v[1] or 0 if v else 0 for v in values],
-                 capsize=2, label=header(c, len(experiment.seeds)))
+                 capsize=2, label=f"{header(c, len(experiment.seeds))}, --test-input {c.run.test_input}")
         papers = [None if key == "target average" else paper_value(c.run, key) for key in keys]  # the paper's average is another row
         if any(p is not None for p in papers):
             axes.scatter(x, [math.nan if p is None else p for p in papers], marker="_", s=120, color="black", zorder=3,

@@ -561,7 +561,8 @@ def check_languages(experiment):
     layout = tasks.LAYOUTS[experiment.task]
     folder = experiment.data
     if layout.needs_data and not (folder and Path(folder).is_dir()):
-        refuse(experiment.path, "data", f"{folder!r}: no such folder (download.py fetches it; or give --data DIR)")
+        made = tasks.made_by(experiment.task, folder or "DIR")
+        refuse(experiment.path, "data", f"{folder!r}: no such folder; {made} (or give --data DIR)")
     found = set(layout.for_folder(folder)(folder, experiment.source).languages())
     for i, run in enumerate(experiment.runs):
         lacking = sorted({lang for scores in run.papers.values() for lang in scores} - found - {"average"})

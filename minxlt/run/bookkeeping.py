@@ -44,8 +44,8 @@ def start_report(settings, method, phases, out):
     model it tests, what it writes and where, how to stop it and go on; and where --no-group-by-length
     pads a batch much more than grouping would, by how much."""
     task = method.run.task
-    plan = "; ".join(f"{'' if len(phases) == 1 else phase.name + ', '}{phase.steps} steps of {settings.batch_size} from "
-                     f"{len(phase.items):,} training items" for phase in phases)
+    plan = "; ".join(f"{'' if len(phases) == 1 else phase.name + ', '}{phase.steps} step{'s' * (phase.steps != 1)} "
+                     f"of {settings.batch_size} from {len(phase.items):,} training items" for phase in phases)
     dev = f"{task.source} dev" if settings.select_on == "source" else "the mean of every language's dev"
     chosen = ("the model after the last step" if settings.select_on == "last" else
               f"the model after the last step, scored on {dev}" if settings.eval_every >= settings.max_steps else
@@ -259,6 +259,22 @@ FAILED_WRITE = (OSError, RuntimeError)  # a full disk, a folder that cannot be w
 FAILED_WRITE_SHARDED = (Exception, shard.CheckpointException)
 
 
+class Lines:
+    """The progress bar's stream where stderr is not a terminal (a file, a pipe): each refresh a line
+    of its own and no blank ones, so that a record said between two (tqdm.write) starts a line too."""
+
+    def __init__(self, stream):
+        self.stream = stream
+
+    def write(self, text):
+        line = text.replace("\r", "").rstrip()
+        if line:
+            self.stream.write(line + "\n")
+
+    def flush(self):
+        self.stream.flush()
+
+
 class Book:
     """The run's bookkeeping in OUT: the log, the loop's state, the resume checkpoint and OUT/best.
     Made before the model loads, it refuses a --resume whose checkpoint belongs to another run."""
@@ -293,8 +309,10 @@ class Book:
         settings = self.settings
         self.window = Window(window, self.run.rank, self.run.device)
         self.divergence = Divergence(window=math.ceil(20 / settings.log_every), log_every=settings.log_every)
+        terminal = sys.stderr.isatty()  # else a file or a pipe: the bar a line at a time, a minute apart
         self.progress = tqdm(total=settings.max_steps, initial=self.step, disable=self.run.rank != 0,
-                             desc=f"{settings.method} on {settings.task}", dynamic_ncols=True)
+                             desc=f"{settings.method} on {settings.task}", mininterval=0.1 if terminal else 60,
+                             file=sys.stderr if terminal else Lines(sys.stderr), dynamic_ncols=True)
         self.started = time.time()
 
     def evaluates(self):
@@ -317,7 +335,7 @@ class Book:
         stats, stopping = self.window.read(stop_requested, self.run.device)
         self.diverged(self.divergence.check(phases[index].name, stats["loss"]))
         self.log({"step": self.step, "loss": stats.pop("loss"), "lr": lr, "seconds": round(time.time() - self.started, 3), **stats})
-        self.progress.set_postfix(loss=f"{self.window.last:.4f}")
+        self.progress.set_postfix(loss=f"{self.window.last:.4f}", refresh=False)  # shown at the next refresh
         return stopping
 
     def record_dev(self, metric, dev, source):
@@ -331,13 +349,16 @@ class Book:
             state.best, state.best_step, self.metric = score, state.step, metric
         state.stale = 0 if best else state.stale + 1
         if self.run.rank == 0:
-            self.progress.write(f"step {state.step}: loss {self.window.last:.4f}, dev {metric} "
-                                f"{', '.join(f'{l} {100 * a:.1f}' for l, a in dev.items())} (best {100 * state.best:.1f} at step {state.best_step})")
+            scores = ", ".join(f"{lang} {100 * value:.1f}" for lang, value in dev.items())
+            self.progress.write(f"step {state.step}: loss {self.window.last:.4f}, dev {metric} {scores} "
+                                f"(best {100 * state.best:.1f} at step {state.best_step})", file=sys.stderr)
         return best
 
     def check_end(self):
-        """A run that went wrong says so, however short (Divergence needs about 20 steps of log to
-        stop one): a warning naming the learning rate, kept for results.json (`self.warning`)."""
+        """Close the progress bar; then a run that went wrong says so, however short (Divergence needs
+        about 20 steps of log to stop one): a warning naming the learning rate, kept for results.json
+        (`self.warning`)."""
+        self.progress.close()
         problem = self.divergence.ended()
         self.warning = problem and (f"{problem}: the run went wrong; try a lower --lr (now {self.settings.lr})"
                                     + (", --amp bf16 or none instead of fp16" if self.settings.amp == "fp16" else ""))
@@ -352,7 +373,7 @@ class Book:
             return False
         if self.run.rank == 0:
             self.progress.write(f"step {self.step}: no better dev score in {patience} evaluations (--patience {patience}): "
-                                f"stopping early; the best, of step {self.state.best_step}, is tested")
+                                f"stopping early; the best, of step {self.state.best_step}, is tested", file=sys.stderr)
         return True
 
     def log(self, record):

@@ -6,11 +6,13 @@ traceback; an error the project did not foresee is its own bug, and shows its tr
 import argparse
 import atexit
 import errno
+import functools
 import json
 import os
 import shutil
 import socket
 import sys
+import time
 from pathlib import Path
 
 import torch
@@ -18,6 +20,35 @@ import torch
 from minxlt.checkpoints.weights import CheckpointError
 from minxlt.errors import InputError
 from minxlt.parallel import distributed
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse, whose mistakes show the error and where the flags are listed, not the usage block."""
+
+    def error(self, message):
+        let_the_first_speak()
+        self.exit(2, f"{self.prog}: error: {message}; python {self.prog} --help lists the flags\n")
+
+
+def let_the_first_speak():
+    """Under torchrun, a process other than its node's first waits before it says why it stops: where
+    every process meets the error, torchrun stops the others as the first exits, and the message
+    shows once; where one process alone meets it, it still says it."""
+    if int(os.environ.get("LOCAL_RANK", "0")) > 0:
+        time.sleep(5)
+
+
+def said_once(run_main):
+    """run(), its one-line message said once under torchrun (let_the_first_speak)."""
+    @functools.wraps(run_main)
+    def run_once(main):
+        try:
+            run_main(main)
+        except SystemExit as stop:
+            if isinstance(stop.code, str):  # a message, which the process prints as it ends
+                let_the_first_speak()
+            raise
+    return run_once
 
 
 def number(kind, low=None, high=None, low_open=False, high_open=False):
@@ -274,6 +305,7 @@ def keep_log_until(path, step):
     write_text(path, "".join(line + "\n" for line in kept))
 
 
+@said_once
 def run(main):
     """Run a command's main(): a problem with the input (InputError, CheckpointError) or the
     environment (OSError: a full disk, a folder that cannot be written) is one line on stderr and

@@ -128,7 +128,7 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
 
 def parser(description=""):
     methods = "\n".join(f"  {name:<17}{method.help}; one epoch: {method.epoch}" for name, method in METHODS.items())  # filled by HelpFormatter
-    p = argparse.ArgumentParser(description=f"{description}\nMethods:\n{methods}", formatter_class=HelpFormatter,
+    p = cli.ArgumentParser(description=f"{description}\nMethods:\n{methods}", formatter_class=HelpFormatter,
                                 allow_abbrev=False)  # a flag is named in full, so that presets know which flags were given
     g = p.add_argument_group("what to train")
     g.add_argument("--method", default="xeroalign", choices=list(METHODS), metavar="METHOD", help="one of the methods above "
@@ -137,7 +137,7 @@ def parser(description=""):
                    "trained on English valid), xquad (extractive QA, split by article), xquad-squad (all of XQuAD tested, trained on "
                    "SQuAD v1.1 in squad/ beside it, as XTREME tests it), or mlqa, tydiqa, panx, mtop, multiatis, mtod, marc, "
                    "marc-stars (docs/data.md)")
-    g.add_argument("--data", type=cli.existing_directory, help="data directory of the task, e.g. ../shared/data/sib200 (not needed for demo)")
+    g.add_argument("--data", help="data directory of the task, e.g. ../shared/data/sib200 (not needed for demo)")
     g.add_argument("--model", help="the checkpoint to start from: a folder, or a Hugging Face hub id (org/name) from the local cache "
                                    "or downloaded (default: the bundled multilingual-e5-small)")
     g.add_argument("--source-lang", help="language with training labels (default: the task's English)")

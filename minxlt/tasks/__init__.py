@@ -12,6 +12,8 @@ Translations of a source example share its id; `pair_by_id` checks that they do.
     mtop.py, multiatis.py, mtod.py          intents and slots (dialogue.py: what they share); marc.py: reviews
     xquad.py, mlqa.py, tydiqa.py, qa.py     answer spans, and QA's windows, spans and metrics
 """
+from pathlib import Path
+
 from minxlt.errors import DataError, InputError
 from minxlt.tasks import demo
 from minxlt.tasks.filter_tags import xtreme_segments
@@ -66,11 +68,34 @@ __all__ = [  # what other modules read of tasks
     'read_xnli_mt', 'XQUAD_LANGS', 'Xquad', 'XquadSquad', 'xquad_split',
     'XSID_INTENTS', 'XSID_LANGS', 'XSID_SLOTS', 'Xsid', 'match_source_text', 'read_xsid', 'xsid_split', 'LAYOUTS',
     'load_task', 'MARC_LANGS', 'Marc', 'MarcStars', 'each_marc', 'MTOD_LANGS', 'Mtod', 'read_mtod', 'MTOP_LANGS', 'Mtop', 'mtop_tags',
-    'read_mtop', 'MULTIATIS_LANGS', 'MultiAtis', 'read_multiatis', 'xtreme_segments']
+    'read_mtop', 'MULTIATIS_LANGS', 'MultiAtis', 'read_multiatis', 'xtreme_segments', 'check_folder', 'made_by']
 
 LAYOUTS = {"demo": demo.Demo, "demo-slots": demo.DemoSlots, "sib200": Sib200, "xnli": Xnli, "pawsx": Pawsx, "udpos": Udpos,
            "xsid": Xsid, "xquad": Xquad, "xquad-squad": XquadSquad, "panx": Panx, "mlqa": Mlqa, "tydiqa": Tydiqa, "mtop": Mtop,
            "multiatis": MultiAtis, "mtod": Mtod, "marc": Marc, "marc-stars": MarcStars}
+
+
+# download.py's arguments that make a task's data folder ({to}), where it fetches one; for the rest, docs/data.md
+DOWNLOADS = {"sib200": "sib200 --to {to}", "xnli": "xnli --to {to}", "pawsx": "pawsx --to {to}",
+             "udpos": "udpos --to {to} (UD PUD; udpos-xtreme: XTREME's UD-POS)", "xquad": "xquad --to {to}",
+             "xquad-squad": "xquad --to {to} and python download.py squad --to {squad}", "panx": "panx --to {to}",
+             "mlqa": "mlqa --to {to}", "tydiqa": "tydiqa --to {to}", "mtop": "mtop --to {to}", "mtod": "mtod --to {to}"}
+
+
+def made_by(name, folder):
+    """How a task's data folder is made: the download.py command, or where docs/data.md says to get it."""
+    if name not in DOWNLOADS:
+        return "docs/data.md says where to get it"
+    return f"make it with python download.py {DOWNLOADS[name].format(to=folder, squad=Path(folder).parent / 'squad')}"
+
+
+def check_folder(name, data_dir):
+    """Refuse a missing data folder of task `name`, naming the command that makes it."""
+    if name not in LAYOUTS or not LAYOUTS[name].needs_data or (data_dir and Path(data_dir).is_dir()):
+        return  # an unknown task: load_task names the known ones
+    if not data_dir:
+        raise InputError(f"task {name} needs --data DIR, its data folder; {made_by(name, 'DIR')}")
+    raise InputError(f"--data {data_dir}: no such folder; {made_by(name, data_dir)}")
 
 
 def load_task(name, data_dir=None, source=None, targets=None, strict=False, tokenizer=None, soft_labels=None):
@@ -91,10 +116,7 @@ def load_task(name, data_dir=None, source=None, targets=None, strict=False, toke
         if not hasattr(layout, "soft_labelled"):
             raise InputError(f"--soft-labels: task {name} has no reader of X-Mixup's soft-labelled translations (udpos and panx, XTREME's layout)")
         layout.soft_labels = soft_labels
-    if layout.needs_data and not data_dir:
-        raise InputError(f"task {name} needs --data DIR (see tasks.LAYOUTS for the layout)")
-    if layout.needs_data and not layout.directory.is_dir():
-        raise InputError(f"--data {data_dir}: no such folder")
+    check_folder(name, data_dir)
     langs, source = layout.languages(), layout.source
     targets = [t for t in (targets or langs) if t != source]
     unknown = [l for l in [source, *targets] if l not in langs]
