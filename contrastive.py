@@ -7,7 +7,7 @@ labelled texts and their translations (D and D_bi).
 
 With --epochs each phase has passes of its own: --epochs over D u D_bi, then --sa-epochs over
 D_bi's source texts, one group each (the paper gives no length for phase 2; by default as many
-passes as phase 1, "five epochs on XNLI", Sec. 4.2). With --max-steps, phase 2 is its last --sa-steps.
+passes as phase 1). With --max-steps, phase 2 is its last --sa-steps.
 
 A semantic-alignment group is a source text (the anchor), b of its translations (positives) and b
 source texts of other labels (negatives). The losses themselves are in losses.py. Co-training,
@@ -15,9 +15,10 @@ the paper's other method, is a driver around train.py: cotrain.py.
 """
 import math
 import random
+from dataclasses import dataclass
 
 from losses import label_alignment_loss, label_alignment_terms, semantic_alignment_loss, task_loss
-from methods import Method, Phase, non_negative_float, non_negative_int, positive_float, positive_int
+from methods import Method, Phase, flag, steps
 from minxlt.errors import InputError
 
 
@@ -30,89 +31,68 @@ def share_of_label_alignment(per_anchor, anchors, weights, mine):
 
 
 class Contrastive(Method):
-    """--method contrastive: Yu & Joty's language adaptation, its two phases (phases) and their
-    losses (loss, Eq. 3; group_loss, Eq. 5)."""
-    name = "contrastive"
-    help = ("Yu & Joty (2021) language adaptation: first the task loss plus label alignment (Eq. 2-3) on the source and "
-            "its translations, then, for the last --sa-steps with a smaller learning rate, the task loss plus semantic "
-            "alignment (Eq. 4-5) on groups of a source text, b of its translations and b source texts of other labels")
+    """Yu & Joty's contrastive adaptation: label alignment, then semantic alignment. First the task loss
+    plus label alignment (Eq. 2-3) on the source and its translations, then, for the last --sa-steps at a
+    smaller learning rate, the task loss plus semantic alignment (Eq. 4-5) on groups of a source text, b of
+    its translations and b source texts of other labels."""
     draws = "translated"
-    levels = ("sentence",)
-    levels_note = "contrasts and pseudo-labels whole sentences (Yu & Joty classify them)"
-    groups_by_length = False  # label alignment contrasts every pair of texts in a batch: they are drawn at random
-    paper = {"lr": 5e-5, "weight_decay": 0.01, "batch_size": 16, "epochs": 5}  # Sec. 4.2, "Training Details" (XNLI's 5 epochs)
-    epoch = ("label alignment: a pass over the source's examples and their translations (D u D_bi); semantic alignment then has "
-             "--sa-epochs passes of its own over the translated source texts (D_bi's, one group each)")
+    levels = ("sentence",)  # it contrasts and pseudo-labels whole sentences
 
-    @staticmethod
-    def add_arguments(parser):
-        g = parser.add_argument_group("contrastive adaptation (Yu & Joty)", "--preset paper: AdamW at 5e-5 with weight decay 0.01 "
-                                      "and a linear schedule, batch size 16, XNLI's 5 epochs (Sec. 4.2, Training Details)")
-        g.add_argument("--tau", type=positive_float, default=0.1, help="temperature of the contrastive losses (the paper gives none; 0.1 here)")
-        g.add_argument("--la-weight", type=non_negative_float, default=1.0, help="lambda_LA of Eq. 3")
-        g.add_argument("--sa-weight", type=non_negative_float, default=1.0, help="lambda_SA of Eq. 5")
-        g.add_argument("--sa-steps", type=non_negative_int, help="steps of the second phase, semantic alignment (default: with --epochs, "
-                       "--sa-epochs passes over the translated source texts after label alignment's; else the last quarter of --max-steps)")
-        g.add_argument("--sa-epochs", type=positive_int, help="with --epochs: semantic alignment's own passes over the translated "
-                       "source texts, after label alignment's --epochs (default: as many as --epochs; the paper gives none)")
-        g.add_argument("--sa-lr", type=positive_float, help="its peak learning rate, 'smaller' in the paper (default: --lr / 5)")
-        g.add_argument("--sa-group", type=positive_int, default=4, help="b: translations and other-label texts per anchor (a group has 2b + 1 texts)")
+    @dataclass
+    class Settings:
+        tau: float = flag(0.1, "temperature of the contrastive losses (the paper gives none)", "(0, inf)")
+        la_weight: float = flag(1.0, "lambda_LA of Eq. 3", "[0, inf)")
+        sa_weight: float = flag(1.0, "lambda_SA of Eq. 5", "[0, inf)")
+        sa_steps: int = flag(None, "steps of the second phase, semantic alignment (default: with --epochs, --sa-epochs "
+                                   "passes over the translated source texts; else the last quarter of --max-steps)", "[0, inf)")
+        sa_epochs: int = flag(None, "with --epochs: semantic alignment's own passes over the translated source texts "
+                                    "(default: as many as --epochs; the paper gives none)", "[1, inf)")
+        sa_lr: float = flag(None, "its peak learning rate, 'smaller' in the paper (default: --lr / 5)", "(0, inf)")
+        sa_group: int = flag(4, "b: translations and other-label texts per anchor (a group has 2b + 1 texts)", "[1, inf)")
+        group_by_length: bool = False  # label alignment contrasts every pair of texts in a batch: they are drawn at random
 
-    @classmethod
-    def defaults(cls, level, num_layers, settings):
-        """Phase 2 at a fifth of the learning rate, for a quarter of --max-steps or, with --epochs,
-        as many passes of its own (epoch_steps; unset in a plan, flags.planned, which counts no data)."""
-        steps = settings["max_steps"]
-        return {"sa_steps": None if steps is None else steps // 4, "sa_lr": settings["lr"] / 5,
-                "sa_epochs": settings["epochs"] if settings["epochs"] and settings["sa_steps"] is None else None}
+        def for_task(self, level, num_layers, common):
+            return {"sa_lr": common["lr"] / 5}
 
-    @classmethod
-    def epoch_steps(cls, run, settings):
-        """Phase 1, --epochs passes over D u D_bi; then phase 2, --sa-epochs passes over D_bi's
-        source texts (or --sa-steps): --max-steps is both."""
-        if settings.sa_steps is not None:
-            sa_epochs, sa_steps = None, settings.sa_steps
-        else:
-            task = run.task
-            translated = {i for lang in task.targets for i in run.training_texts([lang]).distinct_ids()}
-            anchors = sum(i in translated for i in run.training_texts([task.source]).distinct_ids())
-            sa_epochs = settings.sa_epochs or settings.epochs
-            sa_steps = math.ceil(anchors / settings.batch_size) * sa_epochs
-        label_alignment = super().epoch_steps(run, settings)["max_steps"]
-        return {"max_steps": label_alignment + sa_steps, "sa_steps": sa_steps, **({"sa_epochs": sa_epochs} if sa_epochs else {})}
-
-    @classmethod
-    def check(cls, settings, run):
+    def __init__(self, settings, run):
+        super().__init__(settings, run)
         if settings.grad_accum > 1 and settings.la_weight > 0:
-            raise InputError("--method contrastive takes --grad-accum 1: label alignment (Eq. 2) contrasts every pair of texts in "
-                             "a step's batch, which micro-steps would split into smaller batches, and the loss with them; to fit "
-                             "memory, run more processes (torchrun) or give a smaller --batch-size")
-        if "sa_epochs" in settings.given and not settings.epochs:
+            raise InputError("--method contrastive takes --grad-accum 1: label alignment (Eq. 2) contrasts every pair of "
+                             "texts in a step's batch, which micro-steps would split into smaller batches, and the loss with "
+                             "them; to fit memory, run more processes (torchrun) or give a smaller --batch-size")
+        if settings.sa_epochs and not settings.epochs:
             raise InputError("--sa-epochs counts passes with --epochs; with --max-steps, give semantic alignment's --sa-steps")
-        if settings.sa_steps > settings.max_steps:
-            raise InputError(f"--sa-steps {settings.sa_steps} is more than --max-steps {settings.max_steps}: semantic alignment "
-                             "is the last part of the run")
+        if settings.max_steps and settings.sa_steps and settings.sa_steps > settings.max_steps:
+            raise InputError(f"--sa-steps {settings.sa_steps} is more than --max-steps {settings.max_steps}: semantic "
+                             "alignment is the last part of the run")
 
     def phases(self, items):
-        """The paper's two phases (Sec. 3.2, after Eq. 5: "we first train it with Eq. 3 on D u D_bi.
-        Then, we train it on D_bi using Eq. 5 with a smaller learning rate"): label alignment on
-        every text, for --max-steps less --sa-steps; then semantic alignment on the source texts
-        that have translations (the anchors), for --sa-steps, its own warmup and decay peaking at
-        --sa-lr (methods.learning_rate). --epochs gives each phase its passes (epoch_steps)."""
+        """The paper's two phases (Sec. 3.2, after Eq. 5: "we first train it with Eq. 3 on D u D_bi. Then,
+        we train it on D_bi using Eq. 5 with a smaller learning rate"): label alignment on every text, then
+        semantic alignment on the source texts that have translations (the anchors), for --sa-steps, its own
+        warmup and decay peaking at --sa-lr. With --epochs each phase has its passes: --epochs over every
+        text, --sa-epochs over the anchors."""
         settings, source = self.settings, self.run.task.source
-        first = Phase("label alignment", items, settings.max_steps - settings.sa_steps, self.make_batch, self.loss)
-        if not settings.sa_steps:
-            return [first]
         sources = {it.id: it for it in items if it.lang == source}
         self.translations_of = {}
         for it in items:
             if it.lang != source and it.id in sources:
                 self.translations_of.setdefault(it.id, {})[it.lang] = it
         self.anchors = [sources[i] for i in sorted(self.translations_of)]
+        if settings.max_steps:
+            sa_steps = settings.max_steps // 4 if settings.sa_steps is None else settings.sa_steps
+            la_steps = settings.max_steps - sa_steps
+        else:
+            la_steps = steps(settings, len(items))
+            passes = settings.sa_epochs or settings.epochs
+            sa_steps = math.ceil(len(self.anchors) / settings.batch_size) * passes if settings.sa_steps is None else settings.sa_steps
+        first = Phase("label alignment", items, la_steps, self.make_batch, self.loss)
+        if not sa_steps:
+            return [first]
         if len({a.label for a in self.anchors}) < 2:
             raise InputError("semantic alignment needs translated source examples of at least two labels (see --translated)")
-        lr_scale = settings.sa_lr / settings.lr
-        return [first, Phase("semantic alignment", self.anchors, settings.sa_steps, self.group_batch, self.group_loss, lr_scale)]
+        return [first, Phase("semantic alignment", self.anchors, sa_steps, self.group_batch, self.group_loss,
+                             settings.sa_lr / settings.lr)]
 
     def loss(self, model, batch):
         """Eq. 3: CE + lambda_LA * L_LA, with L_LA Eq. 2 over the batch (losses.label_alignment_loss).

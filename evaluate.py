@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 
 import data
-from methods import TEST_INPUTS, Method, Run, counterparts, score_split
+from methods import TEST_INPUTS, Run, restore
 from minxlt import tasks
 from minxlt.checkpoints import hub
 from minxlt.checkpoints.prepare_default import default_model
@@ -296,13 +296,14 @@ def test_checkpoint(model, encoder, tokenizer, info, args, pooling, device, rank
     run = Run(task, tokenizer, args.max_length or info.get("max_length", 256), args.batch_size, device, rank, world_size)
     results, extra, seen = {}, {}, None
     if model is not None and not args.alignment_only:
-        model.eval()
-        method = flags.METHODS[args.method] if args.method else flags.METHODS.get(info.get("method"), Method)
-        test_input, translations = test_input_of(args, info if method.name == info.get("method") else {})
+        name = args.method or info.get("method") if (args.method or info.get("method")) in flags.METHODS else "zero-shot"
+        test_input, translations = test_input_of(args, info if name == info.get("method") else {})
         translations = translations or (task.test_translations if test_input == "translation" else None)
-        test_input = flags.choose_test_input(method, test_input, translations, task.parallel)
-        partners = counterparts(run, args.split, test_input, translations, info.get("missing_translations", "refuse"))
-        scores = score_split(run, *method.load_predictor(model, info, test_input), args.split, None, partners, predictions)
+        test_input = flags.choose_test_input(flags.METHODS[name], test_input, translations, task.parallel)
+        settings, info = flags.saved(info, name, task.level, encoder.config.num_layers)
+        method = flags.METHODS[name](settings, run)
+        scores = method.evaluate(restore(method.wrap(model.eval()), info), args.split, None, test_input, translations,
+                                 predictions)
         results = summarise(scores, task.source)
         results["unscored"] = unscored(getattr(task, args.split))
         seen = {"input": test_input, "what": TEST_INPUTS[test_input], "translations": translations}
@@ -386,7 +387,6 @@ def main(argv=None):
     if args.plot:
         return plot(args.plot, args.plot_file)
     rank, world_size, device = distributed.setup()
-    distributed.choose_attention(device)
     model, info = None, {}
     if args.checkpoint:
         model, tokenizer, info = Classifier.load(args.checkpoint, device)

@@ -15,18 +15,18 @@ teacher; then a student trained again from the pretrained weights, with the teac
     python train.py --method filter --teacher runs/filter-teacher/best --out runs/filter-student
 
 The teacher stays fixed. With each pair of a student's batch come the teacher's logits of the
-translation, from its FILTER forward pass without gradient (PairMethod.pair_batch in methods.py;
+translation, from its FILTER forward pass without gradient (methods.pair_batch;
 minxlt/run/teacher.py runs the teacher, or reads them from --teacher-cache), and FilterMethod.loss
 adds Eq. 5, KL(p_teacher || p_student) on the translation (losses.self_teaching_loss).
 
 Shapes: B pairs, T tokens (both texts padded to one length), H hidden.
 """
-import math
+from dataclasses import dataclass
 
 import torch
 import torch.nn as nn
 
-from methods import PairMethod, fraction, non_negative_int, positive_float
+from methods import Method, Phase, TeacherSettings, flag, pair_batch, steps
 from minxlt.errors import InputError
 from model import attention_bias, embed_pair
 
@@ -74,71 +74,61 @@ class Filter(nn.Module):
         return self(source_ids, source_mask, target_ids, target_mask)[1]
 
 
-class FilterMethod(PairMethod):
-    """--method filter: Eq. 4 (the task loss on both sides of each pair, through Filter), and with
-    --teacher Eq. 6, self-teaching from a FILTER model trained first (Algorithm 1)."""
-    name = "filter"
-    help = ("FILTER (Fang et al. 2021): each source example and its translation go through the encoder together "
-            "(fusion.py), with the task loss on both sides (Eq. 4); self-teaching is a second run from the pretrained "
-            "weights with --teacher OUT/best of the first (Eq. 5-6)")
+class FilterMethod(Method):
+    """FILTER: a text and its translation through the encoder together, fused in k layers. Eq. 4 is the task
+    loss on both sides; self-teaching (Eq. 5-6) is a second run from the pretrained weights, with
+    --teacher OUT/best of the first."""
+    draws = "pairs"
+    test_inputs = ("oracle", "translation", "text")  # "text": the plain classifier on the target alone, an ablation
+    teacher = None  # Eq. 5's teacher, where --teacher or --teacher-cache gives one (start)
 
-    paper = {"batch_size": 64}  # "Implementation Details": batch size 64 for all tasks
-    teacher_kind = "filter"
-    # Eq. 4's p^s is read from the source's own states; the authors' sentence classifier reads its "English" logits at
-    # position 1 of the joined pair, the target's second token (their modeling_xlm_roberta.py:305)
-    fixed = {"source_prediction": "the source text's own states (its <s> for a sentence label)"}
-    epoch = ("sentence labels and answers: a pass over every (source, translation) pair of every language and, with "
-             "--self-pairs, each source paired with itself; word labels: a pass's worth of the source's texts, as many pairs "
-             "(the authors' run_xtag.py pairs each English text once an epoch, with a language drawn at random)")
+    @dataclass
+    class Settings(TeacherSettings):
+        filter_m: int = flag(1, "local layers, each text alone (the paper gives no final m; its k ablation, Figure 3, "
+                                "holds m = 1)", "[0, inf)")
+        filter_k: int = flag(None, "fusion layers over the joined pair (default: 1; for QA 20 of 24 layers, the largest k "
+                                   "of the paper's MLQA ablation, scaled to the encoder's depth)", "[0, inf)")
+        kl_weight: float = flag(None, "1 - lambda in Eq. 6, the self-teaching loss's weight (default: the paper's 0.5 for "
+                                      "sentence labels, 0.1 for QA, 1.0 for word labels, whose lambda is 0)", "[0, 1]")
+        kl_temperature: float = flag(1.0, "T of Eq. 5's KL: softmax(logits / T), the KL times T^2 (the authors' code: "
+                                          "0.1)", "(0, inf)")
+        kl_reduction: str = flag("example", "example: each example's KL summed over its classes (Eq. 5); element: "
+                                            "averaged over the classes too, as the authors' nn.KLDivLoss()", ("example", "element"))
+        missing_translations: str = flag("refuse", "a target language without translation files: refuse the run, or, "
+                                                   "as the authors' run_xtag.py, train on the others' alone and predict "
+                                                   "its texts beside themselves", ("refuse", "self"))
+        self_pairs: bool = True  # both authors' codes pair every language's text with its English source, English's own too
 
-    @staticmethod
-    def add_arguments(parser):
-        g = parser.add_argument_group("FILTER", "--preset paper: batch size 64 (Implementation Details); the paper states no "
-                                      "learning rate, epochs, m or k")
-        g.add_argument("--filter-m", type=non_negative_int, default=1, help="local layers, each text alone (default: 1; the paper "
-                       "gives no final m, and its k ablation, Figure 3, holds m = 1)")
-        g.add_argument("--filter-k", type=non_negative_int, help="fusion layers over the joined pair (default: 1 for classification "
-                       "and tagging; for QA 20 of 24 layers, the largest k of the paper's MLQA ablation, scaled to the encoder's depth)")
-        g.add_argument("--kl-weight", type=fraction, help="1 - lambda in Eq. 6: the self-teaching loss weight (default: the paper's 0.5 "
-                                                       "for sentence labels, 0.1 for QA, 1.0 for word labels, whose lambda is 0)")
-        g.add_argument("--kl-temperature", type=positive_float, default=1.0, help="T of Eq. 5's KL: both distributions softmax(logits "
-                       "/ T), the KL times T^2 (default 1: Eq. 5 as the paper writes it; the authors' code: 0.1)")
-        g.add_argument("--kl-reduction", default="example", choices=["example", "element"], help="example: each example's KL, "
-                       "summed over its classes, averaged over the examples (Eq. 5); element: also averaged over the classes, "
-                       "1/C of it, as the authors' nn.KLDivLoss() averages for sentence labels (run_xcls.py, "
-                       "modeling_xlm_roberta.py)")
-        g.add_argument("--missing-translations", default="refuse", choices=["refuse", "self"], help="a target language without "
-                       "translation files: refuse the run (default), or, as the authors' run_xtag.py does, train on the other "
-                       "languages' translations alone (lines 956-958) and predict each of its test texts beside itself (363-369)")
+        def for_task(self, level, num_layers, common):
+            """The KL weights of "Implementation Details"; QA's k is 20 of 24 layers, scaled to the encoder's depth."""
+            k = min(round(20 / 24 * num_layers), num_layers - (self.filter_m or 0)) if level == "span" else 1
+            return {"filter_k": k, "kl_weight": {"sentence": 0.5, "span": 0.1, "word": 1.0}[level]}
 
-    @classmethod
-    def epoch_steps(cls, run, settings):
-        """Word labels: an epoch is as many pairs as the source has texts, as the authors' run_xtag.py
-        counts it (AlignDataset without use_all_samples_per_epoch, lines 558-589 and 960-965: each
-        English segment once, beside one language drawn at random); otherwise every pair (PairMethod)."""
-        if run.level.name != "word":
-            return super().epoch_steps(run, settings)
-        return {"max_steps": math.ceil(len(run.training_texts([run.task.source])) / settings.batch_size) * settings.epochs}
-
-    @classmethod
-    def defaults(cls, level, num_layers, settings):
-        """The KL weights of "Implementation Details"; QA's k is 20 of 24 layers, scaled to the encoder's depth."""
-        span = level == "span"
-        return {"filter_k": min(round(20 / 24 * num_layers), num_layers - settings["filter_m"]) if span else 1,
-                "kl_weight": {"sentence": 0.5, "span": 0.1, "word": 1.0}[level]}
-
-    @classmethod
-    def check(cls, settings, run):
+    def __init__(self, settings, run):
+        super().__init__(settings, run)
         m, k, L = settings.filter_m, settings.filter_k, run.num_layers
         if m + k > L:
             raise InputError(f"--filter-m {m} and --filter-k {k}: FILTER needs m + k <= {L}, the encoder's layers")
 
-    def wrap(self, model, items):
+    def phases(self, items):
+        """Word labels: an epoch is as many pairs as the source has texts, as the authors' run_xtag.py
+        counts it (each English segment once, beside one language drawn at random); otherwise every pair."""
+        if self.run.level.name != "word":
+            return super().phases(items)
+        texts = len(self.run.training_texts([self.run.task.source]))
+        return [Phase("filter", items, steps(self.settings, texts), self.make_batch, self.loss)]
+
+    def wrap(self, model):
         return Filter(model, self.settings.filter_m, self.settings.filter_k)
 
     def start(self, model, items):
         """Self-teaching's teacher (Algorithm 1), once the student is in place (sharded, where it is)."""
-        self.teacher = self.load_teacher(items, lambda trained, info: Filter(trained, info["filter_m"], info["filter_k"]).eval())
+        self.teacher = self.run.teacher(self.settings, items, lambda trained, info: Filter(trained, info["filter_m"],
+                                                                                           info["filter_k"]).eval())
+
+    def make_batch(self, items, weights, step):
+        sources, targets = zip(*items)
+        return pair_batch(self.run, sources, targets, weights, self.teacher)
 
     def loss(self, model, batch):
         """Eq. 4, L_s + L_t, each the task level's cross-entropy (level.loss); with a teacher Eq. 6,
@@ -162,12 +152,8 @@ class FilterMethod(PairMethod):
             loss = source + target + kl_weight * kl
         return loss, dict(parts, kl=kl.detach())
 
-    @classmethod
-    def load_predictor(cls, classifier, info, test_input):
+    def predictor(self, model, test_input):
+        """The target side's logits (the paper uses them for every task); "text": the classifier alone."""
         if test_input == "text":
-            return super().load_predictor(classifier, info, test_input)
-        return Filter(classifier, info["filter_m"], info["filter_k"]).predict, "pair"
-
-    def saved_info(self, model):
-        return {"filter_m": self.settings.filter_m, "filter_k": self.settings.filter_k,
-                "missing_translations": self.settings.missing_translations}
+            return super().predictor(model.classifier, test_input)
+        return model.predict, "pair"

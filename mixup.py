@@ -56,12 +56,13 @@ Shapes: B pairs, T tokens (both texts padded to one length), H hidden, N heads.
 import math
 import random
 import sys
+from dataclasses import dataclass
 
 import torch
 import torch.nn as nn
 
 from losses import prediction_consistency_loss, representation_consistency_loss
-from methods import TEST_INPUTS, PairMethod, fraction, positive_float, positive_int
+from methods import TEST_INPUTS, Method, TeacherSettings, flag, pair_batch
 from minxlt.errors import InputError
 from model import attention_bias, embed_pair, mean_pool
 
@@ -239,92 +240,77 @@ def labeller(classifier, info):
     return lambda source_ids, source_mask, target_ids, target_mask: (None, classifier(target_ids, target_mask)[0])
 
 
-class XMixupMethod(PairMethod):
-    """--method xmixup: each source example and its translation run side by side, the translation
-    mixed with the source at one layer (XMixup); Eq. 8's task losses on both sides plus Eq. 7's
-    consistency losses; scheduled sampling (Eq. 6) feeds round-trip translations of the source
-    where the task has them. On word labels the translation's labels are a source-trained
-    model's soft tags (Sec. 4.2, --teacher)."""
-    name = "xmixup"
-    help = ("X-Mixup (Yang et al. 2022): each source example and its translation run side by side, the translation mixed "
-            "with the source at one layer (mixup.py); task losses on both sides (Eq. 8) plus consistency losses (Eq. 7); "
-            "scheduled sampling feeds round-trip translations of the source where the task has them")
+class XMixupMethod(Method):
+    """X-Mixup: a translation mixed with its source at one layer, by a learnt ratio. Task losses on both
+    sides (Eq. 8) plus consistency losses (Eq. 7); scheduled sampling feeds round-trip translations of the
+    source where the task has them. On word labels the translation's labels are a source-trained model's
+    soft tags (Sec. 4.2, --teacher)."""
+    draws = "pairs"
+    test_inputs = ("oracle", "translation", "text")  # "text": the plain classifier on the target alone, an ablation
+    teacher = None  # the soft word labels' labeller (start)
     round_trip = {}  # the round-trip translations of the source's training texts: get(id, lang, default) (Run.round_trips)
     untagged_trips = False  # word labels: whether they have no tags (X-Mixup's), so that a step feeding them drops the source's loss
-    fixed = {"mixup_inference": "the mean of the two predicted distributions", "scheduled_sampling": "a draw per step"}
 
-    teacher_kind = "labeller"
+    @dataclass
+    class Settings(TeacherSettings):
+        mixup_layer: int = flag(None, "the layer (from 1) where the translation is mixed (default: the paper's first for "
+                                      "sentence labels, fourth for word labels; for QA its 16th of 24, scaled to the "
+                                      "encoder's depth; Sec. 5.1)", "[1, inf)")
+        mixup_alpha: float = flag(None, "alpha of Eq. 8, the source's share of the task loss (default: the paper's 0.4 for "
+                                        "sentence labels, 0.8 for word labels, 0.2 for QA)", "[0, 1]")
+        lambda0: float = flag(0.5, "the largest mixup ratio (the ratio after Eq. 5)", "[0, 1]")
+        ss_k: float = flag(None, "k of scheduled sampling's inverse sigmoid decay after Eq. 6 (default: the paper's 1000, "
+                                 "2000 for QA, Table 10)", "(0, inf)")
+        round_trip: str = flag(None, "the round-trip translations of the source's training texts through each target "
+                                     "language, which scheduled sampling feeds (Eq. 6): a path with {lang} "
+                                     "(docs/methods.md names X-Mixup's files); default: the task's own, else none")
+        soft_labels: str = flag(None, "word labels: X-Mixup's released translations and their soft labels, a path with "
+                                      "{lang} (<data>/translate-train-logits/{lang}.txt), in the teacher's place")
+        mixup_variant: str = flag("paper", "paper: Eq. 2-5 as written; in-attention: the ablation that mixes inside the "
+                                           "attention sub-layer, before its LayerNorm", tuple(VARIANTS))
+        constant_ratio: bool = flag(False, "ablation: lambda = lambda0 instead of the entropy-based ratio")
+        no_consistency: bool = flag(False, "ablation: without the consistency losses of Eq. 7")
+        no_mixup_inference: bool = flag(False, "ablation: test the target text alone, not mixed with its translation")
+        self_pairs: bool = True  # both authors' codes pair every language's text with its English source, English's own too
 
-    @staticmethod
-    def add_arguments(parser):
-        g = parser.add_argument_group("X-Mixup", "--preset paper: batch size 64, 2 epochs for XQuAD and MLQA and 4 for the other "
-                                      "tasks (Appendix C.1); the paper's learning rate is one of a grid it does not resolve")
-        g.add_argument("--mixup-layer", type=positive_int, help="the layer (1-based) where the translation is mixed (default: the paper's first "
-                                                       "for sentence labels, fourth for word labels; for QA its 16th of 24, scaled "
-                                                       "to the encoder's depth; Sec. 5.1)")
-        g.add_argument("--mixup-alpha", type=fraction, help="alpha of Eq. 8: the source's share of the task loss (default: the paper's 0.4 "
-                                                         "for sentence labels, 0.8 for word labels, 0.2 for QA)")
-        g.add_argument("--lambda0", type=fraction, default=0.5, help="the largest mixup ratio (the ratio after Eq. 5; the paper's 0.5)")
-        g.add_argument("--ss-k", type=positive_float, help="k of scheduled sampling's inverse sigmoid decay (after Eq. 6; default: the "
-                                                 "paper's 1000, 2000 for QA, Table 10's p_k)")
-        g.add_argument("--round-trip", metavar="PATH", help="the round-trip translations of the source's training texts through "
-                       "each target language, which scheduled sampling feeds (Eq. 6): a path with {lang}, X-Mixup's "
-                       "translate-train-en files (XNLI: translate-train-en/multinli.train.{lang}-en.tsv, PAWS-X: "
-                       "translate-train-en/translated_train.{lang}-en.tsv, MLQA and XQuAD: ../squad/translate-train-en/"
-                       "squad.translate.train.en-{lang}-en.json, TyDiQA-GoldP: translate-train-en/tydiqa.translate.train.en-{lang}-en.json, "
-                       "SQuAD JSON by question id; UD-POS and PAN-X: translate-train-en-token/{lang}.txt, untagged, so that a step "
-                       "feeding them trains on the translation's soft labels alone); a language without a file is fed its gold source "
-                       "(default: the task's own round trips, the bundled corpus's; else none, and scheduled sampling is off)")
-        g.add_argument("--mixup-variant", default="paper", choices=list(VARIANTS), help="paper: Eq. 2-5 as written, the sub-layer's "
-                       "outputs mixed; in-attention: the ablation that mixes inside the attention sub-layer, before its LayerNorm "
-                       "(see mixup.py)")
-        g.add_argument("--constant-ratio", action="store_true", help="ablation: lambda = lambda0 instead of the entropy-based ratio")
-        g.add_argument("--no-consistency", action="store_true", help="ablation: without the consistency losses of Eq. 7")
-        g.add_argument("--no-mixup-inference", action="store_true", help="ablation: test the target text alone, not mixed with its translation")
+        def for_task(self, level, num_layers, common):
+            """The paper's mixup layer (from 1; QA's is XLM-R large's 16th of 24, scaled to the encoder's
+            depth), alpha of Eq. 8 and k of the decay after Eq. 6 (Sec. 5.1, Table 10)."""
+            return {"mixup_layer": {"sentence": 1, "word": 4, "span": round(16 / 24 * num_layers)}[level],
+                    "mixup_alpha": {"sentence": 0.4, "word": 0.8, "span": 0.2}[level],
+                    "ss_k": 2000 if level == "span" else 1000, "test_input": "text" if self.no_mixup_inference else None}
 
-    @classmethod
-    def defaults(cls, level, num_layers, settings):
-        """The paper's mixup layer (1-based; QA's is XLM-R large's 16th of 24, scaled to the
-        encoder's depth), alpha of Eq. 8 and k of the decay after Eq. 6; with --no-mixup-inference,
-        the target text alone at test time."""
-        return {"mixup_layer": {"sentence": 1, "word": 4, "span": round(16 / 24 * num_layers)}[level],
-                "mixup_alpha": {"sentence": 0.4, "word": 0.8, "span": 0.2}[level],
-                "ss_k": 2000 if level == "span" else 1000, "test_input": "text" if settings["no_mixup_inference"] else None}
-
-    @classmethod
-    def paper_preset(cls, task):
-        """Appendix C.1: batch size 64; "For XQuAD and MLQA, we finetune 2 epochs. For other tasks, we
-        finetune 4 epochs" (TyDiQA among them)."""
-        return {"batch_size": 64, "epochs": 2 if task.name in ("xquad", "xquad-squad", "mlqa") else 4}
-
-    @classmethod
-    def check(cls, settings, run):
-        if settings.no_mixup_inference and settings.test_input != "text":  # the ablation: the target text alone
-            raise InputError(f"--no-mixup-inference tests the target text alone, not {TEST_INPUTS[settings.test_input]}")
-        needs_teacher = not run.level.translations_keep_labels  # Sec. 4.2: word labels do not carry over to a translation
-        if needs_teacher and not (settings.teacher or settings.teacher_cache or settings.soft_labels):
-            raise InputError("--method xmixup on word labels needs --teacher: a model trained on the source (--method zero-shot), "
-                             "whose tags of the translations are their soft labels (X-Mixup Sec. 4.2); or --soft-labels, "
-                             "the authors' released ones")
-        if not needs_teacher and (settings.teacher or settings.teacher_cache or settings.soft_labels):
-            raise InputError(f"--teacher, --teacher-cache and --soft-labels are for --method xmixup on word labels (soft labels of the translations); "
-                             f"--task {settings.task}'s translations have their source's labels")
+    def __init__(self, settings, run):
+        super().__init__(settings, run)
         if not 1 <= settings.mixup_layer <= run.num_layers:
             raise InputError(f"--mixup-layer {settings.mixup_layer} is not one of the encoder's layers 1..{run.num_layers}")
 
     def training_items(self):
+        """The pairs, and the round trips scheduled sampling feeds (Eq. 6); on word labels the translations'
+        soft labels need a teacher (Sec. 4.2: word labels do not carry over to a translation)."""
+        settings, run = self.settings, self.run
+        if settings.no_mixup_inference and settings.test_input != "text":  # the ablation: the target text alone
+            raise InputError(f"--no-mixup-inference tests the target text alone, not {TEST_INPUTS[settings.test_input]}")
+        taught = settings.teacher or settings.teacher_cache or settings.soft_labels
+        if not run.level.translations_keep_labels and not taught:
+            raise InputError("--method xmixup on word labels needs --teacher: a model trained on the source (--method "
+                             "zero-shot), whose tags of the translations are their soft labels (X-Mixup Sec. 4.2); or "
+                             "--soft-labels, the authors' released ones")
+        if run.level.translations_keep_labels and taught:
+            raise InputError(f"--teacher, --teacher-cache and --soft-labels are for --method xmixup on word labels (soft "
+                             f"labels of the translations); --task {settings.task}'s translations have their source's labels")
         items = super().training_items()
-        self.round_trip = self.run.round_trips(self.settings.round_trip)
-        if not self.run.level.translations_keep_labels:  # word labels: X-Mixup's round trips have no tags (task_losses)
+        self.round_trip = run.round_trips(settings.round_trip)
+        if not run.level.translations_keep_labels:  # word labels: X-Mixup's round trips have no tags (task_losses)
             self.untagged_trips = untagged(list(self.round_trip.values()))
+        if run.rank == 0 and not self.round_trip:
+            print(f"note: {run.task.name} has no round-trip translations of its {run.task.source} training texts "
+                  "(--round-trip): scheduled sampling is off (the mixup always sees the gold source)", file=sys.stderr)
         return items
 
-    def wrap(self, model, items):
-        settings, run = self.settings, self.run
-        if run.rank == 0 and not self.round_trip:
-            print(f"note: {run.task.name} has no round-trip translations of its {run.task.source} training texts (--round-trip): "
-                  "scheduled sampling is off (the mixup always sees the gold source)", file=sys.stderr)
-        with torch.random.fork_rng(devices=[]):  # W and b the same on every process, whatever their shape: not the per-process seed
+    def wrap(self, model):
+        settings = self.settings
+        with torch.random.fork_rng(devices=[]):  # W and b the same on every process, whatever their shape
             torch.manual_seed(settings.seed)
             core = XMixup(model, settings.mixup_layer, settings.lambda0, settings.lambda0 if settings.constant_ratio else None,
                           settings.mixup_variant)
@@ -335,19 +321,18 @@ class XMixupMethod(PairMethod):
 
     def start(self, model, items):
         """The soft word labels' teacher (Sec. 4.2), once the model is in place (sharded, where it is)."""
-        self.teacher = self.load_teacher(items, labeller)
+        self.teacher = self.run.teacher(self.settings, items, labeller)
 
     def make_batch(self, items, weights, step):
         """Scheduled sampling (Eq. 6): with probability 1 - p*(step) the source is its round-trip
-        translation, drawn once per step from a generator seeded by the step, so that a resumed
-        run and every process draw the same. On word labels `gold_source` says whether the step
-        trains on the source's tags: not where it feeds round trips and they have none (task_losses),
-        decided for the whole step, as the draw is, whichever pairs a process or micro-batch holds."""
+        translation, drawn once per step from a generator seeded by the step, so that a resumed run
+        and every process draw the same. On word labels `gold_source` says whether the step trains
+        on the source's tags: not where it feeds round trips and they have none (task_losses)."""
         sources, targets = zip(*items)
         fed = self.round_trip and random.Random(f"{self.settings.seed}/{step}/ss").random() > inverse_sigmoid_decay(step, self.settings.ss_k)
         if fed:  # each source's round trip through its pair's target language, where it has one
             sources = [self.round_trip.get(s.id, t.lang, s) for s, t in zip(sources, targets)]
-        batch = self.pair_batch(sources, targets, weights)
+        batch = pair_batch(self.run, sources, targets, weights, self.teacher)
         batch["round_trip"] = torch.tensor(float(bool(fed)))
         if not self.run.level.translations_keep_labels:
             batch["gold_source"] = torch.tensor(not (fed and self.untagged_trips))
@@ -380,23 +365,8 @@ class XMixupMethod(PairMethod):
                 parts.update(kl=kl.detach())
         return loss, parts
 
-    @classmethod
-    def load_predictor(cls, classifier, info, test_input):
+    def predictor(self, model, test_input):
+        """Mixup inference (Sec. 4.3), the pair's two predictions averaged; "text": the classifier alone."""
         if test_input == "text":
-            return super().load_predictor(classifier, info, test_input)
-        mixup = info["mixup"]
-        if "mixup_layer" not in mixup:
-            raise InputError("task.json's mixup has no mixup_layer: the model was saved by an older version of this repository "
-                             "(its layer counted from 0); train it again")
-        model = XMixup(classifier, mixup["mixup_layer"], mixup["lambda0"], mixup["fixed_ratio"], mixup["variant"])
-        with torch.no_grad():
-            model.ratio_net.linear.weight.fill_(mixup["ratio_weight"])
-            model.ratio_net.linear.bias.fill_(mixup["ratio_bias"])
-        return model.to(next(classifier.parameters()).device).eval().predict, "pair"
-
-    def saved_info(self, model):
-        """What rebuilds the mixup at test time: its layer (from 1, as --mixup-layer), lambda0, the
-        variant, and the ratio's trained W and b (the loop gathers them first where sharded)."""
-        return {"mixup": {"mixup_layer": model.layer, "lambda0": self.settings.lambda0, "fixed_ratio": model.fixed_ratio,
-                          "variant": model.variant, "ratio_weight": model.ratio_net.linear.weight.item(),
-                          "ratio_bias": model.ratio_net.linear.bias.item(), "inference": not self.settings.no_mixup_inference}}
+            return super().predictor(model.classifier, test_input)
+        return model.predict, "pair"

@@ -22,23 +22,18 @@ FILTER's self-teaching, Unicoder's pre-training then fine-tuning, Yu & Joty's co
     python cotrain.py --task sib200 --data ../shared/data/sib200 \\
         --out runs/cotrain
 
-The run reads top to bottom (main): the settings, every flag resolved once and read-only from then
-on (minxlt/run/flags.py); the data; the model; the optimizer; the loop; the test table of the best model.
-One step is train_step: the batch comes in, the method's loss (flags.METHODS names its class),
-backward with the batch's share of the global batch, the update. What the loop does around the
-step (the batch plan, log records, stop requests, divergence, checkpoints) is minxlt/run/bookkeeping.py.
-Everything a resumed run needs is in OUT/checkpoint.pt (a sharded run's: OUT/checkpoint/); the best
-model is OUT/best/, an ordinary checkpoint directory; losses and evaluations go to OUT/log.jsonl.
+main reads top to bottom: the settings, the data, the model, the optimizer, the loop, the test.
+One step is train_step; what the loop does around it (batches built ahead, the log, checkpoints,
+stop requests) is minxlt/run/bookkeeping.py, sharding minxlt/parallel/shard.py.
 """
 import json
 import random
-import sys
 
 import torch
 
 import data
 import evaluate
-from methods import TEST_INPUTS, Run, counterparts, learning_rate, phase_at
+from methods import TEST_INPUTS, Run, counterparts, learning_rate, own_parameters, phase_at, restore
 from minxlt import tasks
 from minxlt.checkpoints import hub
 from minxlt.checkpoints.prepare_default import default_model
@@ -46,65 +41,60 @@ from minxlt.checkpoints.weights import check_tokenizer
 from minxlt.parallel import distributed, memory, shard
 from minxlt.run import bookkeeping, cli, compiled, flags
 from minxlt.text.tokenizer import Tokenizer
-from model import Config, Encoder
+from model import Classifier, Config, Encoder
+
+AUTOCAST = {"none": None, "bf16": torch.bfloat16, "fp16": torch.float16}  # --amp (flags.autocast resolves auto)
 
 
 def main(argv=None):
     """One run; returns the built model as it is after the last step."""
+    # Settings: every flag resolved once, read-only from here on (minxlt/run/flags.py).
     args = flags.parse(argv, __doc__)
     if args.dry_run:  # the memory plan, from config.json alone (minxlt/parallel/memory.py)
         return memory.dry_run(args, hub.resolve(args.model, config_only=True) if args.model else default_model())
     tasks.check_folder(args.task, args.data)  # before a model is fetched: a missing folder names its download command
     owns_process_group = not distributed.initialized()  # co-training trains inside an outer run
     rank, world_size, device = distributed.setup(args.device)
-    distributed.choose_attention(device)
-    cli.check_shared({"--out": args.out}, rank)  # several nodes: storage all see (the token cache may be each node's own)
-    out = cli.output_folder(args.out, args.resume, args.overwrite, rank)
+    out = cli.output_folder(args.out, args.resume, args.overwrite, rank)  # held by this run while it lasts
     random.seed(args.seed + rank)
     torch.manual_seed(args.seed + rank)  # dropout differs across ranks; the weights start identical (loaded)
-
-    # Settings and data: every flag resolved once, read-only from here on (minxlt/run/flags.py); every example
-    # tokenized once, translations of a source sharing its id.
     model_dir = hub.resolve(args.model) if args.model else default_model()
     settings, run = flags.resolve(args, load_run(args, model_dir, device, rank, world_size))
+
+    # Data: the method's training items, every text tokenized once, and its phases of training.
     method = flags.METHODS[settings.method](settings, run)
     items = method.training_items()
     if not items:
         raise tasks.InputError(f"no training examples for --method {settings.method} on {settings.task}")
-    for split, translations in (("dev", settings.dev_translations), ("test", None if settings.no_test else settings.test_translations)):
-        if translations:  # read now (and kept): a missing or unreadable translation stops the run before its first step
-            counterparts(run, split, "translation", translations, settings.missing_translations)
+    read_translations(settings, run)
     phases = method.phases(items)
-    if rank == 0:
-        print(bookkeeping.start_report(settings, method, phases, out), file=sys.stderr)
-    book = bookkeeping.Book(out, settings, run, model_dir, owns_process_group)
+    book = bookkeeping.Book(out, settings, run, model_dir, phases, owns_process_group)
 
-    # Model: the method's view of it (FILTER and X-Mixup run it on pairs) is what trains and is
-    # checkpointed; OUT/best holds the built model alone, plus task.json.
+    # Model: the built model (OUT/best) and the method's module around it, which trains and is checkpointed.
     raw = build_model(settings, method, model_dir, device, rank)
-    core = method.wrap(raw, items)
-    if settings.shard:  # each process holds 1/N of the weights, gradients and AdamW's moments (minxlt/parallel/shard.py)
+    core = method.wrap(raw)
+    if settings.shard:  # each process holds 1/N of the weights, gradients and AdamW's moments
         model = shard.wrap(core, raw.encoder, settings.amp, settings.offload, device, evaluate_in_bf16=not settings.eval_float32,
                            embeddings_unit=settings.shard_embeddings)
         shard.load_pretrained(core, raw.encoder, model_dir, device, settings.offload)  # each process reads its own rows
     else:  # each process holds them all (DDP)
-        model = distributed.wrap(core, device, method.unused_parameters)
-    method.start(core, items)  # before any update: Unicoder's hard negatives; a teacher, loaded after the student (sharded with it)
-    alignment_before = None if settings.no_alignment or settings.resume else alignment_before_training(settings, run, core, raw)
+        model = distributed.wrap(core, device, getattr(core, "unused_parameters", False))
+    method.start(core, items)  # before any update: Unicoder's hard negatives; a teacher, loaded after the student
     optimizer, scheduler = make_optimizer(settings, core, phases)
     dtype = AUTOCAST[settings.amp]
     scaler = torch.amp.GradScaler(enabled=dtype == torch.float16)
-    book.start(core, optimizer, scheduler, scaler, alignment_before)
+    before = None if settings.no_alignment or settings.resume else alignment_before_training(settings, run, core, raw)
+    book.start(core, optimizer, scheduler, scaler, before)
 
-    # The loop: a step per global batch, then its bookkeeping: a log record every --log-every steps, an evaluation on
-    # the source dev set every --eval-every (the best model goes to OUT/best), a checkpoint every --save-every.
-    phases = compiled.compiled_phases(settings, phases, raw.encoder, world_size)  # --compile: each phase's loss, backward with it
+    # The loop: a step a global batch, a log record every --log-every steps, an evaluation on dev every
+    # --eval-every (the best model goes to OUT/best), a checkpoint every --save-every.
+    if settings.compile:  # each phase's loss, and its backward, compiled (minxlt/run/compiled.py)
+        phases = compiled.compiled_phases(settings, phases, raw.encoder, world_size)
     model.train()
     stopped = False
     with bookkeeping.StopRequest(book) as stop:  # Ctrl-C, SIGTERM, and a process of the run that dies
-        # each step's micro-batches, [(phase.make_batch(its items), its share of the global batch)], built ahead
-        batches = bookkeeping.batch_loader(settings, method, phases, book.step)
-        while book.step < settings.max_steps and not stopped and not book.out_of_patience():  # --patience: the best model is tested
+        batches = bookkeeping.batch_loader(settings, method, phases, book.step)  # each step's micro-batches, built ahead
+        while book.step < book.steps and not stopped and not book.out_of_patience():
             phase = phase_at(phases, book.step)
             losses = train_step(settings, run, phase, model, next(batches), optimizer, scheduler, scaler, dtype)
             stopping = book.record(phases, losses, scheduler.get_last_lr()[0], stop.requested)
@@ -114,17 +104,13 @@ def main(argv=None):
             stopped = stopping or book.step == settings.stop_at  # to be continued with --resume
             if book.step % settings.save_every == 0 or stopped:
                 book.save_checkpoint(core, optimizer, scheduler, scaler)
-    book.finish_checkpoint()  # one still being written (--async-checkpoint) put in place
-    book.check_end()  # the progress bar closed; a loss that ended far above its start: a warning, however short the run
-    del optimizer, scheduler, scaler, batches  # AdamW's moments freed before the test, which may need the room (XXL, sharded)
+    book.finish(stopped)  # a checkpoint still being written put in place; a loss that ended far above its start said
+    del optimizer, scheduler, scaler, batches  # AdamW's moments freed before the test, which may need the room
     distributed.release_memory(device)
     distributed.barrier()
-    if stopped and rank == 0:
-        print(f"stopped at step {book.step}; continue with the same command and --resume", file=sys.stderr)
-    elif not stopped and not settings.no_test:
+    if not stopped and not settings.no_test:
         test(settings, method, raw, core, book)
-    book.discard_checkpoint(stopped)  # --no-keep-checkpoint, where the run has finished
-    cli.release(out)  # another run may write to OUT now (a run that fails gives it up when its process ends)
+    book.close(stopped)  # --no-keep-checkpoint; OUT given up to other runs
     if owns_process_group:
         del model  # DDP's, which holds the process group: gone before the group (distributed.cleanup)
         distributed.cleanup()
@@ -132,22 +118,31 @@ def main(argv=None):
 
 
 def load_run(args, model_dir, device, rank, world_size):
-    """What the methods are given: the task (Yu & Joty's few-shot sample of it where asked) and
-    the tokenizer, checked against the model's config.json; --max-length is resolved with the rest."""
+    """What the methods are given: the task (Yu & Joty's few-shot sample of it where asked) and the
+    tokenizer, checked against the model's config.json; --max-length is resolved with the rest."""
     config, tokenizer = Config.from_directory(model_dir), Tokenizer.from_pretrained(model_dir)
     check_tokenizer(config, tokenizer, model_dir)
-    task = tasks.load_task(args.task, args.data, args.source_lang, args.target_langs, args.strict_data, tokenizer, args.soft_labels)
-    task.doc_stride, task.max_answer_length = args.doc_stride, args.max_answer_length
-    if args.train_fraction < 1 or args.translated is not None:
-        task = tasks.few_shot(task, args.train_fraction, args.translated, args.seed)
-    return Run(task, tokenizer, None, args.eval_batch_size, device, rank, world_size, config.num_layers,
+    task = tasks.load_task(args.task, args.data, args.source_lang, args.target_langs, args.strict_data, tokenizer,
+                           getattr(args, "soft_labels", None))
+    task.doc_stride, task.max_answer_length = args.doc_stride or 128, args.max_answer_length or 30
+    if (args.train_fraction or 1) < 1 or args.translated is not None:
+        task = tasks.few_shot(task, args.train_fraction or 1, args.translated, args.seed or 0)
+    return Run(task, tokenizer, None, args.eval_batch_size or 64, device, rank, world_size, config.num_layers,
                config.max_positions - config.position_offset)
 
 
+def read_translations(settings, run):
+    """The dev and test translations, read now (and kept): a missing or unreadable one stops the run
+    before its first step."""
+    test = None if settings.no_test else settings.test_translations
+    for split, translations in (("dev", settings.dev_translations), ("test", test)):
+        if translations:
+            counterparts(run, split, "translation", translations, settings.get("missing_translations", "refuse"))
+
+
 def build_model(settings, method, model_dir, device, rank):
-    """The encoder and a fresh head, identical on every rank before DDP wraps them. Under --shard
-    the encoder is built on the meta device, its weights read once it is sharded (shard.load_pretrained),
-    and the head stays on the host until it is."""
+    """The encoder and the method's fresh head, identical on every rank before DDP wraps them. Under
+    --shard the encoder is built on the meta device, its weights read once it is sharded."""
     dropout = {} if settings.dropout is None else {"dropout": settings.dropout, "attention_dropout": settings.dropout}
     encoder = Encoder.from_pretrained(model_dir, device="meta" if settings.shard else device, **dropout)
     encoder.segment_id = method.run.tokenizer.segment_id  # BERT's tokenizers put a pair's second text in segment 1
@@ -162,22 +157,17 @@ def build_model(settings, method, model_dir, device, rank):
 
 
 def make_optimizer(settings, model, phases):
-    """AdamW, no decay on biases and LayerNorms; the learning rate of each phase, warmed up and
-    decayed on its own from its own peak (methods.learning_rate: Yu & Joty's second phase has a smaller one)."""
+    """AdamW, no decay on biases and LayerNorms; each phase's learning rate warmed up and decayed
+    from its own peak (methods.learning_rate)."""
     decay = [p for p in model.parameters() if p.requires_grad and p.ndim >= 2]
     no_decay = [p for p in model.parameters() if p.requires_grad and p.ndim < 2]
-    # fused: one pass over each tensor; on CPU it halves the step, most of which is updating the 250k-row embedding
-    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": settings.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
-                                  lr=settings.lr, fused=True)
+    groups = [{"params": decay, "weight_decay": settings.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    optimizer = torch.optim.AdamW(groups, lr=settings.lr, fused=True)  # fused: one pass over each tensor
     return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: learning_rate(phases, settings.warmup, step))
 
 
-AUTOCAST = {"none": None, "bf16": torch.bfloat16, "fp16": torch.float16}  # --amp (flags.autocast resolves auto)
-
-
 def evaluating(settings):
-    """Evaluation's precision: the run's autocast, or float32 with --eval-float32 (a sharded bf16
-    run then evaluates a float32 copy of its weights: shard.evaluated)."""
+    """Evaluation's precision: the run's autocast, or float32 with --eval-float32."""
     dtype = None if settings.eval_float32 else AUTOCAST[settings.amp]
     return torch.autocast(settings.device.split(":")[0], dtype=dtype, enabled=dtype is not None)
 
@@ -215,15 +205,21 @@ def train_step(settings, run, phase, model, micro_batches, optimizer, scheduler,
 
 
 def evaluate_and_save(settings, method, raw, core, book):
-    """Score the source dev set (and the targets' with --dev-langs all or --select-on all); the
-    model of the best score so far, as --select-on scores it, is OUT/best."""
-    run, metric = method.run, method.metric()
+    """Score the dev set; the model of the best score so far, as --select-on scores it, is OUT/best."""
+    run = method.run
     langs = [run.task.source] + (run.task.targets if "all" in (settings.dev_langs, settings.select_on) else [])
-    with shard.evaluated(core) as evaluated, evaluating(settings):  # a sharded model's own parameters whole, for predictors that call a
-        dev = {lang: scores[metric] for lang, scores in method.evaluate(evaluated, "dev", langs).items()}  # part of it, and task.json
-        info = dict(task_info(settings, run), **method.saved_info(evaluated))
-    if book.record_dev(metric, dev, run.task.source):  # logged; True where it is the best so far
+    with shard.evaluated(core) as evaluated, evaluating(settings):  # a sharded model's own parameters whole
+        scores = method.evaluate(evaluated, "dev", langs)
+        info = dict(task_info(settings, run), parameters=own_parameters(evaluated))
+    metric = selection_metric(run, scores)
+    if book.record_dev(metric, {lang: score[metric] for lang, score in scores.items()}, run.task.source):
         book.save_best(raw, run.tokenizer, info)
+
+
+def selection_metric(run, scores):
+    """The dev score that selects the best model: the task level's, or a method's own (Unicoder's)."""
+    metric = run.level.metric(run.task)
+    return metric if metric in scores[run.task.source] else next(iter(scores[run.task.source]))
 
 
 def task_info(settings, run):
@@ -232,7 +228,8 @@ def task_info(settings, run):
     info = {"task": settings.task, "data": settings.data, "labels": task.labels, "intents": task.intents, "source_lang": task.source,
             "target_langs": task.targets, "head_style": run.level.head(task, settings.head), "pooling": settings.pooling,
             "max_length": settings.max_length, "method": settings.method, "test_input": settings.test_input,
-            "alignment_pooling": settings.alignment_pooling}
+            "alignment_pooling": settings.alignment_pooling, "seed": settings.seed,
+            **{f.name: settings.get(f.name) for f in flags.own_flags(flags.METHODS[settings.method])}}
     if task.level == "span":
         info.update(doc_stride=task.doc_stride, max_answer_length=task.max_answer_length)
     return info
@@ -248,23 +245,40 @@ def alignment(encoder, run, pooling, sharded=False):
     """{target: {"cka": ..., "retrieval": ...}} of an encoder on the task's parallel test sentences;
     a sharded encoder's layers gather with every process, which then all encode every sentence."""
     rank, world_size = (0, 1) if sharded else (run.rank, run.world_size)
-    return evaluate.alignment(encoder, run.tokenizer, run.task.test, run.task.source, run.batch_size, run.device, rank, world_size, pooling)
+    return evaluate.alignment(encoder, run.tokenizer, run.task.test, run.task.source, run.batch_size, run.device, rank,
+                              world_size, pooling)
+
+
+def load_best(best, method, settings):
+    """(the model to test, the built model it wraps) of OUT/best: a saved classifier made the method's
+    module again with its task.json, or an encoder alone (Unicoder's); whole, or sharded as it loads."""
+    run, classifier = method.run, (best / "head.safetensors").exists()
+    if not settings.shard:
+        saved = Classifier.load(best, run.device) if classifier else (Encoder.from_pretrained(best, device=run.device), None, None)
+    else:
+        saved = (shard.load_classifier if classifier else shard.load_encoder)(best, run.device, settings.offload)
+    model, info = (saved[0], saved[2]) if classifier else (saved if not isinstance(saved, tuple) else saved[0], None)
+    model.eval()
+    return (restore(method.wrap(model), info) if classifier else model), model
 
 
 def test(settings, method, raw, core, book):
     """The test table of the best model on dev, with CKA and retrieval before and after training:
     OUT/results.json (with the settings) and OUT/results.md."""
     run, predictions, out, state = method.run, {}, book.out, book.state
-    measure = None if settings.no_alignment else (lambda encoder: alignment(encoder, run, settings.alignment_pooling, settings.shard))
-    with evaluating(settings):
-        results, after = method.test(out / "best", raw, core, settings.test_input, settings.test_translations, predictions, measure)
+    tested, saved = load_best(out / "best", method, settings) if (out / "best").exists() else (core, raw)
+    with evaluating(settings), run.gathered(saved):  # a sharded model's embeddings and head, whole while it is tested
+        results = method.evaluate(tested, "test", None, settings.test_input, settings.test_translations, predictions)
+        after = None if settings.no_alignment else alignment(getattr(saved, "encoder", saved), run, settings.alignment_pooling,
+                                                              settings.shard)
     results = evaluate.summarise(results, run.task.source) if results else {}
     if run.rank != 0:
         return
     seen = {"input": settings.test_input, "what": TEST_INPUTS[settings.test_input], "translations": settings.test_translations}
-    table, summary = evaluate.run_report(results, run.task, state.alignment_before, after, settings.alignment_pooling, out / "predictions")
-    summary.update(test_input=seen, best_step=state.best_step, **{f"dev_{method.metric()}": state.best}, settings=settings.as_dict(),
-                   **({"warning": book.warning} if book.warning else {}))
+    table, summary = evaluate.run_report(results, run.task, state.alignment_before, after, settings.alignment_pooling,
+                                         out / "predictions")
+    summary.update(test_input=seen, best_step=state.best_step, **{f"dev_{state.metric}": state.best},
+                   settings=dict(settings.as_dict(), max_steps=book.steps), **({"warning": book.warning} if book.warning else {}))
     chosen = {"source": "best dev step", "all": "best mean dev step", "last": "last step"}[settings.select_on]
     title = f"{settings.method} on {settings.task}, test split, {chosen} {state.best_step}" + evaluate.saw(
         results and settings.test_input, summary["alignment"] and settings.alignment_pooling)

@@ -31,7 +31,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import data
-from methods import Method, read_parallel_lines
+from methods import Method, check_translations, flag
+from minxlt.tasks import read_parallel_lines
 from minxlt.errors import InputError
 from model import ClassificationHead
 
@@ -50,6 +51,10 @@ class Pair:
     target: list
     negative: list | None = None
     document: list | None = None
+
+    def __len__(self):
+        """Its tokens, both sides', for batches of similar length."""
+        return len(self.source) + len(self.target)
 
 
 def parallel_pairs(task, split, tokenizer, max_length, extra=()):
@@ -222,6 +227,7 @@ class Unicoder(nn.Module):
     """The encoder with what the five tasks need: its masked-LM head (the checkpoint's, or a new one
     tied to the word embeddings), W of Eq. 2, and a paraphrase classifier over <s>. forward(batch)
     returns the batch's task loss. Saved as an ordinary checkpoint directory (with the LM head)."""
+    unused_parameters = True  # a step trains one task, the other tasks' heads left without gradient (DDP must know)
 
     def __init__(self, encoder):
         super().__init__()
@@ -319,45 +325,29 @@ def read_parallel_files(specs):
 
 
 class UnicoderMethod(Method):
-    """--method unicoder: continued pre-training on the task's parallel training text (never its
-    test split) and --parallel files, one of the five tasks per step in turn; OUT/best is an
-    encoder checkpoint, selected on masked-token accuracy of held-out dev pairs."""
-    name = "unicoder"
-    help = ("Unicoder (Huang et al. 2019): continued pre-training on the task's parallel training text (and --parallel "
-            "files) with its five tasks in turn (unicoder.py); OUT/best is an encoder checkpoint for --model of any other method")
+    """Unicoder's five pre-training tasks on parallel text: an encoder for --model. Continued pre-training
+    on the task's parallel training text (and --parallel files), a task a step in turn; OUT/best is an
+    encoder checkpoint for --model of any other method, selected on masked-token accuracy of dev pairs."""
     draws = "parallel"
-    groups_by_length = False  # a pair without a mined negative takes another row of its batch as one: rows are drawn at random
-    unused_parameters = True  # each step trains one task, which leaves the other tasks' heads without gradient
-    paper = {"lr": 1e-5, "batch_size": 512}  # Sec. 4.2, "Pre-training details" (512 by gradient accumulation)
-    epoch = "a pass over the parallel sentence pairs, one of the five tasks a step"
 
-    @staticmethod
-    def add_arguments(parser):
-        g = parser.add_argument_group("Unicoder", "--preset paper: batch size 512 and learning rate 1e-5 (Sec. 4.2, Pre-training "
-                                      "details); not its Adam with an inverse square-root decay")
-        g.add_argument("--parallel", action="append", metavar="XX_FILE,EN_FILE",
-                       help="more line-aligned parallel text for --method unicoder (e.g. corpus.de,corpus.en); repeatable")
+    @dataclass
+    class Settings:
+        parallel: list = flag(None, "more line-aligned parallel text, XX_FILE,EN_FILE (e.g. corpus.de,corpus.en); "
+                                    "repeatable", "append")
+        group_by_length: bool = False  # a pair without a mined negative takes another row of its batch: rows drawn at random
 
-    @classmethod
-    def check(cls, settings, run):
+    def __init__(self, settings, run):
+        super().__init__(settings, run)
         if not run.task.parallel:
-            raise InputError(f"--method unicoder pairs the task's texts with their translations by id (its training and held-out "
-                                   f"pairs), and --task {settings.task}'s languages are not parallel: use a parallel task")
-
-    @classmethod
-    def uses_translations(cls, settings):
-        return not settings.parallel
+            raise InputError(f"--method unicoder pairs the task's texts with their translations by id (its training and "
+                             f"held-out pairs), and --task {settings.task}'s languages are not parallel: use a parallel task")
 
     def training_items(self):
         run, settings = self.run, self.settings
+        if not settings.parallel:
+            check_translations(run, settings)
         self.dev_pairs = parallel_pairs(run.task, "dev", run.tokenizer, settings.max_length)
         return parallel_pairs(run.task, "train", run.tokenizer, settings.max_length, read_parallel_files(settings.parallel))
-
-    def length(self, item):
-        return len(item.source) + len(item.target)
-
-    def units(self, item):
-        return 1
 
     def build(self, encoder):
         """The encoder with its LM head, W of Eq. 2 and a paraphrase classifier."""
@@ -367,7 +357,7 @@ class UnicoderMethod(Method):
 
     def start(self, model, items):
         """Hard negatives from the pretrained embeddings, before any update (a resumed run finds the same)."""
-        with self.evaluated(model) as evaluated:  # a sharded model's embeddings, whole meanwhile (in float32)
+        with self.run.evaluated(model) as evaluated:  # a sharded model's embeddings, whole meanwhile (in float32)
             mine_hard_negatives(items, lambda rows: mean_word_embeddings(evaluated.encoder, rows))
 
     def make_batch(self, items, weights, step):
@@ -380,15 +370,10 @@ class UnicoderMethod(Method):
         loss = model(batch)
         return loss, {batch["task"]: loss.detach()}
 
-    def metric(self):
-        return "masked_accuracy"
-
-    def evaluate(self, model, split, langs):
+    def evaluate(self, model, split, langs=None, test_input=None, translations=None, predictions=None):
+        """An encoder, not a classifier: on dev, masked-token accuracy of held-out pairs; no test scores."""
         run = self.run
-        return {run.task.source: {"masked_accuracy": masked_accuracy(model, self.dev_pairs, run.tokenizer, run.batch_size, run.device)}}
-
-    def test(self, best, model, trained, test_input="text", translations=None, predictions=None, measure=None):
-        """An encoder, not a classifier: no test scores, only CKA and retrieval before and after."""
-        encoder, root = (self.load_saved(best, encoder_only=True),) * 2 if Path(best).exists() else (model.encoder, trained)
-        with self.gathered(root):
-            return {}, measure(encoder) if measure else None
+        if split != "dev":
+            return {}
+        return {run.task.source: {"masked_accuracy": masked_accuracy(model, self.dev_pairs, run.tokenizer, run.batch_size,
+                                                                    run.device)}}

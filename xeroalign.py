@@ -6,37 +6,31 @@ pooler), with the attention mask; the pairs are the task batch's own, and both s
 in one forward pass. --pooling mean aligns the means of the real tokens' final states instead (a
 variant for tagging, whose head reads every token rather than <s>).
 """
-import math
+from dataclasses import dataclass
 
 from losses import xeroalign_loss
-from methods import Method, non_negative_float
+from methods import Method, Phase, flag, steps
 
 
 class XeroAlign(Method):
-    name = "xeroalign"
-    help = ("the task loss on the source plus the XeroAlign loss between the <s> vectors of a source example and its "
-            "translation, both encoded in the same forward pass; target labels unused (--target-labels)")
+    """XeroAlign: the task loss plus the MSE between the <s> vectors of a text and its translation. Both
+    sides are encoded in the same forward pass (Algorithm 1)."""
     draws = "pairs"
-    paper = {"head": "linear", "epochs": 10}  # Sec. 3: a linear classifier on the [CLS] embedding; Sec. 3.1: 10 epochs
-    epoch = ("a pass's worth of the source's training examples, each with one of its translations (the authors' train.py "
-             "iterates over the English examples and draws the alignment pairs beside them)")
 
-    @classmethod
-    def defaults(cls, level, num_layers, settings):
-        """CKA and retrieval compare what XeroAlign aligns: <s> (with --pooling pooler, the pooler's input), or with
-        --pooling mean the tokens' mean."""
-        return {"alignment_pooling": "mean" if settings["pooling"] == "mean" else "cls"}
+    @dataclass
+    class Settings:
+        align_weight: float = flag(1.0, "weight of the alignment loss (the paper sums the two: 1)", "[0, inf)")
+        target_labels: bool = flag(False, "also train the task on the translations' labels")
+        self_pairs: bool = False  # no source text is paired with itself (the pair methods' default: on)
+        alignment_pooling: str = None  # CKA and retrieval compare what XeroAlign aligns: <s>, or with --pooling mean the mean
 
-    @classmethod
-    def epoch_steps(cls, run, settings):
-        return {"max_steps": math.ceil(len(run.training_texts([run.task.source])) / settings.batch_size) * settings.epochs}
+        def for_task(self, level, num_layers, common):
+            return {"alignment_pooling": common["pooling"]}
 
-    @staticmethod
-    def add_arguments(parser):
-        g = parser.add_argument_group("XeroAlign", "--preset paper: a linear head on <s> (Sec. 3) and 10 epochs (Sec. 3.1); not "
-                                      "the paper's Adam with a OneCycleLR schedule, nor a learning rate or batch size, which it does not give")
-        g.add_argument("--align-weight", type=non_negative_float, default=1.0, help="weight of the alignment loss (the paper sums the two: 1)")
-        g.add_argument("--target-labels", action="store_true", help="also train the task on the translations' labels")
+    def phases(self, items):
+        """One epoch counts the source's examples, as the authors' train.py iterates over them."""
+        source = len(self.run.training_texts([self.run.task.source]))
+        return [Phase("xeroalign", items, steps(self.settings, source), self.make_batch, self.loss)]
 
     def make_batch(self, items, weights, step):
         """The sources, then their translations, as one batch of 2B texts."""
@@ -44,8 +38,7 @@ class XeroAlign(Method):
         return super().make_batch(sources + targets, weights, step)
 
     def loss(self, model, batch):
-        """Algorithm 1: L = L_task(source) + L_align(<s> of source, <s> of translation), L_task the
-        task level's cross-entropy (level.loss: losses.task_loss, or span_loss for answers)."""
+        """Algorithm 1: L = L_task(source) + L_align(<s> of source, <s> of translation)."""
         logits, cls = model(batch["input_ids"], batch["attention_mask"])  # (2B, C) or (2B, T, C); (2B, H)
         w, labels, mask, level = batch["weights"], batch["labels"], batch["attention_mask"], self.run.level
         B = len(w)
@@ -55,4 +48,3 @@ class XeroAlign(Method):
         if self.settings.target_labels:
             loss = loss + level.loss(logits[B:], labels[B:], w, mask[B:])
         return loss, {"task": task.detach(), "align": align.detach()}
-

@@ -111,7 +111,7 @@ class Trainee:
         if method.draws not in ("texts", "translated", "pairs"):
             raise SystemExit(f"--methods: {name} trains on {method.draws} data; this benchmark compares methods on texts and pairs")
         raw = train.build_model(settings, method, model_dir, device, 0)
-        self.model = method.wrap(raw, []).train()
+        self.model = method.wrap(raw).train()
         if settings.shard:  # in one process: what sharding costs where the model fits (several: train.py under torchrun)
             shard.wrap(self.model, raw.encoder, settings.amp, device=device)
             shard.load_pretrained(self.model, raw.encoder, model_dir, device)
@@ -285,7 +285,7 @@ def parse(argv=None):
                         "shapes and no CUDA graphs, as train.py's --compile did before (the step it gained nothing on)")
     parser.add_argument("--logs", help="comma-separated OUT folders of train.py runs: their loop's ms/step, read from log.jsonl")
     own, rest = parser.parse_known_args(argv)
-    return parser, own, {name: flags.parse(rest + ["--method", name]) for name in own.methods.split(",")}
+    return parser, own, {name: flags.parse(rest + ["--method", name], strict=False) for name in own.methods.split(",")}
 
 
 def main(argv=None):
@@ -301,8 +301,7 @@ def main(argv=None):
         run = train.load_run(first, model_dir, device, 0, 1)
         resolved = {}
         for name, args in given.items():  # each method's settings from the flags given, less other methods' flags
-            mine = sorted(set(args.given) - set(flags.foreign_flags(flags.METHODS[name])))
-            resolved[name] = flags.resolve(argparse.Namespace(**{**vars(args), "given": mine}), run)
+            resolved[name] = flags.resolve(args, run)
         settings, run = resolved[names[0]]
         if own.compile_model and settings.compile:
             parser.error("--compile-model compiles the model the old way: give --no-compile with it")

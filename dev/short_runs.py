@@ -1,6 +1,6 @@
 """Every method at every task level it trains on, for a few steps on a tiny random model, each run
 into a folder of its own: one process and two (DDP), gradient accumulation, a stopped and resumed
-run, self-teaching, the ablations, a paper preset and co-training. A change that should not alter
+run, self-teaching, the ablations, runs by --epochs and co-training. A change that should not alter
 what is computed (a refactor) must leave every logged loss and score as it was:
 
     python -m dev.short_runs runs/before                           # on the code before the change
@@ -36,8 +36,11 @@ def cases(data):
         ("xmixup-in-attention-demo", "train.py", [*demo, "--method", "xmixup", "--mixup-variant", "in-attention"], 1, None),
         ("xmixup-ablations-demo", "train.py", [*demo, "--method", "xmixup", "--constant-ratio", "--no-consistency",
                                                 "--no-mixup-inference"], 1, None),
-        ("xmixup-preset-demo", "train.py", [*demo, "--method", "xmixup", "--preset", "paper", "--epochs", "1", "--eval-every", "100"], 1, None),
-        ("xeroalign-preset-demo", "train.py", [*demo, "--method", "xeroalign", "--preset", "paper", "--epochs", "1", "--eval-every", "100"], 1, None),
+        # the papers' settings as experiment files give them (X-Mixup's batch of 64; XeroAlign's linear head), by --epochs
+        ("xmixup-preset-demo", "train.py", [*demo, "--method", "xmixup", "--batch-size", "64", "--epochs", "1",
+                                            "--eval-every", "100"], 1, None),
+        ("xeroalign-preset-demo", "train.py", [*demo, "--method", "xeroalign", "--head", "linear", "--epochs", "1",
+                                               "--eval-every", "100"], 1, None),
         ("xeroalign-accum-demo", "train.py", [*demo, "--method", "xeroalign", "--grad-accum", "2"], 1, None),
         ("xeroalign-resumed-demo", "train.py", [*demo, "--method", "xeroalign", "--stop-at", "2"], 1, None),
         ("contrastive-fewshot-demo", "train.py", [*demo, "--method", "contrastive", "--train-fraction", "0.5", "--translated", "40"], 1, None),
@@ -90,8 +93,8 @@ def tiny_model(directory):
 
 
 def common(argv):
-    """COMMON's flags that a run does not give: --epochs replaces --max-steps, and a preset keeps its paper's batch size."""
-    skip = set(argv) | ({"--max-steps"} if "--epochs" in argv else set()) | ({"--batch-size"} if "--preset" in argv else set())
+    """COMMON's flags that a run does not give: --epochs replaces --max-steps."""
+    skip = set(argv) | ({"--max-steps"} if "--epochs" in argv else set())
     return [token for name, value in COMMON.items() if name not in skip for token in (name, value)]
 
 

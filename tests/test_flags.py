@@ -1,6 +1,6 @@
-"""flags.py: a run's settings, resolved once from the flags (given, then --preset paper, then the
-method's per-level defaults, then the flag's own default) and read-only from then on; what
-results.json records; a flag of another method refused rather than ignored."""
+"""flags.py: a run's settings, resolved once from the flags (given, else the method's or the task's
+default, else the flag's own) and read-only from then on; what results.json records; a flag of
+another method refused rather than ignored."""
 import ast
 import inspect
 import json
@@ -34,44 +34,48 @@ def test_settings_are_read_only(run):
         del settings.max_steps
     with pytest.raises(AttributeError, match="no setting 'learning_rate'"):
         settings.learning_rate
-    assert isinstance(settings.given, tuple)  # lists become tuples: nothing inside can change either
+    assert isinstance(make_method("xeroalign", run, "--target-langs", "de").settings.target_langs, tuple)  # nor inside
     again = pickle.loads(pickle.dumps(settings))  # loader processes that spawn receive them pickled
     assert again.as_dict() == settings.as_dict() and again.lr == settings.lr
 
 
 def test_each_setting_comes_from_the_first_that_gives_it(run):
     pairs = len(run.task.train["de"]) + len(run.task.train["en"])  # X-Mixup's epoch: every (target, source) pair, English's own too
-    steps = lambda batch, epochs: math.ceil(pairs / batch) * epochs
-    settings = make_method("xmixup", run).settings  # sentence labels: the paper's first layer, alpha 0.4 (defaults)
-    assert (settings.mixup_layer, settings.mixup_alpha, settings.batch_size, settings.max_steps) == (1, 0.4, 32, 50)
+    total = lambda method: sum(phase.steps for phase in method.phases(method.training_items()))
+    method = make_method("xmixup", run)  # sentence labels: the paper's first layer, alpha 0.4 (the method's defaults)
+    settings = method.settings
+    assert (settings.mixup_layer, settings.mixup_alpha, settings.batch_size, total(method)) == (1, 0.4, 32, 50)
     assert settings.max_length == 64 and settings.group_by_length is True and settings.test_input == "oracle"
-    settings = make_method("xmixup", run, "--preset", "paper").settings  # Appendix C.1: batch 64, 4 epochs
-    assert (settings.batch_size, settings.epochs, settings.max_steps) == (64, 4, steps(64, 4))
-    settings = make_method("xmixup", run, "--preset", "paper", "--batch-size", "16", "--mixup-layer", "2").settings
-    assert (settings.batch_size, settings.max_steps, settings.mixup_layer) == (16, steps(16, 4), 2)  # given beats preset and default
-    assert make_method("contrastive", run, "--max-steps", "40").settings.sa_steps == 10  # a default that follows another setting
-    assert make_method("contrastive", run).settings.group_by_length is False  # the method's, where the flag is not given
-    with pytest.raises(InputError, match="give --max-steps or --epochs, not both"):
-        make_method("xeroalign", run, "--preset", "paper", "--max-steps", "5")  # the preset's epochs against the steps given
+    method = make_method("xmixup", run, "--batch-size", "64", "--epochs", "4", "--mixup-layer", "2")  # given beats the default
+    assert (method.settings.max_steps, total(method), method.settings.mixup_layer) == (None, math.ceil(pairs / 64) * 4, 2)
+    assert make_method("xmixup", run, "--task", "xquad").settings.mixup_alpha == 0.4  # the task is the run's: demo
+    contrastive = make_method("contrastive", run, "--max-steps", "40")
+    assert [phase.steps for phase in contrastive.phases(contrastive.training_items())] == [30, 10]  # follows --max-steps
+    assert contrastive.settings.sa_lr == pytest.approx(5e-5 / 5) and contrastive.settings.group_by_length is False
+    assert make_method("xeroalign", run).settings.self_pairs is False and make_method("filter", run).settings.self_pairs
+    with pytest.raises(SystemExit):
+        flags.parse(["--method", "xeroalign", "--epochs", "2", "--max-steps", "5"])
 
 
 @pytest.mark.parametrize("argv,message", [
     (["--method", "xeroalign", "--mixup-layer", "2"], "--mixup-layer is a flag of --method xmixup; --method xeroalign does not read it"),
     (["--method", "filter", "--parallel", "a.de,a.en"], "--parallel is a flag of --method unicoder; --method filter does not read it"),
     (["--method", "zero-shot", "--teacher-cache", "t.pt"], "--teacher-cache is a flag of --method filter and --method xmixup"),
-    (["--method", "xmixup", "--teacher-cache", "t.pt"], "--teacher-cache t.pt does not exist yet: give --teacher CKPT"),
 ])
-def test_a_flag_the_method_does_not_read_is_refused(run, argv, message):
-    with pytest.raises(InputError, match=message):
-        flags.resolve(flags.parse(argv), run)
+def test_a_flag_the_method_does_not_read_is_refused(run, argv, message, capsys):
+    with pytest.raises(SystemExit):
+        flags.parse(argv)
+    assert message in capsys.readouterr().err
+    with pytest.raises(InputError, match="--teacher-cache t.pt does not exist yet: give --teacher CKPT"):
+        flags.resolve(flags.parse(["--method", "xmixup", "--teacher-cache", "t.pt"]), run)
 
 
 @pytest.mark.parametrize("argv,message", [
     (["--offload"], "--offload moves a sharded run's parts to host memory: add --shard"),
     (["--shard-embeddings"], "--shard-embeddings makes the embeddings a unit of a sharded model: add --shard"),
-    (["--shard", "--shard-embeddings", "--method", "unicoder"], "--shard-embeddings: Unicoder's LM head and word recovery read"),
+    (["--shard", "--shard-embeddings", "--method", "unicoder"], "--shard-embeddings: Unicoder's LM head reads"),
     (["--patience", "2", "--select-on", "last"], "--patience 2 stops when the dev score stops improving, and --select-on last"),
-    (["--async-checkpoint"], "--async-checkpoint writes a sharded run's checkpoint .* in the background: add --shard"),
+    (["--async-checkpoint"], "--async-checkpoint writes a sharded run's checkpoint: add --shard"),
     (["--shard", "--amp", "fp16"], "--shard computes in bf16 or float32: give --amp bf16"),
     (["--shard", "--compile", "--compile-mode", "reduce-overhead"], "--compile-mode reduce-overhead .CUDA graphs. with --grad-accum or --shard"),
     (["--grad-accum", "2", "--compile", "--compile-mode", "reduce-overhead"], "the graphs' memory would hold the gradients"),
@@ -91,18 +95,17 @@ def test_asynchronous_checkpoints_need_torch_s_staging(run, monkeypatch):
 
 
 def test_a_method_reads_its_own_flags_only():
-    # what a method declares to flags.py (its checks, defaults, whether it needs translations) and
-    # what it computes read the flags every run has and the method's own, never another method's
+    # what a method computes reads the flags every run has and its own (its Settings), never another method's
     read_by = {}
+    own = {name: {f.name for f in flags.own_flags(method)} for name, method in METHODS.items()}
     for name, method in METHODS.items():
         tree = ast.parse(textwrap.dedent(inspect.getsource(method)))
         read = {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
                 and node.value.id == "settings"}
-        read |= {node.slice.value for node in ast.walk(tree) if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name)
-                 and node.value.id == "settings" and isinstance(node.slice, ast.Constant)}
-        assert not read & set(flags.foreign_flags(method)), (name, read & set(flags.foreign_flags(method)))
+        foreign = set().union(*(flags_ for other, flags_ in own.items() if other != name)) - own[name] - set(flags.DEFAULTS)
+        assert not read & foreign, (name, read & foreign)
         read_by[name] = read
-    assert {"mixup_layer", "teacher", "sa_steps", "max_steps"} <= read_by["xmixup"] | read_by["contrastive"]  # the test sees them
+    assert {"mixup_layer", "sa_steps", "max_steps"} <= read_by["xmixup"] | read_by["contrastive"]  # the test sees them
 
 
 def test_results_record_the_resolved_settings(tmp_path, tiny_model_dir):
@@ -112,23 +115,15 @@ def test_results_record_the_resolved_settings(tmp_path, tiny_model_dir):
     settings = json.loads((out / "results.json").read_text())["settings"]
     assert settings["max_steps"] == math.ceil(2 * 336 / 64) and settings["max_length"] == 128  # (de, en) and (en, en) pairs; the level's length
     assert settings["mixup_layer"] == 1 and settings["test_input"] == "oracle" and settings["target_langs"] == ["de"]
-    assert set(settings["given"]) == {"model", "target_langs", "method", "epochs", "batch_size", "eval_every", "no_alignment", "out"}
-
-
-def test_xmixup_preset_epochs_follow_the_task():
-    # Appendix C.1: "For XQuAD and MLQA, we finetune 2 epochs. For other tasks, we finetune 4 epochs."
-    epochs = {}
-    for name in ("xquad", "xquad-squad", "mlqa", "tydiqa"):
-        task = tasks.Task(name, ["answer"], "en", [], {"en": []}, {}, {}, level="span")
-        epochs[name] = make_method("xmixup", Run(task, None, 384), "--preset", "paper").settings.epochs
-    assert epochs == {"xquad": 2, "xquad-squad": 2, "mlqa": 2, "tydiqa": 4}
+    info = json.loads((out / "best" / "task.json").read_text())  # the method's own settings, and its ratio's trained W and b
+    assert info["mixup_layer"] == 1 and set(info["parameters"]) == {"ratio_net.linear.weight", "ratio_net.linear.bias"}
 
 
 def test_a_level_the_method_does_not_train_on_is_refused_first():
     # translate-test on a word-level task whose languages are not parallel (PAN-X's layout): the level is
     # what the method cannot do, before which test input it would see
     task = tasks.Task("panx", ["O", "B-PER"], "en", ["de"], {"en": []}, {}, {}, level="word", parallel=False)
-    with pytest.raises(InputError, match="--method translate-test classifies a translation.*labels words: use a method for word labels"):
+    with pytest.raises(InputError, match="--method translate-test trains on sentence labels; --task panx labels words: use"):
         make_method("translate-test", Run(task, None, 128))
 
 
@@ -148,12 +143,12 @@ def test_help_reads_in_80_columns_and_gives_every_default(monkeypatch, command):
             indent(after) == indent(line) == 0 or indent(after) > indent(line) > 0)  # prose, or a method's hanging lines
         if continues and not line.endswith(":"):
             assert len(line) + 1 + len(after.split()[0]) > 80 - 2, (line, after)  # argparse fills to the terminal less 2
-    formatter = flags.HelpFormatter(command)
     for action in parser._actions:
         if action.option_strings and action.dest != "help":
             assert action.help, action.option_strings
-            if isinstance(action.default, (int, float)) and not isinstance(action.default, bool):
-                assert "default" in formatter._get_help_string(action), action.option_strings
+            default = flags.DEFAULTS.get(action.dest) if command == "train" else action.default
+            if isinstance(default, (int, float)) and not isinstance(default, bool):
+                assert "default" in action.help or "default" in parser.format_help(), action.option_strings
     assert "runs/default/best" in evaluate.__doc__ and "runs/demo" not in evaluate.__doc__  # what the quick start writes
 
 
@@ -165,14 +160,14 @@ def test_a_run_starts_by_saying_what_it_will_do(run):
     method = make_method("xeroalign", run)
     phases = method.phases(method.training_items())
     items = len(phases[0].items)
-    report = bookkeeping.start_report(method.settings, method, phases, Path("runs/default"))
+    report = bookkeeping.start_report(method.settings, run, phases, Path("runs/default"), 50, 50)
     assert report.splitlines()[0] == (f"xeroalign on demo: 50 steps of 32 from {items} training items; "
                                       "the model tested is the model after the last step, scored on en dev")  # its one evaluation
     assert "writing runs/default: log.jsonl, best/" in report and "--resume continues" in report and "padding" not in report
     method = make_method("contrastive", run, "--max-steps", "120", "--eval-every", "40", "--no-group-by-length")
-    report = bookkeeping.start_report(method.settings, method, method.phases(method.training_items()), Path("out"))
+    report = bookkeeping.start_report(method.settings, run, method.phases(method.training_items()), Path("out"), 120, 40)
     assert "contrastive on demo: label alignment, 90 steps of 32 from" in report and "; semantic alignment, 30 steps of 32 from" in report
     assert "the best on en dev, scored every 40 steps" in report and "padding" not in report  # its batches are drawn at random
     method = make_method("zero-shot", run, "--no-group-by-length", "--select-on", "last", "--batch-size", "8")
-    report = bookkeeping.start_report(method.settings, method, method.phases(method.training_items()), Path("out"))
+    report = bookkeeping.start_report(method.settings, run, method.phases(method.training_items()), Path("out"), 50, 50)
     assert "the model tested is the model after the last step\n" in report and "--group-by-length would make it" in report

@@ -28,6 +28,10 @@ SIZES_FIELDS = {"train", "dev", "test", "languages", "dev_languages", "extra_tra
 FIXED = {"optimizer": "AdamW", "schedule": "linear warmup, then linear decay to 0", "attention_mask": "padding masked",
          "word_representation": "the word's first sub-token's state",  # word labels: levels.Word.tags
          "text_case": "as written"}  # no run lower-cases its text (the tokenizer reads it as the data set writes it)
+# What a method does that no flag changes, which an experiment file may state: FILTER's p^s is read from the source's own
+# states, where the authors' sentence classifier reads position 1 of the joined pair (modeling_xlm_roberta.py:305).
+METHOD_FIXED = {"filter": {"source_prediction": "the source text's own states (its <s> for a sentence label)"},
+                "xmixup": {"mixup_inference": "the mean of the two predicted distributions", "scheduled_sampling": "a draw per step"}}
 # Where a task's dev set comes from, where it is not the data set's own split (a setting a file may state: dev_set).
 DEV_SETS = {"tydiqa": "a tenth of the English training questions, not trained on (minxlt/tasks/tydiqa.py)"}
 DEPTHS = {"xlm-roberta-base": 12, "xlm-roberta-large": 24, "xlm-roberta-xl": 36, "xlm-roberta-xxl": 48}  # hub names' layers
@@ -465,7 +469,7 @@ def setting_problem(finding, run):
     setting, resolved = finding.setting, finding.resolved
     if resolved is KeyError:
         return (f"{finding.name!r} is neither a setting of train.py (python train.py --help) nor one of {', '.join(FIXED)} "
-                f"(nor --method {run.method}'s {', '.join(flags.METHODS[run.method].fixed) or 'fixed settings: it has none'})")
+                f"(nor --method {run.method}'s {', '.join(METHOD_FIXED.get(run.method, {})) or 'fixed settings: it has none'})")
     if not same(resolved, setting["run"]):
         return f"run {run.name} resolves it to {resolved!r}, not to the {setting['run']!r} the file says"
     departs = finding.departs
@@ -496,7 +500,7 @@ def resolved_settings(experiment, run, where):
         values.update({name: list(grid) for name, grid in run.grid.items()})
     trained = model_run(run.flags)
     dev_set = DEV_SETS.get(experiment.task, "the data set's own")
-    return {**values, **FIXED, **flags.METHODS[run.method].fixed, "dev_set": dev_set,
+    return {**values, **FIXED, **METHOD_FIXED.get(run.method, {}), "dev_set": dev_set,
             "model": f"run {trained}'s model" if trained else experiment.model or "the bundled multilingual-e5-small",
             "seeds": len(experiment.seeds), "test_input": run.test_input,
             **{name: file_name(values.get(name)) for name in FILES}}

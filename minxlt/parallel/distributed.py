@@ -11,16 +11,20 @@ from torch.nn.parallel import DistributedDataParallel
 
 
 def setup(device=None):
-    """(rank, world size, device): torchrun's environment if present (NCCL on CUDA, gloo on CPU), else one process."""
+    """(rank, world size, device): torchrun's environment if present (NCCL on CUDA, gloo on CPU), else one
+    process; the device's attention kernels chosen (choose_attention)."""
     if "RANK" not in os.environ:
-        return 0, 1, device or ("cuda" if torch.cuda.is_available() else "cpu")
+        device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        choose_attention(device)
+        return 0, 1, device
     cuda = torch.cuda.is_available() and device != "cpu"
     if not dist.is_initialized():  # already set up by an outer run (co-training trains inside one)
         dist.init_process_group("nccl" if cuda else "gloo")
     if cuda:
         torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
-        return dist.get_rank(), dist.get_world_size(), f"cuda:{os.environ['LOCAL_RANK']}"
-    return dist.get_rank(), dist.get_world_size(), "cpu"
+    device = f"cuda:{os.environ['LOCAL_RANK']}" if cuda else "cpu"
+    choose_attention(device)
+    return dist.get_rank(), dist.get_world_size(), device
 
 
 def choose_attention(device):

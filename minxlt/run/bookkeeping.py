@@ -30,31 +30,41 @@ import data
 from methods import phase_index
 from minxlt.checkpoints.weights import CheckpointError, check_finite, load_torch_file
 from minxlt.parallel import distributed, shard
-from minxlt.run import cli
+from minxlt.run import cli, flags
 from minxlt.text.token_cache import file_digest
 
 
-def lengths(method, items):
-    """Every item's length: from the token cache's arrays where it holds the items."""
-    return items.lengths() if hasattr(items, "lengths") else [method.length(it) for it in items]
+def lengths(items):
+    """Every item's tokens (a pair: its longer side; Unicoder's pre-training pair: both sides), from the
+    token cache's arrays where it holds the items."""
+    if hasattr(items, "lengths"):
+        return items.lengths()
+    return [max(len(x.ids) for x in it) if isinstance(it, tuple) else len(it.ids) if hasattr(it, "ids") else len(it)
+            for it in items]
 
 
-def start_report(settings, method, phases, out):
+def units(run, item):
+    """What a loss averages over in one item: examples, or for word labels the source's scored tokens."""
+    item = item[0] if isinstance(item, tuple) else item
+    return run.level.units(item) if hasattr(item, "label") else 1
+
+
+def start_report(settings, run, phases, out, steps, eval_every):
     """What the run will do, said before its first step: its steps and what they draw from, which
     model it tests, what it writes and where, how to stop it and go on; and where --no-group-by-length
     pads a batch much more than grouping would, by how much."""
-    task = method.run.task
+    task = run.task
     plan = "; ".join(f"{'' if len(phases) == 1 else phase.name + ', '}{phase.steps} step{'s' * (phase.steps != 1)} "
                      f"of {settings.batch_size} from {len(phase.items):,} training items" for phase in phases)
     dev = f"{task.source} dev" if settings.select_on == "source" else "the mean of every language's dev"
     chosen = ("the model after the last step" if settings.select_on == "last" else
-              f"the model after the last step, scored on {dev}" if settings.eval_every >= settings.max_steps else
-              f"the best on {dev}, scored every {settings.eval_every} steps")
+              f"the model after the last step, scored on {dev}" if eval_every >= steps else
+              f"the best on {dev}, scored every {eval_every} steps")
     lines = [f"{settings.method} on {settings.task}: {plan}; the model {'kept' if settings.no_test else 'tested'} is {chosen}",
              f"writing {out}: log.jsonl, best/ (that model){'' if settings.no_test else ', results.md (its test table)'}; "
              "Ctrl-C stops the run with a checkpoint, and the same command with --resume continues it"]
-    if not settings.group_by_length and method.groups_by_length:  # grouping was turned off where the loss allows it
-        sizes = lengths(method, phases[0].items)
+    if not settings.group_by_length and flags.default_of(settings.method, "group_by_length"):  # off where the loss allows it
+        sizes = lengths(phases[0].items)
         share = lambda group: data.padding_share(sizes, data.epoch_batches(sizes, settings.batch_size, 0, settings.seed, group_by_length=group))
         if share(False) - share(True) > 0.1:
             lines.append(f"padding: {100 * share(False):.0f}% of the batches' tokens; --group-by-length would make it {100 * share(True):.0f}%")
@@ -71,13 +81,13 @@ def step_batches(settings, method, phases, step, plans):
     phase = phases[index]
     epoch, position = divmod(step - start, math.ceil(len(phase.items) / settings.batch_size))
     if (phase.name, epoch) not in plans:
-        sizes = plans.get(phase.name) or lengths(method, phase.items)  # once per phase, not per epoch
+        sizes = plans.get(phase.name) or lengths(phase.items)  # once per phase, not per epoch
         plans.clear()
         plans[phase.name] = sizes
         plans[(phase.name, epoch)] = data.epoch_batches(sizes, settings.batch_size, epoch, settings.seed, group_by_length=settings.group_by_length)
     global_batch = plans[(phase.name, epoch)][position]
     items = {i: phase.items[i] for i in global_batch}  # read once (from the token cache, each read builds the item)
-    units = {i: method.units(item) for i, item in items.items()}
+    units_of = {i: units(run, item) for i, item in items.items()}
     micro_size, out = settings.batch_size // settings.grad_accum, []
     filled = math.ceil(micro_size / run.world_size) if settings.bucket else None  # static shapes: every batch full (weight 0)
     for micro in range(settings.grad_accum):
@@ -87,7 +97,7 @@ def step_batches(settings, method, phases, step, plans):
         # Each micro-batch's mean loss is weighted by its share of the global batch (in the loss's
         # units: examples, or scored tokens), so that the step's gradient is that of the mean loss
         # over the whole global batch, whatever the process count.
-        share = sum(w * units[i] for i, w in zip(index, weights)) / sum(units[i] for i in global_batch)
+        share = sum(w * units_of[i] for i, w in zip(index, weights)) / sum(units_of[i] for i in global_batch)
         out.append((phase.make_batch([items[i] for i in index], weights, step), share))
     return out
 
@@ -104,7 +114,7 @@ class StepBatches(torch.utils.data.IterableDataset):
         worker = torch.utils.data.get_worker_info()
         k, n = (worker.id, worker.num_workers) if worker else (0, 1)
         plans = {}
-        for step in range(self.start + k, self.settings.max_steps, n):
+        for step in range(self.start + k, sum(phase.steps for phase in self.phases), n):
             yield step_batches(self.settings, self.method, self.phases, step, plans)
 
 
@@ -113,7 +123,9 @@ def batch_loader(settings, method, phases, start):
     ahead of the step and pinned in page-locked memory on CUDA, so that the copies to the device do
     not wait."""
     cuda = method.run.device.startswith("cuda")
-    workers = loader_workers(settings.workers, cuda, method.batches_run_a_model(), settings.shard)
+    teacher = getattr(method, "teacher", None)  # one that runs a model as batches are made (not all from its cache)
+    workers = loader_workers(settings.workers, cuda, teacher is not None and teacher.model is not None and not teacher.complete,
+                             settings.shard)
     loader = torch.utils.data.DataLoader(StepBatches(settings, method, phases, start), batch_size=None, num_workers=workers,
                                          pin_memory=cuda, prefetch_factor=4 if workers else None, worker_init_fn=ignore_ctrl_c,
                                          generator=torch.Generator())  # its own: drawing from the global one would change dropout
@@ -252,6 +264,7 @@ class State:
     alignment_before: dict | None = None  # CKA and retrieval of the pretrained encoder
     saved_step: int | None = None         # the step of the last checkpoint written
     stale: int = 0                        # evaluations on dev since the best (--patience)
+    metric: str | None = None             # the dev score selected on
 
 
 FAILED_WRITE = (OSError, RuntimeError)  # a full disk, a folder that cannot be written
@@ -279,8 +292,13 @@ class Book:
     """The run's bookkeeping in OUT: the log, the loop's state, the resume checkpoint and OUT/best.
     Made before the model loads, it refuses a --resume whose checkpoint belongs to another run."""
 
-    def __init__(self, out, settings, run, model_dir, owns_process_group=True):
+    def __init__(self, out, settings, run, model_dir, phases, owns_process_group=True):
         self.out, self.settings, self.run, self.owns_process_group = out, settings, run, owns_process_group
+        self.steps = sum(phase.steps for phase in phases)  # --max-steps, or what --epochs counts
+        every = settings.eval_every
+        self.eval_every = max(1, self.steps // settings.epochs) if every == "epoch" else every
+        if run.rank == 0:
+            print(start_report(settings, run, phases, out, self.steps, self.eval_every), file=sys.stderr)
         self.writing, self.checkpoint_group = None, None  # a sharded checkpoint being written (finish_checkpoint)
         self.identity = run_identity(settings, run, model_dir)
         self.files = distributed.gather(data_files(settings) if run.rank == 0 else None)[0]  # read by process 0 alone
@@ -302,7 +320,8 @@ class Book:
         self.state = State(alignment_before=alignment_before)
         if saved is not None:
             resume(self.out, saved, core, optimizer, scheduler, scaler, self.run.rank, self.run.world_size)
-            self.state = State(**{key: saved.get(key) for key in ("step", "best", "best_step", "alignment_before")}, saved_step=saved["step"],
+            self.state = State(**{key: saved.get(key) for key in ("step", "best", "best_step", "alignment_before", "metric")},
+                               saved_step=saved["step"],
                                stale=saved.get("stale", 0))
             window = saved.get("window")  # a resumed run's steps since the last record count in the next
         self.saved = None
@@ -310,7 +329,7 @@ class Book:
         self.window = Window(window, self.run.rank, self.run.device)
         self.divergence = Divergence(window=math.ceil(20 / settings.log_every), log_every=settings.log_every)
         terminal = sys.stderr.isatty()  # else a file or a pipe: the bar a line at a time, a minute apart
-        self.progress = tqdm(total=settings.max_steps, initial=self.step, disable=self.run.rank != 0,
+        self.progress = tqdm(total=self.steps, initial=self.step, disable=self.run.rank != 0,
                              desc=f"{settings.method} on {settings.task}", mininterval=0.1 if terminal else 60,
                              file=sys.stderr if terminal else Lines(sys.stderr), dynamic_ncols=True)
         self.started = time.time()
@@ -318,7 +337,7 @@ class Book:
     def evaluates(self):
         """Whether the step just done is followed by an evaluation on dev: every --eval-every steps
         (with --select-on last, none before the end), and after the last."""
-        return self.step == self.settings.max_steps or (self.step % self.settings.eval_every == 0 and self.settings.select_on != "last")
+        return self.step == self.steps or (self.step % self.eval_every == 0 and self.settings.select_on != "last")
 
     def record(self, phases, losses, lr, stop_requested):
         """Count a step done, with its losses ({name: tensor on the device}); every --log-every
@@ -345,8 +364,9 @@ class Book:
         score = selection_score(self.settings.select_on, dev, source)
         state, best = self.state, score > self.state.best or self.settings.select_on == "last"
         self.log({"step": state.step, f"dev_{metric}": dev})
+        state.metric = metric
         if best:
-            state.best, state.best_step, self.metric = score, state.step, metric
+            state.best, state.best_step = score, state.step
         state.stale = 0 if best else state.stale + 1
         if self.run.rank == 0:
             scores = ", ".join(f"{lang} {100 * value:.1f}" for lang, value in dev.items())
@@ -354,11 +374,14 @@ class Book:
                                 f"(best {100 * state.best:.1f} at step {state.best_step})", file=sys.stderr)
         return best
 
-    def check_end(self):
-        """Close the progress bar; then a run that went wrong says so, however short (Divergence needs
-        about 20 steps of log to stop one): a warning naming the learning rate, kept for results.json
-        (`self.warning`)."""
+    def finish(self, stopped):
+        """After the loop: a checkpoint still being written (--async-checkpoint) put in place, the progress
+        bar closed; a run that went wrong says so, however short (Divergence needs about 20 steps of log
+        to stop one): a warning naming the learning rate, kept for results.json (`self.warning`)."""
+        self.finish_checkpoint()
         self.progress.close()
+        if stopped and self.run.rank == 0:
+            print(f"stopped at step {self.step}; continue with the same command and --resume", file=sys.stderr)
         problem = self.divergence.ended()
         self.warning = problem and (f"{problem}: the run went wrong; try a lower --lr (now {self.settings.lr})"
                                     + (", --amp bf16 or none instead of fp16" if self.settings.amp == "fp16" else ""))
@@ -489,7 +512,7 @@ class Book:
         sharded = shard.sharded(model)
         if self.run.rank != 0 and not sharded:
             return
-        info = dict(info, step=self.state.best_step, **{f"dev_{self.metric}": self.state.best})
+        info = dict(info, step=self.state.best_step, **{f"dev_{self.state.metric}": self.state.best})
         tmp, problem, caught = self.out / "best.tmp", None, FAILED_WRITE_SHARDED if sharded else FAILED_WRITE
         if self.run.rank == 0:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -512,14 +535,14 @@ class Book:
                                      "Is the disk full? Free some space and continue with --resume", str(self.out / "best"))
 
 
-    def discard_checkpoint(self, stopped):
-        """--no-keep-checkpoint: OUT/checkpoint.pt (or OUT/checkpoint/) removed, unless the run
-        `stopped` before its end (it is what --resume continues)."""
-        if self.settings.keep_checkpoint or stopped or self.run.rank != 0:
-            return
-        for name in ("checkpoint.pt", "checkpoint", "checkpoint.old"):
-            path = self.out / name
-            shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
+    def close(self, stopped):
+        """--no-keep-checkpoint: OUT/checkpoint.pt (or OUT/checkpoint/) removed, unless the run `stopped`
+        before its end (it is what --resume continues); then OUT is given up to other runs."""
+        if not (self.settings.keep_checkpoint or stopped or self.run.rank != 0):
+            for name in ("checkpoint.pt", "checkpoint", "checkpoint.old"):
+                path = self.out / name
+                shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
+        cli.release(self.out)  # a run that fails gives it up when its process ends
 
 
 def as_bf16(tensor):
@@ -576,12 +599,13 @@ DATA_FLAGS = ("extra_train", "dev_translations", "test_translations", "round_tri
 
 def data_files(settings):
     """{file: [bytes, SHA-256]} of the files a run reads its examples from, which its checkpoint
-    keeps: every file in --data (hidden ones aside: download.py's archives), and those the flags
+    keeps: every file in --data (hidden ones aside: download.py's archives; the run's own --out), and those the flags
     of DATA_FLAGS name ({lang} in a path: every language's; --parallel: XX_FILE,EN_FILE)."""
-    given, paths = settings.as_dict(), []
-    if given.get("data"):
+    given, paths, out = settings.as_dict(), [], Path(settings.out).resolve()
+    if given.get("data"):  # the run's own folder left out, where it is in --data
         data = Path(given["data"])
-        paths = [p for p in data.rglob("*") if not any(part.startswith(".") for part in p.relative_to(data).parts)]
+        paths = [p for p in data.rglob("*") if not any(part.startswith(".") for part in p.relative_to(data).parts)
+                 and not p.resolve().is_relative_to(out)]
     for flag in DATA_FLAGS:
         values = given.get(flag) or []
         for value in values if isinstance(values, list) else [values]:

@@ -168,7 +168,8 @@ def has_checkpoint(out):
 def output_folder(out, resume=False, overwrite=False, rank=0):
     """OUT, checked before any training: a folder that can be written to, that no other run is
     writing (hold), holding no other run unless --resume continues it or --overwrite will replace
-    it (clear_run, once the command's input has been checked)."""
+    it (clear_run, once the command's input has been checked). Several nodes: on storage they all see."""
+    check_shared({"--out": out}, rank)
     out = take(out, rank)
     held = [name for name in RUN_FILES if (out / name).exists()]
     if resume and not has_checkpoint(out):

@@ -45,22 +45,14 @@ BACKEND = "inductor"  # the tests trace with "eager" (the graph run as it is): i
 MODES = ("reduce-overhead", "default", "max-autotune-no-cudagraphs", "max-autotune")
 
 
-def add_arguments(group):
-    group.add_argument("--compile", action=argparse.BooleanOptionalAction, help="compile each step: the method's forward, loss and "
-                       "backward as one graph, with CUDA graphs where a step is one micro-batch (minxlt/run/compiled.py); "
-                       "the first steps are slow (default: on CUDA; --no-compile runs eagerly)")
-    group.add_argument("--compile-mode", choices=MODES, metavar="MODE", help=f"torch.compile's mode, one of {', '.join(MODES)} "
-                       "(default: reduce-overhead, CUDA graphs, in one process with --grad-accum 1; else default; "
-                       "max-autotune-no-cudagraphs may be faster at large batches)")
-    group.add_argument("--bucket", type=cli.non_negative_int, metavar="TOKENS", help="pad each batch's length to a multiple of this, and "
-                       "fill a short last batch with weight-0 examples: a few static shapes for the compiled step "
-                       "(default: 16 where compiled, else 0: each batch as long as its longest text)")
+def add_arguments(group, add):
+    add(group, "--compile", False, help="compile each step (compiled.py)", action=argparse.BooleanOptionalAction)
+    add(group, "--compile-mode", help="torch.compile's (default: CUDA graphs)", choices=MODES, metavar="MODE")
+    add(group, "--bucket", help="lengths a multiple of N (compiled: 16)", type=cli.non_negative_int)
 
 
 def resolve(values, run):
     """--compile, --compile-mode and --bucket as the device and the run have them (flags.resolve)."""
-    if values["compile"] is None:
-        values["compile"] = run.device.startswith("cuda")
     if values["bucket"] is None:
         values["bucket"] = 16 if values["compile"] else 0
     if values["compile"] and values["compile_mode"] is None:
