@@ -576,12 +576,13 @@ DATA_FLAGS = ("extra_train", "dev_translations", "test_translations", "round_tri
 
 def data_files(settings):
     """{file: [bytes, SHA-256]} of the files a run reads its examples from, which its checkpoint
-    keeps: every file in --data (hidden ones aside: download.py's archives), and those the flags
+    keeps: every file in --data (hidden ones aside: download.py's archives; the run's own --out), and those the flags
     of DATA_FLAGS name ({lang} in a path: every language's; --parallel: XX_FILE,EN_FILE)."""
-    given, paths = settings.as_dict(), []
-    if given.get("data"):
+    given, paths, out = settings.as_dict(), [], Path(settings.out).resolve()
+    if given.get("data"):  # the run's own folder left out, where it is in --data
         data = Path(given["data"])
-        paths = [p for p in data.rglob("*") if not any(part.startswith(".") for part in p.relative_to(data).parts)]
+        paths = [p for p in data.rglob("*") if not any(part.startswith(".") for part in p.relative_to(data).parts)
+                 and not p.resolve().is_relative_to(out)]
     for flag in DATA_FLAGS:
         values = given.get(flag) or []
         for value in values if isinstance(values, list) else [values]:
