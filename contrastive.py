@@ -52,7 +52,8 @@ class Contrastive(Method):
         group_by_length: bool = False  # label alignment contrasts every pair of texts in a batch: they are drawn at random
 
         def for_task(self, level, num_layers, common):
-            return {"sa_lr": common["lr"] / 5}
+            """Phase 2 at a fifth of the learning rate; with --epochs, as many passes as phase 1's."""
+            return {"sa_lr": common["lr"] / 5, "sa_epochs": common["epochs"] if self.sa_steps is None else None}
 
     def __init__(self, settings, run):
         super().__init__(settings, run)

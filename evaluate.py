@@ -299,7 +299,7 @@ def test_checkpoint(model, encoder, tokenizer, info, args, pooling, device, rank
         name = args.method or info.get("method") if (args.method or info.get("method")) in flags.METHODS else "zero-shot"
         test_input, translations = test_input_of(args, info if name == info.get("method") else {})
         translations = translations or (task.test_translations if test_input == "translation" else None)
-        test_input = flags.choose_test_input(flags.METHODS[name], test_input, translations, task.parallel)
+        test_input = flags.choose_test_input(name, test_input, translations, task.parallel)
         settings, info = flags.saved(info, name, task.level, encoder.config.num_layers)
         method = flags.METHODS[name](settings, run)
         scores = method.evaluate(restore(method.wrap(model.eval()), info), args.split, None, test_input, translations,

@@ -140,15 +140,16 @@ class Everywhere(dict):
         return super().get(example_id, default)
 
 
-def check_translations(run, settings):
+def check_translations(run, settings, cached=True):
     """Refuse a target language without translations of the training set (FILTER's --missing-translations
-    self trains on the others' alone), and word labels where a method trains on each translation's."""
+    self trains on the others' alone), and word labels where a method trains on each translation's;
+    `cached`: counted from the token cache (a method that trains on the texts), else from the examples."""
     task = run.task
     if not task.train.labelled_translations and (settings.method == "translate-train" or settings.get("target_labels")):
         raise InputError(f"--method {settings.method} trains on each translation's labels, and --task {settings.task}'s "
                          f"translations ({task.translations}) have none: word labels do not carry over to a translation; "
                          "--method filter trains on them (lambda = 0 in its Eq. 6), with its self-teaching's soft labels")
-    sizes = ({lang: len(texts) for lang, texts in run.cached_texts(task.targets).items()} if run.level.caches_tokens else
+    sizes = ({lang: len(texts) for lang, texts in run.cached_texts(task.targets).items()} if cached and run.level.caches_tokens else
              {lang: len(task.train[lang]) for lang in task.targets})
     missing = [lang for lang, size in sizes.items() if not size]
     files = ", ".join(f"{lang} ({task.train.file(lang)})" if task.train.file(lang) else lang for lang in missing)
@@ -260,13 +261,14 @@ class Method:
         return (lambda ids, mask: model(ids, mask)[0]), "text"
 
     def evaluate(self, model, split, langs=None, test_input=None, translations=None, predictions=None):
-        """{lang: scores} of the wrapped model on a split of the task. A dev text is seen with its
-        translation where --dev-translations gives them, else with the source text of its id where
-        the method needs a counterpart; `predictions` receives the predictions."""
+        """{lang: scores} of the wrapped model on a split of the task, each text seen with `test_input`'s
+        counterpart. On dev: with its translation where --dev-translations gives them, else with the source
+        text of its id where the method needs a counterpart; `predictions` receives the predictions."""
         model.eval()
         settings = self.settings
         if split == "dev":
-            translations = settings.dev_translations
+            translations, test_input = settings.dev_translations, None
+        if test_input is None:
             test_input = "translation" if translations else "oracle" if "oracle" in self.test_inputs else "text"
             if test_input == "oracle" and not self.run.task.parallel:  # no counterpart but the source's own
                 langs = [self.run.task.source]

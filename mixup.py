@@ -280,11 +280,6 @@ class XMixupMethod(Method):
                     "mixup_alpha": {"sentence": 0.4, "word": 0.8, "span": 0.2}[level],
                     "ss_k": 2000 if level == "span" else 1000, "test_input": "text" if self.no_mixup_inference else None}
 
-    def __init__(self, settings, run):
-        super().__init__(settings, run)
-        if not 1 <= settings.mixup_layer <= run.num_layers:
-            raise InputError(f"--mixup-layer {settings.mixup_layer} is not one of the encoder's layers 1..{run.num_layers}")
-
     def training_items(self):
         """The pairs, and the round trips scheduled sampling feeds (Eq. 6); on word labels the translations'
         soft labels need a teacher (Sec. 4.2: word labels do not carry over to a translation)."""
@@ -299,6 +294,8 @@ class XMixupMethod(Method):
         if run.level.translations_keep_labels and taught:
             raise InputError(f"--teacher, --teacher-cache and --soft-labels are for --method xmixup on word labels (soft "
                              f"labels of the translations); --task {settings.task}'s translations have their source's labels")
+        if not 1 <= settings.mixup_layer <= run.num_layers:
+            raise InputError(f"--mixup-layer {settings.mixup_layer} is not one of the encoder's layers 1..{run.num_layers}")
         items = super().training_items()
         self.round_trip = run.round_trips(settings.round_trip)
         if not run.level.translations_keep_labels:  # word labels: X-Mixup's round trips have no tags (task_losses)

@@ -345,7 +345,7 @@ class UnicoderMethod(Method):
     def training_items(self):
         run, settings = self.run, self.settings
         if not settings.parallel:
-            check_translations(run, settings)
+            check_translations(run, settings, cached=False)  # its pairs are encoded here, not token-cached
         self.dev_pairs = parallel_pairs(run.task, "dev", run.tokenizer, settings.max_length)
         return parallel_pairs(run.task, "train", run.tokenizer, settings.max_length, read_parallel_files(settings.parallel))
 

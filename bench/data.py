@@ -96,7 +96,8 @@ def data_stage(argv):
     settings, run = flags.resolve(args, train.load_run(args, Path(args.model), "cpu", 0, 1))
     method = flags.METHODS[settings.method](settings, run)
     phases = method.phases(method.training_items())
-    bookkeeping.start_report(settings, method, phases, Path(args.out))
+    steps = sum(phase.steps for phase in phases)
+    bookkeeping.start_report(settings, run, phases, Path(args.out), steps, bookkeeping.evaluation_interval(settings, steps))
     bookkeeping.step_batches(settings, method, phases, 0, {})
 
 

@@ -39,8 +39,8 @@ def cases(data):
         # the papers' settings as experiment files give them (X-Mixup's batch of 64; XeroAlign's linear head), by --epochs
         ("xmixup-preset-demo", "train.py", [*demo, "--method", "xmixup", "--batch-size", "64", "--epochs", "1",
                                             "--eval-every", "100"], 1, None),
-        ("xeroalign-preset-demo", "train.py", [*demo, "--method", "xeroalign", "--head", "linear", "--epochs", "1",
-                                               "--eval-every", "100"], 1, None),
+        ("xeroalign-preset-demo", "train.py", [*demo, "--method", "xeroalign", "--head", "linear", "--batch-size", "32",
+                                               "--epochs", "1", "--eval-every", "100"], 1, None),
         ("xeroalign-accum-demo", "train.py", [*demo, "--method", "xeroalign", "--grad-accum", "2"], 1, None),
         ("xeroalign-resumed-demo", "train.py", [*demo, "--method", "xeroalign", "--stop-at", "2"], 1, None),
         ("contrastive-fewshot-demo", "train.py", [*demo, "--method", "contrastive", "--train-fraction", "0.5", "--translated", "40"], 1, None),

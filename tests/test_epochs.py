@@ -4,6 +4,7 @@ import json
 import math
 from collections import Counter
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -14,11 +15,18 @@ from minxlt import tasks
 from minxlt.errors import InputError
 from minxlt.run import bookkeeping, flags
 
+ROOT = Path(__file__).resolve().parents[1]
+
 
 @pytest.fixture
 def run(tiny_model_dir):
     from minxlt.text.tokenizer import Tokenizer
     return Run(tasks.load_task("demo", targets=["de", "zh"]), Tokenizer.from_pretrained(tiny_model_dir), 64, num_layers=2)
+
+
+def total(method):
+    """The steps of a method's phases: --max-steps, or what --epochs counts."""
+    return sum(phase.steps for phase in method.phases(method.training_items()))
 
 
 def visited(method):
@@ -30,7 +38,7 @@ def visited(method):
         seen.update(key(it) for it, w in zip(items, weights) if w)
     phases = [replace(phase, make_batch=record) for phase in method.phases(method.training_items())]
     plans = {}
-    for step in range(method.settings.max_steps):
+    for step in range(sum(phase.steps for phase in phases)):
         bookkeeping.step_batches(method.settings, method, phases, step, plans)
     return seen
 
@@ -39,7 +47,7 @@ def test_an_epoch_of_translate_train_visits_every_text_once(run):
     method = make_method("translate-train", run, "--epochs", "1", "--batch-size", "32")
     items = method.training_items()
     assert len(items) == 3 * 336  # English and both translations: XTREME's concatenated training set
-    assert method.settings.max_steps == math.ceil(len(items) / 32)
+    assert total(method) == math.ceil(len(items) / 32)
     seen = visited(method)
     assert len(seen) == len(items) and set(seen.values()) == {1}
     assert {lang for lang, _ in seen} == {"en", "de", "zh"}
@@ -51,28 +59,28 @@ def test_an_epoch_of_a_pair_method_visits_every_pair_once_english_with_itself_to
     seen = visited(method)
     assert len(seen) == 3 * 336 and set(seen.values()) == {1}  # (en, de), (en, zh) and (en, en) for each English example
     assert sum(source == target for source, target in seen) == 336
-    assert method.settings.max_steps == math.ceil(3 * 336 / 24)
+    assert total(method) == math.ceil(3 * 336 / 24)
     without = make_method(name, run, "--epochs", "1", "--batch-size", "24", "--no-self-pairs")
-    assert without.settings.max_steps == math.ceil(2 * 336 / 24) and len(visited(without)) == 2 * 336
+    assert total(without) == math.ceil(2 * 336 / 24) and len(visited(without)) == 2 * 336
 
 
 def test_an_epoch_of_xeroalign_counts_the_english_examples(run):
     method = make_method("xeroalign", run, "--epochs", "2", "--batch-size", "32")
-    assert method.settings.max_steps == 2 * math.ceil(336 / 32) and method.settings.self_pairs is False
+    assert total(method) == 2 * math.ceil(336 / 32) and method.settings.self_pairs is False
     assert len(method.training_items()) == 2 * 336  # the pairs it draws from: each source with each of its translations
 
 
 def test_contrastive_has_epochs_of_its_own_for_semantic_alignment(run):
     method = make_method("contrastive", run, "--epochs", "2", "--batch-size", "16")
-    s = method.settings
     label_alignment = 2 * math.ceil(3 * 336 / 16)  # D and D_bi
-    assert (s.sa_epochs, s.sa_steps) == (2, 2 * math.ceil(336 / 16))  # the translated source texts, one group each
-    assert s.max_steps == label_alignment + s.sa_steps
     phases = method.phases(method.training_items())
-    assert [p.steps for p in phases] == [label_alignment, s.sa_steps] and len(phases[1].items) == 336
-    assert make_method("contrastive", run, "--epochs", "2", "--sa-epochs", "1", "--batch-size", "16").settings.sa_steps == 21
-    assert make_method("contrastive", run, "--epochs", "2", "--sa-steps", "5", "--batch-size", "16").settings.max_steps == label_alignment + 5
-    assert make_method("contrastive", run, "--max-steps", "40").settings.sa_steps == 10  # with --max-steps: its last quarter
+    assert [p.steps for p in phases] == [label_alignment, 2 * math.ceil(336 / 16)] and len(phases[1].items) == 336
+    def steps(*given):
+        method = make_method("contrastive", run, *given)
+        return [p.steps for p in method.phases(method.training_items())]
+    assert steps("--epochs", "2", "--sa-epochs", "1", "--batch-size", "16") == [label_alignment, 21]
+    assert steps("--epochs", "2", "--sa-steps", "5", "--batch-size", "16") == [label_alignment, 5]
+    assert steps("--max-steps", "40") == [30, 10]  # with --max-steps: its last quarter
     with pytest.raises(InputError, match="--sa-epochs counts passes with --epochs"):
         make_method("contrastive", run, "--max-steps", "40", "--sa-epochs", "1")
 
@@ -80,24 +88,25 @@ def test_contrastive_has_epochs_of_its_own_for_semantic_alignment(run):
 def test_few_shot_epochs_count_the_sample_and_its_translations(run):
     few = replace(run, task=tasks.few_shot(run.task, 0.1, 5, seed=0))
     method = make_method("translate-train", few, "--epochs", "1", "--batch-size", "8", "--train-fraction", "0.1", "--translated", "5")
-    assert method.settings.max_steps == math.ceil((40 + 2 * 5) / 8)  # ceil(0.1 x 42) of each of 8 intents, 5 of them translated
+    assert total(method) == math.ceil((40 + 2 * 5) / 8)  # ceil(0.1 x 42) of each of 8 intents, 5 of them translated
 
 
-def test_eval_every_epoch_and_the_epoch_in_help(run):
-    assert make_method("zero-shot", run, "--epochs", "3", "--batch-size", "32", "--eval-every", "epoch").settings.eval_every == 11
+def test_eval_every_epoch_and_what_an_epoch_counts(run):
+    settings = make_method("zero-shot", run, "--epochs", "3", "--batch-size", "32", "--eval-every", "epoch").settings
+    assert bookkeeping.evaluation_interval(settings, 33) == 11
     with pytest.raises(InputError, match="--eval-every epoch evaluates once an epoch: give --epochs"):
         make_method("zero-shot", run, "--eval-every", "epoch")
-    text = " ".join(flags.parser().format_help().split())
-    for method in flags.METHODS.values():
-        assert " ".join(f"one epoch: {method.epoch}".split()) in text
+    counted = (ROOT / "docs" / "methods.md").read_text(encoding="utf-8")
+    counted = counted[counted.index("## What one epoch counts"):].split("\n## ")[0]
+    assert all(f"| `{name}` |" in counted for name in flags.METHODS)  # every method's, with its authors' code
 
 
 def test_a_plan_resolves_without_data():
-    # reproduce.py's plan: the presets and defaults, --max-steps unset where --epochs counts the data
-    values = flags.planned(["--method", "xmixup", "--task", "xnli", "--preset", "paper"], "xnli", 24)
+    # reproduce.py's plan: the flags and the defaults, --max-steps unset where --epochs counts the data
+    values = flags.planned(["--method", "xmixup", "--task", "xnli", "--batch-size", "64", "--epochs", "4"], "xnli", 24)
     assert (values["batch_size"], values["epochs"], values["max_steps"], values["mixup_layer"], values["self_pairs"]) == (64, 4, None, 1, True)
     values = flags.planned(["--method", "contrastive", "--task", "xnli", "--epochs", "5"], "xnli", 12)
-    assert (values["sa_epochs"], values["sa_steps"], values["sa_lr"]) == (5, None, 5e-5 / 5)
+    assert (values["sa_epochs"], values["sa_steps"], values["sa_lr"]) == (5, None, 5e-5 / 5)  # the phases count sa_steps
     assert flags.planned(["--method", "filter", "--task", "xquad"], "xquad", 24)["filter_k"] == 20
 
 

@@ -182,9 +182,9 @@ def test_a_teacher_that_runs_in_make_batch_keeps_batches_in_the_training_process
     settings, run = flags.resolve(args, train.load_run(args, tiny_model_dir, "cpu", 0, 1))
     method = METHODS["filter"](settings, run)
     items = method.training_items()
-    method.start(method.wrap(train.build_model(settings, method, tiny_model_dir, "cpu", 0), items), items)
-    assert method.batches_run_a_model()
-    assert bookkeeping.loader_workers(None, True, method.batches_run_a_model()) == 0
+    method.start(method.wrap(train.build_model(settings, method, tiny_model_dir, "cpu", 0)), items)
+    assert bookkeeping.batches_run_a_model(method)
+    assert bookkeeping.loader_workers(None, True, bookkeeping.batches_run_a_model(method)) == 0
     assert bookkeeping.loader_workers(3, True, True) == 0 and "--workers 3 ignored" in capsys.readouterr().err
     assert bookkeeping.loader_workers(None, True, False) == 2 and bookkeeping.loader_workers(None, False, False) == 0
     assert bookkeeping.loader_workers(3, False, True) == 3
@@ -192,7 +192,7 @@ def test_a_teacher_that_runs_in_make_batch_keeps_batches_in_the_training_process
     # the teacher's logits, computed or cached, come back on the batch's device, whatever the teacher's own
     computed = method.make_batch(items[:4], [1.0] * 4, 0)["teacher_logits"]
     method.teacher.build_cache(run.tokenizer, items, 8, "cpu")
-    assert not method.batches_run_a_model()
+    assert not bookkeeping.batches_run_a_model(method)
     cached = method.make_batch(items[:4], [1.0] * 4, 0)["teacher_logits"]
     assert computed.device == cached.device == torch.device("cpu") and torch.allclose(computed, cached, atol=1e-5)
 

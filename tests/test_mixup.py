@@ -251,16 +251,16 @@ def run(tmp_path, tiny_model_dir, name, *extra):
     train.main(["--model", str(tiny_model_dir), "--method", "xmixup", "--target-langs", "de,zh", "--batch-size", "8",
                 "--max-steps", "6", "--eval-every", "3", "--no-alignment", "--ss-k", "2", "--out", str(tmp_path / name), *extra])
     log = [json.loads(line) for line in open(tmp_path / name / "log.jsonl") if '"loss"' in line]
-    return log, json.loads((tmp_path / name / "best" / "task.json").read_text())["mixup"]
+    return log, json.loads((tmp_path / name / "best" / "task.json").read_text())
 
 
 def test_runs_with_scheduled_sampling_and_ablations(tmp_path, tiny_model_dir):
     log, mixup = run(tmp_path, tiny_model_dir, "full")
     assert [r["round_trip"] for r in log][:1] == [0.0] and log[-1]["round_trip"] == 1.0  # p* decays with k = 2
-    assert all("mse" in r and "kl" in r and 0 < r["lambda"] < 0.5 for r in log) and mixup["inference"]
+    assert all("mse" in r and "kl" in r and 0 < r["lambda"] < 0.5 for r in log) and not mixup["no_mixup_inference"]
     log, mixup = run(tmp_path, tiny_model_dir, "constant", "--constant-ratio", "--no-consistency", "--no-mixup-inference")
     assert all(r["lambda"] == pytest.approx(0.5) and "mse" not in r for r in log)
-    assert mixup["fixed_ratio"] == 0.5 and not mixup["inference"]
+    assert mixup["constant_ratio"] and mixup["lambda0"] == 0.5 and mixup["no_mixup_inference"]
 
 
 def test_resume_keeps_the_ratio(tmp_path, tiny_model_dir):
@@ -367,7 +367,7 @@ def test_the_ratio_starts_the_same_on_every_process_and_is_clipped_with_the_rest
     starts = []
     for rank in (0, 1):
         torch.manual_seed(7 + rank)
-        ratio = method.wrap(Classifier(sharp_encoder(3), 8), []).ratio_net.linear
+        ratio = method.wrap(Classifier(sharp_encoder(3), 8)).ratio_net.linear
         starts.append((ratio.weight.item(), ratio.bias.item()))
     assert starts[0] == starts[1]
     torch.manual_seed(7)

@@ -229,29 +229,6 @@ def test_xeroalign_on_tags_aligns_cls_or_mean_pooled_states(pooling):
     assert parts["align"].item() == pytest.approx(expected.item(), rel=1e-5)
 
 
-def test_paper_presets_fill_the_flags_not_given(tiny_model_dir):
-    import math
-
-    from conftest import make_method
-    from methods import Run
-    from minxlt import tasks
-    from minxlt.text.tokenizer import Tokenizer
-    task = tasks.load_task("demo", targets=["de"])
-    run = Run(task, Tokenizer.from_pretrained(tiny_model_dir), 64)
-    steps_per_epoch = math.ceil(len(task.train["en"]) / 32)
-    method = make_method("xeroalign", run, "--preset", "paper")  # Sec. 3: a linear head on [CLS]; Sec. 3.1: 10 epochs
-    assert method.settings.head == "linear" and method.settings.max_steps == 10 * steps_per_epoch
-    method = make_method("xeroalign", run, "--preset", "paper", "--head", "roberta", "--epochs", "2")
-    assert method.settings.head == "roberta" and method.settings.max_steps == 2 * steps_per_epoch  # what is given stays
-    settings = make_method("contrastive", run, "--preset", "paper").settings
-    assert (settings.lr, settings.batch_size, settings.weight_decay) == (5e-5, 16, 0.01)
-    label_alignment = 5 * math.ceil(2 * len(task.train["en"]) / 16)  # 5 epochs of English and German, then 5 of semantic alignment
-    assert settings.sa_steps == 5 * math.ceil(len(task.train["en"]) / 16) and settings.max_steps == label_alignment + settings.sa_steps
-    assert make_method("xeroalign", run).settings.head == "roberta"  # the default preset is this script's
-    with pytest.raises(SystemExit):
-        flags.parse(["--epochs", "2", "--max-steps", "5"])
-
-
 def test_filter_and_xmixup_honour_mean_pooling():
     from conftest import padded_pairs, sharp_encoder
     from fusion import Filter, filter_encode

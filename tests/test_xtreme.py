@@ -555,4 +555,5 @@ def test_filter_and_its_student_run_on_xtremes_tagging_sets_beside_filter_s_tran
     tokenizer = Tokenizer.from_pretrained(tiny_model_dir)
     method = make_method("filter", Run(load_task(task, data, tokenizer=tokenizer), tokenizer, 48), "--epochs", "3", "--batch-size", "2",
                          *flags[flags.index("--test-input"):])
-    assert method.settings.max_steps == 3 * ceil(english / 2) and len(method.training_items()) == 2 * english
+    items = method.training_items()
+    assert method.phases(items)[0].steps == 3 * ceil(english / 2) and len(items) == 2 * english

@@ -215,10 +215,10 @@ def dry_run(args, model_dir):
     config = Config.from_directory(model_dir)
     if args.json:  # the same, for scripts: bytes per process
         print(json.dumps(dict(plan(config, processes, args.amp, args.freeze_embeddings, device_memory(args.device_memory),
-                                   bool(args.teacher), args.offload, args.grad_accum, not args.eval_float32, args.shard_embeddings),
+                                   bool(getattr(args, "teacher", None)), args.offload, args.grad_accum, not args.eval_float32, args.shard_embeddings),
                               model=args.model, processes=processes,
                               shard=args.shard)))
         return
     print(report(args.model or "the default model", config, processes, args.amp, args.freeze_embeddings,
-                 device_memory(args.device_memory), teacher=bool(args.teacher), shard=args.shard, offload=args.offload,
+                 device_memory(args.device_memory), teacher=bool(getattr(args, "teacher", None)), shard=args.shard, offload=args.offload,
                  grad_accum=args.grad_accum, eval_bf16=not args.eval_float32, embeddings_unit=args.shard_embeddings))

@@ -43,6 +43,11 @@ def lengths(items):
             for it in items]
 
 
+def evaluation_interval(settings, steps):
+    """Steps between evaluations on dev: --eval-every, or with "epoch" an epoch's of the run's `steps`."""
+    return max(1, steps // settings.epochs) if settings.eval_every == "epoch" else settings.eval_every
+
+
 def units(run, item):
     """What a loss averages over in one item: examples, or for word labels the source's scored tokens."""
     item = item[0] if isinstance(item, tuple) else item
@@ -123,9 +128,7 @@ def batch_loader(settings, method, phases, start):
     ahead of the step and pinned in page-locked memory on CUDA, so that the copies to the device do
     not wait."""
     cuda = method.run.device.startswith("cuda")
-    teacher = getattr(method, "teacher", None)  # one that runs a model as batches are made (not all from its cache)
-    workers = loader_workers(settings.workers, cuda, teacher is not None and teacher.model is not None and not teacher.complete,
-                             settings.shard)
+    workers = loader_workers(settings.workers, cuda, batches_run_a_model(method), settings.shard)
     loader = torch.utils.data.DataLoader(StepBatches(settings, method, phases, start), batch_size=None, num_workers=workers,
                                          pin_memory=cuda, prefetch_factor=4 if workers else None, worker_init_fn=ignore_ctrl_c,
                                          generator=torch.Generator())  # its own: drawing from the global one would change dropout
@@ -136,6 +139,12 @@ def ignore_ctrl_c(worker):
     """A loader process leaves Ctrl-C to the training process, which stops at the step it agrees on
     with the others (StopRequest) and needs the batches up to it."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def batches_run_a_model(method):
+    """Whether making a batch runs a model: a teacher (FILTER's, X-Mixup's) whose logits are not all cached."""
+    teacher = getattr(method, "teacher", None)
+    return teacher is not None and teacher.model is not None and not teacher.complete
 
 
 def loader_workers(asked, cuda, batches_run_a_model, sharded=False):
@@ -295,8 +304,7 @@ class Book:
     def __init__(self, out, settings, run, model_dir, phases, owns_process_group=True):
         self.out, self.settings, self.run, self.owns_process_group = out, settings, run, owns_process_group
         self.steps = sum(phase.steps for phase in phases)  # --max-steps, or what --epochs counts
-        every = settings.eval_every
-        self.eval_every = max(1, self.steps // settings.epochs) if every == "epoch" else every
+        self.eval_every = evaluation_interval(settings, self.steps)
         if run.rank == 0:
             print(start_report(settings, run, phases, out, self.steps, self.eval_every), file=sys.stderr)
         self.writing, self.checkpoint_group = None, None  # a sharded checkpoint being written (finish_checkpoint)

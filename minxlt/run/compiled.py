@@ -1,4 +1,4 @@
-"""The compiled training step (train.py --compile, the default on CUDA), and what it needs that a
+"""The compiled training step (train.py --compile, opt-in until a GPU measures it), and what it needs that a
 reader of train_step can skip. At the papers' batch sizes (4 to 64 texts) an eager step is almost
 all kernel launches (about 1,100 a step at XLM-R base's shapes, batch 32); compiled, the method's
 forward, loss and backward run as two CUDA graphs.

@@ -111,6 +111,9 @@ def parse(argv=None, description="", strict=True):
             setattr(args, name, own.get(name, default))
     if args.epochs:
         args.max_steps = None  # counted from the data: the method's phases
+    if args.grad_accum > args.batch_size or args.batch_size % args.grad_accum:
+        p.error(f"--batch-size {args.batch_size} must be a multiple of --grad-accum {args.grad_accum} (each micro-step "
+                "takes an equal share of the batch)")
     return args
 
 
@@ -196,7 +199,7 @@ def add_data_arguments(p):
     g = p.add_argument_group("what to train")
     add(g, "--method", "xeroalign", "a method above", choices=list(METHODS), metavar="NAME")
     add(g, "--task", "demo", f"{', '.join(tasks.LAYOUTS)} (docs/data.md)", metavar="NAME")
-    add(g, "--data", help="the task's folder (download.py makes it)", type=cli.existing_directory)
+    add(g, "--data", help="the task's folder (download.py makes it)", metavar="DIR")
     add(g, "--model", metavar="DIR", help="a checkpoint, or a hub id (default: multilingual-e5-small)")
     add(g, "--source-lang", metavar="LANG", help="the labelled language (default: the task's English)")
     add(g, "--target-langs", help="languages to test on, de,fr,... (default: all)", type=cli.languages)
@@ -276,6 +279,13 @@ def add_hardware_arguments(p):
     add(g, "--device-memory", help="with --dry-run: a device's (default: 80)", type=cli.positive_float, metavar="GB")
 
 
+def default_of(method, name):
+    """A common flag's default for a method: its Settings' where it sets one, else the flag's own."""
+    if not DEFAULTS:
+        parser()  # which fills DEFAULTS
+    return {f.name: f.default for f in own_flags(METHODS[method])}.get(name, DEFAULTS.get(name))
+
+
 def autocast(amp, device):
     """--amp auto: bf16 on GPUs that support it, fp16 (with loss scaling) on older ones, none on the CPU."""
     if amp != "auto":
@@ -285,12 +295,12 @@ def autocast(amp, device):
     return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
 
 
-def settled(args, method, level, num_layers):
+def settled(args, method, level, num_layers, task=None):
     """The settings as a dict: the flags parse() gave, and the defaults that follow from the task's level:
     --max-length's, and the method's (its Settings' for_task)."""
     values, own = dict(vars(args)), [f.name for f in own_flags(method)]
     if level not in method.levels:
-        raise InputError(f"--method {args.method} trains on {' and '.join(method.levels)} labels; --task {args.task} "
+        raise InputError(f"--method {args.method} trains on {' and '.join(method.levels)} labels; --task {task or args.task} "
                          f"{LEVELS[level].description}: use a method for {level} labels")
     values["max_length"] = values["max_length"] or LEVELS[level].max_length
     if hasattr(method, "Settings") and hasattr(method.Settings, "for_task"):
@@ -325,7 +335,7 @@ def resolve(args, run):
     """(Settings, the run with the resolved --max-length): every default and check of the flags parse()
     gave, for `run` (methods.Run: the task, tokenizer and model it trains)."""
     method = METHODS[args.method]
-    values = settled(args, method, run.task.level, run.num_layers)
+    values = settled(args, method, run.task.level, run.num_layers, run.task.name)
     run = replace(run, max_length=values["max_length"], lockstep=values["shard"] and run.world_size > 1)
     values["device"], values["amp"] = run.device, autocast(values["amp"], run.device)
     if values["compile"] or values["bucket"]:
@@ -337,7 +347,7 @@ def resolve(args, run):
             print(f"note: --task {args.task}'s test languages are not parallel: no CKA or retrieval", file=sys.stderr)
     if values["test_input"] == "translation" and not values["test_translations"]:
         values["test_translations"] = run.task.test_translations  # XTREME's translate-test files, where the data has them
-    values["test_input"] = choose_test_input(method, values["test_input"], values["test_translations"], run.task.parallel)
+    values["test_input"] = choose_test_input(args.method, values["test_input"], values["test_translations"], run.task.parallel)
     settings = Settings(values)
     check(settings, method, run)
     return settings, run
@@ -346,11 +356,12 @@ def resolve(args, run):
 def check(settings, method, run):
     """Refuse, before the model loads, what the settings cannot do together with this task and model."""
     level = run.level
+    if settings.extra_train and not Path(settings.extra_train).is_file():
+        raise InputError(f"--extra-train {settings.extra_train}: "
+                         f"{'not a file' if Path(settings.extra_train).exists() else 'no such file'}")
     problems = [
         (settings.eval_every == "epoch" and not settings.epochs, "--eval-every epoch evaluates once an epoch: give --epochs, "
                                                                  "or --eval-every in steps"),
-        (settings.grad_accum > settings.batch_size or settings.batch_size % settings.grad_accum,
-         f"--batch-size {settings.batch_size} must be a multiple of --grad-accum {settings.grad_accum}"),
         (settings.shard and settings.amp == "fp16", "--shard computes in bf16 or float32: give --amp bf16 (or none)"),
         (settings.offload and not settings.shard, "--offload moves a sharded run's parts to host memory: add --shard"),
         (settings.shard_embeddings and not settings.shard, "--shard-embeddings makes the embeddings a unit of a sharded "
@@ -371,11 +382,14 @@ def check(settings, method, run):
          f"--extra-train adds labelled sentences, or a QA task's questions; --task {settings.task} {level.description}"),
         (settings.extra_train and method.draws not in ("texts", "translated") and not (
             method.draws == "pairs" and level.name == "span" and settings.self_pairs),
-         f"--extra-train adds single labelled texts, which --method {settings.method} cannot use (pair methods: only on "
-         "answer spans, each question paired with itself, --self-pairs)"),
+         f"--extra-train adds single labelled texts, which --method {settings.method} (trained on pairs) uses only on "
+         "answer spans, each question paired with itself (--self-pairs), as FILTER pairs SQuAD's beside TyDiQA-GoldP's"
+         if level.name == "span" and method.draws == "pairs" else f"--extra-train adds single labelled texts, which "
+         f"--method {settings.method} (trained on {'pairs' if method.draws == 'pairs' else 'parallel sentences'}) cannot use"),
     ]
-    problems += [(settings.get(name) and not settings.dry_run, f"--{name.replace('_', '-')} shapes the memory plan, which "
-                  "only --dry-run prints: add --dry-run") for name in ("json", "processes", "device_memory")]
+    planned = [f"--{name.replace('_', '-')}" for name in ("json", "processes", "device_memory") if settings.get(name)]
+    problems.append((planned, f"{' and '.join(planned)} {'shapes' if len(planned) == 1 else 'shape'} the memory plan, which "
+                              "only --dry-run prints: add --dry-run"))
     problems.append((compiled.problem(settings), compiled.problem(settings)))
     for wrong, message in problems:
         if wrong:
@@ -383,8 +397,6 @@ def check(settings, method, run):
     if settings.async_checkpoint and not staging_available():
         raise InputError(f"--async-checkpoint needs torch 2.9 or later (its checkpoint staging), and this is torch "
                          f"{torch.__version__}: upgrade torch, or leave --async-checkpoint out")
-    if settings.extra_train and not Path(settings.extra_train).is_file():
-        raise InputError(f"--extra-train {settings.extra_train}: {'not a file' if Path(settings.extra_train).exists() else 'no such file'}")
     if settings.get("teacher") or settings.get("teacher_cache") or settings.get("soft_labels"):
         teacher.check(settings, "filter" if method is FilterMethod else "labeller")
 
@@ -398,9 +410,10 @@ def staging_available():
     return True
 
 
-def choose_test_input(method, given=None, translations=None, parallel=True):
+def choose_test_input(name, given=None, translations=None, parallel=True):
     """The test input: the one given (--test-input), else a translation where there are translations
     (--test-translations), else the method's first that the task has (the oracle needs a parallel test set)."""
+    method = METHODS[name]
     offered = [i for i in method.test_inputs if parallel or i != "oracle"] or list(method.test_inputs)
     test_input = given or ("translation" if translations and "translation" in method.test_inputs else offered[0])
     if test_input == "oracle" and not parallel:
@@ -408,11 +421,11 @@ def choose_test_input(method, given=None, translations=None, parallel=True):
                          f"oracle): choose --test-input {' or '.join(i for i in method.test_inputs if i != 'oracle')}"
                          + (" (translation with --test-translations)" if "translation" in method.test_inputs else ""))
     if test_input not in method.test_inputs:
-        raise InputError(f"this method predicts from {' or '.join(TEST_INPUTS[i] for i in method.test_inputs)}, "
+        raise InputError(f"--method {name} predicts from {' or '.join(TEST_INPUTS[i] for i in method.test_inputs)}, "
                          f"not from {TEST_INPUTS[test_input]}")
     if test_input == "translation" and not translations:
         raise InputError("--test-input translation needs --test-translations: the test texts' translations into the "
                          "source language")
     if translations and test_input != "translation":
-        raise InputError(f"--test-translations: tested on {TEST_INPUTS[test_input]}, the method reads no translations")
+        raise InputError(f"--test-translations: --method {name} tested on {TEST_INPUTS[test_input]} reads no translations")
     return test_input

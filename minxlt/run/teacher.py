@@ -42,9 +42,9 @@ def add_arguments(parser):
 
 def check(settings, kind):
     """The teacher flags of a method whose teacher is of `kind` ("filter" or "labeller")."""
-    if settings.soft_labels and kind != "labeller":
+    if settings.get("soft_labels") and kind != "labeller":
         raise InputError("--soft-labels are X-Mixup's released soft word labels: for --method xmixup")
-    if settings.soft_labels and (settings.teacher or settings.teacher_cache):
+    if settings.get("soft_labels") and (settings.teacher or settings.teacher_cache):
         raise InputError("--soft-labels are the released soft labels of the translations, in the place of a teacher's: "
                          "give --soft-labels or --teacher (and --teacher-cache), not both")
     if settings.teacher_cache and not Path(settings.teacher_cache).exists() and not settings.teacher:
@@ -149,7 +149,7 @@ def released(run, pairs):
 def load(settings, run, pairs, pair_model):
     """The Teacher that --teacher and --teacher-cache (or --soft-labels) ask for, or None; a
     --teacher-cache that does not exist yet is computed from --teacher over the training pairs and written."""
-    if settings.soft_labels:
+    if settings.get("soft_labels"):
         return released(run, pairs)
     if not (settings.teacher or settings.teacher_cache):
         return None
