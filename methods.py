@@ -103,7 +103,8 @@ class Run:
                 self.encoded[key] = self.level.round_trips(self.training_texts([self.task.source]),
                                                            {lang: self.encode(trips[lang]) for lang in trips.langs})
             return self.encoded[key]
-        texts = token_cache.training_texts(trips, trips.langs, self.tokenizer, self.task.labels, self.max_length, self.rank)
+        texts = token_cache.training_texts(trips, trips.langs, self.tokenizer, self.task.labels, self.max_length,
+                                           self.rank)
         return token_cache.ById(texts, self.cached_texts([self.task.source])[self.task.source].distinct_ids())
 
     def cached_texts(self, langs):
@@ -144,13 +145,16 @@ def check_translations(run, settings, cached=True):
     """Refuse a target language without translations of the training set (FILTER's --missing-translations
     self trains on the others' alone), and word labels where a method trains on each translation's;
     `cached`: counted from the token cache (a method that trains on the texts), else from the examples."""
-    task = run.task
-    if not task.train.labelled_translations and (settings.method == "translate-train" or settings.get("target_labels")):
-        raise InputError(f"--method {settings.method} trains on each translation's labels, and --task {settings.task}'s "
-                         f"translations ({task.translations}) have none: word labels do not carry over to a translation; "
-                         "--method filter trains on them (lambda = 0 in its Eq. 6), with its self-teaching's soft labels")
-    sizes = ({lang: len(texts) for lang, texts in run.cached_texts(task.targets).items()} if cached and run.level.caches_tokens else
-             {lang: len(task.train[lang]) for lang in task.targets})
+    task, name = run.task, settings.method
+    if not task.train.labelled_translations and (name == "translate-train" or settings.get("target_labels")):
+        raise InputError(f"--method {name} trains on each translation's labels, and --task {settings.task}'s "
+                         f"translations ({task.translations}) have none: word labels do not carry over to a "
+                         "translation; --method filter trains on them (lambda = 0 in its Eq. 6), with its "
+                         "self-teaching's soft labels")
+    if cached and run.level.caches_tokens:
+        sizes = {lang: len(texts) for lang, texts in run.cached_texts(task.targets).items()}
+    else:
+        sizes = {lang: len(task.train[lang]) for lang in task.targets}
     missing = [lang for lang, size in sizes.items() if not size]
     files = ", ".join(f"{lang} ({task.train.file(lang)})" if task.train.file(lang) else lang for lang in missing)
     if missing and settings.get("missing_translations") == "self" and len(missing) < len(sizes):
@@ -158,11 +162,11 @@ def check_translations(run, settings, cached=True):
             print(f"note: no translations of the training set into {files}: --missing-translations self trains on "
                   "the other languages' alone", file=sys.stderr)
     elif missing:
-        raise InputError(f"--method {settings.method} trains on translations of the source's training examples, and --task "
+        raise InputError(f"--method {name} trains on translations of the source's training examples, and --task "
                          f"{settings.task} has none in {files} (they come from: {task.translations}); leave those "
                          "languages out of --target-langs, or use --method zero-shot"
                          + ("; or, as FILTER's code does, train on the others' alone (--missing-translations self)"
-                            if settings.method == "filter" and len(missing) < len(sizes) else ""))
+                            if name == "filter" and len(missing) < len(sizes) else ""))
 
 
 @dataclass
@@ -272,7 +276,8 @@ class Method:
             test_input = "translation" if translations else "oracle" if "oracle" in self.test_inputs else "text"
             if test_input == "oracle" and not self.run.task.parallel:  # no counterpart but the source's own
                 langs = [self.run.task.source]
-        partners = counterparts(self.run, split, test_input, translations, settings.get("missing_translations", "refuse"))
+        missing = settings.get("missing_translations", "refuse")
+        partners = counterparts(self.run, split, test_input, translations, missing)
         limit = settings.dev_limit if split == "dev" else None
         return score_split(self.run, *self.predictor(model, test_input), split, langs, partners, predictions, limit)
 
@@ -282,7 +287,8 @@ def own_parameters(wrapped):
     `classifier` (X-Mixup's ratio): task.json keeps them, and `restore` puts them back."""
     if not hasattr(wrapped, "classifier"):
         return {}
-    return {name: p.detach().float().cpu().tolist() for name, p in wrapped.named_parameters() if not name.startswith("classifier.")}
+    return {name: p.detach().float().cpu().tolist() for name, p in wrapped.named_parameters()
+            if not name.startswith("classifier.")}
 
 
 def restore(wrapped, info):
@@ -313,7 +319,8 @@ def counterparts(run, split, test_input, translations=None, missing="refuse"):
         return {lang: examples[run.task.source] for lang in examples}
     key = (split, translations)  # read once a run: a dev split's are read at every evaluation
     if key not in run.translated:
-        run.translated[key] = {lang: texts if lang == run.task.source else translated_texts(run, translations, lang, texts, missing)
+        run.translated[key] = {lang: texts if lang == run.task.source else
+                               translated_texts(run, translations, lang, texts, missing)
                                for lang, texts in examples.items()}
     return run.translated[key]
 
@@ -376,7 +383,8 @@ def pair_batch(run, sources, targets, weights, teacher=None):
                                                                       [t.ids for t in targets])
     T = source_ids.shape[1]
     batch = dict(weights=torch.tensor(weights), source_ids=source_ids, source_mask=source_mask, target_ids=target_ids,
-                 target_mask=target_mask, source_labels=data.label_tensor(sources, T), target_labels=data.label_tensor(targets, T))
+                 target_mask=target_mask, source_labels=data.label_tensor(sources, T),
+                 target_labels=data.label_tensor(targets, T))
     run.level.translated(batch, targets)
     if teacher is not None:
         batch["teacher_logits"] = teacher.logits(source_ids, source_mask, target_ids, target_mask, targets)

@@ -74,8 +74,8 @@ def main(argv=None):
     raw = build_model(settings, method, model_dir, device, rank)
     core = method.wrap(raw)
     if settings.shard:  # each process holds 1/N of the weights, gradients and AdamW's moments
-        model = shard.wrap(core, raw.encoder, settings.amp, settings.offload, device, evaluate_in_bf16=not settings.eval_float32,
-                           embeddings_unit=settings.shard_embeddings)
+        model = shard.wrap(core, raw.encoder, settings.amp, settings.offload, device,
+                           evaluate_in_bf16=not settings.eval_float32, embeddings_unit=settings.shard_embeddings)
         shard.load_pretrained(core, raw.encoder, model_dir, device, settings.offload)  # each process reads its own rows
     else:  # each process holds them all (DDP)
         model = distributed.wrap(core, device, getattr(core, "unused_parameters", False))
@@ -93,7 +93,7 @@ def main(argv=None):
     model.train()
     stopped = False
     with bookkeeping.StopRequest(book) as stop:  # Ctrl-C, SIGTERM, and a process of the run that dies
-        batches = bookkeeping.batch_loader(settings, method, phases, book.step)  # each step's micro-batches, built ahead
+        batches = bookkeeping.batch_loader(settings, method, phases, book.step)  # each step's batches, built ahead
         while book.step < book.steps and not stopped and not book.out_of_patience():
             phase = phase_at(phases, book.step)
             losses = train_step(settings, run, phase, model, next(batches), optimizer, scheduler, scaler, dtype)
@@ -163,7 +163,8 @@ def make_optimizer(settings, model, phases):
     no_decay = [p for p in model.parameters() if p.requires_grad and p.ndim < 2]
     groups = [{"params": decay, "weight_decay": settings.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
     optimizer = torch.optim.AdamW(groups, lr=settings.lr, fused=True)  # fused: one pass over each tensor
-    return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: learning_rate(phases, settings.warmup, step))
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: learning_rate(phases, settings.warmup, step))
+    return optimizer, schedule
 
 
 def evaluating(settings):
@@ -182,7 +183,7 @@ def train_step(settings, run, phase, model, micro_batches, optimizer, scheduler,
     for micro, (batch, share) in enumerate(micro_batches):
         batch = data.to_device(batch, device)
         last = micro == len(micro_batches) - 1
-        with distributed.gradient_sync(model, last):  # the gradients are averaged over the processes once, after the last
+        with distributed.gradient_sync(model, last):  # averaged over the processes once, after the last micro-batch
             with torch.autocast(device.split(":")[0], dtype=dtype, enabled=dtype is not None):
                 loss, components = phase.loss(model, batch)  # the method's loss: a mean over the micro-batch
             # Weighted by the micro-batch's share of the global batch, so that the gradients add up to
@@ -196,7 +197,7 @@ def train_step(settings, run, phase, model, micro_batches, optimizer, scheduler,
         if settings.clip_value > 0:  # each element (X-Mixup's trainer.py)
             torch.nn.utils.clip_grad_value_(model.parameters(), settings.clip_value, foreach=False)
         if settings.max_grad_norm > 0:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), settings.max_grad_norm)  # every trained one, X-Mixup's ratio too
+            torch.nn.utils.clip_grad_norm_(model.parameters(), settings.max_grad_norm)  # X-Mixup's ratio too
     scaler.step(optimizer)
     scaler.update()
     scheduler.step()
@@ -225,11 +226,12 @@ def selection_metric(run, scores):
 def task_info(settings, run):
     """task.json of OUT/best: what evaluate.py needs to rebuild the task and the predictor."""
     task = run.task
-    info = {"task": settings.task, "data": settings.data, "labels": task.labels, "intents": task.intents, "source_lang": task.source,
-            "target_langs": task.targets, "head_style": run.level.head(task, settings.head), "pooling": settings.pooling,
-            "max_length": settings.max_length, "method": settings.method, "test_input": settings.test_input,
-            "alignment_pooling": settings.alignment_pooling, "seed": settings.seed,
-            **{f.name: settings.get(f.name) for f in flags.own_flags(flags.METHODS[settings.method])}}
+    own = {f.name: settings.get(f.name) for f in flags.own_flags(flags.METHODS[settings.method])}  # the method's own
+    info = {"task": settings.task, "data": settings.data, "labels": task.labels, "intents": task.intents,
+            "source_lang": task.source, "target_langs": task.targets, "head_style": run.level.head(task, settings.head),
+            "pooling": settings.pooling, "max_length": settings.max_length, "method": settings.method,
+            "test_input": settings.test_input, "alignment_pooling": settings.alignment_pooling, "seed": settings.seed,
+            **own}
     if task.level == "span":
         info.update(doc_stride=task.doc_stride, max_answer_length=task.max_answer_length)
     return info
@@ -237,7 +239,7 @@ def task_info(settings, run):
 
 def alignment_before_training(settings, run, core, raw):
     """CKA and retrieval of the pretrained encoder, which the test table shows beside the trained one's."""
-    with shard.evaluated(core) as evaluated, evaluating(settings):  # the encoder alone is called: a sharded one's root gathered
+    with shard.evaluated(core) as evaluated, evaluating(settings):  # a sharded model's root gathered
         return alignment(shard.part_of(evaluated, core, raw.encoder), run, settings.alignment_pooling, settings.shard)
 
 
@@ -250,16 +252,17 @@ def alignment(encoder, run, pooling, sharded=False):
 
 
 def load_best(best, method, settings):
-    """(the model to test, the built model it wraps) of OUT/best: a saved classifier made the method's
-    module again with its task.json, or an encoder alone (Unicoder's); whole, or sharded as it loads."""
-    run, classifier = method.run, (best / "head.safetensors").exists()
-    if not settings.shard:
-        saved = Classifier.load(best, run.device) if classifier else (Encoder.from_pretrained(best, device=run.device), None, None)
-    else:
-        saved = (shard.load_classifier if classifier else shard.load_encoder)(best, run.device, settings.offload)
-    model, info = (saved[0], saved[2]) if classifier else (saved if not isinstance(saved, tuple) else saved[0], None)
-    model.eval()
-    return (restore(method.wrap(model), info) if classifier else model), model
+    """(the model to test, the built model it wraps) of OUT/best: a saved classifier made the method's module
+    again with its task.json, or an encoder alone (Unicoder's); whole, or sharded as it loads."""
+    run = method.run
+    if not (best / "head.safetensors").exists():
+        load = shard.load_encoder if settings.shard else lambda path, device, _: Encoder.from_pretrained(path,
+                                                                                                          device=device)
+        encoder = load(best, run.device, settings.offload).eval()
+        return encoder, encoder
+    load = shard.load_classifier if settings.shard else lambda path, device, _: Classifier.load(path, device)
+    classifier, _, info = load(best, run.device, settings.offload)
+    return restore(method.wrap(classifier.eval()), info), classifier
 
 
 def test(settings, method, raw, core, book):
@@ -267,18 +270,20 @@ def test(settings, method, raw, core, book):
     OUT/results.json (with the settings) and OUT/results.md."""
     run, predictions, out, state = method.run, {}, book.out, book.state
     tested, saved = load_best(out / "best", method, settings) if (out / "best").exists() else (core, raw)
-    with evaluating(settings), run.gathered(saved):  # a sharded model's embeddings and head, whole while it is tested
+    with evaluating(settings), run.gathered(saved if tested is not core else core):  # a sharded model's root whole
         results = method.evaluate(tested, "test", None, settings.test_input, settings.test_translations, predictions)
-        after = None if settings.no_alignment else alignment(getattr(saved, "encoder", saved), run, settings.alignment_pooling,
-                                                              settings.shard)
+        encoder = getattr(saved, "encoder", saved)
+        after = None if settings.no_alignment else alignment(encoder, run, settings.alignment_pooling, settings.shard)
     results = evaluate.summarise(results, run.task.source) if results else {}
     if run.rank != 0:
         return
-    seen = {"input": settings.test_input, "what": TEST_INPUTS[settings.test_input], "translations": settings.test_translations}
+    seen = {"input": settings.test_input, "what": TEST_INPUTS[settings.test_input],
+            "translations": settings.test_translations}
     table, summary = evaluate.run_report(results, run.task, state.alignment_before, after, settings.alignment_pooling,
                                          out / "predictions")
     summary.update(test_input=seen, best_step=state.best_step, **{f"dev_{state.metric}": state.best},
-                   settings=dict(settings.as_dict(), max_steps=book.steps), **({"warning": book.warning} if book.warning else {}))
+                   settings=dict(settings.as_dict(), max_steps=book.steps),
+                   **({"warning": book.warning} if book.warning else {}))
     chosen = {"source": "best dev step", "all": "best mean dev step", "last": "last step"}[settings.select_on]
     title = f"{settings.method} on {settings.task}, test split, {chosen} {state.best_step}" + evaluate.saw(
         results and settings.test_input, summary["alignment"] and settings.alignment_pooling)

@@ -54,7 +54,7 @@ class Settings:
             raise AttributeError(f"no setting {name!r}") from None
 
     def __setattr__(self, name, value=None):
-        raise FrozenInstanceError(f"cannot assign to settings.{name}: settings are read-only once resolved (flags.resolve)")
+        raise FrozenInstanceError(f"cannot assign to settings.{name}: settings are read-only once resolved")
 
     __delattr__ = __setattr__
 
@@ -68,19 +68,6 @@ class Settings:
     def as_dict(self):
         """The settings as a plain dict (results.json, checkpoints)."""
         return {name: list(value) if isinstance(value, tuple) else value for name, value in self._values.items()}
-
-
-DEFAULTS = {}  # each common flag's default; argparse's is None, so that a flag not given is None
-
-
-def add(group, flag, default=None, help="", **options):
-    """A common flag, its default kept in DEFAULTS and said in its help."""
-    name = flag[2:].replace("-", "_")
-    DEFAULTS[name] = default
-    if "type" in options and "metavar" not in options:
-        options["metavar"] = metavar(options["type"])
-    said = "" if default is None or default is False else f" (default: {default})"
-    group.add_argument(flag, default=None, help=(help + said).replace("%", "%%"), **options)
 
 
 def parse(argv=None, description="", strict=True):
@@ -98,7 +85,8 @@ def parse(argv=None, description="", strict=True):
             theirs.setdefault(f"--{f.name.replace('_', '-')}", []).append(f"--method {name}")
     foreign = [flag.split("=", 1)[0] for flag in unknown if flag.split("=", 1)[0] in theirs]
     if strict and foreign:
-        p.error(f"{foreign[0]} is a flag of {' and '.join(theirs[foreign[0]])}; --method {args.method} does not read it")
+        owners = " and ".join(theirs[foreign[0]])
+        p.error(f"{foreign[0]} is a flag of {owners}; --method {args.method} does not read it")
     if unknown and (strict or len(foreign) < len([flag for flag in unknown if flag.startswith("--")])):
         p.error(f"unrecognized arguments: {' '.join(unknown)}")
     if args.epochs and args.max_steps:
@@ -106,7 +94,7 @@ def parse(argv=None, description="", strict=True):
     if args.resume and args.overwrite:
         p.error("--resume continues the run in --out and --overwrite replaces it: give one of them")
     own = {f.name: f.default for f in own_flags(METHODS.get(method))}
-    for name, default in {**DEFAULTS, **own}.items():  # what the command line leaves out: the method's default, or the flag's
+    for name, default in {**DEFAULTS, **own}.items():  # a flag not given: the method's default, or the flag's own
         if getattr(args, name, None) is None:
             setattr(args, name, own.get(name, default))
     if args.epochs:
@@ -120,29 +108,21 @@ def parse(argv=None, description="", strict=True):
 def parser(description="", method=None):
     """The parser of train.py's common flags, and of `method`'s own (its Settings) where one is given."""
     methods = "\n".join(f"  {name:<17}{first_sentence(cls.__doc__)}" for name, cls in METHODS.items())
-    p = cli.ArgumentParser(description=f"{description.split(chr(10) * 2)[0]}\n\nMethods (--method NAME --help adds its own "
-                                       f"flags):\n{methods}\n\nExamples: the top of train.py; the manual: docs/training.md.",
-                           formatter_class=HelpFormatter, allow_abbrev=False, usage="%(prog)s [--method METHOD] [options]")
-    add_data_arguments(p)
-    add_optimisation_arguments(p)
-    add_run_arguments(p)
-    add_hardware_arguments(p)
-    if method is not None and own_flags(METHODS[method]):
-        g = p.add_argument_group(f"--method {method}")
-        for f in own_flags(METHODS[method]):
-            if f.metadata:  # a field without help sets a common flag's default
-                options = kind(f.type, f.metadata["values"])
-                if "type" in options:
-                    options["metavar"] = "PATH" if options["type"] is str else metavar(options["type"])
-                g.add_argument(f"--{f.name.replace('_', '-')}", default=None,
-                               help=(f.metadata["help"] + shown(f.default)).replace("%", "%%"), **options)
+    about = (f"{description.split(chr(10) * 2)[0]}\n\nMethods (--method NAME --help adds its own flags):\n{methods}\n\n"
+             "Examples: the top of train.py; the manual: docs/training.md.")
+    p = cli.ArgumentParser(description=about, formatter_class=HelpFormatter, allow_abbrev=False,
+                           usage="%(prog)s [--method METHOD] [options]")
+    groups = dict(COMMON)
+    if method is not None:  # its Settings' fields; one without help sets a common flag's default
+        groups[f"--method {method}"] = [(f"--{f.name.replace('_', '-')}", f.default, f.metadata["help"],
+                                         kind(f.type, f.metadata["values"]))
+                                        for f in own_flags(METHODS[method]) if f.metadata]
+    for name, flags in groups.items():
+        g = p.add_argument_group(name)
+        for flag, default, help, options in flags:
+            said = "" if default is None or default is False else f" (default: {default})"
+            g.add_argument(flag, default=None, help=(help + said).replace("%", "%%"), **options)  # not given: None
     return p
-
-
-def metavar(type_):
-    """A flag's value in --help, by its type: N (a whole number), X (a number), PATH, DIR."""
-    name = getattr(type_, "__name__", "")
-    return {"int": "N", "float": "X", "existing_directory": "DIR", "languages": "LANGS", "steps": "N"}.get(name, "VALUE")
 
 
 def first_sentence(text):
@@ -150,25 +130,20 @@ def first_sentence(text):
     return re.split(r"(?<=\.)\s+(?=[A-Z])", " ".join(text.split()))[0]
 
 
-def shown(default):
-    return "" if default is None or default is False else f" (default: {default})"
-
-
 def kind(type_, values):
     """argparse's options for a method's flag: its type and the values it may take (methods.flag)."""
     if type_ is bool:
-        return {"action": "store_true"}
-    if values == "append":
-        return {"action": "append"}
-    if values == "directory":
-        return {"type": cli.existing_directory}
+        return BOOL
+    if values in ("append", "directory"):
+        return {"action": "append"} if values == "append" else {"type": cli.existing_directory, "metavar": "DIR"}
     if isinstance(values, tuple):
         return {"choices": values}
-    if values:
-        low, high = (part.strip(" [()]") for part in values.split(","))
-        return {"type": cli.number(type_, None if low == "-inf" else type_(low), None if high == "inf" else type_(high),
-                                   values.startswith("("), values.endswith(")"))}
-    return {"type": type_}
+    metavar = {int: "N", float: "X"}.get(type_, "PATH")
+    if not values:
+        return {"type": type_, "metavar": metavar}
+    low, high = (part.strip(" [()]") for part in values.split(","))
+    return {"type": cli.number(type_, None if low == "-inf" else type_(low), None if high == "inf" else type_(high),
+                               values.startswith("("), values.endswith(")")), "metavar": metavar}
 
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter):
@@ -195,94 +170,95 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
         return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)
 
 
-def add_data_arguments(p):
-    g = p.add_argument_group("what to train")
-    add(g, "--method", "xeroalign", "a method above", choices=list(METHODS), metavar="NAME")
-    add(g, "--task", "demo", f"{', '.join(tasks.LAYOUTS)} (docs/data.md)", metavar="NAME")
-    add(g, "--data", help="the task's folder (download.py makes it)", metavar="DIR")
-    add(g, "--model", metavar="DIR", help="a checkpoint, or a hub id (default: multilingual-e5-small)")
-    add(g, "--source-lang", metavar="LANG", help="the labelled language (default: the task's English)")
-    add(g, "--target-langs", help="languages to test on, de,fr,... (default: all)", type=cli.languages)
-    add(g, "--out", "runs/default", metavar="DIR", help="the run's folder")
-    add(g, "--overwrite", help="replace the run in --out", action="store_true")
-    add(g, "--train-fraction", 1.0, "train on this share of the source, per label", type=cli.share)
-    add(g, "--translated", help="keep this many of its translations (Yu & Joty)", type=cli.non_negative_int)
-    add(g, "--strict-data", help="refuse translations that do not pair by id", action="store_true")
-    add(g, "--extra-train", help="more labelled examples (JSONL; QA: SQuAD)", metavar="PATH")
-    add(g, "--self-pairs", help="pair each source text with itself too", action=argparse.BooleanOptionalAction)
+BOOL, SWITCH = {"action": "store_true"}, {"action": argparse.BooleanOptionalAction}
+N, X = {"type": cli.positive_int, "metavar": "N"}, {"type": cli.non_negative_float, "metavar": "X"}
 
 
-def add_optimisation_arguments(p):
-    g = p.add_argument_group("optimisation")
-    add(g, "--max-steps", 50, "optimizer steps", type=cli.positive_int)
-    add(g, "--epochs", help="passes over the training items, not --max-steps", type=cli.positive_int)
-    add(g, "--batch-size", 32, "examples a step, over every process", type=cli.positive_int)
-    add(g, "--grad-accum", 1, "micro-steps a step", type=cli.positive_int)
-    add(g, "--lr", 5e-5, "AdamW's peak learning rate", type=cli.positive_float)
-    add(g, "--weight-decay", 0.01, "AdamW's, not on biases and norms", type=cli.non_negative_float)
-    add(g, "--warmup", 0.1, "warmup's share of a phase, then decay to 0", type=cli.number(float, 0, 1, high_open=True))
-    add(g, "--max-grad-norm", 1.0, "clip the gradients' norm (0: off)", type=cli.non_negative_float)
-    add(g, "--clip-value", 0.0, "clip each gradient to [-X, X] (0: off)", type=cli.non_negative_float)
-    add(g, "--max-length", help="tokens a text (default: 128; QA's windows 384)", type=cli.number(int, 8))
-    add(g, "--dropout", help="the checkpoint's dropout replaced", type=cli.number(float, 0, 1, high_open=True))
-    add(g, "--head", "roberta", "roberta, linear or relu (FILTER's)", choices=["roberta", "linear", "relu"],
-        metavar="STYLE")
-    add(g, "--pooling", "cls", "the sentence vector: cls, mean or pooler", choices=["cls", "mean", "pooler"],
-        metavar="WHAT")
-    add(g, "--freeze-embeddings", help="keep the word embeddings fixed", action="store_true")
-    add(g, "--group-by-length", True, "batch texts of similar length", action=argparse.BooleanOptionalAction)
-    add(g, "--seed", 0, "batch order, dropout, the head's weights", type=int)
-    add(g, "--doc-stride", 128, "QA: tokens that windows share", type=cli.non_negative_int)
-    add(g, "--max-answer-length", 30, "QA: the longest answer, in tokens", type=cli.positive_int)
+def one_of(*choices, metavar="WHAT"):
+    return {"choices": list(choices), "metavar": metavar}
 
 
-def add_run_arguments(p):
-    g = p.add_argument_group("evaluation and checkpoints")
-    add(g, "--eval-every", 50, "steps between evaluations, or 'epoch'", type=cli.steps_or_epoch)
-    add(g, "--select-on", "source", "OUT/best: best on source, all, or last", choices=["source", "all", "last"],
-        metavar="WHICH")
-    add(g, "--dev-langs", "source", "dev languages logged: source or all", choices=["source", "all"], metavar="WHICH")
-    add(g, "--patience", help="stop after N evaluations without a better one", type=cli.positive_int)
-    add(g, "--dev-translations", help="select on dev texts seen with translations", metavar="PATH")
-    add(g, "--dev-limit", help="score the first N dev examples a language", type=cli.positive_int)
-    add(g, "--eval-batch-size", 64, "texts a batch of evaluation", type=cli.positive_int)
-    add(g, "--test-input", help="what a prediction sees: text, translation, oracle", choices=list(TEST_INPUTS),
-        metavar="WHAT")
-    add(g, "--test-translations", help="the test texts' translations, {lang} in it", metavar="PATH")
-    add(g, "--alignment-pooling", help="CKA and retrieval compare: mean or cls", choices=["mean", "cls"], metavar="WHAT")
-    add(g, "--no-alignment", help="skip CKA and retrieval", action="store_true")
-    add(g, "--no-test", help="skip the test table", action="store_true")
-    add(g, "--log-every", 10, "steps between log records", type=cli.positive_int)
-    add(g, "--save-every", 500, "steps between resume checkpoints", type=cli.positive_int)
-    add(g, "--save-dtype", "float32", "OUT/best's weights: float32 or bf16", choices=["float32", "bf16"], metavar="TYPE")
-    add(g, "--keep-checkpoint", True, "keep it once the run ends", action=argparse.BooleanOptionalAction)
-    add(g, "--resume", help="continue from the run's checkpoint", action="store_true")
-    add(g, "--resume-changed", help="resume though the data files changed", action="store_true")
-    add(g, "--stop-at", help="checkpoint and exit after step N", type=cli.positive_int)
+def typed(kind, metavar):
+    return {"type": kind, "metavar": metavar}
 
 
-def add_hardware_arguments(p):
-    g = p.add_argument_group("hardware (docs/training.md)")
-    add(g, "--device", help="cpu, cuda or cuda:N (default: cuda if any)", type=cli.device, metavar="WHERE")
-    add(g, "--amp", "auto", "autocast: auto, none, bf16 or fp16", choices=["auto", "none", "bf16", "fp16"], metavar="TYPE")
-    add(g, "--workers", help="batch builders (default: CUDA 2, CPU 0)", type=cli.non_negative_int)
-    add(g, "--gradient-checkpointing", help="less memory, the same losses", action="store_true")
-    compiled.add_arguments(g, add)
-    add(g, "--shard", help="FSDP2: each process 1/N of the model", action="store_true")
-    add(g, "--offload", help="with --shard: its part in host memory", action="store_true")
-    add(g, "--shard-embeddings", help="with --shard: the embeddings a unit", action="store_true")
-    add(g, "--async-checkpoint", help="with --shard: checkpoint in the background", action="store_true")
-    add(g, "--eval-float32", help="evaluate in float32, not under --amp", action="store_true")
-    add(g, "--dry-run", help="print each process's memory, and exit", action="store_true")
-    add(g, "--processes", help="with --dry-run: plan for N processes", type=cli.positive_int)
-    add(g, "--json", help="with --dry-run: the plan as JSON", action="store_true")
-    add(g, "--device-memory", help="with --dry-run: a device's (default: 80)", type=cli.positive_float, metavar="GB")
+COMMON = {  # train.py's flags but the methods' own: group -> [(flag, default, help, argparse's options)]
+    "what to train": [
+        ("--method", "xeroalign", "a method above", {"choices": METHODS, "metavar": "NAME"}),
+        ("--task", "demo", f"{', '.join(tasks.LAYOUTS)} (docs/data.md)", {"metavar": "NAME"}),
+        ("--data", None, "the task's folder (download.py makes it)", {"metavar": "DIR"}),
+        ("--model", None, "a checkpoint, or a hub id (default: multilingual-e5-small)", {"metavar": "DIR"}),
+        ("--source-lang", None, "the labelled language (default: the task's English)", {"metavar": "LANG"}),
+        ("--target-langs", None, "languages to test on, de,fr,... (default: all)", typed(cli.languages, "LANGS")),
+        ("--out", "runs/default", "the run's folder", {"metavar": "DIR"}),
+        ("--overwrite", False, "replace the run in --out", BOOL),
+        ("--train-fraction", 1.0, "train on this share of the source, per label", typed(cli.share, "X")),
+        ("--translated", None, "keep this many of its translations (Yu & Joty)", typed(cli.non_negative_int, "N")),
+        ("--strict-data", False, "refuse translations that do not pair by id", BOOL),
+        ("--extra-train", None, "more labelled examples (JSONL; QA: SQuAD)", {"metavar": "PATH"}),
+        ("--self-pairs", None, "pair each source text with itself too", SWITCH)],
+    "optimisation": [
+        ("--max-steps", 50, "optimizer steps", N),
+        ("--epochs", None, "passes over the training items, not --max-steps", N),
+        ("--batch-size", 32, "examples a step, over every process", N),
+        ("--grad-accum", 1, "micro-steps a step", N),
+        ("--lr", 5e-5, "AdamW's peak learning rate", typed(cli.positive_float, "X")),
+        ("--weight-decay", 0.01, "AdamW's, not on biases and norms", X),
+        ("--warmup", 0.1, "warmup's share of a phase, then decay", typed(cli.number(float, 0, 1, high_open=True), "X")),
+        ("--max-grad-norm", 1.0, "clip the gradients' norm (0: off)", X),
+        ("--clip-value", 0.0, "clip each gradient to [-X, X] (0: off)", X),
+        ("--max-length", None, "tokens a text (default: 128; QA's windows 384)", typed(cli.number(int, 8), "N")),
+        ("--dropout", None, "the checkpoint's dropout replaced", typed(cli.number(float, 0, 1, high_open=True), "X")),
+        ("--head", "roberta", "roberta, linear, relu (FILTER's)", one_of("roberta", "linear", "relu", metavar="HEAD")),
+        ("--pooling", "cls", "the sentence vector: cls, mean or pooler", one_of("cls", "mean", "pooler")),
+        ("--freeze-embeddings", False, "keep the word embeddings fixed", BOOL),
+        ("--group-by-length", True, "batch texts of similar length", SWITCH),
+        ("--seed", 0, "batch order, dropout, the head's weights", typed(int, "N")),
+        ("--doc-stride", 128, "QA: tokens that windows share", typed(cli.non_negative_int, "N")),
+        ("--max-answer-length", 30, "QA: the longest answer, in tokens", N)],
+    "evaluation and checkpoints": [
+        ("--eval-every", 50, "steps between evaluations, or 'epoch'", typed(cli.steps_or_epoch, "N")),
+        ("--select-on", "source", "OUT/best: the best on source, all, or last", one_of("source", "all", "last")),
+        ("--dev-langs", "source", "dev languages logged: source or all", one_of("source", "all", metavar="WHICH")),
+        ("--patience", None, "stop after N evaluations without a better one", N),
+        ("--dev-translations", None, "select on dev texts seen with translations", {"metavar": "PATH"}),
+        ("--dev-limit", None, "score the first N dev examples a language", N),
+        ("--eval-batch-size", 64, "texts a batch of evaluation", N),
+        ("--test-input", None, "what a prediction sees: text, translation, oracle", one_of(*TEST_INPUTS)),
+        ("--test-translations", None, "the test texts' translations, {lang} in it", {"metavar": "PATH"}),
+        ("--alignment-pooling", None, "CKA and retrieval compare: mean or cls", one_of("mean", "cls")),
+        ("--no-alignment", False, "skip CKA and retrieval", BOOL),
+        ("--no-test", False, "skip the test table", BOOL),
+        ("--log-every", 10, "steps between log records", N),
+        ("--save-every", 500, "steps between resume checkpoints", N),
+        ("--save-dtype", "float32", "OUT/best's weights: float32 or bf16", one_of("float32", "bf16", metavar="TYPE")),
+        ("--keep-checkpoint", True, "keep it once the run ends", SWITCH),
+        ("--resume", False, "continue from the run's checkpoint", BOOL),
+        ("--resume-changed", False, "resume though the data files changed", BOOL),
+        ("--stop-at", None, "checkpoint and exit after step N", N)],
+    "hardware (docs/training.md)": [
+        ("--device", None, "cpu, cuda or cuda:N (default: cuda if any)", typed(cli.device, "WHERE")),
+        ("--amp", "auto", "autocast: auto, none, bf16 or fp16", one_of("auto", "none", "bf16", "fp16", metavar="TYPE")),
+        ("--workers", None, "batch builders (default: CUDA 2, CPU 0)", typed(cli.non_negative_int, "N")),
+        ("--gradient-checkpointing", False, "less memory, the same losses", BOOL),
+        ("--compile", False, "compile each step (minxlt/run/compiled.py)", SWITCH),
+        ("--compile-mode", None, "torch.compile's (default: CUDA graphs)", one_of(*compiled.MODES, metavar="MODE")),
+        ("--bucket", None, "lengths a multiple of N (compiled: 16)", typed(cli.non_negative_int, "N")),
+        ("--shard", False, "FSDP2: each process 1/N of the model", BOOL),
+        ("--offload", False, "with --shard: its part in host memory", BOOL),
+        ("--shard-embeddings", False, "with --shard: the embeddings a unit", BOOL),
+        ("--async-checkpoint", False, "with --shard: checkpoint in the background", BOOL),
+        ("--eval-float32", False, "evaluate in float32, not under --amp", BOOL),
+        ("--dry-run", False, "print each process's memory, and exit", BOOL),
+        ("--processes", None, "with --dry-run: plan for N processes", N),
+        ("--json", False, "with --dry-run: the plan as JSON", BOOL),
+        ("--device-memory", None, "with --dry-run: a device's (default: 80)", typed(cli.positive_float, "GB"))],
+}
+DEFAULTS = {flag[2:].replace("-", "_"): default for group in COMMON.values() for flag, default, _, _ in group}
 
 
 def default_of(method, name):
     """A common flag's default for a method: its Settings' where it sets one, else the flag's own."""
-    if not DEFAULTS:
-        parser()  # which fills DEFAULTS
     return {f.name: f.default for f in own_flags(METHODS[method])}.get(name, DEFAULTS.get(name))
 
 
@@ -300,7 +276,8 @@ def settled(args, method, level, num_layers, task=None):
     --max-length's, and the method's (its Settings' for_task)."""
     values, own = dict(vars(args)), [f.name for f in own_flags(method)]
     if level not in method.levels:
-        raise InputError(f"--method {args.method} trains on {' and '.join(method.levels)} labels; --task {task or args.task} "
+        trains = " and ".join(method.levels)
+        raise InputError(f"--method {args.method} trains on {trains} labels; --task {task or args.task} "
                          f"{LEVELS[level].description}: use a method for {level} labels")
     values["max_length"] = values["max_length"] or LEVELS[level].max_length
     if hasattr(method, "Settings") and hasattr(method.Settings, "for_task"):
@@ -323,7 +300,8 @@ def saved(info, method, level, num_layers):
         old = info["mixup"]
         info = dict(info, mixup_layer=old["mixup_layer"], lambda0=old["lambda0"], mixup_variant=old["variant"],
                     constant_ratio=old["fixed_ratio"] is not None,
-                    parameters={"ratio_net.linear.weight": [[old["ratio_weight"]]], "ratio_net.linear.bias": [old["ratio_bias"]]})
+                    parameters={"ratio_net.linear.weight": [[old["ratio_weight"]]],
+                                "ratio_net.linear.bias": [old["ratio_bias"]]})
     args = parse(["--method", method])
     for name, value in info.items():
         if value is not None and hasattr(args, name) and name not in ("method", "data", "task"):
@@ -346,8 +324,9 @@ def resolve(args, run):
         if run.rank == 0:
             print(f"note: --task {args.task}'s test languages are not parallel: no CKA or retrieval", file=sys.stderr)
     if values["test_input"] == "translation" and not values["test_translations"]:
-        values["test_translations"] = run.task.test_translations  # XTREME's translate-test files, where the data has them
-    values["test_input"] = choose_test_input(args.method, values["test_input"], values["test_translations"], run.task.parallel)
+        values["test_translations"] = run.task.test_translations  # XTREME's translate-test files, where the data has
+    values["test_input"] = choose_test_input(args.method, values["test_input"], values["test_translations"],
+                                             run.task.parallel)
     settings = Settings(values)
     check(settings, method, run)
     return settings, run
@@ -355,50 +334,50 @@ def resolve(args, run):
 
 def check(settings, method, run):
     """Refuse, before the model loads, what the settings cannot do together with this task and model."""
-    level = run.level
-    if settings.extra_train and not Path(settings.extra_train).is_file():
-        raise InputError(f"--extra-train {settings.extra_train}: "
-                         f"{'not a file' if Path(settings.extra_train).exists() else 'no such file'}")
+    s, level, name = settings, run.level, settings.method
+    if s.extra_train and not Path(s.extra_train).is_file():
+        what = "not a file" if Path(s.extra_train).exists() else "no such file"
+        raise InputError(f"--extra-train {s.extra_train}: {what}")
+    planned = [f"--{flag.replace('_', '-')}" for flag in ("json", "processes", "device_memory") if s.get(flag)]
+    pairs_span = method.draws == "pairs" and level.name == "span"
+    extra = (f"--extra-train adds single labelled texts, which --method {name} (trained on pairs) uses only on answer "
+             "spans, each question paired with itself (--self-pairs), as FILTER pairs SQuAD's beside TyDiQA-GoldP's"
+             if pairs_span else f"--extra-train adds single labelled texts, which --method {name} (trained on "
+             f"{'pairs' if method.draws == 'pairs' else 'parallel sentences'}) cannot use")
     problems = [
-        (settings.eval_every == "epoch" and not settings.epochs, "--eval-every epoch evaluates once an epoch: give --epochs, "
-                                                                 "or --eval-every in steps"),
-        (settings.shard and settings.amp == "fp16", "--shard computes in bf16 or float32: give --amp bf16 (or none)"),
-        (settings.offload and not settings.shard, "--offload moves a sharded run's parts to host memory: add --shard"),
-        (settings.shard_embeddings and not settings.shard, "--shard-embeddings makes the embeddings a unit of a sharded "
-                                                           "model: add --shard"),
-        (settings.shard_embeddings and method is UnicoderMethod, "--shard-embeddings: Unicoder's LM head reads the word "
-                                                                 "embeddings outside their forward; drop --shard-embeddings"),
-        (settings.dev_translations and "translation" not in method.test_inputs,
-         f"--dev-translations pairs each dev text with its translation, and --method {settings.method} predicts from the "
-         "text alone: drop it (filter, xmixup and translate-test read translations)"),
-        (settings.patience and settings.select_on == "last", f"--patience {settings.patience} stops when the dev score stops "
-         "improving, and --select-on last keeps the last model whatever it scores: choose one"),
-        (settings.async_checkpoint and not settings.shard, "--async-checkpoint writes a sharded run's checkpoint: add --shard"),
-        (settings.max_length > run.max_positions, f"--max-length {settings.max_length} does not fit the model's "
-                                                  f"{run.max_positions} positions: lower it"),
-        (settings.self_pairs is not None and method.draws != "pairs",
-         f"--self-pairs pairs the source's texts with themselves; --method {settings.method} trains on no pairs"),
-        (settings.extra_train and not (level.labels_texts or level.name == "span"),
-         f"--extra-train adds labelled sentences, or a QA task's questions; --task {settings.task} {level.description}"),
-        (settings.extra_train and method.draws not in ("texts", "translated") and not (
-            method.draws == "pairs" and level.name == "span" and settings.self_pairs),
-         f"--extra-train adds single labelled texts, which --method {settings.method} (trained on pairs) uses only on "
-         "answer spans, each question paired with itself (--self-pairs), as FILTER pairs SQuAD's beside TyDiQA-GoldP's"
-         if level.name == "span" and method.draws == "pairs" else f"--extra-train adds single labelled texts, which "
-         f"--method {settings.method} (trained on {'pairs' if method.draws == 'pairs' else 'parallel sentences'}) cannot use"),
+        (s.eval_every == "epoch" and not s.epochs, "--eval-every epoch evaluates once an epoch: give --epochs, or "
+                                                   "--eval-every in steps"),
+        (s.shard and s.amp == "fp16", "--shard computes in bf16 or float32: give --amp bf16 (or none)"),
+        (s.offload and not s.shard, "--offload moves a sharded run's parts to host memory: add --shard"),
+        (s.shard_embeddings and not s.shard, "--shard-embeddings makes the embeddings a unit of a sharded model: "
+                                             "add --shard"),
+        (s.shard_embeddings and method is UnicoderMethod, "--shard-embeddings: Unicoder's LM head reads the word "
+                                                          "embeddings outside their forward; drop --shard-embeddings"),
+        (s.dev_translations and "translation" not in method.test_inputs, f"--dev-translations pairs each dev text with "
+         f"its translation, and --method {name} predicts from the text alone: drop it (filter, xmixup and "
+         "translate-test read translations)"),
+        (s.patience and s.select_on == "last", f"--patience {s.patience} stops when the dev score stops improving, and "
+                                               "--select-on last keeps the last model whatever it scores: choose one"),
+        (s.async_checkpoint and not s.shard, "--async-checkpoint writes a sharded run's checkpoint: add --shard"),
+        (s.max_length > run.max_positions, f"--max-length {s.max_length} does not fit the model's {run.max_positions} "
+                                           "positions: lower it"),
+        (s.self_pairs is not None and method.draws != "pairs", f"--self-pairs pairs the source's texts with "
+                                                               f"themselves; --method {name} trains on no pairs"),
+        (s.extra_train and not (level.labels_texts or level.name == "span"), f"--extra-train adds labelled sentences, "
+         f"or a QA task's questions; --task {s.task} {level.description}"),
+        (s.extra_train and method.draws not in ("texts", "translated") and not (pairs_span and s.self_pairs), extra),
+        (planned, f"{' and '.join(planned)} {'shapes' if len(planned) == 1 else 'shape'} the memory plan, which only "
+                  "--dry-run prints: add --dry-run"),
+        (compiled.problem(s), compiled.problem(s)),
     ]
-    planned = [f"--{name.replace('_', '-')}" for name in ("json", "processes", "device_memory") if settings.get(name)]
-    problems.append((planned, f"{' and '.join(planned)} {'shapes' if len(planned) == 1 else 'shape'} the memory plan, which "
-                              "only --dry-run prints: add --dry-run"))
-    problems.append((compiled.problem(settings), compiled.problem(settings)))
     for wrong, message in problems:
         if wrong:
             raise InputError(message)
-    if settings.async_checkpoint and not staging_available():
+    if s.async_checkpoint and not staging_available():
         raise InputError(f"--async-checkpoint needs torch 2.9 or later (its checkpoint staging), and this is torch "
                          f"{torch.__version__}: upgrade torch, or leave --async-checkpoint out")
-    if settings.get("teacher") or settings.get("teacher_cache") or settings.get("soft_labels"):
-        teacher.check(settings, "filter" if method is FilterMethod else "labeller")
+    if s.get("teacher") or s.get("teacher_cache") or s.get("soft_labels"):
+        teacher.check(s, "filter" if method is FilterMethod else "labeller")
 
 
 def staging_available():
@@ -417,8 +396,9 @@ def choose_test_input(name, given=None, translations=None, parallel=True):
     offered = [i for i in method.test_inputs if parallel or i != "oracle"] or list(method.test_inputs)
     test_input = given or ("translation" if translations and "translation" in method.test_inputs else offered[0])
     if test_input == "oracle" and not parallel:
-        raise InputError("the task's test languages are not parallel, so there is no source-language original to see (the "
-                         f"oracle): choose --test-input {' or '.join(i for i in method.test_inputs if i != 'oracle')}"
+        others = " or ".join(i for i in method.test_inputs if i != "oracle")
+        raise InputError("the task's test languages are not parallel, so there is no source-language original to see "
+                         f"(the oracle): choose --test-input {others}"
                          + (" (translation with --test-translations)" if "translation" in method.test_inputs else ""))
     if test_input not in method.test_inputs:
         raise InputError(f"--method {name} predicts from {' or '.join(TEST_INPUTS[i] for i in method.test_inputs)}, "
@@ -427,5 +407,6 @@ def choose_test_input(name, given=None, translations=None, parallel=True):
         raise InputError("--test-input translation needs --test-translations: the test texts' translations into the "
                          "source language")
     if translations and test_input != "translation":
-        raise InputError(f"--test-translations: --method {name} tested on {TEST_INPUTS[test_input]} reads no translations")
+        raise InputError(f"--test-translations: --method {name} tested on {TEST_INPUTS[test_input]} reads no "
+                         "translations")
     return test_input
