@@ -5,13 +5,11 @@ labelled texts and their translations (D and D_bi).
     phase 2, semantic alignment: CE + lambda_SA * L_SA  on groups from D_bi   Eq. 4-5
                                  then, at a smaller learning rate             Sec. 3.2, after Eq. 5
 
-With --epochs each phase has passes of its own: --epochs over D u D_bi, then --sa-epochs over
-D_bi's source texts, one group each (the paper gives no length for phase 2; by default as many
-passes as phase 1). With --max-steps, phase 2 is its last --sa-steps.
-
-A semantic-alignment group is a source text (the anchor), b of its translations (positives) and b
-source texts of other labels (negatives). The losses themselves are in losses.py. Co-training,
-the paper's other method, is a driver around train.py: cotrain.py.
+With --epochs each phase has its own passes: --epochs over D u D_bi, then --sa-epochs over D_bi's
+source texts, one group each (the paper gives no length for phase 2; by default as many as phase 1);
+with --max-steps, phase 2 is its last --sa-steps. A semantic-alignment group is a source text (the
+anchor), b of its translations (positives) and b source texts of other labels (negatives). The
+losses are in losses.py; co-training, the paper's other method, drives train.py: cotrain.py.
 """
 import math
 import random
@@ -23,18 +21,15 @@ from minxlt.errors import InputError
 
 
 def share_of_label_alignment(per_anchor, anchors, weights, mine):
-    """One process's part of Eq. 2 over a global batch, whose examples `mine` (a slice) it holds:
-    the sum of its anchors' terms over all the anchors, divided by its share of the examples that
-    count (`weights`), so that the processes' parts, each weighted by that share, add up to Eq. 2's
-    mean. (per_anchor, anchors: losses.label_alignment_terms of the global batch.)"""
-    return (per_anchor[mine] * anchors[mine]).sum() / anchors.sum().clamp(min=1) * (weights.sum() / weights[mine].sum().clamp(min=1))
+    """One process's part of Eq. 2 over a global batch (its examples: `mine`): its anchors' terms over all anchors,
+    divided by its share of `weights`, so that the parts, weighted by their shares, add up to Eq. 2's mean."""
+    scale = weights.sum() / weights[mine].sum().clamp(min=1)  # 1 / its share of the examples that count
+    return (per_anchor[mine] * anchors[mine]).sum() / anchors.sum().clamp(min=1) * scale
 
 
 class Contrastive(Method):
-    """Yu & Joty's contrastive adaptation: label alignment, then semantic alignment. First the task loss
-    plus label alignment (Eq. 2-3) on the source and its translations, then, for the last --sa-steps at a
-    smaller learning rate, the task loss plus semantic alignment (Eq. 4-5) on groups of a source text, b of
-    its translations and b source texts of other labels."""
+    """Yu & Joty's contrastive adaptation: the task loss plus label alignment (Eq. 2-3) on the source and its
+    translations, then at a smaller learning rate plus semantic alignment (Eq. 4-5) on groups."""
     draws = "translated"
     levels = ("sentence",)  # it contrasts and pseudo-labels whole sentences
 
@@ -43,13 +38,14 @@ class Contrastive(Method):
         tau: float = flag(0.1, "temperature of the contrastive losses (the paper gives none)", "(0, inf)")
         la_weight: float = flag(1.0, "lambda_LA of Eq. 3", "[0, inf)")
         sa_weight: float = flag(1.0, "lambda_SA of Eq. 5", "[0, inf)")
-        sa_steps: int = flag(None, "steps of the second phase, semantic alignment (default: with --epochs, --sa-epochs "
-                                   "passes over the translated source texts; else the last quarter of --max-steps)", "[0, inf)")
-        sa_epochs: int = flag(None, "with --epochs: semantic alignment's own passes over the translated source texts "
-                                    "(default: as many as --epochs; the paper gives none)", "[1, inf)")
+        sa_steps: int = flag(None, "steps of the second phase, semantic alignment (default: with --epochs, "
+                                   "--sa-epochs passes over the translated source texts; else the last quarter of "
+                                   "--max-steps)", "[0, inf)")
+        sa_epochs: int = flag(None, "with --epochs: semantic alignment's own passes over the translated source "
+                                    "texts (default: as many as --epochs; the paper gives none)", "[1, inf)")
         sa_lr: float = flag(None, "its peak learning rate, 'smaller' in the paper (default: --lr / 5)", "(0, inf)")
-        sa_group: int = flag(4, "b: translations and other-label texts per anchor (a group has 2b + 1 texts)", "[1, inf)")
-        group_by_length: bool = False  # label alignment contrasts every pair of texts in a batch: they are drawn at random
+        sa_group: int = flag(4, "b: translations and other-label texts per anchor (a group: 2b + 1 texts)", "[1, inf)")
+        group_by_length: bool = False  # label alignment contrasts every pair of a batch's texts: drawn at random
 
         def for_task(self, level, num_layers, common):
             """Phase 2 at a fifth of the learning rate; with --epochs, as many passes as phase 1's."""
@@ -58,21 +54,20 @@ class Contrastive(Method):
     def __init__(self, settings, run):
         super().__init__(settings, run)
         if settings.grad_accum > 1 and settings.la_weight > 0:
-            raise InputError("--method contrastive takes --grad-accum 1: label alignment (Eq. 2) contrasts every pair of "
-                             "texts in a step's batch, which micro-steps would split into smaller batches, and the loss with "
-                             "them; to fit memory, run more processes (torchrun) or give a smaller --batch-size")
+            raise InputError("--method contrastive takes --grad-accum 1: label alignment (Eq. 2) contrasts every pair "
+                             "of texts in a step's batch, which micro-steps would split into smaller batches, and the "
+                             "loss with them; to fit memory, run more processes (torchrun) or give a smaller "
+                             "--batch-size")
         if settings.sa_epochs and not settings.epochs:
-            raise InputError("--sa-epochs counts passes with --epochs; with --max-steps, give semantic alignment's --sa-steps")
+            raise InputError("--sa-epochs counts passes with --epochs; with --max-steps, give semantic alignment's "
+                             "--sa-steps")
         if settings.max_steps and settings.sa_steps and settings.sa_steps > settings.max_steps:
             raise InputError(f"--sa-steps {settings.sa_steps} is more than --max-steps {settings.max_steps}: semantic "
                              "alignment is the last part of the run")
 
     def phases(self, items):
-        """The paper's two phases (Sec. 3.2, after Eq. 5: "we first train it with Eq. 3 on D u D_bi. Then,
-        we train it on D_bi using Eq. 5 with a smaller learning rate"): label alignment on every text, then
-        semantic alignment on the source texts that have translations (the anchors), for --sa-steps, its own
-        warmup and decay peaking at --sa-lr. With --epochs each phase has its passes: --epochs over every
-        text, --sa-epochs over the anchors."""
+        """Sec. 3.2, after Eq. 5: "we first train it with Eq. 3 on D u D_bi. Then, we train it on D_bi using Eq. 5
+        with a smaller learning rate": the anchors are the translated source texts, their warmup peaking at --sa-lr."""
         settings, source = self.settings, self.run.task.source
         sources = {it.id: it for it in items if it.lang == source}
         self.translations_of = {}
@@ -86,20 +81,21 @@ class Contrastive(Method):
         else:
             la_steps = steps(settings, len(items))
             passes = settings.sa_epochs or settings.epochs
-            sa_steps = math.ceil(len(self.anchors) / settings.batch_size) * passes if settings.sa_steps is None else settings.sa_steps
+            sa_steps = settings.sa_steps
+            if sa_steps is None:
+                sa_steps = math.ceil(len(self.anchors) / settings.batch_size) * passes
         first = Phase("label alignment", items, la_steps, self.make_batch, self.loss)
         if not sa_steps:
             return [first]
         if len({a.label for a in self.anchors}) < 2:
-            raise InputError("semantic alignment needs translated source examples of at least two labels (see --translated)")
+            raise InputError("semantic alignment needs translated source examples of at least two labels (see "
+                             "--translated)")
         return [first, Phase("semantic alignment", self.anchors, sa_steps, self.group_batch, self.group_loss,
                              settings.sa_lr / settings.lr)]
 
     def loss(self, model, batch):
-        """Eq. 3: CE + lambda_LA * L_LA, with L_LA Eq. 2 over the batch (losses.label_alignment_loss).
-        Eq. 2 contrasts every pair of texts in the global batch, so over several processes each
-        gathers the batch's vectors (its own with their gradient), labels and weights, and keeps
-        its own anchors' part of Eq. 2's terms (share_of_label_alignment): the parts add up to it."""
+        """Eq. 3: CE + lambda_LA * L_LA, Eq. 2 over the global batch: over several processes each gathers its vectors
+        (its own with their gradient) and keeps its own anchors' part (share_of_label_alignment)."""
         logits, cls = model(batch["input_ids"], batch["attention_mask"])
         w, labels, run = batch["weights"], batch["labels"], self.run
         task = task_loss(logits, labels, w)
@@ -107,14 +103,15 @@ class Contrastive(Method):
             la = label_alignment_loss(cls, labels, self.settings.tau, w)
         else:
             weights = run.all_gather(w)
-            per_anchor, anchors = label_alignment_terms(run.all_gather_with_grad(cls), run.all_gather(labels), self.settings.tau, weights)
-            la = share_of_label_alignment(per_anchor, anchors, weights, slice(run.rank * len(w), (run.rank + 1) * len(w)))
+            per_anchor, anchors = label_alignment_terms(run.all_gather_with_grad(cls), run.all_gather(labels),
+                                                        self.settings.tau, weights)
+            mine = slice(run.rank * len(w), (run.rank + 1) * len(w))
+            la = share_of_label_alignment(per_anchor, anchors, weights, mine)
         return task + self.settings.la_weight * la, {"task": task.detach(), "la": la.detach()}
 
     def group_batch(self, anchors, weights, step):
-        """Each anchor expanded into its group: the anchor, b of its translations and b anchors of
-        other labels (with repetition where there are fewer than b). Drawn per anchor, so that the
-        groups are the same however the batch is split into micro-steps or processes."""
+        """Each anchor and b of its translations and b anchors of other labels (repeated where fewer), drawn per
+        anchor: the same groups however the batch is split into micro-steps or processes."""
         b, rows = self.settings.sa_group, []
         for anchor in anchors:
             rng = random.Random(f"{self.settings.seed}/{step}/{anchor.id}/groups")
@@ -125,9 +122,8 @@ class Contrastive(Method):
         return super().make_batch(rows, weights, step)
 
     def group_loss(self, model, batch):
-        """Eq. 5: CE + lambda_SA * L_SA, L_SA over each group (anchor, b positives, b negatives). A group
-        is drawn per anchor from all the anchors (group_batch), so its loss is the anchor's own and
-        the mean over a step's anchors is the same however the step is split."""
+        """Eq. 5: CE + lambda_SA * L_SA over each group (anchor, b positives, b negatives), the anchor's own: its
+        mean over a step's anchors is the same however the step is split."""
         logits, cls = model(batch["input_ids"], batch["attention_mask"])
         w, b = batch["weights"], self.settings.sa_group
         size = 2 * b + 1

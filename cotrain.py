@@ -3,13 +3,13 @@
     python cotrain.py --task sib200 --data ../shared/data/sib200 --out runs/cotrain
     torchrun --nproc_per_node 2 cotrain.py --task sib200 --data ../shared/data/sib200 --out runs/cotrain
 
-Every flag besides the ones below is passed on to each fine-tuning run (python train.py --help):
---task, --data, --max-steps, --train-fraction and so on.
+Every flag besides the ones below goes to each fine-tuning run (python train.py --help): --task,
+--data, --max-steps, --train-fraction and so on.
 
-Two classifiers with different views of a text, the multilingual LM being fine-tuned (f_lm, the
-<s> vector of --model) and a multilingual sentence-embedding model (f_emb, --embedding-model's
-sentence embedding, --embedding-pooling; LaBSE in the paper, its pooled output), label the
-unlabelled target-language texts for each other:
+Two classifiers with different views of a text, the multilingual LM being fine-tuned (f_lm, the <s>
+vector of --model) and a sentence-embedding model (f_emb, --embedding-model read as
+--embedding-pooling says; LaBSE's pooled output in the paper), label the target-language texts for
+each other:
 
     for s iterations:
         fine-tune f_lm on D_lm and f_emb on D_emb
@@ -17,17 +17,14 @@ unlabelled target-language texts for each other:
         take at most n/3 of them at random (n: the size of the labelled data D)
         f_emb's picks join D_lm, f_lm's join D_emb; each pool loses its picks
 
-Choices the paper leaves open, made here: each fine-tuning starts from the pretrained weights on
-the grown labelled set (not from the previous round's model); each model labels its own pool
-(U_lm, U_emb), so that a text is given away at most once by each; after the last round both are
-fine-tuned once more on their final sets, and those two are tested. The unlabelled pool, each
-round's picks and every fine-tuned model are written under OUT/, and --resume replays the rounds
-already done.
+Choices the paper leaves open: each fine-tuning starts from the pretrained weights on the grown
+labelled set; each model labels its own pool (U_lm, U_emb), so that each gives a text away at most
+once; after the last round both are fine-tuned once more on their final sets, and tested. The pool,
+each round's picks and every model are written under OUT/; --resume replays the rounds done.
 
-The paper's other rows of Table 3 run here too: --self-training, its baseline (Dong and de Melo
-2019), where f_lm labels the pool for itself and there is no second view; and --lm-method
-contrastive, "lang. adaptation & co-training", where f_lm is fine-tuned with Sec. 3.2's language
-adaptation (contrastive.py) on D, D_bi (--translated) and its pseudo-labels.
+Table 3's other rows: --self-training, its baseline (Dong and de Melo 2019), f_lm labelling for
+itself; --lm-method contrastive, "lang. adaptation & co-training", f_lm fine-tuned with Sec. 3.2's
+language adaptation (contrastive.py) on D, D_bi (--translated) and its pseudo-labels.
 """
 import argparse
 import json
@@ -47,22 +44,20 @@ from model import Classifier
 
 
 def select(predictions, threshold, cap, rng):
-    """{key: (label, confidence)} -> the predictions above `threshold`, at most `cap` of them drawn
-    at random (all of them if there are fewer)."""
+    """{key: (label, confidence)} -> the predictions above `threshold`, at most `cap` of them drawn at random."""
     qualified = sorted(key for key, (_, confidence) in predictions.items() if confidence > threshold)
     chosen = qualified if len(qualified) <= cap else rng.sample(qualified, cap)
     return {key: predictions[key] for key in sorted(chosen)}
 
 
 def co_train(fit_lm, fit_emb, labeled, pool, iterations, threshold, rng, history=(), on_round=None):
-    """Algorithm 1. `fit_x(labeled examples, round)` returns a predictor, which maps {key: Example}
-    to {key: (label, confidence)}; `pool` is {key: unlabelled Example}. Rounds in `history` (their
-    picks, as on_round received them) are replayed without fitting. Returns the final (D_lm, D_emb).
-    With `fit_emb` None, self-training: f_lm's own picks join D_lm (D_emb stays D)."""
+    """Algorithm 1 -> the final (D_lm, D_emb): `fit_x(labeled, round)` gives a predictor, {key: Example} ->
+    {key: (label, confidence)}; `history`'s rounds are replayed; `fit_emb` None: self-training."""
     cap = len(labeled) // 3
     D_lm, D_emb = list(labeled), list(labeled)
     U_lm, U_emb = dict(pool), dict(pool)
-    pseudo = lambda picks: [Example(id=key, lang=pool[key].lang, text=pool[key].text, label=label) for key, (label, _) in picks.items()]
+    pseudo = lambda picks: [Example(id=key, lang=pool[key].lang, text=pool[key].text, label=label)
+                            for key, (label, _) in picks.items()]
 
     def exchange(picks_lm, picks_emb):
         if fit_emb is None:  # self-training: its own picks
@@ -89,24 +84,27 @@ def co_train(fit_lm, fit_emb, labeled, pool, iterations, threshold, rng, history
 
 
 def get_args(argv=None):
-    """(co-training's own flags, the rest: train.py's flags for every fine-tuning run, as parsed by train.py)."""
+    """(co-training's own flags, the rest: train.py's, the fine-tuning runs' flags as train.py parses them)."""
     p = cli.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
                            allow_abbrev=False)
     g = p.add_argument_group("co-training (Yu & Joty, Algorithm 1)")
     g.add_argument("--model", help="f_lm, the multilingual LM fine-tuned (default: the bundled model)")
-    g.add_argument("--embedding-model", help="f_emb, the second view: a sentence-embedding checkpoint (default: the bundled model)")
-    g.add_argument("--embedding-pooling", default="mean", choices=["mean", "cls", "pooler"], help="f_emb's sentence embedding, which "
-                   "its classifier reads: the mean of its tokens (the bundled model's, multilingual-e5's), <s>, or <s> through its "
-                   "pooler (LaBSE's, its pooled output; default: mean)")
+    g.add_argument("--embedding-model", help="f_emb, the second view: a sentence-embedding checkpoint (default: the "
+                   "bundled model)")
+    g.add_argument("--embedding-pooling", default="mean", choices=["mean", "cls", "pooler"], help="f_emb's sentence "
+                   "embedding, which its classifier reads: the mean of its tokens (the bundled model's, "
+                   "multilingual-e5's), <s>, or <s> through its pooler (LaBSE's, its pooled output; default: mean)")
     g.add_argument("--cotrain-iterations", type=cli.positive_int, default=3, help="s, the rounds of Algorithm 1")
     g.add_argument("--threshold", type=cli.fraction, default=0.9, help="t, the confidence a pseudo-label needs")
-    g.add_argument("--pool-per-lang", type=cli.positive_int, help="unlabelled texts per target language, drawn at random (default: all of its training texts)")
-    g.add_argument("--self-training", action="store_true", help="the paper's baseline instead (Dong and de Melo 2019): f_lm labels the "
-                   "pool for itself, no second view")
-    g.add_argument("--lm-method", default="zero-shot", choices=["zero-shot", "contrastive"], help="how f_lm is fine-tuned: on its "
-                   "labelled set (zero-shot), or with language adaptation on it and the translated examples, --translated "
-                   "('lang. adaptation & co-training', Sec. 3.2; contrastive.py)")
-    g.add_argument("--out", default="runs/cotrain", help="output directory: the pool, each round's picks and models, the final results")
+    g.add_argument("--pool-per-lang", type=cli.positive_int, help="unlabelled texts per target language, drawn at "
+                   "random (default: all of its training texts)")
+    g.add_argument("--self-training", action="store_true", help="the paper's baseline instead (Dong and de Melo "
+                   "2019): f_lm labels the pool for itself, no second view")
+    g.add_argument("--lm-method", default="zero-shot", choices=["zero-shot", "contrastive"], help="how f_lm is "
+                   "fine-tuned: on its labelled set (zero-shot), or with language adaptation on it and the translated "
+                   "examples, --translated ('lang. adaptation & co-training', Sec. 3.2; contrastive.py)")
+    g.add_argument("--out", default="runs/cotrain", help="output directory: the pool, each round's picks and models, "
+                   "the final results")
     g.add_argument("--resume", action="store_true", help="replay the rounds already done in OUT and go on")
     g.add_argument("--overwrite", action="store_true", help="replace the co-training run in OUT, if there is one")
     own, rest = p.parse_known_args(argv)
@@ -125,8 +123,8 @@ def main(argv=None):
     replaced = output_folder(out, own, rank)
     full = tasks.load_task(args.task, args.data, args.source_lang, args.target_langs, args.strict_data)
     if not LEVELS[full.level].labels_texts:
-        raise tasks.InputError(f"co-training pseudo-labels whole sentences (Yu & Joty classify them); --task {args.task} "
-                         f"{LEVELS[full.level].description}")
+        raise tasks.InputError(f"co-training pseudo-labels whole sentences (Yu & Joty classify them); --task "
+                               f"{args.task} {LEVELS[full.level].description}")
     if rank == 0:
         for path in replaced:
             if path.is_dir():
@@ -137,21 +135,23 @@ def main(argv=None):
     if own.pool_per_lang is not None:  # or a random sample of each language's
         unlabelled = {lang: random.Random(f"{args.seed}/pool/{lang}").sample(texts, min(own.pool_per_lang, len(texts)))
                       for lang, texts in unlabelled.items()}
-    task = tasks.few_shot(full, args.train_fraction, args.translated, args.seed) if args.train_fraction < 1 or args.translated is not None else full
+    few = args.train_fraction < 1 or args.translated is not None
+    task = tasks.few_shot(full, args.train_fraction, args.translated, args.seed) if few else full
     labeled = task.train[task.source]
-    pool = {f"{lang}:{e.id}": Example(id=e.id, lang=lang, text=e.text) for lang, examples in unlabelled.items() for e in examples}
-    if rank == 0:
+    pool = {f"{lang}:{e.id}": Example(id=e.id, lang=lang, text=e.text)
+            for lang, examples in unlabelled.items() for e in examples}
+    if rank == 0:  # the unlabelled texts (their gold labels are not used)
         out.mkdir(parents=True, exist_ok=True)
-        cli.write_text(out / "pool.jsonl", "".join(json.dumps({"key": key, "lang": e.lang, "text": e.text}, ensure_ascii=False) + "\n"
-                                                   for key, e in pool.items()))  # the unlabelled texts (their gold labels are not used)
+        cli.write_text(out / "pool.jsonl", "".join(json.dumps({"key": key, "lang": e.lang, "text": e.text},
+                                                              ensure_ascii=False) + "\n" for key, e in pool.items()))
     history = []
     while own.resume and (out / f"round{len(history)}" / "picks.json").exists():
         recorded = json.loads((out / f"round{len(history)}" / "picks.json").read_text())
         history.append(tuple({key: tuple(value) for key, value in recorded[view].items()} for view in ("lm", "emb")))
     fine_tune = FineTuning(own, rest, args, task, len(labeled), device, rank, world_size)
     rng = random.Random(f"{args.seed}/cotrain")
-    D_lm, D_emb = co_train(fine_tune.fitter("lm"), None if own.self_training else fine_tune.fitter("emb"), labeled, pool,
-                           own.cotrain_iterations, own.threshold, rng, history, fine_tune.record)
+    D_lm, D_emb = co_train(fine_tune.fitter("lm"), None if own.self_training else fine_tune.fitter("emb"), labeled,
+                           pool, own.cotrain_iterations, own.threshold, rng, history, fine_tune.record)
     # Both views (self-training: f_lm) once more on their final sets, tested in every language.
     results = {}
     for view, examples in (("lm", D_lm),) + ((("emb", D_emb),) if not own.self_training else ()):
@@ -160,32 +160,31 @@ def main(argv=None):
         if rank == 0:  # which wrote it
             results[view] = json.loads((directory / "results.json").read_text())
     if rank == 0:
-        summary = {**results["lm"], "embedding_model": results.get("emb"),  # f_lm's scores and settings, f_emb's results
+        summary = {**results["lm"], "embedding_model": results.get("emb"),  # f_lm's scores and settings, f_emb's
                    "pseudo_labels": {"lm": len(D_lm) - len(labeled), "emb": len(D_emb) - len(labeled)},
                    "args": dict(vars(args), **vars(own))}
         cli.write_text(out / "results.json", json.dumps(summary, indent=2) + "\n")
         shutil.copyfile(out / "final" / "lm" / "results.md", out / "results.md")
-        print(f"co-training done: f_lm trained on {len(D_lm)} examples ({len(D_lm) - len(labeled)} pseudo-labelled); "
-              f"results in {out}/results.json, the model in {out}/final/lm/best")
+        print(f"co-training done: f_lm trained on {len(D_lm)} examples ({len(D_lm) - len(labeled)} "
+              f"pseudo-labelled); results in {out}/results.json, the model in {out}/final/lm/best")
     cli.release(out)
     distributed.cleanup()
 
 
 def output_folder(out, own, rank=0):
-    """OUT, held for this run (cli.take), and the co-training run it holds (what --overwrite
-    removes), refused where it holds one and neither --resume nor --overwrite is given."""
+    """Hold OUT (cli.take) -> the co-training run in it that --overwrite removes (else refused without --resume)."""
     cli.take(out, rank)
-    held = sorted(p for p in out.glob("*") if p.name in ("pool.jsonl", "results.json", "results.md", "final") or p.name.startswith("round"))
+    held = sorted(p for p in out.glob("*")
+                  if p.name in ("pool.jsonl", "results.json", "results.md", "final") or p.name.startswith("round"))
     if held and not own.resume and not own.overwrite:
-        raise tasks.InputError(f"--out {out} holds a co-training run ({', '.join(p.name for p in held)}): continue it with --resume, "
-                               "replace it with --overwrite, or choose another --out")
+        raise tasks.InputError(f"--out {out} holds a co-training run ({', '.join(p.name for p in held)}): continue it "
+                               "with --resume, replace it with --overwrite, or choose another --out")
     return held if own.overwrite else []
 
 
 class FineTuning:
-    """The two learners of Algorithm 1 as train.py runs: f_lm fine-tunes --model from its <s>, f_emb
-    fine-tunes --embedding-model from its sentence embedding (--embedding-pooling), each on its labelled set, which
-    holds the source's examples and the pseudo-labels it was given (--extra-train)."""
+    """Algorithm 1's learners as train.py runs, f_lm (--model's <s>) and f_emb (--embedding-model, --embedding-pooling),
+    each on the source's examples plus the pseudo-labels it was given (--extra-train)."""
 
     def __init__(self, own, rest, args, task, n_labeled, device, rank, world_size):
         self.own, self.rest, self.args, self.task, self.n_labeled = own, rest, args, task, n_labeled
@@ -198,18 +197,19 @@ class FineTuning:
             directory.parent.mkdir(parents=True, exist_ok=True)
             with open(extra, "w") as f:
                 for e in examples[self.n_labeled:]:
-                    f.write(json.dumps({"id": e.id, "lang": e.lang, "text": e.text, "label": e.label}, ensure_ascii=False) + "\n")
+                    row = {"id": e.id, "lang": e.lang, "text": e.text, "label": e.label}
+                    f.write(json.dumps(row, ensure_ascii=False) + "\n")
         distributed.barrier()
         model = ["--model", self.own.model] if view == "lm" and self.own.model else []
         if view == "emb":
-            model = (["--model", self.own.embedding_model] if self.own.embedding_model else []) + ["--pooling", self.own.embedding_pooling]
+            model = ["--model", self.own.embedding_model] if self.own.embedding_model else []
+            model += ["--pooling", self.own.embedding_pooling]
         method = self.own.lm_method if view == "lm" else "zero-shot"
-        return self.rest + model + ["--method", method, "--extra-train", str(extra), "--out", str(directory), "--no-alignment",
-                                    "--overwrite"]  # co-training's own folders, refitted on --resume
+        return self.rest + model + ["--method", method, "--extra-train", str(extra), "--out", str(directory),
+                                    "--no-alignment", "--overwrite"]  # co-training's own folders, refitted on --resume
 
     def fitter(self, view):
-        """Algorithm 1's fit for a view: fine-tune on the labelled examples, then a predictor that
-        maps {key: Example} to {key: (label, confidence)}."""
+        """Algorithm 1's fit: fine-tune on the labelled examples -> {key: Example} -> {key: (label, confidence)}."""
         def fit(examples, round_):
             directory = Path(self.own.out) / f"round{round_}" / view
             train.main(self.argv(view, directory, examples) + ["--no-test"])
@@ -217,8 +217,9 @@ class FineTuning:
 
             def predict(unlabelled):
                 keys = sorted(unlabelled)
-                probabilities = evaluate.predict_probabilities(model, tokenizer, [unlabelled[k].text for k in keys], self.args.eval_batch_size,
-                                                               info["max_length"], self.device, self.rank, self.world_size)
+                probabilities = evaluate.predict_probabilities(model, tokenizer, [unlabelled[k].text for k in keys],
+                                                               self.args.eval_batch_size, info["max_length"],
+                                                               self.device, self.rank, self.world_size)
                 confidence, label = probabilities.max(-1)
                 return {k: (self.task.labels[l], c) for k, l, c in zip(keys, label.tolist(), confidence.tolist())}
             return predict
@@ -234,9 +235,9 @@ class FineTuning:
         print(f"co-training round {round_}: f_lm picked {len(picks_lm)}, f_emb picked {len(picks_emb)} "
               f"pseudo-labels above {self.own.threshold}", flush=True)
         if not picks_lm and not picks_emb:
-            print(f"note: no prediction was more confident than --threshold {self.own.threshold}, so nothing was exchanged "
-                  "this round; short fine-tuning gives unconfident models, and a lower --threshold lets co-training work",
-                  file=sys.stderr, flush=True)
+            print(f"note: no prediction was more confident than --threshold {self.own.threshold}, so nothing was "
+                  "exchanged this round; short fine-tuning gives unconfident models, and a lower --threshold lets "
+                  "co-training work", file=sys.stderr, flush=True)
 
 
 if __name__ == "__main__":

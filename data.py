@@ -1,6 +1,5 @@
-"""Data: what an example is (Example, as read; Encoded, as tokenized), and how encoded items
-become batches: padding to the longest in the batch, epochs of global batches, and exact shards
-of them across DDP processes.
+"""Data: what an example is (Example, as read; Encoded, as tokenized), and how encoded items become
+batches: padded to the longest, epochs of global batches, exact shards of them across DDP processes.
 """
 import math
 import random
@@ -20,7 +19,7 @@ class Example:
     words: list | None = None  # word-level input, for tagging
     tags: list | None = None   # one label per word (BIO slots, POS)
     source_text: str | None = None  # the source-language text this translates, where the file gives it
-    answers: list | None = None  # QA: [(answer text, its first character in `pair`, the context)]; `text` is the question
+    answers: list | None = None  # QA: [(answer text, its first character in `pair`, the context)]; `text`: question
     group: str | None = None  # QA: the article, which a split keeps whole
     where: str | None = field(default=None, compare=False, repr=False)  # file:line it was read from, for messages
 
@@ -49,19 +48,15 @@ def encode_examples(examples, tokenizer, labels, max_length):
 
 
 def encode_tagged(examples, tokenizer, labels, max_length, intents=None):
-    """Tokenize word-labelled examples. Each word's label sits on its first sub-token, skipping the
-    bare "▁" that XLM-R's vocabulary puts before most CJK words; every other token is -100 (not
-    scored). `extra["scored"]` lists (word, token) for the scored tokens; a word that gets no token
-    (truncated away, or normalised to nothing) is not scored, and evaluation counts it as "O".
-    A joint task (`intents`: xSID) also labels the <s> token, with the sentence's intent, numbered
-    after the word labels: len(labels) + its index in `intents` (model.JointHead reads it so)."""
+    """Each word's label on its first sub-token (not a bare "▁", as XLM-R puts before CJK words), others -100;
+    a joint task's (xSID's) intent on <s>, numbered after the word labels (model.JointHead)."""
     index = {label: i for i, label in enumerate(labels)}
     intent_index = {intent: len(labels) + i for i, intent in enumerate(intents or ())}
     bare_space = tokenizer.bare_space_id
     out = []
     for e in examples:
         ids, word_ids = tokenizer.encode_words(e.words, max_length)
-        scored = {}  # word -> its first token, or its second where the first is a bare "▁"
+        scored = {}  # word -> its first token, or its second where the first is a bare "▁"; a word without one: "O"
         for t, w in enumerate(word_ids):
             if w is not None and (w not in scored or (ids[scored[w]] == bare_space and ids[t] != bare_space)):
                 scored[w] = t
@@ -69,21 +64,21 @@ def encode_tagged(examples, tokenizer, labels, max_length, intents=None):
         if e.tags is not None:
             for w, t in scored.items():
                 if e.tags[w] not in index:
-                    raise ValueError(f"{e.where or e.lang} example {e.id}: tag {e.tags[w]!r} is not one of the task's labels")
+                    raise ValueError(f"{e.where or e.lang} example {e.id}: tag {e.tags[w]!r} is not one of the "
+                                     "task's labels")
                 token_labels[t] = index[e.tags[w]]
         if intents and e.label is not None:
             if e.label not in intent_index:
-                raise ValueError(f"{e.where or e.lang} example {e.id}: intent {e.label!r} is not one of the task's intents")
+                raise ValueError(f"{e.where or e.lang} example {e.id}: intent {e.label!r} is not one of the "
+                                 "task's intents")
             token_labels[0] = intent_index[e.label]
         out.append(Encoded(ids, token_labels, e.lang, e.id, {"scored": sorted(scored.items()), "words": len(e.words)}))
     return out
 
 
 def word_windows(examples, tokenizer, max_length):
-    """[(example's index, its first word, Example)]: each example whole where its words' tokens
-    fit `max_length` with the special tokens, else its words in consecutive windows, each as many
-    as fit, as XTREME's preprocessing splits long sentences (utils_preprocess.py, udpos and panx);
-    a word longer than a window on its own is a window (truncated)."""
+    """[(example's index, its first word, Example)]: each example whole where it fits `max_length`, else in
+    windows of as many words as fit, as XTREME's preprocessing splits long sentences (a long word: one)."""
     specials = len(tokenizer.encode_words([])[0])
     out = []
     for index, e in enumerate(examples):
@@ -94,15 +89,15 @@ def word_windows(examples, tokenizer, max_length):
         first, used = 0, 0
         for w, n in enumerate(lengths + [None]):
             if n is None or (used + n + specials > max_length and w > first):
-                out.append((index, first, replace(e, words=e.words[first:w], tags=e.tags[first:w] if e.tags else None)))
+                tags = e.tags[first:w] if e.tags else None
+                out.append((index, first, replace(e, words=e.words[first:w], tags=tags)))
                 first, used = w, 0
             used += n or 0
     return out
 
 
 def label_tensor(items, T):
-    """Labels of encoded items: (B,) for sentence labels, (B, T) with -100 padding for token labels,
-    (B, 2) for answer spans."""
+    """Labels of encoded items: (B,) for sentences, (B, T) padded with -100 for tokens, (B, 2) for spans."""
     if not isinstance(items[0].label, list):  # a label, or an answer's (start, end)
         return torch.tensor([it.label for it in items], dtype=torch.long)
     labels = torch.full((len(items), T), -100, dtype=torch.long)
@@ -118,17 +113,15 @@ def collate(items, tokenizer):
 
 
 def pad_pairs(tokenizer, sources, targets):
-    """Id lists of sources and targets -> (source_ids, source_mask, target_ids, target_mask), all
-    (B, T): both sides padded to one length, as FILTER and X-Mixup run them side by side."""
+    """(source_ids, source_mask, target_ids, target_mask), all (B, T): both sides padded to one length."""
     ids, mask = tokenizer.pad(list(sources) + list(targets))
     B = len(sources)
     return ids[:B], mask[:B], ids[B:], mask[B:]
 
 
 def epoch_batches(lengths, batch_size, epoch, seed, shuffle=True, group_by_length=False):
-    """The global batches of one epoch, as index lists: the same on every rank (it depends only on
-    seed and epoch), every example exactly once. Length grouping sorts windows of 50 batches by
-    length, so that each batch pads little, and then shuffles the batches."""
+    """One epoch's global batches of indices, the same on every rank (seed and epoch); length grouping
+    sorts windows of 50 batches by length (little padding), then shuffles the batches."""
     order = list(range(len(lengths)))
     rng = random.Random(seed * 100003 + epoch)
     if shuffle:
@@ -150,11 +143,8 @@ def padding_share(lengths, batches):
 
 
 def shard(batch, rank, world_size, size=None):
-    """This rank's part of a global batch, as (indices, weights). Ranks take every world_size-th
-    example; where the batch does not divide evenly, the short ranks repeat an example with weight
-    0, so every rank runs the same number of steps and every example counts exactly once. `size`:
-    the examples each rank gets, a short batch filled so (one shape for a compiled step); by default
-    the largest share."""
+    """This rank's (indices, weights) of a global batch, every world_size-th example, filled to `size` (default:
+    the largest share) with weight-0 repeats, so that every rank steps alike and every example counts once."""
     mine = batch[rank::world_size]
     size = size or math.ceil(len(batch) / world_size)
     weights = [1.0] * len(mine) + [0.0] * (size - len(mine))
@@ -162,10 +152,8 @@ def shard(batch, rank, world_size, size=None):
 
 
 def evaluation_batches(lengths, batch_size, rank, world_size, lockstep=False):
-    """This process's batches of indices into `lengths`, texts of similar length together (little
-    padding). Whole batches are dealt out, so every example is computed in the same batch whatever
-    the number of processes, and the results are identical. `lockstep`: every process gets as many,
-    the last ones empty (a sharded model's forward needs all processes; levels.predict_batch)."""
+    """This process's whole batches of similar lengths (the same batches for any number of processes);
+    `lockstep`: as many on every process, the last ones empty (a sharded model's forward needs all)."""
     order = sorted(range(len(lengths)), key=lambda i: (lengths[i], i))
     batches = [order[start:start + batch_size] for start in range(0, len(order), batch_size)]
     mine = batches[rank::world_size]
@@ -173,8 +161,7 @@ def evaluation_batches(lengths, batch_size, rank, world_size, lockstep=False):
 
 
 def translation_pairs(sources, translations):
-    """(source, translation) pairs of encoded items, each translation with its source (same id),
-    in the order of the sources; sources without a translation are dropped."""
+    """(source, translation) pairs of encoded items by id, in the sources' order (those without one dropped)."""
     by_id = {}
     for t in translations:
         by_id.setdefault(t.id, []).append(t)
@@ -182,12 +169,11 @@ def translation_pairs(sources, translations):
 
 
 def to_device(batch, device):
-    """A batch's tensors on the device; from pinned memory the copy does not wait for the host. A
-    padding mask (a "...mask") without padding goes as a single 1 broadcast to its shape, which the
-    encoder takes for no mask at all (model.attention_bias): the host knows that there is no
-    padding, and the device need not be asked."""
-    return {name: (unpadded(value, device) if name.endswith("mask") and is_unpadded(value) else value.to(device, non_blocking=True))
-            if torch.is_tensor(value) else value for name, value in batch.items()}
+    """A batch's tensors on the device (non-blocking); a "...mask" without padding goes as a broadcast 1,
+    which the encoder takes for no mask (model.attention_bias): the host knows, the device is not asked."""
+    return {name: (unpadded(value, device) if name.endswith("mask") and is_unpadded(value)
+                   else value.to(device, non_blocking=True)) if torch.is_tensor(value) else value
+            for name, value in batch.items()}
 
 
 def is_unpadded(mask):

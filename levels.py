@@ -3,8 +3,7 @@ word labels (UPOS tags, BIO slots; xSID's intent and slots together) and answer 
 
 A level says how its examples are tokenized, how a translation pairs with its source, what a loss
 averages over, which head it needs, what a translation's labels are, and how its predictions are
-scored. Methods and the training loop ask the task's level (LEVELS[task.level]) and never test
-which level it is.
+scored: methods and the training loop ask the task's level (LEVELS[task.level]), never which it is.
 """
 from dataclasses import replace
 
@@ -19,15 +18,12 @@ from minxlt.tasks import qa
 
 
 def predict_batch(predict, kind, tokenizer, items, device, partners=None):
-    """A predictor's logits for encoded items, by what it sees (`kind`): "text", each text alone,
-    predict(ids, mask); "pair", each text with its source-language counterpart in `partners` ({id:
-    encoded item}), predict(source ids, source mask, target ids, target mask) (FILTER's and
-    X-Mixup's inference); "counterpart", the counterpart alone, predict(ids, mask) (translate-test).
-    No items (a process with no batch left while a sharded model's others still run, Run.lockstep):
-    a placeholder text runs and no logits are returned."""
-    if not items:
+    """Logits of encoded items: "text" each alone, "pair" each with its counterpart in `partners` ({id: item})
+    (FILTER, X-Mixup), "counterpart" the counterpart alone (translate-test)."""
+    if not items:  # no batch left while a sharded model's other processes run (Run.lockstep): a placeholder
         ids = torch.tensor([[tokenizer.bos_id, tokenizer.eos_id]], device=device)
-        logits = predict(ids, torch.ones_like(ids), ids, torch.ones_like(ids)) if kind == "pair" else predict(ids, torch.ones_like(ids))
+        logits = (predict(ids, torch.ones_like(ids), ids, torch.ones_like(ids)) if kind == "pair"
+                  else predict(ids, torch.ones_like(ids)))
         return logits[:0]
     if kind == "pair":
         tensors = data.pad_pairs(tokenizer, [partners[it.id].ids for it in items], [it.ids for it in items])
@@ -36,23 +32,36 @@ def predict_batch(predict, kind, tokenizer, items, device, partners=None):
     return predict(ids.to(device), mask.to(device))
 
 
+def counterparts(run, kind, partners, lang, encoded):
+    """{id: encoded item} of `lang`'s counterparts, cached in `encoded` (languages share the source's)."""
+    if kind == "text":
+        return None
+    key = id(partners[lang])
+    encoded[key] = encoded.get(key) or {it.id: it for it in run.encode(partners[lang])}
+    return encoded[key]
+
+
+def batches(items, run):
+    """This process's evaluation batches of encoded items (data.evaluation_batches)."""
+    lengths = [len(it.ids) for it in items]
+    return data.evaluation_batches(lengths, run.batch_size, run.rank, run.world_size, run.lockstep)
+
+
 class Level:
     """The interface, as sentence-level tasks implement it (one label per text or text pair,
     predicted from the sentence vector); Word and Span change what differs."""
     name = "sentence"
     description = "labels whole texts"
-    max_length = 128                # tokens per text (Yu & Joty's 128, Sec. 4.2; the others give none for fine-tuning; QA's windows are longer)
+    max_length = 128  # tokens per text (Yu & Joty's, Sec. 4.2; the others give none for fine-tuning)
     translations_keep_labels = True  # a translation has its source's label (word labels do not carry over)
-    labels_texts = True              # a prediction is one distribution per text (X-Mixup's KL of Eq. 7 compares two)
-    caches_tokens = True             # training sets go through the token cache (minxlt/text/token_cache.py); a level without it pairs lists (Word.pair)
+    labels_texts = True  # a prediction is one distribution per text (X-Mixup's KL of Eq. 7 compares two)
+    caches_tokens = True  # training sets go through the token cache (minxlt/text/token_cache.py)
 
     def encode(self, examples, tokenizer, task, max_length):
         return data.encode_examples(examples, tokenizer, task.labels, max_length)
 
     def pair(self, sources, translations):
-        """(source, translation) pairs of the training texts: data.translation_pairs (each translation
-        with the source of its id, in the sources' order), computed on the token cache's arrays
-        (minxlt/text/token_cache.pairs, tested equal) so that no item is built before its batch."""
+        """data.translation_pairs on the token cache's arrays (tested equal): no item built before its batch."""
         return sources.pair_with(translations)
 
     def units(self, item):
@@ -60,10 +69,9 @@ class Level:
         return 1
 
     def round_trips(self, sources, trips):
-        """X-Mixup's round trips of the source's encoded training items where the token cache does
-        not hold them (Run.round_trips), `get(item id, lang, default)`; `trips`: {lang: their items}."""
-        raise InputError(f"--round-trip: X-Mixup's round trips are read for sentence labels, answer spans and word labels, "
-                         f"not for {self.name} labels")
+        """X-Mixup's round trips where the token cache does not hold them: `get(item id, lang, default)`."""
+        raise InputError(f"--round-trip: X-Mixup's round trips are read for sentence labels, answer spans and word "
+                         f"labels, not for {self.name} labels")
 
     def loss(self, logits, labels, weights=None, mask=None):
         """The task's own loss (cross-entropy), over the examples that count."""
@@ -81,34 +89,27 @@ class Level:
         """Adjust a pair batch (data.pad_pairs plus labels) for what a translation's labels are."""
 
     def soft_label_loss(self, student_logits, teacher_logits, batch, **form):
-        """KL(teacher || student) on the translations of a pair batch (FILTER Eq. 5; X-Mixup's
-        soft word labels), over the pairs that count; `form`: losses.self_teaching_loss's
-        temperature and per_class."""
+        """KL(teacher || student) on a pair batch's translations (FILTER Eq. 5; X-Mixup's soft word labels);
+        `form`: losses.self_teaching_loss's temperature and per_class."""
         return self_teaching_loss(student_logits, teacher_logits, batch["weights"], **form)
 
     @torch.no_grad()
     def score(self, predict, kind, examples_by_lang, run, partners=None, predictions=None):
-        """{lang: scores} of a predictor (see predict_batch) on examples, computed across processes;
-        `partners` ({lang: [Example]}) are the source-language counterparts that a "pair" or
-        "counterpart" predictor sees, by example id. `predictions`, a dict, receives each
-        language's predictions, [{"id", "prediction"}] in the examples' order. A language without
-        gold labels (XTREME's test files) has predictions and no scores."""
+        """{lang: scores} of a predictor (predict_batch) across processes, `partners` {lang: [Example]} its
+        counterparts; `predictions` gets [{"id", "prediction"}] per language (unlabelled: predictions alone)."""
         out, encoded = {}, {}
         for lang, examples in examples_by_lang.items():
             scored = all(e.labelled for e in examples)
             if not scored and predictions is None:
                 continue
-            guesses = []
-            items, mine = run.encode(examples), None
-            if kind != "text":  # the same counterparts serve every language when they are the source's own texts
-                key = id(partners[lang])
-                encoded[key] = encoded.get(key) or {it.id: it for it in run.encode(partners[lang])}
-                mine = encoded[key]
+            guesses, items = [], run.encode(examples)
+            mine = counterparts(run, kind, partners, lang, encoded)
             counts = self.zero_counts(run.task).to(run.device)
-            for index in data.evaluation_batches([len(it.ids) for it in items], run.batch_size, run.rank, run.world_size, run.lockstep):
+            for index in batches(items, run):
                 logits = predict_batch(predict, kind, run.tokenizer, [items[i] for i in index], run.device, mine)
                 if scored:
-                    counts += self.count(logits, [items[i] for i in index], [examples[i] for i in index], run.task).to(run.device)
+                    seen = [items[i] for i in index], [examples[i] for i in index]
+                    counts += self.count(logits, *seen, run.task).to(run.device)
                 if predictions is not None:
                     guesses += zip(index, self.predictions(logits, [items[i] for i in index], run.task))
             if scored:
@@ -153,12 +154,12 @@ def accuracy_and_f1(counts):
     tp, gold, predicted = counts.diagonal(), counts.sum(1), counts.sum(0)
     present = (gold + predicted) > 0
     f1 = 2 * tp / (gold + predicted).clamp(min=1)
-    return {"accuracy": (tp.sum() / counts.sum().clamp(min=1)).item(), "macro_f1": f1[present].mean().item(), "n": int(counts.sum())}
+    return {"accuracy": (tp.sum() / counts.sum().clamp(min=1)).item(), "macro_f1": f1[present].mean().item(),
+            "n": int(counts.sum())}
 
 
 class Word(Level):
-    """Word labels: a label per word, on its first sub-token (data.encode_tagged). A joint task
-    (xSID) also labels the <s> token with the sentence's intent (model.JointHead)."""
+    """Word labels, each on its word's first sub-token (data.encode_tagged); a joint task's intent on <s>."""
     name = "word"
     description = "labels words"
     translations_keep_labels = False
@@ -173,8 +174,7 @@ class Word(Level):
         return data.translation_pairs(sources, translations)
 
     def round_trips(self, sources, trips):
-        """Each source sentence's round trip through each language, by its id: words without tags,
-        X-Mixup's translate-train-en-token (xmixup/data/datasets/ner.py:81-83 and 104-105), whose
+        """Each source sentence's round trip through each language, by id: X-Mixup's, without tags, whose
         steps train on the target's soft labels alone (mixup.task_losses)."""
         return ByIdAndLang({(it.id, lang): it for lang, items in trips.items() for it in items})
 
@@ -186,25 +186,22 @@ class Word(Level):
         return "joint" if task.intents else "token"
 
     def metric(self, task):
-        """A joint task's share of sentences with the intent and every slot right; span F1 for BIO
-        tags; for other tags (POS) the task's choice: word accuracy, or seqeval's F1 over the tags
-        where the benchmark scores it so (XTREME's UD-POS)."""
+        """A joint task's exact match; span F1 for BIO tags; for POS the task's word accuracy or seqeval F1."""
         if task.intents:
             return "exact_match"
         return "f1" if bio(task.labels) else task.pos_metric
 
     def translated(self, batch, targets):
-        """Word labels do not carry over to a translation; a joint task's intent (on <s>) does. The
-        translation's words' first sub-tokens are marked (`target_scored`) for soft labels."""
+        """Word labels do not carry over to a translation, a joint task's intent does; its words' first
+        sub-tokens are marked (`target_scored`) for soft labels."""
         batch["target_labels"][:, 1:] = -100
         batch["target_scored"] = torch.zeros(len(targets), batch["target_ids"].shape[1])
         for b, t in enumerate(targets):
             batch["target_scored"][b, [token for _, token in t.extra["scored"]]] = 1.0
 
     def soft_label_loss(self, student_logits, teacher_logits, batch, **form):
-        """Over the translation's scored tokens, in the pairs that count; a token whose teacher
-        logits are NaN has no soft labels (X-Mixup's released ones that sum to at most 0.5,
-        xmixup_tags.teacher_rows) and is left out."""
+        """Over the translation's scored tokens; a token of NaN teacher logits has no soft labels (X-Mixup's
+        released ones that sum to at most 0.5, xmixup_tags.teacher_rows) and is left out."""
         known = teacher_logits.isfinite().all(-1)
         mask = batch["target_scored"].to(known.device) * known * batch["weights"][:, None]
         return self_teaching_loss(student_logits, teacher_logits.nan_to_num(0.0), mask, **form)
@@ -215,43 +212,38 @@ class Word(Level):
 
     @torch.no_grad()
     def score(self, predict, kind, examples_by_lang, run, partners=None, predictions=None):
-        """Level.score for word labels, each sentence predicted whole: one longer than --max-length
-        in windows over its words, each as many as fit (data.word_windows, as XTREME's preprocessing
-        splits them), whose tags are put back together before the sentence is scored; a "pair"
-        predictor sees each window with its whole counterpart, or with its own segment's where the
-        counterparts come a segment at a time (own_segments). A joint task's intent is the first
-        window's."""
-        out, encoded = {}, {}
+        """Level.score, each sentence whole: a long one in windows of words (data.word_windows), their tags put
+        back together; a "pair" predictor sees each window with its counterpart (own_segments)."""
+        out, encoded, task = {}, {}, run.task
         for lang, examples in examples_by_lang.items():
             scored = all(e.labelled for e in examples)
             if not scored and predictions is None:
                 continue
             windows = data.word_windows(examples, run.tokenizer, run.max_length)  # [(example, first word, Example)]
-            items, mine = run.encode([window for _, _, window in windows]), None
-            if kind != "text":
-                key = id(partners[lang])
-                encoded[key] = encoded.get(key) or {it.id: it for it in run.encode(partners[lang])}
-                mine = encoded[key]
+            items = run.encode([window for _, _, window in windows])
+            mine = counterparts(run, kind, partners, lang, encoded)
+            if mine is not None:
                 items = own_segments(items, windows, mine)
             found = {}
-            for index in data.evaluation_batches([len(it.ids) for it in items], run.batch_size, run.rank, run.world_size, run.lockstep):
+            for index in batches(items, run):
                 logits = predict_batch(predict, kind, run.tokenizer, [items[i] for i in index], run.device, mine)
                 for row, i in zip(logits.argmax(-1).cpu(), index):
-                    found[i] = (self.tags(row, items[i], run.task.labels), run.task.intents[row[0] - len(run.task.labels)]
-                                if run.task.intents else None)
-            found = {i: guess for part in distributed.gather(found) for i, guess in part.items()}  # every process's windows
+                    intent = task.intents[row[0] - len(task.labels)] if task.intents else None
+                    found[i] = (self.tags(row, items[i], task.labels), intent)
+            found = {i: guess for part in distributed.gather(found) for i, guess in part.items()}  # every process's
             tags, intents = [["O"] * len(e.words) for e in examples], [None] * len(examples)
             for i, (example, first, _) in sorted(enumerate(windows), key=lambda w: w[0]):
                 window_tags, intent = found[i]
                 tags[example][first:first + len(window_tags)] = window_tags
-                intents[example] = intents[example] if first else intent
+                intents[example] = intents[example] if first else intent  # a joint task's: the first window's
             if scored:
-                counts = sum((self.count_tags(e, t, intent, run.task) for e, t, intent in zip(examples, tags, intents)), self.zero_counts(run.task))
-                if not bio(run.task.labels):  # POS: seqeval's chunks of the language's sentences, joined as it joins them
+                counts = sum((self.count_tags(e, t, intent, task) for e, t, intent in zip(examples, tags, intents)),
+                             self.zero_counts(task))
+                if not bio(task.labels):  # POS: seqeval's chunks of the language's sentences, joined as it joins them
                     counts[:3] = torch.tensor(chunk_counts([e.tags for e in examples], tags))
-                out[lang] = self.scores(counts, run.task)
+                out[lang] = self.scores(counts, task)
             if predictions is not None:
-                predictions[lang] = [{"id": e.id, "prediction": t if not run.task.intents else {"intent": intent, "tags": t}}
+                predictions[lang] = [{"id": e.id, "prediction": {"intent": intent, "tags": t} if task.intents else t}
                                      for e, t, intent in zip(examples, tags, intents)]
         return out
 
@@ -284,11 +276,8 @@ class Word(Level):
 
 
 def own_segments(items, windows, partners):
-    """The windows' encoded items, a sentence's window k > 0 renamed "<id>#<k>" where its
-    counterparts come a segment at a time (FILTER's translations of UD-POS and PAN-X, one for each
-    segment XTREME's preprocessing cut the sentence into: minxlt/tasks/filter_tags.py), so that it
-    is paired with its own segment's translation (past the last, with the last); elsewhere every
-    window of a sentence is paired with the sentence's one counterpart, and the items are as they were."""
+    """Window k > 0 renamed "<id>#<k>" where counterparts come a segment at a time (FILTER's UD-POS and PAN-X,
+    minxlt/tasks/filter_tags.py), paired with its own segment's (past the last, the last's); else as it was."""
     out, k = [], 0
     for i, (item, (example, _, _)) in enumerate(zip(items, windows)):
         k = k + 1 if i and windows[i - 1][0] == example else 0
@@ -298,8 +287,8 @@ def own_segments(items, windows, partners):
 
 
 def entities(tags):
-    """The entities of a BIO sequence as conlleval reads them, {(type, start, end)}: an entity starts
-    at B-, or at an I- that follows O or another type, and ends before O or the next start."""
+    """A BIO sequence's entities as conlleval reads them, {(type, start, end)}: one starts at B- or at an I-
+    after O or another type, and ends before O or the next start."""
     found, kind, start = set(), None, 0
     for i, tag in enumerate(list(tags) + ["O"]):
         prefix, _, label = tag.partition("-")
@@ -318,12 +307,8 @@ def bio(labels):
 
 
 def chunk_counts(gold, guessed):
-    """(chunks found, predicted, gold) in a language's tagged sentences, as seqeval (1.x, default
-    mode) counts them when XTREME's and the papers' scripts score POS with its f1_score: the
-    sentences joined, each followed by "O"; a tag's first character is its prefix (B, I, E, S, O)
-    and the rest after its first "-" its type ("" counts as "_"). So a run of one tag is one chunk
-    ("NOUN NOUN"), SCONJ and SYM (prefix S) are chunks alone, and X (type "_", as O's) neither
-    starts a chunk nor ends one, so that one ends a chunk that began where the last one did."""
+    """(chunks found, predicted, gold) as seqeval 1.x's f1_score counts POS tags (docs/evaluation.md): sentences
+    joined, each followed by "O"; a tag's first character its prefix, the rest after its first "-" its type."""
     def chunks(sentences):
         found, prev_tag, prev_type, begin = set(), "O", "", 0
         for i, tag in enumerate([t for tags in sentences for t in [*tags, "O"]] + ["O"]):
@@ -341,10 +326,8 @@ def chunk_counts(gold, guessed):
 
 
 def tagging_scores(counts, spans=True, joint=False, first="accuracy"):
-    """BIO tags (`spans`): span precision, recall and F1 (an entity counts only with its exact type
-    and boundaries) and word accuracy. Other tags (POS): word accuracy and the F1 of seqeval's
-    chunks (chunk_counts), `first` first. A joint task (xSID): intent accuracy, slot F1 and the
-    exact-match rate (intent and every slot right), then the rest."""
+    """BIO (`spans`): exact-span precision, recall, F1 and word accuracy; POS: word accuracy and chunk F1,
+    `first` first; a joint task: intent accuracy, slot F1, exact match (intent and every slot), the rest."""
     found, predicted, gold, right, words, intents_right, exact, sentences = counts.tolist()
     precision, recall = found / max(predicted, 1), found / max(gold, 1)
     f1 = 2 * precision * recall / max(precision + recall, 1e-12)
@@ -352,14 +335,15 @@ def tagging_scores(counts, spans=True, joint=False, first="accuracy"):
         scores = {"accuracy": right / max(words, 1), "f1": f1, "precision": precision, "recall": recall}
         return {first: scores.pop(first), **scores, "n": words}
     if joint:
-        return {"intent_accuracy": intents_right / max(sentences, 1), "slot_f1": f1, "exact_match": exact / max(sentences, 1),
-                "slot_precision": precision, "slot_recall": recall, "word_accuracy": right / max(words, 1), "n": sentences}
+        return {"intent_accuracy": intents_right / max(sentences, 1), "slot_f1": f1,
+                "exact_match": exact / max(sentences, 1), "slot_precision": precision, "slot_recall": recall,
+                "word_accuracy": right / max(words, 1), "n": sentences}
     return {"f1": f1, "precision": precision, "recall": recall, "word_accuracy": right / max(words, 1), "n": words}
 
 
 class Span(Level):
-    """Answer spans (extractive QA, minxlt/tasks/qa.py): a question and its context become windows; a window's
-    label is the answer's (start, end) tokens, its logits a start and an end per token."""
+    """Answer spans (minxlt/tasks/qa.py): a question and its context in windows, each labelled with the answer's
+    (start, end) tokens; its logits a start and an end per token."""
     name = "span"
     description = "labels answer spans"
     max_length = 384  # per window, as in BERT's SQuAD fine-tuning
@@ -370,21 +354,18 @@ class Span(Level):
         return qa.encode_windows(examples, tokenizer, max_length, task.doc_stride)
 
     def pair(self, sources, translations):
-        """Each translated window with the window of its source question that covers the same part
-        of the context (qa.matching_window), in the order of the sources."""
+        """Each translated window with its source's window over the same context (qa.matching_window)."""
         windows = {}
         for s in sources:
             windows.setdefault(s.extra["question"], []).append(s)
-        matched = [(qa.matching_window(t, windows[t.extra["question"]]), t) for t in translations if t.extra["question"] in windows]
+        matched = [(qa.matching_window(t, windows[t.extra["question"]]), t) for t in translations
+                   if t.extra["question"] in windows]
         order = {id(s): i for i, s in enumerate(sources)}
         return sorted(matched, key=lambda pair: order[id(pair[0])])
 
     def round_trips(self, sources, trips):
-        """Each source window's round trip: the window of its question's round trip over the same
-        part of the context (qa.RoundTripWindows), with its own answer's label. X-Mixup's code
-        feeds every window of a question the first window of its round trip and, having only the
-        English window's label, drops the source's loss on those steps (xmixup/tasks/xlmr/qa.py:129-132);
-        here Eq. 8 keeps both terms, each window labelled by its own text."""
+        """Each source window's round trip over the same context, with its own answer's label (qa.RoundTripWindows):
+        Eq. 8 keeps both terms, where the authors' code drops the source's (docs/methods.md)."""
         return qa.RoundTripWindows(sources, trips)
 
     def loss(self, logits, labels, weights=None, mask=None):
@@ -398,18 +379,15 @@ class Span(Level):
         return "f1"
 
     def soft_label_loss(self, student_logits, teacher_logits, batch, **form):
-        """Over each window's own positions, for its start and for its end (the classes: the positions)."""
+        """Over each window's own positions, for its start and its end (the classes: the positions)."""
         mask, weights = batch["target_mask"], batch["weights"]
         return self_teaching_loss(position_logits(student_logits, mask), position_logits(teacher_logits, mask),
                                   weights[:, None].expand(-1, 2), **form)
 
     @torch.no_grad()
     def score(self, predict, kind, examples_by_lang, run, partners=None, predictions=None):
-        """{lang: exact match and F1 (qa.answer_scores)}, and the answers' texts in `predictions`. Every window of a question offers its best
-        span (qa.best_span) and the question's answer is the best of them; the processes split the
-        windows and share their candidates. A "pair" predictor sees each window with the window of
-        its source-language question that covers the same part of the context. A language without
-        gold answers (XTREME's test files) has predictions and no scores."""
+        """{lang: EM and F1}, answers in `predictions`: a question's best span over its windows, the processes'
+        candidates shared; a "pair" predictor sees each window with its source's over the same context."""
         task = run.task
         encode = lambda examples: qa.encode_windows(examples, run.tokenizer, run.max_length, task.doc_stride)
         out, encoded = {}, {}
@@ -418,22 +396,23 @@ class Span(Level):
             if not scored and predictions is None:
                 continue
             items = encode(examples)
-            counterparts = None
+            paired = None
             if kind == "pair":  # the source's windows, encoded once where every language shares them
                 if id(partners[lang]) not in encoded:
                     encoded[id(partners[lang])] = {}
                     for w in encode(partners[lang]):
                         encoded[id(partners[lang])].setdefault(w.extra["question"], []).append(w)
                 source_windows = encoded[id(partners[lang])]
-                counterparts = {it.id: qa.matching_window(it, source_windows[it.extra["question"]]) for it in items}
+                paired = {it.id: qa.matching_window(it, source_windows[it.extra["question"]]) for it in items}
             best = {}  # question id -> (score, first character, end character)
-            batches = data.evaluation_batches([len(it.ids) for it in items], run.batch_size, run.rank, run.world_size, run.lockstep)
-            for index in tqdm(batches, desc=f"answering {lang}", disable=run.rank != 0, leave=False, dynamic_ncols=True):
+            for index in tqdm(batches(items, run), desc=f"answering {lang}", disable=run.rank != 0, leave=False,
+                              dynamic_ncols=True):
                 batch = [items[i] for i in index]
-                logits = predict_batch(predict, kind, run.tokenizer, batch, run.device, counterparts).float().cpu()  # (B, T, 2)
-                for row, window in zip(logits, batch):
-                    qa.keep_best(best, window.extra["question"], qa.best_span(row[:, 0], row[:, 1], window, task.max_answer_length))
-            best = qa.merge_best(distributed.gather(best))  # the best candidate of each question over all processes' windows
+                logits = predict_batch(predict, kind, run.tokenizer, batch, run.device, paired).float().cpu()
+                for row, window in zip(logits, batch):  # row (T, 2): start and end logits
+                    span = qa.best_span(row[:, 0], row[:, 1], window, task.max_answer_length)
+                    qa.keep_best(best, window.extra["question"], span)
+            best = qa.merge_best(distributed.gather(best))  # each question's best over all processes' windows
             contexts = {e.id: e.pair for e in examples}
             answers = {q: contexts[q][a:b] for q, (_, a, b) in best.items()}
             if scored:

@@ -1,8 +1,6 @@
-"""The encoder: XLM-R (RoBERTa layout), XLM-R XL and XXL (pre-LN) and BERT-layout multilingual
-encoders as one module, and its task heads. Loading and saving checkpoints (Config.from_hf,
-from_directory and to_hf, Encoder.from_pretrained, load_weights, load_hf_state_dict and
-save_pretrained, Classifier.save and load) hand the files to minxlt/checkpoints/weights.py, and a
-reader of the methods can skip them; the tokenizer is minxlt/text/tokenizer.py.
+"""The encoder: XLM-R (RoBERTa layout), XLM-R XL and XXL (pre-LN) and BERT-layout encoders as one
+module, and its task heads. Loading and saving hand the files to minxlt/checkpoints/weights.py (a
+reader of the methods can skip them); the tokenizer is minxlt/text/tokenizer.py.
 
 Shapes: B batch, T tokens (S for a second sequence), H hidden, N heads, D = H / N, V vocabulary.
 """
@@ -30,12 +28,12 @@ class Config:
     ffn_size: int = 3072
     max_positions: int = 514
     type_vocab_size: int = 1      # BERT: 2 (sentence A/B)
-    position_offset: int = 2      # RoBERTa counts positions from pad_id+1 over non-pad tokens; BERT: 0, from the start
+    position_offset: int = 2      # RoBERTa counts positions from pad_id+1 over non-pad tokens; BERT: 0
     layer_norm_eps: float = 1e-5  # BERT: 1e-12
     pad_id: int = 1
     dropout: float = 0.1
     attention_dropout: float = 0.1
-    model_type: str = "xlm-roberta"  # xlm-roberta, xlm-roberta-xl, roberta or bert: the layout written back to config.json
+    model_type: str = "xlm-roberta"  # xlm-roberta, xlm-roberta-xl, roberta or bert: written back to config.json
 
     @property
     def is_bert(self):
@@ -44,12 +42,12 @@ class Config:
     @property
     def pre_norm(self):
         """XLM-R XL and XXL (Goyal et al. 2021): each sub-layer reads LN(h) and adds to h, a final
-        LayerNorm follows the last layer, and the embeddings have none."""
+        LayerNorm follows the last layer, the embeddings have none."""
         return self.model_type == "xlm-roberta-xl"
 
     @classmethod
     def from_hf(cls, hf, source="config.json"):
-        """From a Hugging Face config.json dict, checked (weights.config_arguments)."""
+        """From a Hugging Face config.json dict, checked."""
         return cls(**weights.config_arguments(hf, source))
 
     @classmethod
@@ -71,14 +69,10 @@ class Embeddings(nn.Module):
         self.dropout = nn.Dropout(c.dropout)
 
     def forward(self, input_ids, position_ids, token_type_ids=None, words=None):
-        """`words` (B, T, H), where given, replace the word embeddings of `input_ids` (Unicoder's
-        word recovery feeds mixtures of another sentence's word embeddings)."""
+        """`words` (B, T, H), where given, replace the word embeddings (Unicoder's word recovery)."""
         h = (self.word(input_ids) if words is None else words) + self.position(position_ids)  # (B, T, H)
-        if token_type_ids is None:
-            h = h + self.token_type.weight[0]
-        else:
-            h = h + self.token_type(token_type_ids)
-        return self.dropout(self.norm(h))
+        types = self.token_type.weight[0] if token_type_ids is None else self.token_type(token_type_ids)
+        return self.dropout(self.norm(h + types))
 
 
 class Layer(nn.Module):
@@ -107,10 +101,8 @@ class Layer(nn.Module):
         return function(self, *args)
 
     def attention(self, x, mask=None, context=None, context_mask=None, return_probs=False):
-        """Multi-head attention of x over itself, or over `context` (keys and values from another
-        sequence, as in X-Mixup's cross-attention), with this layer's parameters; output projected,
-        before residual and LayerNorm. Masks are (B, T) / (B, S) with 1 for real tokens, or the
-        attention_bias built from them once for every layer."""
+        """Multi-head attention of x over itself or over `context` (X-Mixup's cross-attention), projected,
+        before residual and LayerNorm. Masks: (B, T) / (B, S), 1 for a token, or their attention_bias."""
         if context is None:
             context, context_mask = x, mask
         B, T, H = x.shape
@@ -167,19 +159,16 @@ class Layer(nn.Module):
 
 
 def attention_bias(mask, h):
-    """A padding mask (B, S), 1 for a token and 0 for padding, as SDPA's kernels take it: (B, 1, 1, S),
-    0 for a token and -inf for padding, in the dtype attention over hidden states `h` computes in
-    (autocast's where it is on), so that no layer converts it again; built once per forward, a bias
-    passes as it is. None where there is no mask, or where it is a broadcast of ones, which
-    data.to_device sends for a batch without padding (the host knows it, the device need not be
-    asked): SDPA then runs its fastest kernel, which takes no mask."""
+    """A padding mask (B, S) as SDPA takes it, (B, 1, 1, S) of 0 and -inf in attention's dtype (built once per
+    forward; a bias passes as it is). None for no mask or a broadcast of ones: SDPA's fastest kernel."""
     if mask is None or mask.dim() == 4:
         return mask
-    if mask.stride() == (0, 0):
+    if mask.stride() == (0, 0):  # data.to_device's mask of a batch without padding
         return None
     device = h.device.type
-    dtype = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else h.dtype
-    return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill(mask == 0, float("-inf"))[:, None, None, :]
+    dtype = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else h.dtype  # autocast's, where on
+    bias = torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill(mask == 0, float("-inf"))
+    return bias[:, None, None, :]
 
 
 class MaskedLMHead(nn.Module):
@@ -201,10 +190,10 @@ class Encoder(nn.Module):
         self.config = config
         self.embeddings = Embeddings(config)
         self.layers = nn.ModuleList(Layer(config) for _ in range(config.num_layers))
-        self.norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps) if config.pre_norm else None  # after the last layer
-        # The pooler (dense + tanh over <s>) is unused by the methods here; it is kept when a
-        # checkpoint has one so that save_pretrained writes back what was loaded.
-        self.pooler = nn.ModuleDict({"dense": nn.Linear(config.hidden_size, config.hidden_size)}) if pooler else None
+        H = config.hidden_size
+        self.norm = nn.LayerNorm(H, eps=config.layer_norm_eps) if config.pre_norm else None  # after the last layer
+        # the pooler (dense + tanh over <s>), unused by the methods, is kept so that save_pretrained writes it back
+        self.pooler = nn.ModuleDict({"dense": nn.Linear(H, H)}) if pooler else None
         self.lm_head = MaskedLMHead(config) if lm_head else None
         self.segment_id = None  # with BERT's tokenizers, the [SEP] id after which a pair's second text is segment 1
         self.apply(self._init_weights)
@@ -217,17 +206,15 @@ class Encoder(nn.Module):
             nn.init.zeros_(module.bias)
 
     def checkpoint_layers(self, on=True):
-        """Gradient checkpointing: a layer keeps only its input for the backward pass, where it runs
-        again, with the same dropout draws. Training keeps one layer's activations at a time instead
-        of all of them (on CPU, attention with dropout keeps its (B, heads, T, T) probabilities), for
-        one more forward pass per step; the gradients are the same."""
+        """Gradient checkpointing: each layer keeps only its input and runs again (same dropout) in the
+        backward pass; one layer's activations held at a time for one more forward, the same gradients."""
         for layer in self.layers:
             layer.checkpointed = on
 
     def add_lm_head(self):
         """Give the encoder a freshly initialised masked-LM head (for checkpoints that have none)."""
         if self.lm_head is None:
-            device = self.embeddings.word.weight.device  # an encoder on the meta device (a sharded run's) gets it on the host
+            device = self.embeddings.word.weight.device  # on the meta device (a sharded run's): on the host
             self.lm_head = MaskedLMHead(self.config).to("cpu" if device.type == "meta" else device)
             nn.init.normal_(self.lm_head.dense.weight, std=0.02)
             nn.init.zeros_(self.lm_head.dense.bias)
@@ -237,7 +224,8 @@ class Encoder(nn.Module):
         c = self.config
         T = input_ids.shape[1]
         if T + c.position_offset > c.max_positions:
-            raise ValueError(f"{T} tokens do not fit the model's {c.max_positions - c.position_offset} positions: lower --max-length")
+            raise ValueError(f"{T} tokens do not fit the model's {c.max_positions - c.position_offset} positions: "
+                             "lower --max-length")
         if c.position_offset == 0:  # BERT: 0..T-1
             return torch.arange(T, device=input_ids.device).expand_as(input_ids)
         real = input_ids.ne(c.pad_id).long()
@@ -256,7 +244,8 @@ class Encoder(nn.Module):
         """Final hidden states (B, T, H)."""
         return self.hidden_states(input_ids, attention_mask, token_type_ids, position_ids, last_only=True, words=words)
 
-    def hidden_states(self, input_ids, attention_mask=None, token_type_ids=None, position_ids=None, last_only=False, words=None):
+    def hidden_states(self, input_ids, attention_mask=None, token_type_ids=None, position_ids=None, last_only=False,
+                      words=None):
         """Every layer's hidden states: num_layers + 1 tensors of (B, T, H), embeddings first."""
         if attention_mask is None:
             attention_mask = input_ids.ne(self.config.pad_id)
@@ -270,8 +259,7 @@ class Encoder(nn.Module):
         return h if last_only else states
 
     def finish(self, h):
-        """The last layer's output as the encoder's: through the final LayerNorm of a pre-LN
-        encoder; as it is otherwise. Code that runs the layers itself (FILTER, X-Mixup) ends with it."""
+        """The last layer's output through a pre-LN encoder's final LayerNorm (FILTER and X-Mixup end so)."""
         return h if self.norm is None else self.norm(h)
 
     def mlm_logits(self, hidden):
@@ -282,12 +270,8 @@ class Encoder(nn.Module):
 
     @classmethod
     def from_pretrained(cls, directory, dtype=torch.float32, device="cpu", **overrides):
-        """Load a Hugging Face checkpoint directory (xlm-roberta, xlm-roberta-xl, roberta or bert);
-        `overrides` replace config fields that do not change the weights' shapes (dropout,
-        attention_dropout). The model is built on the meta device and filled file by file (shard by
-        shard) in `dtype` on `device`: no second copy of the weights is ever held, and on a GPU the
-        host holds one file's tensors at a time. On device "meta" it is left unfilled, for a sharded
-        run to fill its own rows (load_weights)."""
+        """A Hugging Face checkpoint directory, built on the meta device and filled file by file (no second
+        copy); `overrides`: dropout and the like. On device "meta" left unfilled, for a sharded run."""
         directory = Path(directory)
         config = replace(Config.from_directory(directory), **overrides)
         shapes = weights.checkpoint_shapes(weights.checkpoint_files(directory))
@@ -301,8 +285,7 @@ class Encoder(nn.Module):
         return model
 
     def load_weights(self, directory):
-        """Fill this encoder from a checkpoint directory's files, one at a time; a sharded encoder
-        (minxlt/parallel/shard.py) copies each process's own rows of each tensor only."""
+        """Fill this encoder from a checkpoint directory's files, one at a time (a sharded one: its own rows)."""
         files = weights.checkpoint_files(directory)
         weights.stream_state(self, self.config, files, weights.checkpoint_shapes(files), directory)
 
@@ -311,16 +294,14 @@ class Encoder(nn.Module):
         weights.load_state(self, self.config, state, source)
 
     def save_pretrained(self, directory, head=None, shard_bytes=weights.SHARD_BYTES, whole=None, write=True):
-        """Write config.json and model.safetensors in the Hugging Face layout (loadable by transformers),
-        in shards with an index above `shard_bytes`. `head`, a Classifier's export (weights.transformers_head),
-        adds its weights and names its class, with the encoder under "roberta." / "bert." as transformers'
-        task models keep it. A sharded encoder: every process calls this, with shard.on_first_host, one writes."""
+        """config.json and model.safetensors in the Hugging Face layout, with `head` (weights.transformers_head)
+        where given. A sharded encoder: every process calls this, one writes."""
         weights.save_encoder(directory, self.config, self.state_dict(), head, shard_bytes, whole, write)
 
 
 class ClassificationHead(nn.Module):
-    """Sentence classifier over the <s> vector: RoBERTa's dense-tanh-projection ("roberta"), one
-    linear layer ("linear"), or dense-ReLU-projection ("relu", FILTER's code)."""
+    """Sentence classifier over <s>: dense-tanh-projection ("roberta"), one linear layer ("linear"), or
+    dense-ReLU-projection ("relu", FILTER's code)."""
 
     def __init__(self, hidden_size, num_labels, dropout=0.1, style="roberta"):
         super().__init__()
@@ -351,12 +332,8 @@ class TokenClassificationHead(nn.Module):
 
 
 class JointHead(nn.Module):
-    """Joint intent classification and slot filling (xSID): the intent from the <s> vector (a
-    ClassificationHead), a BIO slot per token (a TokenClassificationHead). Both are returned as one
-    (B, T, slots + intents) tensor, the intent in row 0, the <s> token's own, so that every method
-    handles a joint task as a tagging task whose <s> token is labelled with the intent
-    (data.encode_tagged): the <s> row is -1e4 outside the intents and every other row outside the
-    slots, which makes a softmax over the row a softmax over its own label set (exp(-1e4) is 0)."""
+    """xSID's intent (from <s>) and BIO slots as one (B, T, slots + intents) tensor, the intent in row 0, so that
+    a joint task is a tagging task; each row is -1e4 outside its own label set (a softmax ignores them)."""
 
     masked = -1e4  # not -inf: KL terms multiply 0 probabilities by these log-probabilities
 
@@ -376,7 +353,7 @@ class JointHead(nn.Module):
 
 
 class SpanHead(nn.Module):
-    """Extractive QA: a start and an end logit per token, as (B, T, 2) (minxlt/tasks/qa.py reads the answer)."""
+    """Extractive QA: a start and an end logit per token (minxlt/tasks/qa.py reads the answer)."""
 
     def __init__(self, hidden_size):
         super().__init__()
@@ -387,10 +364,11 @@ class SpanHead(nn.Module):
 
 
 def embed_pair(encoder, source_ids, source_mask, target_ids, target_mask):
-    """A text and its counterpart per example, padded to one length, embedded side by side as one
-    batch of 2B (sources first): (hidden (2B, T, H), mask (2B, T)). FILTER and X-Mixup start so."""
+    """Texts and their counterparts, padded to one length, embedded as one batch of 2B, sources first:
+    (hidden (2B, T, H), mask (2B, T)). FILTER and X-Mixup start so."""
     if target_ids.shape != source_ids.shape:
-        raise ValueError(f"pad source and target to one length: {tuple(source_ids.shape)} vs {tuple(target_ids.shape)}")
+        raise ValueError(f"pad source and target to one length: {tuple(source_ids.shape)} vs "
+                         f"{tuple(target_ids.shape)}")
     return encoder.embed(torch.cat([source_ids, target_ids])), torch.cat([source_mask, target_mask])
 
 
@@ -405,21 +383,17 @@ POOLINGS = ("cls", "mean", "pooler")
 
 
 class Classifier(nn.Module):
-    """Encoder + a head: over the sentence vector (head_style "roberta" or "linear"), per token
-    ("token"), both ("joint": `num_labels` slots per token and `num_intents` intents from <s>), or
-    an answer's start and end per token ("span", extractive QA).
-    The sentence vector is <s> (pooling "cls"), the mean of the real tokens ("mean", as
-    sentence-embedding models are used), or <s> through the checkpoint's pooler, dense + tanh
-    ("pooler": BERT's pooled output, LaBSE's sentence embedding). Returns (logits, sentence
-    vectors). Saved as an ordinary checkpoint directory plus head.safetensors and task.json
-    (labels, head style, pooling)."""
+    """Encoder + a head (HEAD_STYLES) over the sentence vector, per token, both ("joint") or an answer span.
+    The sentence vector: <s> ("cls"), the tokens' mean ("mean"), or the checkpoint's pooler ("pooler").
+    Returns (logits, sentence vectors); saved as a checkpoint directory plus head.safetensors and task.json."""
 
     def __init__(self, encoder, num_labels, head_style="roberta", pooling="cls", num_intents=0):
         super().__init__()
         assert pooling in POOLINGS, pooling
         if pooling == "pooler" and encoder.pooler is None:
-            raise CheckpointError("--pooling pooler reads the checkpoint's pooler (dense + tanh over <s>), and this one has none: "
-                                  "choose --pooling cls or mean, or a checkpoint with a pooler (BERT's, LaBSE's)")
+            raise CheckpointError("--pooling pooler reads the checkpoint's pooler (dense + tanh over <s>), and this "
+                                  "one has none: choose --pooling cls or mean, or a checkpoint with a pooler (BERT's, "
+                                  "LaBSE's)")
         self.encoder, self.head_style, self.pooling = encoder, head_style, pooling
         H, p = encoder.config.hidden_size, encoder.config.dropout
         if head_style == "joint":
@@ -435,9 +409,7 @@ class Classifier(nn.Module):
         return self.classify(self.encoder(input_ids, attention_mask), attention_mask)
 
     def classify(self, hidden, attention_mask):
-        """(logits, sentence vectors) from final hidden states (B, T, H): the head over the pooled
-        sentence vector (sentence labels) or over every token. FILTER and X-Mixup call it on the
-        states they compute."""
+        """(logits, sentence vectors) from final states (B, T, H); FILTER and X-Mixup call it on theirs."""
         if self.pooling == "mean":
             sentence = mean_pool(hidden, attention_mask)  # (B, H)
             return self.head(sentence if isinstance(self.head, ClassificationHead) else hidden), sentence
@@ -447,25 +419,26 @@ class Classifier(nn.Module):
         return self.head(hidden), hidden[:, 0]
 
     def save(self, directory, tokenizer, task, whole=None, write=True):
-        """An ordinary checkpoint directory that transformers loads with its trained head where it
-        has the class for it (weights.transformers_head), plus head.safetensors and task.json for minxlt.
-        A sharded model: every process calls this, with shard.on_first_host, and one writes."""
+        """A checkpoint directory transformers loads (with its head where it has the class), plus
+        head.safetensors and task.json. A sharded model: every process calls this, one writes."""
         directory = Path(directory)
-        head = weights.transformers_head(self.head_style, self.pooling, self.head.state_dict(), task["labels"],
+        state = self.head.state_dict()
+        head = weights.transformers_head(self.head_style, self.pooling, state, task["labels"],
                                          self.encoder.config.is_bert)
-        head_state = {key: whole(value) for key, value in self.head.state_dict().items()} if whole else self.head.state_dict()
-        self.encoder.save_pretrained(directory, head, whole=whole, write=write)  # the last collective, where sharded: a write error
-        if not write:  # raised in it leaves no process behind in a gather
+        head_state = {key: whole(value) for key, value in state.items()} if whole else state
+        # the last collective, where sharded: a write error raised in it leaves no process behind in a gather
+        self.encoder.save_pretrained(directory, head, whole=whole, write=write)
+        if not write:
             return
         tokenizer.save_pretrained(directory)
         save_safetensors(head_state, directory / "head.safetensors")
-        (directory / "task.json").write_text(json.dumps(dict(task, transformers=head["architecture"] if head else None), indent=2) + "\n")
+        task = dict(task, transformers=head["architecture"] if head else None)
+        (directory / "task.json").write_text(json.dumps(task, indent=2) + "\n")
 
     @classmethod
     def load(cls, directory, device="cpu"):
-        """(model on `device`, tokenizer, task dict) from a directory written by save(). On device
-        "meta" the encoder is left unfilled and the head is read to the host, for a sharded run to
-        shard and fill (minxlt/parallel/shard.py, load_classifier)."""
+        """(model, tokenizer, task dict) from save()'s directory; on "meta" the encoder is left unfilled and
+        the head on the host, for a sharded run (minxlt/parallel/shard.py)."""
         directory = Path(directory)
         task = weights.read_task_json(directory, HEAD_STYLES)
         encoder, tokenizer = Encoder.from_pretrained(directory, device=device), Tokenizer.from_pretrained(directory)
@@ -479,5 +452,6 @@ class Classifier(nn.Module):
         try:
             model.head.load_state_dict(weights.check_finite(load_safetensors(path), path))
         except RuntimeError as e:
-            raise CheckpointError(f"{path}: does not fit task.json's labels and head ({str(e).splitlines()[0]})") from None
+            first = str(e).splitlines()[0]
+            raise CheckpointError(f"{path}: does not fit task.json's labels and head ({first})") from None
         return (model if device == "meta" else model.to(device)), tokenizer, task

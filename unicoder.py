@@ -1,9 +1,6 @@
 """Unicoder's pre-training tasks (Huang et al. 2019, Sec. 3.2) as continued pre-training of a
-pretrained encoder on parallel sentences. The authors never released the three cross-lingual tasks,
-so this is a reading of the paper; where it leaves a choice open, the choice is stated here.
-
-    python train.py --method unicoder --task sib200 --data ../shared/data/sib200 --out runs/unicoder
-    python train.py --method zero-shot --model runs/unicoder/best --task sib200 --data ../shared/data/sib200
+pretrained encoder on parallel sentences, whose OUT/best is --model of another method. The authors
+never released the three cross-lingual tasks: this is a reading of the paper, its open choices stated.
 
 The five tasks, one per step in turn ("in each step, we iteratively train these five tasks"):
 
@@ -16,8 +13,8 @@ The five tasks, one per step in turn ("in each step, we iteratively train these 
   xlm            cross-lingual masked LM on documents whose even-indexed sentences are replaced
                  by their translations, truncated to --max-length tokens (the paper: 256)
 
-The paper's lengths are 256 tokens for documents and 128 + 128 for sentence pairs: --max-length
-256 gives both (each sentence is encoded to at most half of --max-length, so that a pair fits it).
+The paper's lengths, 256 tokens for documents and 128 + 128 for sentence pairs: --max-length 256
+(each sentence is encoded to at most half of --max-length, so that a pair fits it).
 
 Shapes: B rows, T tokens, H hidden, V vocabulary.
 """
@@ -42,9 +39,8 @@ DOCUMENT_SENTENCES = 16  # consecutive pairs a document may take, before truncat
 
 @dataclass
 class Pair:
-    """A sentence and its translation as token ids with specials (<s> ... </s>). `negative` is a
-    sentence in the translation's language that resembles `source` but does not translate it;
-    `document` is the cross-lingual document that starts with this pair."""
+    """A sentence and its translation as token ids with specials; `negative`, in the translation's language,
+    resembles `source` but does not translate it; `document`: the cross-lingual document it starts."""
     id: str
     lang: str
     source: list
@@ -58,10 +54,8 @@ class Pair:
 
 
 def parallel_pairs(task, split, tokenizer, max_length, extra=()):
-    """Every (source, translation) of a task's split, language by language in id order, plus
-    `extra` line-aligned pairs ((target Example, source Example), e.g. from read_parallel_lines).
-    Each sentence is encoded to at most max_length / 2 tokens, so that a pair fits max_length, and
-    each pair carries the cross-lingual document (max_length tokens) that starts with it."""
+    """Every (source, translation) of a split by language in id order, plus `extra` (target, source) Examples;
+    each sentence at most max_length / 2 tokens, each pair with the document it starts."""
     by_lang = {}
     sources = {e.id: e for e in getattr(task, split)[task.source]}
     for lang in task.targets:
@@ -87,19 +81,16 @@ def sort_key(id):
 
 @torch.no_grad()
 def mean_word_embeddings(encoder, rows):
-    """(N, H): the average of each row's content-token word embeddings. A deep averaging network
-    (DAN, Iyyer et al. 2015) without its trained layers, over the pretrained encoder's vocabulary."""
+    """(N, H): each row's mean content-token word embedding (a DAN, Iyyer et al. 2015, without trained layers)."""
     weight = encoder.embeddings.word.weight
-    return torch.stack([weight[torch.tensor(row[1:-1] or row, device=weight.device)].mean(0) for row in rows]).cpu()
+    return torch.stack([weight[torch.tensor(row[1:-1] or row, device=weight.device)].mean(0)
+                        for row in rows]).cpu()
 
 
 @torch.no_grad()
 def mine_hard_negatives(pairs, sentence_vectors):
-    """The paraphrase task's negatives. The paper mines them with a light-weight paraphrase model
-    (a DAN trained with random negatives); train.py uses the averaged word embeddings of the
-    pretrained encoder (`mean_word_embeddings`), taken once before training: for each source, the
-    most similar sentence of the same language pair's translations (cosine) that is not its own
-    translation, nor a copy of it. `sentence_vectors(texts_as_ids) -> (N, H)`."""
+    """The paraphrase task's negatives (the paper's DAN: here `sentence_vectors`, mean_word_embeddings): each
+    source's most similar translation (cosine) of its language pair, neither its own nor a copy of it."""
     by_group = {}
     for pair in pairs:
         by_group.setdefault(pair.id.rpartition(":")[0], []).append(pair)
@@ -109,7 +100,7 @@ def mine_hard_negatives(pairs, sentence_vectors):
         x = F.normalize(sentence_vectors([p.source for p in group]).float(), dim=-1)
         y = F.normalize(sentence_vectors([p.target for p in group]).float(), dim=-1)
         similarity = x @ y.T
-        translation = {}  # each distinct translation's number: its own, and identical copies, are never negatives
+        translation = {}  # each distinct translation's number: its own, and copies of it, are never negatives
         number = torch.tensor([translation.setdefault(tuple(p.target), len(translation)) for p in group])
         similarity[number[:, None] == number[None, :]] = float("-inf")
         for i, j in enumerate(similarity.argmax(1).tolist()):
@@ -123,10 +114,8 @@ def content_tokens(ids, mask, tokenizer):
 
 
 def mask_tokens(rows, tokenizer, generator, rate=0.15):
-    """BERT's masking, as XLM uses it: each content token is chosen with probability `rate` (at
-    least one per row); a chosen token becomes <mask> 80% of the time, a random token of the
-    vocabulary 10%, and stays 10%. Returns (input_ids, attention_mask, labels): labels hold the
-    original ids of the chosen tokens and -100 elsewhere; special tokens and padding are never chosen."""
+    """BERT's masking, as XLM uses it: content tokens chosen at `rate` (one at least per row), 80% <mask>, 10%
+    random, 10% kept: (input_ids, attention_mask, labels), the chosen tokens' ids, -100 elsewhere."""
     ids, mask = tokenizer.pad(rows)
     content = content_tokens(ids, mask, tokenizer)
     chosen = (torch.rand(ids.shape, generator=generator) < rate) & content
@@ -138,30 +127,25 @@ def mask_tokens(rows, tokenizer, generator, rate=0.15):
     draw = torch.rand(ids.shape, generator=generator)
     inputs = ids.clone()
     inputs[chosen & (draw < 0.8)] = tokenizer.mask_id
-    random_tokens = torch.randint(*tokenizer.content_ids(), ids.shape, generator=generator)  # ordinary pieces, no special token
+    random_tokens = torch.randint(*tokenizer.content_ids(), ids.shape, generator=generator)  # no special token
     swap = chosen & (draw >= 0.8) & (draw < 0.9)
     inputs[swap] = random_tokens[swap]
     return inputs, mask, labels
 
 
 def masked_positions(labels, static=False, share=0.25):
-    """Where `labels` (B, T) are not -100, as indices into the B * T tokens, and those labels: the
-    masked LM's head runs at these positions only. With static shapes (a compiled step), always as
-    many: `share` of the batch's tokens, rounded up to 16 (BERT's 15% rarely comes near a quarter;
-    any beyond it are left unscored), the rest position 0 with label -100 (not scored)."""
+    """Indices into the B * T tokens where `labels` are not -100, and those labels (the LM head runs there);
+    `static` (a compiled step): `share` of the tokens, rounded up to 16, the rest position 0 with -100."""
     positions = (labels.flatten() != -100).nonzero().flatten()
     if static:
-        count = min(labels.numel(), -(-int(share * labels.numel()) // 16) * 16)
+        count = min(labels.numel(), -(-int(share * labels.numel()) // 16) * 16)  # BERT's 15% rarely nears 25%
         positions = torch.cat([positions[:count], positions.new_full((max(0, count - len(positions)),), -1)])
     return positions.clamp(min=0), torch.where(positions >= 0, labels.flatten()[positions.clamp(min=0)], -100)
 
 
 def document(pairs, length, bos=0, eos=2):
-    """A cross-lingual document from consecutive pairs: their sentences in order, the even-indexed
-    ones (2nd, 4th, ... counting from 1) replaced by their translations, the content tokens joined
-    into one <s> ... </s> sequence and truncated to `length` tokens. Parallel text here has no
-    document boundaries (SIB-200's sentences come from Flores-200 articles, in index_id order), so
-    a document is a run of consecutive pairs in corpus order."""
+    """A cross-lingual document: consecutive pairs' sentences (no boundaries here: a run in corpus order), the
+    2nd, 4th, ... replaced by their translations, as one <s> ... </s> of at most `length` tokens."""
     content = []
     for index, p in enumerate(pairs, start=1):
         content += (p.target if index % 2 == 0 else p.source)[1:-1]
@@ -171,14 +155,10 @@ def document(pairs, length, bos=0, eos=2):
 
 
 def make_batch(task, pairs, weights, generator, tokenizer):
-    """The tensors of one micro-batch of `task`. Rows of weight 0 (DDP padding) get no labels. For
-    word recovery, X is the source or the translation with equal chance (both directions learn
-    the alignment); for paraphrase, each pair gives one positive (its translation) and one
-    negative (its hard negative, or where it has none another translation into the same language).
-    A tokenizer that pads to buckets (static shapes, for a compiled step) also fixes how many rows
-    and scored positions a batch has (masked_positions); otherwise they are what the draws give."""
+    """The tensors of one micro-batch of `task`; rows of weight 0 (DDP padding) get no labels. Word recovery's X
+    is either side (both directions learn); a paraphrase pair gives one positive and one negative."""
     keep = torch.tensor(weights) > 0
-    batch, static = {"task": task}, tokenizer.pad_multiple > 1
+    batch, static = {"task": task}, tokenizer.pad_multiple > 1  # buckets: fixed rows and scored positions too
     if task in ("mlm", "tlm", "xlm"):
         if task == "mlm":  # one side of each pair, as a monolingual sentence
             rows = [p.source if torch.rand((), generator=generator) < 0.5 else p.target for p in pairs]
@@ -189,7 +169,7 @@ def make_batch(task, pairs, weights, generator, tokenizer):
         batch["input_ids"], batch["attention_mask"], batch["labels"] = mask_tokens(rows, tokenizer, generator)
         batch["labels"][~keep] = -100
         batch["masked"], batch["masked_labels"] = masked_positions(batch["labels"], static)
-    elif task == "word_recovery":
+    elif task == "word_recovery":  # X: the source or the translation, with equal chance
         flip = [bool(torch.rand((), generator=generator) < 0.5) for _ in pairs]
         xs = [p.target if f else p.source for p, f in zip(pairs, flip)]
         ys = [p.source if f else p.target for p, f in zip(pairs, flip)]
@@ -205,8 +185,8 @@ def make_batch(task, pairs, weights, generator, tokenizer):
     elif task == "paraphrase":
         rows, labels = [], []
         for i, p in enumerate(pairs):
-            # without a mined negative, another translation into the same language (a negative in another
-            # language would be told apart by its language alone); without one, the pair gives its positive only
+            # else another translation into its language (another language's would be told apart by it alone);
+            # without one, the positive only
             negative = p.negative or next((q.target for q in pairs if q.lang == p.lang and q.target != p.target), None)
             rows.append(tokenizer.add_special_tokens(p.source[1:-1], p.target[1:-1]))
             labels.append(1 if keep[i] else -100)
@@ -224,10 +204,9 @@ def make_batch(task, pairs, weights, generator, tokenizer):
 
 
 class Unicoder(nn.Module):
-    """The encoder with what the five tasks need: its masked-LM head (the checkpoint's, or a new one
-    tied to the word embeddings), W of Eq. 2, and a paraphrase classifier over <s>. forward(batch)
-    returns the batch's task loss. Saved as an ordinary checkpoint directory (with the LM head)."""
-    unused_parameters = True  # a step trains one task, the other tasks' heads left without gradient (DDP must know)
+    """The encoder with its masked-LM head (tied to the word embeddings), W of Eq. 2 and a paraphrase classifier
+    over <s>; forward(batch) is the batch's task loss. Saved as a checkpoint directory (with the LM head)."""
+    unused_parameters = True  # a step trains one task, the other heads without gradient (DDP must know)
 
     def __init__(self, encoder):
         super().__init__()
@@ -239,15 +218,14 @@ class Unicoder(nn.Module):
         self.paraphrase = ClassificationHead(H, 2, dropout=encoder.config.dropout)
 
     def attention_scores(self, x, y):
-        """Eq. 2 for every (i, j): (B, Tx, H) and (B, Ty, H) word embeddings -> A (B, Tx, Ty). With
-        W = [w1; w2; w3], W [x; y; x * y] = w1.x + w2.y + (w3 * x).y, computed without building the
-        (B, Tx, Ty, 3H) concatenation."""
+        """Eq. 2 for every (i, j), (B, Tx, H) and (B, Ty, H) -> A (B, Tx, Ty): W [x; y; x * y] = w1.x + w2.y +
+        (w3 * x).y, without building the (B, Tx, Ty, 3H) concatenation."""
         w1, w2, w3 = self.recovery.weight.view(3, -1)
         return (x @ w1)[:, :, None] + (y @ w2)[:, None, :] + (x * w3) @ y.transpose(1, 2)
 
     def recovered_inputs(self, x_ids, x_content, y_ids, y_content):
-        """Eq. 1: x_i^t = sum_j softmax_j(A_ij) y_j^t over Y's content tokens, for X's content tokens;
-        X's <s>, </s> and padding keep their own embeddings. Returns (B, Tx, H)."""
+        """Eq. 1: x_i^t = sum_j softmax_j(A_ij) y_j^t over Y's content tokens, for X's content tokens (B, Tx, H);
+        X's <s>, </s> and padding keep their own."""
         embed = self.encoder.embeddings.word
         x, y = embed(x_ids), embed(y_ids)
         scores = self.attention_scores(x, y).masked_fill(~y_content[:, None, :], float("-inf"))
@@ -255,15 +233,14 @@ class Unicoder(nn.Module):
         return torch.where(x_content[..., None], mixed, x)
 
     def mlm_loss(self, hidden, positions, labels):
-        """Cross-entropy of the LM head at the masked positions only (V is 250k for XLM-R): `positions`
-        index the B * T tokens of `hidden` (B, T, H), `labels` are their ids (-100: not scored)."""
+        """Cross-entropy of the LM head at the masked positions only (V is 250k for XLM-R): `positions` into the
+        B * T tokens of `hidden`, `labels` their ids (-100: not scored)."""
         logits = self.encoder.mlm_logits(hidden.flatten(0, 1)[positions])  # (n, V)
         return F.cross_entropy(logits.float(), labels, reduction="sum") / (labels != -100).sum().clamp(min=1)
 
     def forward(self, batch):
-        """The loss of the batch's task (Sec. 3.2): masked-token cross-entropy for the three masked
-        LMs, and for word recovery over every token of X rebuilt from Y (Eq. 1-2); cross-entropy of
-        the paraphrase label from <s>."""
+        """The batch's task loss (Sec. 3.2): masked-token cross-entropy (word recovery: every token of X rebuilt
+        from Y, Eq. 1-2); the paraphrase label's from <s>."""
         task = batch["task"]
         if task == "word_recovery":
             words = self.recovered_inputs(batch["x_ids"], batch["x_content"], batch["y_ids"], batch["y_content"])
@@ -273,13 +250,12 @@ class Unicoder(nn.Module):
         if task == "paraphrase":
             logits = self.paraphrase(hidden)                           # (B, 2) from <s>
             labelled = batch["labels"] != -100
-            return F.cross_entropy(logits.float(), batch["labels"], ignore_index=-100, reduction="sum") / labelled.sum().clamp(min=1)
+            loss = F.cross_entropy(logits.float(), batch["labels"], ignore_index=-100, reduction="sum")
+            return loss / labelled.sum().clamp(min=1)
         return self.mlm_loss(hidden, batch["masked"], batch["masked_labels"])
 
     def save(self, directory, tokenizer, info, whole=None, write=True):
-        """An ordinary checkpoint directory (config.json, model.safetensors with the LM head, the
-        sentencepiece model) that --model accepts, plus unicoder.json saying how it was made. A
-        sharded model: every process calls this, with shard.on_first_host, and one writes."""
+        """A checkpoint directory for --model, plus unicoder.json (sharded: every process calls this, one writes)."""
         self.encoder.save_pretrained(directory, whole=whole, write=write)
         if not write:
             return
@@ -289,9 +265,8 @@ class Unicoder(nn.Module):
 
 @torch.no_grad()
 def masked_accuracy(model, pairs, tokenizer, batch_size, device, seed=0, limit=512):
-    """Model selection: the share of masked tokens the LM head gets right on translation-LM inputs
-    of held-out pairs (a fixed random sample of at most `limit`), with masks drawn from a fixed
-    seed so that every evaluation sees the same."""
+    """Model selection: the LM head's masked-token accuracy on translation-LM inputs of at most `limit` held-out
+    pairs, the sample and the masks fixed by `seed` (every evaluation sees the same)."""
     model.eval()
     pairs = random.Random(seed).sample(pairs, min(limit, len(pairs)))
     generator = torch.Generator().manual_seed(seed)
@@ -309,45 +284,44 @@ def masked_accuracy(model, pairs, tokenizer, batch_size, device, seed=0, limit=5
 
 
 def read_parallel_files(specs):
-    """--parallel XX_FILE,EN_FILE (line-aligned, e.g. corpus.de,corpus.en or Tatoeba's
-    tatoeba.deu-eng.deu,tatoeba.deu-eng.eng): (target Example, source Example) pairs. The
-    language is the target file's extension."""
+    """--parallel XX_FILE,EN_FILE, line-aligned: (target, source) Example pairs, the language XX_FILE's suffix."""
     out = []
     for spec in specs or ():
         paths = spec.split(",")
         if len(paths) != 2:
-            raise InputError(f"--parallel {spec}: give two line-aligned files, TARGET,SOURCE (e.g. corpus.de,corpus.en)")
+            raise InputError(f"--parallel {spec}: give two line-aligned files, TARGET,SOURCE (e.g. "
+                             "corpus.de,corpus.en)")
         target_path, source_path = (Path(p) for p in paths)
         sources, targets = read_parallel_lines(source_path, target_path, source_path.suffix[1:], target_path.suffix[1:])
         out += list(zip(targets, sources))
     return out
 
 
-
 class UnicoderMethod(Method):
-    """Unicoder's five pre-training tasks on parallel text: an encoder for --model. Continued pre-training
-    on the task's parallel training text (and --parallel files), a task a step in turn; OUT/best is an
-    encoder checkpoint for --model of any other method, selected on masked-token accuracy of dev pairs."""
+    """Unicoder's five pre-training tasks on the task's parallel text (and --parallel files), a task a step; OUT/best,
+    selected on masked-token accuracy of dev pairs, is an encoder for --model of any other method."""
     draws = "parallel"
 
     @dataclass
     class Settings:
         parallel: list = flag(None, "more line-aligned parallel text, XX_FILE,EN_FILE (e.g. corpus.de,corpus.en); "
                                     "repeatable", "append")
-        group_by_length: bool = False  # a pair without a mined negative takes another row of its batch: rows drawn at random
+        group_by_length: bool = False  # a pair without a mined negative takes another row of its batch: random rows
 
     def __init__(self, settings, run):
         super().__init__(settings, run)
         if not run.task.parallel:
-            raise InputError(f"--method unicoder pairs the task's texts with their translations by id (its training and "
-                             f"held-out pairs), and --task {settings.task}'s languages are not parallel: use a parallel task")
+            raise InputError(f"--method unicoder pairs the task's texts with their translations by id (its training "
+                             f"and held-out pairs), and --task {settings.task}'s languages are not parallel: use a "
+                             f"parallel task")
 
     def training_items(self):
         run, settings = self.run, self.settings
         if not settings.parallel:
             check_translations(run, settings, cached=False)  # its pairs are encoded here, not token-cached
         self.dev_pairs = parallel_pairs(run.task, "dev", run.tokenizer, settings.max_length)
-        return parallel_pairs(run.task, "train", run.tokenizer, settings.max_length, read_parallel_files(settings.parallel))
+        extra = read_parallel_files(settings.parallel)
+        return parallel_pairs(run.task, "train", run.tokenizer, settings.max_length, extra)
 
     def build(self, encoder):
         """The encoder with its LM head, W of Eq. 2 and a paraphrase classifier."""
@@ -362,7 +336,8 @@ class UnicoderMethod(Method):
 
     def make_batch(self, items, weights, step):
         """One of the five tasks per step, in turn; the draws follow from the seed, the step and the rows."""
-        generator = torch.Generator().manual_seed(random.Random(f"{self.settings.seed}/{step}/{items[0].id}").getrandbits(62))
+        seed = random.Random(f"{self.settings.seed}/{step}/{items[0].id}").getrandbits(62)
+        generator = torch.Generator().manual_seed(seed)
         return make_batch(TASKS[step % len(TASKS)], items, weights, generator, self.run.tokenizer)
 
     def loss(self, model, batch):
@@ -375,5 +350,5 @@ class UnicoderMethod(Method):
         run = self.run
         if split != "dev":
             return {}
-        return {run.task.source: {"masked_accuracy": masked_accuracy(model, self.dev_pairs, run.tokenizer, run.batch_size,
-                                                                    run.device)}}
+        accuracy = masked_accuracy(model, self.dev_pairs, run.tokenizer, run.batch_size, run.device)
+        return {run.task.source: {"masked_accuracy": accuracy}}

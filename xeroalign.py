@@ -1,10 +1,9 @@
 """XeroAlign (Gritta & Iacobacci 2021, Sec. 3, Algorithm 1): the task loss on the source plus the
 MSE between the sentence embeddings of a source text and of its translation, trained jointly.
 
-As the paper says and unlike the authors' code: the <s> vector of the final layer (not the
-pooler), with the attention mask; the pairs are the task batch's own, and both sides are encoded
-in one forward pass. --pooling mean aligns the means of the real tokens' final states instead (a
-variant for tagging, whose head reads every token rather than <s>).
+As the paper says and unlike the authors' code: the final layer's <s> vector (not the pooler), with
+the attention mask, the pairs the task batch's own, both sides in one forward pass. --pooling mean
+aligns the tokens' mean instead (a variant for tagging, whose head reads every token).
 """
 from dataclasses import dataclass
 
@@ -13,8 +12,7 @@ from methods import Method, Phase, flag, steps
 
 
 class XeroAlign(Method):
-    """XeroAlign: the task loss plus the MSE between the <s> vectors of a text and its translation. Both
-    sides are encoded in the same forward pass (Algorithm 1)."""
+    """XeroAlign: the task loss plus the MSE between the <s> vectors of a text and its translation (Algorithm 1)."""
     draws = "pairs"
 
     @dataclass
@@ -22,7 +20,7 @@ class XeroAlign(Method):
         align_weight: float = flag(1.0, "weight of the alignment loss (the paper sums the two: 1)", "[0, inf)")
         target_labels: bool = flag(False, "also train the task on the translations' labels")
         self_pairs: bool = False  # no source text is paired with itself (the pair methods' default: on)
-        alignment_pooling: str = None  # CKA and retrieval compare what XeroAlign aligns: <s>, or with --pooling mean the mean
+        alignment_pooling: str = None  # CKA and retrieval compare what XeroAlign aligns: <s>, or the mean
 
         def for_task(self, level, num_layers, common):
             return {"alignment_pooling": common["pooling"]}
