@@ -61,8 +61,9 @@ class Level:
         return data.encode_examples(examples, tokenizer, task.labels, max_length)
 
     def pair(self, sources, translations):
-        """data.translation_pairs on the token cache's arrays (tested equal): no item built before its batch."""
-        return sources.pair_with(translations)
+        """data.translation_pairs, on the token cache's arrays where it holds the texts (tested equal)."""
+        return sources.pair_with(translations) if hasattr(sources, "pair_with") else data.translation_pairs(sources,
+                                                                                                           translations)
 
     def units(self, item):
         """What a loss averages over, counted in one encoded item: here an example."""

@@ -61,10 +61,16 @@ class Run:
         """Encoded items of examples, as the task level encodes them."""
         return self.level.encode(examples, self.tokenizer, self.task, self.max_length)
 
+    @property
+    def token_cached(self):
+        """Whether training texts go through the token cache (minxlt/text/token_cache.py): sentence-level
+        ones read from a data folder; a corpus in memory (the bundled one, a few-shot sample) is encoded as it is."""
+        layout = getattr(self.task.train, "layout", None)
+        return self.level.caches_tokens and layout is not None and layout.needs_data
+
     def training_texts(self, langs, extra=()):
-        """The training examples of `langs`, in order, then `extra` (--extra-train), encoded: from the
-        token cache (minxlt/text/token_cache.py) where the task level's items fit it, else in memory."""
-        if not self.level.caches_tokens:
+        """The training examples of `langs`, in order, then `extra` (--extra-train), encoded (token_cached)."""
+        if not self.token_cached:
             key = (tuple(langs), tuple(e.id for e in extra))
             if key not in self.encoded:
                 self.encoded[key] = self.encode([e for lang in langs for e in self.task.train[lang]] + list(extra))
@@ -151,7 +157,7 @@ def check_translations(run, settings, cached=True):
                          f"translations ({task.translations}) have none: word labels do not carry over to a "
                          "translation; --method filter trains on them (lambda = 0 in its Eq. 6), with its "
                          "self-teaching's soft labels")
-    if cached and run.level.caches_tokens:
+    if cached and run.token_cached:
         sizes = {lang: len(texts) for lang, texts in run.cached_texts(task.targets).items()}
     else:
         sizes = {lang: len(task.train[lang]) for lang in task.targets}

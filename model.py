@@ -122,15 +122,11 @@ class Layer(nn.Module):
         out = self.attn_out(out.transpose(1, 2).reshape(B, T, H))       # (B, T, H)
         return (out, probs) if return_probs else out
 
-    def projections(self, x, context, stacked=None):
-        """q of x, k and v of the context. On a GPU (stacked=None: where x is) one matrix product
-        where x attends to itself (the three weights stacked as one (3H, H) projection: one wide
-        kernel, not three narrow ones), two over a context; on the CPU three, as three nn.Linear
-        layers compute them, which earlier runs' losses match bit for bit (a product over the
-        stacked rows rounds differently)."""
-        if not (x.is_cuda if stacked is None else stacked):
-            return self.query(x), self.key(context), self.value(context)
-        w, b = [self.query.weight, self.key.weight, self.value.weight], [self.query.bias, self.key.bias, self.value.bias]
+    def projections(self, x, context):
+        """q of x, k and v of the context: one matrix product over the three weights stacked where x attends
+        to itself, two over a context (the checkpoint keeps the three; a float-level rounding apart)."""
+        w = [self.query.weight, self.key.weight, self.value.weight]
+        b = [self.query.bias, self.key.bias, self.value.bias]
         if context is x:
             return F.linear(x, torch.cat(w), torch.cat(b)).chunk(3, dim=-1)
         return (self.query(x), *F.linear(context, torch.cat(w[1:]), torch.cat(b[1:])).chunk(2, dim=-1))

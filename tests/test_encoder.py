@@ -178,18 +178,17 @@ def test_cross_attention_to_a_longer_context():
 
 
 @pytest.mark.parametrize("cross", [False, True])
-def test_stacked_projections_as_a_gpu_computes_them_give_the_three_products(cross):
-    """The GPU's q, k, v (one product over the stacked weights; over a context, q and one product for
-    k and v), run here on the CPU: the three nn.Linear products' values and the same gradients for
-    each weight and bias, from fewer products."""
+def test_the_stacked_projections_give_the_three_products(cross):
+    """q, k, v from one product over the stacked weights (over a context, q and one product for k and v):
+    the three nn.Linear products' values and the same gradients for each weight and bias, from fewer products."""
     layer = tiny_encoder().layers[2]
     x = torch.randn(3, 7, 36)
     context = torch.randn(3, 10, 36) if cross else x
     results = []
-    for stacked in (False, True):
+    for product in (lambda: (layer.query(x), layer.key(context), layer.value(context)), lambda: layer.projections(x, context)):
         layer.zero_grad()
         with CountedLinear() as products:
-            q, k, v = layer.projections(x, context, stacked=stacked)
+            q, k, v = product()
         (q.square().sum() + (k * 1.5).sin().sum() + (v * q[:, :1]).sum()).backward()
         grads = {name: p.grad.clone() for name, p in layer.named_parameters() if p.grad is not None}
         results.append(((q, k, v), grads, products.count))

@@ -167,8 +167,13 @@ def test_a_language_s_examples_come_as_its_file_is_read(tmp_path):
 
 
 def test_a_run_on_the_cache_trains_as_one_without_it(cache, tiny_model_dir, tmp_path, monkeypatch):
-    argv = ["--model", str(tiny_model_dir), "--target-langs", "de,zh", "--batch-size", "8", "--max-steps", "4", "--eval-every", "4",
-            "--log-every", "1", "--no-alignment", "--no-test"]
+    from bench import data as bench_data
+    bench_data.write_xnli(tmp_path / "xnli", 40, ["de", "zh"])
+    argv = ["--model", str(tiny_model_dir), "--task", "xnli", "--data", str(tmp_path / "xnli"), "--batch-size", "8",
+            "--max-steps", "4", "--eval-every", "4", "--log-every", "1", "--no-alignment", "--no-test"]
+    train.main(argv[:1] + [str(tiny_model_dir), "--target-langs", "de", "--max-steps", "2", "--no-test",
+                           "--out", str(tmp_path / "demo")])
+    assert not cache.exists() or not list(cache.iterdir())  # the bundled corpus, in memory, is encoded as it is
     logs = {}
     for method in ("translate-train", "filter"):
         train.main(argv + ["--method", method, "--out", str(tmp_path / method / "first")])
