@@ -1,6 +1,5 @@
 """Tasks: each benchmark's module holds its constants, reader and layout; `load_task` reads a task by
-its name (LAYOUTS) into a Task of examples per split and language (task.py; readers.py: the formats).
-"""
+its name (LAYOUTS) into a Task of examples per split and language (task.py; readers.py: the formats)."""
 from pathlib import Path
 
 from minxlt.errors import DataError, InputError
@@ -68,8 +67,7 @@ def check_folder(name, data_dir):
 
 
 def load_task(name, data_dir=None, source=None, targets=None, strict=False, tokenizer=None, soft_labels=None):
-    """The task's examples as its Layout reads them: dev and test read and checked now, training files when
-    first asked for (TrainSplit); `tokenizer` counts FILTER's segments, `soft_labels` X-Mixup's files ({lang})."""
+    """The task's examples as its Layout reads them (training files when first asked for: TrainSplit)."""
     if name not in LAYOUTS:
         raise InputError(f"unknown task {name!r}: choose {', '.join(LAYOUTS)}")
     layout = LAYOUTS[name].for_folder(data_dir)(data_dir, source or LAYOUTS[name].source)

@@ -9,9 +9,7 @@ from pathlib import Path
 from data import Example
 from minxlt.tasks.task import Layout
 
-# Template k of an intent is written in every language (with a round-trip English rendering for
-# X-Mixup); slot values are parallel lists, so translations share ids and exact labels. Words are
-# space-separated (Chinese too); [brackets] mark a value's words that are in the slot (French "au [musée]").
+# parallel templates and slot values; [brackets] mark a value's words in the slot (French "au [musée]")
 CORPUS = json.loads((Path(__file__).parent / "demo_corpus.json").read_text(encoding="utf-8"))
 LANGS, SLOTS, TEMPLATES = CORPUS["langs"], CORPUS["slots"], CORPUS["templates"]
 TRAIN_TEMPLATES, DEV_TEMPLATES, TEST_TEMPLATES = range(0, 7), range(7, 8), range(8, 10)
@@ -23,10 +21,8 @@ SLOT_LABELS = ["O"] + [f"{p}-{label}" for label in SLOT_TYPES for p in ("B", "I"
 
 def render(words, lang):
     """Words -> text: Chinese without spaces; elsewhere no space before . , ? ! : or after ¿ ¡."""
-    if lang == "zh":
-        return "".join(words)
-    text = " ".join(words)
-    return re.sub(r"([¿¡]) ", r"\1", re.sub(r" ([.,?!:])", r"\1", text))
+    spaced = re.sub(r" ([.,?!:])", r"\1", " ".join(words))
+    return "".join(words) if lang == "zh" else re.sub(r"([¿¡]) ", r"\1", spaced)
 
 
 def fill(template, values, lang):
@@ -50,8 +46,7 @@ def fill(template, values, lang):
 
 
 def build(split, round_trip=False):
-    """{lang: [Example]} for one split, the same ids in every language; with `round_trip`, the
-    English round-trip renderings instead ({"en": [...]}, ids of the English examples they render)."""
+    """{lang: [Example]} of a split, ids shared across languages (`round_trip`: {"en": the round trips})."""
     templates = {"train": TRAIN_TEMPLATES, "dev": DEV_TEMPLATES, "test": TEST_TEMPLATES}[split]
     langs = ["en"] if round_trip else LANGS
     out = {lang: [] for lang in langs}

@@ -10,8 +10,7 @@ SPECIALS = 3  # XTREME's utils_preprocess.py: XLMRobertaTokenizer's special_toke
 
 
 def xtreme_segments(words, tokenizer, max_length=PROCESSED_LENGTH):
-    """The words in each segment XTREME's preprocessing cuts a sentence into: as many as fit in max_length - 3
-    sub-words, a word of none, or of more than fit alone, counting as one (<unk>)."""
+    """The word counts of the segments XTREME's preprocessing cuts a sentence into (max_length - 3 sub-words)."""
     budget = max_length - SPECIALS
     sizes, used = [0], 0
     for pieces in tokenizer.tokenize_words(words):
@@ -25,8 +24,7 @@ def xtreme_segments(words, tokenizer, max_length=PROCESSED_LENGTH):
 
 
 def translated_segments(path, sentences, tokenizer):
-    """[[(line, words)] of each sentence's segments]: `sentences` cut as XTREME cuts them (with the run's tokenizer),
-    each segment with its line's words (its own where the line is empty); other line counts are refused."""
+    """[[(line, words)] of each sentence's segments], each segment with its line's words (an empty line: its own)."""
     lines, cuts = read_lines(path), [xtreme_segments(words, tokenizer) for words in sentences]
     count = sum(len(sizes) for sizes in cuts)
     if len(lines) != count:
@@ -57,8 +55,7 @@ def read_training_translations(path, lang, sources, tokenizer):
 
 
 def read_test_translations(path, source, examples, tokenizer):
-    """A split's sentences translated into `source` (<split>-<lang>-en.tsv): the first segment's under the id, segment
-    k's under "<id>#<k>", which levels.Word.score pairs with the sentence's window k."""
+    """A split's sentences translated into `source`, segment k > 0 under "<id>#<k>" (levels.Word.score's window k)."""
     out = []
     for e, segments in zip(examples, translated_segments(path, [e.words for e in examples], tokenizer)):
         out += [Example(id=f"{e.id}#{k}" if k else e.id, lang=source, text=" ".join(words), words=words,
@@ -67,8 +64,7 @@ def read_test_translations(path, source, examples, tokenizer):
 
 
 class FilterTranslations:
-    """XTREME's tagging layouts' FILTER translations in <data>/filter-translations/: a target's training examples
-    (train-<source>-<lang>.tsv, where there) and --test-translations' default (test-<lang>-<source>.tsv)."""
+    """FILTER's translations in <data>/filter-translations/ as XTREME's tagging layouts read them."""
     translations = ("FILTER's Microsoft Translator translations, filter-translations/train-en-<lang>.tsv "
                     "(python download.py filter-translations)")
     labelled_translations = False

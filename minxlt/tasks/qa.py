@@ -57,14 +57,12 @@ def encode_windows(examples, tokenizer, max_length, stride):
 
 
 def matching_window(target, windows):
-    """The source window (of `windows`) whose piece of the context lies where `target`'s lies in its own (the nearest
-    centre): translations differ in length, so the n-th windows of the two need not cover the same text."""
+    """The window of `windows` whose centre in the context is nearest `target`'s (translations differ in length)."""
     return min(windows, key=lambda w: abs(w.extra["centre"] - target.extra["centre"]))
 
 
 class RoundTripWindows:
-    """X-Mixup's round trips of the source's training windows, `get(window id, lang, default)`: the matching window
-    (matching_window) of the question's round trip through `lang`. `trips`: {lang: the round trips' windows}."""
+    """`get(window id, lang)`: the matching window of the question's round trip through `lang` (X-Mixup)."""
 
     def __init__(self, sources, trips):
         self.table = {}
@@ -156,8 +154,7 @@ def exact_and_f1(prediction, golds, tokens):
 
 
 def answer_scores(predictions, examples, lang):
-    """{exact_match, f1, mlqa_exact_match, mlqa_f1, n} of predicted answers ({question id: text}), as fractions;
-    `lang`: the examples' language code, which MLQA's rules key on."""
+    """{exact_match, f1, mlqa_exact_match, mlqa_f1, n} of predicted answers ({question id: text}), as fractions."""
     code = lang.split("_")[0]
     totals = [0.0] * 4
     for e in examples:

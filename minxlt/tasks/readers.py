@@ -24,8 +24,7 @@ def read_text(path):
 
 def read_lines(path):
     """The lines of a UTF-8 text file, with any line ending (\\n, \\r\\n, \\r), numbered from 1."""
-    text = read_text(path).replace("\r\n", "\n").replace("\r", "\n")
-    lines = text.split("\n")
+    lines = read_text(path).replace("\r\n", "\n").replace("\r", "\n").split("\n")
     return list(enumerate(lines[:-1] if lines and lines[-1] == "" else lines, start=1))
 
 def read_tsv(path, columns, header=True, noisy=False, quoted=False, optional=0, blank=()):
@@ -172,14 +171,8 @@ def squad_question(path, where, qa, context, lang, title, blank=False):
                                      f"of the context (found {context[start:start + len(text)]!r})")
     return Example(id=str(qa["id"]), lang=lang, text=qa["question"], pair=context, answers=answers, group=str(title))
 
-def squad_round_trips(path, lang):
-    """X-Mixup's round trips of a SQuAD training set through `lang`, each under its question's id; read as
-    machine-translated (a misplaced answer is left out, its source fed gold), as X-Mixup's qa.py does."""
-    return read_squad(path, lang, noisy=True)
-
 def squad_texts(path):
-    """{question id: (where, [question, context])} of a SQuAD file translating a split's questions (translate-test);
-    answers unread, as neither FILTER's nor X-Mixup's code reads them."""
+    """{question id: (where, [question, context])} of a SQuAD file translating a split's questions (answers unread)."""
     articles = squad_articles(path)
     texts = {}
     for a, article in enumerate(articles):
@@ -214,8 +207,7 @@ def squad_blanked(path):
         return False  # read_squad says what is wrong with it
 
 def conlleval_tags(tagged, starts):
-    """A sentence's BIO tags, [(line, tag)], as conlleval reads them: an I-x that starts a span counts as B-x
-    (each such added to `starts` as (line, tag, the tag before it))."""
+    """A sentence's BIO tags, [(line, tag)], as conlleval reads them: an I-x starting a span is B-x (in `starts`)."""
     out, before = [], "O"
     for line, tag in tagged:
         if tag.startswith("I-") and before[2:] != tag[2:]:
@@ -236,8 +228,7 @@ def warn_of_span_starts(path, starts):
 COMMENT = re.compile(r"#\s*([\w.-]+)\s*[=:]\s*(.*)")  # a comment's key and value, the value free to hold = and :
 
 def read_tagged_words(path, lang, labels, bio=False):
-    """XTREME's word-tagging files (PAN-X, UD-POS): a word TAB its tag a line (test files: the word alone, or
-    tagged), a blank line after each sentence; id: the sentence's number; `bio`: as conlleval_tags reads them."""
+    """XTREME's word-tagging files (PAN-X, UD-POS): a word TAB its tag a line (test: may be untagged); id: number."""
     examples, rows, starts = [], [], []
     for number, line in read_lines(path) + [(None, "")]:
         if line.strip():
@@ -261,8 +252,7 @@ def read_tagged_words(path, lang, labels, bio=False):
     return examples
 
 def conll_sentences(path, columns):
-    """A CoNLL-style file's sentences as (first line, {comment key: value}, [(line, cells)]); a row of other than
-    `columns` cells, or a sentence running into the next (no blank line between), stops with its line."""
+    """A CoNLL-style file's sentences as (first line, {comment key: value}, [(line, cells)])."""
     start, meta, rows, last = 0, {}, [], 0
     for number, line in read_lines(path):
         if not line.strip():
@@ -335,8 +325,7 @@ def read_jsonl_examples(path, labels):
     return out
 
 def read_extra_train(path, task):
-    """--extra-train's examples: JSON lines, or for spans a SQuAD file's questions (FILTER's TyDiQA-GoldP trains
-    with SQuAD beside it, its Table 2); an id of the task's own training set is refused."""
+    """--extra-train's examples: JSON lines, or for spans a SQuAD file's (FILTER's TyDiQA-GoldP, its Table 2)."""
     if task.level != "span":
         return read_jsonl_examples(path, task.labels)
     extra = read_squad(path, task.source)

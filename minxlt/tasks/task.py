@@ -49,8 +49,7 @@ class TrainSplit(Mapping):
         return list(self.stream(lang))
 
     def stream(self, lang):
-        """A language's examples, checked, one at a time (for the token cache): a target's paired with the
-        source's by id as they come (one without a source is left out), the split's checks at the end."""
+        """A language's examples, checked, one at a time (for the token cache), a target's paired by id as they come."""
         file = self.file(lang)
         paired = lang != self.source and self.layout.paired_train
         pairing = Pairing(self.source_labels(), file, self.strict) if paired else None
@@ -87,8 +86,7 @@ class TrainSplit(Mapping):
             self.table = None
 
     def files(self, lang):
-        """The files whose bytes decide a language's training examples (a target's: the source's too), or
-        None where the layout does not name them."""
+        """The files whose bytes decide a language's training examples (a target's: the source's too), or None."""
         own = self.layout and self.layout.train_files(lang)
         if own is None:
             return None
@@ -100,8 +98,7 @@ class TrainSplit(Mapping):
         return [type(self.layout).__name__, self.source] + (["strict"] if self.strict else [])
 
 class RoundTrips:
-    """X-Mixup's round trips (source -> target -> source) of the source's training texts, read from
-    `pattern` ({lang}) with their source's id and label; shaped as a TrainSplit for the token cache."""
+    """X-Mixup's round trips of the source's training texts, from `pattern` ({lang}), shaped as a TrainSplit."""
 
     def __init__(self, train, pattern):
         self.train, self.pattern, self.layout = train, pattern, train.layout
@@ -140,7 +137,6 @@ class RoundTrips:
 
     def release(self):
         self.train.release()
-
 
 def pair_by_id(sources, targets, path, strict=False):
     """{id: (source, [its translations])}: a target's training examples (from `path`) paired as Pairing does."""

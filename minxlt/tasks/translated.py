@@ -1,9 +1,5 @@
-"""A dev or test split's texts as machine translations into the source language (--test-translations,
---dev-translations), each file read as its release writes it, told apart by its name:
-test-<lang>-en-translated.tsv (XTREME's, by line); xtreme.msft.<lang>-en.{dev,test} (FILTER's: XNLI's by line,
-PAWS-X's by id under a header); xnli.{dev,test}.tsv and dev_2k.<lang>.tsv (X-Mixup's, in XNLI-1.0's and PAWS-X's
-layouts); {dev,test}-<lang>-en.tsv (FILTER's of tagging tasks, filter_tags.py); translate-{test,dev}-token/<lang>.txt
-(X-Mixup's, xmixup_tags.py); any .json (SQuAD v1.1, by question id); any other file: id TAB text (TAB second text)."""
+"""A dev or test split's texts as machine translations into the source language (--test-translations), each file
+read as its release writes it, told apart by its name (docs/data.md's table)."""
 from pathlib import Path
 
 from data import Example
@@ -54,8 +50,7 @@ def read_translations(spec, lang, source, examples, tokenizer=None):
     if missing:
         raise DataError(path, 0, f"no translation of {len(missing)} of the {len(examples)} examples of {lang}, first "
                                  f"ids {missing[:5]} (lines are id TAB text, or one of the released layouts named in "
-                                 "minxlt/tasks/translated.py; a QA translation's question has the id of the question "
-                                 "it translates)")
+                                 "docs/data.md; a QA translation's question has the id of the question it translates)")
     out = []
     for e in examples:
         n, cells = rows[e.id]

@@ -65,10 +65,8 @@ class Udpos(Layout):
         examples = read_conllu(self.directory / f"{lang}_pud-ud-test.conllu", lang)
         return [e for e in examples if ud_split(e.id) == split]
 
-
 class XtremeUdpos(XmixupTranslations, FilterTranslations, Udpos):
-    """XTREME's UD-POS, <data>/{train,dev,test}-<lang>.tsv: not parallel; a target trains on FILTER's or X-Mixup's
-    translations, not its own files; scored and selected by seqeval's F1, as XTREME's run_tag.py does."""
+    """XTREME's UD-POS, <data>/{train,dev,test}-<lang>.tsv, scored by seqeval's F1 as XTREME's run_tag.py does."""
     langs, pattern = XTREME_UDPOS_LANGS, "{train,dev,test}-<lang>.tsv"
     parallel = False
     pos_metric = "f1"
@@ -84,10 +82,8 @@ class XtremeUdpos(XmixupTranslations, FilterTranslations, Udpos):
             return []
         return read_tagged_words(path, lang, self.labels)
 
-
 class ConverterStops(DataError):
-    """Where XTREME's converter (conllu_to_conll.py) stops on a CoNLL-U file: before writing (XTREME's data leaves
-    the file out), or while writing (xtreme_sentences keeps the sentences before it)."""
+    """Where XTREME's converter (conllu_to_conll.py) stops on a CoNLL-U file, before or while writing it."""
 
 # conllu_to_conll.py: where a multi-word token's words are equally near the root, the first whose tag
 # comes earliest in its language's list gives the token its tag; a tag not in the list stops the file

@@ -10,14 +10,12 @@ from minxlt.errors import DataError, InputError
 from minxlt.tasks.filter_tags import xtreme_segments
 from minxlt.tasks.readers import read_lines
 
-TRAIN, TEST, DEV = "translate-train-logits", "translate-test-token", "translate-dev-token"  # X-Mixup's README
-ROUND_TRIP = "translate-train-en-token"
+TEST, DEV = "translate-test-token", "translate-dev-token"  # X-Mixup's README's folders
 KEPT = 0.5  # a word is trained on where its soft labels sum to more than this (token_classification.py)
 
 
 def tagging_sentences(path, fields=2):
-    """[[(line, cells)] of each sentence] of an X-Mixup tagging file: `fields` tab-separated fields a word (None:
-    at least 2), a blank line after each sentence; what ner.py would read silently wrong is refused."""
+    """[[(line, cells)] of each sentence] of an X-Mixup tagging file, `fields` fields a word (None: at least 2)."""
     sentences, rows = [], []
     for number, line in read_lines(path):
         if not line:
@@ -38,8 +36,7 @@ def tagging_sentences(path, fields=2):
 
 
 def segments(path, sentences, examples, what, tokenizer):
-    """[[the file's sentences] of each of `examples`]: one each where the counts are equal, else each example's
-    XTREME segments' (xtreme_segments, counted with `tokenizer`, XLM-R's), in order."""
+    """[[the file's sentences] of each of `examples`]: one each, or one per XTREME segment (xtreme_segments)."""
     if len(sentences) == len(examples):
         return [[s] for s in sentences]
     cuts = [xtreme_segments(e.words, tokenizer) for e in examples] if tokenizer is not None else []
@@ -76,8 +73,7 @@ def soft_labels(path, number, cell, labels):
 
 
 def read_soft_labelled(path, lang, sources, labels, columns=None, tokenizer=None):
-    """[(Example, [each word's soft labels, in `labels`' order])] of translate-train-logits/<lang>.txt: the source's
-    training sentences translated, with their ids, no tags, segments joined; `columns`: the file's label order."""
+    """[(Example, [each word's soft labels in `labels`' order])] of translate-train-logits/<lang>.txt."""
     sentences = segments(path, tagging_sentences(path), sources, source_file(sources), tokenizer)
     column = [list(columns or labels).index(label) for label in labels]
     out = []
@@ -91,8 +87,7 @@ def read_soft_labelled(path, lang, sources, labels, columns=None, tokenizer=None
 
 
 def label_columns(directory, labels):
-    """The order of X-Mixup's soft-label columns: the data folder's labels.txt (a label a line), else XTREME's
-    (`sort | uniq` of the tags: sorted); a labels.txt of other labels than the task's is refused."""
+    """The order of X-Mixup's soft-label columns: the folder's labels.txt, else XTREME's (the tags sorted)."""
     path = Path(directory) / "labels.txt"
     if not path.is_file():
         return sorted(labels)
@@ -108,21 +103,18 @@ def source_file(sources):
 
 
 def read_token_translations(path, source, examples, tokenizer=None):
-    """A split's sentences translated into `source`, from translate-{test,dev}-token/<lang>.txt: a sentence's
-    (first segment's) under its id, its segment k's under "<id>#<k>" (levels.Word.score pairs it with window k)."""
+    """A split's sentences translated into `source` (translate-{test,dev}-token): segment k > 0 under "<id>#<k>"."""
     what = f"{examples[0].lang if examples else ''}'s split"
     return untagged_sentences(path, examples, source, what, tokenizer, joined=False)
 
 
 def read_round_trips(path, lang, sources, tokenizer=None):
-    """The round trips through `lang` of the source's training sentences, from translate-train-en-token/<lang>.txt:
-    under their sources' ids, no tags, segments joined, sentence i paired with sentence i as ner.py does."""
+    """The round trips of the source's training sentences through `lang` (translate-train-en-token), by sentence."""
     return untagged_sentences(path, sources, lang, source_file(sources), tokenizer)
 
 
 def untagged_sentences(path, examples, lang, what, tokenizer=None, joined=True):
-    """An X-Mixup token file's sentences (a word and an unread column a line) of `examples`' sentences or segments
-    (`what` they are, for messages): each example's joined under its id, or (not `joined`) a segment at a time."""
+    """An X-Mixup token file's sentences, each example's joined under its id (not `joined`: a segment at a time)."""
     out = []
     for e, parts in zip(examples, segments(path, tagging_sentences(path, fields=None), examples, what, tokenizer)):
         parts = [[row for part in parts for row in part]] if joined else parts
@@ -153,8 +145,7 @@ def teacher_rows(items, soft, num_labels):
     return out
 
 class XmixupTranslations:
-    """XTREME's tagging layouts' X-Mixup translations where a run names them (--soft-labels, a path with {lang}): a
-    target's training examples are translate-train-logits/<lang>.txt's (none without the file); else FILTER's."""
+    """X-Mixup's translations as XTREME's tagging layouts read them where a run names them (--soft-labels)."""
     soft_labels = None  # the path of X-Mixup's translate-train-logits files, with {lang}
 
     def logits_file(self, lang):
