@@ -1,8 +1,5 @@
-"""What MTOP, MultiATIS++ and MTOD share (mtop.py, multiatis.py, mtod.py): a joint intent and
-BIO slot task whose intents and slot types are those its data folder holds (FolderLabels), BIO
-tags checked as read, and XeroAlign's machine translations of the English training utterances
-(read_machine_translations), which Algorithm 1 aligns English with.
-"""
+"""What MTOP, MultiATIS++ and MTOD share: intents and BIO slots as the data folder holds them (FolderLabels), and
+XeroAlign's machine translations of the English training utterances (read_machine_translations)."""
 import os
 import sys
 
@@ -13,9 +10,7 @@ from minxlt.tasks.task import Layout
 
 
 class FolderLabels:
-    """A dialogue layout's slot labels (0) or intents (1): those of every file of its data folder,
-    in every language and split, sorted, the slots as O then B- and I- of each type. On the class
-    (a plan made before any data is read) it is empty."""
+    """A layout's slot labels (0) or intents (1), those of every file of its folder; empty on the class."""
 
     def __init__(self, which):
         self.which = which
@@ -25,10 +20,7 @@ class FolderLabels:
 
 
 class DialogueLayout(Layout):
-    """A joint task (levels.Word with intents) read from a release of per-language files. A target
-    language's training examples are XeroAlign's machine translations of the English training
-    utterances where the folder has them (<lang>/train.tsv beside en/train.tsv, as the authors'
-    copies hold them), else the release's own translations (`own_translations`), paired by id."""
+    """A joint task; a target trains on XeroAlign's <lang>/train.tsv where there, else the release's own."""
     level = "word"
     labels = FolderLabels(0)
     intents = FolderLabels(1)
@@ -73,16 +65,11 @@ def bio_tag(path, line, tag):
 
 
 def read_machine_translations(english_path, target_path, lang, sources):
-    """XeroAlign's machine translations of the English training utterances (alignment.py:37-41):
-    line i of <lang>/train.tsv translates line i of en/train.tsv, one utterance a line. Each is
-    paired with the English training example of its English line's text, or of its words joined
-    by spaces (case and spacing aside; a text used n times pairs with its first n examples not yet
-    paired), and takes that example's id and intent;
-    it has no slot tags (a translation's words are not labelled). Blank translations, and lines
-    whose English text is no training example, are left out and counted."""
+    """XeroAlign's translations, each with the id and intent of the English example of its en/train.tsv line."""
     english, target = read_lines(english_path), read_lines(target_path)
     if len(english) != len(target):
-        raise DataError(target_path, 0, f"{len(target)} lines against {len(english)} in {english_path}: not line-aligned")
+        raise DataError(target_path, 0, f"{len(target)} lines against {len(english)} in {english_path}: "
+                                        "not line-aligned")
     normal = lambda text: " ".join(text.lower().split())
     by_text, used = {}, set()
     for e in sources:  # an English line is the utterance, or its words joined by spaces (MTOD's)
@@ -101,8 +88,9 @@ def read_machine_translations(english_path, target_path, lang, sources):
         out.append(Example(id=source.id, lang=lang, text=text.strip(), label=source.label, words=text.split(),
                            source_text=source_text.strip(), where=f"{target_path}:{number}"))
     if unmatched > len(target) / 2:
-        raise DataError(english_path, 0, f"{unmatched} of its {len(target)} lines are no English training utterance of this "
-                                         "folder: check that the translations are of this release's training file")
+        raise DataError(english_path, 0, f"{unmatched} of its {len(target)} lines are no English training utterance "
+                                         "of this folder: check that the translations are of this release's training "
+                                         "file")
     if (unmatched or blank) and os.environ.get("RANK", "0") == "0":
         print(f"warning: {target_path}: left out {blank} blank translations and {unmatched} whose English line is no "
               f"training utterance, of {len(target)}", file=sys.stderr)

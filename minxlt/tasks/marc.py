@@ -1,11 +1,5 @@
-"""MARC, the Multilingual Amazon Reviews Corpus (Keung et al. 2020): product reviews in six
-languages with their star ratings, as the release (registry.opendata.aws/amazon-reviews-ml) writes
-them: json/{train,dev,test}/dataset_<lang>_<split>.json, a JSON object a line with review_id,
-product_id, reviewer_id, stars (a string, "1" to "5"; the Hugging Face loader reads it as an
-integer, which is read too), review_body, review_title, language and product_category.
-Each language's reviews are its own (no translations). `marc` is Keung et al.'s binarized task,
-as Yu & Joty read it (Sec. 4.1): the review body, negative (1-2 stars) or positive (4-5), 3-star
-reviews dropped; `marc-stars` the five ratings."""
+"""MARC (Keung et al. 2020): reviews in six languages with their stars, as released (JSON lines); `marc` is the
+binarized task Yu & Joty read (Sec. 4.1: negative 1-2 stars, positive 4-5), `marc-stars` the five ratings."""
 import json
 
 from data import Example
@@ -14,22 +8,20 @@ from minxlt.tasks.readers import UniqueIds, read_lines
 from minxlt.tasks.task import Layout
 
 MARC_LANGS = ["en", "de", "es", "fr", "ja", "zh"]
-BINARY = {1: "negative", 2: "negative", 4: "positive", 5: "positive"}  # Keung et al.'s binarized task: no 3-star reviews
+BINARY = {1: "negative", 2: "negative", 4: "positive", 5: "positive"}  # Keung et al.'s binarized task: no 3 stars
 RATINGS = {str(n): n for n in range(1, 6)}  # stars as the release writes them
 
 
 def each_marc(path, lang, labels):
-    """A file's reviews, one Example at a time: the review body as the text, its id the review's,
-    the label `labels[stars]` (a rating not in `labels` is left out: the binarized task's 3 stars).
-    A line that is not such an object, an empty body, a rating other than 1-5 or another language
-    than the file's is refused with its line."""
+    """A file's reviews, one at a time, labelled `labels[stars]` (a rating not in `labels` is left out)."""
     ids = UniqueIds(path, "review_id")
     for line, text in read_lines(path):
         try:
             row = json.loads(text)
             review, stars, body, language = row["review_id"], row["stars"], row["review_body"], row["language"]
         except (json.JSONDecodeError, KeyError, TypeError) as e:
-            raise DataError(path, line, f"not a JSON object with review_id, stars, review_body and language ({e!r})") from None
+            raise DataError(path, line, f"not a JSON object with review_id, stars, review_body and language "
+                                        f"({e!r})") from None
         rating = RATINGS.get(str(stars)) if type(stars) in (str, int) else None  # "5" as released, 5 as the hub has it
         if not isinstance(review, str) or not review or rating is None:
             raise DataError(path, line, f"review_id {review!r} or stars {stars!r} is not a review's "
@@ -44,11 +36,9 @@ def each_marc(path, lang, labels):
 
 
 class Marc(Layout):
-    """<data>/{train,dev,test}/dataset_<lang>_<split>.json (the release's json/ folder), or the
-    files directly in <data>. A target language's training reviews are not translations of the
-    English ones: they are co-training's unlabelled pool (Yu & Joty, Sec. 4.1), and no method
-    pairs them with English."""
-    langs, labels, pattern = MARC_LANGS, ["negative", "positive"], "{train,dev,test}/dataset_<lang>_{train,dev,test}.json"
+    """<data>/{train,dev,test}/dataset_<lang>_<split>.json, or in <data>; no translations (co-training's pool)."""
+    langs, labels, pattern = (MARC_LANGS, ["negative", "positive"],
+                              "{train,dev,test}/dataset_<lang>_{train,dev,test}.json")
     stars = BINARY
     parallel = False
     paired_train = False

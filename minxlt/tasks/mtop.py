@@ -1,8 +1,5 @@
-"""MTOP (Li et al. 2021), its flat intents and slots: <lang>/{train,eval,test}.txt as the release
-(dl.fbaipublicfiles.com/mtop/mtop.zip, its README) writes them, eight tab-separated columns: id
-(shared by an utterance and its translations), intent, slots as character spans, utterance,
-domain, locale, decoupled form, tokens as JSON with their character spans. Slots become BIO tags
-of the tokens (mtop_tags)."""
+"""MTOP (Li et al. 2021), its flat intents and slots: <lang>/{train,eval,test}.txt as released, eight tab-separated
+columns (MTOP_COLUMNS), its slots' character spans made BIO tags of its tokens (mtop_tags)."""
 import json
 import re
 
@@ -17,10 +14,7 @@ SLOT = re.compile(r"(\d+):(\d+):SL:(\S+)")  # "start:end:SL:TYPE", characters of
 
 
 def mtop_tags(path, line, tokens, spans, slots, length):
-    """The BIO tags of a row's tokens from its slots, as XeroAlign's preprocess.py:95-107 reads
-    them: a token takes the first slot listed that starts where it starts (B-) or holds it whole
-    (I-), else O. A slot nested in one listed before it (a compositional row) is read as part of
-    it; a token that straddles a slot's end is O. `spans`: the tokens' (start, length)."""
+    """A row's tokens' BIO tags from its slots as XeroAlign's preprocess.py reads them (the first slot listed wins)."""
     parsed = []
     for entry in slots.split(",") if slots else []:
         match = SLOT.fullmatch(entry)
@@ -32,7 +26,8 @@ def mtop_tags(path, line, tokens, spans, slots, length):
         parsed.append((start, end, kind))
     tags = []
     for start, size in spans:
-        kind = next((("B-" if start == a else "I-") + k for a, b, k in parsed if start == a or (a < start and start + size <= b)), "O")
+        kind = next((("B-" if start == a else "I-") + k for a, b, k in parsed
+                     if start == a or (a < start and start + size <= b)), "O")
         tags.append(kind)
     return tags
 
@@ -52,33 +47,34 @@ def token_spans(path, line, cell):
 
 
 def read_mtop(path, lang):
-    """A language's split: one Example a row, its intent (without "IN:") the label, its tokens the
-    words and their BIO slot tags (without "SL:"). The id is unique in the file; a row without
-    slots has an empty slots column."""
+    """A split: an Example a row, its intent (without "IN:") the label, its tokens' BIO slot tags (without "SL:")."""
     examples, starts, ids = [], [], UniqueIds(path)
     for line, text in read_lines(path):
         cells = text.split("\t")
         if len(cells) != len(MTOP_COLUMNS):
-            raise DataError(path, line, f"{len(cells)} columns, expected {len(MTOP_COLUMNS)} ({', '.join(MTOP_COLUMNS)})")
+            raise DataError(path, line, f"{len(cells)} columns, expected {len(MTOP_COLUMNS)} "
+                                        f"({', '.join(MTOP_COLUMNS)})")
         row = dict(zip(MTOP_COLUMNS, cells))
         if not row["intent"].startswith("IN:"):
-            raise DataError(path, line, f"intent {row['intent']!r} does not start with IN: (is the first column the id?)")
+            raise DataError(path, line, f"intent {row['intent']!r} does not start with IN: "
+                                        "(is the first column the id?)")
         if not row["id"].strip() or not row["utterance"].strip():
             raise DataError(path, line, "empty id or utterance")
         ids.check(line, row["id"])
         tokens, spans = token_spans(path, line, row["tokens"])
         tags = mtop_tags(path, line, tokens, spans, row["slots"], len(row["utterance"]))
-        examples.append(Example(id=row["id"], lang=lang, text=row["utterance"], label=row["intent"][3:], words=tokens,
-                                tags=conlleval_tags([(line, tag) for tag in tags], starts), where=f"{path}:{line}"))
+        examples.append(Example(id=row["id"], lang=lang, text=row["utterance"], label=row["intent"][3:],
+                                words=tokens, tags=conlleval_tags([(line, tag) for tag in tags], starts),
+                                where=f"{path}:{line}"))
     warn_of_span_starts(path, starts)
     return examples
 
 
 class Mtop(DialogueLayout):
-    """<data>/<lang>/{train,eval,test}.txt (the release's dev split is `eval`); a target's training
-    file holds human translations of English utterances, with their ids."""
+    """<data>/<lang>/{train,eval,test}.txt (dev is `eval`); a target's training file translates English's, by id."""
     langs, pattern = MTOP_LANGS, "<lang>/{train,eval,test}.txt"
-    translations = "the release's translations of the English training utterances (or XeroAlign's machine translations, <lang>/train.tsv)"
+    translations = ("the release's translations of the English training utterances (or XeroAlign's machine "
+                    "translations, <lang>/train.tsv)")
 
     def found(self):
         return {p.parent.name for p in self.directory.glob("*/eval.txt")

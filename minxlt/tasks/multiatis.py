@@ -1,9 +1,5 @@
-"""MultiATIS++ (Xu et al. 2020): ATIS in nine languages, each utterance's intent and a BIO slot
-tag per space-separated word. The release (LDC2021T04) writes {train,dev,test}_<LANG>.tsv with
-the columns id, utterance, slot_labels, intent (a header line, an id shared by an utterance and
-its translations); XeroAlign's authors' copy (github.com/milangritta/Datasets, m_atis.zip) the
-same columns in <lang>/{train,dev,test}.txt, with its few dozen mismatched tag rows corrected
-(XeroAlign's footnote 4) and their machine translations in <lang>/train.tsv."""
+"""MultiATIS++ (Xu et al. 2020): ATIS in nine languages, an intent and a BIO tag a word, as the release (LDC2021T04)
+or XeroAlign's authors' corrected copy (github.com/milangritta/Datasets, m_atis.zip) write it."""
 from data import Example
 from minxlt.errors import DataError
 from minxlt.tasks.dialogue import DialogueLayout, bio_tag
@@ -14,15 +10,10 @@ MULTIATIS_COLUMNS = ("id", "utterance", "slot_labels", "intent")
 
 
 def read_multiatis(path, lang):
-    """A language's split: one Example a row, its intent the label (a multi-intent such as
-    atis_flight#atis_airfare is one label, as XeroAlign's preprocess.py:145 reads it), its words
-    the utterance split at its ASCII spaces and its tags the slot labels split so, one a word
-    (preprocess.py:148-150: a row whose tags and words differ in number is refused; the release
-    has a few dozen, which XeroAlign's authors corrected). Where two spaces split off an empty
-    word, the word and its tag are left out, as the tokenizer gives it no token there (154-160)."""
+    """A split as XeroAlign's preprocess.py reads it: words and tags split at ASCII spaces, one a word."""
     examples, starts, ids = [], [], UniqueIds(path)
     for line, row in each_tsv(path, MULTIATIS_COLUMNS):
-        words, tags = row["utterance"].split(" "), row["slot_labels"].split(" ")  # ASCII spaces only: "D.\xa0C." is one word
+        words, tags = row["utterance"].split(" "), row["slot_labels"].split(" ")  # ASCII spaces: "D.\xa0C." is one word
         if len(words) != len(tags):
             raise DataError(path, line, f"{len(words)} words and {len(tags)} slot tags (split at each space): "
                                         "give each word its tag (XeroAlign's authors' copy, "
@@ -30,27 +21,28 @@ def read_multiatis(path, lang):
         words, tags = [w for w in words if w], [t for w, t in zip(words, tags) if w]
         ids.check(line, row["id"])
         tags = conlleval_tags([(line, bio_tag(path, line, tag)) for tag in tags], starts)
-        examples.append(Example(id=row["id"], lang=lang, text=row["utterance"], label=row["intent"], words=words, tags=tags,
-                                where=f"{path}:{line}"))
+        examples.append(Example(id=row["id"], lang=lang, text=row["utterance"], label=row["intent"], words=words,
+                                tags=tags, where=f"{path}:{line}"))
     warn_of_span_starts(path, starts)
     return examples
 
 
 class MultiAtis(DialogueLayout):
-    """<data>/{train,dev,test}_<LANG>.tsv (the release), or <data>/<lang>/{train,dev,test}.txt
-    (XeroAlign's authors' copy); a target's training file holds translations of English
-    utterances, with their ids (Hindi's and Turkish's of a part of them)."""
+    """<data>/{train,dev,test}_<LANG>.tsv (the release) or <data>/<lang>/{train,dev,test}.txt (XeroAlign's copy)."""
     langs, pattern = MULTIATIS_LANGS, "{train,dev,test}_<LANG>.tsv or <lang>/{train,dev,test}.txt"
-    translations = "the release's translations of the English training utterances (or XeroAlign's machine translations, <lang>/train.tsv)"
+    translations = ("the release's translations of the English training utterances (or XeroAlign's machine "
+                    "translations, <lang>/train.tsv)")
 
     def found(self):
         released = {p.name[len("train_"):-len(".tsv")].lower() for p in self.directory.glob("train_*.tsv")}
         copied = {p.parent.name for p in self.directory.glob("*/train.txt")}
-        return {lang for lang in released | copied if all(self.split_file(lang, split).is_file() for split in ("dev", "test"))}
+        return {lang for lang in released | copied
+                if all(self.split_file(lang, split).is_file() for split in ("dev", "test"))}
 
     def split_file(self, lang, split):
         released = self.directory / f"{split}_{lang.upper()}.tsv"
-        return released if released.is_file() or not (self.directory / lang).is_dir() else self.directory / lang / f"{split}.txt"
+        return (released if released.is_file() or not (self.directory / lang).is_dir()
+                else self.directory / lang / f"{split}.txt")
 
     def read_file(self, lang, split):
         return read_multiatis(self.split_file(lang, split), lang)

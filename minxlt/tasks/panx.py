@@ -1,5 +1,4 @@
 """PAN-X (WikiANN) as XTREME writes it: named entities; FILTER's translations of its training set."""
-
 from minxlt.tasks.filter_tags import FilterTranslations
 from minxlt.tasks.readers import read_tagged_words
 from minxlt.tasks.task import Layout
@@ -7,20 +6,15 @@ from minxlt.tasks.xmixup_tags import XmixupTranslations
 
 PANX_LABELS = ("O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC")
 
-PANX_LANGS = ("en af ar bg bn de el es et eu fa fi fr he hi hu id it ja jv ka kk ko ml mr ms my nl pt ru sw ta te th tl tr ur vi "
-              "yo zh").split()
+PANX_LANGS = ("en af ar bg bn de el es et eu fa fi fr he hi hu id it ja jv ka kk ko ml mr ms my nl pt ru sw ta te th "
+              "tl tr ur vi yo zh").split()
 
 def read_panx(path, lang, labels):
-    """PAN-X (WikiANN) as XTREME writes it, {train,dev,test}-<lang>.tsv: a token and its BIO tag per
-    line (test files: the token alone), a blank line after each sentence; the id is the sentence's number."""
+    """PAN-X's {train,dev,test}-<lang>.tsv: a token TAB its BIO tag a line (read_tagged_words)."""
     return read_tagged_words(path, lang, labels, bio=True)
 
 class Panx(XmixupTranslations, FilterTranslations, Layout):
-    """PAN-X (WikiANN) as XTREME writes it: <data>/{train,dev,test}-<lang>.tsv. The target
-    languages' own training files are not translations, and zero-shot transfer does not train on
-    them. XTREME has no translations of PAN-X; FILTER's, where the folder has them, are a target's
-    training examples, untagged (FilterTranslations), or X-Mixup's, with their soft labels, where a
-    run names them (--soft-labels, XmixupTranslations)."""
+    """<data>/{train,dev,test}-<lang>.tsv; a target trains on FILTER's or X-Mixup's translations, not its own files."""
     langs, labels, level, pattern = PANX_LANGS, list(PANX_LABELS), "word", "{train,dev,test}-<lang>.tsv"
     parallel = False
 

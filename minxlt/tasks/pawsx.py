@@ -9,33 +9,26 @@ from minxlt.tasks.xtreme import XtremePairs
 PAWSX_LANGS = ["en", "de", "es", "fr", "ja", "ko", "zh"]
 
 def read_pawsx(path, lang, noisy=None):
-    """PAWS-X <lang>/{train,dev,test}.tsv or translated_train.tsv: id, sentence1, sentence2, label.
-    Machine-translated training files have blank and 'NS' rows, which are skipped and counted; the
-    human dev and test sets' few 'NS' sentences are read as text and counted (each_tsv)."""
+    """PAWS-X <lang>/{train,dev,test}.tsv or translated_train.tsv: id, sentence1, sentence2, label."""
     return list(each_pawsx(path, lang, noisy))
 
 def each_pawsx(path, lang, noisy=None):
-    """read_pawsx's examples, one at a time as the file is read."""
     path = Path(path)
     noisy = path.name.startswith("translated") if noisy is None else noisy
     unique = UniqueIds(path)
     for n, r in each_tsv(path, ("id", "sentence1", "sentence2", "label"), noisy=noisy):
         unique.check(n, r["id"])
-        yield Example(id=r["id"], lang=lang, text=r["sentence1"], pair=r["sentence2"], label=check_label(path, n, r["label"], ("0", "1")),
-                      where=f"{path}:{n}")
+        yield Example(id=r["id"], lang=lang, text=r["sentence1"], pair=r["sentence2"],
+                      label=check_label(path, n, r["label"], ("0", "1")), where=f"{path}:{n}")
 
 def each_round_trip(path, lang):
-    """X-Mixup's round-trip translations of PAWS-X's English training set through `lang`
-    (translate-train-en/translated_train.<lang>-en.tsv): id, sentence1, sentence2, label, under a
-    header, as translated_train.tsv is written; paired with the English example of the same id.
-    Blank and 'NS' rows are skipped and counted."""
+    """X-Mixup's round trips of PAWS-X's English through `lang` (translated_train.<lang>-en.tsv), paired by id."""
     for n, r in each_tsv(path, ("id", "sentence1", "sentence2", "label"), header=False, noisy=True, optional=1):
         if n > 1:
             yield Example(id=r["id"], lang=lang, text=r["sentence1"], pair=r["sentence2"], where=f"{path}:{n}")
 
 class Pawsx(Layout):
-    """<data>/<lang>/{train|translated_train,dev|dev_2k,test|test_2k}.tsv, as released; a folder
-    with train-en.tsv is XTREME's (XtremePairs)."""
+    """<data>/<lang>/{train|translated_train,dev|dev_2k,test|test_2k}.tsv; a folder with train-en.tsv is XTREME's."""
     langs, labels, pattern = PAWSX_LANGS, ["0", "1"], "<lang>/{train,translated_train,dev,test}.tsv"
 
     @classmethod
@@ -43,7 +36,8 @@ class Pawsx(Layout):
         return XtremePawsx if directory and (Path(directory) / "train-en.tsv").is_file() else cls
 
     def found(self):
-        return {p.name for p in self.directory.iterdir() if (p / "test.tsv").is_file() or (p / "test_2k.tsv").is_file()}
+        return {p.name for p in self.directory.iterdir()
+                if (p / "test.tsv").is_file() or (p / "test_2k.tsv").is_file()}
 
     def read(self, lang, split):
         return read_pawsx(first_existing(self.directory / lang, self.names(lang, split)), lang)

@@ -1,20 +1,5 @@
-"""Extractive question answering (SQuAD v1.1 format: XQuAD). A question and its context become
-windows of at most `max_length` tokens,
-
-    <s> question </s></s> piece of the context </s>
-
-consecutive pieces sharing `stride` tokens, so that a long context is read whole. The span head
-(model.SpanHead) gives every token a start and an end logit; the answer is the best-scoring span
-inside one window (a span that crosses a window's edge is found from the window that holds it
-whole), mapped back to the context's characters through the tokenizer's offsets. Exact match and
-F1 compare it with the gold answers after SQuAD's normalisation and after MLQA's (its script's,
-language by language).
-
-A window's label is (start token, end token) of the answer where the window holds the whole
-answer, else (0, 0): the <s> token, as in BERT's SQuAD fine-tuning. FILTER and X-Mixup pair a
-translated window with the source-language window that covers the same part of the context
-(`matching_window`), not always the first.
-"""
+"""Extractive QA: a question and its context become windows `<s> question </s></s> piece of the context </s>`
+sharing `stride` tokens; the answer is a window's best span; exact match and F1 as SQuAD's and MLQA's scripts."""
 import re
 import string
 import unicodedata
@@ -27,9 +12,7 @@ MAX_QUESTION_TOKENS = 64  # longer questions are cut (BERT's max_query_length)
 
 
 def token_spans(context, offsets):
-    """The (start, end) characters of each context token, without the whitespace that
-    sentencepiece's "▁" piece covers before a word; a token of no characters (XLM-R's bare "▁"
-    before CJK text) gets an empty span."""
+    """Each context token's (start, end) characters, without the whitespace its "▁" covers (a bare "▁": empty)."""
     spans = []
     for a, b in offsets:
         piece = context[a:b]
@@ -38,17 +21,14 @@ def token_spans(context, offsets):
 
 
 def answer_tokens(spans, start, end):
-    """(first, last) token holding the characters [start, end) of the context, or None where no
-    token does (an answer of only whitespace)."""
+    """(first, last) token holding the context's characters [start, end), or None (an answer of only whitespace)."""
     covering = [i for i, (a, b) in enumerate(spans) if a < b and a < end and b > start]
     return (covering[0], covering[-1]) if covering else None
 
 
 def encode_windows(examples, tokenizer, max_length, stride):
-    """QA examples (text = question, pair = context, answers) -> Encoded windows. Each window's id
-    is "<question id>/<window number>"; `label` is (start, end) as described above; `extra` holds
-    the question id, where the context starts in the window, its tokens' character spans, and the
-    window's middle as a fraction of the context (for matching_window)."""
+    """QA examples -> Encoded windows "<question id>/<n>", labelled (start, end) of an answer held whole, else (0, 0)
+    (<s>, as BERT's SQuAD fine-tuning); `extra`: question, context start, token spans, the window's centre."""
     out = []
     for e in examples:
         question = tokenizer.tokenize(e.text)[:MAX_QUESTION_TOKENS]
@@ -56,8 +36,9 @@ def encode_windows(examples, tokenizer, max_length, stride):
         spans = token_spans(e.pair, offsets)
         budget = max_length - len(question) - 4  # <s> question </s></s> ... </s>
         if budget <= stride:
-            raise InputError(f"--max-length {max_length} leaves {budget} context tokens per window after the question "
-                             f"({e.lang} {e.id}), not more than --doc-stride {stride}: raise --max-length or lower --doc-stride")
+            raise InputError(f"--max-length {max_length} leaves {budget} context tokens per window after the "
+                             f"question ({e.lang} {e.id}), not more than --doc-stride {stride}: raise --max-length "
+                             "or lower --doc-stride")
         answer = answer_tokens(spans, e.answers[0][1], e.answers[0][1] + len(e.answers[0][0])) if e.answers else None
         context_start = len(question) + 3  # the first context token's position in a window
         first, number = 0, 0
@@ -76,17 +57,12 @@ def encode_windows(examples, tokenizer, max_length, stride):
 
 
 def matching_window(target, windows):
-    """The window of the source-language question (of `windows`) whose piece of the context lies
-    where `target`'s lies in its own: the nearest middle, as a fraction of the context's length.
-    Translations differ in length, so the n-th windows of the two need not cover the same text."""
+    """The window of `windows` whose centre in the context is nearest `target`'s (translations differ in length)."""
     return min(windows, key=lambda w: abs(w.extra["centre"] - target.extra["centre"]))
 
 
 class RoundTripWindows:
-    """X-Mixup's round trips of the source's training windows, `get(window id, lang, default)`: the
-    window of the question's round trip through `lang` whose piece of the context lies where the
-    source window's lies (matching_window), as the translated window is paired with the source's.
-    `sources`: the source's windows; `trips`: {lang: the round trips' windows}."""
+    """`get(window id, lang)`: the matching window of the question's round trip through `lang` (X-Mixup)."""
 
     def __init__(self, sources, trips):
         self.table = {}
@@ -106,8 +82,7 @@ class RoundTripWindows:
 
 
 def keep_best(best, question, candidate):
-    """Put a window's candidate (score, ...) in `best` ({question: candidate}) if it beats the
-    question's best so far."""
+    """Put a window's candidate (score, ...) in `best` ({question: candidate}) if it beats the question's best."""
     if candidate is not None and (question not in best or candidate[0] > best[question][0]):
         best[question] = candidate
 
@@ -122,9 +97,8 @@ def merge_best(parts):
 
 
 def best_span(start_logits, end_logits, window, max_answer_tokens=30, n_best=20):
-    """The best answer inside one window, (score, first character, end character) in the context,
-    or None: among the n_best highest start and end logits over the context's tokens, the pair
-    with start <= end, at most max_answer_tokens long, of the highest start + end logit."""
+    """A window's best answer (score, first character, end character), or None: of the n_best top start and end
+    tokens, the pair with start <= end, at most max_answer_tokens long, of the highest start + end logit."""
     c, spans = window.extra["context_start"], window.extra["spans"]
     start, end = start_logits[c:c + len(spans)].tolist(), end_logits[c:c + len(spans)].tolist()
     top = lambda scores: sorted(range(len(scores)), key=lambda i: -scores[i])[:n_best]
@@ -138,8 +112,7 @@ def best_span(start_logits, end_logits, window, max_answer_tokens=30, n_best=20)
     return best
 
 
-# SQuAD v1.1's official normalisation: lower case, ASCII punctuation and English articles removed,
-# whitespace collapsed; tokens are split at whitespace.
+# SQuAD v1.1's official normalisation: lower case, ASCII punctuation and English articles removed.
 ASCII_PUNCTUATION = frozenset(string.punctuation)
 
 
@@ -148,19 +121,15 @@ def squad_normalise(text):
     return " ".join(re.sub(r"\b(a|an|the)\b", " ", text).split())
 
 
-# MLQA's normalisation, as XTREME's third_party/evaluate_mlqa.py scores MLQA: lower case; every
-# Unicode punctuation character (category P) and ASCII punctuation removed; the language's articles
-# removed (en, es, de, vi; ar's al- wherever it occurs); tokens split at whitespace, and in Chinese
-# alone each character of [\u4e00-\u9fa5] a token of its own. The script names MLQA's seven languages
-# (en, es, hi, vi, de, ar, zh) and stops on another: one is read here as it reads Hindi, no
-# articles, tokens split at whitespace.
+# MLQA's normalisation (evaluate_mlqa.py, docs/evaluation.md): Unicode punctuation and the language's articles
+# removed, Chinese characters one token each; a language the script does not name is read as it reads Hindi.
 def is_punctuation(ch):
     return ch in ASCII_PUNCTUATION or unicodedata.category(ch).startswith("P")
 
 
 ARTICLES = {"en": r"\b(a|an|the)\b", "es": r"\b(un|una|unos|unas|el|la|los|las)\b",
-            "de": r"\b(ein|eine|einen|einem|eines|einer|der|die|das|den|dem|des)\b", "vi": r"\b(của|là|cái|chiếc|những)\b",
-            "ar": r"\sال^|ال"}
+            "de": r"\b(ein|eine|einen|einem|eines|einer|der|die|das|den|dem|des)\b",
+            "vi": r"\b(của|là|cái|chiếc|những)\b", "ar": r"\sال^|ال"}
 CHINESE = re.compile(r"([\u4e00-\u9fa5])")  # mixed_segmentation's characters
 
 
@@ -172,8 +141,7 @@ def mlqa_tokens(text, lang):
 
 
 def exact_and_f1(prediction, golds, tokens):
-    """Exact match and F1 (over token multisets) of a prediction, each the best over the gold
-    answers, with `tokens(text)` the normalised tokens."""
+    """Exact match and F1 (over token multisets) of a prediction, each the best over the gold answers."""
     exact = f1 = 0.0
     for gold in golds:
         p, g = tokens(prediction), tokens(gold)
@@ -186,9 +154,7 @@ def exact_and_f1(prediction, golds, tokens):
 
 
 def answer_scores(predictions, examples, lang):
-    """{exact_match, f1, mlqa_exact_match, mlqa_f1, n} of predicted answer texts ({question id:
-    text}) against the examples' gold answers, as fractions; `lang` is the examples' language code
-    (en, zh, ...; MLQA's rules key on it)."""
+    """{exact_match, f1, mlqa_exact_match, mlqa_f1, n} of predicted answers ({question id: text}), as fractions."""
     code = lang.split("_")[0]
     totals = [0.0] * 4
     for e in examples:
@@ -198,5 +164,5 @@ def answer_scores(predictions, examples, lang):
         mlqa = exact_and_f1(prediction, golds, lambda t: mlqa_tokens(t, code))
         totals = [a + b for a, b in zip(totals, squad + mlqa)]
     n = max(len(examples), 1)
-    return {"exact_match": totals[0] / n, "f1": totals[1] / n, "mlqa_exact_match": totals[2] / n, "mlqa_f1": totals[3] / n,
-            "n": len(examples)}
+    return {"exact_match": totals[0] / n, "f1": totals[1] / n, "mlqa_exact_match": totals[2] / n,
+            "mlqa_f1": totals[3] / n, "n": len(examples)}

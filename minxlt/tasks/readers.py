@@ -1,11 +1,5 @@
-"""The readers of the formats data sets come in: UTF-8 text and its lines, tab-separated files
-(plain or csv-quoted), CoNLL-style sentences with BIO tags read as conlleval reads them, XTREME's
-word-tagging files (a word and its tag per line), SQuAD v1.1 JSON, JSON lines of labelled
-examples and line-aligned parallel files (Tatoeba); translations of a split into the source
-language are translated.py's. Every reader checks what it reads and stops at the first problem
-with the file and line (DataError); known-noisy machine-translated files are the exception, where
-bad rows are skipped and counted. Each benchmark's own reader is in its module.
-"""
+"""The formats data sets come in: UTF-8 text, TSV (plain or csv-quoted), CoNLL-style sentences, XTREME's
+word-tagging files, SQuAD v1.1 JSON, JSON lines, parallel lines. Each stops at a bad row (DataError)."""
 import codecs
 import csv
 import json
@@ -19,20 +13,18 @@ from minxlt.errors import DataError, warn
 
 
 def read_text(path):
-    """The text of a UTF-8 file, without a byte-order mark; a file that is not UTF-8 stops at the
-    line of its first bad byte."""
+    """The text of a UTF-8 file, without a byte-order mark; one that is not UTF-8 stops at its first bad byte's line."""
     raw = a_file(path).read_bytes()
     raw = raw[len(codecs.BOM_UTF8):] if raw.startswith(codecs.BOM_UTF8) else raw
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise DataError(path, raw[:e.start].count(b"\n") + 1, f"not UTF-8 (byte 0x{raw[e.start]:02x} at offset {e.start}): "
-                                                              "save the file as UTF-8") from None
+        raise DataError(path, raw[:e.start].count(b"\n") + 1,
+                        f"not UTF-8 (byte 0x{raw[e.start]:02x} at offset {e.start}): save the file as UTF-8") from None
 
 def read_lines(path):
     """The lines of a UTF-8 text file, with any line ending (\\n, \\r\\n, \\r), numbered from 1."""
-    text = read_text(path).replace("\r\n", "\n").replace("\r", "\n")
-    lines = text.split("\n")
+    lines = read_text(path).replace("\r\n", "\n").replace("\r", "\n").split("\n")
     return list(enumerate(lines[:-1] if lines and lines[-1] == "" else lines, start=1))
 
 def read_tsv(path, columns, header=True, noisy=False, quoted=False, optional=0, blank=()):
@@ -40,16 +32,9 @@ def read_tsv(path, columns, header=True, noisy=False, quoted=False, optional=0, 
     return list(each_tsv(path, columns, header, noisy, quoted, optional, blank))
 
 def each_tsv(path, columns, header=True, noisy=False, quoted=False, optional=0, blank=()):
-    """Rows of a tab-separated file as (line number, {column: value}), one at a time as the file
-    is read, read as the file is written: `quoted` for csv-quoted files (a field in quotes, its
-    quotes doubled; SIB-200's and XTREME's, as pandas and Python's csv write them), else every
-    character as it is. The last `optional` columns may be absent (XTREME's test files have no
-    labels), and the columns of `blank` empty. Rows with the wrong number of columns or an empty
-    field stop the run, or, for known-noisy machine-translated files (`noisy=True`), are skipped
-    and counted, with one line saying how many, as are their 'NS' rows (failed translations).
-    Elsewhere an 'NS' field is text: PAWS-X's human dev and test sets hold a few, sentences left
-    untranslated, which XTREME's pawsx_preprocess keeps and scores; they are counted on one line."""
-    csv.field_size_limit(2 ** 31 - 1)  # a long text is a text, not an error (the csv module's default stops at 128 KB)
+    """Rows of a tab-separated file as (line number, {column: value}), as read (`quoted`: csv-quoted, as SIB-200's
+    and XTREME's are); a bad row stops, or in `noisy` files is skipped and counted (their 'NS' rows too)."""
+    csv.field_size_limit(2 ** 31 - 1)  # a long text is a text, not an error (the csv module's default: 128 KB)
     skipped = kept = untranslated = 0
     with open_text(path) as f:
         reader = csv.reader(f, delimiter="\t", quoting=csv.QUOTE_MINIMAL if quoted else csv.QUOTE_NONE)
@@ -57,7 +42,8 @@ def each_tsv(path, columns, header=True, noisy=False, quoted=False, optional=0, 
             number = reader.line_num
             if header and number == 1:
                 if [c.strip() for c in row[:len(columns)]] != list(columns):
-                    raise DataError(path, 1, f"header {row!r} does not start with the expected columns {list(columns)}")
+                    raise DataError(path, 1, f"header {row!r} does not start with the expected columns "
+                                             f"{list(columns)}")
                 continue
             problem = None
             if not len(columns) - optional <= len(row) <= len(columns):
@@ -79,8 +65,7 @@ def each_tsv(path, columns, header=True, noisy=False, quoted=False, optional=0, 
              "untranslated), read as text and scored, as XTREME's pawsx_preprocess keeps them")
 
 def open_text(path):
-    """A UTF-8 file opened to be read a line at a time, without a byte-order mark; lines keep
-    their endings (\\n, \\r\\n, \\r), as the csv module wants them."""
+    """A UTF-8 file opened to be read a line at a time, without a byte-order mark, lines keeping their endings."""
     return open(a_file(path), encoding="utf-8-sig", newline="")
 
 def a_file(path):
@@ -91,8 +76,7 @@ def a_file(path):
     return path
 
 def utf8(path, lines):
-    """`lines` (read from `path`), stopped at the line of the file's first byte that is not
-    UTF-8, as read_text says it."""
+    """`lines` (read from `path`), stopped at the line of the file's first byte that is not UTF-8."""
     try:
         yield from lines
     except UnicodeDecodeError:
@@ -107,13 +91,13 @@ class UniqueIds:
 
     def check(self, line, id):
         if id in self.first:
-            raise DataError(self.path, line, f"{self.what} {id!r} is used twice in the file, on lines {self.first[id]} and {line}: "
-                                             "give each example its own (translations are paired and predictions keyed by it)")
+            raise DataError(self.path, line, f"{self.what} {id!r} is used twice in the file, on lines {self.first[id]} "
+                                             f"and {line}: give each example its own (translations are paired and "
+                                             "predictions keyed by it)")
         self.first[id] = line
 
 def unique_ids(path, rows, what="id"):
-    """Refuse an id used twice in one file: examples are paired across languages and predictions
-    keyed by their ids, so a second use would silently replace the first. `rows`: (line, id)."""
+    """Refuse an id used twice in one file (pairs and predictions are keyed by it). `rows`: (line, id)."""
     unique = UniqueIds(path, what)
     for line, id in rows:
         unique.check(line, id)
@@ -124,8 +108,7 @@ def check_label(path, line, label, labels):
     return label
 
 def squad_articles(path):
-    """The list of articles of a SQuAD v1.1 JSON file ({"data": [...], "version": ...}); a file
-    that is not one stops with its path."""
+    """The articles of a SQuAD v1.1 JSON file ({"data": [...], "version": ...}); another file stops with its path."""
     try:
         articles = json.loads(read_text(path))["data"]
         if not isinstance(articles, list):
@@ -135,13 +118,8 @@ def squad_articles(path):
     return articles
 
 def read_squad(path, lang, blank=False, noisy=False, unique=True):
-    """SQuAD v1.1 JSON (XQuAD, MLQA, TyDiQA-GoldP): one Example per question, with text = the
-    question, pair = its context, answers = [(text, first character)] and group = the article's
-    title. Translations of a question share its id. With `blank`, a test file whose answers XTREME
-    has blanked ({"answer_start": 0, "text": ""}) gives questions without answers (answers None).
-    Machine-translated files (`noisy`) lose the questions whose answers are not in their context,
-    counted on one line. A question id is unique in its file (predictions are keyed by it): a
-    second use is refused, naming both places, unless `unique` is off (Tydiqa's training file)."""
+    """SQuAD v1.1 JSON: an Example a question (pair: its context; answers: [(text, start)]; group: the title);
+    `blank`: XTREME's blanked answers read as none; `noisy`: misplaced answers skipped; `unique`: ids checked."""
     articles = squad_articles(path)
     examples, skipped, seen = [], 0, {}
     for a, article in enumerate(articles):
@@ -152,21 +130,24 @@ def read_squad(path, lang, blank=False, noisy=False, unique=True):
                 for q, qa in enumerate(paragraph["qas"]):
                     here = f"{where}, question {qa.get('id', q)}"
                     if unique and qa.get("id") in seen:
-                        raise DataError(path, 0, f"question id {qa['id']!r} is used twice, in {seen[qa['id']]} and in {here} "
-                                                 f"(data[{a}].paragraphs[{p}].qas[{q}]): predictions are keyed by it; give each "
-                                                 "question its own id")
+                        raise DataError(path, 0, f"question id {qa['id']!r} is used twice, in {seen[qa['id']]} and in "
+                                                 f"{here} (data[{a}].paragraphs[{p}].qas[{q}]): predictions are keyed "
+                                                 "by it; give each question its own id")
                     seen.setdefault(qa.get("id"), here)
                     try:
-                        examples.append(squad_question(path, here, qa, context, lang, article.get("title", f"article {a}"), blank))
+                        examples.append(squad_question(path, here, qa, context, lang,
+                                                       article.get("title", f"article {a}"), blank))
                     except DataError:
                         if not noisy:
                             raise
                         skipped += 1
             except (KeyError, TypeError, AttributeError) as e:
-                raise DataError(path, 0, f"{where} (data[{a}].paragraphs[{p}]): missing or malformed field {e} (expected "
-                                         "context, qas with id, question and answers of text and answer_start)") from None
+                raise DataError(path, 0, f"{where} (data[{a}].paragraphs[{p}]): missing or malformed field {e} "
+                                         "(expected context, qas with id, question and answers of text and "
+                                         "answer_start)") from None
     if skipped:
-        print(f"{path}: skipped {skipped} questions of {skipped + len(examples)} whose answer is not in their context", file=sys.stderr)
+        print(f"{path}: skipped {skipped} questions of {skipped + len(examples)} whose answer is not in their context",
+              file=sys.stderr)
     return examples
 
 def squad_question(path, where, qa, context, lang, title, blank=False):
@@ -180,30 +161,18 @@ def squad_question(path, where, qa, context, lang, title, blank=False):
         raise DataError(path, 0, f"{where}: no answer (SQuAD v1.1 questions have one or more)")
     for text, start in answers:
         if not isinstance(text, str) or not text:
-            raise DataError(path, 0, f"{where}: an answer's text is empty (XTREME blanks the answers of its test files; "
-                                     "scores need the gold answers)")
+            raise DataError(path, 0, f"{where}: an answer's text is empty (XTREME blanks the answers of its test "
+                                     "files; scores need the gold answers)")
         if not isinstance(start, int) or isinstance(start, bool) or start < 0:
-            raise DataError(path, 0, f"{where}: answer_start {start!r} is not a character position (an integer from 0)")
+            raise DataError(path, 0, f"{where}: answer_start {start!r} is not a character position "
+                                     "(an integer from 0)")
         if context[start:start + len(text)] != text:
             raise DataError(path, 0, f"{where}: answer {text!r} is not at character {start} "
                                      f"of the context (found {context[start:start + len(text)]!r})")
     return Example(id=str(qa["id"]), lang=lang, text=qa["question"], pair=context, answers=answers, group=str(title))
 
-def squad_round_trips(path, lang):
-    """X-Mixup's round-trip translations of a SQuAD-format training set through `lang`
-    (squad.translate.train.en-<lang>-en.json, tydiqa.translate.train.en-<lang>-en.json): SQuAD v1.1
-    JSON, each question, context and answer under the id of the training question it renders (its
-    code adds _<lang> itself, xmixup/data/datasets/qa.py:222-223, and pairs by it,
-    data/tasks/qa.py:544-549). Read as a machine-translated training file: a question whose answer
-    is not where it says is left out and counted, as X-Mixup's code drops it (qa.py:238-239,
-    data/tasks/qa.py:196-201), and its source is then fed gold."""
-    return read_squad(path, lang, noisy=True)
-
 def squad_texts(path):
-    """{question id: (where, [question, context])} of a SQuAD v1.1 file that translates a split's
-    questions (translate-test): each question under the id of the one it translates. Its answers
-    are not read, as neither FILTER's nor X-Mixup's code reads a translation's. A question without
-    its text or context, or an id used twice, stops with the place."""
+    """{question id: (where, [question, context])} of a SQuAD file translating a split's questions (answers unread)."""
     articles = squad_articles(path)
     texts = {}
     for a, article in enumerate(articles):
@@ -213,20 +182,22 @@ def squad_texts(path):
                 context, questions = paragraph["context"], list(enumerate(paragraph["qas"]))
                 for q, qa in questions:
                     here, question_id = f"{where}, question {q}", str(qa["id"])
-                    if not (isinstance(context, str) and context.strip() and isinstance(qa["question"], str) and qa["question"].strip()):
-                        raise DataError(path, 0, f"{here}: the translation of {question_id!r} lacks its question or its context")
+                    if not (isinstance(context, str) and context.strip() and isinstance(qa["question"], str)
+                            and qa["question"].strip()):
+                        raise DataError(path, 0, f"{here}: the translation of {question_id!r} lacks its question "
+                                                 "or its context")
                     if question_id in texts:
-                        raise DataError(path, 0, f"question id {question_id!r} is used twice, in {texts[question_id][0]} and in {here}: "
-                                                 "a translation is paired with its question by id")
+                        raise DataError(path, 0, f"question id {question_id!r} is used twice, in "
+                                                 f"{texts[question_id][0]} and in {here}: a translation is paired "
+                                                 "with its question by id")
                     texts[question_id] = (here, [qa["question"].strip(), context])
             except (KeyError, TypeError, AttributeError) as e:
-                raise DataError(path, 0, f"{where}: missing or malformed field {e} (expected context, and qas with id and "
-                                         "question)") from None
+                raise DataError(path, 0, f"{where}: missing or malformed field {e} (expected context, and qas with "
+                                         "id and question)") from None
     return texts
 
 def squad_blanked(path):
-    """Whether a SQuAD file is one that XTREME's script blanked: every answer {"answer_start": 0,
-    "text": ""}, every question an article of its own, without a title."""
+    """Whether XTREME's script blanked a SQuAD file: every answer {"answer_start": 0, "text": ""}, no titles."""
     try:
         articles = json.loads(read_text(path))["data"]
         questions = [qa for article in articles for p in article["paragraphs"] for qa in p["qas"]]
@@ -236,9 +207,7 @@ def squad_blanked(path):
         return False  # read_squad says what is wrong with it
 
 def conlleval_tags(tagged, starts):
-    """A sentence's BIO tags, [(line, tag)], read as conlleval reads them: an I-x that starts a
-    span (after O, after a tag of another type, or first in the sentence) counts as B-x. Each
-    such tag is added to `starts` as (line, tag, the tag before it)."""
+    """A sentence's BIO tags, [(line, tag)], as conlleval reads them: an I-x starting a span is B-x (in `starts`)."""
     out, before = [], "O"
     for line, tag in tagged:
         if tag.startswith("I-") and before[2:] != tag[2:]:
@@ -252,17 +221,14 @@ def warn_of_span_starts(path, starts):
     """One line for a file whose BIO tags start spans with I- (conlleval_tags)."""
     if starts and os.environ.get("RANK", "0") == "0":
         line, tag, before = starts[0]
-        print(f"warning: {path}:{line}: {tag} follows {before}: read as the start of a span (B-{tag[2:]}), as conlleval reads it; "
-              f"{len(starts)} such tag{'s' * (len(starts) > 1)} in the file, on lines {', '.join(str(n) for n, _, _ in starts[:10])}"
-              f"{' ...' if len(starts) > 10 else ''}", file=sys.stderr)
+        print(f"warning: {path}:{line}: {tag} follows {before}: read as the start of a span (B-{tag[2:]}), as "
+              f"conlleval reads it; {len(starts)} such tag{'s' * (len(starts) > 1)} in the file, on lines "
+              f"{', '.join(str(n) for n, _, _ in starts[:10])}{' ...' if len(starts) > 10 else ''}", file=sys.stderr)
 
 COMMENT = re.compile(r"#\s*([\w.-]+)\s*[=:]\s*(.*)")  # a comment's key and value, the value free to hold = and :
 
 def read_tagged_words(path, lang, labels, bio=False):
-    """XTREME's word-tagging files (PAN-X, UD-POS), {train,dev,test}-<lang>.tsv: a word and its tag
-    per line (test files: the word alone, as XTREME writes them, or with its tag), a blank line
-    after each sentence; the id is the sentence's number. BIO tags (`bio`) are read as conlleval
-    reads them (conlleval_tags)."""
+    """XTREME's word-tagging files (PAN-X, UD-POS): a word TAB its tag a line (test: may be untagged); id: number."""
     examples, rows, starts = [], [], []
     for number, line in read_lines(path) + [(None, "")]:
         if line.strip():
@@ -274,8 +240,8 @@ def read_tagged_words(path, lang, labels, bio=False):
         bad = next(((n, len(cells)) for n, cells in rows if len(cells) > 2 or len(cells) != first), None)
         if bad:
             against = "" if bad[1] > 2 else f", the sentence's first line {first}"
-            raise DataError(path, bad[0], f"{bad[1]} tab-separated fields{against}: a line is a word and its tag, or (a test file) "
-                                          "the word alone, the same throughout a sentence")
+            raise DataError(path, bad[0], f"{bad[1]} tab-separated fields{against}: a line is a word and its tag, "
+                                          "or (a test file) the word alone, the same throughout a sentence")
         words = [cells[0] for _, cells in rows]
         tags = [(n, check_label(path, n, cells[1].strip(), labels)) for n, cells in rows] if first == 2 else None
         tags = tags and (conlleval_tags(tags, starts) if bio else [tag for _, tag in tags])
@@ -286,11 +252,7 @@ def read_tagged_words(path, lang, labels, bio=False):
     return examples
 
 def conll_sentences(path, columns):
-    """The sentences of a CoNLL-style file (comment lines, then one tab-separated row per word, a
-    blank line after each sentence) as (first line number, {comment key: value}, [(line number,
-    cells)]). A row with other than `columns` cells stops with the file and line, and so does a
-    sentence that runs into the next (a comment among its words, or its word numbers starting
-    again): the blank line between them is missing."""
+    """A CoNLL-style file's sentences as (first line, {comment key: value}, [(line, cells)])."""
     start, meta, rows, last = 0, {}, [], 0
     for number, line in read_lines(path):
         if not line.strip():
@@ -301,9 +263,11 @@ def conll_sentences(path, columns):
         start = start or number
         if line.startswith("#"):
             if rows:
-                raise DataError(path, number, "a comment line among a sentence's words: add the blank line that ends the sentence before it")
-            named = COMMENT.match(line)  # "# text = ...", xSID's and MTOD's "# intent: ...": the first = or : after the key
-            key, _, value = (named.group(1), "", named.group(2)) if named else line[1:].partition("=" if "=" in line else ":")
+                raise DataError(path, number, "a comment line among a sentence's words: add the blank line that ends "
+                                              "the sentence before it")
+            named = COMMENT.match(line)  # "# text = ...", xSID's and MTOD's "# intent: ...": the first = or : after it
+            key, _, value = ((named.group(1), "", named.group(2)) if named
+                             else line[1:].partition("=" if "=" in line else ":"))
             meta[key.strip()] = value.strip()
             continue
         cells = line.split("\t")
@@ -311,15 +275,15 @@ def conll_sentences(path, columns):
             raise DataError(path, number, f"{len(cells)} columns, expected {columns}")
         if cells[0].isdigit():
             if int(cells[0]) <= last:
-                raise DataError(path, number, f"word {cells[0]} after word {last}: add the blank line that ends the sentence before it")
+                raise DataError(path, number, f"word {cells[0]} after word {last}: add the blank line that ends the "
+                                              "sentence before it")
             last = int(cells[0])
         rows.append((number, cells))
     if rows:
         yield start, meta, rows
 
 def read_parallel_lines(source_path, target_path, source_lang, target_lang):
-    """Line-aligned parallel files (line i of each translates the other), such as Tatoeba's
-    tatoeba.<xxx>-eng.{xxx,eng}: two lists of Examples whose ids are line numbers."""
+    """Line-aligned parallel files (Tatoeba's tatoeba.<xxx>-eng.{xxx,eng}): two lists of Examples, ids line numbers."""
     sides = []
     for path, lang in ((source_path, source_lang), (target_path, target_lang)):
         lines = read_lines(path)
@@ -330,7 +294,8 @@ def read_parallel_lines(source_path, target_path, source_lang, target_lang):
             raise DataError(path, 0, "empty file")
         sides.append([Example(id=str(n), lang=lang, text=line.strip()) for n, line in lines])
     if len(sides[0]) != len(sides[1]):
-        raise DataError(target_path, 0, f"{len(sides[1])} lines against {len(sides[0])} in {source_path}: not line-aligned")
+        raise DataError(target_path, 0, f"{len(sides[1])} lines against {len(sides[0])} in {source_path}: "
+                                        "not line-aligned")
     return sides
 
 def read_tatoeba(directory, lang):
@@ -339,15 +304,15 @@ def read_tatoeba(directory, lang):
     return read_parallel_lines(d / f"tatoeba.{lang}-eng.eng", d / f"tatoeba.{lang}-eng.{lang}", "eng", lang)
 
 def read_jsonl_examples(path, labels):
-    """Extra labelled examples, one JSON object per line with id, lang, text and label (co-training's
-    pseudo-labels are written this way). An empty file has no examples."""
+    """Labelled examples, a JSON object a line with id, lang, text and label (as co-training writes pseudo-labels)."""
     out = []
     for number, line in read_lines(path):
         if not line.strip():
             continue
         try:
             row = json.loads(line)
-            example = Example(id=str(row["id"]), lang=row["lang"], text=row["text"], label=row["label"], where=f"{path}:{number}")
+            example = Example(id=str(row["id"]), lang=row["lang"], text=row["text"], label=row["label"],
+                              where=f"{path}:{number}")
         except (json.JSONDecodeError, KeyError, TypeError) as e:
             raise DataError(path, number, f"not an object with id, lang, text and label ({e})") from None
         if not isinstance(example.text, str) or not example.text.strip():
@@ -360,18 +325,15 @@ def read_jsonl_examples(path, labels):
     return out
 
 def read_extra_train(path, task):
-    """--extra-train's labelled examples, in the source language: a JSON-lines file of sentences
-    (read_jsonl_examples), or, for answer spans, a SQuAD v1.1 file's questions (FILTER trains
-    TyDiQA-GoldP with SQuAD v1.1's beside it: its Table 2's caption, run_xqa.py:1127-1144). An
-    id of the task's own training set is refused, since pairs and predictions are keyed by id."""
+    """--extra-train's examples: JSON lines, or for spans a SQuAD file's (FILTER's TyDiQA-GoldP, its Table 2)."""
     if task.level != "span":
         return read_jsonl_examples(path, task.labels)
     extra = read_squad(path, task.source)
     own = {e.id for e in task.train[task.source]}
     clash = next((e for e in extra if e.id in own), None)
     if clash is not None:
-        raise DataError(path, 0, f"question id {clash.id!r} ({clash.where}) is also one of the task's own training questions: "
-                                 "--extra-train adds other questions, under ids of their own")
+        raise DataError(path, 0, f"question id {clash.id!r} ({clash.where}) is also one of the task's own training "
+                                 "questions: --extra-train adds other questions, under ids of their own")
     return extra
 
 def first_existing(directory, names):

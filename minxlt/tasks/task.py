@@ -1,9 +1,5 @@
-"""A task: its labels, source and target languages, and examples per split and language (Task);
-its training split, read when a language is first asked for (or streamed, as the token cache
-builds an entry) and paired with the source by id (TrainSplit, Pairing); the Layout every
-benchmark's module fills in (where its files are and how a language's split is read); the checks
-of a split; Yu & Joty's few-shot sample (few_shot).
-"""
+"""A task (Task); its training split, read when a language is first asked for and paired with the source
+by id (TrainSplit, Pairing); the Layout each benchmark fills in; a split's checks; few_shot."""
 import math
 import random
 import re
@@ -15,10 +11,8 @@ from minxlt.errors import InputError, warn
 
 
 class TrainSplit(Mapping):
-    """A task's training examples, {lang: [Example]}, read from the files when a language is first
-    asked for: evaluation never reads them, and neither does a run whose token cache holds them
-    (token_cache.py). A language is checked as it is read, as `check_split` checks the other
-    splits, and a target's examples against the source's (`Pairing`)."""
+    """{lang: [Example]} read from the files when first asked for (evaluation, and a run whose token
+    cache holds them, never read them), checked as check_split checks, a target against the source."""
 
     def __init__(self, name, layout, source, langs, strict=False):
         self.name, self.layout, self.source, self.langs, self.strict = name, layout, source, list(langs), strict
@@ -49,17 +43,13 @@ class TrainSplit(Mapping):
         return len(self.langs)
 
     def read(self, lang):
-        """A language's examples, checked (`stream`, as a list); a target's source is read first and
-        kept, as the examples of every language asked for are (`self[lang]`)."""
+        """A language's examples, checked; a target's source is read first and kept."""
         if lang != self.source:
             self[self.source]
         return list(self.stream(lang))
 
     def stream(self, lang):
-        """A language's examples, checked, one at a time as its files are read, kept nowhere (the
-        token cache builds an entry from them): a target's are paired with the source's by id as
-        they come (Pairing), a translation without a source is not trained on; the checks of the
-        whole split (check_split, the pairing's counts) are made once the file is read."""
+        """A language's examples, checked, one at a time (for the token cache), a target's paired by id as they come."""
         file = self.file(lang)
         paired = lang != self.source and self.layout.paired_train
         pairing = Pairing(self.source_labels(), file, self.strict) if paired else None
@@ -68,26 +58,24 @@ class TrainSplit(Mapping):
             count.add(e)
             if pairing is None or pairing.keep(e):
                 yield e
-        if lang == self.source or self.layout.labelled_translations:  # untagged translations are not refused as unlabelled
+        if lang == self.source or self.layout.labelled_translations:  # untagged translations are not "unlabelled"
             count.check(self.name, "train", lang, self.source, file)
         if pairing is not None:
             pairing.finish(count.examples)
 
     @property
     def labelled_translations(self):
-        """Whether a target's training examples carry labels, as translate-train needs (FILTER's
-        translations of XTREME's UD-POS and PAN-X carry none: word labels do not carry over)."""
+        """Whether a target's training examples carry labels (FILTER's of XTREME's tagging sets do not)."""
         return self.layout is None or self.layout.labelled_translations
 
     def source_labels(self):
-        """{id: (label, where it was read)} of the source's examples, what a target's are checked
-        against, read once (the source's examples themselves are not kept)."""
+        """{id: (label, where it was read)} of the source's examples, read once, to check a target's against."""
         if self.table is None:
             self.table = label_table(self.examples.get(self.source) or self.stream(self.source))
         return self.table
 
     def file(self, lang):
-        """The file a language's training examples are read from, for messages (None for a split given in memory)."""
+        """The file a language's training examples are read from, for messages (None for a split in memory)."""
         return self.layout.split_file(lang, "train") if self.layout is not None else None
 
     def release(self):
@@ -98,9 +86,7 @@ class TrainSplit(Mapping):
             self.table = None
 
     def files(self, lang):
-        """The files whose bytes decide a language's training examples: its own, and for a target
-        the source's, which its examples are checked against; None where the layout does not name
-        them (then only reading the examples tells what they are)."""
+        """The files whose bytes decide a language's training examples (a target's: the source's too), or None."""
         own = self.layout and self.layout.train_files(lang)
         if own is None:
             return None
@@ -108,21 +94,17 @@ class TrainSplit(Mapping):
         return files if all(f.is_file() for f in files) else None
 
     def reader(self):
-        """What turns the files into examples, for the token cache's key: the layout's name, the
-        source language, and whether translations that do not pair are refused (--strict-data)."""
+        """What turns the files into examples, for the token cache's key: layout, source, --strict-data."""
         return [type(self.layout).__name__, self.source] + (["strict"] if self.strict else [])
 
 class RoundTrips:
-    """The round-trip translations of the source's training texts through each target language
-    (source -> target -> source: X-Mixup's translate-train-en, for its scheduled sampling), read
-    from the files of `pattern` (a path with {lang}) by the layout's reader (Layout.each_round_trip),
-    each with its source example's id and label; one without a source example is left out. Shaped
-    as a TrainSplit for the token cache: {lang: [Example]}, `stream`, `files`, `reader`."""
+    """X-Mixup's round trips of the source's training texts, from `pattern` ({lang}), shaped as a TrainSplit."""
 
     def __init__(self, train, pattern):
         self.train, self.pattern, self.layout = train, pattern, train.layout
         if self.layout is None:
-            raise InputError("--round-trip reads a task's files: it does not go with a few-shot sample (--train-fraction, --translated)")
+            raise InputError("--round-trip reads a task's files: it does not go with a few-shot sample "
+                             "(--train-fraction, --translated)")
         self.langs = [lang for lang in train.langs if self.path(lang).is_file()]
 
     def path(self, lang):
@@ -138,8 +120,9 @@ class RoundTrips:
                 kept += 1
                 yield replace(e, label=sources[e.id][0])
         if not kept:
-            raise InputError(f"{self.path(lang)}: none of its rows is the round trip of a training example of {self.source} "
-                             "(rows are paired with the source's by line or id): check that it translates this task's training file")
+            raise InputError(f"{self.path(lang)}: none of its rows is the round trip of a training example of "
+                             f"{self.source} (rows are paired with the source's by line or id): check that it "
+                             "translates this task's training file")
 
     @property
     def source(self):
@@ -155,10 +138,8 @@ class RoundTrips:
     def release(self):
         self.train.release()
 
-
 def pair_by_id(sources, targets, path, strict=False):
-    """{id: (source, [its translations])}: a target language's training examples (read from
-    `path`) paired with the source's by id, as Pairing pairs them."""
+    """{id: (source, [its translations])}: a target's training examples (from `path`) paired as Pairing does."""
     by_id = {e.id: (e, []) for e in sources}
     pairing = Pairing(label_table(sources), path, strict)
     for t in targets:
@@ -172,12 +153,8 @@ def label_table(sources):
     return {e.id: (e.label, e.where or e.lang) for e in sources}
 
 class Pairing:
-    """A target language's training examples (read from `path`) paired with the source's by id,
-    one at a time (`keep`: whether it has a source), against `sources`: {id: (label, where)}. A
-    translation labelled otherwise than its source is refused, naming both lines. Once the file is
-    read (`finish`), translations without a source and sources without a translation are said once
-    per file, with their count and first ids; they are refused where `strict` is set, or where most
-    of the file's examples have no source."""
+    """A target's training examples paired with the source's by id, one at a time (`keep`); a label
+    that differs is refused, and orphans are said once per file (refused when `strict` or most are)."""
 
     def __init__(self, sources, path, strict=False):
         self.sources, self.path, self.strict = sources, path, strict
@@ -190,8 +167,8 @@ class Pairing:
             return False
         label, where = self.sources[t.id]
         if label is not None and t.label is not None and label != t.label:
-            raise InputError(f"{t.where or self.path}: the translation of {t.id!r} is labelled {t.label!r}, and its source "
-                             f"({where}) {label!r}: a translation keeps its source's label")
+            raise InputError(f"{t.where or self.path}: the translation of {t.id!r} is labelled {t.label!r}, and its "
+                             f"source ({where}) {label!r}: a translation keeps its source's label")
         self.translated.add(t.id)
         return True
 
@@ -202,11 +179,13 @@ class Pairing:
         untranslated = [id for id in self.sources if id not in self.translated]
         problems = ([f"{self.orphans} of its {examples} examples have no source example of the same id (first: "
                      f"{', '.join(map(repr, self.first_orphans))}): they are left out"] if self.orphans else []) + \
-                   ([f"{len(untranslated)} of the {len(self.sources)} source examples have no translation in it (first: "
-                     f"{', '.join(map(repr, untranslated[:5]))})"] if untranslated else [])
+                   ([f"{len(untranslated)} of the {len(self.sources)} source examples have no translation in it "
+                     f"(first: {', '.join(map(repr, untranslated[:5]))})"] if untranslated else [])
         if problems and (self.strict or self.orphans > examples / 2):
-            raise InputError(f"{self.path} does not pair with the source's training examples by id: {'; '.join(problems)}"
-                             + ("" if self.strict else "; most of it does not pair, so it is refused") + ": check that it is this task's translation")
+            raise InputError(f"{self.path} does not pair with the source's training examples by id: "
+                             f"{'; '.join(problems)}"
+                             + ("" if self.strict else "; most of it does not pair, so it is refused")
+                             + ": check that it is this task's translation")
         if problems and self.path not in WARNED:
             WARNED.add(self.path)
             warn(f"{self.path}: {'; '.join(problems)} (--strict-data refuses this)")
@@ -220,7 +199,7 @@ class Task:
     labels: list
     source: str
     targets: list
-    train: TrainSplit  # {lang: [Example]}, read when asked for; target languages hold the translations of the source's examples
+    train: TrainSplit  # {lang: [Example]}, read when asked for; a target's translate the source's examples
     dev: dict
     test: dict
     level: str = "sentence"  # or "word": a label per word (BIO slots, POS); or "span": extractive QA (levels.LEVELS)
@@ -230,17 +209,16 @@ class Task:
     max_answer_length: int = 30  # QA: the longest answer predicted, in tokens
     parallel: bool = True  # dev and test parallel across languages by id (CKA, retrieval and the oracle need it)
     translations: str = "the target languages' training files"  # where training translations come from, for messages
-    test_translations: str | None = None  # the test texts' translations as the data folder has them (--test-translations)
-    pos_metric: str = "accuracy"  # tags that are not BIO spans (POS): selected and reported by word accuracy, or "f1" (levels.chunk_counts)
+    test_translations: str | None = None  # the test texts' translations as the data folder has them
+    pos_metric: str = "accuracy"  # POS tags: selected and reported by word accuracy, or "f1" (levels.chunk_counts)
 
     def __post_init__(self):
         if not isinstance(self.train, TrainSplit):
             self.train = TrainSplit.given(self.train)
 
 class Layout:
-    """Where a task's files are and how each language's split is read: `read(lang, split)` gives
-    its examples. A task's languages are the ones whose files are in its folder (`found`);
-    `langs` lists the released data set's, which are read in that order, the others after them."""
+    """Where a task's files are and how a language's split is read (`read(lang, split)`); its languages
+    are those with files in the folder (`found`), in the order of `langs`, the others after them."""
     langs: list
     pattern: str    # a language's files, for messages
     labels: list
@@ -248,11 +226,11 @@ class Layout:
     level: str = "sentence"
     intents: list | None = None
     needs_data = True
-    parallel = True        # whether dev and test are parallel across languages, by example id (CKA, retrieval, the oracle)
-    translations = "the target languages' training files"  # where translations of the training set come from, for messages
-    paired_train = True    # a target's training examples translate the source's (MARC's are other reviews: not paired)
-    labelled_translations = True  # a target's training examples carry labels (FILTER's translations of XTREME's tagging sets: none)
-    pos_metric = "accuracy"  # POS tags: the first score and the one selected on ("f1": seqeval's, as XTREME scores UD-POS)
+    parallel = True        # whether dev and test are parallel across languages, by example id (CKA, retrieval, oracle)
+    translations = "the target languages' training files"  # where translations of the training set come from
+    paired_train = True    # a target's training examples translate the source's (MARC's are other reviews)
+    labelled_translations = True  # a target's training examples carry labels (FILTER's of XTREME's tagging sets: none)
+    pos_metric = "accuracy"  # POS tags: the score selected on ("f1": seqeval's, as XTREME scores UD-POS)
     tokenizer = None       # the run's tokenizer, where reading needs one (load_task): tagging translations' segments
 
     @classmethod
@@ -274,8 +252,7 @@ class Layout:
         return set(self.langs)
 
     def split_file(self, lang, split):
-        """The file a language's split is read from, for messages: `pattern` with the language and,
-        where it offers the split by name ({train,dev,test}), the split."""
+        """The file a language's split is read from, for messages: `pattern` with the language and split."""
         name = re.sub(r"\{([^}]*)\}", lambda m: split if split in m.group(1).split(",") else m.group(0), self.pattern)
         return self.directory / name.replace("<lang>", lang) if self.directory else name
 
@@ -295,13 +272,11 @@ class Layout:
         return self.once((self.source, "train"), lambda: self.read(self.source, "train"))
 
     def stream(self, lang):
-        """A language's training examples, one at a time as its file is read, where the layout's
-        reader can (the token cache's build then holds a chunk of them at a time); else its list."""
+        """A language's training examples, one at a time where the reader can (else its list)."""
         return self.read(lang, "train")
 
     def train_files(self, lang):
-        """The files a language's training examples are read from, where the token cache may name
-        an entry by their bytes (sentence-level layouts); None: only reading tells."""
+        """The files of a language's training examples, for the token cache's key; None: only reading tells."""
         return None
 
     def round_trip(self):
@@ -309,23 +284,20 @@ class Layout:
         return {}
 
     def each_round_trip(self, path, lang):
-        """The round-trip translations of the source's training texts through `lang`, read from
-        `path` (--round-trip), each with the id of the source example it renders (RoundTrips)."""
-        raise InputError(f"--round-trip: task {type(self).__name__.lower()} has no reader of round-trip translations; X-Mixup's "
-                         "are read for XNLI, PAWS-X, XTREME's UD-POS and PAN-X, and the QA tasks trained on SQuAD or TyDiQA-GoldP's English "
-                         "(mlqa, XTREME's xquad, tydiqa)")
+        """X-Mixup's round trips of the source's training texts through `lang` (--round-trip), with their ids."""
+        raise InputError(f"--round-trip: task {type(self).__name__.lower()} has no reader of round-trip translations; "
+                         "X-Mixup's are read for XNLI, PAWS-X, XTREME's UD-POS and PAN-X, and the QA tasks trained on "
+                         "SQuAD or TyDiQA-GoldP's English (mlqa, XTREME's xquad, tydiqa)")
 
     def test_translations(self):
-        """The test texts' translations into the source language as the data folder has them
-        (--test-translations' default): XTREME's translate-test/test-<lang>-en-translated.tsv, as
-        XTREME's layout has them and download.py translations adds them to XNLI's; else None."""
+        """--test-translations' default: XTREME's translate-test/test-<lang>-en-translated.tsv, where there."""
         folder = self.directory / "translate-test" if self.directory else None
-        return str(folder / "test-{lang}-en-translated.tsv") if folder and any(folder.glob("test-*-en-translated.tsv")) else None
+        return (str(folder / "test-{lang}-en-translated.tsv") if folder and any(folder.glob("test-*-en-translated.tsv"))
+                else None)
 
 def check_split(name, split, lang, examples, source, file):
-    """Refuse what would be scored as nothing: an empty split of the source, or a target without
-    test examples (a score of no examples would be a silent 0); training and dev examples
-    without labels; a split of a language that is partly labelled. `file`: where the split is read."""
+    """Refuse what would be scored as nothing (an empty source split, a target without test examples) and
+    unlabelled or partly labelled splits (test files may be wholly unlabelled). `file`: for messages."""
     count = Counts()
     for e in examples:
         count.add(e)
@@ -347,23 +319,23 @@ class Counts:
     def check(self, name, split, lang, source, file):
         where = f"(read from {file})"
         if not self.examples and (lang == source or split == "test"):
-            raise InputError(f"task {name}: no {split} examples in {lang} {where}; check the file, or leave the language out "
-                             "of --source-lang/--target-langs")
+            raise InputError(f"task {name}: no {split} examples in {lang} {where}; check the file, or leave the "
+                             "language out of --source-lang/--target-langs")
         if self.unlabelled and (split != "test" or self.unlabelled < self.examples):
-            raise InputError(f"task {name}: {self.unlabelled} of the {self.examples} {split} examples in {lang} have no label, "
-                             f"first {self.first_unlabelled!r} {where}; " + ("only test files may be unlabelled (XTREME's are)" if split != "test"
-                                                                            else "a test file is labelled throughout or not at all"))
+            raise InputError(f"task {name}: {self.unlabelled} of the {self.examples} {split} examples in {lang} have "
+                             f"no label, first {self.first_unlabelled!r} {where}; "
+                             + ("only test files may be unlabelled (XTREME's are)" if split != "test"
+                                else "a test file is labelled throughout or not at all"))
 
 def few_shot(task, fraction=1.0, translated=None, seed=0):
-    """Yu & Joty's few-shot settings: a sample of the source's training examples (`fraction`, drawn
-    per label so that every label keeps at least one; the paper's 1.2% is 0.012), of which only
-    `translated` keep their translations (the paper's 200). Dev and test are untouched."""
+    """Yu & Joty's few-shot settings: a per-label sample of the source's training examples (`fraction`, at
+    least one a label; the paper's 1.2% is 0.012), only `translated` of them with translations (the paper's 200)."""
     rng = random.Random(f"{seed}/few-shot")
     by_label = {}
     for e in task.train[task.source]:
         by_label.setdefault(e.label, []).append(e)
-    kept = sorted((e for examples in by_label.values() for e in rng.sample(examples, max(1, math.ceil(fraction * len(examples))))),
-                  key=lambda e: e.id)
+    kept = sorted((e for examples in by_label.values()
+                   for e in rng.sample(examples, max(1, math.ceil(fraction * len(examples))))), key=lambda e: e.id)
     ids = [e.id for e in kept]
     with_translation = set(ids if translated is None else rng.sample(ids, min(translated, len(ids))))
     train = {task.source: kept}

@@ -1,6 +1,5 @@
-"""Universal Dependencies: UPOS tagging. UD PUD's 1,000 parallel sentences, split by id (Udpos);
-or XTREME's UD-POS, every treebank of a language, as XTREME's scripts write it (XtremeUdpos), and
-how those scripts read a treebank (xtreme_sentences), which download.py udpos-xtreme follows."""
+"""UPOS tagging: UD PUD's parallel sentences split by id (Udpos), or XTREME's UD-POS (XtremeUdpos) and how
+XTREME's scripts read a treebank (xtreme_sentences, which download.py udpos-xtreme follows)."""
 import zlib
 from pathlib import Path
 
@@ -16,15 +15,13 @@ UPOS_LABELS = ("ADJ", "ADP", "ADV", "AUX", "CCONJ", "DET", "INTJ", "NOUN", "NUM"
 
 UDPOS_LANGS = ["en", "de", "fr", "ru", "zh", "hi"]
 
-XTREME_UDPOS_LANGS = ("af ar bg de el en es et eu fa fi fr he hi hu id it ja kk ko mr nl pt ru ta te th tl tr ur vi yo zh "
-                      "lt pl uk wo ro").split()  # utils_preprocess.py's UDPOS_LANGUAGES: XTREME's (UD v2.5), then XTREME-R's (v2.7)
+# utils_preprocess.py's UDPOS_LANGUAGES: XTREME's (UD v2.5), then XTREME-R's (v2.7)
+XTREME_UDPOS_LANGS = ("af ar bg de el en es et eu fa fi fr he hi hu id it ja kk ko mr nl pt ru ta te th tl tr ur vi yo "
+                      "zh lt pl uk wo ro").split()
 
 def read_conllu(path, lang):
-    """CoNLL-U (Universal Dependencies): one Example per sentence, its words and their UPOS tags.
-    The words are the syntactic words, the units that are tagged (German "zur" is read as "zu
-    dem"): multi-word token ranges ("5-6") and empty nodes ("7.1") are skipped. The id is the
-    sentence's `# parallel_id` without its corpus prefix ("pud/n01001011" -> "n01001011"), or its
-    `# sent_id` where there is none (PUD Russian), so that translations of a sentence share an id."""
+    """CoNLL-U: an Example a sentence, its syntactic words ("zur" is "zu dem") and UPOS tags; id: `# parallel_id`
+    without its prefix ("pud/n01001011" -> "n01001011"), else `# sent_id` (PUD Russian), shared by translations."""
     examples, ids = [], []
     for start, meta, rows in conll_sentences(path, 10):
         words, tags = [], []
@@ -49,14 +46,12 @@ def read_conllu(path, lang):
     return examples
 
 def ud_split(id):
-    """The split of a UD PUD sentence, from its id alone, so that it is the same in every language
-    and no test sentence is seen in any language during training: 70% train, 10% dev, 20% test."""
+    """A UD PUD sentence's split from its id alone (the same in every language): 70% train, 10% dev, 20% test."""
     bucket = zlib.crc32(id.encode()) % 10
     return "test" if bucket < 2 else "dev" if bucket == 2 else "train"
 
 class Udpos(Layout):
-    """UD PUD's <data>/<lang>_pud-ud-test.conllu, split by sentence id (`ud_split`); a folder with
-    test-<lang>.tsv files is XTREME's (XtremeUdpos)."""
+    """UD PUD's <data>/<lang>_pud-ud-test.conllu, split by sentence id; a folder of test-<lang>.tsv is XtremeUdpos."""
     langs, labels, level, pattern = UDPOS_LANGS, list(UPOS_LABELS), "word", "<lang>_pud-ud-test.conllu"
 
     @classmethod
@@ -70,18 +65,8 @@ class Udpos(Layout):
         examples = read_conllu(self.directory / f"{lang}_pud-ud-test.conllu", lang)
         return [e for e in examples if ud_split(e.id) == split]
 
-
 class XtremeUdpos(XmixupTranslations, FilterTranslations, Udpos):
-    """UD-POS as XTREME writes it (utils_preprocess.py, udpos_preprocess): <data>/{train,dev,test}-<lang>.tsv,
-    a word and its UPOS tag per line (test files: the word alone), a blank line after each sentence,
-    every treebank of a language joined. Its sentences are not parallel across languages, the
-    targets' own training files are not translations (zero-shot transfer does not train on them),
-    and a language without a dev file (many have only a test set) has no dev examples. XTREME has
-    no translations of UD-POS; FILTER's, where the folder has them, are a target's training
-    examples, untagged (FilterTranslations), or X-Mixup's, with their soft labels, where a run
-    names them (--soft-labels, XmixupTranslations). XTREME scores POS, and selects its model on
-    dev, by seqeval's F1 over the tags (third_party/run_tag.py), as FILTER's and X-Mixup's scripts
-    do: so does a run here (levels.chunk_counts), word accuracy reported beside it."""
+    """XTREME's UD-POS, <data>/{train,dev,test}-<lang>.tsv, scored by seqeval's F1 as XTREME's run_tag.py does."""
     langs, pattern = XTREME_UDPOS_LANGS, "{train,dev,test}-<lang>.tsv"
     parallel = False
     pos_metric = "f1"
@@ -97,11 +82,8 @@ class XtremeUdpos(XmixupTranslations, FilterTranslations, Udpos):
             return []
         return read_tagged_words(path, lang, self.labels)
 
-
 class ConverterStops(DataError):
-    """Where XTREME's converter (ud-conversion-tools' conllu_to_conll.py) stops on a CoNLL-U file:
-    reading it, or converting its sentences, before it writes anything (download_data.sh goes on,
-    so XTREME's data leaves the file out); or while writing (xtreme_sentences)."""
+    """Where XTREME's converter (conllu_to_conll.py) stops on a CoNLL-U file, before or while writing it."""
 
 # conllu_to_conll.py: where a multi-word token's words are equally near the root, the first whose tag
 # comes earliest in its language's list gives the token its tag; a tag not in the list stops the file
@@ -110,18 +92,8 @@ POS_PRECEDENCE = {"es": "VERB AUX PRON ADP DET", "fr": "VERB AUX PRON NOUN ADJ A
 DEFAULT_PRECEDENCE = "VERB NOUN PROPN PRON ADJ NUM ADV INTJ AUX ADP DET PART CCONJ SCONJ X PUNCT"
 
 def xtreme_sentences(path, text, lang):
-    """(sentences, stop): the sentences, [(words, tags)], that XTREME's UD-POS keeps of a CoNLL-U
-    file, and where its converter stops writing the file, or None. download_data.sh converts it
-    with conllu_to_conll.py --replace_subtokens_with_fused_forms (each multi-word token one word:
-    `fused_words`; empty nodes skipped; a sentence ends at a blank line, so one the file does not
-    end with is lost), then utils_preprocess.py's udpos_preprocess reads the FORM and UPOS columns
-    and keeps a sentence unless all its forms, or all but one, are "_" (treebanks released without
-    their text), with zero-width non-joiners and spaces taken out of the words. The converter reads
-    and converts every sentence, then writes them in turn and stops at a sentence without words
-    (conll.py's write_conll: max() of no words), its file holding the sentences before it, which
-    udpos_preprocess reads: `stop`, a ConverterStops, says where, and only those sentences are
-    kept. Raises ConverterStops where the converter stops before writing, DataError where the file
-    is not CoNLL-U."""
+    """(sentences [(words, tags)] XTREME's UD-POS keeps of a CoNLL-U file, where the converter stops writing or None),
+    as conllu_to_conll.py --replace_subtokens_with_fused_forms and udpos_preprocess make them (docs/data.md)."""
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
     sentences, words, ranges, start, stop, written = [], [], {}, None, None, None
     for number, line in enumerate(lines[:-1] if lines[-1] == "" else lines, start=1):
@@ -143,7 +115,8 @@ def xtreme_sentences(path, text, lang):
         cells = line.split("\t")
         if len(cells) != 10:
             raise ConverterStops(path, number, f"{len(cells)} columns, expected 10")
-        id, head, deps = conllu_id(path, number, cells[0]), conllu_id(path, number, cells[6]), enhanced_heads(path, number, cells[8])
+        id, head, deps = (conllu_id(path, number, cells[0]), conllu_id(path, number, cells[6]),
+                          enhanced_heads(path, number, cells[8]))
         if isinstance(id, tuple):
             ranges[id[0]] = (number, id, cells[1])
         elif id is not None:
@@ -153,8 +126,7 @@ def xtreme_sentences(path, text, lang):
     return (sentences, None) if stop is None else (sentences[:written], stop)
 
 def conllu_id(path, line, cell):
-    """An ID or HEAD cell as conllu_to_conll.py reads it: a word's number, a multi-word token's
-    range (first, last), or None for an empty node's decimal number and "_"."""
+    """An ID or HEAD cell as conllu_to_conll.py reads it: a word's number, a range (first, last), or None (7.1, _)."""
     if cell == "_" or "." in cell:
         return None
     try:
@@ -176,15 +148,14 @@ def enhanced_heads(path, line, cell):
     return heads
 
 def fused_words(path, line, words, ranges, lang):
-    """A sentence's forms and UPOS tags as conllu_to_conll.py --replace_subtokens_with_fused_forms
-    leaves them: a multi-word token's words are one word, the token's form with the tag of its word
-    nearest the root (fewest ancestors over the basic and enhanced heads), ties broken by
-    POS_PRECEDENCE. `words`: (line, number, form, upos, heads) per word; `ranges`: (line, (first,
-    last), form) per multi-word token; `line`: the sentence's first."""
+    """A sentence's forms and tags with each multi-word token one word: its form, the tag of its word nearest the
+    root (ties: POS_PRECEDENCE). `words`: (line, number, form, upos, heads); `ranges`: (line, (first, last), form)."""
     numbers = [number for _, number, _, _, _ in words]
     if numbers != list(range(1, len(words) + 1)):
-        raise DataError(path, line, f"word numbers {numbers[:10]}: a sentence's words are numbered 1, 2, ... in order")
-    outside = next(((n, head) for n, _, _, _, parents in words for head in parents if not 0 <= head <= len(words)), None)
+        raise DataError(path, line, f"word numbers {numbers[:10]}: a sentence's words are numbered 1, 2, ... in "
+                                    "order")
+    outside = next(((n, head) for n, _, _, _, parents in words for head in parents if not 0 <= head <= len(words)),
+                   None)
     if outside:
         raise DataError(path, outside[0], f"head {outside[1]} is not a word of the sentence (it has {len(words)})")
     heads = {number: parents for _, number, _, _, parents in words}
@@ -192,13 +163,15 @@ def fused_words(path, line, words, ranges, lang):
     for at, (first, last), form in ranges.values():
         span = list(range(first, last + 1))
         if last < first or any(n not in heads for n in span):
-            raise ConverterStops(path, at, f"multi-word token {first}-{last} is not a range of the sentence's words")
+            raise ConverterStops(path, at, f"multi-word token {first}-{last} is not a range of the sentence's "
+                                           "words")
         depth = {n: len(ancestors(n, heads)) for n in span}
         top = [n for n in span if depth[n] == min(depth.values())]
         order = POS_PRECEDENCE.get(lang, DEFAULT_PRECEDENCE).split()
         if len(top) > 1 and any(tags[n - 1] not in order for n in top):
-            raise ConverterStops(path, at, f"multi-word token {first}-{last}: its words {', '.join(map(str, top))} are equally near "
-                                             f"the root and a tag of theirs is not in conllu_to_conll.py's list for {lang!r}")
+            raise ConverterStops(path, at, f"multi-word token {first}-{last}: its words {', '.join(map(str, top))} are "
+                                           "equally near the root and a tag of theirs is not in conllu_to_conll.py's "
+                                           f"list for {lang!r}")
         head = top[0] if len(top) == 1 else min(top, key=lambda n: order.index(tags[n - 1]))
         forms[head - 1] = form.strip()
         for n in span:

@@ -1,5 +1,4 @@
-"""XNLI (Conneau et al. 2018): XNLI-1.0's dev and test, XNLI-MT-1.0's machine-translated training sets, as
-released; or as XTREME writes them (XtremeXnli)."""
+"""XNLI (Conneau et al. 2018): XNLI-1.0's dev and test and XNLI-MT-1.0's training sets as released, or XTREME's."""
 from pathlib import Path
 
 from data import Example
@@ -13,8 +12,7 @@ XNLI_LABELS = ("entailment", "neutral", "contradiction")
 XNLI_LANGS = ["en", "fr", "es", "de", "el", "bg", "ru", "tr", "ar", "vi", "th", "zh", "hi", "sw", "ur"]
 
 def read_xnli(path, lang):
-    """XNLI-1.0 xnli.{dev,test}.tsv: all languages in one file, parallel by pairID. The columns read
-    must be filled; the others may be empty, as the release's parse columns are."""
+    """XNLI-1.0 xnli.{dev,test}.tsv: every language in one file, parallel by pairID; unread columns may be empty."""
     lines = read_lines(path)
     columns = lines[0][1].split("\t") if lines else []
     needed = {"language", "gold_label", "sentence1", "sentence2", "pairID"}
@@ -26,30 +24,23 @@ def read_xnli(path, lang):
                     label=check_label(path, n, r["gold_label"], XNLI_LABELS), where=f"{path}:{n}") for n, r in rows]
 
 def read_xnli_mt(path, lang):
-    """XNLI-MT multinli.train.<lang>.tsv (premise, hypo, label): machine translations of MultiNLI,
-    parallel by line, so the id is the line number. Known to be noisy: bad rows are skipped."""
+    """XNLI-MT multinli.train.<lang>.tsv (premise, hypo, label), parallel by line (the id); noisy: bad rows skipped."""
     return list(each_xnli_mt(path, lang))
 
 def each_xnli_mt(path, lang):
-    """read_xnli_mt's examples, one at a time as the file is read."""
     for n, r in each_tsv(path, ("premise", "hypo", "label"), noisy=lang != "en"):
         label = "contradiction" if r["label"] == "contradictory" else r["label"]  # the files say "contradictory"
-        yield Example(id=str(n), lang=lang, text=r["premise"], pair=r["hypo"], label=check_label(path, n, label, XNLI_LABELS),
-                      where=f"{path}:{n}")
+        yield Example(id=str(n), lang=lang, text=r["premise"], pair=r["hypo"],
+                      label=check_label(path, n, label, XNLI_LABELS), where=f"{path}:{n}")
 
 def each_round_trip(path, lang):
-    """X-Mixup's round-trip translations of XNLI-MT's English training set through `lang`
-    (translate-train-en/multinli.train.<lang>-en.tsv): premise, hypothesis (and a label, unread)
-    per line, line i the round trip of line i of multinli.train.en.tsv, whose first line, a header,
-    this file's first line stands for (X-Mixup's xnli.py reads both from their second line). The
-    id is the line number, as read_xnli_mt numbers the English lines. Bad rows are skipped and counted."""
+    """X-Mixup's round trips of XNLI-MT's English through `lang`: line i (the id) renders English line i."""
     for n, r in each_tsv(path, ("premise", "hypo", "label"), header=False, noisy=True, optional=1):
         if n > 1:
             yield Example(id=str(n), lang=lang, text=r["premise"], pair=r["hypo"], where=f"{path}:{n}")
 
 class Xnli(Layout):
-    """<data>/XNLI-1.0/xnli.{dev,test}.tsv and <data>/XNLI-MT-1.0/multinli/multinli.train.<lang>.tsv,
-    as released; a folder with train-en.tsv is XTREME's (XtremePairs)."""
+    """<data>/XNLI-1.0/xnli.{dev,test}.tsv, XNLI-MT-1.0/multinli/multinli.train.<lang>.tsv; train-en.tsv: XTREME's."""
     langs, labels, pattern = XNLI_LANGS, list(XNLI_LABELS), "XNLI-MT-1.0/multinli/multinli.train.<lang>.tsv"
 
     @classmethod
@@ -71,7 +62,8 @@ class Xnli(Layout):
         return [self.directory / "XNLI-MT-1.0" / "multinli" / f"multinli.train.{lang}.tsv"]
 
     def split_file(self, lang, split):
-        return self.train_files(lang)[0] if split == "train" else self.directory / "XNLI-1.0" / f"xnli.{split}.tsv"
+        return (self.train_files(lang)[0] if split == "train"
+                else self.directory / "XNLI-1.0" / f"xnli.{split}.tsv")
 
     def each_round_trip(self, path, lang):
         return each_round_trip(path, lang)

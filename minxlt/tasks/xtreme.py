@@ -1,5 +1,4 @@
-"""XNLI and PAWS-X as XTREME writes them: its csv-quoted pair files, and its translations of the English
-training set (not csv-quoted, noisy)."""
+"""XNLI and PAWS-X as XTREME writes them: csv-quoted pair files, and translations of the English training set."""
 import itertools
 from collections import Counter
 
@@ -10,24 +9,18 @@ from minxlt.tasks.task import Layout
 
 
 def read_xtreme_pairs(path, lang, labels):
-    """XTREME's XNLI and PAWS-X files, {train,dev,test}-<lang>.tsv: text, second text, label (test
-    files: none), csv-quoted, no header; parallel across languages by row, so the id is the row's
-    number."""
+    """XTREME's {train,dev,test}-<lang>.tsv: text, second text, label (test: none), csv-quoted; id: the row number."""
     return list(each_xtreme_pairs(path, lang, labels))
 
 def each_xtreme_pairs(path, lang, labels):
-    """read_xtreme_pairs's examples, one at a time as the file is read."""
-    for i, (n, r) in enumerate(each_tsv(path, ("text", "pair", "label"), header=False, quoted=True, optional=1), start=1):
+    for i, (n, r) in enumerate(each_tsv(path, ("text", "pair", "label"), header=False, quoted=True, optional=1),
+                               start=1):
         label = r.get("label")
-        yield Example(id=str(i), lang=lang, text=r["text"], pair=r["pair"], label=label and check_label(path, n, label, labels),
-                      where=f"{path}:{n}")
+        yield Example(id=str(i), lang=lang, text=r["text"], pair=r["pair"],
+                      label=label and check_label(path, n, label, labels), where=f"{path}:{n}")
 
 def read_xtreme_translations(path, lang, labels, sources):
-    """XTREME's translate-train files, translate-train/en-<lang>-translated.tsv, as they came from
-    the translation system: not csv-quoted, and noisy (bad rows are skipped and counted). A row is
-    English text, English second text, their translations and the label, and is paired with the
-    source example of the same English texts; a row of three columns (text, second text, label)
-    is the translation of the source example of its row number."""
+    """XTREME's translate-train/en-<lang>-translated.tsv (noisy), paired by English texts or (3 columns) by row."""
     return list(each_xtreme_translations(path, lang, labels, lambda: english_texts(sources)))
 
 def english_texts(sources):
@@ -38,8 +31,7 @@ def english(text, pair):
     return " ".join(text.split()), " ".join(pair.split())
 
 def each_xtreme_translations(path, lang, labels, texts):
-    """read_xtreme_translations's examples, one at a time as the file is read (`texts`: a function
-    giving english_texts of the source's examples, called where the rows name their English texts)."""
+    """read_xtreme_translations's examples, one at a time (`texts()`: english_texts of the source's, where needed)."""
     with open_text(path) as f:
         head = list(utf8(path, itertools.islice(f, 1000)))
     wide = bool(head) and Counter(line.count("\t") for line in head).most_common(1)[0][0] == 4  # most rows' columns
@@ -51,18 +43,17 @@ def each_xtreme_translations(path, lang, labels, texts):
         if id is None:
             unpaired += 1
             continue
-        label = "contradiction" if r["label"] == "contradictory" else r["label"]  # XNLI's translations say "contradictory"
+        label = "contradiction" if r["label"] == "contradictory" else r["label"]  # as XNLI's translations say it
         kept += 1
-        yield Example(id=id, lang=lang, text=r["text"], pair=r["pair"], label=check_label(path, n, label, labels), where=f"{path}:{n}")
+        yield Example(id=id, lang=lang, text=r["text"], pair=r["pair"], label=check_label(path, n, label, labels),
+                      where=f"{path}:{n}")
     if unpaired:
         warn(f"{path}: skipped {unpaired} rows whose English texts are not in the training file")
     if head and not kept:
         raise DataError(path, 0, "no row pairs with an example of the training file (train-en.tsv)")
 
 class XtremePairs(Layout):
-    """XNLI and PAWS-X as XTREME writes them: <data>/{train-en,dev-<lang>,test-<lang>}.tsv, the
-    translations of train-en in translate-train/en-<lang>-translated.tsv and those of the test
-    files into English in translate-test/test-<lang>-en-translated.tsv."""
+    """<data>/{train-en,dev-<lang>,test-<lang>}.tsv, translate-train/en-<lang>-translated.tsv, translate-test/."""
     pattern = "{dev,test}-<lang>.tsv"
     translations = "translate-train/en-<lang>-translated.tsv"
 
@@ -72,7 +63,8 @@ class XtremePairs(Layout):
     def read(self, lang, split):
         if split == "train" and lang != self.source:
             path = self.train_files(lang)[0]
-            return read_xtreme_translations(path, lang, self.labels, self.read(self.source, "train")) if path.is_file() else []
+            return (read_xtreme_translations(path, lang, self.labels, self.read(self.source, "train")) if path.is_file()
+                    else [])
         path = self.train_files(lang)[0] if split == "train" else self.directory / f"{split}-{lang}.tsv"
         return self.once((lang, split), lambda: read_xtreme_pairs(path, lang, self.labels))
 
@@ -80,15 +72,17 @@ class XtremePairs(Layout):
         path = self.train_files(lang)[0]
         if lang == self.source:
             return each_xtreme_pairs(path, lang, self.labels)
-        texts = lambda: self.once(("train", "english texts"), lambda: english_texts(self.stream(self.source)))  # read once, until release()
+        texts = lambda: self.once(("train", "english texts"), lambda: english_texts(self.stream(self.source)))
         return each_xtreme_translations(path, lang, self.labels, texts) if path.is_file() else iter([])
 
     def train_files(self, lang):
-        return [self.directory / (f"train-{lang}.tsv" if lang == self.source else f"translate-train/en-{lang}-translated.tsv")]
+        return [self.directory / (f"train-{lang}.tsv" if lang == self.source
+                                  else f"translate-train/en-{lang}-translated.tsv")]
 
     def split_file(self, lang, split):
         return self.train_files(lang)[0] if split == "train" else self.directory / f"{split}-{lang}.tsv"
 
     def each_round_trip(self, path, lang):
-        raise DataError(path, 0, "X-Mixup's round-trip translations are aligned with the released training files (XNLI-MT's "
-                                 "lines, PAWS-X's ids), which XTREME's layout renumbers: use the released layout (download.py)")
+        raise DataError(path, 0, "X-Mixup's round-trip translations are aligned with the released training files "
+                                 "(XNLI-MT's lines, PAWS-X's ids), which XTREME's layout renumbers: use the released "
+                                 "layout (download.py)")
