@@ -292,10 +292,10 @@ def test_checkpoint(model, encoder, tokenizer, info, args, pooling, device, rank
         results = summarise(scores, task.source)
         results["unscored"] = unscored(getattr(task, args.split))
         seen = {"input": test_input, "what": TEST_INPUTS[test_input], "translations": translations}
-    if (args.alignment or args.alignment_only) and not task.parallel:
-        raise tasks.InputError(f"--alignment: task {task.name}'s languages are not parallel, so there are no "
-                               "translations to compare")
     if args.alignment or args.alignment_only:
+        if not task.parallel:
+            raise tasks.InputError(f"--alignment: task {task.name}'s languages are not parallel, so there are no "
+                                   "translations to compare")
         extra = alignment(encoder, tokenizer, getattr(task, args.split), task.source, args.batch_size, device, rank,
                           world_size, pooling)
     return results, extra, task.source, seen
