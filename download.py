@@ -1,42 +1,20 @@
 """Fetch a task's data from its official source into the folder that `--task TASK --data DIR` reads,
-every file checked against its SHA-256:
+every file checked against its SHA-256 (docs/data.md: each release, and how it is laid out):
 
-    python download.py sib200 --to data/sib200               # all 205 languages (or --langs eng_Latn,wol_Latn)
-    python download.py xnli --to data/xnli                   # XNLI-1.0 and XNLI-MT-1.0, as released
-    python download.py mlqa --to data/mlqa                   # MLQA_V1, and SQuAD v1.1 in data/squad to train on
-    python download.py udpos-xtreme --to data/udpos-xtreme   # XTREME's UD-POS, made from the UD v2.5 and v2.7
-                                                           # releases as XTREME's scripts make it (--task udpos)
-    python download.py panx --to data/panx                   # PAN-X from the Hugging Face hub's parquet files
-                                                           # (needs pyarrow: pip install pyarrow), in XTREME's
-                                                           # layout; or from WikiANN's AmazonPhotos.zip, saved
-                                                           # by hand: --archive AmazonPhotos.zip
-    python download.py translations --to data             # XTREME's translations of SQuAD (data/squad/translate-train),
-                                                           # TyDiQA-GoldP (data/tydiqa/translate-train) and of XNLI's
-                                                           # test sets into English (data/xnli/translate-test)
-    python download.py filter-translations --to data      # FILTER's Microsoft Translator translations of XNLI's and
-                                                           # PAWS-X's dev and test sets into English, of UD-POS's and
-                                                           # PAN-X's English training sets and of their dev and test sets
-                                                           # into English, and of TyDiQA-GoldP's test sets into English,
-                                                           # as its authors' download_data.sh fetches them
-                                                           # (data/<task>/filter-translations: xnli, pawsx, udpos, panx, tydiqa)
-    python download.py mtop --to data/mtop                # MTOP's release: <lang>/{train,eval,test}.txt
-    python download.py mtod --to data/mtod                # MTOD's release: <lang>/{train,eval,test}-<locale>.{conllu,tsv}
-    python download.py xeroalign-translations --to data   # XeroAlign's machine translations of MTOD's and MultiATIS++'s
-                                                           # English training utterances, from its authors' copies
-                                                           # (data/mtod/<lang>/train.tsv, data/multiatis/<lang>/train.tsv)
+    python download.py sib200 --to data/sib200       # all 205 languages (or --langs eng_Latn,wol_Latn)
+    python download.py mlqa --to data/mlqa           # MLQA_V1, and SQuAD v1.1 in data/squad to train on
+    python download.py udpos-xtreme --to data/udpos  # XTREME's UD-POS (--task udpos), made from UD v2.5 and v2.7
+    python download.py panx --to data/panx           # from the hub (pip install pyarrow), or --archive AmazonPhotos.zip
+    python download.py translations --to data        # XTREME's (filter-, xeroalign-translations) into data/<task>/
 
-MultiATIS++ is distributed by the LDC (LDC2021T04) and MARC is no longer (see docs/data.md): their
-files are laid out by hand.
-
-The checksums of files whose content is fixed are pinned in checksums.sha256; a file with no pinned
-checksum has the one it arrived with recorded in DIR/SHA256SUMS, and a later download must match
-it. A file is written under a temporary name and renamed once its checksum is right, so an
-interrupted download leaves nothing half-written; a second run fetches only what is missing (an
-archive is removed once unpacked, and DIR/.download/<name>.done marks it as done; with --langs,
-udpos-xtreme keeps the UD release, to make other languages from it without fetching it again).
---mirror URL fetches the same paths from another server (URL/<host>/<path>).
+MultiATIS++ (the LDC's, LDC2021T04) and MARC (no longer distributed) are laid out by hand. A file is
+checked against checksums.sha256, else against the SHA-256 its first download recorded in
+DIR/SHA256SUMS, and renamed into place once right; a second run fetches only what is missing (an
+archive, once unpacked, leaves DIR/.download/<name>.done). --mirror URL fetches the same paths
+from another server (URL/<host>/<path>).
 """
 import argparse
+import collections
 import hashlib
 import io
 import json
@@ -49,7 +27,6 @@ import urllib.request
 import zipfile
 import zlib
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from tqdm import tqdm
@@ -61,11 +38,7 @@ from minxlt.run import cli
 PINNED = Path(__file__).with_name("checksums.sha256")
 
 
-@dataclass
-class Source:
-    """One file of a data set: its official URL and where it goes under --to."""
-    url: str
-    path: str
+Source = collections.namedtuple("Source", "url path")  # a file of a data set: its official URL, its path under --to
 
 
 def github_listing(repo, folder, branch):
@@ -79,112 +52,114 @@ SIB200 = "https://raw.githubusercontent.com/dadelani/sib-200/main/data/annotated
 XQUAD = "https://raw.githubusercontent.com/google-deepmind/xquad/master"
 SQUAD = "https://rajpurkar.github.io/SQuAD-explorer/dataset"
 TATOEBA = "https://raw.githubusercontent.com/facebookresearch/LASER/main/data/tatoeba/v1"
-UD_PUD = {"ar": "Arabic", "cs": "Czech", "de": "German", "en": "English", "es": "Spanish", "fi": "Finnish", "fr": "French",
-          "hi": "Hindi", "id": "Indonesian", "is": "Icelandic", "it": "Italian", "ja": "Japanese", "ko": "Korean", "pl": "Polish",
-          "pt": "Portuguese", "ru": "Russian", "sv": "Swedish", "th": "Thai", "tr": "Turkish", "zh": "Chinese"}
+UD_PUD = {"ar": "Arabic", "cs": "Czech", "de": "German", "en": "English", "es": "Spanish", "fi": "Finnish",
+          "fr": "French", "hi": "Hindi", "id": "Indonesian", "is": "Icelandic", "it": "Italian", "ja": "Japanese",
+          "ko": "Korean", "pl": "Polish", "pt": "Portuguese", "ru": "Russian", "sv": "Swedish", "th": "Thai",
+          "tr": "Turkish", "zh": "Chinese"}
 TYDIQA = "https://storage.googleapis.com/tydiqa/v1.1"
 TRANSLATIONS = "https://storage.googleapis.com/xtreme_translations"
 SQUAD_TRANSLATIONS = ["ar", "de", "el", "es", "hi", "ru", "th", "tr", "vi", "zh"]
 TYDIQA_TRANSLATIONS = ["ar", "bn", "fi", "id", "ko", "ru", "sw", "te"]
 XNLI_TRANSLATIONS = [lang for lang in tasks.XNLI_LANGS if lang != "en"]
-FILTER_TRANSLATIONS = "https://convaisharables.blob.core.windows.net/filter/data/translations"  # FILTER's download_data.sh:7, 204-208
-# The members of FILTER's <task>.zip that are its translations, by task (download_data.sh:15, 50, 70, 116, 183): run_xcls.py:384
-# pairs each XNLI and PAWS-X text with xtreme.msft.<lang>-en.{dev,test}; run_xtag.py:477-482 reads translations/<split>-<pair>.tsv,
-# the English training set into <lang> and a split into English; run_xqa.py:405-409 pairs each TyDiQA-GoldP test question with
-# tydiqa.translate.test.<lang>-en.json (the name TydiqaProcessor reads, src/transformers/data/processors/squad.py:627-628, where
-# download_data.sh:182-184 and 200 put them). Each pattern's named group is the file's language.
-MSFT = (re.compile(r"xtreme\.msft\.(?P<lang>[a-z_]+)-en\.(dev|test)"), "xtreme.msft.<lang>-en.dev or .test file (which its run_xcls.py reads)")
+FILTER_TRANSLATIONS = "https://convaisharables.blob.core.windows.net/filter/data/translations"  # its download_data.sh
+# The members of FILTER's <task>.zip that are its translations, by the names its scripts read (docs/data.md):
+# each pattern's named group is the file's language.
+MSFT = (re.compile(r"xtreme\.msft\.(?P<lang>[a-z_]+)-en\.(dev|test)"),
+        "xtreme.msft.<lang>-en.dev or .test file (which its run_xcls.py reads)")
 TAGGING = (re.compile(r"train-en-(?P<train>[a-z_]+)\.tsv|(dev|test)-(?P<split>[a-z_]+)-en\.tsv"),
            "train-en-<lang>.tsv, dev-<lang>-en.tsv or test-<lang>-en.tsv file (which its run_xtag.py reads)")
 FILTER_MEMBERS = {"xnli": MSFT, "pawsx": MSFT, "udpos": TAGGING, "panx": TAGGING,
                   "tydiqa": (re.compile(r"tydiqa\.translate\.test\.(?P<lang>[a-z]+)-en\.json"),
                              "tydiqa.translate.test.<lang>-en.json file (which its run_xqa.py reads)")}
 MTOP = "https://dl.fbaipublicfiles.com/mtop/mtop.zip"  # fb.me/mtop_dataset
-MTOD = "https://download.pytorch.org/data/multilingual_task_oriented_dialog_slotfilling.zip"  # fb.me/multilingual_task_oriented_data
-XEROALIGN_DATA = "https://raw.githubusercontent.com/milangritta/Datasets/HEAD"  # XeroAlign's README: the authors' copies of the data
-TOP_FOLDERS = {"pawsx": "x-final", "mtop": "mtop", "mtod": "multilingual_task_oriented_dialog_slotfilling"}  # lifted where there
+# fb.me/multilingual_task_oriented_data
+MTOD = "https://download.pytorch.org/data/multilingual_task_oriented_dialog_slotfilling.zip"
+XEROALIGN_DATA = "https://raw.githubusercontent.com/milangritta/Datasets/HEAD"  # named by XeroAlign's README
+TOP_FOLDERS = {"pawsx": "x-final", "mtop": "mtop", "mtod": "multilingual_task_oriented_dialog_slotfilling"}  # lifted
 XEROALIGN_TRANSLATIONS = {"mtod": "mtod", "m_atis": "multiatis"}  # their archive's folder -> this repository's task
+LINDAT = "https://lindat.mff.cuni.cz/repository/xmlui/bitstream/handle/11234"
 UD_XTREME = {  # XTREME's download_data.sh (download_treebank): XTREME's languages from UD v2.5, XTREME-R's from v2.7
-    "2.5": ("https://lindat.mff.cuni.cz/repository/xmlui/bitstream/handle/11234/1-3105/ud-treebanks-v2.5.tgz",
-            "af ar bg de el en es et eu fa fi fr he hi hu id it ja kk ko mr nl pt ru ta te th tl tr ur vi yo zh".split()),
-    "2.7": ("https://lindat.mff.cuni.cz/repository/xmlui/bitstream/handle/11234/1-3424/ud-treebanks-v2.7.tgz",
-            "lt pl uk wo ro".split())}
-# PAN-X on the Hugging Face hub (the dataset google/xtreme, config PAN-X.<lang>), at a fixed revision:
+    "2.5": (f"{LINDAT}/1-3105/ud-treebanks-v2.5.tgz", "af ar bg de el en es et eu fa fi fr he hi hu id it ja kk ko "
+            "mr nl pt ru ta te th tl tr ur vi yo zh".split()),
+    "2.7": (f"{LINDAT}/1-3424/ud-treebanks-v2.7.tgz", "lt pl uk wo ro".split())}
+# PAN-X on the Hugging Face hub (google/xtreme, config PAN-X.<lang>) at a fixed revision:
 # PAN-X.<lang>/{train,validation,test}-00000-of-00001.parquet, of columns tokens, ner_tags (ids) and langs
 HUB_XTREME = "https://huggingface.co/datasets/google/xtreme/resolve/b6419ab883183e08a85be8eef7cc71562f946684"
 TYDIQA_LANGS = {"arabic": "ar", "bengali": "bn", "english": "en", "finnish": "fi", "indonesian": "id", "korean": "ko",
                 "russian": "ru", "swahili": "sw", "telugu": "te"}
+FAIR = "https://dl.fbaipublicfiles.com"
+ARCHIVES = {"xnli": [f"{FAIR}/XNLI/XNLI-1.0.zip", f"{FAIR}/XNLI/XNLI-MT-1.0.zip"],
+            "pawsx": ["https://storage.googleapis.com/paws/pawsx/x-final.tar.gz"],
+            "mlqa": [f"{FAIR}/MLQA/MLQA_V1.zip"], "mtop": [MTOP], "mtod": [MTOD],
+            "tydiqa": [f"{TYDIQA}/tydiqa-goldp-v1.1-train.json", f"{TYDIQA}/tydiqa-goldp-v1.1-dev.tgz"]}
+
+
+def known(langs, available, lacks):
+    """`langs`, or all that `available` has; a language it lacks stops, naming what it has."""
+    unknown = sorted(set(langs or ()) - set(available))
+    if unknown:
+        raise InputError(f"--langs: {lacks} {', '.join(unknown)}; it has {', '.join(available)}")
+    return langs or available
 
 
 def sources(task, langs, fetch):
     """[Source] of a task's release; `fetch(url)` reads a listing where the languages are listed."""
+    listed = lambda repo, folder: json.loads(fetch(github_listing(repo, folder, "main")))
     if task == "sib200":
-        langs = langs or sorted(e["name"] for e in json.loads(fetch(github_listing("dadelani/sib-200", "data/annotated", "main")))
-                                if e["type"] == "dir")
-        return [Source(f"{SIB200}/{lang}/{split}.tsv", f"{lang}/{split}.tsv") for lang in langs for split in ("train", "dev", "test")]
+        langs = langs or sorted(e["name"] for e in listed("dadelani/sib-200", "data/annotated") if e["type"] == "dir")
+        return [Source(f"{SIB200}/{lang}/{split}.tsv", f"{lang}/{split}.tsv") for lang in langs for split in SPLITS]
     if task == "xquad":
         return [Source(f"{XQUAD}/xquad.{lang}.json", f"xquad.{lang}.json") for lang in langs or tasks.XQUAD_LANGS]
     if task == "squad":
         return [Source(f"{SQUAD}/{name}", name) for name in ("train-v1.1.json", "dev-v1.1.json")]
     if task == "udpos":
-        unknown = sorted(set(langs or ()) - set(UD_PUD))
-        if unknown:
-            raise InputError(f"--langs: UD PUD has no treebank for {', '.join(unknown)}; it has {', '.join(UD_PUD)}")
-        return [Source(f"https://raw.githubusercontent.com/UniversalDependencies/UD_{UD_PUD[lang]}-PUD/master/{lang}_pud-ud-test.conllu",
-                       f"{lang}_pud-ud-test.conllu") for lang in langs or UD_PUD]
+        ud = "https://raw.githubusercontent.com/UniversalDependencies"
+        return [Source(f"{ud}/UD_{UD_PUD[lang]}-PUD/master/{lang}_pud-ud-test.conllu", f"{lang}_pud-ud-test.conllu")
+                for lang in known(langs, UD_PUD, "UD PUD has no treebank for")]
     if task == "udpos-xtreme":
-        return udpos_xtreme_sources(langs)
+        chosen = set(known(langs, tasks.XTREME_UDPOS_LANGS, "XTREME's UD-POS has no"))
+        return [Source(url, f".download/{url.rsplit('/', 1)[1]}") for url, release in UD_XTREME.values()
+                if chosen & set(release)]
     if task == "panx":
-        unknown = sorted(set(langs or ()) - set(tasks.PANX_LANGS))
-        if unknown:
-            raise InputError(f"--langs: the hub's PAN-X has no {', '.join(unknown)}; it has {', '.join(tasks.PANX_LANGS)}")
-        return [Source(f"{HUB_XTREME}/PAN-X.{lang}/{split}-00000-of-00001.parquet", f".download/panx-{lang}-{split}.parquet")
-                for lang in langs or tasks.PANX_LANGS for split in ("train", "validation", "test")]
+        return [Source(f"{HUB_XTREME}/PAN-X.{lang}/{split}-00000-of-00001.parquet",
+                       f".download/panx-{lang}-{split}.parquet")
+                for lang in known(langs, tasks.PANX_LANGS, "the hub's PAN-X has no")
+                for split in ("train", "validation", "test")]
     if task == "tatoeba":
-        listing = json.loads(fetch(github_listing("facebookresearch/LASER", "data/tatoeba/v1", "main"))) if not langs else []
-        langs = langs or sorted({e["name"].split(".")[1].split("-")[0] for e in listing if e["name"].startswith("tatoeba.")})
-        return [Source(f"{TATOEBA}/tatoeba.{lang}-eng.{side}", f"tatoeba.{lang}-eng.{side}") for lang in langs for side in (lang, "eng")]
-    if task == "translations":  # XTREME's translate-train files of SQuAD (MLQA, XQuAD) and TyDiQA-GoldP; XNLI's translate-test
+        names = [e["name"] for e in listed("facebookresearch/LASER", "data/tatoeba/v1")] if not langs else []
+        langs = langs or sorted({name.split(".")[1].split("-")[0] for name in names if name.startswith("tatoeba.")})
+        return [Source(f"{TATOEBA}/tatoeba.{lang}-eng.{side}", f"tatoeba.{lang}-eng.{side}")
+                for lang in langs for side in (lang, "eng")]
+    if task == "translations":
         return translations(langs)
     if task == "filter-translations":
         return [Source(f"{FILTER_TRANSLATIONS}/{name}.zip", f".download/filter-{name}.zip") for name in FILTER_MEMBERS]
     if task == "xeroalign-translations":
-        return [Source(f"{XEROALIGN_DATA}/{name}.zip", f".download/xeroalign-{name}.zip") for name in XEROALIGN_TRANSLATIONS]
-    archives = {"xnli": ["https://dl.fbaipublicfiles.com/XNLI/XNLI-1.0.zip", "https://dl.fbaipublicfiles.com/XNLI/XNLI-MT-1.0.zip"],
-                "pawsx": ["https://storage.googleapis.com/paws/pawsx/x-final.tar.gz"],
-                "mlqa": ["https://dl.fbaipublicfiles.com/MLQA/MLQA_V1.zip"], "mtop": [MTOP], "mtod": [MTOD],
-                "tydiqa": [f"{TYDIQA}/tydiqa-goldp-v1.1-train.json", f"{TYDIQA}/tydiqa-goldp-v1.1-dev.tgz"]}
-    return [Source(url, f".download/{url.rsplit('/', 1)[1]}") for url in archives[task]]
+        return [Source(f"{XEROALIGN_DATA}/{name}.zip", f".download/xeroalign-{name}.zip")
+                for name in XEROALIGN_TRANSLATIONS]
+    return [Source(url, f".download/{url.rsplit('/', 1)[1]}") for url in ARCHIVES[task]]
 
 
 def translations(langs=None):
-    """[Source] of XTREME's translations: SQuAD's and TyDiQA-GoldP's training sets into each language, and
-    XNLI's test sets into English; of `langs` only, where each data set has them."""
+    """XTREME's translations of SQuAD's and TyDiQA-GoldP's training sets, and XNLI's test sets into English."""
     chosen = lambda available: [lang for lang in langs if lang in available] if langs else available
     out = [Source(f"{TRANSLATIONS}/SQuAD/translate-train/squad.translate.train.en-{lang}.json",
                   f"squad/translate-train/squad.translate.train.en-{lang}.json") for lang in chosen(SQUAD_TRANSLATIONS)]
     out += [Source(f"{TRANSLATIONS}/TyDiQA-GoldP/translate-train/tydiqa.translate.train.en-{lang}.json",
-                   f"tydiqa/translate-train/tydiqa.translate.train.en-{lang}.json") for lang in chosen(TYDIQA_TRANSLATIONS)]
-    out += [Source(f"{TRANSLATIONS}/XNLI/translate-test/test-{lang}-en-translated.tsv",  # line i: the i-th test pair in English
+                   f"tydiqa/translate-train/tydiqa.translate.train.en-{lang}.json")
+            for lang in chosen(TYDIQA_TRANSLATIONS)]
+    out += [Source(f"{TRANSLATIONS}/XNLI/translate-test/test-{lang}-en-translated.tsv",  # line i: the i-th test pair
                    f"xnli/translate-test/test-{lang}-en-translated.tsv") for lang in chosen(XNLI_TRANSLATIONS)]
     if not out:
         raise InputError(f"--langs: XTREME has no translations of {', '.join(langs)}: SQuAD's are into "
-                         f"{', '.join(SQUAD_TRANSLATIONS)}; TyDiQA's into {', '.join(TYDIQA_TRANSLATIONS)}; XNLI's from "
-                         f"{', '.join(XNLI_TRANSLATIONS)}")
+                         f"{', '.join(SQUAD_TRANSLATIONS)}; TyDiQA's into {', '.join(TYDIQA_TRANSLATIONS)}; "
+                         f"XNLI's from {', '.join(XNLI_TRANSLATIONS)}")
     return out
 
 
-def udpos_xtreme_sources(langs=None):
-    """[Source] of the UD releases that XTREME's UD-POS is made from: those that have `langs`, or all."""
-    known = tasks.XTREME_UDPOS_LANGS
-    unknown = sorted(set(langs or ()) - set(known))
-    if unknown:
-        raise InputError(f"--langs: XTREME's UD-POS has no {', '.join(unknown)}; it has {', '.join(known)}")
-    return [Source(url, f".download/{url.rsplit('/', 1)[1]}") for url, release in UD_XTREME.values() if not langs or set(langs) & set(release)]
-
-
-TASKS = ("sib200", "xnli", "pawsx", "udpos", "udpos-xtreme", "xquad", "squad", "mlqa", "tydiqa", "tatoeba", "panx", "mtop", "mtod",
-         "translations", "filter-translations", "xeroalign-translations")
+SPLITS = ("train", "dev", "test")
+TASKS = ("sib200", "xnli", "pawsx", "udpos", "udpos-xtreme", "xquad", "squad", "mlqa", "tydiqa", "tatoeba", "panx",
+         "mtop", "mtod", "translations", "filter-translations", "xeroalign-translations")
 
 
 class Downloader:
@@ -196,16 +171,14 @@ class Downloader:
         self.recorded_path = self.folder / "SHA256SUMS"
         self.recorded = read_sums(self.recorded_path)
 
-    def where(self, url):
-        return f"{self.mirror.rstrip('/')}/{url.split('://', 1)[1]}" if self.mirror else url
-
     def open(self, url):
+        where = f"{self.mirror.rstrip('/')}/{url.split('://', 1)[1]}" if self.mirror else url
         try:
-            return urllib.request.urlopen(urllib.request.Request(self.where(url), headers={"User-Agent": "minxlt"}), timeout=60)
+            return urllib.request.urlopen(urllib.request.Request(where, headers={"User-Agent": "minxlt"}), timeout=60)
         except urllib.error.HTTPError as e:
-            raise InputError(f"{self.where(url)}: HTTP {e.code} {e.reason}") from None
+            raise InputError(f"{where}: HTTP {e.code} {e.reason}") from None
         except (urllib.error.URLError, OSError) as e:
-            raise InputError(f"{self.where(url)}: cannot reach it ({getattr(e, 'reason', e)}); check the network "
+            raise InputError(f"{where}: cannot reach it ({getattr(e, 'reason', e)}); check the network "
                              "(offline machines: copy the files, or give --mirror)") from None
 
     def fetch(self, url):
@@ -231,9 +204,9 @@ class Downloader:
         got = digest.hexdigest()
         if expected and got != expected:
             part.unlink()
-            raise InputError(f"{source.url}: SHA-256 {got}, expected {expected} "
-                             f"({'pinned in checksums.sha256' if source.url in self.pinned else f'recorded in {self.recorded_path}'}): "
-                             "the download is corrupt or the file changed at its source; nothing was written")
+            where = "pinned in checksums.sha256" if source.url in self.pinned else f"recorded in {self.recorded_path}"
+            raise InputError(f"{source.url}: SHA-256 {got}, expected {expected} ({where}): the download is corrupt or "
+                             "the file changed at its source; nothing was written")
         part.replace(target)
         if not expected:
             self.recorded[source.url] = got
@@ -244,7 +217,7 @@ class Downloader:
         cli.write_text(self.recorded_path, "".join(f"{h}  {u}\n" for u, h in sorted(self.recorded.items())))
 
     def discard(self, path, sources):
-        """A downloaded file found damaged, removed with its recorded checksum: the next run downloads it again."""
+        """A damaged file, removed with its recorded checksum: the next run downloads it again."""
         path.unlink(missing_ok=True)
         url = next((s.url for s in sources if self.folder / s.path == path), None)
         if self.recorded.pop(url, None):
@@ -266,11 +239,8 @@ def read_sums(path):
 
 
 def sha256(path):
-    digest = hashlib.sha256()
     with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 ARCHIVE_ERRORS = (zipfile.BadZipFile, tarfile.TarError, EOFError, zlib.error)  # zipfile's, tarfile's, gzip's "damaged"
@@ -288,8 +258,7 @@ class DamagedArchive(InputError):
 
 @contextmanager
 def reading(archive, member=None):
-    """Where an archive (its `member`) is read: a damaged one stops as DamagedArchive, a member that
-    would land outside the folder (tarfile's filter) as an InputError."""
+    """Where an archive is read: a damaged one stops as DamagedArchive, a member outside the folder as InputError."""
     try:
         yield
     except tarfile.FilterError as e:
@@ -299,9 +268,7 @@ def reading(archive, member=None):
 
 
 def unpack(archive, folder):
-    """Unpack a .zip or .tar.gz into a folder, member by member into a hidden folder in it, whose
-    files are moved into place once the archive is read whole: a member that would land outside
-    the folder, or a damaged archive, stops the run and leaves nothing of the archive."""
+    """A .zip or .tar.gz unpacked whole or not at all (a damaged one, or a member outside the folder, stops)."""
     folder = Path(folder).resolve()
     tmp = folder / f".unpacking-{archive.name}"
     shutil.rmtree(tmp, ignore_errors=True)
@@ -328,44 +295,33 @@ def unpack(archive, folder):
 
 
 def filter_layout(archive, folder, langs=None):
-    """FILTER's translations archive (<task>.zip, unzipped by its download_data.sh into its data
-    folder): its translations (FILTER_MEMBERS: xtreme.msft.<lang>-en.{dev,test} of XNLI and PAWS-X;
-    train-en-<lang>.tsv and {dev,test}-<lang>-en.tsv of UD-POS and PAN-X, translations of XTREME's
-    segments, minxlt/tasks/filter_tags.py; TyDiQA-GoldP's tydiqa.translate.test.<lang>-en.json),
-    wherever they are in it, into <folder>/<task>/filter-translations/; the rest of the archive is
-    XTREME's data, which download.py fetches from the releases."""
+    """FILTER's translations (FILTER_MEMBERS), wherever they are in its <task>.zip, into <task>/filter-translations/."""
     task = archive.name[len("filter-"):-len(".zip")]
     pattern, what = FILTER_MEMBERS[task]
     with reading(archive), zipfile.ZipFile(archive) as z:
-        found = {n: lang for n in z.namelist() if (lang := filter_file_lang(pattern, Path(n).name))}
+        found = {n: match for n in z.namelist() if (match := pattern.fullmatch(Path(n).name))}
         if not found:
             raise InputError(f"{archive}: no {what}, FILTER's translations, among its {len(z.namelist())} members")
-        members = [n for n, lang in found.items() if not langs or lang in langs]
+        lang = lambda match: next(lang for lang in match.groupdict().values() if lang)  # the pattern's named group
+        members = [n for n, match in found.items() if not langs or lang(match) in langs]
         if not members:
             print(f"note: {archive.name} has no translations of {', '.join(langs)}", file=sys.stderr)
         for name in members:
             cli.write_text(folder / task / "filter-translations" / Path(name).name, z.read(name).decode("utf-8"))
 
 
-def filter_file_lang(pattern, name):
-    """The language of one of FILTER's translation files, by its name and its task's pattern
-    (FILTER_MEMBERS; None for another file)."""
-    match = pattern.fullmatch(name)
-    return match and next(lang for lang in match.groupdict().values() if lang)
-
-
 def xeroalign_layout(archive, folder, langs=None):
-    """XeroAlign's machine translations from its authors' copy of a data set (<name>.zip, whose
-    <name>/<lang>/train.tsv translates <name>/en/train.tsv line by line, alignment.py:37-41) into
-    <folder>/<task>/<lang>/train.tsv, English's included; the rest of the archive is the data set."""
+    """XeroAlign's translations, <name>/<lang>/train.tsv in its authors' <name>.zip, into <task>/<lang>/train.tsv."""
     name = archive.name[len("xeroalign-"):-len(".zip")]
     with reading(archive), zipfile.ZipFile(archive) as z:
         members = [n for n in z.namelist() if re.fullmatch(rf"{name}/[a-z]+/train\.tsv", n)
                    and (not langs or n.split("/")[1] in {*langs, "en"})]
         if not members:
-            raise InputError(f"{archive}: no {name}/<lang>/train.tsv (XeroAlign's translations) among its {len(z.namelist())} members")
+            raise InputError(f"{archive}: no {name}/<lang>/train.tsv (XeroAlign's translations) among its "
+                             f"{len(z.namelist())} members")
         for member in members:
-            cli.write_text(folder / XEROALIGN_TRANSLATIONS[name] / member.split("/", 1)[1], z.read(member).decode("utf-8"))
+            text = z.read(member).decode("utf-8")
+            cli.write_text(folder / XEROALIGN_TRANSLATIONS[name] / member.split("/", 1)[1], text)
 
 
 def lift(folder, name):
@@ -379,9 +335,7 @@ def lift(folder, name):
 
 
 def tydiqa_layout(folder, train, dev):
-    """XTREME's TyDiQA-GoldP layout: the training file split by language into
-    tydiqa-goldp-v1.1-train/tydiqa.goldp.<iso>.train.json (a question id's last part as its id),
-    and tydiqa-goldp-v1.1-dev/tydiqa.goldp.<iso>.dev.json. Unlike XTREME's, the dev answers stay."""
+    """XTREME's TyDiQA-GoldP layout: tydiqa.goldp.<iso>.{train,dev}.json (unlike XTREME's, the dev answers stay)."""
     data = json.loads(tasks.read_text(train))
     by_lang = {}
     for article in data["data"]:
@@ -390,9 +344,9 @@ def tydiqa_layout(folder, train, dev):
                 language = qa["id"].split("-")[0]
                 by_lang.setdefault(TYDIQA_LANGS.get(language, language), []).append(
                     {"paragraphs": [{"context": paragraph["context"], "qas": [dict(qa, id=qa["id"].split("-")[-1])]}]})
-    out = folder / "tydiqa-goldp-v1.1-train"
     for iso, articles in by_lang.items():
-        cli.write_text(out / f"tydiqa.goldp.{iso}.train.json", json.dumps({"data": articles, "version": data.get("version")}))
+        text = json.dumps({"data": articles, "version": data.get("version")})
+        cli.write_text(folder / "tydiqa-goldp-v1.1-train" / f"tydiqa.goldp.{iso}.train.json", text)
     unpack(dev, folder)
     for language, iso in TYDIQA_LANGS.items():
         released = folder / "tydiqa-goldp-v1.1-dev" / f"tydiqa-goldp-dev-{language}.json"
@@ -401,16 +355,14 @@ def tydiqa_layout(folder, train, dev):
 
 
 def panx_layout(archive, folder, langs=None):
-    """XTREME's PAN-X layout from WikiANN's AmazonPhotos.zip (one <lang>.tar.gz of train, dev and
-    test files with "<lang>:<token> TAB <tag>" lines): {train,dev,test}-<lang>.tsv as
-    utils_preprocess.py's panx_preprocess writes them (panx_rows). Unlike XTREME's, the test tags stay."""
+    """XTREME's PAN-X layout from WikiANN's AmazonPhotos.zip, as its panx_preprocess writes it; the test tags stay."""
     with reading(archive), zipfile.ZipFile(archive) as z:
         for name in sorted(n for n in z.namelist() if n.endswith(".tar.gz")):
             lang = Path(name).name[:-len(".tar.gz")]
             if langs and lang not in langs:
                 continue
             with reading(archive, name), tarfile.open(fileobj=io.BytesIO(z.read(name))) as t:
-                for split in ("train", "dev", "test"):
+                for split in SPLITS:
                     member = next((m for m in t.getmembers() if Path(m.name).name == split), None)
                     if member is None:
                         raise InputError(f"{archive}: {name} has no {split} file")
@@ -419,9 +371,7 @@ def panx_layout(archive, folder, langs=None):
 
 
 def panx_rows(lines):
-    """The rows panx_preprocess writes of a WikiANN file's lines (utils_preprocess.py:103-120): the
-    last line left out if blank; a line of two tab-separated fields becomes the token after its
-    first colon, stripped, TAB its tag, and nothing where it has no colon; any other line a blank row."""
+    """panx_preprocess's rows of a WikiANN file's "<lang>:<token> TAB <tag>" lines (docs/data.md)."""
     rows = []
     for line in lines[:-1] if lines and not lines[-1].strip() else lines:
         cells = line.strip().split("\t")
@@ -434,40 +384,28 @@ def panx_rows(lines):
 
 def write_tagged(path, sentences):
     """XTREME's word-tagging file of [(words, tags)]: a word TAB its tag per line, a blank line between sentences."""
-    cli.write_text(path, "\n\n".join("\n".join(f"{w}\t{t}" for w, t in zip(words, tags)) for words, tags in sentences if words) + "\n")
+    text = "\n\n".join("\n".join(f"{w}\t{t}" for w, t in zip(words, tags)) for words, tags in sentences if words)
+    cli.write_text(path, text + "\n")
 
 
 def udpos_xtreme_layout(archives, folder, langs=None):
-    """XTREME's UD-POS layout from UD's release archives, made as XTREME's download_data.sh and
-    utils_preprocess.py make it: every .conllu file of a language's treebanks read as XTREME reads
-    it (tasks.xtreme_sentences), then a language's files joined per split (the one their name
-    holds), in the order of their names, into {train,dev,test}-<lang>.tsv, of a word TAB its UPOS
-    tag per line and a blank line between sentences; a split with no sentence is not written.
-    Unlike XTREME's, the test tags stay."""
-    parts = folder / ".udpos-parts"  # <lang>/<file>.tsv: each .conllu file's sentences, joined once every archive is read
+    """XTREME's UD-POS from UD's releases, as its scripts make it (docs/data.md); the test tags stay."""
+    parts = folder / ".udpos-parts"  # <lang>/<file>.tsv: each .conllu file's sentences, joined once all are read
     shutil.rmtree(parts, ignore_errors=True)
     for archive in archives:
         udpos_xtreme_parts(archive, parts, langs)
     for lang_folder in sorted(parts.iterdir()) if parts.is_dir() else []:
         names = sorted(p.name for p in lang_folder.iterdir())
-        for split in ("train", "dev", "test"):
-            texts = [(lang_folder / name).read_text(encoding="utf-8").rstrip("\n") for name in names if ud_split_of(name) == split]
+        for split in SPLITS:
+            texts = [(lang_folder / name).read_text(encoding="utf-8").rstrip("\n") for name in names
+                     if next((s for s in SPLITS if s in name), None) == split]  # the first split its name holds
             if texts:
                 cli.write_text(folder / f"{split}-{lang_folder.name}.tsv", "\n\n".join(texts) + "\n")
     shutil.rmtree(parts, ignore_errors=True)
 
 
-def ud_split_of(name):
-    """The split of a UD file as utils_preprocess.py tells it: the first of train, dev, test in its name."""
-    return next((split for split in ("train", "dev", "test") if split in name), None)
-
-
 def udpos_xtreme_parts(archive, parts, langs=None):
-    """Each ud-treebanks-v<version>/<treebank>/<lang>_*.conllu of a UD release archive whose language
-    XTREME takes from that release (and is in `langs`), read as XTREME reads it, into
-    parts/<lang>/<name>.tsv. A file that XTREME's converter stops on before writing is left out,
-    as XTREME's data leaves it out, and one it stops writing part-way keeps the sentences written
-    before the stop, as XTREME's does; either is said."""
+    """parts/<lang>/<name>.tsv of each <lang>_*.conllu that XTREME takes from a UD release, as XTREME reads it."""
     version = archive.name[len("ud-treebanks-v"):-len(".tgz")]
     chosen = [lang for lang in UD_XTREME[version][1] if not langs or lang in langs]
     with reading(archive), tarfile.open(archive, "r|gz") as t:
@@ -503,32 +441,22 @@ def parquet():
     try:
         import pyarrow.parquet
     except ImportError:
-        raise InputError("download.py panx reads the Hugging Face hub's parquet files with pyarrow, which is not installed: "
-                         "pip install pyarrow (or give WikiANN's AmazonPhotos.zip, saved by hand, with --archive)") from None
+        raise InputError("download.py panx reads the Hugging Face hub's parquet files with pyarrow, which is not "
+                         "installed: pip install pyarrow (or give WikiANN's AmazonPhotos.zip, saved by hand, with "
+                         "--archive)") from None
     return pyarrow.parquet
 
 
-def panx_hub_layout(files, folder):
-    """XTREME's PAN-X layout from the hub's parquet files (.download/panx-<lang>-<split>.parquet):
-    {train,dev,test}-<lang>.tsv of a token TAB its BIO tag per line, a blank line after each
-    sentence, each token stripped of surrounding spaces as XTREME's panx_preprocess strips it.
-    Unlike XTREME's, the test tags stay."""
-    for path in files:
-        lang, split = path.name[len("panx-"):-len(".parquet")].rsplit("-", 1)
-        write_tagged(folder / f"{'dev' if split == 'validation' else split}-{lang}.tsv", read_hub_panx(path))
-
-
 def read_hub_panx(path):
-    """[(tokens, tags)] of a hub PAN-X parquet file: its rows' tokens, and their ner_tags ids named
-    as the file's own metadata names them (the features the datasets library writes), else as
-    the dataset card names its ids: PANX_LABELS, in order. A row that does not read so stops with the file and the row."""
+    """[(tokens, tags)] of a hub PAN-X parquet file, its tags named by its metadata, else by the dataset card."""
     try:
         table = parquet().read_table(path)
     except (OSError, ValueError) as e:  # pyarrow's ArrowInvalid is a ValueError
         raise tasks.DataError(path, 0, f"not a parquet file that pyarrow reads ({e})") from None
     missing = sorted({"tokens", "ner_tags"} - set(table.column_names))
     if missing:
-        raise tasks.DataError(path, 0, f"no column {', '.join(missing)} (it has {', '.join(table.column_names)}): not the hub's PAN-X")
+        raise tasks.DataError(path, 0, f"no column {', '.join(missing)} (it has {', '.join(table.column_names)}): "
+                                       "not the hub's PAN-X")
     names = hub_label_names(table.schema.metadata) or tasks.PANX_LABELS
     sentences = []
     for row, (tokens, ids) in enumerate(zip(table.column("tokens").to_pylist(), table.column("ner_tags").to_pylist())):
@@ -536,14 +464,14 @@ def read_hub_panx(path):
             raise tasks.DataError(path, 0, f"row {row}: {len(tokens or ())} tokens and {len(ids or ())} tags")
         bad = [i for i in ids if not (isinstance(i, int) and 0 <= i < len(names))]
         if bad:
-            raise tasks.DataError(path, 0, f"row {row}: tag id {bad[0]!r} is not one of the {len(names)} labels ({', '.join(names)})")
+            raise tasks.DataError(path, 0, f"row {row}: tag id {bad[0]!r} is not one of the {len(names)} labels "
+                                           f"({', '.join(names)})")
         sentences.append(([(token or "").strip() for token in tokens], [names[i] for i in ids]))
     return sentences
 
 
 def hub_label_names(metadata):
-    """ner_tags' label names, as the datasets library records its features in a parquet file's
-    metadata (b"huggingface"), or None where the file does not say."""
+    """ner_tags' names as the datasets library records them in a parquet file's metadata, or None."""
     try:
         names = json.loads(metadata[b"huggingface"])["info"]["features"]["ner_tags"]["feature"]["names"]
     except (TypeError, KeyError, ValueError):
@@ -555,8 +483,7 @@ def download(task, folder, langs=None, mirror=None, archive=None):
     """Fetch `task` into `folder` (and SQuAD beside it for MLQA), in the layout its --task reads."""
     folder = Path(folder)
     if task == "panx" and archive:
-        panx_layout(archive, folder, langs)
-        return
+        return panx_layout(archive, folder, langs)
     if task == "panx":
         parquet()  # said before anything is fetched
     loader = Downloader(folder, mirror)
@@ -571,7 +498,7 @@ def download(task, folder, langs=None, mirror=None, archive=None):
     if archives and task in TOP_FOLDERS:  # x-final/<lang>/ -> <lang>/, mtop/<lang>/ -> <lang>/
         lift(folder, TOP_FOLDERS[task])
     kept = task == "udpos-xtreme" and langs  # a UD release read for some languages stays, to be read again for others
-    for path in [] if kept else archives:  # unpacked: the archive goes, a marker stays so that the next run does not fetch it again
+    for path in [] if kept else archives:  # unpacked: the archive goes, a marker stays so that it is not fetched again
         path.with_name(path.name + ".done").touch()
         path.unlink()
     if task == "mlqa":  # MLQA trains on SQuAD v1.1, which XTREME's layout keeps in squad/ beside mlqa/
@@ -582,34 +509,32 @@ def lay_out(task, archives, folder, langs=None):
     """Unpack a task's downloaded archives into the layout its --task reads."""
     if task == "tydiqa" and archives:
         tydiqa_layout(folder, *archives)
-    elif task == "filter-translations":
+    elif task == "panx":  # .download/panx-<lang>-<split>.parquet -> {train,dev,test}-<lang>.tsv
         for path in archives:
-            filter_layout(path, folder, langs)
-    elif task == "xeroalign-translations":
-        for path in archives:
-            xeroalign_layout(path, folder, langs)
-    elif task == "panx":
-        panx_hub_layout(archives, folder)
+            lang, split = path.name[len("panx-"):-len(".parquet")].rsplit("-", 1)
+            write_tagged(folder / f"{'dev' if split == 'validation' else split}-{lang}.tsv", read_hub_panx(path))
     elif task == "udpos-xtreme":
         udpos_xtreme_layout(archives, folder, langs)
     else:
+        layout = {"filter-translations": filter_layout, "xeroalign-translations": xeroalign_layout}.get(task)
         for path in archives:
-            unpack(path, folder)
+            layout(path, folder, langs) if layout else unpack(path, folder)
 
 
 def get_args(argv=None):
     parser = cli.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("task", choices=TASKS, help="the data set (udpos: UD PUD; udpos-xtreme: XTREME's UD-POS, made from the "
-                        "UD v2.5 and v2.7 releases as XTREME's scripts make it; squad: SQuAD v1.1, which MLQA and XQuAD train on; "
-                        "translations: XTREME's machine translations of SQuAD and TyDiQA-GoldP's training sets and of XNLI's "
-                        "test sets; filter-translations: FILTER's of XNLI's and PAWS-X's dev and test sets, of UD-POS's and PAN-X's "
-                        "training, dev and test sets and of TyDiQA-GoldP's test sets; xeroalign-translations: XeroAlign's "
-                        "of MTOD's and MultiATIS++'s English training utterances)")
+    parser.add_argument("task", choices=TASKS, help="the data set (udpos: UD PUD; udpos-xtreme: XTREME's UD-POS, made "
+                        "from the UD v2.5 and v2.7 releases as XTREME's scripts make it; squad: SQuAD v1.1, which MLQA "
+                        "and XQuAD train on; translations: XTREME's machine translations of SQuAD and TyDiQA-GoldP's "
+                        "training sets and of XNLI's test sets; filter-translations: FILTER's of XNLI's and PAWS-X's "
+                        "dev and test sets, of UD-POS's and PAN-X's training, dev and test sets and of TyDiQA-GoldP's "
+                        "test sets; xeroalign-translations: XeroAlign's of MTOD's and MultiATIS++'s English training "
+                        "utterances)")
     parser.add_argument("--to", required=True, help="the folder to write (give it as --data to train.py)")
     parser.add_argument("--langs", type=cli.languages, help="only these languages (default: all that the release has)")
     parser.add_argument("--mirror", help="fetch from this server instead: URL/<host>/<path> of each official URL")
-    parser.add_argument("--archive", type=cli.existing_file, help="panx: WikiANN's AmazonPhotos.zip, saved by hand, instead of the "
-                        "Hugging Face hub's parquet files")
+    parser.add_argument("--archive", type=cli.existing_file, help="panx: WikiANN's AmazonPhotos.zip, saved by hand, "
+                        "instead of the Hugging Face hub's parquet files")
     return parser.parse_args(argv)
 
 
@@ -617,13 +542,13 @@ def main(argv=None):
     args = get_args(argv)
     download(args.task, args.to, args.langs, args.mirror, args.archive)
     name = "udpos" if args.task == "udpos-xtreme" else args.task
-    if name in tasks.LAYOUTS:  # read it back as training will, so that a problem shows now
-        task = tasks.load_task(name, args.to)
-        print(f"{args.task}: {len(task.targets) + 1} languages in {args.to}; train with --task {name} --data {args.to}"
-              + (f" (all of it a test set, as XTREME's: --task xquad-squad, with SQuAD v1.1 from python download.py squad --to "
-                 f"{Path(args.to).parent / 'squad'})" if args.task == "xquad" else ""))
-    else:
-        print(f"{args.task}: written to {args.to}")
+    if name not in tasks.LAYOUTS:
+        return print(f"{args.task}: written to {args.to}")
+    task = tasks.load_task(name, args.to)  # read back as training will, so that a problem shows now
+    xquad = (f" (all of it a test set, as XTREME's: --task xquad-squad, with SQuAD v1.1 from python download.py squad "
+             f"--to {Path(args.to).parent / 'squad'})")
+    print(f"{args.task}: {len(task.targets) + 1} languages in {args.to}; train with --task {name} --data {args.to}"
+          + (xquad if args.task == "xquad" else ""))
 
 
 if __name__ == "__main__":

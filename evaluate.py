@@ -1,5 +1,6 @@
 """Evaluation: per-language scores, the average over target languages, the transfer gap, and how
-aligned the languages are (linear CKA, translation retrieval).
+aligned the languages are (linear CKA, translation retrieval). How each task level scores its
+predictions is in levels.py; this file holds what every level shares.
 
 The test table of a trained model (OUT/best of train.py: here the default job's), then with CKA
 and retrieval; CKA and retrieval of an encoder, untrained; retrieval on Tatoeba; runs' test
@@ -14,9 +15,7 @@ scores drawn side by side:
     python evaluate.py --plot runs/default runs/other
 
 Work is split across ranks and the counts summed with all_reduce, so 1 and N processes give the
-same numbers (torchrun --nproc_per_node N evaluate.py ...). How each task level scores its
-predictions (accuracy and macro-F1; span F1, or POS accuracy and F1; intent accuracy, slot F1 and exact
-match; QA's exact match and F1) is in levels.py; this file holds what every level shares.
+same numbers (torchrun --nproc_per_node N evaluate.py ...).
 """
 import json
 from pathlib import Path
@@ -36,18 +35,16 @@ from model import Classifier, Encoder, mean_pool
 
 
 @torch.no_grad()
-def sentence_representations(encoder, tokenizer, texts, batch_size, device, layer=-1, rank=0, world_size=1, pooling="mean"):
-    """Sentence vectors (N, H) of `layer` for every text, computed across ranks: the mean of the
-    real tokens' hidden states (pooling "mean"), or the <s> token's ("cls"), in float32. A text
-    longer than the encoder's positions (or 512 tokens) is truncated to them. With `world_size` 1
-    the process encodes every text (a sharded encoder, which every process runs on every batch)."""
+def sentence_representations(encoder, tokenizer, texts, batch_size, device, layer=-1, rank=0, world_size=1,
+                             pooling="mean"):
+    """Sentence vectors (N, H) of `layer`, across ranks: the real tokens' mean, or <s>'s ("cls")."""
     H, positions = encoder.config.hidden_size, encoder.config.max_positions - encoder.config.position_offset
     out = torch.zeros(len(texts), H, device=device)
     for index in data.evaluation_batches([len(t) for t in texts], batch_size, rank, world_size):
         ids, mask = tokenizer.batch([texts[i] for i in index], max_length=min(512, positions))
         ids, mask = ids.to(device), mask.to(device)
         hidden = encoder.hidden_states(ids, mask)[layer]
-        out[index] = (mean_pool(hidden, mask) if pooling == "mean" else hidden[:, 0]).float()  # bf16 where a sharded run computes in it
+        out[index] = (mean_pool(hidden, mask) if pooling == "mean" else hidden[:, 0]).float()  # bf16 when sharded
     return distributed.all_reduce(out) if world_size > 1 else out
 
 
@@ -96,8 +93,7 @@ def summarise(per_lang, source):
 
 
 def markdown_table(results, source, extra=None):
-    """A Markdown table: one row per language (percentages), then the target average and the
-    transfer gap; `extra` adds alignment columns ({lang: {"cka": ..., "cka_before": ...}})."""
+    """A Markdown table: a row per language (percent), the target average, the transfer gap, `extra`'s columns."""
     metrics = [k for k in results.get("average", next(iter(results.values()))) if k != "n"]
     extra = extra or {}
     present = {k for row in extra.values() for k in row}
@@ -111,7 +107,8 @@ def markdown_table(results, source, extra=None):
         lines.append(f"| {lang}{' (source)' if lang == source else ''} | " + " | ".join(cells) + " |")
     for key, name in (("average", "target average"), ("transfer_gap", "transfer gap")):
         if key in results:
-            lines.append(f"| {name} | " + " | ".join([f"{100 * results[key][m]:.1f}" for m in metrics] + [""] * len(columns)) + " |")
+            cells = [f"{100 * results[key][m]:.1f}" for m in metrics] + [""] * len(columns)
+            lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -126,10 +123,8 @@ def alignment_table(alignment):
 
 
 def linear_cka(x, y):
-    """Linear CKA (Kornblith et al. 2019) between representations (N, H) of N parallel sentences:
-    ||Y^T X||_F^2 / (||X^T X||_F ||Y^T Y||_F) on column-centred X and Y. X-Mixup's Eq. 1 prints it
-    with squared norms in the denominator and no centring; this is Kornblith et al.'s own form,
-    which is 1 for identical representations."""
+    """Linear CKA (Kornblith et al. 2019) of N parallel sentences' (N, H) vectors, centred: ||Y^T X||_F^2 /
+    (||X^T X||_F ||Y^T Y||_F), 1 for identical ones (X-Mixup's Eq. 1 prints squared norms below, no centring)."""
     x = x.double() - x.double().mean(0)
     y = y.double() - y.double().mean(0)
     return ((y.T @ x).norm() ** 2 / ((x.T @ x).norm() * (y.T @ y).norm())).item()
@@ -140,28 +135,24 @@ def retrieval_accuracy(x, y):
     nearest neighbour on the other side is their translation, averaged over the two directions."""
     similarity = F.normalize(x.double(), dim=-1) @ F.normalize(y.double(), dim=-1).T
     gold = torch.arange(len(x), device=x.device)
-    return ((similarity.argmax(1) == gold).double().mean().item() + (similarity.argmax(0) == gold).double().mean().item()) / 2
+    return sum((similarity.argmax(side) == gold).double().mean().item() for side in (1, 0)) / 2
 
 
 def alignment(encoder, tokenizer, parallel, source, batch_size, device, rank=0, world_size=1, pooling="mean"):
-    """{target: {"cka": ..., "retrieval": ...}} on parallel test sentences ({lang: [Example]}, paired
-    by id), between sentence vectors of the final layer: mean-pooled (as X-Mixup's Figure 1 and
-    footnote 4 pool the last layer) or <s> (`pooling` "cls"). The source side is encoded once for all targets."""
+    """{target: {"cka": ..., "retrieval": ...}} on parallel sentences ({lang: [Example]}, paired by id), of the final
+    layer's vectors: mean-pooled (as X-Mixup's Figure 1 and footnote 4 pool) or <s> (`pooling` "cls")."""
     encoder.eval()
     sources = parallel[source]
     row = {e.id: i for i, e in enumerate(sources)}
-    source_states = sentence_representations(encoder, tokenizer, [e.text for e in sources], batch_size, device, rank=rank,
-                                             world_size=world_size, pooling=pooling)
+    encode = lambda texts: sentence_representations(encoder, tokenizer, texts, batch_size, device, rank=rank,
+                                                    world_size=world_size, pooling=pooling)
+    source_states = encode([e.text for e in sources])  # once for all targets
     out = {}
     for lang, examples in parallel.items():
-        if lang == source:
-            continue
         paired = [e for e in examples if e.id in row]
-        if len(paired) < 2:  # CKA of one pair is undefined
+        if lang == source or len(paired) < 2:  # CKA of one pair is undefined
             continue
-        x = source_states[[row[e.id] for e in paired]]
-        y = sentence_representations(encoder, tokenizer, [e.text for e in paired], batch_size, device, rank=rank, world_size=world_size,
-                                     pooling=pooling)
+        x, y = source_states[[row[e.id] for e in paired]], encode([e.text for e in paired])
         out[lang] = {"cka": linear_cka(x, y), "retrieval": retrieval_accuracy(x, y)}
     return out
 
@@ -170,16 +161,13 @@ POOLINGS = {"mean": "the mean of the final layer's real tokens", "cls": "the fin
 
 
 def saw(seen, pooling=None):
-    """A table title's end: what each prediction saw (`seen`: methods.TEST_INPUTS' key, or None for
-    no predictions) and what CKA and retrieval compare (`pooling`, or None for no alignment)."""
+    """A table title's end: what each prediction saw (`seen`) and what CKA and retrieval compare (`pooling`)."""
     said = f"; --test-input {seen}: each prediction saw {TEST_INPUTS[seen]}" if seen else ""
     return said + (f"; CKA and retrieval compare {POOLINGS[pooling]}" if pooling else "")
 
 
 def run_report(results, task, before, after, pooling, predictions):
-    """(the test table in markdown, results.json's scores) of a training run: `results` per
-    language (summarise), CKA and retrieval `before` and `after` training ({lang: {name: value}}
-    or None) of `pooling`'s vectors, `predictions` the folder where the unscored languages' predictions go."""
+    """(the test table, results.json's scores) of a training run, with CKA and retrieval `before` and `after` it."""
     unscored_langs = unscored(task.test)
     aligned = {lang: {**{f"{k}_before": v for k, v in (before or {}).get(lang, {}).items()}, **values}
                for lang, values in (after or {}).items()}
@@ -204,40 +192,44 @@ def write_predictions(folder, predictions):
 def arguments():
     """evaluate.py's flags."""
     parser = cli.ArgumentParser(description=__doc__, formatter_class=flags.HelpFormatter)
-    parser.add_argument("--checkpoint", type=cli.existing_directory, help="a directory written by train.py (OUT/best); its task.json says what to test on")
-    parser.add_argument("--model", help="without --checkpoint: an encoder to measure alignment on, a folder or a Hugging Face hub id "
-                        "(default: the bundled model)")
-    parser.add_argument("--task", help="override the task of the checkpoint (demo, sib200, ...)")
-    parser.add_argument("--data", help="data directory of the task (not needed for demo)")
-    parser.add_argument("--source-lang", help="source language (default: the task's)")
-    parser.add_argument("--target-langs", type=cli.languages, help="comma-separated target languages (default: all of the task's)")
-    parser.add_argument("--split", default="test", choices=["dev", "test"], help="the split of the task to score")
-    parser.add_argument("--method", choices=list(flags.METHODS), metavar="METHOD", help="predict as this method does rather than "
-                        f"as the checkpoint's: {', '.join(flags.METHODS)} (translate-test on a zero-shot checkpoint: the same training)")
-    parser.add_argument("--test-input", choices=list(TEST_INPUTS), help="what a prediction sees besides the target text (see "
-                        "train.py --help; default: what the run was tested on)")
-    parser.add_argument("--test-translations", metavar="PATH", help="the test texts' translations into the source language "
-                        "(as train.py's)")
-    parser.add_argument("--plain-inference", action="store_true",
-                        help="for a FILTER or X-Mixup model: test each text alone, without a counterpart (--test-input text; "
-                             "X-Mixup's ablation 'without mixup inference')")
-    parser.add_argument("--alignment", action="store_true", help="also compute CKA and retrieval accuracy between source and targets")
-    parser.add_argument("--alignment-only", action="store_true", help="only CKA and retrieval, for an untrained encoder (--model)")
-    parser.add_argument("--alignment-pooling", choices=["mean", "cls"],
-                        help="the sentence vectors CKA and retrieval compare: the mean of the final layer's real "
-                        "tokens (as X-Mixup's Figure 1 pools), or <s>; default: what train.py compared for the "
-                        "checkpoint's run, and for an encoder what its default run compares (XeroAlign's <s>)")
-    parser.add_argument("--tatoeba", type=cli.existing_directory, help="measure alignment on Tatoeba pairs in this directory (tatoeba.<xxx>-eng.*) instead of the task's test set")
-    parser.add_argument("--tatoeba-langs", type=cli.languages, help="comma-separated three-letter codes (default: every pair in --tatoeba)")
-    parser.add_argument("--amp", default="auto", choices=["auto", "none", "bf16", "fp16"], help="autocast, as train.py's --amp: "
-                        "auto is bf16 on GPUs that support it, fp16 on older ones, off on the CPU (none: float32, as train.py's "
-                        "--eval-float32 tests)")
-    parser.add_argument("--batch-size", type=cli.positive_int, default=64, help="texts per batch (memory: each holds this many)")
-    parser.add_argument("--max-length", type=cli.number(int, 8), help="tokens per text or QA window (default: the checkpoint's, else 256)")
-    parser.add_argument("--out", help="directory for the .json and .md results (default: the checkpoint's parent; without --checkpoint, none)")
-    parser.add_argument("--plot", nargs="+", metavar="RUN", help="draw the test scores of one or more runs (OUT folders of "
-                        "train.py, or results JSON files) per language, with the transfer gap, one bar per run (needs matplotlib)")
-    parser.add_argument("--plot-file", default="scores.png", help="where --plot draws: a .png, .pdf or .svg file")
+    add = parser.add_argument
+    add("--checkpoint", type=cli.existing_directory, help="a directory written by train.py (OUT/best); its task.json "
+        "says what to test on")
+    add("--model", help="without --checkpoint: an encoder to measure alignment on, a folder or a Hugging Face hub id "
+        "(default: the bundled model)")
+    add("--task", help="override the task of the checkpoint (demo, sib200, ...)")
+    add("--data", help="data directory of the task (not needed for demo)")
+    add("--source-lang", help="source language (default: the task's)")
+    add("--target-langs", type=cli.languages, help="comma-separated target languages (default: all of the task's)")
+    add("--split", default="test", choices=["dev", "test"], help="the split of the task to score")
+    add("--method", choices=list(flags.METHODS), metavar="METHOD", help="predict as this method does rather than as "
+        f"the checkpoint's: {', '.join(flags.METHODS)} (translate-test on a zero-shot checkpoint: the same training)")
+    add("--test-input", choices=list(TEST_INPUTS), help="what a prediction sees besides the target text (see train.py "
+        "--help; default: what the run was tested on)")
+    add("--test-translations", metavar="PATH", help="the test texts' translations into the source language (as "
+        "train.py's)")
+    add("--plain-inference", action="store_true", help="for a FILTER or X-Mixup model: test each text alone, without "
+        "a counterpart (--test-input text; X-Mixup's ablation 'without mixup inference')")
+    add("--alignment", action="store_true", help="also compute CKA and retrieval accuracy between source and targets")
+    add("--alignment-only", action="store_true", help="only CKA and retrieval, for an untrained encoder (--model)")
+    add("--alignment-pooling", choices=["mean", "cls"], help="the sentence vectors CKA and retrieval compare: the mean "
+        "of the final layer's real tokens (as X-Mixup's Figure 1 pools), or <s>; default: what train.py compared for "
+        "the checkpoint's run, and for an encoder what its default run compares (XeroAlign's <s>)")
+    add("--tatoeba", type=cli.existing_directory, help="measure alignment on Tatoeba pairs in this directory "
+        "(tatoeba.<xxx>-eng.*) instead of the task's test set")
+    add("--tatoeba-langs", type=cli.languages, help="comma-separated three-letter codes (default: every pair in "
+        "--tatoeba)")
+    add("--amp", default="auto", choices=["auto", "none", "bf16", "fp16"], help="autocast, as train.py's --amp: auto "
+        "is bf16 on GPUs that support it, fp16 on older ones, off on the CPU (none: float32, as train.py's "
+        "--eval-float32 tests)")
+    add("--batch-size", type=cli.positive_int, default=64, help="texts per batch (memory: each holds this many)")
+    add("--max-length", type=cli.number(int, 8), help="tokens per text or QA window (default: the checkpoint's, "
+        "else 256)")
+    add("--out", help="directory for the .json and .md results (default: the checkpoint's parent; without "
+        "--checkpoint, none)")
+    add("--plot", nargs="+", metavar="RUN", help="draw the test scores of one or more runs (OUT folders of train.py, "
+        "or results JSON files) per language, with the transfer gap, one bar per run (needs matplotlib)")
+    add("--plot-file", default="scores.png", help="where --plot draws: a .png, .pdf or .svg file")
     return parser
 
 
@@ -245,15 +237,13 @@ def get_args(argv=None):
     parser = arguments()
     args = parser.parse_args(argv)
     if not args.checkpoint and not (args.alignment_only or args.tatoeba or args.plot):
-        parser.error("give --checkpoint (a model trained by train.py), --alignment-only / --tatoeba for an encoder (--model), "
-                     "or --plot RUN...")
+        parser.error("give --checkpoint (a model trained by train.py), --alignment-only / --tatoeba for an encoder "
+                     "(--model), or --plot RUN...")
     return args
 
 
 def alignment_pooling(args, info, num_layers):
-    """What CKA and retrieval compare: --alignment-pooling; else what train.py compared for the
-    checkpoint's run (task.json's, or as train.py resolves its method and --pooling); else what
-    train.py's default run compares."""
+    """What CKA and retrieval compare: --alignment-pooling, else the checkpoint's run's, else the default's."""
     if args.alignment_pooling or info.get("alignment_pooling"):
         return args.alignment_pooling or info["alignment_pooling"]
     method = info.get("method")
@@ -262,41 +252,36 @@ def alignment_pooling(args, info, num_layers):
 
 
 def tatoeba_alignment(encoder, tokenizer, args, pooling, device, rank, world_size):
-    """{lang: {"cka": ..., "retrieval": ...}} on Tatoeba's pairs; every language has its own
-    English side, so each pair is measured on its own."""
-    langs = args.tatoeba_langs or sorted(
-        {p.name.split(".")[1][:3] for p in Path(args.tatoeba).glob("tatoeba.*-eng.eng")})
+    """CKA and retrieval on Tatoeba's pairs, a language at a time (each has its own English side)."""
+    pairs = Path(args.tatoeba).glob("tatoeba.*-eng.eng")
+    langs = args.tatoeba_langs or sorted({p.name.split(".")[1][:3] for p in pairs})
     return {lang: alignment(encoder, tokenizer, dict(zip(("eng", lang), tasks.read_tatoeba(args.tatoeba, lang))), "eng",
                             args.batch_size, device, rank, world_size, pooling)[lang] for lang in langs}
 
 
 def test_input_of(args, info):
-    """(--test-input, --test-translations) for a checkpoint: --plain-inference is the text alone; with
-    neither given, what the run was tested on (task.json), or for older X-Mixup checkpoints trained
-    for plain inference, the text alone."""
+    """(--test-input, --test-translations): as given (--plain-inference: the text), else the run's."""
     if args.plain_inference:
         return "text", args.test_translations
     if args.test_input or args.test_translations:
         return args.test_input, args.test_translations
-    legacy_plain = "mixup" in info and not info["mixup"].get("inference", True)
+    legacy_plain = "mixup" in info and not info["mixup"].get("inference", True)  # older X-Mixup task.json
     return info.get("test_input") or ("text" if legacy_plain else None), None
 
 
 def test_checkpoint(model, encoder, tokenizer, info, args, pooling, device, rank, world_size, predictions):
-    """(results, alignment, source, test input): the checkpoint's (or --model's) scores on its
-    task's split, with its method's test-time prediction (task.json says which), and CKA and
-    retrieval of `pooling`'s vectors; `predictions` receives the predictions."""
+    """(results, alignment, source, test input) of the checkpoint on its task's split, as its method predicts."""
     task = tasks.load_task(args.task or info.get("task", "demo"), args.data or info.get("data"),
-                           args.source_lang or info.get("source_lang"),
-                           args.target_langs or info.get("target_langs"))
+                           args.source_lang or info.get("source_lang"), args.target_langs or info.get("target_langs"))
     task.doc_stride = info.get("doc_stride", task.doc_stride)
     task.max_answer_length = info.get("max_answer_length", task.max_answer_length)
-    if model is not None and not args.alignment_only:
-        check_labels(args.checkpoint, info, task)
-    run = Run(task, tokenizer, args.max_length or info.get("max_length", 256), args.batch_size, device, rank, world_size)
     results, extra, seen = {}, {}, None
     if model is not None and not args.alignment_only:
-        name = args.method or info.get("method") if (args.method or info.get("method")) in flags.METHODS else "zero-shot"
+        check_labels(args.checkpoint, info, task)
+        length = args.max_length or info.get("max_length", 256)
+        run = Run(task, tokenizer, length, args.batch_size, device, rank, world_size)
+        name = args.method or info.get("method")
+        name = name if name in flags.METHODS else "zero-shot"
         test_input, translations = test_input_of(args, info if name == info.get("method") else {})
         translations = translations or (task.test_translations if test_input == "translation" else None)
         test_input = flags.choose_test_input(name, test_input, translations, task.parallel)
@@ -307,17 +292,17 @@ def test_checkpoint(model, encoder, tokenizer, info, args, pooling, device, rank
         results = summarise(scores, task.source)
         results["unscored"] = unscored(getattr(task, args.split))
         seen = {"input": test_input, "what": TEST_INPUTS[test_input], "translations": translations}
-    if (args.alignment or args.alignment_only) and not task.parallel:
-        raise tasks.InputError(f"--alignment: task {task.name}'s languages are not parallel, so there are no translations to compare")
     if args.alignment or args.alignment_only:
-        extra = alignment(encoder, tokenizer, getattr(task, args.split), task.source, args.batch_size, device, rank, world_size,
-                          pooling)
+        if not task.parallel:
+            raise tasks.InputError(f"--alignment: task {task.name}'s languages are not parallel, so there are no "
+                                   "translations to compare")
+        extra = alignment(encoder, tokenizer, getattr(task, args.split), task.source, args.batch_size, device, rank,
+                          world_size, pooling)
     return results, extra, task.source, seen
 
 
 def check_labels(checkpoint, info, task):
-    """Refuse, before predicting, a checkpoint whose head predicts other labels (or intents) than the
-    task's: a model of another task. task.json names the labels it was trained on."""
+    """Refuse a checkpoint whose head predicts other labels (or intents) than the task's: another task's model."""
     shown = lambda labels: f"[{', '.join(map(str, labels[:12]))}{', ...' if len(labels) > 12 else ''}] ({len(labels)})"
     for name, ours in (("labels", task.labels), ("intents", task.intents)):
         theirs, ours = info.get(name), list(ours or [])
@@ -328,9 +313,7 @@ def check_labels(checkpoint, info, task):
 
 
 def plot_data(runs):
-    """(metric, languages, {run label: [score per language]}, {run label: [gap per target]}) of
-    results JSON files ({lang: scores}, "average", "args"), in percent; a run's label is its method,
-    with its folder where two runs share one. The gap of a target is the source's score minus its."""
+    """(metric, languages, {run: [score per language]}, {run: [gap per target]}) of results files, in percent."""
     loaded = []
     for run in map(Path, runs):
         path = run / "results.json" if run.is_dir() else run
@@ -343,15 +326,16 @@ def plot_data(runs):
         raise tasks.InputError(f"--plot: {loaded[[bool(s) for s in scored].index(False)][0]} has no test scores")
     metric = next(k for k in loaded[0][1][scored[0][0]] if k != "n")
     langs = list(dict.fromkeys(lang for names in scored for lang in names))
-    settings = [results.get("settings") or results.get("args") or {} for _, results in loaded]  # runs before the settings: "args"
+    settings = [results.get("settings") or results.get("args") or {} for _, results in loaded]  # older runs: "args"
     methods = [s.get("method") or run.name for s, (run, _) in zip(settings, loaded)]
-    labels = [m if methods.count(m) == 1 else f"{m} ({run.name})" for m, (run, _) in zip(methods, loaded)]
+    labels = [m if methods.count(m) == 1 else f"{m} ({run.name})" for m, (run, _) in zip(methods, loaded)]  # unique
     scores, gaps = {}, {}
     for label, names, (run, results), given in zip(labels, scored, loaded, settings):
         if metric not in results[names[0]]:
-            raise tasks.InputError(f"--plot: {run} has no {metric} (the first run's score): plot runs of one task together")
+            raise tasks.InputError(f"--plot: {run} has no {metric} (the first run's score): plot runs of one task "
+                                   "together")
         source = given.get("source_lang") or langs[0]
-        score = lambda lang: 100 * results[lang][metric] if lang in results and metric in results[lang] else float("nan")
+        score = lambda lang: 100 * results[lang][metric] if metric in results.get(lang, ()) else float("nan")
         scores[label] = [score(lang) for lang in langs]
         gaps[label] = [score(source) - score(lang) for lang in langs if lang != source]
     return metric, langs, scores, gaps
@@ -373,7 +357,8 @@ def plot(runs, path):
     for i, label in enumerate(scores):
         top.bar([x + i * width for x in range(len(langs))], scores[label], width, label=label)
         bottom.bar([x + i * width for x in range(len(targets))], gaps[label], width, label=label)
-    for axes, names, title in ((top, langs, f"test {metric} (%)"), (bottom, targets, "transfer gap: source minus language (points)")):
+    for axes, names, title in ((top, langs, f"test {metric} (%)"),
+                               (bottom, targets, "transfer gap: source minus language (points)")):
         axes.set_xticks([x + 0.4 - width / 2 for x in range(len(names))], names, rotation=45 if len(names) > 12 else 0)
         axes.set_ylabel(title)
     top.legend(fontsize="small")
@@ -420,9 +405,7 @@ def title(args, info, seen, pooling):
 
 
 def report(args, results, extra, source, seen, predictions, pooling, info):
-    """Print the table under its title, and write them with results_<split>.json (train.py's
-    results.json layout: scores by language, the languages without gold labels, what the prediction
-    saw, alignment, arguments) and predictions_<split>/<lang>.jsonl beside the checkpoint or in --out."""
+    """Print the table under its title; write it, results_<split>.json and the predictions beside the checkpoint."""
     out = Path(args.out) if args.out else Path(args.checkpoint).parent if args.checkpoint else None
     stem = "tatoeba" if args.tatoeba else "alignment" if args.alignment_only else f"results_{args.split}"
     stem += "_plain" if args.plain_inference else ""

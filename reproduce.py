@@ -1,36 +1,19 @@
 """A paper's table in one command: every run of an experiment file, for every seed, through
 torchrun, then the mean and standard deviation over seeds beside the paper's numbers.
 
-    python reproduce.py experiments/sib-200.json --data ../shared/data/sib200   # runs, then the table
-    python reproduce.py experiments/filter-xnli.json --nproc-per-node 8        # 8 GPUs per run
-    python reproduce.py experiments/filter-xnli.json --dry-run                 # settings, departures, cost, commands
-    python reproduce.py experiments/ --dry-run                                 # every file, and their cost summed
-    python reproduce.py experiments/sib-200.json --report                       # the table of the runs there are
-    python reproduce.py experiments/sib-200.json --runs xeroalign --seeds 0     # one row, one seed
+    python reproduce.py experiments/sib-200.json --data ../shared/data/sib200  # runs, then the table
+    python reproduce.py experiments/filter-xnli.json --nproc-per-node 8       # 8 GPUs per run
+    python reproduce.py experiments/filter-xnli.json --dry-run                # settings, departures, cost, commands
+    python reproduce.py experiments/ --dry-run                                # every file, and their cost summed
+    python reproduce.py experiments/sib-200.json --report                     # the table of the runs there are
+    python reproduce.py experiments/sib-200.json --runs xeroalign --seeds 0   # one row, one seed
 
-An experiment file (experiments/*.json) names the task, data and model, the seeds, the flags every
-run gets, and the runs: a method with its test input and flags, an evaluation of another run's
-best model ("evaluate"), or a run of cotrain.py ("cotrain"), each with the paper's numbers where
-the paper has that row. Its "settings" state, for every setting that decides a run, what the
-paper says, what the authors' script uses and what the run uses, and why the run departs from
-either (audit; --dry-run prints them); the paper's rows it does not run are named with the reason
-("omitted"). A run may need files the data folder may lack ("requires", such as X-Mixup's
-round-trip translations), and say what runs without them ("otherwise"); a run may give several
-learning rates ("grid"), each run over the seeds, the best on dev the table's.
-
-Each (run, seed) trains into OUT/<task>/<key>-seed<S> (OUT: --out, by default runs/), the key a
-hash of the run as it trains: two files that ask for the same run (the same flags, model and data)
-share one folder, and it is trained once; --dry-run says which files share a run. Its console
-output and a record of what it read are in OUT/<task>/logs/. A run with results is never started
-again; one with a checkpoint and no results was interrupted and continues with --resume; one with
-neither starts afresh; one whose results were made from another model than the one it reads now
-(a retrained teacher) is changed, not counted, and run again with --rerun-changed. A run that
-fails is reported with the last lines of its log, and the others go on.
-
-The table (OUT/<the file's name>/table.md, table.csv, table.png) gives, per language and for the
-target average, the mean ± sample standard deviation over the seeds whose runs finished: the number
-of seeds is in each column's header, and a missing run is named there, never averaged over silently.
-Rows are grouped by what a prediction sees at test time; compare columns within a group only.
+An experiment file (experiments/*.json) names the task, data, model, seeds and runs, and for every
+setting that decides a run what the paper says, what the authors' script uses, what the run uses,
+and why it departs. Each (run, seed) trains into OUT/<task>/<key>-seed<S>, shared by the files
+that ask for the same run, its log in OUT/<task>/logs/; a finished run is not started again, an
+interrupted one resumes. The table (OUT/<file>/table.md, .csv, .png) gives the mean ± sample
+standard deviation over the seeds that finished, never silently over fewer (docs/experiments.md).
 """
 import argparse
 import shlex
@@ -49,57 +32,62 @@ from minxlt.run import cli
 
 def get_args(argv=None):
     p = cli.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("experiment", type=Path, help="an experiment file (experiments/*.json); with --dry-run, also a folder of them")
-    p.add_argument("--out", type=Path, default=Path("runs"), help="where the runs (OUT/<task>/) and each file's table "
-                   "(OUT/<file>/) go (default: runs)")
+    p.add_argument("experiment", type=Path, help="an experiment file (experiments/*.json); with --dry-run, also a "
+                   "folder of them")
+    p.add_argument("--out", type=Path, default=Path("runs"), help="where the runs (OUT/<task>/) and each file's "
+                   "table (OUT/<file>/) go (default: runs)")
     p.add_argument("--data", help="the task's data folder, instead of the file's")
-    p.add_argument("--nproc-per-node", type=cli.positive_int, default=1, help="processes per run (GPUs of the machine; default 1)")
-    p.add_argument("--dry-run", action="store_true", help="the file's description (about), the settings (paper, authors' script, "
-                   "run) and the departures, the paper's rows not run, the cost, then the runs, what each would do and its command; "
-                   "run nothing")
+    p.add_argument("--nproc-per-node", type=cli.positive_int, default=1, help="processes per run (GPUs of the "
+                   "machine; default 1)")
+    p.add_argument("--dry-run", action="store_true", help="the file's description (about), the settings (paper, "
+                   "authors' script, run) and the departures, the paper's rows not run, the cost, then the runs, what "
+                   "each would do and its command; run nothing")
     p.add_argument("--report", action="store_true", help="only the table, from the runs that finished; run nothing")
-    p.add_argument("--runs", type=cli.languages, metavar="NAME,...", help="run only these runs of the file, and those "
-                   "whose models they read where those have none yet (default: every run); the table is the file's")
+    p.add_argument("--runs", type=cli.languages, metavar="NAME,...", help="run only these runs of the file, and "
+                   "those whose models they read where those have none yet (default: every run); the table is the "
+                   "file's")
     p.add_argument("--seeds", type=cli.languages, metavar="S,...", help="run only these of the file's seeds "
                    "(default: all)")
-    p.add_argument("--rerun-changed", action="store_true", help="run again the runs whose results were made from another model "
-                   "than the one they read now (without it they are named, and not counted)")
+    p.add_argument("--rerun-changed", action="store_true", help="run again the runs whose results were made from "
+                   "another model than the one they read now (without it they are named, and not counted)")
     args = p.parse_args(argv)
     if not (args.experiment.is_file() or (args.dry_run and args.experiment.is_dir())):
-        p.error(f"{args.experiment}: no such file" + (" (a folder of files goes with --dry-run)" if args.experiment.is_dir() else ""))
+        folder = " (a folder of files goes with --dry-run)" if args.experiment.is_dir() else ""
+        p.error(f"{args.experiment}: no such file{folder}")
     return args
 
 
 def plan(experiment):
-    """The file's settings as lines: each with the paper's, the authors' script's and the run's
-    value (every trained run's, then each run's own, as the data folder chooses each run), then
-    the departures with their reasons, the runs that need files, and the paper's rows not run."""
+    """The file's settings as lines, with the paper's, the authors' script's and the run's value (every trained
+    run's, then each run's own), the departures and why, the runs that need files, the rows not run."""
     findings = {f.where: f for f in audit(experiment, variants=False)}  # a setting of every run: once
     shown = lambda value: "none" if value is None else repr(value)
     value = lambda s, source: f"{shown(s.get(source))} ({s[f'{source}_where']})" if f"{source}_where" in s else "silent"
+    group = lambda where, f: "every trained run" if where.startswith("settings.") else f.run.name
     lines, owner = [], None
     for where, f in findings.items():
-        group = "every trained run" if where.startswith("settings.") else f.run.name
-        if group != owner:
-            lines.append(f"  {group}:")
-            owner = group
+        if group(where, f) != owner:
+            owner = group(where, f)
+            lines.append(f"  {owner}:")
         lines.append(f"    {f.name}: paper {value(f.setting, 'paper')}; script {value(f.setting, 'script')}; "
                      f"run {shown(f.setting['run'])}" + (" *" if f.departs else ""))
-    departures = [f"  {'every trained run' if w.startswith('settings.') else f.run.name}, {f.name}: {f.setting['departure']}"
-                  for w, f in findings.items() if f.departs]
+    departures = [f"  {group(w, f)}, {f.name}: {f.setting['departure']}" for w, f in findings.items() if f.departs]
     out = []
     if lines:
-        out += (["Settings: what the paper states, what its authors' script uses, what the run uses (* departs from either):"]
-                + lines + ["Departures, and the runs' own choices where neither the paper nor the script gives a value:"]
-                + (departures or ["  none"]))
-    out += ["Runs that need files of the data folder:"] + [f"  {run.name}: {run.variant}" for run in experiment.runs if run.variant]
-    out += ["The paper's rows not run:"] + [f"  {row['row']} ({row['table']}): {row['reason']}" for row in experiment.omitted]
-    return [line for i, line in enumerate(out) if not (line.endswith(":") and not line.startswith(" ")
-                                                       and (i + 1 == len(out) or not out[i + 1].startswith(" ")))]
+        out += ["Settings: what the paper states, what its authors' script uses, what the run uses "
+                "(* departs from either):", *lines,
+                "Departures, and the runs' own choices where neither the paper nor the script gives a value:",
+                *(departures or ["  none"])]
+    out += ["Runs that need files of the data folder:"] + [f"  {run.name}: {run.variant}" for run in experiment.runs
+                                                          if run.variant]
+    out += ["The paper's rows not run:"] + [f"  {row['row']} ({row['table']}): {row['reason']}"
+                                            for row in experiment.omitted]
+    return [line for line, after in zip(out, out[1:] + [""])  # a heading with nothing under it goes
+            if line.startswith(" ") or not line.endswith(":") or after.startswith(" ")]
 
 
 def costs(experiment, todo):
-    """{job key: Cost} of every job, from the file's sizes and each run's settings (minxlt/experiments/cost.py)."""
+    """{job key: Cost} of every job, from the file's sizes and each run's settings."""
     out, level = {}, tasks.LAYOUTS[experiment.task].level
     for i, run in enumerate(experiment.runs):
         trained = next((r for r in experiment.runs if r.name == run.evaluate), run)
@@ -113,7 +101,7 @@ def costs(experiment, todo):
 
 
 def shared_runs(experiment, data):
-    """{job key: ["<file> (<run>)", ...]} of the other experiment files beside this one that ask for the same runs."""
+    """{job key: ["<file> (<run>)", ...]} of the other experiment files beside this one that ask for its runs."""
     shared = {}
     for path in sorted(experiment.path.parent.glob("*.json")):
         if path.resolve() == experiment.path.resolve():
@@ -145,8 +133,7 @@ def seed_range(seeds):
 
 
 def seeded_command(argvs, seeds):
-    """The seeds' commands as one: `for S in <seeds>; do <command with $S>; done`, where they differ only
-    in the seed (its --seed and its folders' names); None where they differ otherwise."""
+    """The seeds' commands as one, `for S in ...; do ... "$S" ...; done`, where only the seed differs; else None."""
     if len(argvs) == 1:
         return shlex.join(argvs[0])
     if len({len(argv) for argv in argvs}) > 1:
@@ -165,13 +152,9 @@ def seeded_command(argvs, seeds):
 
 
 def dry_run(experiment, out, nproc, data=None):
-    """Print a file's description, plan, runs and cost; returns {job key and seed: (Cost, model)}, each job once.
-    Each run (and grid value) is one line and one command over its seeds."""
-    print(f"== {experiment.path}: {experiment.title}")
-    if experiment.about:
-        print(experiment.about)
-    for line in plan(experiment):
-        print(line)
+    """Print a file's description, plan, runs and cost; returns {job key and seed: (Cost, model)}, each job once."""
+    print("\n".join([f"== {experiment.path}: {experiment.title}", *[experiment.about] * bool(experiment.about),
+                     *plan(experiment)]))
     todo = jobs(experiment, out)
     named, price, shared = by_name(todo), costs(experiment, todo), shared_runs(experiment, data)
     statuses = {job.label: status(job, experiment, named) for job in todo}
@@ -180,9 +163,8 @@ def dry_run(experiment, out, nproc, data=None):
         seeds = [job.seed for job in mine]
         argvs = [command(job, experiment, nproc, named) for job in mine]
         argvs = [argv[:-1] if argv[-1] in ("--resume", "--overwrite") else argv for argv in argvs]  # said by its state
-        by_state = {}
-        for job in mine:
-            by_state.setdefault(statuses[job.label], []).append(job.seed)
+        by_state = {state: [job.seed for job in mine if statuses[job.label] == state]
+                    for state in dict.fromkeys(statuses[job.label] for job in mine)}
         states = [WHAT[state] if len(by_state) == 1 else f"{seed_range(held)} {WHAT[state]}"
                   for state, held in by_state.items()]
         also = f"; shared with {', '.join(shared[mine[0].key])}" if mine[0].key in shared else ""
@@ -202,9 +184,9 @@ def dry_run(experiment, out, nproc, data=None):
     jobs_cost = {job.key + str(job.seed): (price[job.key], experiment.model) for job in todo}
     total = sum((cost for cost, _ in jobs_cost.values()), Cost())
     sizes = experiment.sizes
-    print(f"cost, every run of every seed: {say(total)}" + (f" (from the file's sizes: {sizes['train']:,} training examples, "
-                                                            f"{sizes['dev']:,} dev and {sizes['test']:,} test a language, "
-                                                            f"{sizes['languages']} languages; {sizes['from']})" if sizes else ""))
+    counted = (f" (from the file's sizes: {sizes['train']:,} training examples, {sizes['dev']:,} dev and "
+               f"{sizes['test']:,} test a language, {sizes['languages']} languages; {sizes['from']})" if sizes else "")
+    print(f"cost, every run of every seed: {say(total)}{counted}")
     hours = gpu_hours(total, experiment.model)  # its words; the hours are each run's, summed
     if hours:
         each = sum(gpu_hours(cost, experiment.model)[0] for cost, _ in jobs_cost.values())
@@ -213,14 +195,13 @@ def dry_run(experiment, out, nproc, data=None):
 
 
 def narrowed(experiment, runs=None, seeds=None):
-    """The experiment with the runs named in `runs` (and the runs whose models they read) and the
-    seeds in `seeds` alone: what --runs and --seeds run. Each run keeps its key, and so its folder."""
+    """The experiment with only the runs (and those whose models they read) and seeds that --runs and --seeds give."""
     names = [run.name for run in experiment.runs]
     given = [str(seed) for seed in experiment.seeds]
     unknown = [name for name in runs or [] if name not in names] + [seed for seed in seeds or [] if seed not in given]
     if unknown:
-        raise tasks.InputError(f"{experiment.path} has no run or seed {unknown[0]!r}: its runs are {', '.join(names)}; "
-                               f"its seeds {', '.join(given)}")
+        raise tasks.InputError(f"{experiment.path} has no run or seed {unknown[0]!r}: its runs are "
+                               f"{', '.join(names)}; its seeds {', '.join(given)}")
     kept = set(runs or names)
     for run in reversed(experiment.runs):  # a run reads the models of runs before it
         kept |= set(run.needs) if run.name in kept else set()
@@ -249,16 +230,15 @@ def main(argv=None):
             print(f"note: {e}")
         dry_run(experiment, args.out, args.nproc_per_node, args.data)
         return
+    failed = {}
     if not args.report:
         check_languages(experiment)
         signal.signal(signal.SIGTERM, signal.default_int_handler)  # as Ctrl-C: the running run saves a checkpoint
         chosen = narrowed(experiment, args.runs, args.seeds)
         failed = execute(chosen, args.out, args.nproc_per_node, args.rerun_changed)
-    else:
-        failed = {}
     report(experiment, args.out, failed)
     if failed:
-        sys.exit(f"{len(failed)} run(s) did not finish:\n" + "\n".join(f"{label}: {why}" for label, why in failed.items()))
+        sys.exit(f"{len(failed)} run(s) did not finish:\n" + "\n".join(f"{run}: {why}" for run, why in failed.items()))
 
 
 if __name__ == "__main__":

@@ -4,11 +4,10 @@ settings must give the same losses (after a refactor, across process counts, aft
     python -m dev.compare_logs runs/a runs/b                 # two runs' OUT folders
     python -m dev.compare_logs before/ after/ --tolerance 0  # every run found under both folders
 
-A run is a folder with a log.jsonl (co-training's sub-runs each have theirs). Wall-clock fields
-("seconds") are ignored, and so are results.json's "settings" (which name the run's own --out)
-and co-training's "args" (and any --ignore KEY); every other number
-in log.jsonl and results.json must agree within --tolerance (relative; 0 means exactly). Exits 1
-on any difference.
+A run is a folder with a log.jsonl (co-training's sub-runs each have theirs). Every number in
+log.jsonl and results.json must agree within --tolerance (relative; 0 means exactly), but for
+wall-clock "seconds", results.json's "settings" (which name the run's --out), co-training's "args"
+and any --ignore KEY. Exits 1 on any difference.
 """
 import argparse
 import json
@@ -31,7 +30,8 @@ def differences(a, b, tolerance, where=""):
     """Where two JSON values differ, as readable lines."""
     if isinstance(a, dict) and isinstance(b, dict):
         keys = [k for k in dict.fromkeys([*a, *b]) if k not in IGNORED]
-        return [line for k in keys for line in differences(a.get(k), b.get(k), tolerance, f"{where}.{k}" if where else k)]
+        named = lambda k: f"{where}.{k}" if where else k
+        return [line for k in keys for line in differences(a.get(k), b.get(k), tolerance, named(k))]
     if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
         return [line for i, (x, y) in enumerate(zip(a, b)) for line in differences(x, y, tolerance, f"{where}[{i}]")]
     numbers = all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in (a, b))
@@ -49,7 +49,8 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("a", type=Path)
     parser.add_argument("b", type=Path)
-    parser.add_argument("--tolerance", type=float, default=0.0, help="relative difference allowed between numbers (default: none)")
+    parser.add_argument("--tolerance", type=float, default=0.0, help="relative difference allowed between numbers "
+                        "(default: none)")
     parser.add_argument("--ignore", action="append", default=[], metavar="KEY",
                         help="a record key to leave out too, such as one that only the newer run writes (repeatable)")
     args = parser.parse_args(argv)

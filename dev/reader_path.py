@@ -5,6 +5,7 @@ method enters, from train.py's main to the step's return; the names a method inh
     python -m dev.reader_path --method filter --list
 """
 import argparse
+import ast
 import contextlib
 import io
 import sys
@@ -14,6 +15,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def ours(path):
+    """`path` relative to the repository where it is the project's code (not dev/'s, nor a virtual environment's)."""
+    if path.is_relative_to(ROOT) and ".venv" not in path.parts and path.relative_to(ROOT).parts[0] != "dev":
+        return str(path.relative_to(ROOT))
+
+
 class Stepped(Exception):
     """Raised once the first step has returned: the run ends there."""
 
@@ -21,7 +28,7 @@ class Stepped(Exception):
 def entered(argv):
     """[(file, function)] of the project's code entered before the first train_step returns."""
     import train
-    seen, done, step = [], [], train.train_step
+    seen, step = [], train.train_step
 
     def first_step(*args, **kwargs):
         step(*args, **kwargs)
@@ -29,16 +36,12 @@ def entered(argv):
 
     def profile(frame, event, arg):
         code = frame.f_code
-        if done:
-            return
-        if event == "call":
-            path = Path(code.co_filename)
-            if path.is_relative_to(ROOT) and ".venv" not in path.parts and "dev" != path.parts[len(ROOT.parts)]:
-                key = (str(path.relative_to(ROOT)), code.co_qualname)
-                if key not in seen and not code.co_name.startswith("<"):  # comprehensions and lambdas are their function's
-                    seen.append(key)
-        elif event == "return" and code is step.__code__:
-            done.append(True)
+        if event == "return" and code is step.__code__:
+            sys.setprofile(None)  # the first step has returned
+        elif event == "call" and (path := ours(Path(code.co_filename))):
+            key = (path, code.co_qualname)
+            if key not in seen and not code.co_name.startswith("<"):  # comprehensions and lambdas: their function's
+                seen.append(key)
 
     with tempfile.TemporaryDirectory() as out, contextlib.redirect_stderr(io.StringIO()), contextlib.suppress(Stepped):
         train.train_step = first_step
@@ -54,26 +57,19 @@ def entered(argv):
 def inherited(method_name):
     """The names a method's class inherits from the project's classes above it."""
     import methods
-    cls = methods.METHODS[method_name] if hasattr(methods, "METHODS") else __import__("minxlt.run.flags").run.flags.METHODS[method_name]
-    names = set()
-    for base in cls.__mro__[1:]:
-        if base is object or not Path(sys.modules[base.__module__].__file__).resolve().is_relative_to(ROOT):
-            continue
-        names |= {n for n in vars(base) if not (n.startswith("__") and n.endswith("__"))}
-    return sorted(names)
+    from minxlt.run import flags
+    cls = (getattr(methods, "METHODS", None) or flags.METHODS)[method_name]
+    bases = [base for base in cls.__mro__[1:]
+             if base is not object and Path(sys.modules[base.__module__].__file__).resolve().is_relative_to(ROOT)]
+    return sorted({n for base in bases for n in vars(base) if not (n.startswith("__") and n.endswith("__"))})
 
 
 def long_docstrings():
     """The functions of the root's files whose docstrings run over two lines."""
-    import ast
-    found = []
-    for path in sorted(ROOT.glob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                doc = ast.get_docstring(node, clean=False)
-                if doc and len(doc.strip().splitlines()) > 2:
-                    found.append(f"{path.name}:{node.name}")
-    return found
+    return [f"{path.name}:{node.name}" for path in sorted(ROOT.glob("*.py"))
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and len((ast.get_docstring(node, clean=False) or "").strip().splitlines()) > 2]
 
 
 def code_lines():
@@ -101,10 +97,9 @@ def main():
         files = sorted({f for f, _ in seen})
         print(f"{method}: {len(seen)} functions in {len(files)} files before the first step returns; "
               f"a method inherits {len(inherited(method))} names")
-        if args.list:
-            for f in files:
-                names = [n for g, n in seen if g == f]
-                print(f"  {f} ({len(names)}): {', '.join(names)}")
+        for f in files if args.list else []:
+            names = [n for g, n in seen if g == f]
+            print(f"  {f} ({len(names)}): {', '.join(names)}")
     print(f"train.py --help: {help_lines()} lines; --method filter --help: {help_lines(['--method', 'filter'])} lines")
     total, wide = code_lines()
     print(f"root functions with docstrings over two lines: {len(long_docstrings())}; "

@@ -1,17 +1,13 @@
-"""Annotated pages: each paper's file rendered as a page of two columns, its notes (docstrings and
-comment blocks) on the left beside the code they precede on the right, generated from the source
-files themselves, with nothing written twice.
+"""Annotated pages: each paper's file as a page of two columns, its notes (docstrings and comment
+blocks) beside the code they precede, generated from the source files themselves.
 
     python docs/annotate.py            # writes docs/pages/*.html
     python docs/annotate.py --check    # exit status 1 where a page differs from its source (stale)
 
-Notes are Markdown. Outside `code`, their notation is written in the papers' letters: lambda as λ,
-h_T as h with T below, A^T with T above, as HTML text (subscripts and superscripts, not typeset
-formulas). An indented block is preformatted and never wraps: an equation a line, its label (Eq. N)
-in a column of its own; commands and ASCII diagrams as written. Code never wraps either: a line
-wider than its column scrolls. The module's docstring, the file's introduction, spans the page.
-The pages need no network: each holds its own style sheet, and Pygments colours the code. Requires
-`markdown` and `pygments` (docs/requirements.txt), not the training code.
+Notes are Markdown, their notation set in the papers' letters (λ, h with T below, A^T with T
+above) as HTML text. An indented block is preformatted and never wraps (equations with their
+labels in a column of their own, commands and ASCII diagrams as written); nor does code. The
+pages need no network. Requires `markdown` and `pygments` (docs/requirements.txt).
 """
 import argparse
 import ast
@@ -30,13 +26,14 @@ from pygments.lexers import PythonLexer
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "docs" / "pages"
 
-# file -> (page title, the paper or what the file is, where in it the file's code is), in the README's
-# reading order, which the index follows
+# file -> (page title, the paper or what the file is, where in it the file's code is), in the README's reading order
 PAGES = {
-    "model.py": ("The encoder", "XLM-R (Conneau et al., ACL 2020), BERT (Devlin et al., NAACL 2019), XLM-R XL and XXL (Goyal "
-                 "et al. 2021)", "the pieces the methods compose: embed, layers[i] (attention, feed_forward), finish"),
-    "data.py": ("The examples and their batches", "what an example is, read and encoded, and how encoded items become batches",
-                "padding to the longest, (source, translation) pairs, epochs of global batches, shards across processes"),
+    "model.py": ("The encoder", "XLM-R (Conneau et al., ACL 2020), BERT (Devlin et al., NAACL 2019), XLM-R XL and XXL "
+                 "(Goyal et al. 2021)", "the pieces the methods compose: embed, layers[i] (attention, feed_forward), "
+                 "finish"),
+    "data.py": ("The examples and their batches", "what an example is, read and encoded, and how encoded items "
+                "become batches", "padding to the longest, (source, translation) pairs, epochs of global batches, "
+                "shards across processes"),
     "losses.py": ("The losses", "every paper's losses, one function per equation",
                   "XeroAlign Algorithm 1; FILTER Eq. 4-5; X-Mixup Eq. 7-8; Yu & Joty Eq. 1-5"),
     "methods.py": ("The interface every method implements", "what a method says and what it is given; zero-shot, "
@@ -46,18 +43,18 @@ PAGES = {
                   "encoding and pairing, the task loss (cross-entropy), heads, scores"),
     "xeroalign.py": ("XeroAlign", "Gritta & Iacobacci, XeroAlign: Zero-Shot Cross-lingual Transformer Alignment, "
                      "Findings of ACL 2021", "Sec. 3 (Methodology), Algorithm 1; Sec. 3.1 (the setup)"),
-    "fusion.py": ("FILTER", "Fang, Wang, Gan, Sun and Liu, FILTER: An Enhanced Fusion Method for Cross-lingual Language "
-                  "Understanding, AAAI 2021", "Proposed Approach: FILTER Architecture (Eq. 1-4), Self-Teaching Loss (Eq. 5-6, "
-                  "Algorithm 1), Inference; Implementation Details"),
+    "fusion.py": ("FILTER", "Fang, Wang, Gan, Sun and Liu, FILTER: An Enhanced Fusion Method for Cross-lingual "
+                  "Language Understanding, AAAI 2021", "Proposed Approach: FILTER Architecture (Eq. 1-4), "
+                  "Self-Teaching Loss (Eq. 5-6, Algorithm 1), Inference; Implementation Details"),
     "mixup.py": ("X-Mixup", "Yang, Chen, Zhou and Li, Enhancing Cross-lingual Transfer by Manifold Mixup, ICLR 2022",
-                 "Sec. 4.1 (Eq. 2-6), 4.2 (Eq. 7-8), 4.3 (mixup inference); Sec. 5.1 and Appendix C.1 (settings); Appendix A.1 "
-                 "(Eq. 9-11)"),
-    "contrastive.py": ("Contrastive language adaptation", "Yu and Joty, Effective Fine-tuning Methods for Cross-lingual "
-                       "Adaptation, EMNLP 2021", "Sec. 3.2 (Eq. 1-5); Sec. 4.2 (Training Details)"),
+                 "Sec. 4.1 (Eq. 2-6), 4.2 (Eq. 7-8), 4.3 (mixup inference); Sec. 5.1 and Appendix C.1 (settings); "
+                 "Appendix A.1 (Eq. 9-11)"),
+    "contrastive.py": ("Contrastive language adaptation", "Yu and Joty, Effective Fine-tuning Methods for "
+                       "Cross-lingual Adaptation, EMNLP 2021", "Sec. 3.2 (Eq. 1-5); Sec. 4.2 (Training Details)"),
     "cotrain.py": ("Co-training", "Yu and Joty, Effective Fine-tuning Methods for Cross-lingual Adaptation, EMNLP 2021",
                    "Sec. 3.1 (Algorithm 1); Sec. 4.2 (Co-training, Baselines: self-training)"),
-    "unicoder.py": ("Unicoder's pre-training tasks", "Huang, Liang, Duan, Gong, Shou, Jiang and Zhou, Unicoder: A Universal "
-                    "Language Encoder by Pre-training with Multiple Cross-lingual Tasks, EMNLP 2019",
+    "unicoder.py": ("Unicoder's pre-training tasks", "Huang, Liang, Duan, Gong, Shou, Jiang and Zhou, Unicoder: A "
+                    "Universal Language Encoder by Pre-training with Multiple Cross-lingual Tasks, EMNLP 2019",
                     "Pre-training Tasks in Unicoder (Eq. 1-2); Training Details"),
     "train.py": ("The training step", "one run from the command line to the test table",
                  "train_step: a global batch, the method's loss, backward, the update"),
@@ -68,10 +65,12 @@ PAGES = {
 
 # file -> (the definitions a reader of the methods can pass over, what they are): shown dimmed, under that line
 SKIMMED = {
-    "model.py": ({"from_hf", "from_directory", "to_hf", "from_pretrained", "load_weights", "load_hf_state_dict", "save_pretrained",
-                  "save", "load"}, "Checkpoint I/O (minxlt/checkpoints/weights.py), not needed to follow a method"),
-    "evaluate.py": ({"arguments", "get_args", "tatoeba_alignment", "test_input_of", "test_checkpoint", "plot_data", "plot", "main", "report"},
-                    "The command line (python evaluate.py): arguments, the checkpoint's task, plots, files written"),
+    "model.py": ({"from_hf", "from_directory", "to_hf", "from_pretrained", "load_weights", "load_hf_state_dict",
+                  "save_pretrained", "save", "load"}, "Checkpoint I/O (minxlt/checkpoints/weights.py), not needed to "
+                 "follow a method"),
+    "evaluate.py": ({"arguments", "get_args", "tatoeba_alignment", "test_input_of", "test_checkpoint", "plot_data",
+                     "plot", "main", "report"}, "The command line (python evaluate.py): arguments, the checkpoint's "
+                    "task, plots, files written"),
 }
 
 STYLE = """
@@ -85,11 +84,13 @@ nav a { margin-right: 10px; }
 .section.intro { grid-template-columns: minmax(0, 1fr); }
 .intro .notes { border-right: none; border-bottom: 1px solid #e6e3dc; }
 .intro .notes > :not(pre) { max-width: 52em; }
-.notes { padding: 8px 22px 8px 28px; background: #fbfaf7; border-right: 1px solid #e6e3dc; overflow-wrap: anywhere; min-width: 0; }
+.notes { padding: 8px 22px 8px 28px; background: #fbfaf7; border-right: 1px solid #e6e3dc; \
+overflow-wrap: anywhere; min-width: 0; }
 .notes p { margin: 6px 0; }
 .notes pre { white-space: pre; overflow-x: auto; overflow-wrap: normal; font: 12px/1.45 "DejaVu Sans Mono", monospace;
              background: #f3f0e8; padding: 6px 8px; width: fit-content; max-width: 100%; box-sizing: border-box; }
-.notes pre.equations { display: grid; grid-template-columns: max-content max-content; column-gap: 3em; justify-content: start; }
+.notes pre.equations { display: grid; grid-template-columns: max-content max-content; column-gap: 3em; \
+justify-content: start; }
 .notes pre.equations .label { color: #7a3b00; }
 .notes code { font: 13px "DejaVu Sans Mono", monospace; background: #f3f0e8; padding: 0 2px; }
 .notes pre code { background: none; padding: 0; }
@@ -106,16 +107,15 @@ sub, sup { line-height: 0; }
 
 FORMATTER = HtmlFormatter(nowrap=True, style="friendly")
 STYLE += FORMATTER.get_style_defs(".code pre")
-GREEK = {"lambda": "λ", "alpha": "α", "tau": "τ", "sigma": "σ", "theta": "θ", "beta": "β", "gamma": "γ", "mu": "μ"}
+GREEK = {"lambda": "λ", "alpha": "α", "tau": "τ", "sigma": "σ", "theta": "θ", "beta": "β", "gamma": "γ",
+         "mu": "μ"}
 
 
 def math(text):
-    """The papers' notation in plain text set as they set it: Greek names as letters (lambda0 as
-    λ with 0 below), h~ as h with a tilde, sum as Σ, sqrt as √, a one- or two-letter symbol's (or
-    softmax's, Σ's, a norm's ||) _x or _{...} below it (a one-letter symbol's word too: L_task), ^T or
-    ^{...} above it (after a subscript too: H_d^s), Eq. N in bold."""
-    text = re.sub(r"\b(" + "|".join(GREEK) + r")(\d?)(?![A-Za-z0-9])", lambda m: GREEK[m.group(1)] + (f"<sub>{m.group(2)}</sub>" if m.group(2) else ""),
-                  text)
+    """The papers' notation set as they set it: Greek letters (lambda0: λ, 0 below), h~, Σ, √, a symbol's _x or
+    _{...} below it (L_task, ||_F), ^T or ^{...} above it (H_d^s too), Eq. N in bold."""
+    greek = lambda m: GREEK[m.group(1)] + (f"<sub>{m.group(2)}</sub>" if m.group(2) else "")
+    text = re.sub(r"\b(" + "|".join(GREEK) + r")(\d?)(?![A-Za-z0-9])", greek, text)
     text = re.sub(r"\b([A-Za-z])~", "\\1\u0303", text)  # h~: h with a tilde above
     text = re.sub(r"\bsum(?=_)", "Σ", text).replace("sqrt(", "√(")
     base = "|".join(GREEK.values()) + r"|Σ|softmax|[A-Za-z]\u0303|[A-Za-z]{1,2}'?"
@@ -123,7 +123,8 @@ def math(text):
                   lambda m: f"{m.group(1)}<sub>{m.group(2).strip('{}')}</sub>", text)
     text = re.sub(r"(?<![\w])([A-Za-z])_([a-z]{4,7})(?![\w])", r"\1<sub>\2</sub>", text)  # L_task, L_align
     text = re.sub(r"(\|\|)_([A-Za-z])(?![\w])", r"\1<sub>\2</sub>", text)  # a norm's ||_F
-    text = re.sub(r"(?:(?<=[\w)'])|(?<=</sub>))\^(\{[^}]+\}|[A-Za-z0-9])", lambda m: f"<sup>{m.group(1).strip('{}')}</sup>", text)
+    sup = lambda m: f"<sup>{m.group(1).strip('{}')}</sup>"
+    text = re.sub(r"(?:(?<=[\w)'])|(?<=</sub>))\^(\{[^}]+\}|[A-Za-z0-9])", sup, text)
     return re.sub(r"\b(Eq\. \d+(?:-\d+)?)", r'<span class="eq">\1</span>', text)
 
 
@@ -145,13 +146,11 @@ def notation(rendered):
 
 
 def note_html(text):
-    """A note (a docstring or comment block's text) as HTML: Markdown, a list where lines start
-    with "- " (a blank line before it supplied), a table of terms where lines indented by two
-    spaces name a term and its description (continued on deeper lines), an indented block as it is
-    written (preformatted_html)."""
+    """A note as HTML: Markdown, with lists, tables of terms and preformatted blocks as note writers write them."""
     lines, out = text.splitlines(), []
     for i, line in enumerate(lines):
-        if re.match(r"\s{0,3}- ", line) and i and lines[i - 1].strip() and not re.match(r"\s{0,3}- |\s{4,}", lines[i - 1]):
+        previous = lines[i - 1] if i else ""
+        if re.match(r"\s{0,3}- ", line) and previous.strip() and not re.match(r"\s{0,3}- |\s{4,}", previous):
             out.append("")
         out.append(line)
     held = []  # what Markdown and the notation must leave as made here: {i}'s HTML
@@ -162,15 +161,15 @@ def note_html(text):
 
     source = terms_tables("\n".join(out), hold)
     rendered = markdown.markdown(html_text(source), extensions=["tables"])
-    rendered = re.sub(r"<pre><code>(.*?)</code></pre>", lambda m: hold(preformatted_html(html.unescape(m.group(1)))), rendered, flags=re.S)
+    rendered = re.sub(r"<pre><code>(.*?)</code></pre>", lambda m: hold(preformatted_html(html.unescape(m.group(1)))),
+                      rendered, flags=re.S)
     rendered = notation(rendered)
     rendered = re.sub(r"<p>\x00(\d+)\x00</p>", lambda m: held[int(m.group(1))], rendered)
     return re.sub(r"\x00(\d+)\x00", lambda m: held[int(m.group(1))], rendered)
 
 
 def terms_tables(text, hold):
-    """Each run of lines "  term  description" (the description continued on lines indented
-    deeper) as a held table of terms and descriptions, a paragraph of its own."""
+    """Each run of lines "  term  description" (continued deeper) as a held table of terms, a paragraph."""
     lines, out, i = text.split("\n"), [], 0
     while i < len(lines):
         rows = []
@@ -181,7 +180,8 @@ def terms_tables(text, hold):
                 rows[-1][1] += " " + lines[i].strip()
                 i += 1
         if rows:
-            cells = "".join(f"<tr><td>{html.escape(term)}</td><td>{notation(html.escape(about, quote=False))}</td></tr>" for term, about in rows)
+            cells = "".join(f"<tr><td>{html.escape(term)}</td><td>{notation(html.escape(about, quote=False))}</td></tr>"
+                            for term, about in rows)
             out += ["", hold(f'<table class="terms">{cells}</table>'), ""]
         else:
             out.append(lines[i])
@@ -189,23 +189,20 @@ def terms_tables(text, hold):
     return "\n".join(out)
 
 
+DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 COMMAND = re.compile(r"\s*(python3?|torchrun|pip|bash)\b")
 DRAWING = ("-->", "--.", "--'", ".--", "'--", ">--")  # an ASCII diagram's arrows and corners
 
 
 def labelled(line):
-    """(equation, label) of a line that ends, after three spaces or more, with where the paper
-    has it (Eq. N, Sec. N, Algorithm N); None otherwise."""
+    """(equation, label) of a line that ends, after 3 spaces or more, with Eq. N, Sec. N or Algorithm N; else None."""
     found = list(re.finditer(r"\s{3,}", line))
-    if not found or not line[:found[-1].start()].strip() or not re.search(r"Eq\.|Sec\.|Algorithm", line[found[-1].end():]):
-        return None
-    return line[:found[-1].start()], line[found[-1].end():]
+    equation, label = (line[:found[-1].start()], line[found[-1].end():]) if found else ("", "")
+    return (equation, label) if equation.strip() and re.search(r"Eq\.|Sec\.|Algorithm", label) else None
 
 
 def preformatted_html(block):
-    """An indented block of a note, never wrapped (a <pre> scrolls where it is wider than its
-    column): commands and ASCII diagrams as written; equations in the papers' notation (math), one
-    per line, and where a line ends with its label (Eq. N) the labels in a column of their own."""
+    """An indented block, never wrapped: commands and drawings as written, equations set, labels in a column."""
     lines = block.rstrip("\n").split("\n")
     if any(COMMAND.match(line) for line in lines) or any(mark in block for mark in DRAWING):
         return f"<pre>{html.escape(block.rstrip(chr(10)), quote=False)}</pre>"
@@ -219,48 +216,41 @@ def preformatted_html(block):
 
 
 def html_text(text):
-    """The note's text with what Markdown would read as HTML escaped (a <s> token, a < in an
-    equation): outside `code` and indented blocks, which Markdown escapes itself."""
+    """The note with what Markdown would read as HTML escaped (a <s> token), outside `code` and indented blocks."""
     escape = lambda s: s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    return "\n".join(line if line.startswith("    ") else "".join(part if i % 2 else escape(part) for i, part in enumerate(
-        re.split(r"(`[^`]*`)", line))) for line in text.split("\n"))
+    outside_code = lambda line: "".join(p if i % 2 else escape(p) for i, p in enumerate(re.split(r"(`[^`]*`)", line)))
+    return "\n".join(line if line.startswith("    ") else outside_code(line) for line in text.split("\n"))
 
 
 def docstrings(tree):
-    """{first line: (last line, text, the first line of what it documents)} of the module's,
-    classes' and functions' docstrings (line numbers from 1)."""
+    """{first line: (last line, text, the first line of what it documents)} of every docstring in the module."""
     found = {}
-    for node in [tree] + [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]:
-        body = node.body
-        if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
-            owner = 1 if node is tree else min([node.lineno] + [d.lineno for d in node.decorator_list])
-            found[body[0].lineno] = (body[0].end_lineno, ast.get_docstring(node), owner)
+    for node in [tree] + [n for n in ast.walk(tree) if isinstance(n, DEFINITIONS)]:
+        if ast.get_docstring(node, clean=False) is not None:
+            owner = 1 if node is tree else first_line(node)
+            found[node.body[0].lineno] = (node.body[0].end_lineno, ast.get_docstring(node), owner)
     return found
+
+
+def first_line(node):
+    """A definition's first line, its decorators' included."""
+    return min([node.lineno] + [d.lineno for d in node.decorator_list])
 
 
 def comment_lines(source):
     """{line: comment text} of the lines that hold a comment alone (not after code)."""
-    out = {}
-    for token in tokenize.generate_tokens(io.StringIO(source).readline):
-        if token.type == tokenize.COMMENT and token.line.strip().startswith("#"):
-            out[token.start[0]] = token.string.lstrip("#").strip()
-    return out
-
-
-def undocumented(tree, documented):
-    """The first lines (decorators included) of the functions and classes that have no docstring."""
-    return {min([n.lineno] + [d.lineno for d in n.decorator_list]) for n in ast.walk(tree)
-            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))} - documented
+    tokens = tokenize.generate_tokens(io.StringIO(source).readline)
+    return {t.start[0]: t.string.lstrip("#").strip() for t in tokens
+            if t.type == tokenize.COMMENT and t.line.strip().startswith("#")}
 
 
 def sections(source):
-    """[(notes, code)]: each docstring or block of comment lines, and the code it precedes up to the
-    next; a definition's signature goes with its docstring, and a definition without one starts a
-    section without notes (its code is never shown beside another's notes)."""
+    """[(notes, code)]: each docstring or comment block with the code up to the next, a signature with its
+    docstring; a definition without one starts a section without notes (never beside another's)."""
     lines, tree = source.splitlines(), ast.parse(source)
     docs, comments = docstrings(tree), comment_lines(source)
     owners = {owner: first for first, (_, _, owner) in docs.items() if owner != 1}
-    bare = undocumented(tree, set(owners))
+    bare = {first_line(n) for n in ast.walk(tree) if isinstance(n, DEFINITIONS)} - set(owners)  # no docstring
     out, notes, code, n = [], None, [], 1
 
     def close():
@@ -296,11 +286,6 @@ def sections(source):
     return [(text, body) for text, body in out if text or body]
 
 
-def code_html(body):
-    """Code coloured by Pygments, each line as written: a line wider than the column scrolls, never wraps."""
-    return highlight(body, PythonLexer(), FORMATTER).rstrip("\n") if body else ""
-
-
 def defined(code):
     """The name of the function or class a section's code starts with (after its decorators), or None."""
     found = re.match(r"(?:\s*@.*\n)*\s*(?:async\s+)?(?:def|class)\s+(\w+)", code)
@@ -308,9 +293,7 @@ def defined(code):
 
 
 def render(name, source):
-    """The page of one file (a name of PAGES), as HTML. The module's docstring, the file's
-    introduction, spans the page above its imports; a definition of SKIMMED is dimmed, the first of
-    a run of them saying why."""
+    """The page of one file of PAGES; SKIMMED's definitions are dimmed, the first of a run of them saying why."""
     title, paper, where = PAGES[name]
     skimmed, why = SKIMMED.get(name, (set(), ""))
     introduction = ast.get_docstring(ast.parse(source))
@@ -319,22 +302,27 @@ def render(name, source):
         kind = " intro" if i == 0 and text == introduction else " skimmed" if defined(body) in skimmed else ""
         skim = f'<p class="skim">{html.escape(why)}</p>' if kind == " skimmed" != previous else ""  # once a run of them
         previous = kind
+        code = highlight(body, PythonLexer(), FORMATTER).rstrip("\n") if body else ""  # as written: wide lines scroll
         rows.append(f'<div class="section{kind}"><div class="notes">{skim}{note_html(text) if text else ""}</div>'
-                    f'<div class="code"><pre>{code_html(body)}</pre></div></div>')
+                    f'<div class="code"><pre>{code}</pre></div></div>')
     links = " ".join(f'<a href="{Path(other).stem}.html">{PAGES[other][0]}</a>' for other in PAGES)
-    return (f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n<title>{html.escape(title)}: {name}</title>\n'
-            f"<style>{STYLE}</style>\n</head>\n<body>\n<header>\n<h1>{html.escape(title)} <small><code>{name}</code></small></h1>\n"
+    return (f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+            f"<title>{html.escape(title)}: {name}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n<header>\n"
+            f"<h1>{html.escape(title)} <small><code>{name}</code></small></h1>\n"
             f"<p>{html.escape(paper)}</p>\n<p>{math(html.escape(where))}</p>\n"
             f'<nav><a href="index.html">index</a> {links} <a href="../../{name}">source</a></nav>\n</header>\n'
             + "\n".join(rows) + "\n</body>\n</html>\n")
 
 
 def index():
-    items = "\n".join(f'<li><a href="{Path(name).stem}.html">{html.escape(title)}</a> (<code>{name}</code>): {html.escape(paper)}; '
-                      f"{math(html.escape(where))}</li>" for name, (title, paper, where) in PAGES.items())
-    return (f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n<title>minxlt: the papers beside the code</title>\n'
+    items = "\n".join(f'<li><a href="{Path(name).stem}.html">{html.escape(title)}</a> (<code>{name}</code>): '
+                      f"{html.escape(paper)}; {math(html.escape(where))}</li>"
+                      for name, (title, paper, where) in PAGES.items())
+    return (f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+            f"<title>minxlt: the papers beside the code</title>\n"
             f"<style>{STYLE} ol {{ padding: 10px 40px; }} li {{ margin: 6px 0; }}</style>\n</head>\n<body>\n<header>\n"
-            f"<h1>minxlt: the papers beside the code</h1>\n<p>Each page shows a file's notes beside the code they explain, "
+            f"<h1>minxlt: the papers beside the code</h1>\n"
+            f"<p>Each page shows a file's notes beside the code they explain, "
             f"generated from the file by docs/annotate.py, in the README's reading order. "
             f'<a href="../../README.md">README</a></p>\n</header>\n'
             f"<ol>\n{items}\n</ol>\n</body>\n</html>\n")
@@ -342,27 +330,22 @@ def index():
 
 def pages():
     """{file name under docs/pages: its HTML}, from the sources as they are."""
-    out = {"index.html": index()}
-    for name in PAGES:
-        out[f"{Path(name).stem}.html"] = render(name, (ROOT / name).read_text(encoding="utf-8"))
-    return out
+    return {"index.html": index(), **{f"{Path(name).stem}.html": render(name, (ROOT / name).read_text(encoding="utf-8"))
+                                      for name in PAGES}}
 
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--check", action="store_true", help="write nothing; exit 1 if a page differs from what its source gives")
-    args = p.parse_args(argv)
-    stale = []
-    for name, text in pages().items():
-        path = OUT / name
-        if args.check:
-            if not path.is_file() or path.read_text(encoding="utf-8") != text:
-                stale.append(name)
-            continue
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-    if stale:
+    p.add_argument("--check", action="store_true", help="write nothing; exit 1 if a page differs from what its "
+                   "source gives")
+    args, made = p.parse_args(argv), pages()
+    fresh = lambda name: (OUT / name).is_file() and (OUT / name).read_text(encoding="utf-8") == made[name]
+    stale = [name for name in made if not fresh(name)]
+    if args.check and stale:
         sys.exit(f"stale pages in {OUT}: {', '.join(stale)}; run python docs/annotate.py")
+    for name in [] if args.check else made:
+        OUT.mkdir(parents=True, exist_ok=True)
+        (OUT / name).write_text(made[name], encoding="utf-8")
     print(f"{'checked' if args.check else 'wrote'} {len(PAGES) + 1} pages in {OUT}")
 
 
