@@ -1,21 +1,8 @@
-"""Benchmark: what a training set costs before the first step, on a generated set in XTREME's
-XNLI layout (train-en.tsv and its translations in translate-train/) or SIB-200's (<lang>/train.tsv),
-read by train.py.
+"""What a training set costs before the first step (CPU time, peak memory a training pair, the token cache), on a
+generated set in XNLI's or SIB-200's layout (docs/training.md, "Benchmarks").
 
-    python -m bench.data                                       # 20,000 English pairs, 4 translations of each
+    python -m bench.data                                         # 20,000 English pairs, 4 translations of each
     python -m bench.data --task sib200 --pairs 80000 --langs 5   # 480,000 SIB-200-shaped training pairs
-
-It runs `train.py --method translate-train --max-steps 1` in fresh processes, each into a new
---out, twice on a small set (a tenth of the pairs) and twice on the full set, with a token cache
-($MINXLT_CACHE/tokens, a temporary one here) that the first run on a set builds and the second
-reuses. Per run it prints the process's CPU time (user + system) and peak resident memory. The
-memory per training pair comes from a process that does what train.py does before it loads the
-model (`data_stage`: the task, the training items, the run's first lines, the first step's batch),
-on the small set and on the full one: its peak's growth per pair added, cold (a first run, which
-builds the cache: each measurement with an empty cache of its own) and with the cache reused. (A
-whole run's peak also holds the model, the optimizer and the first batch's activations, whose
-size follows the batch's length, not the set's.) The texts are words drawn from the bundled
-corpus: XNLI's premises of about 20 words and hypotheses of about 10, SIB-200's sentences of about 20.
 """
 import argparse
 import os
@@ -29,14 +16,15 @@ from minxlt.checkpoints.prepare_default import default_model
 from minxlt.tasks import demo as demo_corpus
 from minxlt.tasks.sib200 import SIB200_LABELS
 
-SIB200_NAME = {"en": "eng_Latn", "de": "deu_Latn", "fr": "fra_Latn", "es": "spa_Latn", "ru": "rus_Cyrl", "zh": "zho_Hans", "hi": "hin_Deva"}
-
+SIB200_NAME = {"en": "eng_Latn", "de": "deu_Latn", "fr": "fra_Latn", "es": "spa_Latn", "ru": "rus_Cyrl",
+               "zh": "zho_Hans", "hi": "hin_Deva"}
 LABELS = ("entailment", "neutral", "contradiction")
 ROOT = Path(__file__).resolve().parents[1]  # the repository: train.py, and this module as bench.data
 
 
 def words_by_lang():
-    return {lang: [w for e in examples for w in e.text.split()] for lang, examples in demo_corpus.build("train").items()}
+    corpus = demo_corpus.build("train")
+    return {lang: [w for e in examples for w in e.text.split()] for lang, examples in corpus.items()}
 
 
 def sentence(rng, words, n):
@@ -47,21 +35,22 @@ def write_xnli(folder, pairs, langs, seed=0):
     """A folder in XTREME's XNLI layout with `pairs` English training pairs and their translations."""
     rng, words = random.Random(seed), words_by_lang()
     (folder / "translate-train").mkdir(parents=True)
-    english = [(sentence(rng, words["en"], 20), sentence(rng, words["en"], 10), rng.choice(LABELS)) for _ in range(pairs)]
+    pair = lambda lang: f"{sentence(rng, words[lang], 20)}\t{sentence(rng, words[lang], 10)}"
+    english = [(sentence(rng, words["en"], 20), sentence(rng, words["en"], 10), rng.choice(LABELS))
+               for _ in range(pairs)]
     with open(folder / "train-en.tsv", "w") as f:
         f.writelines(f'"{a}"\t"{b}"\t{label}\n' for a, b, label in english)
     for lang in ["en", *langs]:
         for split in ("dev", "test"):
             with open(folder / f"{split}-{lang}.tsv", "w") as f:
-                f.writelines(f"{sentence(rng, words[lang], 20)}\t{sentence(rng, words[lang], 10)}\t{label}\n" for label in LABELS * 4)
+                f.writelines(f"{pair(lang)}\t{label}\n" for label in LABELS * 4)
     for lang in langs:
         with open(folder / "translate-train" / f"en-{lang}-translated.tsv", "w") as f:
-            f.writelines(f"{a}\t{b}\t{sentence(rng, words[lang], 20)}\t{sentence(rng, words[lang], 10)}\t{label}\n" for a, b, label in english)
+            f.writelines(f"{a}\t{b}\t{pair(lang)}\t{label}\n" for a, b, label in english)
 
 
 def write_sib200(folder, pairs, langs, seed=0):
-    """A folder in SIB-200's layout (<lang>/{train,dev,test}.tsv: index_id, category, text) with
-    `pairs` English training sentences (eng_Latn) and their translations, one folder per language."""
+    """A folder in SIB-200's layout (<lang>/{train,dev,test}.tsv) with `pairs` English sentences translated."""
     rng, words = random.Random(seed), words_by_lang()
     english_labels = [rng.choice(SIB200_LABELS) for _ in range(pairs)]
     for lang in ["en", *langs]:
@@ -73,14 +62,14 @@ def write_sib200(folder, pairs, langs, seed=0):
 
 
 def command(data, out, model, task="xnli"):
-    return ["--method", "translate-train", "--task", task, "--data", str(data), "--model", model, "--out", str(out), "--max-steps", "1",
-            "--no-test", "--no-alignment", "--seed", "0"]
+    return ["--method", "translate-train", "--task", task, "--data", str(data), "--model", model, "--out", str(out),
+            "--max-steps", "1", "--no-test", "--no-alignment", "--seed", "0"]
 
 
 def measure(argv, cache):
     """(CPU seconds, peak resident MiB) of a fresh process running `argv` (Python's arguments)."""
-    process = subprocess.Popen([sys.executable, *argv], env=dict(os.environ, MINXLT_CACHE=str(cache)), stdout=subprocess.DEVNULL,
-                               stderr=subprocess.PIPE, cwd=ROOT)
+    process = subprocess.Popen([sys.executable, *argv], env=dict(os.environ, MINXLT_CACHE=str(cache)),
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT)
     stderr = process.stderr.read()
     _, status, usage = os.wait4(process.pid, 0)
     if status != 0:
@@ -89,7 +78,7 @@ def measure(argv, cache):
 
 
 def data_stage(argv):
-    """What train.main does before it loads the model, on train.py's arguments."""
+    """What train.main does before it loads the model (the task, the items, the first lines, the first batch)."""
     import train
     from minxlt.run import bookkeeping, flags
     args = flags.parse(argv)
@@ -97,16 +86,18 @@ def data_stage(argv):
     method = flags.METHODS[settings.method](settings, run)
     phases = method.phases(method.training_items())
     steps = sum(phase.steps for phase in phases)
-    bookkeeping.start_report(settings, run, phases, Path(args.out), steps, bookkeeping.evaluation_interval(settings, steps))
+    interval = bookkeeping.evaluation_interval(settings, steps)
+    bookkeeping.start_report(settings, run, phases, Path(args.out), steps, interval)
     bookkeeping.step_batches(settings, method, phases, 0, {})
 
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--pairs", type=int, default=20000, help="English training pairs (default: 20000)")
-    p.add_argument("--langs", type=int, default=4, help="languages they are translated into, of the bundled corpus's 6 (default: 4)")
-    p.add_argument("--task", choices=("xnli", "sib200"), default="xnli",
-                   help="the layout of the generated files: XNLI's (pairs of sentences) or SIB-200's (one sentence a line, one folder per language)")
+    p.add_argument("--langs", type=int, default=4,
+                   help="languages they are translated into, of the bundled corpus's 6 (default: 4)")
+    p.add_argument("--task", choices=("xnli", "sib200"), default="xnli", help="the layout of the generated files: "
+                   "XNLI's (pairs of sentences) or SIB-200's (one sentence a line, one folder per language)")
     p.add_argument("--model", help="the checkpoint folder train.py starts from (default: the bundled model)")
     args = p.parse_args(argv)
     langs = [lang for lang in demo_corpus.LANGS if lang != "en"][:args.langs]
@@ -117,17 +108,17 @@ def main(argv=None):
         small, full = max(args.pairs // 10, 1), args.pairs
         write(tmp / "small", small, langs)
         write(tmp / "full", full, langs)
-        stage = lambda size, cache: measure(["-m", "bench.data", "--data-stage", *command(tmp / size, tmp / f"out-{size}-{cache}", model, args.task)],
-                                            tmp / cache)[1]
-        cold = {size: stage(size, f"cold-{size}") for size in ("small", "full")}  # each its own empty cache: the first run's data
+        argv = lambda size, out: command(tmp / size, tmp / f"out-{size}-{out}", model, args.task)
+        stage = lambda size, cache: measure(["-m", "bench.data", "--data-stage", *argv(size, cache)], tmp / cache)[1]
+        cold = {size: stage(size, f"cold-{size}") for size in ("small", "full")}  # each its own empty cache
         runs = [(size, n, how) for size, n in (("small", small), ("full", full)) for how in ("built", "reused")]
-        rows = [(f"{size} set, cache {how}", n, *measure([str(ROOT / "train.py"), *command(tmp / size, tmp / f"out-{size}-{how}", model, args.task)],
-                                                        tmp / "cache"))
+        rows = [(f"{size} set, cache {how}", n, *measure([str(ROOT / "train.py"), *argv(size, how)], tmp / "cache"))
                 for size, n, how in runs]
         warm = {size: stage(size, "cache") for size in ("small", "full")}
         entry = sum(f.stat().st_size for f in (tmp / "cache" / "tokens").rglob("*") if f.is_file())
     texts = lambda n: n * (1 + len(langs))  # English pairs and their translations: the training pairs
-    print(f"{args.task} layout, {full} English examples x {1 + len(langs)} languages = {texts(full)} training pairs; one step of translate-train\n")
+    print(f"{args.task} layout, {full} English examples x {1 + len(langs)} languages = {texts(full)} training pairs; "
+          "one step of translate-train\n")
     print("| run | training pairs | CPU s | peak MiB |\n|---|---|---|---|")
     for name, n, cpu, rss in rows:
         print(f"| {name} | {texts(n)} | {cpu:.1f} | {rss:.0f} |")
@@ -135,9 +126,10 @@ def main(argv=None):
     per_pair = lambda peaks: (peaks["full"] - peaks["small"]) * 2 ** 20 / (texts(n1) - texts(n0))
     print(f"\nCPU time to the first step, cache reused / built: {cpu2 / cpu1:.2f}")
     for name, peaks in (("cache built (a cold first run)", cold), ("cache reused", warm)):
-        print(f"before the model, {name}: peak {peaks['small']:.0f} MiB on the small set, {peaks['full']:.0f} MiB on the full set: "
-              f"{per_pair(peaks):.0f} B per training pair")
+        print(f"before the model, {name}: peak {peaks['small']:.0f} MiB on the small set, {peaks['full']:.0f} MiB on "
+              f"the full set: {per_pair(peaks):.0f} B per training pair")
     print(f"token cache on disk: {entry / (texts(n0) + texts(n1)):.0f} B per training pair")
+
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--data-stage"]:

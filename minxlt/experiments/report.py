@@ -1,7 +1,5 @@
-"""The table of an experiment: per language and for the target average, the mean ± sample
-standard deviation over the seeds whose runs finished as the file asks, beside the paper's numbers
-(OUT/table.md, table.csv, table.png).
-"""
+"""An experiment's table: per language and averages, the mean ± sample standard deviation over the seeds
+that finished as the file asks, beside the paper's numbers (OUT/<file>/table.md, table.csv, table.png)."""
 import csv
 import io
 import json
@@ -24,26 +22,25 @@ class Column:
     seeds: list      # the seeds whose runs finished as the file asks
     missing: list    # the seeds whose runs did not
     scores: dict
-    changed: list = field(default_factory=list)  # the seeds whose results were made otherwise (status(): not counted)
-    settings: dict = field(default_factory=dict)  # the resolved settings its first counted seed recorded (results.json)
-    grid: dict = field(default_factory=dict)      # a grid run's {value: mean dev score over its finished seeds}; its chosen value
+    changed: list = field(default_factory=list)   # the seeds whose results were made otherwise: not counted
+    settings: dict = field(default_factory=dict)  # the resolved settings its first counted seed recorded
+    grid: dict = field(default_factory=dict)      # a grid run's {value: mean dev score}, and its chosen value
     chosen: float | None = None
     warnings: dict = field(default_factory=dict)  # {seed: what went wrong} (train.py's end-of-run check)
     dev: float | None = None                      # the mean dev score of its tested models, where every seed has one
 
 
 def read_scores(experiment, out, metric=None):
-    """A Column per run, from the results of its finished seeds; results made otherwise than the
-    file asks now (status(): changed) are named, not counted. A grid run's column is the value whose
-    mean dev score (the run's --select-on score of its tested model) over its finished seeds is the
-    best, as the paper chose on dev; the others' dev scores are kept beside it."""
+    """A Column per run from its finished seeds (changed ones named, not counted); a grid run's is the value of
+    the best mean dev score, as a paper chooses on dev."""
     todo = jobs(experiment, out)
     named, columns, chosen_of = by_name(todo), [], {}
     for run in (run for run in experiment.runs if not run.pretrains):  # a pre-training is tested by its fine-tunings
         values = dict.fromkeys(j.value for j in todo if j.run.name == run.name)
         by_value = {value: column_of(experiment, run, value, named, metric or experiment.metric) for value in values}
-        grid = {} if run.evaluate else {value: column.dev for value, column in by_value.items() if column.dev is not None}
-        chosen = chosen_of.get(run.evaluate) if run.evaluate else max(grid, key=grid.get) if grid else None  # an evaluation: its model's
+        grid = {} if run.evaluate else {value: c.dev for value, c in by_value.items() if c.dev is not None}
+        # an evaluation takes its model's value
+        chosen = chosen_of.get(run.evaluate) if run.evaluate else max(grid, key=grid.get) if grid else None
         chosen = chosen if chosen in by_value else next(iter(by_value))
         chosen_of[run.name] = chosen
         column = by_value[chosen]
@@ -53,7 +50,7 @@ def read_scores(experiment, out, metric=None):
 
 
 def column_of(experiment, run, value, named, metric):
-    """The Column of a run's seeds made with one grid value (None: the run has no grid), in `metric`."""
+    """The Column of a run's seeds made with one grid value (None: no grid), in `metric`."""
     seeds, missing, scores, changed, settings, dev, warnings, source = [], [], {}, [], {}, [], {}, experiment.source
     for seed in experiment.seeds:
         job = named[run.name, value, seed]
@@ -66,12 +63,13 @@ def column_of(experiment, run, value, named, metric):
             changed.append(seed)
             continue
         settings = settings or results.get("settings") or {}
-        per_lang = {lang: 100 * row[metric] for lang, row in results.items() if isinstance(row, dict) and "n" in row and metric in row}
+        rows = {lang: row for lang, row in results.items() if isinstance(row, dict)}
+        per_lang = {lang: 100 * row[metric] for lang, row in rows.items() if "n" in row and metric in row}
         if not per_lang:
             raise tasks.InputError(f"{job.results}: no {metric!r} score (the file's metric); its scores: "
-                                   + ", ".join(sorted({k for row in results.values() if isinstance(row, dict) for k in row} - {"n"})))
+                                   + ", ".join(sorted({k for row in rows.values() for k in row} - {"n"})))
         seeds.append(seed)
-        dev += [100 * value for key, value in results.items() if key.startswith("dev_") and isinstance(value, (int, float))][:1]
+        dev += [100 * v for key, v in results.items() if key.startswith("dev_") and isinstance(v, (int, float))][:1]
         if results.get("warning"):
             warnings[seed] = results["warning"]
         targets = [score for lang, score in per_lang.items() if lang != source]
@@ -88,24 +86,22 @@ def column_of(experiment, run, value, named, metric):
                   dev=statistics.mean(dev) if dev and len(dev) == len(seeds) else None)
 
 
-def mean_std(values):
-    """(mean, sample standard deviation, or None for one value)."""
-    return statistics.mean(values), statistics.stdev(values) if len(values) > 1 else None
-
-
 def cell(column, key):
     """(mean, std, n) over the column's seeds, or None where a finished seed lacks the key."""
     values = column.scores.get(key, {})
     if not column.seeds or len(values) < len(column.seeds):
         return None
-    mean, std = mean_std([values[seed] for seed in column.seeds])
-    return mean, std, len(column.seeds)
+    scores = [values[seed] for seed in column.seeds]
+    return statistics.mean(scores), statistics.stdev(scores) if len(scores) > 1 else None, len(scores)
+
+
+AVERAGES = ("target average", "average, as the paper's")
 
 
 def rows_of(experiment, columns):
-    keys = list(dict.fromkeys(key for c in columns for key in c.scores if key not in ("target average", "average, as the paper's")))
+    keys = list(dict.fromkeys(key for c in columns for key in c.scores if key not in AVERAGES))
     keys.sort(key=lambda key: key != experiment.source)
-    return keys + [key for key in ("target average", "average, as the paper's") if any(key in c.scores for c in columns)]
+    return keys + [key for key in AVERAGES if any(key in c.scores for c in columns)]
 
 
 def header(column, total):
@@ -124,16 +120,16 @@ def grid_note(column):
     if column.run.evaluate:
         return f"The {column.run.evaluate} model of{grid_label(column.run, column.chosen)}, the one chosen on dev."
     name = next(iter(column.run.grid))
-    scores = ", ".join(f"{value:g}: {score:.1f}" for value, score in sorted(column.grid.items(), key=lambda item: -item[1]))
-    return (f"{name} chosen on dev among {', '.join(f'{v:g}' for v in column.run.grid[name])}, by the mean dev score of each "
-            f"value's tested models over the seeds that finished: {scores}.")
+    scores = ", ".join(f"{value:g}: {score:.1f}" for value, score in sorted(column.grid.items(), key=lambda v: -v[1]))
+    return (f"{name} chosen on dev among {', '.join(f'{v:g}' for v in column.run.grid[name])}, by the mean dev score "
+            f"of each value's tested models over the seeds that finished: {scores}.")
 
 
-SHOWN = ("lr", "batch_size", "epochs", "max_steps", "max_length", "warmup", "weight_decay", "select_on")  # where the file states none
+SHOWN = ("lr", "batch_size", "epochs", "max_steps", "max_length", "warmup", "weight_decay", "select_on")
 
 
 def settings_line(experiment, column):
-    """The settings a run's results were made with, as train.py resolved them (presets, defaults, --epochs as steps)."""
+    """The settings a run's results were made with, as train.py resolved them."""
     if column.run.evaluate:
         return f"the {column.run.evaluate} model's"
     names = [n for n in dict.fromkeys([*experiment.settings, *column.run.settings, *SHOWN]) if n in column.settings]
@@ -146,27 +142,28 @@ def paper_value(run, key, metric=None):
 
 
 def markdown(experiment, columns, failed=None, more=None):
-    """The table in markdown: a section per test input, a row per language and average; with
-    `more` ({metric: columns}), the same for each further metric of the file."""
+    """The table in markdown, a section per test input and a row per language and average; with `more`
+    ({metric: columns}), the same for each further metric."""
     lines = [f"# {experiment.title}", ""] + ([experiment.about, ""] if experiment.about else [])
-    total = len(experiment.seeds)
+    total, metrics = len(experiment.seeds), " and ".join(experiment.metrics or [experiment.metric])
     lines += [f"Task {experiment.task} ({experiment.data}), model {experiment.model or 'the bundled default'}, "
-              f"seeds {', '.join(map(str, experiment.seeds))}, {' and '.join(experiment.metrics or [experiment.metric])} in percent: "
-              "mean ± sample standard deviation over the seeds in each column's header. Settings as each run resolved them "
-              "(results.json):", ""]
+              f"seeds {', '.join(map(str, experiment.seeds))}, {metrics} in percent: mean ± sample standard deviation "
+              "over the seeds in each column's header. Settings as each run resolved them (results.json):", ""]
     lines += [f"- {c.run.name}: {settings_line(experiment, c)}" for c in columns if c.settings or c.run.evaluate]
     if experiment.paper.get("table"):
-        lines += ["", f"Paper: {experiment.paper['table']}; Δ is ours minus the paper's, with the seeds it averages where "
-                      f"fewer than {total}. The paper's average is over "
-                      f"{'all its languages' if experiment.paper['average'] == 'all' else 'its target languages'}. A row "
-                      "of another model than ours is shown with no Δ."]
+        over = "all its languages" if experiment.paper["average"] == "all" else "its target languages"
+        lines += ["", f"Paper: {experiment.paper['table']}; Δ is ours minus the paper's, with the seeds it averages "
+                      f"where fewer than {total}. The paper's average is over {over}. A row of another model than ours "
+                      "is shown with no Δ."]
     for metric, shown in [(experiment.metric, columns)] + list((more or {}).items()):
         lines += [f"\n### {metric}"] if more else []
         lines += sections(experiment, shown, metric, notes=metric == experiment.metric)
     if experiment.omitted:
-        lines += ["", "The paper's rows not run:", ""] + [f"- {row['row']} ({row['table']}): {row['reason']}" for row in experiment.omitted]
+        lines += ["", "The paper's rows not run:", ""]
+        lines += [f"- {row['row']} ({row['table']}): {row['reason']}" for row in experiment.omitted]
     if failed:
-        lines += ["", "Runs that did not finish: " + "; ".join(f"{label} ({why.splitlines()[0]})" for label, why in failed.items()) + "."]
+        lines += ["", "Runs that did not finish: "
+                  + "; ".join(f"{label} ({why.splitlines()[0]})" for label, why in failed.items()) + "."]
     return "\n".join(lines) + "\n"
 
 
@@ -178,14 +175,16 @@ def sections(experiment, columns, metric, notes=True):
         names = []
         for c in group:
             names.append(header(c, total))
-            names += (["paper (another model)"] if c.run.paper_model else ["paper", "Δ"]) if c.run.papers.get(metric, c.run.paper) else []
+            if c.run.papers.get(metric, c.run.paper):
+                names += ["paper (another model)"] if c.run.paper_model else ["paper", "Δ"]
         lines += ["", f"**--test-input {test_input}: each prediction sees {TEST_INPUTS[test_input]}.**", "",
                   "| language | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
         for key in keys:
             cells = []
             for c in group:
                 value = cell(c, key)
-                cells.append("missing" if value is None else f"{value[0]:.1f}" + (f" ± {value[1]:.1f}" if value[1] is not None else ""))
+                std = f" ± {value[1]:.1f}" if value is not None and value[1] is not None else ""
+                cells.append("missing" if value is None else f"{value[0]:.1f}{std}")
                 if c.run.papers.get(metric, c.run.paper):
                     paper = paper_value(c.run, key, metric)
                     cells.append("" if paper is None else f"{paper:.1f}")
@@ -194,30 +193,37 @@ def sections(experiment, columns, metric, notes=True):
                                      + (f" ({value[2]} of {total} seeds)" if value[2] < total else ""))
             label = f"{key} (source)" if key == experiment.source else key
             lines.append(f"| {label} | " + " | ".join(cells) + " |")
-        said = [f"{c.run.name}: " + " ".join(filter(None, [c.run.note, c.run.paper_table and f"(the paper's numbers: "
-                                                            f"{c.run.paper_table}{', ' + repr(c.run.paper_row) if c.run.paper_row else ''})",
-                                                            c.run.paper_model and f"The paper's row is of another model: {c.run.paper_model}.",
-                                                            c.run.variant and f"Run {c.run.variant}.", grid_note(c)]
-                                                    + [f"Seed {seed} went wrong: {why}." for seed, why in c.warnings.items()]))
-                for c in group if c.run.note or c.run.paper_table or c.run.paper_model or c.run.variant or c.chosen is not None or c.warnings]
+        said = [f"{c.run.name}: " + " ".join(parts) for c in group if (parts := column_notes(c))]
         lines += [""] + [f"- {note}" for note in said] if said and notes else []
     return lines
+
+
+def column_notes(c):
+    """What is said under the table of a column: the run's note, the paper's row, its variant, grid, warnings."""
+    row = f", {c.run.paper_row!r}" if c.run.paper_row else ""
+    return list(filter(None, [c.run.note, c.run.paper_table and f"(the paper's numbers: {c.run.paper_table}{row})",
+                              c.run.paper_model and f"The paper's row is of another model: {c.run.paper_model}.",
+                              c.run.variant and f"Run {c.run.variant}.", grid_note(c)]
+                       + [f"Seed {seed} went wrong: {why}." for seed, why in c.warnings.items()]))
 
 
 def csv_text(experiment, columns, more=None):
     """One line per (run, language, metric): the seeds, mean, std, the paper's number and the difference."""
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(["test_input", "run", "method", "language", "seeds", "mean", "std", "paper", "difference", "scores", "metric"])
+    writer.writerow(["test_input", "run", "method", "language", "seeds", "mean", "std", "paper", "difference", "scores",
+                     "metric"])
     for metric, shown in [(experiment.metric, columns)] + list((more or {}).items()):
         for c in shown:
             for key in rows_of(experiment, shown):
                 value, paper = cell(c, key), paper_value(c.run, key, metric)
                 mean, std, n = value if value else ("", "", len(c.scores.get(key, {})))
-                writer.writerow([c.run.test_input, c.run.name, c.run.method, key, n, "" if mean == "" else f"{mean:.2f}",
-                                 "" if std in ("", None) else f"{std:.2f}", "" if paper is None else paper,
+                scores = " ".join(f"{seed}:{score:.2f}" for seed, score in c.scores.get(key, {}).items())
+                writer.writerow([c.run.test_input, c.run.name, c.run.method, key, n,
+                                 "" if mean == "" else f"{mean:.2f}", "" if std in ("", None) else f"{std:.2f}",
+                                 "" if paper is None else paper,
                                  "" if paper is None or mean == "" or c.run.paper_model else f"{mean - paper:.2f}",
-                                 " ".join(f"{seed}:{score:.2f}" for seed, score in c.scores.get(key, {}).items()), metric])
+                                 scores, metric])
     return buffer.getvalue()
 
 
@@ -239,11 +245,13 @@ def plot(experiment, columns, path):
         values = [cell(c, key) for key in keys]
         axes.bar(x, [v[0] if v else math.nan for v in values], width, yerr=[v[1] or 0 if v else 0 for v in values],
                  capsize=2, label=f"{header(c, len(experiment.seeds))}, --test-input {c.run.test_input}")
-        papers = [None if key == "target average" else paper_value(c.run, key) for key in keys]  # the paper's average is another row
+        # the paper's average is a row of its own
+        papers = [None if key == "target average" else paper_value(c.run, key) for key in keys]
         if any(p is not None for p in papers):
             axes.scatter(x, [math.nan if p is None else p for p in papers], marker="_", s=120, color="black", zorder=3,
                          label="paper" if i == min(j for j, d in enumerate(drawn) if d.run.paper) else None)
-    axes.set_xticks([k + 0.4 - width / 2 for k in range(len(keys))], keys, rotation=60 if len(keys) > 8 else 0, ha="right")
+    axes.set_xticks([k + 0.4 - width / 2 for k in range(len(keys))], keys, rotation=60 if len(keys) > 8 else 0,
+                    ha="right")
     axes.set_ylabel(f"test {experiment.metric} (%)")
     axes.set_title(experiment.title, fontsize="medium")
     axes.legend(fontsize="small")
@@ -269,4 +277,5 @@ def report(experiment, out, failed=None):
     cli.write_text(out / "table.csv", csv_text(experiment, columns, more))
     drew = plot(experiment, columns, out / "table.png")
     print(table)
-    print(f"written to {out}/table.md and table.csv" + (", table.png" if drew else "; no plot: pip install matplotlib for table.png"))
+    print(f"written to {out}/table.md and table.csv"
+          + (", table.png" if drew else "; no plot: pip install matplotlib for table.png"))

@@ -1,7 +1,5 @@
-"""An experiment file (experiments/*.json): read, checked field by field, and every setting it
-states audited against what its runs' flags resolve to (audit), before anything runs. A file is
-refused with one line naming the file and the field that is wrong.
-"""
+"""An experiment file (experiments/*.json), checked field by field and every setting it states audited
+against what its runs' flags resolve to, before anything runs; refused in one line naming the field."""
 import io
 import json
 import math
@@ -15,30 +13,29 @@ from minxlt import tasks
 from minxlt.checkpoints import hub
 from minxlt.run import flags
 
-HERE = Path(__file__).resolve().parents[2]  # the repository, whose train.py, evaluate.py and cotrain.py the runs start
+HERE = Path(__file__).resolve().parents[2]  # the repository, whose train.py, evaluate.py and cotrain.py runs start
 RESERVED = {"--method", "--task", "--data", "--model", "--seed", "--out", "--test-input", "--resume", "--overwrite"}
-FIELDS = {"title", "about", "task", "data", "model", "metric", "seeds", "flags", "paper", "settings", "runs", "omitted", "sizes"}
-RUN_FIELDS = {"name", "method", "test_input", "flags", "evaluate", "cotrain", "paper", "paper_row", "paper_table", "paper_model",
-              "settings", "note", "requires", "otherwise", "grid"}
-FALLBACK_FIELDS = {"flags", "settings", "note", "paper", "paper_row", "paper_table", "paper_model", "test_input"}  # "otherwise"
+FIELDS = {"title", "about", "task", "data", "model", "metric", "seeds", "flags", "paper", "settings", "runs", "omitted",
+          "sizes"}
+RUN_FIELDS = {"name", "method", "test_input", "flags", "evaluate", "cotrain", "paper", "paper_row", "paper_table",
+              "paper_model", "settings", "note", "requires", "otherwise", "grid"}
+FALLBACK_FIELDS = {"flags", "settings", "note", "paper", "paper_row", "paper_table", "paper_model", "test_input"}
 SETTING_FIELDS = {"paper", "paper_where", "script", "script_where", "run", "departure"}
 OMITTED_FIELDS = {"row", "table", "paper", "reason"}
 SIZES_FIELDS = {"train", "dev", "test", "languages", "dev_languages", "extra_train", "from"}
-# Settings of every run that are no flag of train.py: what it always does, and what the file itself sets.
+# Settings of every run that are no flag of train.py, and what a method does that no flag changes (docs/experiments.md)
 FIXED = {"optimizer": "AdamW", "schedule": "linear warmup, then linear decay to 0", "attention_mask": "padding masked",
-         "word_representation": "the word's first sub-token's state",  # word labels: levels.Word.tags
-         "text_case": "as written"}  # no run lower-cases its text (the tokenizer reads it as the data set writes it)
-# What a method does that no flag changes, which an experiment file may state: FILTER's p^s is read from the source's own
-# states, where the authors' sentence classifier reads position 1 of the joined pair (modeling_xlm_roberta.py:305).
+         "word_representation": "the word's first sub-token's state", "text_case": "as written"}
 METHOD_FIXED = {"filter": {"source_prediction": "the source text's own states (its <s> for a sentence label)"},
-                "xmixup": {"mixup_inference": "the mean of the two predicted distributions", "scheduled_sampling": "a draw per step"}}
-# Where a task's dev set comes from, where it is not the data set's own split (a setting a file may state: dev_set).
+                "xmixup": {"mixup_inference": "the mean of the two predicted distributions",
+                           "scheduled_sampling": "a draw per step"}}
 DEV_SETS = {"tydiqa": "a tenth of the English training questions, not trained on (minxlt/tasks/tydiqa.py)"}
-DEPTHS = {"xlm-roberta-base": 12, "xlm-roberta-large": 24, "xlm-roberta-xl": 36, "xlm-roberta-xxl": 48}  # hub names' layers
-MODEL_OF = re.compile(r"\{(?!lang\}|data\})([a-z0-9][a-z0-9_.-]*)\}")  # "{filter}" in a run's flags: run filter's best model, same seed
+DEPTHS = {"xlm-roberta-base": 12, "xlm-roberta-large": 24, "xlm-roberta-xl": 36, "xlm-roberta-xxl": 48}
+MODEL_OF = re.compile(r"\{(?!lang\}|data\})([a-z0-9][a-z0-9_.-]*)\}")  # "{filter}": run filter's best model, same seed
 DATA = "{data}"  # in a run's flags and required files: the experiment's data folder ({lang} is a path's language)
 GRIDDED = {"lr": "--lr"}  # what a run's "grid" may give several values of
-PER_RUN = {"--teacher-cache": "a file each run writes for itself", "--source-lang": "the experiment's, in its top-level flags"}
+PER_RUN = {"--teacher-cache": "a file each run writes for itself",
+           "--source-lang": "the experiment's, in its top-level flags"}
 EVALUATE_FLAGS = {"--test-translations", "--batch-size", "--max-length"}  # what an "evaluate" run may add
 
 
@@ -54,25 +51,24 @@ class Run:
     paper_row: str | None = None
     paper_table: str | None = None
     note: str | None = None
-    cotrain: bool = False          # a run of cotrain.py (co-training, self-training), not of train.py
-    paper_model: str | None = None  # the paper's row is of another model (named here): its numbers are shown, no difference
-    settings: dict = field(default_factory=dict)  # {setting: Setting}: the paper's, its authors' script's and the run's values
-    papers: dict = field(default_factory=dict)  # {metric: {lang: score}}: the paper's numbers of every metric (check_paper)
-    requires: dict | None = None   # {"files": [paths with {data}, {lang}], "from": how to get them}: data the run needs
-    fallback: "Run | None" = None  # what runs instead where they are missing ("otherwise")
-    grid: dict | None = None       # {"lr": [values]}: each value runs over the seeds, the best on dev is the table's
-    variant: str | None = None     # which of the two a run with `requires` is, and why (choose_variants)
-    overrides: tuple = ()          # a fallback's: the settings its "otherwise" states
+    cotrain: bool = False           # a run of cotrain.py, not of train.py
+    paper_model: str | None = None  # the paper's row is of another model: its numbers are shown, no difference
+    settings: dict = field(default_factory=dict)  # {setting: {paper, script, run, ...}}
+    papers: dict = field(default_factory=dict)    # {metric: {lang: score}}: the paper's numbers of every metric
+    requires: dict | None = None    # {"files": [paths with {data}, {lang}], "from": how to get them}
+    fallback: "Run | None" = None   # what runs instead where they are missing ("otherwise")
+    grid: dict | None = None        # {"lr": [values]}: each value runs over the seeds, the best on dev is the table's
+    variant: str | None = None      # which of the two a run with `requires` is, and why (choose_variants)
+    overrides: tuple = ()           # a fallback's: the settings its "otherwise" states
 
     @property
     def needs(self):
-        """The runs whose best model (of the same seed) this one reads: the one it evaluates, and
-        those its flags name as {run} (FILTER's self-teaching: --teacher {filter})."""
-        return ([self.evaluate] if self.evaluate else []) + [name for flag in self.flags for name in MODEL_OF.findall(flag)]
+        """The runs whose best model (of the same seed) this one reads: the one it evaluates, its flags' {run}s."""
+        return ([self.evaluate] if self.evaluate else []) + [n for flag in self.flags for n in MODEL_OF.findall(flag)]
 
     @property
     def pretrains(self):
-        """Whether it pre-trains an encoder for other runs' --model (--method unicoder): no test, no column."""
+        """Whether it pre-trains an encoder for other runs (--method unicoder): no test, no column."""
         return flags.METHODS[self.method].draws == "parallel"
 
 
@@ -89,14 +85,14 @@ class Experiment:
     runs: list
     about: str = ""
     paper: dict = field(default_factory=dict)
-    settings: dict = field(default_factory=dict)  # {setting: Setting} of every trained run, unless a run states its own
+    settings: dict = field(default_factory=dict)  # of every trained run, unless a run states its own
     omitted: list = field(default_factory=list)   # the paper's rows not run: [{"row", "table", "paper", "reason"}]
     sizes: dict = field(default_factory=dict)     # the data set's sizes, for the cost of the runs (cost.py)
-    metrics: list = field(default_factory=list)   # every metric of the table, `metric` (the first) among them
+    metrics: list = field(default_factory=list)   # every metric of the table, `metric` first
 
     @property
     def source(self):
-        """The source language: the top-level flags' --source-lang (either form), else the task's."""
+        """The source language: the top-level flags' --source-lang, else the task's."""
         for i, flag in enumerate(self.flags):
             if flag.startswith("--source-lang="):
                 return flag.split("=", 1)[1]
@@ -110,8 +106,7 @@ def refuse(path, where, problem):
 
 
 def load_experiment(path, data=None):
-    """The experiment file at `path`, checked field by field (one line naming the file and field
-    where one is wrong); `data` replaces its data folder."""
+    """The experiment file at `path`, checked field by field; `data` replaces its data folder."""
     path = Path(path)
     try:
         spec = json.loads(path.read_text(encoding="utf-8"))
@@ -121,29 +116,32 @@ def load_experiment(path, data=None):
         raise tasks.InputError(f"{path}:{e.lineno}: not JSON ({e.msg})") from None
     repeated = repeated_key(path.read_text(encoding="utf-8"))
     if repeated:
-        raise tasks.InputError(f"{path}:{repeated[0]}: key {repeated[1]!r} given twice in one object (JSON would keep "
-                               "the last without a word): give it once")
+        raise tasks.InputError(f"{path}:{repeated[0]}: key {repeated[1]!r} given twice in one object (JSON would "
+                               "keep the last without a word): give it once")
     if not isinstance(spec, dict):
         refuse(path, "top level", "an object with the fields " + ", ".join(sorted(FIELDS)))
     check_fields(path, "top level", spec, FIELDS, required=("title", "task", "metric", "seeds", "runs"))
     if spec["task"] not in tasks.LAYOUTS:
         refuse(path, "task", f"unknown task {spec['task']!r} (one of {', '.join(tasks.LAYOUTS)})")
     seeds = spec["seeds"]
-    if not (isinstance(seeds, list) and seeds and all(type(s) is int for s in seeds) and len(set(seeds)) == len(seeds)):
+    if not (isinstance(seeds, list) and seeds and all(type(s) is int for s in seeds)
+            and len(set(seeds)) == len(seeds)):
         refuse(path, "seeds", f"a list of distinct integers, not {seeds!r}")
     for name in ("title", "about"):
         if not isinstance(spec.get(name, ""), str):
             refuse(path, name, "a string")
     metrics = spec["metric"] if isinstance(spec["metric"], list) else [spec["metric"]]
     if not (metrics and all(isinstance(m, str) and m for m in metrics) and len(set(metrics)) == len(metrics)):
-        refuse(path, "metric", "a score's name, or a list of them, the first the table's own (XTREME's QA: f1, exact_match)")
+        refuse(path, "metric", "a score's name, or a list of them, the first the table's own "
+               "(XTREME's QA: f1, exact_match)")
     for name in ("data", "model"):
         if spec.get(name) is not None and not isinstance(spec[name], str):
             refuse(path, name, "a string, or null")
-    experiment = Experiment(path, spec["title"], spec["task"], data or spec.get("data"), spec.get("model"), metrics[0], seeds,
-                            check_flags(path, "flags", spec.get("flags", [])), [], spec.get("about", ""), spec.get("paper") or {},
-                            check_settings(path, "settings", spec.get("settings", {})), check_omitted(path, spec.get("omitted", [])),
-                            check_sizes(path, spec.get("sizes", {})), metrics)
+    experiment = Experiment(path, spec["title"], spec["task"], data or spec.get("data"), spec.get("model"), metrics[0],
+                            seeds, check_flags(path, "flags", spec.get("flags", [])), [], spec.get("about", ""),
+                            spec.get("paper") or {}, check_settings(path, "settings", spec.get("settings", {})),
+                            check_omitted(path, spec.get("omitted", [])), check_sizes(path, spec.get("sizes", {})),
+                            metrics)
     if not isinstance(spec["runs"], list) or not spec["runs"]:
         refuse(path, "runs", "a non-empty list of runs")
     for i, run in enumerate(spec["runs"]):
@@ -176,25 +174,24 @@ def repeated_key(text):
 
 
 def choose_variants(experiment):
-    """Each run with `requires` as written where the data folder holds the files it names, else its
-    fallback ("otherwise"), each saying which and why (`variant`); where the folder is not here
-    to tell, as written."""
+    """Each run with `requires` as written where the data folder holds its files (or is not here to tell),
+    else its fallback ("otherwise"), saying which and why (`variant`)."""
     for i, run in enumerate(experiment.runs):
         if run.requires is None:
             continue
-        missing = missing_files(experiment, run.requires["files"])
+        missing, files = missing_files(experiment, run.requires["files"]), ", ".join(run.requires["files"])
         if missing is None:
-            run.variant = f"as written, if the data folder holds {', '.join(run.requires['files'])} (it is not here to tell)"
+            run.variant = f"as written, if the data folder holds {files} (it is not here to tell)"
         elif missing:
-            experiment.runs[i] = replace(run.fallback, variant=f"the fallback: {missing[0]} is missing ({run.requires['from']})")
+            why = f"the fallback: {missing[0]} is missing ({run.requires['from']})"
+            experiment.runs[i] = replace(run.fallback, variant=why)
         else:
-            run.variant = f"as written: the data folder holds {', '.join(run.requires['files'])}"
+            run.variant = f"as written: the data folder holds {files}"
     return experiment
 
 
 def missing_files(experiment, patterns):
-    """The files of `patterns` (with {data}, and {lang} for every target language of the data
-    folder) that are not there; None where the data folder is not."""
+    """The files of `patterns` ({data}, {lang} for each target language) that are missing; None: no folder."""
     folder = experiment.data
     if not (folder and Path(folder).is_dir()):
         return None
@@ -206,9 +203,10 @@ def missing_files(experiment, patterns):
 
 
 def check_omitted(path, omitted):
-    """The paper's rows that no run reproduces, each with its reason: [{"row", "table", "paper", "reason"}]."""
+    """The paper's rows that no run reproduces, each with its reason."""
     if not isinstance(omitted, list):
-        refuse(path, "omitted", 'a list of {"row": ..., "table": ..., "reason": ...}: the paper\'s rows not run, and why')
+        refuse(path, "omitted", 'a list of {"row": ..., "table": ..., "reason": ...}: the paper\'s rows not run, '
+               "and why")
     for i, row in enumerate(omitted):
         if not isinstance(row, dict):
             refuse(path, f"omitted[{i}]", "an object with the fields " + ", ".join(sorted(OMITTED_FIELDS)))
@@ -219,16 +217,14 @@ def check_omitted(path, omitted):
 
 
 def check_sizes(path, sizes):
-    """The data set's sizes, for the cost of its runs: {"train": the source's training examples, "dev"
-    and "test": examples per language, "languages": the source and the targets, "from": where the
-    numbers come from}, and "dev_languages" where fewer languages than that have a dev set (XTREME's
-    QA tasks: the source's alone), "extra_train" where runs add --extra-train's examples (SQuAD's
-    questions beside TyDiQA-GoldP's)."""
+    """The data set's sizes, for the cost of its runs (docs/experiments.md says what each counts)."""
     if not isinstance(sizes, dict):
-        refuse(path, "sizes", 'an object {"train": N, "dev": N, "test": N, "languages": N, "from": "<where the numbers come from>"}')
+        refuse(path, "sizes", 'an object {"train": N, "dev": N, "test": N, "languages": N, '
+               '"from": "<where the numbers come from>"}')
     if sizes and not (isinstance(sizes.get("from"), str) and sizes["from"].strip()):
         refuse(path, "sizes.from", "where the numbers come from, as a sentence")
-    check_fields(path, "sizes", sizes, SIZES_FIELDS, required=tuple(sorted(SIZES_FIELDS - {"dev_languages", "extra_train"})) if sizes else ())
+    required = tuple(sorted(SIZES_FIELDS - {"dev_languages", "extra_train"})) if sizes else ()
+    check_fields(path, "sizes", sizes, SIZES_FIELDS, required=required)
     for name in ("train", "dev", "test", "languages", "dev_languages", "extra_train"):
         if name in sizes and not (type(sizes[name]) is int and sizes[name] > 0):
             refuse(path, f"sizes.{name}", f"a count of examples, not {sizes[name]!r}")
@@ -236,8 +232,8 @@ def check_sizes(path, sizes):
 
 
 def check_settings(path, where, spec):
-    """{setting: {"paper", "paper_where", "script", "script_where", "run", "departure"}}, each
-    value where its source gives one (null where silent), each given value with where it is given."""
+    """{setting: {"paper", "paper_where", "script", "script_where", "run", "departure"}}, each given value
+    with where it is given (null where the source is silent)."""
     if not isinstance(spec, dict):
         refuse(path, where, 'an object {"<setting>": {"paper": ..., "script": ..., "run": ..., ...}}')
     for name, setting in spec.items():
@@ -263,8 +259,8 @@ def check_fields(path, where, spec, known, required):
 
 
 def check_flags(path, where, given, before=()):
-    """A list of flags, none of them reproduce.py's own (RESERVED) but a run's --model {run}, none given
-    twice, here or in `before` (the file's flags, which every run's command begins with)."""
+    """A list of flags, none reproduce.py's own (RESERVED) but a run's --model {run}, none given twice here or
+    in `before` (the file's flags)."""
     if not (isinstance(given, list) and all(isinstance(flag, str) for flag in given)):
         refuse(path, where, f"a list of strings (command-line flags), not {given!r}")
     name = lambda flag: flag.split("=", 1)[0]
@@ -275,20 +271,21 @@ def check_flags(path, where, given, before=()):
         refuse(path, where, f"{twice[0]} is given twice{also}: give each flag once")
     named = {flag.split("=", 1)[0] for flag in given}
     if where != "flags" and model_run(given):
-        named.discard("--model")  # a model another run of the file trains (Unicoder's pre-training, then fine-tuning)
+        named.discard("--model")  # a model another run of the file trains (Unicoder's pre-training)
     reserved = sorted(RESERVED & named)
     if reserved:
-        refuse(path, where, f"{reserved[0]} is set by reproduce.py (from the file's task, data, model, seeds and runs)")
+        refuse(path, where, f"{reserved[0]} is set by reproduce.py (from the file's task, data, model, seeds and "
+               "runs)")
     shared = sorted(named & set(PER_RUN) - ({"--source-lang"} if where == "flags" else set()))
     if shared:
-        refuse(path, where, f"{shared[0]} cannot be given here: it is {PER_RUN[shared[0]]} (every seed's run would share it)"
-               if shared[0] == "--teacher-cache" else f"{shared[0]} is {PER_RUN[shared[0]]}: every column must have the same source")
+        refuse(path, where, f"{shared[0]} cannot be given here: it is {PER_RUN[shared[0]]} (every seed's run would "
+               "share it)" if shared[0] == "--teacher-cache"
+               else f"{shared[0]} is {PER_RUN[shared[0]]}: every column must have the same source")
     return list(given)
 
 
 def model_run(given):
-    """The run a run's flags name as its model, `--model {run}` (it starts from that run's best model of
-    the same seed: Unicoder's pre-training, then fine-tuning), or None."""
+    """The run that a run's `--model {run}` names (it starts from that run's best model), or None."""
     for flag, value in zip(given, given[1:] + [""]):
         if flag.startswith("--model="):
             flag, value = flag.split("=", 1)
@@ -302,8 +299,9 @@ def check_run(experiment, where, spec, fallback_of=None):
     path, names = experiment.path, [run.name for run in experiment.runs]
     if not isinstance(spec, dict):
         refuse(path, where, "an object with the fields " + ", ".join(sorted(RUN_FIELDS)))
-    derived = "evaluate" in spec or spec.get("cotrain")  # the method is the evaluated run's, or co-training's --lm-method
-    check_fields(path, where, spec, RUN_FIELDS, required=("name", "test_input") if derived else ("name", "method", "test_input"))
+    derived = "evaluate" in spec or spec.get("cotrain")  # the method is the evaluated run's, or cotrain's --lm-method
+    required = ("name", "test_input") if derived else ("name", "method", "test_input")
+    check_fields(path, where, spec, RUN_FIELDS, required=required)
     name = spec["name"]
     if not (isinstance(name, str) and re.fullmatch(r"[a-z0-9][a-z0-9_.-]*", name)):
         refuse(path, f"{where}.name", f"{name!r} is not a folder name of lower-case letters, digits, '-', '_' and '.'")
@@ -312,21 +310,21 @@ def check_run(experiment, where, spec, fallback_of=None):
     if spec.get("cotrain", False) not in (True, False) or (spec.get("cotrain") and "evaluate" in spec):
         refuse(path, f"{where}.cotrain", "true for a run of cotrain.py (not with evaluate), or left out")
     given = check_flags(path, f"{where}.flags", spec.get("flags", []), experiment.flags)
-    run = Run(name, spec.get("method"), spec["test_input"], given,
-              spec.get("evaluate"), spec.get("paper") or {}, spec.get("paper_row"), spec.get("paper_table"), spec.get("note"),
-              bool(spec.get("cotrain")), spec.get("paper_model"), check_settings(path, f"{where}.settings", spec.get("settings", {})),
+    run = Run(name, spec.get("method"), spec["test_input"], given, spec.get("evaluate"), spec.get("paper") or {},
+              spec.get("paper_row"), spec.get("paper_table"), spec.get("note"), bool(spec.get("cotrain")),
+              spec.get("paper_model"), check_settings(path, f"{where}.settings", spec.get("settings", {})),
               grid=check_grid(experiment, where, spec))
     check_requires(experiment, where, spec, run, fallback_of)
     if run.cotrain:
         run.method = cotrain_arguments(experiment, run, 0, Path("out"), where)[0].lm_method
-    trained_before = [r.name for r in experiment.runs if r.evaluate is None]
+    trained = {r.name: r for r in experiment.runs if r.evaluate is None}
+    before = f"a trained run before it ({', '.join(trained) or 'none'})"
     for needed in run.needs[1 if run.evaluate else 0:]:
-        if needed not in trained_before:
-            refuse(path, f"{where}.flags", f"{{{needed}}} is not the name of a trained run before it ({', '.join(trained_before) or 'none'})")
+        if needed not in trained:
+            refuse(path, f"{where}.flags", f"{{{needed}}} is not the name of {before}")
     if run.evaluate is not None:
-        trained = {r.name: r for r in experiment.runs if r.evaluate is None}
         if run.evaluate not in trained:
-            refuse(path, f"{where}.evaluate", f"{run.evaluate!r} is not the name of a trained run before it ({', '.join(trained) or 'none'})")
+            refuse(path, f"{where}.evaluate", f"{run.evaluate!r} is not the name of {before}")
         run.method = run.method or trained[run.evaluate].method
         extra = sorted({flag.split("=", 1)[0] for flag in run.flags if flag.startswith("--")} - EVALUATE_FLAGS)
         if extra:
@@ -342,48 +340,49 @@ def check_run(experiment, where, spec, fallback_of=None):
         planned_arguments(experiment, run, where)  # refused here where train.py would refuse them
     if run.pretrains and (run.paper or run.evaluate):
         field_ = "paper" if run.paper else "evaluate"
-        refuse(path, f"{where}.{field_}", f"--method {run.method} pre-trains an encoder and tests nothing: fine-tune "
-               f"its model in a run of its own (--model {{{run.evaluate or run.name}}})")
+        refuse(path, f"{where}.{field_}", f"--method {run.method} pre-trains an encoder and tests nothing: "
+               f"fine-tune its model in a run of its own (--model {{{run.evaluate or run.name}}})")
     return run
 
 
 def check_grid(experiment, where, spec):
-    """A run's "grid", {"lr": [values]}: every value runs over the seeds; refused where another run
-    reads this one's model ({name}, or an evaluation of a grid), which one value must give."""
+    """A run's "grid", {"lr": [values]}: every value runs over the seeds."""
     grid = spec.get("grid")
     if grid is None:
         return None
     if not (isinstance(grid, dict) and len(grid) == 1 and set(grid) <= set(GRIDDED)):
-        refuse(experiment.path, f"{where}.grid", f'{{"lr": [values]}}: the one setting a grid may give ({", ".join(GRIDDED)})')
-    values = next(iter(grid.values()))
-    if not (isinstance(values, list) and len(values) > 1 and all(isinstance(v, (int, float)) and v > 0 for v in values)
-            and len(set(values)) == len(values)):
+        refuse(experiment.path, f"{where}.grid", f'{{"lr": [values]}}: the one setting a grid may give '
+               f'({", ".join(GRIDDED)})')
+    values, flag = next(iter(grid.values())), GRIDDED[next(iter(grid))]
+    if not (isinstance(values, list) and len(values) > 1 and len(set(values)) == len(values)
+            and all(isinstance(v, (int, float)) and v > 0 for v in values)):
         refuse(experiment.path, f"{where}.grid.lr", f"two or more distinct positive values, not {values!r}")
-    if any(flag.split("=", 1)[0] == GRIDDED[next(iter(grid))] for flag in experiment.flags + spec.get("flags", [])):
-        refuse(experiment.path, f"{where}.flags", f"{GRIDDED[next(iter(grid))]} is the grid's: give it there only")
+    if any(given.split("=", 1)[0] == flag for given in experiment.flags + spec.get("flags", [])):
+        refuse(experiment.path, f"{where}.flags", f"{flag} is the grid's: give it there only")
     if spec.get("evaluate") or spec.get("cotrain"):
         refuse(experiment.path, f"{where}.grid", "a grid is of a trained run of train.py")
     return dict(grid)
 
 
 def check_requires(experiment, where, spec, run, fallback_of):
-    """A run's "requires", {"files": [paths with {data} and {lang}], "from": how to get them}, and
-    its "otherwise": the fields that change where they are missing (FALLBACK_FIELDS), checked as
-    a run of their own (run.fallback)."""
+    """A run's "requires" (the files it needs) and "otherwise" (what changes without them), checked as a run
+    of its own (run.fallback)."""
     path = experiment.path
     if ("requires" in spec) != ("otherwise" in spec) or (fallback_of is not None and "requires" in spec):
-        refuse(path, f"{where}.requires", 'give "requires" and "otherwise" together: the files a run needs, and what runs without them')
+        refuse(path, f"{where}.requires", 'give "requires" and "otherwise" together: the files a run needs, and what '
+               "runs without them")
     if "requires" not in spec:
         return
     requires = spec["requires"]
     if not (isinstance(requires, dict) and set(requires) == {"files", "from"} and isinstance(requires["files"], list)
             and requires["files"] and all(isinstance(f, str) and f.startswith(DATA + "/") for f in requires["files"])
             and isinstance(requires["from"], str)):
-        refuse(path, f"{where}.requires", '{"files": ["{data}/<path>", ...] ({lang} for each target language), "from": '
-                                          '"<how to get them>"}')
+        refuse(path, f"{where}.requires", '{"files": ["{data}/<path>", ...] ({lang} for each target language), '
+               '"from": "<how to get them>"}')
     otherwise = spec["otherwise"]
     if not isinstance(otherwise, dict):
-        refuse(path, f"{where}.otherwise", "an object with the fields that change: " + ", ".join(sorted(FALLBACK_FIELDS)))
+        refuse(path, f"{where}.otherwise", "an object with the fields that change: "
+               + ", ".join(sorted(FALLBACK_FIELDS)))
     check_fields(path, f"{where}.otherwise", otherwise, FALLBACK_FIELDS, required=())
     merged = {k: v for k, v in spec.items() if k not in ("requires", "otherwise")}
     merged.update(otherwise, settings={**spec.get("settings", {}), **otherwise.get("settings", {})})
@@ -392,7 +391,7 @@ def check_requires(experiment, where, spec, run, fallback_of):
 
 
 def parsed(path, where, parse, argv, script="train.py"):
-    """parse(argv), or the file and field refused with the parser's own message."""
+    """parse(argv), or the field refused with the parser's own message."""
     try:
         with redirect_stderr(io.StringIO()) as errors:
             return parse(argv)
@@ -402,9 +401,9 @@ def parsed(path, where, parse, argv, script="train.py"):
 
 
 def planned_arguments(experiment, run, where):
-    """A trained run's train.py flags as they will be, with placeholders for the folders that exist only then."""
+    """A trained run's train.py flags as they will be, placeholders for the folders that exist only then."""
     folder = str(HERE) if experiment.data else None  # the data folder is checked when the runs start (check_languages)
-    argv = train_arguments(replace(experiment, data=folder), run, 0, Path("out"))  # a model to be trained: a folder now
+    argv = train_arguments(replace(experiment, data=folder), run, 0, Path("out"))
     parsed(experiment.path, where, flags.parse, argv)
     return argv
 
@@ -422,16 +421,15 @@ class Finding:
     """A stated setting of a trained run against what its flags resolve to (audit)."""
     run: Run
     name: str
-    setting: dict      # the file's paper, paper_where, script, script_where, run and departure
+    setting: dict      # the file's paper, paper_where, script, script_where, run, departure
     resolved: object   # what the run's flags resolve to
     where: str         # the file's field
     problem: str | None
 
     @property
     def departs(self):
-        """The sources whose value the run's differs from: the paper's, the script's, or "neither"
-        where both are silent; empty where it takes every value they give. A null value with its
-        `<source>_where` is given: the source says there is none (the script passes no such flag)."""
+        """The sources (paper, script) whose value the run's differs from, or ["neither"] where both are
+        silent; a null value with its `<source>_where` is a value (the source says there is none)."""
         setting = self.setting
         given = [source for source in ("paper", "script") if setting.get(source) is not None
                  or f"{source}_where" in setting]
@@ -439,16 +437,13 @@ class Finding:
 
 
 def same(a, b):
-    return math.isclose(a, b, rel_tol=1e-9) if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (a, b)) else a == b
+    numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (a, b))
+    return math.isclose(a, b, rel_tol=1e-9) if numbers else a == b
 
 
 def audit(experiment, variants=True):
-    """[Finding] for every setting an experiment file states, for each trained run it applies to
-    (the file's `settings`, then the run's own, then its fallback's): what the paper states, what
-    its authors' script uses, what the run uses. A problem where the run's flags resolve to
-    another value than the file says, where the run's value differs from the paper's or the
-    script's with no departure listed, or where a departure is listed and there is none.
-    `variants`: each run's fallback too (a file is checked whole), else the runs as chosen."""
+    """[Finding] for every setting the file states of each trained run (its fallback's too with `variants`):
+    the paper's, the script's and the run's values, and a problem where they disagree unexplained."""
     findings = []
     for i, run in enumerate(experiment.runs):
         for variant in [run] + ([run.fallback] if variants and run.fallback else []):
@@ -468,24 +463,26 @@ def audit(experiment, variants=True):
 def setting_problem(finding, run):
     setting, resolved = finding.setting, finding.resolved
     if resolved is KeyError:
-        return (f"{finding.name!r} is neither a setting of train.py (python train.py --help) nor one of {', '.join(FIXED)} "
-                f"(nor --method {run.method}'s {', '.join(METHOD_FIXED.get(run.method, {})) or 'fixed settings: it has none'})")
+        fixed = ", ".join(METHOD_FIXED.get(run.method, {})) or "fixed settings: it has none"
+        return (f"{finding.name!r} is neither a setting of train.py (python train.py --help) nor one of "
+                f"{', '.join(FIXED)} (nor --method {run.method}'s {fixed})")
     if not same(resolved, setting["run"]):
         return f"run {run.name} resolves it to {resolved!r}, not to the {setting['run']!r} the file says"
     departs = finding.departs
     if departs == ["neither"] and "departure" not in setting:
-        return f"neither the paper nor its authors' script gives it: say why the run takes {setting['run']!r} (departure)"
+        return (f"neither the paper nor its authors' script gives it: say why the run takes {setting['run']!r} "
+                "(departure)")
     if departs and "departure" not in setting:
-        return f"the run's {setting['run']!r} departs from the {departs[0]}'s {setting[departs[0]]!r} with no departure listed"
+        return (f"the run's {setting['run']!r} departs from the {departs[0]}'s {setting[departs[0]]!r} with no "
+                "departure listed")
     if not departs and "departure" in setting:
         return "a departure is listed, but the run takes every value the paper and the script give"
     return None
 
 
 def resolved_settings(experiment, run, where):
-    """{setting: value} a trained run resolves to before any data is read (flags.planned), with
-    what every run does (FIXED), the model, the number of seeds and the test input; for a
-    co-training run, its f_lm's settings and co-training's own."""
+    """{setting: value} a trained run resolves to before any data is read (flags.planned), with FIXED, the
+    model, the seeds and the test input; a co-training run's f_lm's settings and its own."""
     depth = model_depth(experiment)
     try:
         if run.cotrain:
@@ -500,18 +497,17 @@ def resolved_settings(experiment, run, where):
         values.update({name: list(grid) for name, grid in run.grid.items()})
     trained = model_run(run.flags)
     dev_set = DEV_SETS.get(experiment.task, "the data set's own")
-    return {**values, **FIXED, **METHOD_FIXED.get(run.method, {}), "dev_set": dev_set,
-            "model": f"run {trained}'s model" if trained else experiment.model or "the bundled multilingual-e5-small",
+    model = f"run {trained}'s model" if trained else experiment.model or "the bundled multilingual-e5-small"
+    return {**values, **FIXED, **METHOD_FIXED.get(run.method, {}), "dev_set": dev_set, "model": model,
             "seeds": len(experiment.seeds), "test_input": run.test_input,
             **{name: file_name(values.get(name)) for name in FILES}}
 
 
-FILES = ("test_translations", "dev_translations", "round_trip", "soft_labels", "extra_train")  # settings that name files: by file_name
+FILES = ("test_translations", "dev_translations", "round_trip", "soft_labels", "extra_train")  # settings naming files
 
 
 def file_name(path):
-    """A file setting as the experiment files state it: its name, with its folder where the name is
-    the language's alone (X-Mixup's translate-test-token/{lang}.txt)."""
+    """A file setting as the files state it: its name, with its folder where the name is the language's."""
     if not path:
         return path
     path = Path(path)
@@ -519,8 +515,7 @@ def file_name(path):
 
 
 def model_depth(experiment):
-    """The encoder's layers (the papers' settings for QA scale with it): from a checkpoint folder's
-    or the hub cache's config.json, else from the hub names of XLM-R's sizes; 12 for the bundled model."""
+    """The encoder's layers (QA's settings scale with it): its config.json's, else XLM-R's sizes' by name."""
     from model import Config
     if experiment.model is None:
         return 12
@@ -531,6 +526,7 @@ def model_depth(experiment):
 
 
 def check_paper(experiment):
+    """The file's "paper" and each run's paper numbers ({lang: score}, or {metric: {lang: score}})."""
     path, numbered = experiment.path, [run for run in experiment.runs if run.paper]
     if not isinstance(experiment.paper, dict) or set(experiment.paper) - {"table", "average"}:
         refuse(path, "paper", 'an object {"table": "<paper> Table N", "average": "all" or "targets"}')
@@ -546,17 +542,17 @@ def check_paper(experiment):
 
 
 def paper_numbers(experiment, where, paper):
-    """{metric: {lang: score}} of a run's "paper": its {lang: score} of the file's metric, or, where
-    the file has several, {metric: {lang: score}} of any of them."""
+    """{metric: {lang: score}} of a run's "paper": {lang: score} of the file's metric, or of several."""
     nested = any(isinstance(value, dict) for value in paper.values())
     if nested and set(paper) - set(experiment.metrics):
-        refuse(experiment.path, f"{where}.{sorted(set(paper) - set(experiment.metrics))[0]}", "not one of the file's metrics "
-               f"({', '.join(experiment.metrics)}): give {{lang: score}}, or {{metric: {{lang: score}}}}")
+        refuse(experiment.path, f"{where}.{sorted(set(paper) - set(experiment.metrics))[0]}", "not one of the file's "
+               f"metrics ({', '.join(experiment.metrics)}): give {{lang: score}}, or {{metric: {{lang: score}}}}")
     papers = paper if nested else {experiment.metric: paper}
     for metric, scores in papers.items():
         for lang, value in (scores.items() if isinstance(scores, dict) else [("", scores)]):
             if not (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)):
-                refuse(experiment.path, f"{where}.{metric + '.' if nested else ''}{lang}", f"a score in percent, not {value!r}")
+                refuse(experiment.path, f"{where}.{metric + '.' if nested else ''}{lang}",
+                       f"a score in percent, not {value!r}")
     return papers
 
 
@@ -575,11 +571,12 @@ def check_languages(experiment):
             refuse(experiment.path, f"runs[{i}].paper.{lacking[0]}", f"{holder} has no language {lacking[0]!r} "
                    f"(it has {', '.join(sorted(found))})")
 
+
 def train_arguments(experiment, run, seed, folder, model_of=None):
-    """The flags of a trained run's train.py (co-training: cotrain.py, which takes --lm-method, not
-    --method): {data} in a flag is the data folder, {name} the best model of run `name` of the same
-    seed, `model_of(name)` (a placeholder folder where not given)."""
-    argv = ([] if run.cotrain else ["--method", run.method]) + ["--task", experiment.task, "--seed", str(seed), "--test-input", run.test_input]
+    """A trained run's train.py (or cotrain.py) flags: {data} the data folder, {name} `model_of(name)`, the best
+    model of run `name` of the same seed (a placeholder folder where not given)."""
+    argv = ([] if run.cotrain else ["--method", run.method]) + ["--task", experiment.task, "--seed", str(seed),
+                                                                "--test-input", run.test_input]
     argv += ["--data", experiment.data] if experiment.data else []
     argv += ["--model", experiment.model] if experiment.model and not model_run(run.flags) else []  # else the run's own
     model_of = model_of or (lambda name: str(HERE))

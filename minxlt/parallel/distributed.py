@@ -1,6 +1,5 @@
-"""The process group and its devices: torchrun's environment when there is one, else a single
-process, and the attention kernels for a device. Every collective the project uses is here, and
-each is a no-op in a single process."""
+"""The process group (torchrun's, else a single process), the attention kernels for a device, and
+every collective the project uses, each a no-op in a single process."""
 import gc
 import os
 from contextlib import nullcontext
@@ -11,8 +10,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 
 def setup(device=None):
-    """(rank, world size, device): torchrun's environment if present (NCCL on CUDA, gloo on CPU), else one
-    process; the device's attention kernels chosen (choose_attention)."""
+    """(rank, world size, device): torchrun's environment (NCCL on CUDA, gloo on CPU), else one process."""
     if "RANK" not in os.environ:
         device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         choose_attention(device)
@@ -28,25 +26,22 @@ def setup(device=None):
 
 
 def choose_attention(device):
-    """Choose the attention kernels (F.scaled_dot_product_attention's backends) for a device, and
-    return the names of those enabled. On CUDA: FlashAttention and memory-efficient attention (the
-    kernel for padding masks), and not cuDNN's, which PyTorch picks first when there is a mask and
-    which builds a new execution plan for every new padded shape (about 25 ms each; with dynamic
-    padding nearly every batch has a new shape). Elsewhere PyTorch's own choice stands."""
+    """SDPA's backends for a device (the names enabled): on CUDA flash and memory-efficient, not cuDNN's,
+    which plans anew (about 25 ms) for every padded shape; elsewhere PyTorch's own choice."""
     backends = torch.backends.cuda
     if str(device).startswith("cuda"):
         backends.enable_cudnn_sdp(False)
         backends.enable_flash_sdp(True)
         backends.enable_mem_efficient_sdp(True)
-        backends.enable_math_sdp(True)  # the fallback for what the others cannot do (e.g. fp32 with dropout on old GPUs)
-    return [name for name, enabled in (("flash", backends.flash_sdp_enabled()), ("efficient", backends.mem_efficient_sdp_enabled()),
-                                       ("cudnn", backends.cudnn_sdp_enabled()), ("math", backends.math_sdp_enabled())) if enabled]
+        backends.enable_math_sdp(True)  # for what the others cannot do (fp32 with dropout on old GPUs)
+    enabled = {"flash": backends.flash_sdp_enabled(), "efficient": backends.mem_efficient_sdp_enabled(),
+               "cudnn": backends.cudnn_sdp_enabled(), "math": backends.math_sdp_enabled()}
+    return [name for name, on in enabled.items() if on]
 
 
 def cleanup():
-    """Destroy the process group once every collective is done on every process, and once the DDP
-    models that hold it are gone: a group destroyed while gloo's threads still release a finished
-    collective's tensors, or later by a model's collection, can hang or abort the process."""
+    """Destroy the process group once every process is done and the DDP models are collected: earlier,
+    gloo's threads or a model's collection can hang or abort the process."""
     if dist.is_initialized():
         gc.collect()
         dist.barrier()
@@ -81,8 +76,8 @@ GONE = ("Connection closed by peer", "Connection reset by peer")  # gloo's words
 
 
 def lost_process(error):
-    """How a collective's error says that another process of the run has stopped (killed, or ended
-    by its own error), or None for another error: gloo's connection to it closed, NCCL's DistError."""
+    """The words by which a collective's error says another process has stopped (gloo's closed
+    connection, NCCL's DistError), or None for another error."""
     if not dist.is_initialized() or not isinstance(error, RuntimeError):
         return None
     nccl = type(error).__name__ if isinstance(error, dist.DistError) else None
@@ -90,14 +85,12 @@ def lost_process(error):
 
 
 def first_error(problem):
-    """The first process's problem (a message, or None) in rank order, the same on every process:
-    where one process meets a failure (a full disk) inside collective work, all stop with it."""
+    """The first process's problem (a message, or None), the same on every process: all stop with it."""
     return next((p for p in gather(problem) if p), None)
 
 
 def wrap(module, device, find_unused_parameters=False):
-    """The module under DistributedDataParallel when there are several processes, else itself.
-    find_unused_parameters: whether a step may leave trainable parameters without gradient."""
+    """The module under DistributedDataParallel when there are several processes, else itself."""
     if not dist.is_initialized() or dist.get_world_size() == 1:
         return module
     return DistributedDataParallel(module, device_ids=[device] if device.startswith("cuda") else None,
@@ -105,10 +98,8 @@ def wrap(module, device, find_unused_parameters=False):
 
 
 def gradient_sync(model, last):
-    """A micro-step's context. DDP averages the gradients over the processes after the last
-    micro-step of a step only (no_sync() before it). A sharded model (shard.py) reduce-scatters
-    every micro-step's gradients, each process adding its part to its shard: the sum of the parts is
-    the part of the sum, and no process holds a whole gradient between micro-steps."""
+    """A micro-step's context: DDP reduces after a step's last micro-step only (no_sync() before it); a
+    sharded model reduce-scatters every micro-step, so no process holds a whole gradient between them."""
     return model.no_sync() if hasattr(model, "no_sync") and not last else nullcontext()
 
 
@@ -122,8 +113,7 @@ def all_gather(tensor):
 
 
 class _GatherWithGrad(torch.autograd.Function):
-    """all_gather whose gradient reaches each process's own part: the gradients that every
-    process computes for the gathered tensor are summed, and each keeps its own slice."""
+    """all_gather whose backward sums every process's gradient and keeps this process's slice."""
 
     @staticmethod
     def forward(ctx, tensor):
@@ -138,14 +128,13 @@ class _GatherWithGrad(torch.autograd.Function):
 
 
 def all_gather_with_grad(tensor):
-    """all_gather for a loss over the global batch (Yu & Joty's label alignment): backward sums
-    every process's gradient of the gathered tensor and gives each process its own part, so that
-    each process's loss reaches the examples of all."""
+    """all_gather for a loss over the global batch (Yu & Joty's label alignment), its gradient reaching
+    every process's examples."""
     return _GatherWithGrad.apply(tensor) if dist.is_initialized() else tensor
 
 
 def release_memory(device):
-    """Give back what was freed: collected, and on CUDA returned from PyTorch's cache to the device."""
+    """Collect what was freed and, on CUDA, return PyTorch's cache to the device."""
     gc.collect()
     if device.startswith("cuda"):
         torch.cuda.empty_cache()

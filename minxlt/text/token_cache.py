@@ -1,23 +1,8 @@
-"""The token cache: a training set's sentence-level texts tokenized once, into arrays on disk that
-every later run, and every process of a run, reads memory-mapped.
-
-A cache entry is a folder in $MINXLT_CACHE/tokens/ (the default model's cache directory) holding
-one language's training examples of a task. Where the task names the files they are read from
-(tasks.Layout.train_files: XNLI, PAWS-X, SIB-200), the entry is named by a hash of those files'
-bytes, the tokenizer's fingerprint, --max-length, the labels and this code (the readers and
-tokenizer); a run finds its entry without parsing the files. Otherwise (the bundled corpus,
---extra-train) it is named by a hash of every example. A change to any of these is a new entry.
-
-An entry holds the token ids of all texts in one int32 array with each text's offset, the label
-indices, and each text's language and id as indices into small tables. A process holds a few
-bytes per text and the operating system shares the ids between processes; a text becomes an
-Encoded item only when a batch reads it. The entries of several languages are read as one
-sequence (Joined), and pairs are index arrays into them (Pairs).
-
-An entry also keeps the warnings its files gave as it was built (warnings.json), which every run
-that uses it says again, and each file's size and CRC-32 (sums.json): an entry damaged since is
-found before it is used, and built again.
-"""
+"""The token cache: a language's sentence-level training texts tokenized once into arrays in
+$MINXLT_CACHE/tokens/<entry>, read memory-mapped by later runs and every process (docs/training.md, "Speed").
+An entry is named by a hash of its files' bytes (else of its examples), the tokenizer, --max-length, the labels
+and this code; it holds the ids in one int32 array with offsets, labels, language and id indices, the warnings its
+files gave (said again by every run) and its files' sizes and CRC-32s (a damaged entry is built again)."""
 import bisect
 import hashlib
 import itertools
@@ -41,7 +26,8 @@ from minxlt.parallel import distributed
 CHUNK = 1000  # texts tokenized at once while building an entry
 ROOT = Path(__file__).resolve().parents[2]  # the repository
 # the code that turns files into an entry: the readers of every task, data.py's encoding, the tokenizer and this module
-READERS = sorted((ROOT / "minxlt" / "tasks").glob("*.py")) + [ROOT / "data.py", ROOT / "minxlt" / "text" / "tokenizer.py", Path(__file__)]
+READERS = [*sorted((ROOT / "minxlt" / "tasks").glob("*.py")), ROOT / "data.py",
+           ROOT / "minxlt" / "text" / "tokenizer.py", Path(__file__)]
 
 
 class Items(Sequence):
@@ -60,7 +46,6 @@ class Texts(Items):
     """What EncodedTexts and Joined share: lengths and pairing, on their arrays."""
 
     def lengths(self):
-        """Every text's tokens."""
         return self.token_lengths().tolist()
 
     def pair_with(self, translations):
@@ -79,7 +64,8 @@ class EncodedTexts(Texts):
 
     def item(self, i):
         a, b = self.offsets[i], self.offsets[i + 1]
-        return Encoded(self.ids[a:b].tolist(), int(self.labels[i]), self.lang_names[self.langs[i]], self.example_ids[self.id_index[i]])
+        return Encoded(self.ids[a:b].tolist(), int(self.labels[i]), self.lang_names[self.langs[i]],
+                       self.example_ids[self.id_index[i]])
 
     def token_lengths(self):
         return np.diff(self.offsets)
@@ -140,15 +126,14 @@ class Pairs(Items):
 
 
 class ById:
-    """Texts of several languages looked up by example id and language, `get(id, lang, default)`:
-    X-Mixup's round-trip translations of a source text through each target language. `texts`:
-    {lang: EncodedTexts}; `ids`: every example id that may be asked for (the source's)."""
+    """Texts of several languages ({lang: EncodedTexts}) by example id and language, `get(id, lang, default)`:
+    X-Mixup's round-trip translations; `ids`: every example id that may be asked for."""
 
     def __init__(self, texts, ids):
         self.texts, self.table, self.rows = texts, {example_id: k for k, example_id in enumerate(ids)}, {}
         for lang, part in texts.items():
             codes = part.id_codes(self.table)
-            rows = np.full(len(self.table), -1, np.int64)  # each id's row in this language's texts, -1 where it has none
+            rows = np.full(len(self.table), -1, np.int64)  # each id's row in this language's texts, or -1
             present = codes >= 0
             rows[codes[present]] = np.nonzero(present)[0]
             self.rows[lang] = rows
@@ -164,8 +149,7 @@ class ById:
 
 
 def pairs(sources, translations):
-    """data.translation_pairs for two Texts: each translation with its source (same id), in the
-    order of the sources, sources without a translation dropped; computed on the arrays."""
+    """data.translation_pairs on two Texts' arrays: each translation with its source, in the sources' order."""
     table = {example_id: k for k, example_id in enumerate(sources.distinct_ids())}
     wanted, codes = sources.id_codes(table), translations.id_codes(table)
     order = np.argsort(codes, kind="stable")  # translation rows grouped by their source's id, in order
@@ -173,12 +157,12 @@ def pairs(sources, translations):
     starts, ends = np.searchsorted(grouped, wanted, "left"), np.searchsorted(grouped, wanted, "right")
     counts = ends - starts
     source_index = np.repeat(np.arange(len(wanted)), counts)
-    within = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)  # each pair's place in its source's group
+    within = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)  # a pair's place in its group
     return Pairs(sources, translations, source_index, order[np.repeat(starts, counts) + within])
 
 
 def key(examples, tokenizer, labels, max_length):
-    """An entry's name from its examples: a hash of the tokenizer, --max-length, the labels and every example."""
+    """An entry's name: a hash of the tokenizer, --max-length, the labels and every example."""
     digest = hashlib.sha256(json.dumps([tokenizer.fingerprint(), max_length, list(labels)]).encode())
     for e in examples:  # fields apart by \x1f, examples by \x1e, None as \x00
         fields = (e.id, e.lang, e.text, e.pair, e.label)
@@ -187,11 +171,11 @@ def key(examples, tokenizer, labels, max_length):
 
 
 def files_key(files, reader, lang, tokenizer, labels, max_length):
-    """An entry's name from the files its examples are read from: a hash of their bytes, what
-    reads them (`reader`: the task's layout), the language, the tokenizer, --max-length, the labels
-    and the code that reads and tokenizes (READERS)."""
+    """An entry's name: a hash of its files' bytes, their reader, the language, the tokenizer, --max-length, the
+    labels and the code that reads and tokenizes (READERS)."""
     code = [file_digest(path) for path in READERS]
-    described = [reader, lang, [file_digest(f) for f in files], code, tokenizer.fingerprint(), max_length, list(labels)]
+    described = [reader, lang, [file_digest(f) for f in files], code, tokenizer.fingerprint(), max_length,
+                 list(labels)]
     return "f" + hashlib.sha256(json.dumps(described).encode()).hexdigest()[:31]
 
 
@@ -211,9 +195,7 @@ def file_digest(path):
 
 
 def build(folder, examples, tokenizer, labels, max_length):
-    """Tokenize the examples (any iterable) into the arrays of a cache entry, with the warnings
-    their reading gave and the files' sums, written to a temporary folder that is renamed into
-    place when complete: an interrupted build leaves no entry."""
+    """Tokenize the examples into a cache entry with their warnings and sums, built aside and renamed into place."""
     tmp = folder.with_name(f"{folder.name}.tmp{os.getpid()}")
     tmp.mkdir(parents=True, exist_ok=True)
     said = len(errors.SAID)
@@ -234,7 +216,7 @@ SUMS = "sums.json"  # in an entry: {file: [bytes, CRC-32]} of the others
 
 
 def sums(folder):
-    """{file: [bytes, CRC-32]} of an entry's files: about 1 GB a second on one core."""
+    """{file: [bytes, CRC-32]} of an entry's files (about 1 GB a second on one core)."""
     out = {}
     for path in sorted(p for p in folder.iterdir() if p.name != SUMS):
         crc = 0
@@ -263,7 +245,7 @@ def damage(folder):
 
 
 def intact(folder):
-    """Whether an entry is in place as it was written; a damaged one is said and removed, to be built again."""
+    """Whether an entry is in place as written; a damaged one is said and removed, to be built again."""
     if not folder.is_dir():
         return False
     problem = damage(folder)
@@ -276,19 +258,17 @@ def intact(folder):
 
 
 def say_again(folder):
-    """Say the warnings an entry's files gave as it was built, for a run that uses it without reading them."""
+    """Say the warnings an entry's files gave as it was built."""
     for message in json.loads((folder / "warnings.json").read_text(encoding="utf-8")):
         print(f"warning: {message}", file=sys.stderr)
 
 
 def write(tmp, examples, tokenizer, labels, max_length):
-    """The arrays of an entry, tokenized CHUNK texts at a time as `examples` come (a language's
-    are read from its file as they are tokenized): the process holds one chunk's examples, and
-    of the texts before it only a few numbers each and the table of their ids. Each chunk's token
-    ids go to a file as they are made, which becomes ids.npy when the last is written."""
+    """An entry's arrays, tokenized CHUNK texts at a time as `examples` come: the process holds one chunk and a few
+    numbers a text before it; each chunk's ids go to a file that becomes ids.npy."""
     lang_of, id_of, tokens = {}, {}, 0
-    parts = {"offsets": [np.zeros(1, np.int64)], "labels": [np.zeros(0, np.int16)], "langs": [np.zeros(0, np.int16)],
-             "id_index": [np.zeros(0, np.int64)]}  # each array's pieces, the first giving its type
+    parts = {"offsets": [np.zeros(1, np.int64)], "labels": [np.zeros(0, np.int16)],  # the first piece gives the type
+             "langs": [np.zeros(0, np.int16)], "id_index": [np.zeros(0, np.int64)]}
     with open(tmp / "ids.raw", "wb") as ids:
         for chunk in batched(examples, CHUNK):
             items = encode_examples(chunk, tokenizer, labels, max_length)
@@ -300,7 +280,8 @@ def write(tmp, examples, tokenizer, labels, max_length):
             parts["langs"].append(np.asarray([lang_of.setdefault(e.lang, len(lang_of)) for e in chunk], np.int16))
             parts["id_index"].append(np.asarray([id_of.setdefault(e.id, len(id_of)) for e in chunk], np.int64))
     with open(tmp / "ids.npy", "wb") as f, open(tmp / "ids.raw", "rb") as raw:
-        np.lib.format.write_array_header_1_0(f, {"descr": np.dtype(np.int32).str, "fortran_order": False, "shape": (tokens,)})
+        header = {"descr": np.dtype(np.int32).str, "fortran_order": False, "shape": (tokens,)}
+        np.lib.format.write_array_header_1_0(f, header)
         shutil.copyfileobj(raw, f)
     (tmp / "ids.raw").unlink()
     arrays = {name: np.concatenate(pieces) for name, pieces in parts.items()}
@@ -313,23 +294,21 @@ def write(tmp, examples, tokenizer, labels, max_length):
 
 
 def batched(items, n):
-    """Lists of n items of an iterable, the last shorter."""
     items = iter(items)
     while chunk := list(itertools.islice(items, n)):
         yield chunk
 
 
 def load(folder):
-    """An entry's EncodedTexts. Its example ids are interned: the entries of a source and its
-    translations share their ids, and hold one copy of each."""
+    """An entry's EncodedTexts, its example ids interned (a source's and its translations' share one copy)."""
     tables = json.loads((folder / "tables.json").read_text(encoding="utf-8"))
-    arrays = {name: np.load(folder / f"{name}.npy", mmap_mode="r") for name in ("ids", "offsets", "labels", "langs", "id_index")}
+    arrays = {name: np.load(folder / f"{name}.npy", mmap_mode="r")
+              for name in ("ids", "offsets", "labels", "langs", "id_index")}
     return EncodedTexts(**arrays, lang_names=tables["langs"], example_ids=[sys.intern(i) for i in tables["ids"]])
 
 
 def encode(examples, tokenizer, labels, max_length, rank=0):
-    """The examples as EncodedTexts, from the entry their hash names, built where it is missing
-    by the first of the processes that see this cache folder (`sharing`) while they wait for it."""
+    """The examples as EncodedTexts from the entry their hash names, built by the first process that sees it."""
     folder = cache_dir() / "tokens" / key(examples, tokenizer, labels, max_length)
     if rank == sharing(folder.parent, rank)[0] and not intact(folder):
         build(folder, examples, tokenizer, labels, max_length)
@@ -338,17 +317,17 @@ def encode(examples, tokenizer, labels, max_length, rank=0):
 
 
 def sharing(folder, rank=0):
-    """The ranks of the processes that see `folder` as this one does, in order: one node's where
-    each node has its own cache folder, every process's where the cache is on a shared file
-    system. Each process marks the folder with its rank, and reads whose marks it finds."""
+    """The ranks of the processes that see `folder` as this one does (a node's, or all on a shared file system):
+    each marks the folder with its rank and reads the marks it finds."""
     if not distributed.initialized():
         return [rank]
-    marks, problem = folder / f".processes-{distributed.gather(secrets.token_hex(8))[0]}", None  # process 0's name for this call
+    marks, problem = folder / f".processes-{distributed.gather(secrets.token_hex(8))[0]}", None  # process 0's name
     try:
         marks.mkdir(parents=True, exist_ok=True)
         (marks / str(rank)).touch()
     except OSError as e:
-        problem = f"the token cache {folder} cannot be written to by process {rank} ({e.strerror or e}): set MINXLT_CACHE to a folder it can write"
+        problem = (f"the token cache {folder} cannot be written to by process {rank} ({e.strerror or e}): set "
+                   "MINXLT_CACHE to a folder it can write")
     problem = distributed.first_error(problem)  # also: every process has marked the folder
     if problem:
         raise InputError(problem)
@@ -360,17 +339,12 @@ def sharing(folder, rank=0):
 
 
 def training_texts(train, langs, tokenizer, labels, max_length, rank=0):
-    """{lang: EncodedTexts}: the training examples of `langs` (`train`: a tasks.TrainSplit). Where
-    the task names a language's files, its entry is named by their bytes and found without reading
-    them. The missing entries (and damaged ones, `intact`) are built once for each cache folder, by
-    the processes that see it (`sharing`: a node's, or every process's on a shared file system) in
-    turn: the k-th of them builds every n-th, reading its file as it tokenizes, while the others
-    wait; process 0 says again the warnings of the entries it did not build. Else the entry is
-    named by the examples' hash (`encode`)."""
+    """{lang: EncodedTexts} of `langs` (`train`: a tasks.TrainSplit); the missing entries built once per cache folder,
+    the k-th of the processes that see it (`sharing`) building every n-th while the others wait."""
     files = {lang: train.files(lang) for lang in langs}
     texts = {lang: encode(train[lang], tokenizer, labels, max_length, rank) for lang in langs if files[lang] is None}
-    folders = {lang: cache_dir() / "tokens" / files_key(files[lang], train.reader(), lang, tokenizer, labels, max_length)
-               for lang in langs if lang not in texts}
+    folders = {lang: cache_dir() / "tokens" / files_key(files[lang], train.reader(), lang, tokenizer, labels,
+                                                        max_length) for lang in langs if lang not in texts}
     builders = sharing(cache_dir() / "tokens", rank)
     found = [lang for lang, folder in folders.items() if not intact(folder)] if rank == builders[0] else None
     missing = distributed.gather(found)[builders[0]]  # as the first builder found them
@@ -378,7 +352,7 @@ def training_texts(train, langs, tokenizer, labels, max_length, rank=0):
     for lang in mine:
         try:
             build(folders[lang], train.stream(lang), tokenizer, labels, max_length)
-        except InputError as e:  # a bad file: every process stops with its message, none waits for the others
+        except InputError as e:  # a bad file: every process stops with its message, none waits
             problem = problem or str(e)
     if missing:
         train.release()
@@ -387,9 +361,9 @@ def training_texts(train, langs, tokenizer, labels, max_length, rank=0):
         raise InputError(problems[0])
     absent = [str(folder) for folder in folders.values() if not folder.is_dir()]
     if absent:
-        raise InputError(f"token cache entries built by another process are not here: {', '.join(absent)}; the processes that "
-                         "share a cache folder need to see the same files in it")
+        raise InputError(f"token cache entries built by another process are not here: {', '.join(absent)}; the "
+                         "processes that share a cache folder need to see the same files in it")
     texts.update({lang: load(folder) for lang, folder in folders.items()})
     for lang in [lang for lang in folders if lang not in mine] if rank == 0 else []:
-        say_again(folders[lang])  # what its files said when they were read (by an earlier run, or another process)
+        say_again(folders[lang])  # what its files said when read by an earlier run, or another process
     return {lang: texts[lang] for lang in langs}

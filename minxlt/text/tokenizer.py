@@ -1,17 +1,5 @@
-"""Tokenizers of the checkpoints people have, behind one interface (Tokenizer):
-
-  SentencePieceTokenizer, XLM-R's: sentencepiece.bpe.model, or the Unigram model of a
-  tokenizer.json as transformers 5 saves it, rebuilt as the same sentencepiece model. fairseq's
-  ids, <s>=0 <pad>=1 </s>=2 <unk>=3, sentencepiece piece i -> i+1, <mask> last; <s> A </s></s> B </s>.
-
-  WordPieceTokenizer, BERT's (mBERT, LaBSE): vocab.txt with the lower-casing, accent and CJK rules
-  of tokenizer_config.json, or the WordPiece model of a tokenizer.json; [CLS] A [SEP] B [SEP], the
-  second text in segment 1. Written after the tokenizers library's BertNormalizer,
-  BertPreTokenizer and WordPiece, which transformers' AutoTokenizer runs.
-
-Tokenizer.from_pretrained(directory) takes whichever the directory holds. Both truncate pairs
-longest-first as Hugging Face does, encode pre-split words (tagging) and give character offsets (QA).
-"""
+"""The tokenizers of XLM-R (sentencepiece, fairseq's ids) and BERT (WordPiece) behind one interface, read from
+whatever a checkpoint holds; pairs truncated longest-first as Hugging Face's, words (tagging) and offsets (QA)."""
 import base64
 import copy
 import hashlib
@@ -31,15 +19,14 @@ LOOKED_FOR = "sentencepiece.bpe.model, tokenizer.json (a Unigram or WordPiece mo
 
 
 class Tokenizer:
-    """What every tokenizer gives: content ids of a text (tokenize), with character offsets
-    (tokenize_with_offsets), of pre-split words (tokenize_words), and special tokens around them."""
+    """Content ids of a text (tokenize), with character offsets, of pre-split words, and special tokens around them."""
     bos_id = eos_id = pad_id = unk_id = mask_id = vocab_size = None
-    separator = ()            # the ids between the two texts of a pair, besides the first's eos
-    bare_space_id = None      # a token that stands for a word boundary alone (XLM-R's bare "▁"), never a word's label
-    segment_id = None         # the id after which a pair's second text is segment 1 (BERT's [SEP]); None: one segment
+    separator = ()        # the ids between the two texts of a pair, besides the first's eos
+    bare_space_id = None  # a token for a word boundary alone (XLM-R's bare "▁"), never a word's label
+    segment_id = None     # the id after which a pair's second text is segment 1 (BERT's [SEP]); None: one segment
 
     def content_ids(self):
-        """(first, end) of the ids of ordinary pieces, from which a masked LM draws random tokens."""
+        """(first, end) of the ordinary pieces' ids, which a masked LM draws random tokens from."""
         return max(self.bos_id, self.eos_id, self.pad_id, self.unk_id, self.mask_id) + 1, self.vocab_size
 
     @classmethod
@@ -65,11 +52,11 @@ class Tokenizer:
         return [self.tokenize(t) for t in texts]
 
     def encode(self, text, pair=None, max_length=None):
-        """Special tokens around a text, or a pair, truncated longest-first to max_length tokens."""
+        """Special tokens around a text or a pair, truncated longest-first to max_length tokens."""
         return self.add_special_tokens(self.tokenize(text), None if pair is None else self.tokenize(pair), max_length)
 
     def add_special_tokens(self, a, b=None, max_length=None):
-        """Wrap content ids in special tokens, truncating (longest first for pairs) to max_length."""
+        """Content ids in special tokens, truncated (longest first for pairs) to max_length."""
         if max_length is not None:
             a, b = truncate(a, b, max_length - (2 if b is None else 3 + len(self.separator)))
         if b is None:
@@ -77,8 +64,8 @@ class Tokenizer:
         return [self.bos_id, *a, self.eos_id, *self.separator, *b, self.eos_id]
 
     def encode_words(self, words, max_length=None):
-        """Pre-split words -> (ids with specials, word index per token, None for specials).
-        A word that normalises to nothing (e.g. a lone zero-width space) gets no token."""
+        """(ids with specials, each token's word index or None) of pre-split words; a word that normalises to nothing
+        gets no token."""
         ids, word_ids = [self.bos_id], [None]
         for w, pieces in enumerate(self.tokenize_words(words) if words else []):
             ids += pieces
@@ -88,28 +75,25 @@ class Tokenizer:
         return ids + [self.eos_id], word_ids + [None]
 
     def encode_batch(self, texts, pairs=None, max_length=None):
-        """encode() over a list of texts (and pairs)."""
         a = self.tokenize_batch(list(texts))
         b = [None] * len(a) if pairs is None else self.tokenize_batch(list(pairs))
         return [self.add_special_tokens(x, y, max_length) for x, y in zip(a, b)]
 
     def batch(self, texts, pairs=None, max_length=512):
-        """Encode and pad a list of texts (or text pairs): (input_ids, attention_mask), each (B, T)."""
+        """(input_ids, attention_mask), each (B, T), of texts (or text pairs)."""
         return self.pad(self.encode_batch(texts, pairs, max_length))
 
     pad_multiple, pad_limit = 1, None  # see padded_to
 
     def padded_to(self, multiple, limit=None):
-        """This tokenizer, padding each batch to a multiple of `multiple` tokens (at most `limit`,
-        never below the longest): the lengths a run sees are then a few buckets, each a static
-        shape that a compiled step is built for once (minxlt/run/compiled.py)."""
+        """This tokenizer, padding each batch to a multiple of `multiple` tokens (at most `limit`, never below the
+        longest): a few static shapes for a compiled step (minxlt/run/compiled.py)."""
         bucketed = copy.copy(self)
         bucketed.pad_multiple, bucketed.pad_limit = multiple, limit
         return bucketed
 
     def pad(self, sequences):
-        """Pad id lists to the longest (rounded up to a bucket: padded_to): (input_ids, attention_mask)
-        LongTensors of (B, T)."""
+        """(input_ids, attention_mask) of id lists padded to the longest (rounded up to a bucket: padded_to)."""
         T = longest = max(len(s) for s in sequences)
         if self.pad_multiple > 1:
             T = max(longest, min(-(-longest // self.pad_multiple) * self.pad_multiple, self.pad_limit or float("inf")))
@@ -123,9 +107,8 @@ class Tokenizer:
     json_file = None  # the tokenizer.json of the checkpoint it was read from, where there is one
 
     def save_pretrained(self, directory):
-        """Write the tokenizer's files, a tokenizer_config.json that transformers' AutoTokenizer
-        follows, and a tokenizer.json, its fast tokenizer (transformers 5 builds some models' only
-        from it): the checkpoint's own where it had one, else one written from the tokenizer."""
+        """The tokenizer's files, a tokenizer_config.json for AutoTokenizer, and a tokenizer.json (its fast tokenizer,
+        the checkpoint's own or one written here), which transformers 5 builds some models' from."""
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         self.write(directory)
@@ -137,13 +120,12 @@ class Tokenizer:
             target.write_text(json.dumps(self.tokenizer_json(), ensure_ascii=False) + "\n", encoding="utf-8")
 
     def tokenizer_json(self):
-        """The tokenizers library's description of this tokenizer (tokenizer.json), or None."""
         return None
 
 
 class SentencePieceTokenizer(Tokenizer):
-    """XLM-R's tokenizer over a sentencepiece model, with fairseq's ids:
-    <s>=0 <pad>=1 </s>=2 <unk>=3, sentencepiece piece i -> i+1, <mask> last."""
+    """XLM-R's tokenizer over a sentencepiece model, with fairseq's ids: <s>=0 <pad>=1 </s>=2 <unk>=3, sentencepiece
+    piece i -> i+1, <mask> last; <s> A </s></s> B </s>."""
     bos_id, pad_id, eos_id, unk_id = 0, 1, 2, 3
 
     def __init__(self, model_file=None, proto=None):
@@ -174,27 +156,28 @@ class SentencePieceTokenizer(Tokenizer):
             target.write_bytes(self.proto)
 
     def tokenizer_json(self):
-        """XLM-R's tokenizer.json, as transformers writes it: the Unigram pieces in fairseq's order
-        with their scores, the sentencepiece model's normaliser (its precompiled character map,
-        then its removal of extra spaces), <s> A </s> and <s> A </s></s> B </s>."""
-        sp, charsmap = self.sp, proto_field(proto_field(self.state(), 3), 2)  # ModelProto.normalizer_spec.precompiled_charsmap
-        special = lambda i, content: {"id": i, "content": content, "single_word": False, "lstrip": content == "<mask>", "rstrip": False,
-                                      "normalized": False, "special": True}
+        """XLM-R's tokenizer.json as transformers writes it: the Unigram pieces in fairseq's order, the normaliser
+        (the precompiled character map, then sentencepiece's removal of extra spaces), the special tokens."""
+        sp, charsmap = self.sp, proto_field(proto_field(self.state(), 3), 2)  # ModelProto.normalizer_spec's
+        special = lambda i, content: {"id": i, "content": content, "single_word": False, "lstrip": content == "<mask>",
+                                      "rstrip": False, "normalized": False, "special": True}
         vocab = [["<s>", 0.0], ["<pad>", 0.0], ["</s>", 0.0], ["<unk>", 0.0]]
         vocab += [[sp.id_to_piece(i), sp.get_score(i)] for i in range(3, sp.get_piece_size())] + [["<mask>", 0.0]]
-        token = lambda content, i: {"SpecialToken": {"id": content, "type_id": 0}}
+        token = lambda content: {"SpecialToken": {"id": content, "type_id": 0}}
+        text = lambda name: {"Sequence": {"id": name, "type_id": 0}}
         space = {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "always", "split": True}
-        return {"version": "1.0", "truncation": None, "padding": None,
-                "added_tokens": [special(i, c) for i, c in enumerate(["<s>", "<pad>", "</s>", "<unk>"])] + [special(self.mask_id, "<mask>")],
+        added = [special(i, c) for i, c in enumerate(["<s>", "<pad>", "</s>", "<unk>"])]
+        added.append(special(self.mask_id, "<mask>"))
+        return {"version": "1.0", "truncation": None, "padding": None, "added_tokens": added,
                 "normalizer": {"type": "Sequence", "normalizers": [
                     {"type": "Precompiled", "precompiled_charsmap": base64.b64encode(charsmap).decode()},
-                    {"type": "Replace", "pattern": {"Regex": "\\A +| +\\z"}, "content": ""},  # sentencepiece's
-                    {"type": "Replace", "pattern": {"Regex": " {2,}"}, "content": " "}]},           # remove_extra_whitespaces
+                    {"type": "Replace", "pattern": {"Regex": "\\A +| +\\z"}, "content": ""},
+                    {"type": "Replace", "pattern": {"Regex": " {2,}"}, "content": " "}]},
                 "pre_tokenizer": space, "decoder": space,
                 "post_processor": {"type": "TemplateProcessing",
-                                   "single": [token("<s>", 0), {"Sequence": {"id": "A", "type_id": 0}}, token("</s>", 2)],
-                                   "pair": [token("<s>", 0), {"Sequence": {"id": "A", "type_id": 0}}, token("</s>", 2), token("</s>", 2),
-                                            {"Sequence": {"id": "B", "type_id": 0}}, token("</s>", 2)],
+                                   "single": [token("<s>"), text("A"), token("</s>")],
+                                   "pair": [token("<s>"), text("A"), token("</s>"), token("</s>"), text("B"),
+                                            token("</s>")],
                                    "special_tokens": {"</s>": {"id": "</s>", "ids": [2], "tokens": ["</s>"]},
                                                       "<s>": {"id": "<s>", "ids": [0], "tokens": ["<s>"]}}},
                 "model": {"type": "Unigram", "unk_id": self.unk_id, "vocab": vocab, "byte_fallback": False}}
@@ -210,7 +193,6 @@ class SentencePieceTokenizer(Tokenizer):
         return [i + 1 if i else self.unk_id for i in spm_ids]  # sentencepiece's <unk> is its piece 0
 
     def tokenize(self, text):
-        """Content ids of one text (no special tokens)."""
         return self._fairseq(self.sp.encode(text))
 
     def tokenize_batch(self, texts):
@@ -220,7 +202,7 @@ class SentencePieceTokenizer(Tokenizer):
         return [self._fairseq(x) for x in self.sp.encode(list(words))]
 
     def tokenize_with_offsets(self, text):
-        """Content ids and (start, end) character spans into `text`, for mapping answers back."""
+        """Content ids and their (start, end) character spans in `text`."""
         out = self.sp.encode(text, out_type="offset_mapping")
         return self._fairseq(out["ids"]), [tuple(o) for o in out["offsets"]]
 
@@ -230,8 +212,7 @@ class SentencePieceTokenizer(Tokenizer):
 
 
 def from_tokenizer_json(path):
-    """A tokenizer.json of transformers: XLM-R's Unigram model (rebuilt as its sentencepiece model:
-    pieces and scores, the normaliser's precompiled character map) or a BERT WordPiece model."""
+    """A tokenizer.json's XLM-R Unigram model (rebuilt as its sentencepiece model) or BERT WordPiece model."""
     try:
         spec = json.loads(Path(path).read_text(encoding="utf-8"))
         model, normalizer = spec["model"], spec.get("normalizer") or {}
@@ -240,22 +221,25 @@ def from_tokenizer_json(path):
         raise CheckpointError(f"{path}: not a tokenizer.json of the tokenizers library ({e})") from None
     if kind == "WordPiece":
         bert = normalizer if normalizer.get("type") == "BertNormalizer" else {}
-        return WordPieceTokenizer(model["vocab"], lowercase=bert.get("lowercase", False), strip_accents=bert.get("strip_accents"),
+        return WordPieceTokenizer(model["vocab"], lowercase=bert.get("lowercase", False),
+                                  strip_accents=bert.get("strip_accents"),
                                   chinese=bert.get("handle_chinese_chars", True), clean=bert.get("clean_text", True),
-                                  max_word=model.get("max_input_chars_per_word", 100), unk=model.get("unk_token", "[UNK]"))
+                                  max_word=model.get("max_input_chars_per_word", 100),
+                                  unk=model.get("unk_token", "[UNK]"))
     if kind != "Unigram":
         raise CheckpointError(f"{path}: a {kind} model; minxlt reads Unigram (XLM-R) and WordPiece (BERT) tokenizers")
     steps = normalizer.get("normalizers", [normalizer]) if normalizer.get("type") == "Sequence" else [normalizer]
-    charsmaps = [s["precompiled_charsmap"] for s in steps if s.get("type") == "Precompiled" and s.get("precompiled_charsmap")]
+    charsmaps = [s["precompiled_charsmap"] for s in steps
+                 if s.get("type") == "Precompiled" and s.get("precompiled_charsmap")]
     vocab = model["vocab"]
     if not charsmaps or [p for p, _ in vocab[:4]] != ["<s>", "<pad>", "</s>", "<unk>"] or vocab[-1][0] != "<mask>":
-        raise CheckpointError(f"{path}: not XLM-R's Unigram tokenizer (its vocabulary <s> <pad> </s> <unk> ... <mask>, a "
-                              "precompiled normaliser)")
+        raise CheckpointError(f"{path}: not XLM-R's Unigram tokenizer (its vocabulary <s> <pad> </s> <unk> ... <mask>, "
+                              "a precompiled normaliser)")
     pieces = sentencepiece_pieces([p for p, _ in vocab], [s for _, s in vocab])
     return SentencePieceTokenizer(proto=sentencepiece_model(pieces, base64.b64decode(charsmaps[0])))
 
 
-# sentencepiece_model.proto, written by hand (what from_tokenizer_json and prepare_default.py build): SentencePiece types and the fields used below.
+# sentencepiece_model.proto written by hand (from_tokenizer_json and prepare_default.py build one): its piece types
 NORMAL, UNKNOWN, CONTROL = 1, 2, 3
 
 
@@ -269,7 +253,7 @@ def _varint(n):
 
 
 def _field(number, value):
-    """One protobuf field: bytes/str -> length-delimited, float -> fixed32, int/bool -> varint."""
+    """One protobuf field: bytes or str length-delimited, float fixed32, int or bool varint."""
     if isinstance(value, str):
         value = value.encode()
     if isinstance(value, (bytes, bytearray)):
@@ -280,7 +264,7 @@ def _field(number, value):
 
 
 def proto_field(blob, number):
-    """The first length-delimited field `number` of a serialized protobuf message, as bytes (b"" if absent)."""
+    """The first length-delimited field `number` of a serialized protobuf message (b"" if absent)."""
     i = 0
     while i < len(blob):
         key, i = _read_varint(blob, i)
@@ -310,8 +294,8 @@ def _read_varint(blob, i):
 
 
 def sentencepiece_pieces(pieces, scores):
-    """XLM-R's vocabulary in fairseq order (<s> <pad> </s> <unk> ... <mask>) -> sentencepiece's own:
-    <unk> <s> </s>, then the pieces, so that fairseq id = sentencepiece id + 1."""
+    """XLM-R's vocabulary in fairseq's order (<s> <pad> </s> <unk> ... <mask>) in sentencepiece's (<unk> <s> </s>
+    ...), so that fairseq's id is sentencepiece's + 1."""
     assert pieces[:4] == ["<s>", "<pad>", "</s>", "<unk>"] and pieces[-1] == "<mask>"
     specials = [("<unk>", 0.0, UNKNOWN), ("<s>", 0.0, CONTROL), ("</s>", 0.0, CONTROL)]
     return specials + [(p, float(s), NORMAL) for p, s in zip(pieces[4:-1], scores[4:-1])]
@@ -328,20 +312,15 @@ def sentencepiece_model(pieces, charsmap):
     return bytes(out + _field(2, trainer) + _field(3, normalizer))
 
 
-
-
 # The characters that the tokenizers library counts as whitespace (Rust's char::is_whitespace).
-WHITE_SPACE = set("\t\n\x0b\x0c\r \x85\xa0\u1680\u2028\u2029\u202f\u205f\u3000") | {chr(c) for c in range(0x2000, 0x200b)}
-CJK = ((0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF), (0x2A700, 0x2B73F), (0x2B740, 0x2B81F), (0x2B920, 0x2CEAF),
-       (0xF900, 0xFAFF), (0x2F800, 0x2FA1F))  # the CJK ideographs BERT splits one by one
+WHITE_SPACE = set("\t\n\x0b\x0c\r \x85\xa0\u1680\u2028\u2029\u202f\u205f\u3000") | set(map(chr, range(0x2000, 0x200b)))
+CJK = ((0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF), (0x2A700, 0x2B73F), (0x2B740, 0x2B81F),
+       (0x2B920, 0x2CEAF), (0xF900, 0xFAFF), (0x2F800, 0x2FA1F))  # the CJK ideographs BERT splits one by one
 
 
 class WordPieceTokenizer(Tokenizer):
-    """BERT's WordPiece tokenizer (mBERT, LaBSE), as the tokenizers library runs it: clean the text
-    (control characters out, whitespace to spaces), put spaces around CJK ideographs, strip accents
-    (NFD, then nonspacing marks out) and lower-case character by character where asked, split at
-    whitespace and around punctuation, then greedy longest-match-first pieces ("##" inside a word),
-    a word of no known pieces or over `max_word` characters being [UNK]."""
+    """BERT's WordPiece tokenizer (mBERT, LaBSE) as the tokenizers library runs it (BertNormalizer,
+    BertPreTokenizer, WordPiece); [CLS] A [SEP] B [SEP], the second text in segment 1."""
 
     def __init__(self, vocab, lowercase=True, strip_accents=None, chinese=True, clean=True, max_word=100, unk="[UNK]"):
         self.vocab = dict(vocab) if not isinstance(vocab, dict) else vocab
@@ -351,14 +330,13 @@ class WordPieceTokenizer(Tokenizer):
         if missing:
             raise CheckpointError(f"the WordPiece vocabulary lacks {', '.join(missing)}")
         self.unk_id, self.bos_id, self.eos_id = self.vocab[unk], self.vocab["[CLS]"], self.vocab["[SEP]"]
-        self.pad_id, self.mask_id, self.vocab_size = self.vocab["[PAD]"], self.vocab["[MASK]"], max(self.vocab.values()) + 1
+        self.pad_id, self.mask_id = self.vocab["[PAD]"], self.vocab["[MASK]"]
+        self.vocab_size = max(self.vocab.values()) + 1
         self.segment_id = self.eos_id
 
     @classmethod
     def from_vocab(cls, directory):
-        """vocab.txt (one piece per line, its id the line's number) and the rules of
-        tokenizer_config.json (do_lower_case, strip_accents, tokenize_chinese_chars; BERT's
-        defaults where it is absent)."""
+        """vocab.txt (a piece a line, its id the line's number) with tokenizer_config.json's rules, else BERT's."""
         directory = Path(directory)
         try:
             pieces = (directory / "vocab.txt").read_text(encoding="utf-8").split("\n")
@@ -379,12 +357,12 @@ class WordPieceTokenizer(Tokenizer):
         (Path(directory) / "vocab.txt").write_text("".join(p + "\n" for p in pieces), encoding="utf-8")
 
     def config(self):
-        return {"tokenizer_class": "BertTokenizer", "do_lower_case": self.lowercase, "strip_accents": self.strip_accents,
-                "tokenize_chinese_chars": self.chinese, "unk_token": "[UNK]", "sep_token": "[SEP]", "pad_token": "[PAD]",
-                "cls_token": "[CLS]", "mask_token": "[MASK]"}
+        return {"tokenizer_class": "BertTokenizer", "do_lower_case": self.lowercase,
+                "strip_accents": self.strip_accents, "tokenize_chinese_chars": self.chinese, "unk_token": "[UNK]",
+                "sep_token": "[SEP]", "pad_token": "[PAD]", "cls_token": "[CLS]", "mask_token": "[MASK]"}
 
     def normalize(self, text):
-        """BertNormalizer, each character with the position in `text` that it comes from."""
+        """BertNormalizer (control characters out, CJK spaced, accents and case where asked), with positions."""
         chars = [(c, i) for i, c in enumerate(text)]
         if self.clean:
             chars = [(" " if c in WHITE_SPACE else c, i) for c, i in chars
@@ -393,13 +371,14 @@ class WordPieceTokenizer(Tokenizer):
             chars = [part for c, i in chars
                      for part in ([(" ", i), (c, i), (" ", i)] if any(a <= ord(c) <= b for a, b in CJK) else [(c, i)])]
         if self.strip_accents:
-            chars = [(d, i) for c, i in chars for d in unicodedata.normalize("NFD", c) if unicodedata.category(d) != "Mn"]
+            chars = [(d, i) for c, i in chars for d in unicodedata.normalize("NFD", c)
+                     if unicodedata.category(d) != "Mn"]
         if self.lowercase:  # character by character, as Rust's char::to_lowercase: Greek capital sigma is always σ
             chars = [(d, i) for c, i in chars for d in c.lower()]
         return chars
 
     def words(self, text):
-        """BertPreTokenizer: the normalised text split at whitespace and around punctuation, as words of (char, position)."""
+        """BertPreTokenizer: the normalised text split at whitespace and around punctuation."""
         words, word = [], []
         for c, i in self.normalize(text):
             if c in WHITE_SPACE:
@@ -411,7 +390,7 @@ class WordPieceTokenizer(Tokenizer):
         return words + [word] if word else words
 
     def pieces(self, word):
-        """WordPiece over one word: [(id, first character, end character)] in the word."""
+        """Greedy longest-match-first pieces of a word, [(id, start, end)]; [UNK] where none matches."""
         text = "".join(c for c, _ in word)
         if len(text) > self.max_word:
             return [(self.unk_id, 0, len(text))]
@@ -427,7 +406,6 @@ class WordPieceTokenizer(Tokenizer):
         return out
 
     def tokenize_with_offsets(self, text):
-        """Content ids and (start, end) character spans into `text`."""
         ids, offsets = [], []
         for word in self.words(text):
             for piece, start, end in self.pieces(word):
@@ -448,9 +426,8 @@ class WordPieceTokenizer(Tokenizer):
 
 
 def truncate(a, b, budget):
-    """Fit content ids into `budget` tokens. Pairs follow Hugging Face's longest-first rule: the longer
-    is cut to what the shorter leaves; if both must give way they split the budget, the longer
-    keeping the odd token (the second one when lengths are equal)."""
+    """Content ids cut to `budget` tokens, a pair longest-first as Hugging Face's: both giving way split it, the longer
+    (the second where equal) keeping the odd token."""
     budget = max(budget, 0)
     if b is None:
         return a[:budget], None
