@@ -1,12 +1,9 @@
-"""What the commands share at their edges: argument types that refuse impossible values, files
-written so that a crash leaves the old or the new one whole, the output folder's safety checks
-(one run at a time in it), and bad input reported as one line that says what to change, never a
-traceback; an error the project did not foresee is its own bug, and shows its traceback.
+"""What the commands share at their edges: argument types, files written so that a crash leaves the old or the
+new one whole, the output folder's checks (one run at a time in it), and bad input said in one line.
 """
 import argparse
 import atexit
 import errno
-import functools
 import json
 import os
 import shutil
@@ -31,24 +28,9 @@ class ArgumentParser(argparse.ArgumentParser):
 
 
 def let_the_first_speak():
-    """Under torchrun, a process other than its node's first waits before it says why it stops: where
-    every process meets the error, torchrun stops the others as the first exits, and the message
-    shows once; where one process alone meets it, it still says it."""
+    """Under torchrun, a process other than its node's first waits: the first's message shows, torchrun stops it."""
     if int(os.environ.get("LOCAL_RANK", "0")) > 0:
         time.sleep(5)
-
-
-def said_once(run_main):
-    """run(), its one-line message said once under torchrun (let_the_first_speak)."""
-    @functools.wraps(run_main)
-    def run_once(main):
-        try:
-            run_main(main)
-        except SystemExit as stop:
-            if isinstance(stop.code, str):  # a message, which the process prints as it ends
-                let_the_first_speak()
-            raise
-    return run_once
 
 
 def number(kind, low=None, high=None, low_open=False, high_open=False):
@@ -57,7 +39,8 @@ def number(kind, low=None, high=None, low_open=False, high_open=False):
         try:
             value = kind(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not {'an integer' if kind is int else 'a number'}") from None
+            what = "an integer" if kind is int else "a number"
+            raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
         if value != value or value in (float("inf"), float("-inf")):
             raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
         too_low = low is not None and (value <= low if low_open else value < low)
@@ -75,7 +58,7 @@ positive_int = number(int, 1)
 
 
 def steps_or_epoch(text):
-    """An argparse type: a positive number of steps, or "epoch" (an epoch's steps, once --epochs counts them)."""
+    """An argparse type: a positive number of steps, or "epoch" (an epoch's steps)."""
     return text if text == "epoch" else positive_int(text)
 
 
@@ -148,15 +131,17 @@ def replace_dir(tmp, target):
     shutil.rmtree(old, ignore_errors=True)
 
 
-RUN_FILES = ("checkpoint.pt", "checkpoint", "checkpoint.old", "log.jsonl", "results.json", "results.md", "best")  # what makes a folder a run's
-LEFTOVERS = ("checkpoint.tmp", "checkpoint.pt.tmp", "best.tmp", "best.old")  # writes cut short, which --overwrite removes too
+# what makes a folder a run's, and writes cut short, which --overwrite removes too
+RUN_FILES = ("checkpoint.pt", "checkpoint", "checkpoint.old", "log.jsonl", "results.json", "results.md", "best")
+LEFTOVERS = ("checkpoint.tmp", "checkpoint.pt.tmp", "best.tmp", "best.old")
 
 
 def latest_checkpoint(out):
-    """OUT's resume checkpoint: checkpoint.pt, or a sharded run's checkpoint/state.pt (checkpoint.old/
-    where a kill came between replace_dir's two renames); the newer where there are both; None."""
+    """OUT's resume checkpoint, the newer of checkpoint.pt and a sharded run's checkpoint/state.pt (or
+    checkpoint.old/'s, after a kill between replace_dir's renames), or None."""
     out = Path(out)
-    sharded = next((f for f in (out / "checkpoint" / "state.pt", out / "checkpoint.old" / "state.pt") if f.is_file()), None)
+    sharded = next((f for f in (out / "checkpoint" / "state.pt", out / "checkpoint.old" / "state.pt") if f.is_file()),
+                   None)
     found = [f for f in (sharded, out / "checkpoint.pt") if f is not None and f.is_file()]
     return max(found, key=lambda f: f.stat().st_mtime) if found else None
 
@@ -166,24 +151,22 @@ def has_checkpoint(out):
 
 
 def output_folder(out, resume=False, overwrite=False, rank=0):
-    """OUT, checked before any training: a folder that can be written to, that no other run is
-    writing (hold), holding no other run unless --resume continues it or --overwrite will replace
-    it (clear_run, once the command's input has been checked). Several nodes: on storage they all see."""
+    """OUT, checked before any training: writable, seen by every node, held by no other run (take), and holding
+    no run unless --resume continues it or --overwrite will replace it (clear_run)."""
     check_shared({"--out": out}, rank)
     out = take(out, rank)
     held = [name for name in RUN_FILES if (out / name).exists()]
     if resume and not has_checkpoint(out):
-        raise InputError(f"--resume: {out / 'checkpoint.pt'} not found, nor a sharded run's checkpoint/" + (f" ({out} holds {', '.join(held)})" if held else "")
-                         + "; drop --resume to start afresh")
+        raise InputError(f"--resume: {out / 'checkpoint.pt'} not found, nor a sharded run's checkpoint/"
+                         + (f" ({out} holds {', '.join(held)})" if held else "") + "; drop --resume to start afresh")
     if held and not resume and not overwrite:
-        raise InputError(f"--out {out} holds a run ({', '.join(held)}): continue it with --resume, replace it with --overwrite, "
-                         "or choose another --out")
+        raise InputError(f"--out {out} holds a run ({', '.join(held)}): continue it with --resume, replace it with "
+                         "--overwrite, or choose another --out")
     return out
 
 
 def take(out, rank=0):
-    """OUT made, where it can be written to, and held for this run (hold) by process 0; every
-    process stops with its problem (a file, a folder that cannot be written, another run's)."""
+    """OUT made and held for this run (hold) by process 0; every process stops with its problem, if any."""
     out, problem = Path(out), None
     if out.exists() and not out.is_dir():
         raise InputError(f"--out {out}: a file, not a folder; choose another --out")
@@ -206,9 +189,8 @@ LOCK = ".lock"  # in OUT, while a run writes there: "<host> <process id>"
 
 
 def hold(out):
-    """Take OUT for this process's run (OUT/.lock, naming the host and process; release gives it
-    up, at the end of the run or of the process). A problem where another run holds it: a live
-    process, or one on another host, which cannot be asked; a dead process's lock is taken over."""
+    """Take OUT for this process's run (OUT/.lock: host and process; release gives it up), or the problem: another
+    run holds it, alive or on another host, which cannot be asked; a dead process's lock is taken over."""
     lock, here = Path(out) / LOCK, socket.gethostname()
     for _ in range(3):  # a dead process's lock removed, or one released meanwhile: try again
         try:
@@ -224,24 +206,18 @@ def hold(out):
         host, pid = holder if len(holder) == 2 and holder[1].isdigit() else (None, None)
         if host == here and int(pid) == os.getpid():
             return None  # this process's: a run before in the same process (co-training's)
-        if host == here and not alive(int(pid)):
-            lock.unlink(missing_ok=True)  # its run was killed: the lock is taken over
-            continue
+        if host == here:
+            try:
+                os.kill(int(pid), 0)
+            except ProcessLookupError:
+                lock.unlink(missing_ok=True)  # its run was killed: the lock is taken over
+                continue
+            except PermissionError:  # another user's
+                pass
         who = f"process {pid} on {host}" if host else "a run starting there now"
         return (f"--out {out} is in use by another run ({who}; {lock}): wait for it to end, or choose another --out"
                 + (f"; if that process no longer runs, delete {lock}" if host and host != here else ""))
     return f"--out {out}: {lock} keeps changing: is another run starting there?"
-
-
-def alive(pid):
-    """Whether a process of this host is running."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's
-        pass
-    return True
 
 
 def release(out):
@@ -255,8 +231,7 @@ def release(out):
 
 
 def check_shared(folders, rank):
-    """Refuse, on every process, a folder ({what: folder}) that not every process sees as process 0
-    wrote it: a run over several nodes needs --out and the token cache on storage they all share."""
+    """Refuse, on every process, a folder ({what: folder}) that some process does not see as process 0 wrote it."""
     if distributed.world_size() == 1:
         return
     token = distributed.gather(os.urandom(8).hex())[0]  # process 0's
@@ -276,23 +251,20 @@ def check_shared(folders, rank):
             probe.unlink(missing_ok=True)
         blind = [f"{r} (on {host})" for r, (ok, host) in enumerate(seen) if not ok]
         if blind:
-            raise InputError(f"{what} {folder} is not on storage every process sees: process {', '.join(blind)} cannot read what "
-                             f"process 0 (on {seen[0][1]}) wrote there; put it on a file system that every node shares")
+            raise InputError(f"{what} {folder} is not on storage every process sees: process {', '.join(blind)} cannot "
+                             f"read what process 0 (on {seen[0][1]}) wrote there; put it on a file system that every "
+                             "node shares")
 
 
 def clear_run(out):
     """Remove the run that OUT holds (--overwrite), and what its writes left half done."""
     for name in RUN_FILES + LEFTOVERS:
         path = Path(out) / name
-        if path.is_dir():
-            shutil.rmtree(path)
-        elif path.exists():
-            path.unlink()
+        shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
 
 
 def keep_log_until(path, step):
-    """Drop the records of steps after `step` from a log.jsonl (a resumed run logs them again), and
-    a last line cut short by a kill."""
+    """Drop from a log.jsonl the records after `step` (a resumed run logs them again) and a line cut short."""
     path = Path(path)
     if not path.exists():
         return
@@ -306,21 +278,25 @@ def keep_log_until(path, step):
     write_text(path, "".join(line + "\n" for line in kept))
 
 
-@said_once
 def run(main):
-    """Run a command's main(): a problem with the input (InputError, CheckpointError) or the
-    environment (OSError: a full disk, a folder that cannot be written) is one line on stderr and
-    exit status 1. Any other error is the project's bug: it shows its traceback."""
+    """Run a command's main(): bad input or an environment's problem (a full disk) is one line on stderr and exit
+    status 1, said once under torchrun; any other error is the project's bug and shows its traceback."""
     try:
-        main()
-    except (InputError, CheckpointError) as e:
-        sys.exit(f"error: {e}")
-    except FileNotFoundError as e:
-        sys.exit(f"error: {e.filename or e}: not found")
-    except OSError as e:
-        if e.errno == errno.ENOSPC:
-            sys.exit(f"error: no space left on the device{f' writing {e.filename}' if e.filename else ''}: free some space and "
-                     "continue with --resume (the last checkpoint is whole)")
-        sys.exit(f"error: {e.filename + ': ' if e.filename else ''}{e.strerror or e}")
-    except KeyboardInterrupt:
-        sys.exit("interrupted")
+        try:
+            main()
+        except (InputError, CheckpointError) as e:
+            sys.exit(f"error: {e}")
+        except FileNotFoundError as e:
+            sys.exit(f"error: {e.filename or e}: not found")
+        except OSError as e:
+            if e.errno == errno.ENOSPC:
+                where = f" writing {e.filename}" if e.filename else ""
+                sys.exit(f"error: no space left on the device{where}: free some space and continue with --resume "
+                         "(the last checkpoint is whole)")
+            sys.exit(f"error: {e.filename + ': ' if e.filename else ''}{e.strerror or e}")
+        except KeyboardInterrupt:
+            sys.exit("interrupted")
+    except SystemExit as stop:
+        if isinstance(stop.code, str):  # a message, which the process prints as it ends
+            let_the_first_speak()
+        raise

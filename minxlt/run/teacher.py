@@ -1,15 +1,8 @@
-"""A teacher: a fixed, trained model whose probabilities on the translated side of the training
-pairs become soft labels. FILTER's self-teaching (Algorithm 1, Eq. 5) learns from a FILTER model
-trained first; X-Mixup on word labels (Sec. 4.2) from a source-trained classifier's tags of the
-translations, which have no labels of their own.
+"""A teacher: a trained model whose probabilities on the translations of the training pairs are soft labels
+(FILTER's self-teaching, Algorithm 1; X-Mixup's word labels, Sec. 4.2), computed on the fly or cached whole:
 
     python train.py --method filter --out runs/teacher
     python train.py --method filter --teacher runs/teacher/best --out runs/student
-
-The logits of a pair are computed on the fly, or looked up in a cache of all of them
-(--teacher-cache), keyed by the translation's id and language and written once, whole.
-In a sharded run (--shard) the teacher is sharded as it loads, after the student, and every
-process runs it on as many batches, since each of its layers gathers with all of them.
 """
 import json
 import os
@@ -21,46 +14,30 @@ import data
 from minxlt.checkpoints.weights import CheckpointError, load_torch_file
 from minxlt.errors import InputError
 from minxlt.parallel import distributed, shard
-from minxlt.run import cli
 from minxlt.tasks.xmixup_tags import teacher_rows
 from model import Classifier
 
-KINDS = {"filter": "FILTER's self-teaching", "labeller": "X-Mixup's soft word labels"}
-
-
-def add_arguments(parser):
-    g = parser.add_argument_group("a teacher's soft labels (" + "; ".join(KINDS.values()) + ")")
-    g.add_argument("--teacher", type=cli.existing_directory, help="self-teaching: a FILTER model trained by this script (its OUT/best); its probabilities on the "
-                                     "translations become soft labels (Eq. 5-6), computed on the fly. For --method xmixup on word "
-                                     "labels: a --method zero-shot model, whose tags of the translations are the soft labels")
-    g.add_argument("--teacher-cache", help="file of the teacher's probabilities on every training pair: read if it exists, "
-                                           "else computed once from --teacher and written")
-    g.add_argument("--soft-labels", metavar="PATH", help="for --method xmixup on udpos and panx: X-Mixup's released translations "
-                   "and their source model's soft labels, a path with {lang} (<data>/translate-train-logits/{lang}.txt): the "
-                   "training translations, and their soft labels in the teacher's place (minxlt/tasks/xmixup_tags.py)")
-
 
 def check(settings, kind):
-    """The teacher flags of a method whose teacher is of `kind` ("filter" or "labeller")."""
+    """Refuse teacher flags that do not fit a method whose teacher is of `kind`: a FILTER model for "filter", a plain
+    classifier (its task.json says) for X-Mixup's "labeller"."""
     if settings.get("soft_labels") and kind != "labeller":
         raise InputError("--soft-labels are X-Mixup's released soft word labels: for --method xmixup")
     if settings.get("soft_labels") and (settings.teacher or settings.teacher_cache):
         raise InputError("--soft-labels are the released soft labels of the translations, in the place of a teacher's: "
                          "give --soft-labels or --teacher (and --teacher-cache), not both")
     if settings.teacher_cache and not Path(settings.teacher_cache).exists() and not settings.teacher:
-        raise InputError(f"--teacher-cache {settings.teacher_cache} does not exist yet: give --teacher CKPT to compute it")
-    if settings.teacher:
-        check_checkpoint(settings.teacher, kind)
-
-
-def check_checkpoint(checkpoint, kind):
-    """A --teacher must be a FILTER model for FILTER's self-teaching, and a plain classifier for
-    X-Mixup's soft word labels: refused otherwise, from its task.json, before any model loads."""
+        raise InputError(f"--teacher-cache {settings.teacher_cache} does not exist yet: "
+                         "give --teacher CKPT to compute it")
+    if not settings.teacher:
+        return
+    checkpoint = settings.teacher
     path = Path(checkpoint) / "task.json"
     try:
         method = json.loads(path.read_text(encoding="utf-8")).get("method")
     except (OSError, ValueError, AttributeError) as e:
-        raise CheckpointError(f"--teacher {checkpoint}: no readable task.json, so not an OUT/best of train.py ({e})") from None
+        raise CheckpointError(f"--teacher {checkpoint}: no readable task.json, so not an OUT/best of train.py ({e})"
+                              ) from None
     if kind == "filter" and method != "filter":
         raise InputError(f"{checkpoint} was trained with --method {method}; the teacher must be a FILTER model")
     if kind != "filter" and method in ("filter", "xmixup"):
@@ -74,26 +51,24 @@ def key(item):
 
 
 class Teacher:
-    """The teacher of `checkpoint` (OUT/best of train.py), run on pairs by `pair_model(classifier,
-    task_info) -> module(source_ids, source_mask, target_ids, target_mask) -> (_, target logits)`,
-    and/or a cache of its logits on every training pair; `sharded`: the checkpoint loads sharded
-    (`offload`: its rows in host memory, --offload)."""
+    """The model of `checkpoint` (OUT/best) run on pairs by pair_model(classifier, task_info), which returns
+    (_, target logits), and/or a cache of its logits on every pair; sharded (--shard), every process runs it."""
 
     def __init__(self, checkpoint=None, cache=None, device="cpu", pair_model=None, sharded=False, offload=False):
-        self.model, self.cache, self.device, self.complete = None, None, device, False  # complete: the cache has every pair
-        self.classifier, self.sharded = None, sharded
+        self.model, self.cache, self.device, self.classifier, self.sharded = None, None, device, None, sharded
+        self.complete = False  # the cache has every pair
         if cache is not None:
             self.cache = load_torch_file(cache, "teacher cache")
             if not isinstance(self.cache, dict):
                 raise CheckpointError(f"{cache}: not a teacher cache written by train.py (--teacher-cache)")
         if checkpoint is not None:
-            classifier, _, task = shard.load_classifier(checkpoint, device, offload) if sharded else Classifier.load(checkpoint, device)
+            classifier, _, task = (shard.load_classifier(checkpoint, device, offload) if sharded
+                                   else Classifier.load(checkpoint, device))
             self.classifier, self.model = classifier, pair_model(classifier.eval(), task)
 
     @torch.no_grad()
     def logits(self, source_ids, source_mask, target_ids, target_mask, targets):
-        """(B, C) or (B, T, C) teacher logits on the targets (encoded items), from the cache where it
-        has them all."""
+        """(B, C) or (B, T, C) teacher logits on the targets (encoded items), from the cache where it has them all."""
         keys = [key(t) for t in targets]
         cached = self.cache is not None and all(k in self.cache for k in keys)
         if self.sharded and self.model is not None and self.cache is not None and not self.complete:
@@ -112,19 +87,19 @@ class Teacher:
                              "compute them")
         inputs = (x.to(self.device) for x in (source_ids, source_mask, target_ids, target_mask))
         with shard.gathered(self.classifier):
-            return self.model(*inputs)[1].float().to(target_ids.device)  # on the batch's device (the CPU, until the step copies it)
+            return self.model(*inputs)[1].float().to(target_ids.device)  # the batch's device (the CPU, until the step)
 
     @torch.no_grad()
     def build_cache(self, tokenizer, pairs, batch_size, device, rank=0, world_size=1):
-        """Compute the teacher's logits for every (source, target) pair of encoded items; the
-        processes split the work and every one gets the whole cache."""
+        """The teacher's logits on every (source, target) pair of encoded items, split over the processes."""
         mine, stride = {}, batch_size * world_size
         for start in range(rank * batch_size, -(-len(pairs) // stride) * stride, stride):
             batch = pairs[start:start + batch_size]
             if not batch and not self.sharded:
                 break
-            run_on = batch or pairs[:1]  # sharded: as many batches on every process, an empty share running a placeholder
-            tensors = [t.to(device) for t in data.pad_pairs(tokenizer, [s.ids for s, _ in run_on], [t.ids for _, t in run_on])]
+            run_on = batch or pairs[:1]  # sharded: as many batches on every process, an empty share a placeholder
+            padded = data.pad_pairs(tokenizer, [s.ids for s, _ in run_on], [t.ids for _, t in run_on])
+            tensors = [t.to(device) for t in padded]
             with shard.gathered(self.classifier):
                 logits = self.model(*tensors)[1].float().cpu()
             for b, (_, target) in enumerate(batch):
@@ -134,27 +109,20 @@ class Teacher:
         return self.cache
 
 
-def released(run, pairs):
-    """A Teacher whose cache is X-Mixup's released soft labels of the translations (--soft-labels:
-    the authors' source model's, xmixup_tags.teacher_rows), for every training pair; the source's
-    sentences paired with themselves have their gold tags."""
-    targets = [t for _, t in pairs]
-    layout, teacher = run.task.train.layout, Teacher()
-    soft = {k: v for lang in {t.lang for t in targets} - {run.task.source} for k, v in layout.soft_labels_of(lang).items()}
-    teacher.cache = {f"{id}\t{lang}": row for (id, lang), row in teacher_rows(targets, soft, len(run.task.labels)).items()}
-    teacher.complete = True
-    return teacher
-
-
 def load(settings, run, pairs, pair_model):
-    """The Teacher that --teacher and --teacher-cache (or --soft-labels) ask for, or None; a
-    --teacher-cache that does not exist yet is computed from --teacher over the training pairs and written."""
-    if settings.get("soft_labels"):
-        return released(run, pairs)
+    """The Teacher that the flags ask for, or None; a missing --teacher-cache is computed from --teacher, written."""
+    if settings.get("soft_labels"):  # X-Mixup's released soft labels in the cache; source sentences: their gold tags
+        targets, teacher = [t for _, t in pairs], Teacher()
+        soft = {k: v for lang in {t.lang for t in targets} - {run.task.source}
+                for k, v in run.task.train.layout.soft_labels_of(lang).items()}
+        rows = teacher_rows(targets, soft, len(run.task.labels))
+        teacher.cache, teacher.complete = {f"{id}\t{lang}": row for (id, lang), row in rows.items()}, True
+        return teacher
     if not (settings.teacher or settings.teacher_cache):
         return None
     cached = settings.teacher_cache and Path(settings.teacher_cache).exists()
-    teacher = Teacher(settings.teacher, settings.teacher_cache if cached else None, run.device, pair_model, settings.shard, settings.offload)
+    teacher = Teacher(settings.teacher, settings.teacher_cache if cached else None, run.device, pair_model,
+                      settings.shard, settings.offload)
     if settings.teacher_cache and not cached:
         teacher.build_cache(run.tokenizer, pairs, run.batch_size, run.device, run.rank, run.world_size)
         if run.rank == 0:  # written aside, then moved into place: never a half-written cache
