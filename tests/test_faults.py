@@ -396,6 +396,28 @@ def test_a_process_killed_under_torchrun_stops_the_others_naming_the_last_checkp
                      r"the same command with --resume continues from it", stderr), stderr[-3000:]
 
 
+def test_the_survivor_of_a_lost_process_ignores_torchruns_sigterm_until_it_has_said_why(monkeypatch):
+    """torchrun SIGTERMs the other processes as soon as one dies; the one that met the closed connection must live
+    to print its line (CI once saw it killed between leaving the loop and printing)."""
+    from types import SimpleNamespace
+    from minxlt.parallel import distributed
+    from minxlt.run import bookkeeping
+    monkeypatch.setattr(distributed, "lost_process", lambda error: "Connection closed by peer" if error else None)
+    book = SimpleNamespace(step=7, last_checkpoint=lambda: "the last checkpoint is c.pt, of step 6")
+    before = signal.getsignal(signal.SIGTERM)
+    try:
+        with pytest.raises(ConnectionError, match=r"step 7: another process of the run stopped \(Connection closed"):
+            with bookkeeping.StopRequest(book):
+                assert signal.getsignal(signal.SIGTERM) not in (before, signal.SIG_IGN)
+                raise RuntimeError("gloo")
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGTERM, before)
+    with bookkeeping.StopRequest(book):  # a run that ends well gives the handlers back
+        pass
+    assert signal.getsignal(signal.SIGTERM) is before
+
+
 def test_a_resume_over_changed_training_data_is_refused_naming_the_files(tmp_path, tiny_model_dir, capsys):
     import train as train_module
     from minxlt.checkpoints.weights import CheckpointError

@@ -161,9 +161,9 @@ class StopRequest:
               "--log-every) to save a checkpoint (once more to abort)", file=sys.stderr)
 
     def __exit__(self, kind, error, trace):
-        for s, handler in self.previous.items():
-            signal.signal(s, handler)
         gone = distributed.lost_process(error)
+        for s, handler in self.previous.items():  # torchrun SIGTERMs the others when one dies: let this one say why
+            signal.signal(s, signal.SIG_IGN if gone and s == signal.SIGTERM else handler)
         if gone:
             raise ConnectionError(errno.ECONNRESET, f"step {self.book.step}: another process of the run stopped "
                                   f"({gone}), and this one cannot go on without it; {self.book.last_checkpoint()}"
