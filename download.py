@@ -41,11 +41,6 @@ PINNED = Path(__file__).with_name("checksums.sha256")
 Source = collections.namedtuple("Source", "url path")  # a file of a data set: its official URL, its path under --to
 
 
-def github_listing(repo, folder, branch):
-    """The names in a folder of a GitHub repository, from GitHub's contents API."""
-    return f"https://api.github.com/repos/{repo}/contents/{folder}?ref={branch}"
-
-
 # Where each data set is released. A task's languages are whatever the release holds: listed by
 # GitHub's API where the release is a folder of per-language files, else the archive's.
 SIB200 = "https://raw.githubusercontent.com/dadelani/sib-200/main/data/annotated"
@@ -104,7 +99,7 @@ def known(langs, available, lacks):
 
 def sources(task, langs, fetch):
     """[Source] of a task's release; `fetch(url)` reads a listing where the languages are listed."""
-    listed = lambda repo, folder: json.loads(fetch(github_listing(repo, folder, "main")))
+    listed = lambda repo, folder: json.loads(fetch(f"https://api.github.com/repos/{repo}/contents/{folder}?ref=main"))
     if task == "sib200":
         langs = langs or sorted(e["name"] for e in listed("dadelani/sib-200", "data/annotated") if e["type"] == "dir")
         return [Source(f"{SIB200}/{lang}/{split}.tsv", f"{lang}/{split}.tsv") for lang in langs for split in SPLITS]
@@ -324,16 +319,6 @@ def xeroalign_layout(archive, folder, langs=None):
             cli.write_text(folder / XEROALIGN_TRANSLATIONS[name] / member.split("/", 1)[1], text)
 
 
-def lift(folder, name):
-    """An archive's single top folder (mtop/ in mtop.zip) replaced by what it holds."""
-    top = folder / name
-    if top.is_dir():
-        for path in top.iterdir():
-            shutil.rmtree(folder / path.name, ignore_errors=True)
-            path.replace(folder / path.name)
-        top.rmdir()
-
-
 def tydiqa_layout(folder, train, dev):
     """XTREME's TyDiQA-GoldP layout: tydiqa.goldp.<iso>.{train,dev}.json (unlike XTREME's, the dev answers stay)."""
     data = json.loads(tasks.read_text(train))
@@ -457,7 +442,12 @@ def read_hub_panx(path):
     if missing:
         raise tasks.DataError(path, 0, f"no column {', '.join(missing)} (it has {', '.join(table.column_names)}): "
                                        "not the hub's PAN-X")
-    names = hub_label_names(table.schema.metadata) or tasks.PANX_LABELS
+    try:  # ner_tags' names as the datasets library records them in the file's metadata, else the dataset card's
+        names = json.loads(table.schema.metadata[b"huggingface"])["info"]["features"]["ner_tags"]["feature"]["names"]
+    except (TypeError, KeyError, ValueError):
+        names = None
+    if not (names and isinstance(names, list) and all(isinstance(n, str) for n in names)):
+        names = tasks.PANX_LABELS
     sentences = []
     for row, (tokens, ids) in enumerate(zip(table.column("tokens").to_pylist(), table.column("ner_tags").to_pylist())):
         if tokens is None or ids is None or len(tokens) != len(ids):
@@ -468,15 +458,6 @@ def read_hub_panx(path):
                                            f"({', '.join(names)})")
         sentences.append(([(token or "").strip() for token in tokens], [names[i] for i in ids]))
     return sentences
-
-
-def hub_label_names(metadata):
-    """ner_tags' names as the datasets library records them in a parquet file's metadata, or None."""
-    try:
-        names = json.loads(metadata[b"huggingface"])["info"]["features"]["ner_tags"]["feature"]["names"]
-    except (TypeError, KeyError, ValueError):
-        return None
-    return names if isinstance(names, list) and all(isinstance(n, str) for n in names) else None
 
 
 def download(task, folder, langs=None, mirror=None, archive=None):
@@ -491,34 +472,33 @@ def download(task, folder, langs=None, mirror=None, archive=None):
     files = [loader.get(s) for s in tqdm(pending, desc=task, unit="file", dynamic_ncols=True)]
     archives = [path for path in files if path.parent.name == ".download"]
     try:
-        lay_out(task, archives, folder, langs)
+        if task == "tydiqa" and archives:  # unpacked into the layout its --task reads
+            tydiqa_layout(folder, *archives)
+        elif task == "panx":  # .download/panx-<lang>-<split>.parquet -> {train,dev,test}-<lang>.tsv
+            for path in archives:
+                lang, split = path.name[len("panx-"):-len(".parquet")].rsplit("-", 1)
+                write_tagged(folder / f"{'dev' if split == 'validation' else split}-{lang}.tsv", read_hub_panx(path))
+        elif task == "udpos-xtreme":
+            udpos_xtreme_layout(archives, folder, langs)
+        else:
+            layout = {"filter-translations": filter_layout, "xeroalign-translations": xeroalign_layout}.get(task)
+            for path in archives:
+                layout(path, folder, langs) if layout else unpack(path, folder)
     except DamagedArchive as e:
         loader.discard(e.archive, pending)
         raise InputError(f"{e.what}: it is removed, and the same command downloads it again") from None
-    if archives and task in TOP_FOLDERS:  # x-final/<lang>/ -> <lang>/, mtop/<lang>/ -> <lang>/
-        lift(folder, TOP_FOLDERS[task])
+    top = folder / TOP_FOLDERS.get(task, "")  # an archive's single top folder replaced by what it holds:
+    if archives and task in TOP_FOLDERS and top.is_dir():  # x-final/<lang>/ -> <lang>/, mtop/<lang>/ -> <lang>/
+        for path in top.iterdir():
+            shutil.rmtree(folder / path.name, ignore_errors=True)
+            path.replace(folder / path.name)
+        top.rmdir()
     kept = task == "udpos-xtreme" and langs  # a UD release read for some languages stays, to be read again for others
     for path in [] if kept else archives:  # unpacked: the archive goes, a marker stays so that it is not fetched again
         path.with_name(path.name + ".done").touch()
         path.unlink()
     if task == "mlqa":  # MLQA trains on SQuAD v1.1, which XTREME's layout keeps in squad/ beside mlqa/
         download("squad", folder.parent / "squad", mirror=mirror)
-
-
-def lay_out(task, archives, folder, langs=None):
-    """Unpack a task's downloaded archives into the layout its --task reads."""
-    if task == "tydiqa" and archives:
-        tydiqa_layout(folder, *archives)
-    elif task == "panx":  # .download/panx-<lang>-<split>.parquet -> {train,dev,test}-<lang>.tsv
-        for path in archives:
-            lang, split = path.name[len("panx-"):-len(".parquet")].rsplit("-", 1)
-            write_tagged(folder / f"{'dev' if split == 'validation' else split}-{lang}.tsv", read_hub_panx(path))
-    elif task == "udpos-xtreme":
-        udpos_xtreme_layout(archives, folder, langs)
-    else:
-        layout = {"filter-translations": filter_layout, "xeroalign-translations": xeroalign_layout}.get(task)
-        for path in archives:
-            layout(path, folder, langs) if layout else unpack(path, folder)
 
 
 def get_args(argv=None):

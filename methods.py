@@ -81,10 +81,8 @@ class Run:
         return token_cache.join(parts)
 
     def training_items(self, draws, settings):
-        """A method's encoded training items: the source's texts (and --extra-train's), with their
-        translations (`draws` "translated"), or every (source, translation) pair ("pairs"), each
-        translation with the source text of its id (Level.pair); --self-pairs pairs each source
-        text, --extra-train's too, with itself, as FILTER pairs SQuAD's questions."""
+        """Encoded training items: the source's texts (and --extra-train's), with their translations ("translated"), or
+        each translation with its id's source text ("pairs", Level.pair; --self-pairs: each source text with itself)."""
         task = self.task
         extra = read_extra_train(settings.extra_train, task) if settings.extra_train else []
         if draws != "texts":
@@ -95,9 +93,8 @@ class Run:
         return self.training_texts([task.source, *task.targets] if draws == "translated" else [task.source], extra)
 
     def round_trips(self, pattern=None):
-        """The round-trip translations of the source's training texts, `get(id, lang, default)`: read
-        from --round-trip's files (a path with {lang}), token-cached (QA's windows: Level.round_trips);
-        else the task's own, the same through every language (the bundled corpus's); else none."""
+        """Round trips of the source's training texts, `get(id, lang, default)`: --round-trip's files (a path with
+        {lang}; QA's: Level.round_trips), else the task's own, the same through every language (the bundled corpus)."""
         if pattern is None:
             return Everywhere({it.id: it for it in self.encode(list(self.task.round_trip.values()))})
         trips = RoundTrips(self.task.train, pattern)
@@ -148,9 +145,8 @@ class Everywhere(dict):
 
 
 def check_translations(run, settings, cached=True):
-    """Refuse a target language without translations of the training set (FILTER's --missing-translations
-    self trains on the others' alone), and word labels where a method trains on each translation's;
-    `cached`: counted from the token cache (a method that trains on the texts), else from the examples."""
+    """Refuse a target language without translations of the training set (unless --missing-translations self), and
+    word labels where a method trains on each translation's; `cached`: counted in the token cache, else the examples."""
     task, name = run.task, settings.method
     if not task.train.labelled_translations and (name == "translate-train" or settings.get("target_labels")):
         raise InputError(f"--method {name} trains on each translation's labels, and --task {settings.task}'s "
@@ -271,9 +267,8 @@ class Method:
         return (lambda ids, mask: model(ids, mask)[0]), "text"
 
     def evaluate(self, model, split, langs=None, test_input=None, translations=None, predictions=None):
-        """{lang: scores} of the wrapped model on a split of the task, each text seen with `test_input`'s
-        counterpart. On dev: with its translation where --dev-translations gives them, else with the source
-        text of its id where the method needs a counterpart; `predictions` receives the predictions."""
+        """{lang: scores} of the wrapped model on a split, each text seen with `test_input`'s counterpart (on dev: its
+        --dev-translations, else its id's source text where the method needs one); `predictions` receives them."""
         model.eval()
         settings = self.settings
         if split == "dev":
@@ -282,10 +277,11 @@ class Method:
             test_input = "translation" if translations else "oracle" if "oracle" in self.test_inputs else "text"
             if test_input == "oracle" and not self.run.task.parallel:  # no counterpart but the source's own
                 langs = [self.run.task.source]
-        missing = settings.get("missing_translations", "refuse")
-        partners = counterparts(self.run, split, test_input, translations, missing)
-        limit = settings.dev_limit if split == "dev" else None
-        return score_split(self.run, *self.predictor(model, test_input), split, langs, partners, predictions, limit)
+        partners = counterparts(self.run, split, test_input, translations, settings.get("missing_translations", "refuse"))
+        examples, limit = getattr(self.run.task, split), settings.dev_limit if split == "dev" else None
+        langs = [lang for lang in langs or examples if examples[lang]]  # a target may have no dev set (XTREME's QA)
+        scored = {lang: examples[lang][:limit] for lang in langs}
+        return self.run.level.score(*self.predictor(model, test_input), scored, self.run, partners, predictions)
 
 
 def own_parameters(wrapped):
@@ -314,10 +310,8 @@ TEST_INPUTS = {
 
 
 def counterparts(run, split, test_input, translations=None, missing="refuse"):
-    """{lang: [Example]}: what a prediction sees besides each text of a split, by example id: the
-    task's source-language texts (the oracle), or translations read from --test-translations (the
-    source language is its own); None for the text alone. A missing translation file stops the run,
-    or with `missing` "self" (FILTER's --missing-translations) each of its texts is seen beside itself."""
+    """{lang: [Example]} a prediction sees beside each text of a split, by id: the source's texts (the oracle), or
+    --test-translations' (the source's own); None for the text alone; `missing`: --missing-translations."""
     if test_input == "text":
         return None
     examples = getattr(run.task, split)
@@ -343,14 +337,6 @@ def translated_texts(run, translations, lang, texts, missing):
     return read_translations(translations, lang, run.task.source, texts, run.tokenizer)
 
 
-def score_split(run, predict, kind, split, langs=None, partners=None, predictions=None, limit=None):
-    """{lang: scores} of a predictor on a split of the task (`langs`: all of its languages unless
-    given; `limit`: the first examples of each, --dev-limit), with the counterparts it sees."""
-    examples = getattr(run.task, split)
-    langs = [lang for lang in langs or examples if examples[lang]]  # a target may have no dev set (XTREME's QA tasks)
-    return run.level.score(predict, kind, {lang: examples[lang][:limit] for lang in langs}, run, partners, predictions)
-
-
 class ZeroShot(Method):
     """The task loss on source-language examples only."""
 
@@ -362,9 +348,8 @@ class TranslateTrain(Method):
 
 
 class TranslateTest(Method):
-    """Zero-shot's training, tested on each text's translation. At test time the model classifies each
-    text's translation into the source language (--test-translations), or the task's parallel
-    source-language text (an oracle)."""
+    """Zero-shot's training, tested on each text's translation. At test time the model classifies each text's
+    translation into the source language (--test-translations), or the task's parallel source text (an oracle)."""
     levels = ("sentence",)  # a translation's sentence label is the text's; word labels and answers do not carry over
     test_inputs = ("oracle", "translation")
 
@@ -382,9 +367,8 @@ class TeacherSettings:
 
 
 def pair_batch(run, sources, targets, weights, teacher=None):
-    """A batch of (source, translation) pairs, both sides padded to one length as FILTER and X-Mixup
-    run them: source_ids, source_mask, target_ids, target_mask (B, T), both sides' labels (the
-    translation's as the task level has them), and a teacher's logits of the translations."""
+    """(source, translation) pairs padded to one length as FILTER and X-Mixup run them: source_ids, source_mask,
+    target_ids, target_mask (B, T), both sides' labels (the translation's as its level has them), a teacher's logits."""
     source_ids, source_mask, target_ids, target_mask = data.pad_pairs(run.tokenizer, [s.ids for s in sources],
                                                                       [t.ids for t in targets])
     T = source_ids.shape[1]

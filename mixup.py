@@ -221,9 +221,8 @@ def labeller(classifier, info):
 
 
 class XMixupMethod(Method):
-    """X-Mixup: a translation mixed with its source at one layer, by a learnt ratio. Task losses on both sides
-    (Eq. 8) plus consistency losses (Eq. 7); scheduled sampling feeds the source's round trips where the task has
-    them. On word labels the translation's labels are a source-trained model's soft tags (Sec. 4.2, --teacher)."""
+    """X-Mixup: a translation mixed with its source at one layer, by a learnt ratio. Task losses on both sides (Eq. 8),
+    consistency losses (Eq. 7), scheduled sampling of round trips; word labels: a teacher's soft tags (Sec. 4.2)."""
     draws = "pairs"
     test_inputs = ("oracle", "translation", "text")  # "text": the plain classifier on the target alone, an ablation
     teacher = None  # the soft word labels' labeller (start)

@@ -379,9 +379,8 @@ POOLINGS = ("cls", "mean", "pooler")
 
 
 class Classifier(nn.Module):
-    """Encoder + a head (HEAD_STYLES) over the sentence vector, per token, both ("joint") or an answer span.
-    The sentence vector: <s> ("cls"), the tokens' mean ("mean"), or the checkpoint's pooler ("pooler").
-    Returns (logits, sentence vectors); saved as a checkpoint directory plus head.safetensors and task.json."""
+    """Encoder + a head (HEAD_STYLES) over the sentence vector (<s>, the tokens' mean, or the pooler), per token, both
+    ("joint") or an answer span: (logits, sentence vectors); saved as a checkpoint plus head.safetensors, task.json."""
 
     def __init__(self, encoder, num_labels, head_style="roberta", pooling="cls", num_intents=0):
         super().__init__()

@@ -66,7 +66,11 @@ def main(argv=None):
     items = method.training_items()
     if not items:
         raise tasks.InputError(f"no training examples for --method {settings.method} on {settings.task}")
-    read_translations(settings, run)
+    # The dev and test translations, read now (and kept): a missing or unreadable one stops the run before step 1.
+    test_translations = None if settings.no_test else settings.test_translations
+    for split, translations in (("dev", settings.dev_translations), ("test", test_translations)):
+        if translations:
+            counterparts(run, split, "translation", translations, settings.get("missing_translations", "refuse"))
     phases = method.phases(items)
     book = bookkeeping.Book(out, settings, run, model_dir, phases, owns_process_group)
 
@@ -83,7 +87,11 @@ def main(argv=None):
     optimizer, scheduler = make_optimizer(settings, core, phases)
     dtype = AUTOCAST[settings.amp]
     scaler = torch.amp.GradScaler(enabled=dtype == torch.float16)
-    before = None if settings.no_alignment or settings.resume else alignment_before_training(settings, run, core, raw)
+    before = None  # CKA and retrieval of the pretrained encoder, which the test table shows beside the trained one's
+    if not (settings.no_alignment or settings.resume):
+        with shard.evaluated(core) as evaluated, evaluating(settings):  # a sharded model's root gathered
+            before = alignment(shard.part_of(evaluated, core, raw.encoder), run, settings.alignment_pooling,
+                               settings.shard)
     book.start(core, optimizer, scheduler, scaler, before)
 
     # The loop: a step a global batch, a log record every --log-every steps, an evaluation on dev every
@@ -131,15 +139,6 @@ def load_run(args, model_dir, device, rank, world_size):
                config.max_positions - config.position_offset)
 
 
-def read_translations(settings, run):
-    """The dev and test translations, read now (and kept): a missing or unreadable one stops the run
-    before its first step."""
-    test = None if settings.no_test else settings.test_translations
-    for split, translations in (("dev", settings.dev_translations), ("test", test)):
-        if translations:
-            counterparts(run, split, "translation", translations, settings.get("missing_translations", "refuse"))
-
-
 def build_model(settings, method, model_dir, device, rank):
     """The encoder and the method's fresh head, identical on every rank before DDP wraps them. Under
     --shard the encoder is built on the meta device, its weights read once it is sharded."""
@@ -174,10 +173,8 @@ def evaluating(settings):
 
 
 def train_step(settings, run, phase, model, micro_batches, optimizer, scheduler, scaler, dtype):
-    """One optimizer step: forward and backward of a global batch, in --grad-accum micro-batches
-    of this process's share of it, then the update. Returns the mean loss over the global batch
-    and its parts, this process's share of each: {name: tensor on the device}. Nothing is read
-    here, so that the host never waits for the device."""
+    """One optimizer step over a global batch, in --grad-accum micro-batches of this process's share: its mean loss and
+    parts, this process's share of each ({name: tensor on the device}); nothing is read, so the host never waits."""
     device, world_size = run.device, run.world_size
     total, parts = torch.zeros((), device=device), {}
     for micro, (batch, share) in enumerate(micro_batches):
@@ -212,15 +209,10 @@ def evaluate_and_save(settings, method, raw, core, book):
     with shard.evaluated(core) as evaluated, evaluating(settings):  # a sharded model's own parameters whole
         scores = method.evaluate(evaluated, "dev", langs)
         info = dict(task_info(settings, run), parameters=own_parameters(evaluated))
-    metric = selection_metric(run, scores)
+    metric = run.level.metric(run.task)  # the task level's, or a method's own (Unicoder's)
+    metric = metric if metric in scores[run.task.source] else next(iter(scores[run.task.source]))
     if book.record_dev(metric, {lang: score[metric] for lang, score in scores.items()}, run.task.source):
         book.save_best(raw, run.tokenizer, info)
-
-
-def selection_metric(run, scores):
-    """The dev score that selects the best model: the task level's, or a method's own (Unicoder's)."""
-    metric = run.level.metric(run.task)
-    return metric if metric in scores[run.task.source] else next(iter(scores[run.task.source]))
 
 
 def task_info(settings, run):
@@ -235,12 +227,6 @@ def task_info(settings, run):
     if task.level == "span":
         info.update(doc_stride=task.doc_stride, max_answer_length=task.max_answer_length)
     return info
-
-
-def alignment_before_training(settings, run, core, raw):
-    """CKA and retrieval of the pretrained encoder, which the test table shows beside the trained one's."""
-    with shard.evaluated(core) as evaluated, evaluating(settings):  # a sharded model's root gathered
-        return alignment(shard.part_of(evaluated, core, raw.encoder), run, settings.alignment_pooling, settings.shard)
 
 
 def alignment(encoder, run, pooling, sharded=False):
