@@ -80,10 +80,9 @@ class Contrastive(Method):
             la_steps = settings.max_steps - sa_steps
         else:
             la_steps = steps(settings, len(items))
-            passes = settings.sa_epochs or settings.epochs
             sa_steps = settings.sa_steps
-            if sa_steps is None:
-                sa_steps = math.ceil(len(self.anchors) / settings.batch_size) * passes
+            if sa_steps is None:  # --sa-epochs passes (default: as many as --epochs) over the anchors
+                sa_steps = math.ceil(len(self.anchors) / settings.batch_size) * (settings.sa_epochs or settings.epochs)
         first = Phase("label alignment", items, la_steps, self.make_batch, self.loss)
         if not sa_steps:
             return [first]

@@ -120,17 +120,18 @@ def main(argv=None):
     own, rest, args = get_args(argv)
     rank, world_size, device = distributed.setup(args.device)
     out = Path(own.out)
-    replaced = output_folder(out, own, rank)
+    cli.take(out, rank)  # held; the co-training run in it is removed with --overwrite, else refused without --resume
+    held = sorted(p for p in out.glob("*")
+                  if p.name in ("pool.jsonl", "results.json", "results.md", "final") or p.name.startswith("round"))
+    if held and not own.resume and not own.overwrite:
+        raise tasks.InputError(f"--out {out} holds a co-training run ({', '.join(p.name for p in held)}): continue it "
+                               "with --resume, replace it with --overwrite, or choose another --out")
     full = tasks.load_task(args.task, args.data, args.source_lang, args.target_langs, args.strict_data)
     if not LEVELS[full.level].labels_texts:
         raise tasks.InputError(f"co-training pseudo-labels whole sentences (Yu & Joty classify them); --task "
                                f"{args.task} {LEVELS[full.level].description}")
-    if rank == 0:
-        for path in replaced:
-            if path.is_dir():
-                shutil.rmtree(path)
-            else:
-                path.unlink()
+    for path in held if own.overwrite and rank == 0 else []:
+        shutil.rmtree(path) if path.is_dir() else path.unlink()
     unlabelled = {lang: full.train[lang] for lang in full.targets}  # every target-language text, its label unused
     if own.pool_per_lang is not None:  # or a random sample of each language's
         unlabelled = {lang: random.Random(f"{args.seed}/pool/{lang}").sample(texts, min(own.pool_per_lang, len(texts)))
@@ -171,17 +172,6 @@ def main(argv=None):
     distributed.cleanup()
 
 
-def output_folder(out, own, rank=0):
-    """Hold OUT (cli.take) -> the co-training run in it that --overwrite removes (else refused without --resume)."""
-    cli.take(out, rank)
-    held = sorted(p for p in out.glob("*")
-                  if p.name in ("pool.jsonl", "results.json", "results.md", "final") or p.name.startswith("round"))
-    if held and not own.resume and not own.overwrite:
-        raise tasks.InputError(f"--out {out} holds a co-training run ({', '.join(p.name for p in held)}): continue it "
-                               "with --resume, replace it with --overwrite, or choose another --out")
-    return held if own.overwrite else []
-
-
 class FineTuning:
     """Algorithm 1's learners as train.py runs, f_lm (--model's <s>) and f_emb (--embedding-model, --embedding-pooling),
     each on the source's examples plus the pseudo-labels it was given (--extra-train)."""
@@ -194,11 +184,8 @@ class FineTuning:
         """train.py's arguments for a view's run into `directory`, writing its pseudo-labelled texts."""
         extra = directory.parent / f"{view}-extra.jsonl"
         if self.rank == 0:
-            directory.parent.mkdir(parents=True, exist_ok=True)
-            with open(extra, "w") as f:
-                for e in examples[self.n_labeled:]:
-                    row = {"id": e.id, "lang": e.lang, "text": e.text, "label": e.label}
-                    f.write(json.dumps(row, ensure_ascii=False) + "\n")
+            cli.write_text(extra, "".join(json.dumps({"id": e.id, "lang": e.lang, "text": e.text, "label": e.label},
+                                                     ensure_ascii=False) + "\n" for e in examples[self.n_labeled:]))
         distributed.barrier()
         model = ["--model", self.own.model] if view == "lm" and self.own.model else []
         if view == "emb":

@@ -171,16 +171,12 @@ def translation_pairs(sources, translations):
 def to_device(batch, device):
     """A batch's tensors on the device (non-blocking); a "...mask" without padding goes as a broadcast 1,
     which the encoder takes for no mask (model.attention_bias): the host knows, the device is not asked."""
-    return {name: (unpadded(value, device) if name.endswith("mask") and is_unpadded(value)
-                   else value.to(device, non_blocking=True)) if torch.is_tensor(value) else value
-            for name, value in batch.items()}
-
-
-def is_unpadded(mask):
-    """Whether a (B, T) padding mask on the host has no padding."""
-    return mask.device.type == "cpu" and mask.dim() == 2 and bool(mask.all())
-
-
-def unpadded(mask, device):
-    """A mask of ones as one value broadcast to its shape, made on the device (nothing to copy)."""
-    return torch.ones((), dtype=mask.dtype, device=device).expand(mask.shape)
+    out = {}
+    for name, value in batch.items():
+        if not torch.is_tensor(value):
+            out[name] = value
+        elif name.endswith("mask") and value.device.type == "cpu" and value.dim() == 2 and bool(value.all()):
+            out[name] = torch.ones((), dtype=value.dtype, device=device).expand(value.shape)  # made there: no copy
+        else:
+            out[name] = value.to(device, non_blocking=True)
+    return out

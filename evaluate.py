@@ -78,8 +78,7 @@ def unscored_note(langs, folder):
 
 
 def summarise(per_lang, source):
-    """Per-language scores plus the average over target languages and the transfer gap
-    (source score minus target average) for each metric."""
+    """Per-language scores plus, for each metric, the target average and the transfer gap (source minus average)."""
     if not per_lang:
         return {}
     targets = [lang for lang in per_lang if lang != source]
@@ -131,8 +130,7 @@ def linear_cka(x, y):
 
 
 def retrieval_accuracy(x, y):
-    """Nearest neighbour by cosine, both directions, as on Tatoeba: the fraction of sentences whose
-    nearest neighbour on the other side is their translation, averaged over the two directions."""
+    """As on Tatoeba: the share of sentences whose nearest neighbour (cosine) is their translation, both ways."""
     similarity = F.normalize(x.double(), dim=-1) @ F.normalize(y.double(), dim=-1).T
     gold = torch.arange(len(x), device=x.device)
     return sum((similarity.argmax(side) == gold).double().mean().item() for side in (1, 0)) / 2
@@ -394,16 +392,6 @@ def main(argv=None):
     distributed.cleanup()
 
 
-def title(args, info, seen, pooling):
-    """What the table is of: the model and the data, what each prediction saw, what CKA and retrieval compare."""
-    model = args.model or "the bundled model"
-    if args.checkpoint:
-        model = f"{args.method or info.get('method')} checkpoint {args.checkpoint}"
-    data = f"{args.task or info.get('task', 'demo')}, {args.split} split"
-    data = f"Tatoeba ({args.tatoeba})" if args.tatoeba else data
-    return f"{model} on {data}" + saw(seen and seen["input"], pooling)
-
-
 def report(args, results, extra, source, seen, predictions, pooling, info):
     """Print the table under its title; write it, results_<split>.json and the predictions beside the checkpoint."""
     out = Path(args.out) if args.out else Path(args.checkpoint).parent if args.checkpoint else None
@@ -413,7 +401,12 @@ def report(args, results, extra, source, seen, predictions, pooling, info):
     unscored_langs = results.pop("unscored", [])
     table = markdown_table(results, source, extra) if results else alignment_table(extra) if extra else "(no scores)"
     table += unscored_note(unscored_langs, folder) if folder else ""
-    table = f"{title(args, info, seen, pooling if extra else None)}\n\n{table}"
+    # The title: the model and the data, what each prediction saw, what CKA and retrieval compare.
+    model = f"{args.method or info.get('method')} checkpoint {args.checkpoint}" if args.checkpoint else args.model
+    data = f"{args.task or info.get('task', 'demo')}, {args.split} split"
+    data = f"Tatoeba ({args.tatoeba})" if args.tatoeba else data
+    title = f"{model or 'the bundled model'} on {data}" + saw(seen and seen["input"], pooling if extra else None)
+    table = f"{title}\n\n{table}"
     print(table)
     if out:
         out.mkdir(parents=True, exist_ok=True)

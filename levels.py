@@ -48,8 +48,7 @@ def batches(items, run):
 
 
 class Level:
-    """The interface, as sentence-level tasks implement it (one label per text or text pair,
-    predicted from the sentence vector); Word and Span change what differs."""
+    """The interface, as sentence labels implement it (a label per text, from its vector); Word and Span differ."""
     name = "sentence"
     description = "labels whole texts"
     max_length = 128  # tokens per text (Yu & Joty's, Sec. 4.2; the others give none for fine-tuning)
@@ -115,8 +114,10 @@ class Level:
                     guesses += zip(index, self.predictions(logits, [items[i] for i in index], run.task))
             if scored:
                 out[lang] = self.scores(distributed.all_reduce(counts).cpu(), run.task)
-            if predictions is not None:
-                predictions[lang] = in_order(guesses, examples)
+            if predictions is not None:  # in the examples' order, from every process's (index, prediction)
+                merged = dict(pair for part in distributed.gather(guesses) for pair in part)
+                predictions[lang] = [{"id": e.id, "prediction": merged[i]} for i, e in enumerate(examples)
+                                     if i in merged]
         return out
 
     def zero_counts(self, task):
@@ -141,12 +142,6 @@ class ByIdAndLang(dict):
 
     def get(self, example_id, lang=None, default=None):
         return super().get((example_id, lang), default)
-
-
-def in_order(guesses, examples):
-    """[{"id", "prediction"}] in the examples' order, from every process's (index, prediction)."""
-    merged = dict(pair for part in distributed.gather(guesses) for pair in part)
-    return [{"id": e.id, "prediction": merged[i]} for i, e in enumerate(examples) if i in merged]
 
 
 def accuracy_and_f1(counts):
@@ -188,9 +183,7 @@ class Word(Level):
 
     def metric(self, task):
         """A joint task's exact match; span F1 for BIO tags; for POS the task's word accuracy or seqeval F1."""
-        if task.intents:
-            return "exact_match"
-        return "f1" if bio(task.labels) else task.pos_metric
+        return "exact_match" if task.intents else "f1" if bio(task.labels) else task.pos_metric
 
     def translated(self, batch, targets):
         """Word labels do not carry over to a translation, a joint task's intent does; its words' first
@@ -343,8 +336,7 @@ def tagging_scores(counts, spans=True, joint=False, first="accuracy"):
 
 
 class Span(Level):
-    """Answer spans (minxlt/tasks/qa.py): a question and its context in windows, each labelled with the answer's
-    (start, end) tokens; its logits a start and an end per token."""
+    """Answer spans (minxlt/tasks/qa.py): question and context in windows labelled (start, end); 2 logits a token."""
     name = "span"
     description = "labels answer spans"
     max_length = 384  # per window, as in BERT's SQuAD fine-tuning

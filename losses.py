@@ -25,8 +25,7 @@ def task_loss(logits, labels, weights=None):
 
 def token_loss(logits, labels, weights=None):
     """Cross-entropy per token, (N, T, C) against (N, T), averaged over the tokens that are not -100."""
-    per_token = F.cross_entropy(logits.float().flatten(0, 1), labels.flatten(), reduction="none",
-                                ignore_index=-100)
+    per_token = F.cross_entropy(logits.float().flatten(0, 1), labels.flatten(), reduction="none", ignore_index=-100)
     scored = (labels.flatten() != -100).float()
     if weights is not None:
         scored = scored * weights.repeat_interleave(labels.shape[1])

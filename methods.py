@@ -118,13 +118,10 @@ class Run:
                                                          self.max_length, self.rank))
         return {lang: self.cache[lang] for lang in langs}
 
-    def all_gather(self, tensor):
-        """Every process's `tensor`, concatenated in process order (a global batch's), without gradient."""
-        return distributed.all_gather(tensor)
-
-    def all_gather_with_grad(self, tensor):
-        """all_gather, the gradient flowing back into this process's own part."""
-        return distributed.all_gather_with_grad(tensor)
+    # Every process's tensor, concatenated in process order (a global batch's), without gradient, or with it
+    # flowing back into this process's own part.
+    all_gather = staticmethod(distributed.all_gather)
+    all_gather_with_grad = staticmethod(distributed.all_gather_with_grad)
 
     def teacher(self, settings, items, build):
         """The teacher --teacher and --teacher-cache (or --soft-labels) ask for, or None (minxlt/run/teacher.py):
@@ -213,8 +210,7 @@ def learning_rate(phases, warmup, step):
 
 
 class Method:
-    """Zero-shot transfer, and the interface every method implements: the task loss on the source's
-    labelled texts alone."""
+    """Zero-shot transfer, and the interface every method implements: the task loss on the source's labelled texts."""
     draws = "texts"  # its training items (Run.training_items): "texts", "translated", "pairs" or "parallel"
     levels = ("sentence", "word", "span")  # the task levels it trains on (levels.py)
     test_inputs = ("text",)  # what a test prediction may see besides the target text (TEST_INPUTS), the default first
@@ -250,8 +246,7 @@ class Method:
         """What the method needs before the first update, once the weights are in `model` (the wrapped one)."""
 
     def make_batch(self, items, weights, step):
-        """One micro-batch, on the CPU: "input_ids" and "attention_mask" (B, T), the items padded to
-        the longest; "labels" (data.label_tensor); "weights" (B,), 0 for DDP padding."""
+        """A micro-batch on the CPU: input_ids, attention_mask (B, T), padded to the longest; labels; weights (B,)."""
         batch = {"weights": torch.tensor(weights)}
         batch["input_ids"], batch["attention_mask"], batch["labels"] = data.collate(items, self.run.tokenizer)
         return batch
@@ -277,7 +272,8 @@ class Method:
             test_input = "translation" if translations else "oracle" if "oracle" in self.test_inputs else "text"
             if test_input == "oracle" and not self.run.task.parallel:  # no counterpart but the source's own
                 langs = [self.run.task.source]
-        partners = counterparts(self.run, split, test_input, translations, settings.get("missing_translations", "refuse"))
+        missing = settings.get("missing_translations", "refuse")
+        partners = counterparts(self.run, split, test_input, translations, missing)
         examples, limit = getattr(self.run.task, split), settings.dev_limit if split == "dev" else None
         langs = [lang for lang in langs or examples if examples[lang]]  # a target may have no dev set (XTREME's QA)
         scored = {lang: examples[lang][:limit] for lang in langs}
@@ -319,22 +315,16 @@ def counterparts(run, split, test_input, translations=None, missing="refuse"):
         return {lang: examples[run.task.source] for lang in examples}
     key = (split, translations)  # read once a run: a dev split's are read at every evaluation
     if key not in run.translated:
-        run.translated[key] = {lang: texts if lang == run.task.source else
-                               translated_texts(run, translations, lang, texts, missing)
-                               for lang, texts in examples.items()}
+        run.translated[key] = dict(examples)  # the source language is its own
+        for lang, texts in examples.items():
+            path = None if lang == run.task.source else translation_file(translations, lang)
+            if path and missing == "self" and not path.exists():  # each text beside itself
+                if run.rank == 0:
+                    print(f"note: {path} is missing: each {lang} text is predicted beside itself "
+                          "(--missing-translations self)", file=sys.stderr)
+            elif path:
+                run.translated[key][lang] = read_translations(translations, lang, run.task.source, texts, run.tokenizer)
     return run.translated[key]
-
-
-def translated_texts(run, translations, lang, texts, missing):
-    """`texts` of `lang` as their translations, or, where the file is missing and `missing` is "self",
-    the texts themselves."""
-    path = translation_file(translations, lang)
-    if missing == "self" and not path.exists():
-        if run.rank == 0:
-            print(f"note: {path} is missing: each {lang} text is predicted beside itself (--missing-translations self)",
-                  file=sys.stderr)
-        return texts
-    return read_translations(translations, lang, run.task.source, texts, run.tokenizer)
 
 
 class ZeroShot(Method):

@@ -198,9 +198,7 @@ class XMixup(nn.Module):
         """Mixup inference (Sec. 4.3): sentence labels from the mean of the two distributions (as log-probabilities),
         word labels from the target alone."""
         source, target = self(source_ids, source_mask, target_ids, target_mask)[:2]
-        if target.dim() == 3:
-            return target
-        return ((source.float().softmax(-1) + target.float().softmax(-1)) / 2).log()
+        return target if target.dim() == 3 else ((source.float().softmax(-1) + target.float().softmax(-1)) / 2).log()
 
 
 def task_losses(alpha, source, target, gold_source=None):

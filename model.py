@@ -55,9 +55,6 @@ class Config:
         """The config.json of a Hugging Face checkpoint directory."""
         return cls(**weights.read_config(directory))
 
-    def to_hf(self):
-        return weights.config_json(self)
-
 
 class Embeddings(nn.Module):
     def __init__(self, c):
@@ -296,8 +293,7 @@ class Encoder(nn.Module):
 
 
 class ClassificationHead(nn.Module):
-    """Sentence classifier over <s>: dense-tanh-projection ("roberta"), one linear layer ("linear"), or
-    dense-ReLU-projection ("relu", FILTER's code)."""
+    """Over <s>: dense-tanh-projection ("roberta"), one linear layer ("linear"), dense-ReLU ("relu", FILTER's code)."""
 
     def __init__(self, hidden_size, num_labels, dropout=0.1, style="roberta"):
         super().__init__()
@@ -360,8 +356,7 @@ class SpanHead(nn.Module):
 
 
 def embed_pair(encoder, source_ids, source_mask, target_ids, target_mask):
-    """Texts and their counterparts, padded to one length, embedded as one batch of 2B, sources first:
-    (hidden (2B, T, H), mask (2B, T)). FILTER and X-Mixup start so."""
+    """FILTER's and X-Mixup's start: texts and counterparts of one length as a batch of 2B, sources first (h, mask)."""
     if target_ids.shape != source_ids.shape:
         raise ValueError(f"pad source and target to one length: {tuple(source_ids.shape)} vs "
                          f"{tuple(target_ids.shape)}")

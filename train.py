@@ -156,8 +156,7 @@ def build_model(settings, method, model_dir, device, rank):
 
 
 def make_optimizer(settings, model, phases):
-    """AdamW, no decay on biases and LayerNorms; each phase's learning rate warmed up and decayed
-    from its own peak (methods.learning_rate)."""
+    """AdamW, no decay on biases and LayerNorms; each phase's rate warmed up and decayed (methods.learning_rate)."""
     decay = [p for p in model.parameters() if p.requires_grad and p.ndim >= 2]
     no_decay = [p for p in model.parameters() if p.requires_grad and p.ndim < 2]
     groups = [{"params": decay, "weight_decay": settings.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
@@ -252,8 +251,7 @@ def load_best(best, method, settings):
 
 
 def test(settings, method, raw, core, book):
-    """The test table of the best model on dev, with CKA and retrieval before and after training:
-    OUT/results.json (with the settings) and OUT/results.md."""
+    """The best model's test table, with CKA and retrieval before and after training: OUT/results.json and .md."""
     run, predictions, out, state = method.run, {}, book.out, book.state
     tested, saved = load_best(out / "best", method, settings) if (out / "best").exists() else (core, raw)
     with evaluating(settings), run.gathered(saved if tested is not core else core):  # a sharded model's root whole

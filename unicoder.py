@@ -58,8 +58,9 @@ def parallel_pairs(task, split, tokenizer, max_length, extra=()):
     each sentence at most max_length / 2 tokens, each pair with the document it starts."""
     by_lang = {}
     sources = {e.id: e for e in getattr(task, split)[task.source]}
+    order = lambda e: (0, int(e.id), "") if e.id.isdigit() else (1, 0, e.id)  # numeric ids (SIB-200's, line numbers)
     for lang in task.targets:
-        rows = sorted((e for e in getattr(task, split)[lang] if e.id in sources), key=lambda e: sort_key(e.id))
+        rows = sorted((e for e in getattr(task, split)[lang] if e.id in sources), key=order)
         by_lang[lang] = [(sources[e.id], e) for e in rows]
     for target, source in extra:
         by_lang.setdefault(f"{target.lang}:extra", []).append((source, target))
@@ -74,17 +75,11 @@ def parallel_pairs(task, split, tokenizer, max_length, extra=()):
     return pairs
 
 
-def sort_key(id):
-    """Numeric ids in numeric order (SIB-200's index_id, line numbers), others as text."""
-    return (0, int(id), "") if id.isdigit() else (1, 0, id)
-
-
 @torch.no_grad()
 def mean_word_embeddings(encoder, rows):
     """(N, H): each row's mean content-token word embedding (a DAN, Iyyer et al. 2015, without trained layers)."""
     weight = encoder.embeddings.word.weight
-    return torch.stack([weight[torch.tensor(row[1:-1] or row, device=weight.device)].mean(0)
-                        for row in rows]).cpu()
+    return torch.stack([weight[torch.tensor(row[1:-1] or row, device=weight.device)].mean(0) for row in rows]).cpu()
 
 
 @torch.no_grad()
