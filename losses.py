@@ -59,8 +59,7 @@ def kl_divergence(p_logits, q_logits, weights=None):
 
 
 def xeroalign_loss(source_embeddings, target_embeddings, weights=None):
-    """XeroAlign (Sec. 3, Algorithm 1): the MSE between the <s> embeddings (N, H) of sources and of their
-    translations; both sides receive gradients."""
+    """XeroAlign (Sec. 3, Algorithm 1): the MSE of sources' and translations' <s> embeddings (N, H), both trained."""
     return mean_squared_error(source_embeddings, target_embeddings, weights)
 
 

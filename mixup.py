@@ -195,8 +195,7 @@ class XMixup(nn.Module):
         return source, target, mean_pool(final_s, source_mask), mean_pool(final_t, target_mask), lam
 
     def predict(self, source_ids, source_mask, target_ids, target_mask):
-        """Mixup inference (Sec. 4.3): sentence labels from the mean of the two distributions (as log-probabilities),
-        word labels from the target alone."""
+        """Mixup inference (Sec. 4.3): sentence labels from the two distributions' mean (log), words the target's."""
         source, target = self(source_ids, source_mask, target_ids, target_mask)[:2]
         return target if target.dim() == 3 else ((source.float().softmax(-1) + target.float().softmax(-1)) / 2).log()
 
