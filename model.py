@@ -55,6 +55,9 @@ class Config:
         """The config.json of a Hugging Face checkpoint directory."""
         return cls(**weights.read_config(directory))
 
+    def to_hf(self):
+        return weights.config_json(self)
+
 
 class Embeddings(nn.Module):
     def __init__(self, c):

@@ -236,24 +236,19 @@ def alignment(encoder, run, pooling, sharded=False):
                               world_size, pooling)
 
 
-def load_best(best, method, settings):
-    """(the model to test, the built model it wraps) of OUT/best: a saved classifier made the method's module
-    again with its task.json, or an encoder alone (Unicoder's); whole, or sharded as it loads."""
-    run = method.run
-    if not (best / "head.safetensors").exists():
-        load = shard.load_encoder if settings.shard else lambda path, device, _: Encoder.from_pretrained(path,
-                                                                                                          device=device)
-        encoder = load(best, run.device, settings.offload).eval()
-        return encoder, encoder
-    load = shard.load_classifier if settings.shard else lambda path, device, _: Classifier.load(path, device)
-    classifier, _, info = load(best, run.device, settings.offload)
-    return restore(method.wrap(classifier.eval()), info), classifier
-
-
 def test(settings, method, raw, core, book):
     """The best model's test table, with CKA and retrieval before and after training: OUT/results.json and .md."""
     run, predictions, out, state = method.run, {}, book.out, book.state
-    tested, saved = load_best(out / "best", method, settings) if (out / "best").exists() else (core, raw)
+    # OUT/best, whole or sharded as it loads: a saved classifier made the method's module again with its task.json,
+    # or an encoder alone (Unicoder's); without it, the model as training left it.
+    best, tested, saved = out / "best", core, raw
+    if (best / "head.safetensors").exists():
+        load = shard.load_classifier if settings.shard else lambda path, device, _: Classifier.load(path, device)
+        saved, _, info = load(best, run.device, settings.offload)
+        tested = restore(method.wrap(saved.eval()), info)
+    elif best.exists():
+        load = shard.load_encoder if settings.shard else lambda path, dev, _: Encoder.from_pretrained(path, device=dev)
+        tested = saved = load(best, run.device, settings.offload).eval()
     with evaluating(settings), run.gathered(saved if tested is not core else core):  # a sharded model's root whole
         results = method.evaluate(tested, "test", None, settings.test_input, settings.test_translations, predictions)
         encoder = getattr(saved, "encoder", saved)
