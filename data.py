@@ -120,8 +120,7 @@ def pad_pairs(tokenizer, sources, targets):
 
 
 def epoch_batches(lengths, batch_size, epoch, seed, shuffle=True, group_by_length=False):
-    """One epoch's global batches of indices, the same on every rank (seed and epoch); length grouping
-    sorts windows of 50 batches by length (little padding), then shuffles the batches."""
+    """One epoch's global batches, alike on every rank; length grouping sorts 50-batch windows, shuffles the batches."""
     order = list(range(len(lengths)))
     rng = random.Random(seed * 100003 + epoch)
     if shuffle:

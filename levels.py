@@ -186,8 +186,7 @@ class Word(Level):
         return "exact_match" if task.intents else "f1" if bio(task.labels) else task.pos_metric
 
     def translated(self, batch, targets):
-        """Word labels do not carry over to a translation, a joint task's intent does; its words' first
-        sub-tokens are marked (`target_scored`) for soft labels."""
+        """A translation keeps a joint task's intent, not word labels; `target_scored` marks its words (soft labels)."""
         batch["target_labels"][:, 1:] = -100
         batch["target_scored"] = torch.zeros(len(targets), batch["target_ids"].shape[1])
         for b, t in enumerate(targets):

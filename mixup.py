@@ -158,8 +158,7 @@ VARIANTS = {"paper": mixup_layer, "in-attention": mixup_layer_in_attention}
 
 def mixup_encode(encoder, ratio_net, source_ids, source_mask, target_ids, target_mask, layer, fixed_ratio=None,
                  variant="paper"):
-    """Both texts through the encoder, stacked, the target mixed at `layer` (from 1, as --mixup-layer):
-    (source's final states, target's final states, lambda), each state (B, T, H)."""
+    """Both texts through the encoder, the target mixed at `layer` (from 1): (source states, target states, lambda)."""
     B = len(source_ids)
     h, mask = embed_pair(encoder, source_ids, source_mask, target_ids, target_mask)  # (2B, T, H), (2B, T)
     bias, lam = attention_bias(mask, h), None  # the padding mask as attention takes it, built once

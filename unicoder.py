@@ -234,8 +234,7 @@ class Unicoder(nn.Module):
         return F.cross_entropy(logits.float(), labels, reduction="sum") / (labels != -100).sum().clamp(min=1)
 
     def forward(self, batch):
-        """The batch's task loss (Sec. 3.2): masked-token cross-entropy (word recovery: every token of X rebuilt
-        from Y, Eq. 1-2); the paraphrase label's from <s>."""
+        """The batch's task loss (Sec. 3.2): masked tokens' cross-entropy (word recovery: Eq. 1-2), or paraphrase's."""
         task = batch["task"]
         if task == "word_recovery":
             words = self.recovered_inputs(batch["x_ids"], batch["x_content"], batch["y_ids"], batch["y_content"])
