@@ -246,7 +246,7 @@ class Method:
         """What the method needs before the first update, once the weights are in `model` (the wrapped one)."""
 
     def make_batch(self, items, weights, step):
-        """A micro-batch on the CPU: input_ids, attention_mask (B, T), padded to the longest; labels; weights (B,)."""
+        """A micro-batch on the CPU: input_ids and attention_mask (B, T) padded, labels, weights (0: DDP padding)."""
         batch = {"weights": torch.tensor(weights)}
         batch["input_ids"], batch["attention_mask"], batch["labels"] = data.collate(items, self.run.tokenizer)
         return batch
@@ -315,7 +315,7 @@ def counterparts(run, split, test_input, translations=None, missing="refuse"):
         return {lang: examples[run.task.source] for lang in examples}
     key = (split, translations)  # read once a run: a dev split's are read at every evaluation
     if key not in run.translated:
-        run.translated[key] = dict(examples)  # the source language is its own
+        translated = dict(examples)  # the source language is its own
         for lang, texts in examples.items():
             path = None if lang == run.task.source else translation_file(translations, lang)
             if path and missing == "self" and not path.exists():  # each text beside itself
@@ -323,7 +323,8 @@ def counterparts(run, split, test_input, translations=None, missing="refuse"):
                     print(f"note: {path} is missing: each {lang} text is predicted beside itself "
                           "(--missing-translations self)", file=sys.stderr)
             elif path:
-                run.translated[key][lang] = read_translations(translations, lang, run.task.source, texts, run.tokenizer)
+                translated[lang] = read_translations(translations, lang, run.task.source, texts, run.tokenizer)
+        run.translated[key] = translated
     return run.translated[key]
 
 
