@@ -130,8 +130,9 @@ def main(argv=None):
     if not LEVELS[full.level].labels_texts:
         raise tasks.InputError(f"co-training pseudo-labels whole sentences (Yu & Joty classify them); --task "
                                f"{args.task} {LEVELS[full.level].description}")
-    for path in held if own.overwrite and rank == 0 else []:
-        shutil.rmtree(path) if path.is_dir() else path.unlink()
+    if own.overwrite and rank == 0:
+        for path in held:
+            shutil.rmtree(path) if path.is_dir() else path.unlink()
     unlabelled = {lang: full.train[lang] for lang in full.targets}  # every target-language text, its label unused
     if own.pool_per_lang is not None:  # or a random sample of each language's
         unlabelled = {lang: random.Random(f"{args.seed}/pool/{lang}").sample(texts, min(own.pool_per_lang, len(texts)))
