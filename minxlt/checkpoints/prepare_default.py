@@ -132,11 +132,8 @@ def write_checkpoint(e5, directory):
         columns = c["ffn_size"] if name.endswith(".fo.w") else c["hidden_size"]  # matrices (out, in), as nn.Linear's
         matrix = name in ("emb.word", "emb.pos", "emb.type") or name.endswith(".w") and not name.endswith("ln.w")
         shape = (count // columns, columns) if matrix else (count,)
-        if kind == 1:
-            value = dequantize_q4_0(raw, *shape, block=e5["block"])
-        else:
-            value = np.frombuffer(raw, np.float32).reshape(shape)
-        state[ours] = torch.from_numpy(value.copy())
+        value = dequantize_q4_0(raw, *shape, block=e5["block"]) if kind == 1 else np.frombuffer(raw, np.float32)
+        state[ours] = torch.from_numpy(value.reshape(shape).copy())
     with torch.device("meta"):
         encoder = Encoder(config)
     encoder.load_state_dict(state, assign=True)  # strict: every tensor accounted for

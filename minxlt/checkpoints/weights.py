@@ -126,9 +126,8 @@ def load_torch_file(path, what="PyTorch weight file"):
     except pickle.UnpicklingError as e:
         first_line = str(e).strip().splitlines()[0]
         raise CheckpointError(
-            f"{path}: refused to load: the pickle holds more than tensors ({first_line}). "
-            "Only plain tensor files are loaded, so no code from the file can run; "
-            "convert a trusted copy to model.safetensors instead.") from None
+            f"{path}: refused to load: the pickle holds more than tensors ({first_line}). Only plain tensor files are "
+            "loaded, so no code from the file can run; convert a trusted copy to model.safetensors instead.") from None
     except Exception as e:  # noqa: BLE001 - bytes that are no pickle fail in many ways (none of the file ran)
         detail = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise CheckpointError(f"{path}: not a readable {what} ({detail}); it may be truncated") from None
@@ -275,9 +274,8 @@ def config_json(c):
 def check_tokenizer(config, tokenizer, directory):
     """The tokenizer's ids must all have rows in the embeddings (a tokenizer of another model would not)."""
     if tokenizer.vocab_size > config.vocab_size:
-        raise CheckpointError(f"{directory}: the tokenizer has {tokenizer.vocab_size} ids but config.json's "
-                              f"vocab_size is {config.vocab_size}: the tokenizer and the weights are not of the same "
-                              "model")
+        raise CheckpointError(f"{directory}: the tokenizer has {tokenizer.vocab_size} ids but config.json's vocab_size "
+                              f"is {config.vocab_size}: the tokenizer and the weights are not of the same model")
 
 
 # The one key table: our module names -> Hugging Face's (after "roberta."/"bert."), each a .weight and a .bias.

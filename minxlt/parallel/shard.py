@@ -256,11 +256,3 @@ def reason(error):
         error = next(iter(error.failures.values()))[0]
         return f"{type(error).__name__}: {reason(error)}"
     return (str(error).strip().splitlines() or [type(error).__name__])[0]
-
-
-def non_finite(module):
-    """A line naming this process's first parameter shard with a NaN or infinity, or None."""
-    for name, p in module.named_parameters():
-        if not torch.isfinite(local(p)).all():
-            return f"{name} holds NaN or infinite values"
-    return None

@@ -547,7 +547,9 @@ def resume(out, saved, core, optimizer, scheduler, scaler, rank, world_size):
     try:
         if "sharded" in saved:
             shard.load(path, core, optimizer)
-            problems = [p for p in distributed.gather(shard.non_finite(core)) if p]
+            mine = next((f"{name} holds NaN or infinite values" for name, p in core.named_parameters()
+                         if not torch.isfinite(shard.local(p)).all()), None)  # this process's first such shard
+            problems = [p for p in distributed.gather(mine) if p]
             if problems:
                 raise CheckpointError(f"{path}: {problems[0]}")
         else:
