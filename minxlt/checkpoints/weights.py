@@ -126,9 +126,8 @@ def load_torch_file(path, what="PyTorch weight file"):
     except pickle.UnpicklingError as e:
         first_line = str(e).strip().splitlines()[0]
         raise CheckpointError(
-            f"{path}: refused to load: the pickle holds more than tensors ({first_line}). "
-            "Only plain tensor files are loaded, so no code from the file can run; "
-            "convert a trusted copy to model.safetensors instead.") from None
+            f"{path}: refused to load: the pickle holds more than tensors ({first_line}). Only plain tensor files are "
+            "loaded, so no code from the file can run; convert a trusted copy to model.safetensors instead.") from None
     except Exception as e:  # noqa: BLE001 - bytes that are no pickle fail in many ways (none of the file ran)
         detail = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise CheckpointError(f"{path}: not a readable {what} ({detail}); it may be truncated") from None
@@ -140,12 +139,6 @@ def load_torch_bin(path):
     if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
         raise CheckpointError(f"{path}: expected a dict of tensors, got {type(state).__name__}")
     return state
-
-
-def load_weight_file(path):
-    """One weight file, chosen by extension, every tensor checked to be finite."""
-    path = Path(path)
-    return check_finite(load_safetensors(path) if path.suffix == ".safetensors" else load_torch_bin(path), path)
 
 
 def check_finite(tensors, path):
@@ -210,8 +203,11 @@ CONFIG_FIELDS = {
 }
 
 
-def check_fields(hf, source):
-    """Every field the encoder reads has the type and range it needs (JSON's "768" is not 768)."""
+def config_arguments(hf, source="config.json"):
+    """model.Config's keyword arguments from a config.json dict, refusing what the encoder does not implement and a
+    field without the type and range it needs (JSON's "768" is not 768)."""
+    if not isinstance(hf, dict):
+        raise CheckpointError(f"{source}: not a JSON object of settings")
     for name, (kind, low, below) in CONFIG_FIELDS.items():
         if name not in hf:
             continue
@@ -226,13 +222,6 @@ def check_fields(hf, source):
         raise CheckpointError(f"{source}: hidden_size {hidden} is not divisible by num_attention_heads {heads}")
     if hf.get("pad_token_id", 0) >= hf.get("vocab_size", float("inf")):
         raise CheckpointError(f"{source}: pad_token_id {hf['pad_token_id']} is not below vocab_size {hf['vocab_size']}")
-
-
-def config_arguments(hf, source="config.json"):
-    """model.Config's keyword arguments from a config.json dict, refusing what the encoder does not implement."""
-    if not isinstance(hf, dict):
-        raise CheckpointError(f"{source}: not a JSON object of settings")
-    check_fields(hf, source)
     model_type = hf.get("model_type")
     if model_type not in ("xlm-roberta", "xlm-roberta-xl", "roberta", "bert"):
         raise CheckpointError(f"{source}: model_type {model_type!r} is not supported (xlm-roberta, xlm-roberta-xl, "
@@ -285,9 +274,8 @@ def config_json(c):
 def check_tokenizer(config, tokenizer, directory):
     """The tokenizer's ids must all have rows in the embeddings (a tokenizer of another model would not)."""
     if tokenizer.vocab_size > config.vocab_size:
-        raise CheckpointError(f"{directory}: the tokenizer has {tokenizer.vocab_size} ids but config.json's "
-                              f"vocab_size is {config.vocab_size}: the tokenizer and the weights are not of the same "
-                              "model")
+        raise CheckpointError(f"{directory}: the tokenizer has {tokenizer.vocab_size} ids but config.json's vocab_size "
+                              f"is {config.vocab_size}: the tokenizer and the weights are not of the same model")
 
 
 # The one key table: our module names -> Hugging Face's (after "roberta."/"bert."), each a .weight and a .bias.
@@ -319,11 +307,6 @@ LM_HEAD_KEYS = {  # "lm_head.bias" is a bare parameter
 # Not needed: buffers, the decoder tied to the word embeddings, BERT's next-sentence head, task heads.
 IGNORED_KEYS = re.compile(r"embeddings\.position_ids|(lm_head|cls\.predictions)\.decoder\.(weight|bias)"
                           r"|cls\.seq_relationship\.\w+|(classifier|qa_outputs)\..+")
-
-
-def pre_norm_weights(state):
-    """Whether normalised checkpoint tensors are of a pre-LN encoder (XLM-R XL and XXL)."""
-    return any(key.endswith("attention.self_attn_layer_norm.weight") for key in state)
 
 
 def hf_names(keys, is_bert, pre_norm=False):
@@ -367,8 +350,9 @@ def stream_state(module, config, files, shapes, source):
     params = {k: v for k, v in module.state_dict().items()
               if not (k.startswith("pooler.") and not has_pooler or k.startswith("lm_head.") and not has_lm_head)}
     names = check_names(params, config, shapes, source)
-    for path in files:
-        copy_in(params, names, normalise_keys(load_weight_file(path)), source)
+    for path in map(Path, files):  # a file at a time, chosen by extension, every tensor checked to be finite
+        state = load_safetensors(path) if path.suffix == ".safetensors" else load_torch_bin(path)
+        copy_in(params, names, normalise_keys(check_finite(state, path)), source)
 
 
 def check_names(params, config, shapes, source):
@@ -453,13 +437,18 @@ def save_encoder(directory, config, state, head=None, shard_bytes=SHARD_BYTES, w
     if head:
         tensors.update(head["tensors"])
         hf.update(head["config"], architectures=[base + head["architecture"]])
-    shards = shard(tensors, shard_bytes)
+    shards, size = [{}], 0  # the tensors in order, in files of at most `shard_bytes` each (a larger tensor alone)
+    for key, tensor in tensors.items():
+        nbytes = tensor.numel() * tensor.element_size()
+        if shards[-1] and size + nbytes > shard_bytes:
+            shards.append({})
+            size = 0
+        shards[-1][key], size = tensor, size + nbytes
     names = (["model.safetensors"] if len(shards) == 1
              else [f"model-{i:05d}-of-{len(shards):05d}.safetensors" for i in range(1, len(shards) + 1)])
     attempt(lambda: (directory / "config.json").write_text(json.dumps(hf, indent=2) + "\n"))
-    old_files = [*directory.glob("model-*-of-*.safetensors"), directory / "model.safetensors.index.json",
-                 directory / "model.safetensors"]
-    for old in old_files:
+    for old in [*directory.glob("model-*-of-*.safetensors"), directory / "model.safetensors.index.json",
+                directory / "model.safetensors"]:
         attempt(lambda: old.unlink(missing_ok=True))  # a previous save's files, single or sharded
     total = 0  # bytes written: `whole` may change a tensor's dtype (--save-dtype bf16)
     for name, part in zip(names, shards):
@@ -473,18 +462,6 @@ def save_encoder(directory, config, state, head=None, shard_bytes=SHARD_BYTES, w
         attempt(lambda: (directory / "model.safetensors.index.json").write_text(json.dumps(index, indent=2) + "\n"))
     if failed:
         raise failed[0]
-
-
-def shard(tensors, shard_bytes):
-    """The tensors in order, cut into dicts of at most `shard_bytes` each (a larger tensor alone)."""
-    shards, size = [{}], 0
-    for key, tensor in tensors.items():
-        nbytes = tensor.numel() * tensor.element_size()
-        if shards[-1] and size + nbytes > shard_bytes:
-            shards.append({})
-            size = 0
-        shards[-1][key], size = tensor, size + nbytes
-    return shards
 
 
 def transformers_head(style, pooling, state, labels, is_bert):

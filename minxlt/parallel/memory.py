@@ -12,21 +12,17 @@ from model import Config, Encoder
 GB = 1e9
 
 
-def meta_encoder(config):
-    """The encoder of `config` built on the meta device: its parameters' shapes, no memory."""
+def parameter_shapes(config, freeze_embeddings=False):
+    """(the encoder of `config` on the meta device: shapes, no memory; [(shape, trained)] of its parameters)."""
     with torch.device("meta"):
-        return Encoder(config)
-
-
-def parameter_shapes(encoder, freeze_embeddings=False):
-    """[(shape, trained)] of every parameter of `encoder`."""
+        encoder = Encoder(config)
     frozen = encoder.embeddings.word.weight if freeze_embeddings else None
-    return [(tuple(p.shape), p is not frozen) for p in encoder.parameters()]
+    return encoder, [(tuple(p.shape), p is not frozen) for p in encoder.parameters()]
 
 
 def count_parameters(config, freeze_embeddings=False):
     """(parameters, trainable parameters) of the encoder of `config`."""
-    shapes = parameter_shapes(meta_encoder(config), freeze_embeddings)
+    shapes = parameter_shapes(config, freeze_embeddings)[1]
     return sum(math.prod(s) for s, _ in shapes), sum(math.prod(s) for s, trained in shapes if trained)
 
 
@@ -39,8 +35,7 @@ def plan(config, processes, amp="none", freeze_embeddings=False, device_memory=8
          grad_accum=1, eval_bf16=False, embeddings_unit=False):
     """{part: bytes per process} under DDP and sharded (each part padded to the first process's rows), each
     phase's bytes (phase_bytes) and whether they fit `device_memory`; the flags are train.py's."""
-    encoder = meta_encoder(config)
-    shapes = parameter_shapes(encoder, freeze_embeddings)
+    encoder, shapes = parameter_shapes(config, freeze_embeddings)
     total, trainable = sum(math.prod(s) for s, _ in shapes), sum(math.prod(s) for s, trained in shapes if trained)
     ddp = {"parameters": 4 * total, "gradients": 4 * trainable, "AdamW moments": 8 * trainable}
     if teacher:
@@ -88,11 +83,6 @@ def phase_bytes(parts, step_extra, test_extra, offload=False, received=0, accumu
             "writing OUT/best": params + kept("AdamW moments") + teacher + buckets + received}
 
 
-def dtype_bytes(amp):
-    """Bytes of a value in the dtype a sharded run's layers compute in."""
-    return 2 if amp in ("bf16", "fp16") else 4
-
-
 def unit_sizes(encoder):
     """(values in the embeddings, values in one layer) of `encoder`."""
     return (sum(p.numel() for p in encoder.embeddings.parameters()),
@@ -113,7 +103,7 @@ def in_forward(encoder, size, processes, embeddings_unit=False):
 def step_moments(encoder, amp, processes, freeze_embeddings=False, teacher=False, embeddings_unit=False):
     """(forward, in a layer, at the root, the root's gradient rows): bytes a sharded process holds beyond
     its parts at a step's peaks (docs/training.md, "Memory plan"); gradients in the layers' dtype."""
-    size = dtype_bytes(amp)
+    size = 2 if amp in ("bf16", "fp16") else 4  # bytes of a value in the dtype a sharded run's layers compute in
     frozen = encoder.embeddings.word.weight if freeze_embeddings else None
     root, layer = unit_sizes(encoder)
     trained = [p for p in encoder.embeddings.parameters() if p is not frozen]

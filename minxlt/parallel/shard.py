@@ -12,21 +12,11 @@ import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint.api import CheckpointException  # a failed DCP write or read, on every process
-from torch.distributed.checkpoint.state_dict import (
-    StateDictOptions,
-    get_state_dict,
-    set_model_state_dict,
-    set_optimizer_state_dict,
-)
+from torch.distributed.checkpoint.state_dict import (StateDictOptions, get_state_dict, set_model_state_dict,
+                                                     set_optimizer_state_dict)
 from torch.distributed.device_mesh import init_device_mesh
-from torch.distributed.fsdp import (
-    CPUOffloadPolicy,
-    FSDPModule,
-    MixedPrecisionPolicy,
-    OffloadPolicy,
-    fully_shard,
-    register_fsdp_forward_method,
-)
+from torch.distributed.fsdp import (CPUOffloadPolicy, FSDPModule, MixedPrecisionPolicy, OffloadPolicy, fully_shard,
+                                    register_fsdp_forward_method)
 from torch.distributed.tensor import DTensor
 
 from minxlt.checkpoints import weights
@@ -51,7 +41,9 @@ def wrap(core, encoder, amp="none", offload=False, device=None, trains=True, eva
     options = {"mesh": mesh, "mp_policy": policy, "offload_policy": offloaded}
     if trains and amp == "bf16" and not evaluate_in_bf16:  # the float32 copy's skeleton, before sharding
         encoder_name = next(name for name, m in core.named_modules() if m is encoder)
-        FLOAT32[core] = (meta_copy(core), encoder_name, device_given, offload)
+        memo = {id(t): torch.nn.Parameter(t.to("meta"), t.requires_grad) if isinstance(t, torch.nn.Parameter)
+                else t.to("meta") for t in [*core.parameters(), *core.buffers()]}  # a copy of its modules, no data
+        FLOAT32[core] = (copy.deepcopy(core, memo), encoder_name, device_given, offload)
     units = list(encoder.layers)
     for layer in units:  # the last stays gathered from its forward into its backward, which comes next
         fully_shard(layer, reshard_after_forward=not trains or layer is not units[-1], **options)
@@ -116,13 +108,6 @@ def gathered(core):
         for unit in core.modules():
             if isinstance(unit, FSDPModule):
                 unit.reshard()
-
-
-def meta_copy(module):
-    """A copy of `module` on the meta device: its modules and attributes, none of its data."""
-    memo = {id(t): torch.nn.Parameter(t.to("meta"), t.requires_grad) if isinstance(t, torch.nn.Parameter)
-            else t.to("meta") for t in [*module.parameters(), *module.buffers()]}
-    return copy.deepcopy(module, memo)
 
 
 FLOAT32 = weakref.WeakKeyDictionary()  # a sharded module computing in bf16 -> its skeleton before sharding, ...
@@ -271,11 +256,3 @@ def reason(error):
         error = next(iter(error.failures.values()))[0]
         return f"{type(error).__name__}: {reason(error)}"
     return (str(error).strip().splitlines() or [type(error).__name__])[0]
-
-
-def non_finite(module):
-    """A line naming this process's first parameter shard with a NaN or infinity, or None."""
-    for name, p in module.named_parameters():
-        if not torch.isfinite(local(p)).all():
-            return f"{name} holds NaN or infinite values"
-    return None

@@ -1,7 +1,6 @@
 """What train.py's loop does around the training step, which a reader of the step can skip: the batch plan
 (step_batches, built ahead by loader processes), the log (Window, Book.log), stop requests, divergence, the
-resume checkpoint (OUT/checkpoint.pt, or a sharded run's OUT/checkpoint/) and OUT/best.
-"""
+resume checkpoint (OUT/checkpoint.pt, or a sharded run's OUT/checkpoint/) and OUT/best."""
 import errno
 import glob
 import io
@@ -248,8 +247,10 @@ class Book:
         self.files = distributed.gather(files)[0]
         self.saved = (load_checkpoint(out, self.identity, self.files, settings.resume_changed, run.rank)
                       if settings.resume else None)
-        if settings.overwrite and run.rank == 0:
-            cli.clear_run(out)
+        if settings.overwrite and run.rank == 0:  # the run OUT holds, and what its writes left half done
+            for name in cli.RUN_FILES + cli.LEFTOVERS:
+                path = out / name
+                shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
 
     def start(self, core, optimizer, scheduler, scaler, alignment_before):
         """The loop's state, fresh or as --resume's checkpoint left it (loaded into the model...); the progress bar."""
@@ -546,7 +547,9 @@ def resume(out, saved, core, optimizer, scheduler, scaler, rank, world_size):
     try:
         if "sharded" in saved:
             shard.load(path, core, optimizer)
-            problems = [p for p in distributed.gather(shard.non_finite(core)) if p]
+            mine = next((f"{name} holds NaN or infinite values" for name, p in core.named_parameters()
+                         if not torch.isfinite(shard.local(p)).all()), None)  # this process's first such shard
+            problems = [p for p in distributed.gather(mine) if p]
             if problems:
                 raise CheckpointError(f"{path}: {problems[0]}")
         else:
@@ -566,5 +569,12 @@ def resume(out, saved, core, optimizer, scheduler, scaler, rank, world_size):
     elif rank == 0:
         print(f"note: resuming {len(saved['rng'])}-process run on {world_size}: dropout draws will differ",
               file=sys.stderr)
-    if rank == 0:
-        cli.keep_log_until(out / "log.jsonl", saved["step"])
+    log, kept = out / "log.jsonl", []
+    if rank == 0 and log.exists():  # the records of later steps, and a line cut short, dropped
+        for line in log.read_text(encoding="utf-8").splitlines():
+            try:
+                if json.loads(line).get("step", 0) <= saved["step"]:
+                    kept.append(line)
+            except (json.JSONDecodeError, AttributeError):
+                continue
+        cli.write_text(log, "".join(line + "\n" for line in kept))

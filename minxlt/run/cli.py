@@ -1,10 +1,8 @@
 """What the commands share at their edges: argument types, files written so that a crash leaves the old or the
-new one whole, the output folder's checks (one run at a time in it), and bad input said in one line.
-"""
+new one whole, the output folder's checks (one run at a time in it), and bad input said in one line."""
 import argparse
 import atexit
 import errno
-import json
 import os
 import shutil
 import socket
@@ -94,18 +92,15 @@ def device(text):
     raise argparse.ArgumentTypeError(f"{text!r}: give cpu, cuda or cuda:N")
 
 
-def existing_directory(text):
+def existing_directory(text, kind="directory"):
     path = Path(text)
-    if not path.is_dir():
-        raise argparse.ArgumentTypeError(f"{text}: {'not a directory' if path.exists() else 'no such directory'}")
+    if not (path.is_dir() if kind == "directory" else path.is_file()):
+        raise argparse.ArgumentTypeError(f"{text}: {'not a' if path.exists() else 'no such'} {kind}")
     return text
 
 
 def existing_file(text):
-    path = Path(text)
-    if not path.is_file():
-        raise argparse.ArgumentTypeError(f"{text}: {'not a file' if path.exists() else 'no such file'}")
-    return text
+    return existing_directory(text, "file")
 
 
 def write_text(path, text):
@@ -152,7 +147,7 @@ def has_checkpoint(out):
 
 def output_folder(out, resume=False, overwrite=False, rank=0):
     """OUT, checked before any training: writable, seen by every node, held by no other run (take), and holding
-    no run unless --resume continues it or --overwrite will replace it (clear_run)."""
+    no run unless --resume continues it or --overwrite will replace it (Book)."""
     check_shared({"--out": out}, rank)
     out = take(out, rank)
     held = [name for name in RUN_FILES if (out / name).exists()]
@@ -254,28 +249,6 @@ def check_shared(folders, rank):
             raise InputError(f"{what} {folder} is not on storage every process sees: process {', '.join(blind)} cannot "
                              f"read what process 0 (on {seen[0][1]}) wrote there; put it on a file system that every "
                              "node shares")
-
-
-def clear_run(out):
-    """Remove the run that OUT holds (--overwrite), and what its writes left half done."""
-    for name in RUN_FILES + LEFTOVERS:
-        path = Path(out) / name
-        shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
-
-
-def keep_log_until(path, step):
-    """Drop from a log.jsonl the records after `step` (a resumed run logs them again) and a line cut short."""
-    path = Path(path)
-    if not path.exists():
-        return
-    kept = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            if json.loads(line).get("step", 0) <= step:
-                kept.append(line)
-        except (json.JSONDecodeError, AttributeError):
-            continue
-    write_text(path, "".join(line + "\n" for line in kept))
 
 
 def run(main):

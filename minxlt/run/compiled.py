@@ -1,22 +1,12 @@
 """The compiled training step (train.py --compile, opt-in): each phase's loss, the method's forward and loss
 with its backward, one graph, run as CUDA graphs where a step is one micro-batch on one process. Batches
-padded to multiples of --bucket and filled to full size give a handful of shapes; docs/training.md says why.
-"""
-import argparse
+padded to multiples of --bucket and filled to full size give a handful of shapes; docs/training.md says why."""
 from dataclasses import replace
 
 import torch
 
-from minxlt.run import cli
-
 BACKEND = "inductor"  # the tests trace with "eager" (the graph as it is): inductor takes minutes to build on a CPU
 MODES = ("reduce-overhead", "default", "max-autotune-no-cudagraphs", "max-autotune")
-
-
-def add_arguments(group, add):
-    add(group, "--compile", False, help="compile each step (compiled.py)", action=argparse.BooleanOptionalAction)
-    add(group, "--compile-mode", help="torch.compile's (default: CUDA graphs)", choices=MODES, metavar="MODE")
-    add(group, "--bucket", help="lengths a multiple of N (compiled: 16)", type=cli.non_negative_int)
 
 
 def resolve(values, run):

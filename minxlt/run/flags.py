@@ -1,11 +1,7 @@
-"""train.py's flags and a run's settings, resolved once before the run and read-only from then on
-(Settings). Each setting is the flag, where the command line gives it; else the default of the method
-(its Settings dataclass, which may set a common flag's default too) or of the task's level (--max-length);
-else the flag's own. Then every check runs, before the model loads.
-
-METHODS maps --method to its class: a new method is a file with a subclass of methods.Method and a
-line here. Yu & Joty's co-training is not a method of one run but a driver of several: cotrain.py.
-"""
+"""train.py's flags and a run's read-only Settings: the flag given, else the method's default (its Settings dataclass)
+or the task level's (--max-length), else the flag's own; then every check, before the model loads. METHODS maps
+--method to its class: a new method is a file with a subclass of methods.Method and a line here (co-training of
+several runs is cotrain.py)."""
 import argparse
 import re
 import sys
@@ -107,6 +103,7 @@ def parse(argv=None, description="", strict=True):
 
 def parser(description="", method=None):
     """The parser of train.py's common flags, and of `method`'s own (its Settings) where one is given."""
+    first_sentence = lambda text: re.split(r"(?<=\.)\s+(?=[A-Z])", " ".join(text.split()))[0]  # on one line
     methods = "\n".join(f"  {name:<17}{first_sentence(cls.__doc__)}" for name, cls in METHODS.items())
     about = (f"{description.split(chr(10) * 2)[0]}\n\nMethods (--method NAME --help adds its own flags):\n{methods}\n\n"
              "Examples: the top of train.py; the manual: docs/training.md.")
@@ -123,11 +120,6 @@ def parser(description="", method=None):
             said = "" if default is None or default is False else f" (default: {default})"
             g.add_argument(flag, default=None, help=(help + said).replace("%", "%%"), **options)  # not given: None
     return p
-
-
-def first_sentence(text):
-    """A docstring's first sentence, on one line."""
-    return re.split(r"(?<=\.)\s+(?=[A-Z])", " ".join(text.split()))[0]
 
 
 def kind(type_, values):

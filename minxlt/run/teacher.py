@@ -31,8 +31,7 @@ def check(settings, kind):
                          "give --teacher CKPT to compute it")
     if not settings.teacher:
         return
-    checkpoint = settings.teacher
-    path = Path(checkpoint) / "task.json"
+    checkpoint, path = settings.teacher, Path(settings.teacher) / "task.json"
     try:
         method = json.loads(path.read_text(encoding="utf-8")).get("method")
     except (OSError, ValueError, AttributeError) as e:

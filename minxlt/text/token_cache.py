@@ -1,8 +1,7 @@
 """The token cache: a language's sentence-level training texts tokenized once into arrays in
-$MINXLT_CACHE/tokens/<entry>, read memory-mapped by later runs and every process (docs/training.md, "Speed").
-An entry is named by a hash of its files' bytes (else of its examples), the tokenizer, --max-length, the labels
-and this code; it holds the ids in one int32 array with offsets, labels, language and id indices, the warnings its
-files gave (said again by every run) and its files' sizes and CRC-32s (a damaged entry is built again)."""
+$MINXLT_CACHE/tokens/<entry>, memory-mapped by later runs and every process (docs/training.md, "Speed"), named by a hash
+of its files' bytes (else its examples), the tokenizer, --max-length, the labels and this code. An entry holds the ids
+with offsets, labels, language and id indices, its files' warnings (said again by every run), sizes and CRC-32s."""
 import bisect
 import hashlib
 import itertools
@@ -49,7 +48,16 @@ class Texts(Items):
         return self.token_lengths().tolist()
 
     def pair_with(self, translations):
-        return pairs(self, translations)
+        """data.translation_pairs on two Texts' arrays: each translation with its source, in the sources' order."""
+        table = {example_id: k for k, example_id in enumerate(self.distinct_ids())}
+        wanted, codes = self.id_codes(table), translations.id_codes(table)
+        order = np.argsort(codes, kind="stable")  # translation rows grouped by their source's id, in order
+        grouped = codes[order]
+        starts, ends = np.searchsorted(grouped, wanted, "left"), np.searchsorted(grouped, wanted, "right")
+        counts = ends - starts
+        source_index = np.repeat(np.arange(len(wanted)), counts)
+        within = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)  # a pair's place in its group
+        return Pairs(self, translations, source_index, order[np.repeat(starts, counts) + within])
 
 
 class EncodedTexts(Texts):
@@ -148,19 +156,6 @@ class ById:
         return self.texts[lang].item(int(rows[k]))
 
 
-def pairs(sources, translations):
-    """data.translation_pairs on two Texts' arrays: each translation with its source, in the sources' order."""
-    table = {example_id: k for k, example_id in enumerate(sources.distinct_ids())}
-    wanted, codes = sources.id_codes(table), translations.id_codes(table)
-    order = np.argsort(codes, kind="stable")  # translation rows grouped by their source's id, in order
-    grouped = codes[order]
-    starts, ends = np.searchsorted(grouped, wanted, "left"), np.searchsorted(grouped, wanted, "right")
-    counts = ends - starts
-    source_index = np.repeat(np.arange(len(wanted)), counts)
-    within = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)  # a pair's place in its group
-    return Pairs(sources, translations, source_index, order[np.repeat(starts, counts) + within])
-
-
 def key(examples, tokenizer, labels, max_length):
     """An entry's name: a hash of the tokenizer, --max-length, the labels and every example."""
     digest = hashlib.sha256(json.dumps([tokenizer.fingerprint(), max_length, list(labels)]).encode())
@@ -174,8 +169,7 @@ def files_key(files, reader, lang, tokenizer, labels, max_length):
     """An entry's name: a hash of its files' bytes, their reader, the language, the tokenizer, --max-length, the
     labels and the code that reads and tokenizes (READERS)."""
     code = [file_digest(path) for path in READERS]
-    described = [reader, lang, [file_digest(f) for f in files], code, tokenizer.fingerprint(), max_length,
-                 list(labels)]
+    described = [reader, lang, [file_digest(f) for f in files], code, tokenizer.fingerprint(), max_length, list(labels)]
     return "f" + hashlib.sha256(json.dumps(described).encode()).hexdigest()[:31]
 
 
@@ -257,20 +251,14 @@ def intact(folder):
     return problem is None
 
 
-def say_again(folder):
-    """Say the warnings an entry's files gave as it was built."""
-    for message in json.loads((folder / "warnings.json").read_text(encoding="utf-8")):
-        print(f"warning: {message}", file=sys.stderr)
-
-
 def write(tmp, examples, tokenizer, labels, max_length):
     """An entry's arrays, tokenized CHUNK texts at a time as `examples` come: the process holds one chunk and a few
     numbers a text before it; each chunk's ids go to a file that becomes ids.npy."""
-    lang_of, id_of, tokens = {}, {}, 0
+    lang_of, id_of, tokens, examples = {}, {}, 0, iter(examples)
     parts = {"offsets": [np.zeros(1, np.int64)], "labels": [np.zeros(0, np.int16)],  # the first piece gives the type
              "langs": [np.zeros(0, np.int16)], "id_index": [np.zeros(0, np.int64)]}
     with open(tmp / "ids.raw", "wb") as ids:
-        for chunk in batched(examples, CHUNK):
+        while chunk := list(itertools.islice(examples, CHUNK)):
             items = encode_examples(chunk, tokenizer, labels, max_length)
             lengths = np.asarray([len(item.ids) for item in items], np.int64)
             np.asarray([t for item in items for t in item.ids], np.int32).tofile(ids)
@@ -291,12 +279,6 @@ def write(tmp, examples, tokenizer, labels, max_length):
         np.save(tmp / f"{name}.npy", array)
     with open(tmp / "tables.json", "w", encoding="utf-8") as f:  # written as it is encoded, not made whole first
         json.dump({"langs": lang_names, "ids": list(id_of)}, f, ensure_ascii=False)
-
-
-def batched(items, n):
-    items = iter(items)
-    while chunk := list(itertools.islice(items, n)):
-        yield chunk
 
 
 def load(folder):
@@ -365,5 +347,6 @@ def training_texts(train, langs, tokenizer, labels, max_length, rank=0):
                          "processes that share a cache folder need to see the same files in it")
     texts.update({lang: load(folder) for lang, folder in folders.items()})
     for lang in [lang for lang in folders if lang not in mine] if rank == 0 else []:
-        say_again(folders[lang])  # what its files said when read by an earlier run, or another process
+        for message in json.loads((folders[lang] / "warnings.json").read_text(encoding="utf-8")):
+            print(f"warning: {message}", file=sys.stderr)  # what its files said to an earlier run, or another process
     return {lang: texts[lang] for lang in langs}

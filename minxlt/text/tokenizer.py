@@ -222,10 +222,9 @@ def from_tokenizer_json(path):
     if kind == "WordPiece":
         bert = normalizer if normalizer.get("type") == "BertNormalizer" else {}
         return WordPieceTokenizer(model["vocab"], lowercase=bert.get("lowercase", False),
-                                  strip_accents=bert.get("strip_accents"),
-                                  chinese=bert.get("handle_chinese_chars", True), clean=bert.get("clean_text", True),
-                                  max_word=model.get("max_input_chars_per_word", 100),
-                                  unk=model.get("unk_token", "[UNK]"))
+                                  strip_accents=bert.get("strip_accents"), clean=bert.get("clean_text", True),
+                                  chinese=bert.get("handle_chinese_chars", True), unk=model.get("unk_token", "[UNK]"),
+                                  max_word=model.get("max_input_chars_per_word", 100))
     if kind != "Unigram":
         raise CheckpointError(f"{path}: a {kind} model; minxlt reads Unigram (XLM-R) and WordPiece (BERT) tokenizers")
     steps = normalizer.get("normalizers", [normalizer]) if normalizer.get("type") == "Sequence" else [normalizer]
