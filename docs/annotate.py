@@ -110,7 +110,6 @@ STYLE += FORMATTER.get_style_defs(".code pre")
 GREEK = {"lambda": "λ", "alpha": "α", "tau": "τ", "sigma": "σ", "theta": "θ", "beta": "β", "gamma": "γ",
          "mu": "μ"}
 
-
 def math(text):
     """The papers' notation set as they set it: Greek letters (lambda0: λ, 0 below), h~, Σ, √, a symbol's _x or
     _{...} below it (L_task, ||_F), ^T or ^{...} above it (H_d^s too), Eq. N in bold."""
@@ -127,7 +126,6 @@ def math(text):
     text = re.sub(r"(?:(?<=[\w)'])|(?<=</sub>))\^(\{[^}]+\}|[A-Za-z0-9])", sup, text)
     return re.sub(r"\b(Eq\. \d+(?:-\d+)?)", r'<span class="eq">\1</span>', text)
 
-
 def notation(rendered):
     """math() on the text of rendered Markdown, outside inline code (an equation in a <pre> block is set too)."""
     out, in_pre, in_code = [], False, False
@@ -143,7 +141,6 @@ def notation(rendered):
         else:
             out.append(part if in_code else math(part))
     return "".join(out)
-
 
 def note_html(text):
     """A note as HTML: Markdown, with lists, tables of terms and preformatted blocks as note writers write them."""
@@ -167,7 +164,6 @@ def note_html(text):
     rendered = re.sub(r"<p>\x00(\d+)\x00</p>", lambda m: held[int(m.group(1))], rendered)
     return re.sub(r"\x00(\d+)\x00", lambda m: held[int(m.group(1))], rendered)
 
-
 def terms_tables(text, hold):
     """Each run of lines "  term  description" (continued deeper) as a held table of terms, a paragraph."""
     lines, out, i = text.split("\n"), [], 0
@@ -188,18 +184,15 @@ def terms_tables(text, hold):
             i += 1
     return "\n".join(out)
 
-
 DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 COMMAND = re.compile(r"\s*(python3?|torchrun|pip|bash)\b")
 DRAWING = ("-->", "--.", "--'", ".--", "'--", ">--")  # an ASCII diagram's arrows and corners
-
 
 def labelled(line):
     """(equation, label) of a line that ends, after 3 spaces or more, with Eq. N, Sec. N or Algorithm N; else None."""
     found = list(re.finditer(r"\s{3,}", line))
     equation, label = (line[:found[-1].start()], line[found[-1].end():]) if found else ("", "")
     return (equation, label) if equation.strip() and re.search(r"Eq\.|Sec\.|Algorithm", label) else None
-
 
 def preformatted_html(block):
     """An indented block, never wrapped: commands and drawings as written, equations set, labels in a column."""
@@ -214,13 +207,11 @@ def preformatted_html(block):
     return '<pre class="equations">' + "".join(f'<span>{set_(eq)}</span><span class="label">{set_(label)}</span>'
                                                for eq, label in cells) + "</pre>"
 
-
 def html_text(text):
     """The note with what Markdown would read as HTML escaped (a <s> token), outside `code` and indented blocks."""
     escape = lambda s: s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     outside_code = lambda line: "".join(p if i % 2 else escape(p) for i, p in enumerate(re.split(r"(`[^`]*`)", line)))
     return "\n".join(line if line.startswith("    ") else outside_code(line) for line in text.split("\n"))
-
 
 def docstrings(tree):
     """{first line: (last line, text, the first line of what it documents)} of every docstring in the module."""
@@ -231,18 +222,15 @@ def docstrings(tree):
             found[node.body[0].lineno] = (node.body[0].end_lineno, ast.get_docstring(node), owner)
     return found
 
-
 def first_line(node):
     """A definition's first line, its decorators' included."""
     return min([node.lineno] + [d.lineno for d in node.decorator_list])
-
 
 def comment_lines(source):
     """{line: comment text} of the lines that hold a comment alone (not after code)."""
     tokens = tokenize.generate_tokens(io.StringIO(source).readline)
     return {t.start[0]: t.string.lstrip("#").strip() for t in tokens
             if t.type == tokenize.COMMENT and t.line.strip().startswith("#")}
-
 
 def sections(source):
     """[(notes, code)]: each docstring or comment block with the code up to the next, a signature with its
@@ -285,12 +273,10 @@ def sections(source):
     close()
     return [(text, body) for text, body in out if text or body]
 
-
 def defined(code):
     """The name of the function or class a section's code starts with (after its decorators), or None."""
     found = re.match(r"(?:\s*@.*\n)*\s*(?:async\s+)?(?:def|class)\s+(\w+)", code)
     return found and found.group(1)
-
 
 def render(name, source):
     """The page of one file of PAGES; SKIMMED's definitions are dimmed, the first of a run of them saying why."""
@@ -313,7 +299,6 @@ def render(name, source):
             f'<nav><a href="index.html">index</a> {links} <a href="../../{name}">source</a></nav>\n</header>\n'
             + "\n".join(rows) + "\n</body>\n</html>\n")
 
-
 def index():
     items = "\n".join(f'<li><a href="{Path(name).stem}.html">{html.escape(title)}</a> (<code>{name}</code>): '
                       f"{html.escape(paper)}; {math(html.escape(where))}</li>"
@@ -327,12 +312,10 @@ def index():
             f'<a href="../../README.md">README</a></p>\n</header>\n'
             f"<ol>\n{items}\n</ol>\n</body>\n</html>\n")
 
-
 def pages():
     """{file name under docs/pages: its HTML}, from the sources as they are."""
     return {"index.html": index(), **{f"{Path(name).stem}.html": render(name, (ROOT / name).read_text(encoding="utf-8"))
                                       for name in PAGES}}
-
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -347,7 +330,6 @@ def main(argv=None):
         OUT.mkdir(parents=True, exist_ok=True)
         (OUT / name).write_text(made[name], encoding="utf-8")
     print(f"{'checked' if args.check else 'wrote'} {len(PAGES) + 1} pages in {OUT}")
-
 
 if __name__ == "__main__":
     main()

@@ -11,7 +11,6 @@ from pathlib import Path
 from data import Example
 from minxlt.errors import DataError, warn
 
-
 def read_text(path):
     """The text of a UTF-8 file, without a byte-order mark; one that is not UTF-8 stops at its first bad byte's line."""
     raw = a_file(path).read_bytes()

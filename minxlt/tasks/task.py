@@ -9,7 +9,6 @@ from pathlib import Path
 
 from minxlt.errors import InputError, warn
 
-
 class TrainSplit(Mapping):
     """{lang: [Example]} read from the files when first asked for (evaluation, and a run whose token
     cache holds them, never read them), checked as check_split checks, a target against the source."""

@@ -7,7 +7,6 @@ from minxlt.errors import DataError, warn
 from minxlt.tasks.readers import check_label, each_tsv, open_text, utf8
 from minxlt.tasks.task import Layout
 
-
 def read_xtreme_pairs(path, lang, labels):
     """XTREME's {train,dev,test}-<lang>.tsv: text, second text, label (test: none), csv-quoted; id: the row number."""
     return list(each_xtreme_pairs(path, lang, labels))
