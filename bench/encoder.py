@@ -46,10 +46,7 @@ def build(impl, shape, args):
 def step(impl, model, ids, mask, args):
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(args.amp)
     with torch.autocast(device_type=args.device.split(":")[0], dtype=dtype, enabled=dtype is not None):
-        if impl == "ours":
-            hidden = model(ids, mask)
-        else:
-            hidden = model(input_ids=ids, attention_mask=mask).last_hidden_state
+        hidden = model(ids, mask) if impl == "ours" else model(input_ids=ids, attention_mask=mask).last_hidden_state
         loss = hidden.float().pow(2).mean()
     loss.backward()
     model.zero_grad(set_to_none=True)

@@ -141,8 +141,7 @@ def by_phase(directory, amp, embeddings_unit=False):
 
     del optimizer, scheduler  # the test: AdamW freed, the tested model loaded sharded beside the trained one
     gc.collect()
-    tested = Encoder.from_pretrained(directory, device="meta")
-    tested = Classifier(tested, 3)
+    tested = Classifier(Encoder.from_pretrained(directory, device="meta"), 3)
     shard.wrap(tested, tested.encoder, device="cpu", trains=False)
     shard.load_pretrained(tested, tested.encoder, directory, "cpu")
     peak = [0]

@@ -107,8 +107,7 @@ sub, sup { line-height: 0; }
 
 FORMATTER = HtmlFormatter(nowrap=True, style="friendly")
 STYLE += FORMATTER.get_style_defs(".code pre")
-GREEK = {"lambda": "λ", "alpha": "α", "tau": "τ", "sigma": "σ", "theta": "θ", "beta": "β", "gamma": "γ",
-         "mu": "μ"}
+GREEK = {"lambda": "λ", "alpha": "α", "tau": "τ", "sigma": "σ", "theta": "θ", "beta": "β", "gamma": "γ", "mu": "μ"}
 
 def math(text):
     """The papers' notation set as they set it: Greek letters (lambda0: λ, 0 below), h~, Σ, √, a symbol's _x or
@@ -226,17 +225,13 @@ def first_line(node):
     """A definition's first line, its decorators' included."""
     return min([node.lineno] + [d.lineno for d in node.decorator_list])
 
-def comment_lines(source):
-    """{line: comment text} of the lines that hold a comment alone (not after code)."""
-    tokens = tokenize.generate_tokens(io.StringIO(source).readline)
-    return {t.start[0]: t.string.lstrip("#").strip() for t in tokens
-            if t.type == tokenize.COMMENT and t.line.strip().startswith("#")}
-
 def sections(source):
     """[(notes, code)]: each docstring or comment block with the code up to the next, a signature with its
     docstring; a definition without one starts a section without notes (never beside another's)."""
     lines, tree = source.splitlines(), ast.parse(source)
-    docs, comments = docstrings(tree), comment_lines(source)
+    docs, tokens = docstrings(tree), tokenize.generate_tokens(io.StringIO(source).readline)
+    comments = {t.start[0]: t.string.lstrip("#").strip() for t in tokens  # the lines holding a comment alone
+                if t.type == tokenize.COMMENT and t.line.strip().startswith("#")}
     owners = {owner: first for first, (_, _, owner) in docs.items() if owner != 1}
     bare = {first_line(n) for n in ast.walk(tree) if isinstance(n, DEFINITIONS)} - set(owners)  # no docstring
     out, notes, code, n = [], None, [], 1
@@ -261,8 +256,7 @@ def sections(source):
                 n += 1
             close()
             notes, code = "\n".join(block), []
-            if n in bare:  # the comment is the definition's note
-                bare.discard(n)
+            bare.discard(n)  # the comment is the definition's note, if a definition follows
         elif n in bare:
             close()
             notes, code = None, [lines[n - 1]]

@@ -244,15 +244,11 @@ def plot(experiment, columns, path):
     plt.close(figure)
     return True
 
-def table_folder(experiment, out):
-    """Where an experiment's table goes: OUT/<the file's name>/ (its runs are in OUT/<task>/, shared)."""
-    return Path(out) / experiment.path.stem
-
 def report(experiment, out, failed=None):
     """Write OUT/<the file's name>/table.md, table.csv and table.png; print the markdown."""
     columns = read_scores(experiment, out)
     more = {metric: read_scores(experiment, out, metric) for metric in experiment.metrics[1:]}
-    out = table_folder(experiment, out)
+    out = Path(out) / experiment.path.stem  # its runs are in OUT/<task>/, shared
     out.mkdir(parents=True, exist_ok=True)
     table = markdown(experiment, columns, failed, more)
     cli.write_text(out / "table.md", table)

@@ -120,8 +120,7 @@ def load_experiment(path, data=None):
     if spec["task"] not in tasks.LAYOUTS:
         refuse(path, "task", f"unknown task {spec['task']!r} (one of {', '.join(tasks.LAYOUTS)})")
     seeds = spec["seeds"]
-    if not (isinstance(seeds, list) and seeds and all(type(s) is int for s in seeds)
-            and len(set(seeds)) == len(seeds)):
+    if not (isinstance(seeds, list) and seeds and all(type(s) is int for s in seeds) and len(set(seeds)) == len(seeds)):
         refuse(path, "seeds", f"a list of distinct integers, not {seeds!r}")
     for name in ("title", "about"):
         if not isinstance(spec.get(name, ""), str):
@@ -261,8 +260,7 @@ def check_flags(path, where, given, before=()):
         named.discard("--model")  # a model another run of the file trains (Unicoder's pre-training)
     reserved = sorted(RESERVED & named)
     if reserved:
-        refuse(path, where, f"{reserved[0]} is set by reproduce.py (from the file's task, data, model, seeds and "
-               "runs)")
+        refuse(path, where, f"{reserved[0]} is set by reproduce.py (from the file's task, data, model, seeds and runs)")
     shared = sorted(named & set(PER_RUN) - ({"--source-lang"} if where == "flags" else set()))
     if shared:
         refuse(path, where, f"{shared[0]} cannot be given here: it is {PER_RUN[shared[0]]} (every seed's run would "

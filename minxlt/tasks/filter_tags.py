@@ -42,14 +42,6 @@ def translated_segments(path, sentences, tokenizer):
         out.append(segments)
     return out
 
-def read_training_translations(path, lang, sources, tokenizer):
-    """The source's training sentences translated into `lang` (train-en-<lang>.tsv): segments joined, ids kept."""
-    out = []
-    for e, segments in zip(sources, translated_segments(path, [e.words for e in sources], tokenizer)):
-        words = [w for _, segment in segments for w in segment]
-        out.append(Example(id=e.id, lang=lang, text=" ".join(words), words=words, where=f"{path}:{segments[0][0]}"))
-    return out
-
 def read_test_translations(path, source, examples, tokenizer):
     """A split's sentences translated into `source`, segment k > 0 under "<id>#<k>" (levels.Word.score's window k)."""
     out = []
@@ -72,7 +64,8 @@ class FilterTranslations:
                 else super().split_file(lang, split))
 
     def read_translations(self, lang):
-        """A target's training examples: FILTER's translations of the source's, or none without the file."""
+        """A target's training examples: FILTER's translations of the source's (train-en-<lang>.tsv), segments joined,
+        ids kept; none without the file."""
         path = self.translation_file(lang)
         if not path.is_file():
             return []
@@ -80,8 +73,11 @@ class FilterTranslations:
             raise InputError(f"{path}: FILTER's translations are aligned with the segments XTREME's preprocessing "
                              "cuts the sentences into, which a tokenizer counts: load the task with the run's "
                              "(load_task(..., tokenizer=))")
-        sources = self.source_train()
-        return read_training_translations(path, lang, sources, self.tokenizer)
+        sources, out = self.source_train(), []
+        for e, segments in zip(sources, translated_segments(path, [e.words for e in sources], self.tokenizer)):
+            words = [w for _, segment in segments for w in segment]
+            out.append(Example(id=e.id, lang=lang, text=" ".join(words), words=words, where=f"{path}:{segments[0][0]}"))
+        return out
 
     def test_translations(self):
         folder = self.directory / FOLDER if self.directory else None

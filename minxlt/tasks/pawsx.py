@@ -36,8 +36,7 @@ class Pawsx(Layout):
         return XtremePawsx if directory and (Path(directory) / "train-en.tsv").is_file() else cls
 
     def found(self):
-        return {p.name for p in self.directory.iterdir()
-                if (p / "test.tsv").is_file() or (p / "test_2k.tsv").is_file()}
+        return {p.name for p in self.directory.iterdir() if (p / "test.tsv").is_file() or (p / "test_2k.tsv").is_file()}
 
     def read(self, lang, split):
         return read_pawsx(first_existing(self.directory / lang, self.names(lang, split)), lang)

@@ -112,16 +112,14 @@ def squad_normalise(text):
 
 # MLQA's normalisation (evaluate_mlqa.py, docs/evaluation.md): Unicode punctuation and the language's articles
 # removed, Chinese characters one token each; a language the script does not name is read as it reads Hindi.
-def is_punctuation(ch):
-    return ch in ASCII_PUNCTUATION or unicodedata.category(ch).startswith("P")
-
 ARTICLES = {"en": r"\b(a|an|the)\b", "es": r"\b(un|una|unos|unas|el|la|los|las)\b",
             "de": r"\b(ein|eine|einen|einem|eines|einer|der|die|das|den|dem|des)\b",
             "vi": r"\b(của|là|cái|chiếc|những)\b", "ar": r"\sال^|ال"}
 CHINESE = re.compile(r"([\u4e00-\u9fa5])")  # mixed_segmentation's characters
 
 def mlqa_tokens(text, lang):
-    text = "".join(ch for ch in text.lower() if not is_punctuation(ch))
+    punctuation = lambda ch: ch in ASCII_PUNCTUATION or unicodedata.category(ch).startswith("P")
+    text = "".join(ch for ch in text.lower() if not punctuation(ch))
     if lang in ARTICLES:
         text = re.sub(ARTICLES[lang], " ", text)
     return (CHINESE.sub(r" \1 ", text) if lang == "zh" else text).split()

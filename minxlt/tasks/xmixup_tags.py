@@ -100,10 +100,6 @@ def read_token_translations(path, source, examples, tokenizer=None):
     what = f"{examples[0].lang if examples else ''}'s split"
     return untagged_sentences(path, examples, source, what, tokenizer, joined=False)
 
-def read_round_trips(path, lang, sources, tokenizer=None):
-    """The round trips of the source's training sentences through `lang` (translate-train-en-token), by sentence."""
-    return untagged_sentences(path, sources, lang, source_file(sources), tokenizer)
-
 def untagged_sentences(path, examples, lang, what, tokenizer=None, joined=True):
     """An X-Mixup token file's sentences, each example's joined under its id (not `joined`: a segment at a time)."""
     out = []
@@ -159,9 +155,9 @@ class XmixupTranslations:
             path, lang, self.source_train(), self.labels, label_columns(self.directory, self.labels), self.tokenizer))
 
     def each_round_trip(self, path, lang):
-        """X-Mixup's round trips of the source's training sentences through `lang` (--round-trip), read_round_trips."""
+        """X-Mixup's round trips of the source's training sentences through `lang` (--round-trip), by sentence."""
         sources = self.source_train()
-        return iter(read_round_trips(Path(path), lang, sources, self.tokenizer))
+        return iter(untagged_sentences(Path(path), sources, lang, source_file(sources), self.tokenizer))
 
     def soft_labels_of(self, lang):
         """{(id, lang): [each word's soft labels]} of a target's training examples."""

@@ -62,8 +62,7 @@ class Xnli(Layout):
         return [self.directory / "XNLI-MT-1.0" / "multinli" / f"multinli.train.{lang}.tsv"]
 
     def split_file(self, lang, split):
-        return (self.train_files(lang)[0] if split == "train"
-                else self.directory / "XNLI-1.0" / f"xnli.{split}.tsv")
+        return (self.train_files(lang)[0] if split == "train" else self.directory / "XNLI-1.0" / f"xnli.{split}.tsv")
 
     def each_round_trip(self, path, lang):
         return each_round_trip(path, lang)
