@@ -56,10 +56,6 @@ def write_sib200(folder, pairs, langs, seed=0):
                 f.write("index_id\tcategory\ttext\n")
                 f.writelines(f"{i}\t{label}\t{sentence(rng, words[lang], 20)}\n" for i, label in enumerate(labels))
 
-def command(data, out, model, task="xnli"):
-    return ["--method", "translate-train", "--task", task, "--data", str(data), "--model", model, "--out", str(out),
-            "--max-steps", "1", "--no-test", "--no-alignment", "--seed", "0"]
-
 def measure(argv, cache):
     """(CPU seconds, peak resident MiB) of a fresh process running `argv` (Python's arguments)."""
     process = subprocess.Popen([sys.executable, *argv], env=dict(os.environ, MINXLT_CACHE=str(cache)),
@@ -100,7 +96,9 @@ def main(argv=None):
         small, full = max(args.pairs // 10, 1), args.pairs
         write(tmp / "small", small, langs)
         write(tmp / "full", full, langs)
-        argv = lambda size, out: command(tmp / size, tmp / f"out-{size}-{out}", model, args.task)
+        argv = lambda size, out: ["--method", "translate-train", "--task", args.task, "--data", str(tmp / size),
+                                  "--model", model, "--out", str(tmp / f"out-{size}-{out}"), "--max-steps", "1",
+                                  "--no-test", "--no-alignment", "--seed", "0"]
         stage = lambda size, cache: measure(["-m", "bench.data", "--data-stage", *argv(size, cache)], tmp / cache)[1]
         cold = {size: stage(size, f"cold-{size}") for size in ("small", "full")}  # each its own empty cache
         runs = [(size, n, how) for size, n in (("small", small), ("full", full)) for how in ("built", "reused")]

@@ -16,8 +16,7 @@ MB = 2 ** 20
 ROOT = Path(__file__).resolve().parents[1]  # the repository, where python -m bench.load runs
 
 def child(directory, dtype, warm):
-    """In a fresh process: print the peak resident bytes (VmHWM less VmRSS before) a load adds, after a tiny load
-    of the same layout where `warm`."""
+    """In a fresh process: print the peak resident bytes a load adds (VmHWM less VmRSS), after a tiny one if `warm`."""
     from model import Config, Encoder
     status = lambda key: 1024 * int(next(line.split()[1] for line in open("/proc/self/status")
                                          if line.startswith(key + ":")))

@@ -52,8 +52,7 @@ def fixed_length(item, length, tokenizer):
     return replace(item, ids=[item.ids[0], *(content * (length // len(content) + 1))[:length - 2], item.ids[-1]])
 
 def source_batches(run, batch_size, steps, length=None):
-    """Per step: --batch-size (source, translation) pairs into a target language drawn per step; with `length`,
-    every text that many tokens long."""
+    """--batch-size (source, translation) pairs a step, into a target language drawn per step; `length`: each text's."""
     task = run.task
     pairs = run.level.pair(run.training_texts([task.source]), run.training_texts(task.targets))
     by_source = {}
@@ -196,14 +195,6 @@ def loop_ms_per_step(out):
              for a, b in zip(losses[1:], losses[2:]) if not any(a["step"] <= step < b["step"] for step in evaluated)]
     return statistics.median(rates) if rates else None
 
-def peak_flops(device, given):
-    if given:
-        return given * 1e12
-    if not device.startswith("cuda"):
-        return None
-    name = torch.cuda.get_device_name(device)
-    return next((tflops * 1e12 for gpu, tflops in PEAK_TFLOPS.items() if gpu in name), None)
-
 def report(results, batch_size, peak, reference):
     """The table of one batch size, and the reference method's throughput against transformers'."""
     print(f"\nbatch {batch_size}")
@@ -254,9 +245,8 @@ def main(argv=None):
         if own.shapes != "model":
             model_dir = shaped_model(model_dir, own.shapes, folder)
         run = train.load_run(first, model_dir, device, 0, 1)
-        resolved = {}
-        for name, args in given.items():  # each method's settings from the flags given, less other methods' flags
-            resolved[name] = flags.resolve(args, run)
+        # each method's settings from the flags given, less other methods' flags
+        resolved = {name: flags.resolve(args, run) for name, args in given.items()}
         settings, run = resolved[names[0]]
         if own.compile_model and settings.compile:
             parser.error("--compile-model compiles the model the old way: give --no-compile with it")
@@ -271,10 +261,13 @@ def main(argv=None):
         buckets = f"multiples of {settings.bucket}" if settings.bucket else "none"
         fixed = "; every text --max-length tokens" if own.fixed_length else ""
         print(f"compiled: {how}; length buckets: {buckets}{fixed}")
+        peak = own.peak_tflops * 1e12 if own.peak_tflops else None  # for MFU: given, or the GPU's as PEAK_TFLOPS has it
+        if peak is None and device.startswith("cuda"):
+            name = torch.cuda.get_device_name(device)
+            peak = next((tflops * 1e12 for gpu, tflops in PEAK_TFLOPS.items() if gpu in name), None)
         for batch_size in map(int, own.batch_sizes.split(",")):
             length = settings.max_length if own.fixed_length else None
             batches = source_batches(run, batch_size, own.warmup + own.steps, length)
-            peak = peak_flops(device, own.peak_tflops)
             results = measure(trainees, batches, own.warmup, device, count_flops=peak is not None)
             report(results, batch_size, peak, own.reference)
         if settings.compile or own.compile_model:

@@ -212,15 +212,6 @@ def html_text(text):
     outside_code = lambda line: "".join(p if i % 2 else escape(p) for i, p in enumerate(re.split(r"(`[^`]*`)", line)))
     return "\n".join(line if line.startswith("    ") else outside_code(line) for line in text.split("\n"))
 
-def docstrings(tree):
-    """{first line: (last line, text, the first line of what it documents)} of every docstring in the module."""
-    found = {}
-    for node in [tree] + [n for n in ast.walk(tree) if isinstance(n, DEFINITIONS)]:
-        if ast.get_docstring(node, clean=False) is not None:
-            owner = 1 if node is tree else first_line(node)
-            found[node.body[0].lineno] = (node.body[0].end_lineno, ast.get_docstring(node), owner)
-    return found
-
 def first_line(node):
     """A definition's first line, its decorators' included."""
     return min([node.lineno] + [d.lineno for d in node.decorator_list])
@@ -229,7 +220,12 @@ def sections(source):
     """[(notes, code)]: each docstring or comment block with the code up to the next, a signature with its
     docstring; a definition without one starts a section without notes (never beside another's)."""
     lines, tree = source.splitlines(), ast.parse(source)
-    docs, tokens = docstrings(tree), tokenize.generate_tokens(io.StringIO(source).readline)
+    docs = {}  # {first line: (last line, text, the first line of what it documents)} of every docstring
+    for node in [tree] + [n for n in ast.walk(tree) if isinstance(n, DEFINITIONS)]:
+        if ast.get_docstring(node, clean=False) is not None:
+            owner = 1 if node is tree else first_line(node)
+            docs[node.body[0].lineno] = (node.body[0].end_lineno, ast.get_docstring(node), owner)
+    tokens = tokenize.generate_tokens(io.StringIO(source).readline)
     comments = {t.start[0]: t.string.lstrip("#").strip() for t in tokens  # the lines holding a comment alone
                 if t.type == tokenize.COMMENT and t.line.strip().startswith("#")}
     owners = {owner: first for first, (_, _, owner) in docs.items() if owner != 1}
@@ -267,11 +263,6 @@ def sections(source):
     close()
     return [(text, body) for text, body in out if text or body]
 
-def defined(code):
-    """The name of the function or class a section's code starts with (after its decorators), or None."""
-    found = re.match(r"(?:\s*@.*\n)*\s*(?:async\s+)?(?:def|class)\s+(\w+)", code)
-    return found and found.group(1)
-
 def render(name, source):
     """The page of one file of PAGES; SKIMMED's definitions are dimmed, the first of a run of them saying why."""
     title, paper, where = PAGES[name]
@@ -279,7 +270,8 @@ def render(name, source):
     introduction = ast.get_docstring(ast.parse(source))
     rows, previous = [], ""
     for i, (text, body) in enumerate(sections(source)):
-        kind = " intro" if i == 0 and text == introduction else " skimmed" if defined(body) in skimmed else ""
+        defined = re.match(r"(?:\s*@.*\n)*\s*(?:async\s+)?(?:def|class)\s+(\w+)", body)  # after its decorators
+        kind = " intro" if i == 0 and text == introduction else " skimmed" if defined and defined[1] in skimmed else ""
         skim = f'<p class="skim">{html.escape(why)}</p>' if kind == " skimmed" != previous else ""  # once a run of them
         previous = kind
         code = highlight(body, PythonLexer(), FORMATTER).rstrip("\n") if body else ""  # as written: wide lines scroll

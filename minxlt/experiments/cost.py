@@ -50,8 +50,7 @@ def draws(method):
     return flags.METHODS[method].draws
 
 def run_cost(method, values, sizes, test_input, trained=True, level="sentence", tested=True):
-    """Cost of one run of `method` (its settings `values`, flags.planned's) on data of `sizes`; `tested`: with
-    its test."""
+    """Cost of one run of `method` (settings `values`, flags.planned's) on data of `sizes`; `tested`: with its test."""
     if not sizes:
         return Cost(uncounted=1)
     per_prediction = 2 if test_input in PAIRED_AT_TEST and draws(method) == "pairs" else 1

@@ -118,13 +118,6 @@ def grid_note(column):
 
 SHOWN = ("lr", "batch_size", "epochs", "max_steps", "max_length", "warmup", "weight_decay", "select_on")
 
-def settings_line(experiment, column):
-    """The settings a run's results were made with, as train.py resolved them."""
-    if column.run.evaluate:
-        return f"the {column.run.evaluate} model's"
-    names = [n for n in dict.fromkeys([*experiment.settings, *column.run.settings, *SHOWN]) if n in column.settings]
-    return ", ".join(f"{name} {column.settings[name]}" for name in names) or "none recorded"
-
 def paper_value(run, key, metric=None):
     paper = run.papers.get(metric, {}) if metric and run.papers else run.paper
     return paper.get("average" if key == "average, as the paper's" else key)
@@ -137,7 +130,10 @@ def markdown(experiment, columns, failed=None, more=None):
     lines += [f"Task {experiment.task} ({experiment.data}), model {experiment.model or 'the bundled default'}, "
               f"seeds {', '.join(map(str, experiment.seeds))}, {metrics} in percent: mean ± sample standard deviation "
               "over the seeds in each column's header. Settings as each run resolved them (results.json):", ""]
-    lines += [f"- {c.run.name}: {settings_line(experiment, c)}" for c in columns if c.settings or c.run.evaluate]
+    for c in (c for c in columns if c.settings or c.run.evaluate):  # the settings its results were made with
+        names = [n for n in dict.fromkeys([*experiment.settings, *c.run.settings, *SHOWN]) if n in c.settings]
+        made = ", ".join(f"{name} {c.settings[name]}" for name in names) or "none recorded"
+        lines.append(f"- {c.run.name}: " + (f"the {c.run.evaluate} model's" if c.run.evaluate else made))
     if experiment.paper.get("table"):
         over = "all its languages" if experiment.paper["average"] == "all" else "its target languages"
         lines += ["", f"Paper: {experiment.paper['table']}; Δ is ours minus the paper's, with the seeds it averages "

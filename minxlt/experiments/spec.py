@@ -245,8 +245,7 @@ def check_fields(path, where, spec, known, required):
                f"unknown field (the fields are {', '.join(sorted(known))})")
 
 def check_flags(path, where, given, before=()):
-    """A list of flags, none reproduce.py's own (RESERVED) but a run's --model {run}, none given twice here or
-    in `before` (the file's flags)."""
+    """Flags, none reproduce.py's own (RESERVED) but a run's --model {run}, none twice here or in `before`."""
     if not (isinstance(given, list) and all(isinstance(flag, str) for flag in given)):
         refuse(path, where, f"a list of strings (command-line flags), not {given!r}")
     name = lambda flag: flag.split("=", 1)[0]
@@ -346,8 +345,7 @@ def check_grid(experiment, where, spec):
     return dict(grid)
 
 def check_requires(experiment, where, spec, run, fallback_of):
-    """A run's "requires" (the files it needs) and "otherwise" (what changes without them), checked as a run
-    of its own (run.fallback)."""
+    """A run's "requires" (the files it needs) and "otherwise" (what runs without them, run.fallback)."""
     path = experiment.path
     if ("requires" in spec) != ("otherwise" in spec) or (fallback_of is not None and "requires" in spec):
         refuse(path, f"{where}.requires", 'give "requires" and "otherwise" together: the files a run needs, and what '

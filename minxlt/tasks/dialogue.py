@@ -23,6 +23,8 @@ class DialogueLayout(Layout):
     labels = FolderLabels(0)
     intents = FolderLabels(1)
     own_translations = True  # the release's target training files translate the English one, with its ids
+    translations = ("the release's translations of the English training utterances (or XeroAlign's machine "
+                    "translations, <lang>/train.tsv)")
 
     def read_file(self, lang, split):
         """The examples of a language's split as the release writes them (each task's reader)."""

@@ -64,8 +64,7 @@ class FilterTranslations:
                 else super().split_file(lang, split))
 
     def read_translations(self, lang):
-        """A target's training examples: FILTER's translations of the source's (train-en-<lang>.tsv), segments joined,
-        ids kept; none without the file."""
+        """FILTER's translations of the source's (train-en-<lang>.tsv): segments joined, ids kept; none without it."""
         path = self.translation_file(lang)
         if not path.is_file():
             return []

@@ -23,12 +23,8 @@ def mtop_tags(path, line, tokens, spans, slots, length):
         if not 0 <= start < end <= length:
             raise DataError(path, line, f"slot {entry!r} is not a span of the {length}-character utterance")
         parsed.append((start, end, kind))
-    tags = []
-    for start, size in spans:
-        kind = next((("B-" if start == a else "I-") + k for a, b, k in parsed
-                     if start == a or (a < start and start + size <= b)), "O")
-        tags.append(kind)
-    return tags
+    return [next((("B-" if start == a else "I-") + k for a, b, k in parsed
+                  if start == a or (a < start and start + size <= b)), "O") for start, size in spans]
 
 def token_spans(path, line, cell):
     """(tokens, [(start, length)]) of the tokens column, {"tokens": [...], "tokenSpans": [{"start", "length"}]}."""
@@ -69,8 +65,6 @@ def read_mtop(path, lang):
 class Mtop(DialogueLayout):
     """<data>/<lang>/{train,eval,test}.txt (dev is `eval`); a target's training file translates English's, by id."""
     langs, pattern = MTOP_LANGS, "<lang>/{train,eval,test}.txt"
-    translations = ("the release's translations of the English training utterances (or XeroAlign's machine "
-                    "translations, <lang>/train.tsv)")
 
     def found(self):
         return {p.parent.name for p in self.directory.glob("*/eval.txt")

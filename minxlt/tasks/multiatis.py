@@ -28,8 +28,6 @@ def read_multiatis(path, lang):
 class MultiAtis(DialogueLayout):
     """<data>/{train,dev,test}_<LANG>.tsv (the release) or <data>/<lang>/{train,dev,test}.txt (XeroAlign's copy)."""
     langs, pattern = MULTIATIS_LANGS, "{train,dev,test}_<LANG>.tsv or <lang>/{train,dev,test}.txt"
-    translations = ("the release's translations of the English training utterances (or XeroAlign's machine "
-                    "translations, <lang>/train.tsv)")
 
     def found(self):
         released = {p.name[len("train_"):-len(".tsv")].lower() for p in self.directory.glob("train_*.tsv")}

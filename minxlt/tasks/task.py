@@ -211,8 +211,7 @@ class Task:
             self.train.examples = given
 
 class Layout:
-    """Where a task's files are and how a language's split is read (`read(lang, split)`); its languages
-    are those with files in the folder (`found`), in the order of `langs`, the others after them."""
+    """Where a task's files are, the languages they hold (`found`, `languages`), how a split is read (`read`)."""
     langs: list
     pattern: str    # a language's files, for messages
     labels: list

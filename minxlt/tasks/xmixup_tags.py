@@ -95,11 +95,6 @@ def label_columns(directory, labels):
 def source_file(sources):
     return f"the source's training file ({sources[0].where.rpartition(':')[0] if sources else ''})"
 
-def read_token_translations(path, source, examples, tokenizer=None):
-    """A split's sentences translated into `source` (translate-{test,dev}-token): segment k > 0 under "<id>#<k>"."""
-    what = f"{examples[0].lang if examples else ''}'s split"
-    return untagged_sentences(path, examples, source, what, tokenizer, joined=False)
-
 def untagged_sentences(path, examples, lang, what, tokenizer=None, joined=True):
     """An X-Mixup token file's sentences, each example's joined under its id (not `joined`: a segment at a time)."""
     out = []
@@ -110,10 +105,6 @@ def untagged_sentences(path, examples, lang, what, tokenizer=None, joined=True):
             out.append(Example(id=f"{e.id}#{k}" if k else e.id, lang=lang, text=" ".join(words), words=words,
                                where=f"{path}:{rows[0][0]}"))
     return out
-
-def is_token_file(path, lang):
-    """Whether `path` is one of X-Mixup's translate-{test,dev}-token/<lang>.txt."""
-    return path.name == f"{lang}.txt" and path.parent.name in (TEST, DEV)
 
 def teacher_rows(items, soft, num_labels):
     """{(id, lang): (T, C) teacher log-probabilities} of encoded translations from their words' soft labels `soft`
