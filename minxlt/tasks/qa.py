@@ -12,11 +12,7 @@ MAX_QUESTION_TOKENS = 64  # longer questions are cut (BERT's max_query_length)
 
 def token_spans(context, offsets):
     """Each context token's (start, end) characters, without the whitespace its "▁" covers (a bare "▁": empty)."""
-    spans = []
-    for a, b in offsets:
-        piece = context[a:b]
-        spans.append((a + len(piece) - len(piece.lstrip()), b))
-    return spans
+    return [(a + len(context[a:b]) - len(context[a:b].lstrip()), b) for a, b in offsets]
 
 def answer_tokens(spans, start, end):
     """(first, last) token holding the context's characters [start, end), or None (an answer of only whitespace)."""
