@@ -37,10 +37,6 @@ def differences(a, b, tolerance, where=""):
         return []
     return [] if a == b else [f"{where}: {a!r} != {b!r}"]
 
-def runs_under(folder):
-    """{relative path: run folder} for every run under `folder` (itself included)."""
-    return {str(log.parent.relative_to(folder)): log.parent for log in sorted(folder.rglob("log.jsonl"))}
-
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("a", type=Path)
@@ -51,7 +47,8 @@ def main(argv=None):
                         help="a record key to leave out too, such as one that only the newer run writes (repeatable)")
     args = parser.parse_args(argv)
     IGNORED.update(args.ignore)
-    a, b = runs_under(args.a), runs_under(args.b)
+    runs = lambda f: {str(log.parent.relative_to(f)): log.parent for log in sorted(f.rglob("log.jsonl"))}  # f's too
+    a, b = runs(args.a), runs(args.b)  # {relative path: run folder} of every run under each
     if not a:
         sys.exit(f"error: no log.jsonl under {args.a}")
     failed = 0

@@ -155,23 +155,13 @@ def note_html(text):
         held.append(html_text)
         return f"\x00{len(held) - 1}\x00"
 
-    source = terms_tables("\n".join(out), hold)
-    rendered = markdown.markdown(html_text(source), extensions=["tables"])
-    rendered = re.sub(r"<pre><code>(.*?)</code></pre>", lambda m: hold(preformatted_html(html.unescape(m.group(1)))),
-                      rendered, flags=re.S)
-    rendered = notation(rendered)
-    rendered = re.sub(r"<p>\x00(\d+)\x00</p>", lambda m: held[int(m.group(1))], rendered)
-    return re.sub(r"\x00(\d+)\x00", lambda m: held[int(m.group(1))], rendered)
-
-def terms_tables(text, hold):
-    """Each run of lines "  term  description" (continued deeper) as a held table of terms, a paragraph."""
-    lines, out, i = text.split("\n"), [], 0
+    lines, out, i = "\n".join(out).split("\n"), [], 0  # each run of "  term  description" lines: a held table of terms
     while i < len(lines):
         rows = []
         while i < len(lines) and (m := re.match(r"  (\S+)\s{2,}(\S.*)$", lines[i])):
             rows.append([m.group(1), m.group(2)])
             i += 1
-            while i < len(lines) and re.match(r"\s{3,}\S", lines[i]):
+            while i < len(lines) and re.match(r"\s{3,}\S", lines[i]):  # continued deeper
                 rows[-1][1] += " " + lines[i].strip()
                 i += 1
         if rows:
@@ -181,7 +171,12 @@ def terms_tables(text, hold):
         else:
             out.append(lines[i])
             i += 1
-    return "\n".join(out)
+    rendered = markdown.markdown(html_text("\n".join(out)), extensions=["tables"])
+    rendered = re.sub(r"<pre><code>(.*?)</code></pre>", lambda m: hold(preformatted_html(html.unescape(m.group(1)))),
+                      rendered, flags=re.S)
+    rendered = notation(rendered)
+    rendered = re.sub(r"<p>\x00(\d+)\x00</p>", lambda m: held[int(m.group(1))], rendered)
+    return re.sub(r"\x00(\d+)\x00", lambda m: held[int(m.group(1))], rendered)
 
 DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 COMMAND = re.compile(r"\s*(python3?|torchrun|pip|bash)\b")
