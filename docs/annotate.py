@@ -171,7 +171,10 @@ def note_html(text):
         else:
             out.append(lines[i])
             i += 1
-    rendered = markdown.markdown(html_text("\n".join(out)), extensions=["tables"])
+    escape = lambda s: s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")  # what Markdown reads as HTML
+    outside_code = lambda line: "".join(p if i % 2 else escape(p) for i, p in enumerate(re.split(r"(`[^`]*`)", line)))
+    text = "\n".join(line if line.startswith("    ") else outside_code(line) for line in out)  # (a <s> token)
+    rendered = markdown.markdown(text, extensions=["tables"])
     rendered = re.sub(r"<pre><code>(.*?)</code></pre>", lambda m: hold(preformatted_html(html.unescape(m.group(1)))),
                       rendered, flags=re.S)
     rendered = notation(rendered)
@@ -200,12 +203,6 @@ def preformatted_html(block):
     cells = [parts or (line, "") for line, parts in zip(lines, split)]
     return '<pre class="equations">' + "".join(f'<span>{set_(eq)}</span><span class="label">{set_(label)}</span>'
                                                for eq, label in cells) + "</pre>"
-
-def html_text(text):
-    """The note with what Markdown would read as HTML escaped (a <s> token), outside `code` and indented blocks."""
-    escape = lambda s: s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    outside_code = lambda line: "".join(p if i % 2 else escape(p) for i, p in enumerate(re.split(r"(`[^`]*`)", line)))
-    return "\n".join(line if line.startswith("    ") else outside_code(line) for line in text.split("\n"))
 
 def first_line(node):
     """A definition's first line, its decorators' included."""
