@@ -204,14 +204,11 @@ def preformatted_html(block):
     return '<pre class="equations">' + "".join(f'<span>{set_(eq)}</span><span class="label">{set_(label)}</span>'
                                                for eq, label in cells) + "</pre>"
 
-def first_line(node):
-    """A definition's first line, its decorators' included."""
-    return min([node.lineno] + [d.lineno for d in node.decorator_list])
-
 def sections(source):
     """[(notes, code)]: each docstring or comment block with the code up to the next, a signature with its
     docstring; a definition without one starts a section without notes (never beside another's)."""
     lines, tree = source.splitlines(), ast.parse(source)
+    first_line = lambda node: min([node.lineno] + [d.lineno for d in node.decorator_list])  # its decorators' too
     docs = {}  # {first line: (last line, text, the first line of what it documents)} of every docstring
     for node in [tree] + [n for n in ast.walk(tree) if isinstance(n, DEFINITIONS)]:
         if ast.get_docstring(node, clean=False) is not None:
