@@ -21,15 +21,12 @@ SIB200_NAME = {"en": "eng_Latn", "de": "deu_Latn", "fr": "fra_Latn", "es": "spa_
 LABELS = ("entailment", "neutral", "contradiction")
 ROOT = Path(__file__).resolve().parents[1]  # the repository: train.py, and this module as bench.data
 
-
 def words_by_lang():
     corpus = demo_corpus.build("train")
     return {lang: [w for e in examples for w in e.text.split()] for lang, examples in corpus.items()}
 
-
 def sentence(rng, words, n):
     return " ".join(rng.choice(words) for _ in range(rng.randint(n // 2, n + n // 2)))
-
 
 def write_xnli(folder, pairs, langs, seed=0):
     """A folder in XTREME's XNLI layout with `pairs` English training pairs and their translations."""
@@ -48,7 +45,6 @@ def write_xnli(folder, pairs, langs, seed=0):
         with open(folder / "translate-train" / f"en-{lang}-translated.tsv", "w") as f:
             f.writelines(f"{a}\t{b}\t{pair(lang)}\t{label}\n" for a, b, label in english)
 
-
 def write_sib200(folder, pairs, langs, seed=0):
     """A folder in SIB-200's layout (<lang>/{train,dev,test}.tsv) with `pairs` English sentences translated."""
     rng, words = random.Random(seed), words_by_lang()
@@ -60,12 +56,6 @@ def write_sib200(folder, pairs, langs, seed=0):
                 f.write("index_id\tcategory\ttext\n")
                 f.writelines(f"{i}\t{label}\t{sentence(rng, words[lang], 20)}\n" for i, label in enumerate(labels))
 
-
-def command(data, out, model, task="xnli"):
-    return ["--method", "translate-train", "--task", task, "--data", str(data), "--model", model, "--out", str(out),
-            "--max-steps", "1", "--no-test", "--no-alignment", "--seed", "0"]
-
-
 def measure(argv, cache):
     """(CPU seconds, peak resident MiB) of a fresh process running `argv` (Python's arguments)."""
     process = subprocess.Popen([sys.executable, *argv], env=dict(os.environ, MINXLT_CACHE=str(cache)),
@@ -75,7 +65,6 @@ def measure(argv, cache):
     if status != 0:
         sys.exit(f"{argv[0]} failed:\n{stderr.decode()[-2000:]}")
     return usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
-
 
 def data_stage(argv):
     """What train.main does before it loads the model (the task, the items, the first lines, the first batch)."""
@@ -89,7 +78,6 @@ def data_stage(argv):
     interval = bookkeeping.evaluation_interval(settings, steps)
     bookkeeping.start_report(settings, run, phases, Path(args.out), steps, interval)
     bookkeeping.step_batches(settings, method, phases, 0, {})
-
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -108,7 +96,9 @@ def main(argv=None):
         small, full = max(args.pairs // 10, 1), args.pairs
         write(tmp / "small", small, langs)
         write(tmp / "full", full, langs)
-        argv = lambda size, out: command(tmp / size, tmp / f"out-{size}-{out}", model, args.task)
+        argv = lambda size, out: ["--method", "translate-train", "--task", args.task, "--data", str(tmp / size),
+                                  "--model", model, "--out", str(tmp / f"out-{size}-{out}"), "--max-steps", "1",
+                                  "--no-test", "--no-alignment", "--seed", "0"]
         stage = lambda size, cache: measure(["-m", "bench.data", "--data-stage", *argv(size, cache)], tmp / cache)[1]
         cold = {size: stage(size, f"cold-{size}") for size in ("small", "full")}  # each its own empty cache
         runs = [(size, n, how) for size, n in (("small", small), ("full", full)) for how in ("built", "reused")]
@@ -129,7 +119,6 @@ def main(argv=None):
         print(f"before the model, {name}: peak {peaks['small']:.0f} MiB on the small set, {peaks['full']:.0f} MiB on "
               f"the full set: {per_pair(peaks):.0f} B per training pair")
     print(f"token cache on disk: {entry / (texts(n0) + texts(n1)):.0f} B per training pair")
-
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--data-stage"]:

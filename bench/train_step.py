@@ -37,7 +37,6 @@ SHAPES = {  # XLM-R base and large, and XLM-R XL (pre-LN)
 }
 PEAK_TFLOPS = {"H100": 989, "H200": 989, "A100": 312, "L40S": 362, "A10": 125}  # dense bf16, SXM where there are two
 
-
 def shaped_model(model_dir, shape, folder):
     """A checkpoint folder with XLM-R's `shape`, random weights and the tokenizer of `model_dir`."""
     tokenizer = Tokenizer.from_pretrained(model_dir)
@@ -47,16 +46,13 @@ def shaped_model(model_dir, shape, folder):
     tokenizer.save_pretrained(folder)
     return folder
 
-
 def fixed_length(item, length, tokenizer):
     """An encoded text made exactly `length` tokens long: <s>, its own tokens repeated, </s>."""
     content = item.ids[1:-1] or [tokenizer.unk_id]
     return replace(item, ids=[item.ids[0], *(content * (length // len(content) + 1))[:length - 2], item.ids[-1]])
 
-
 def source_batches(run, batch_size, steps, length=None):
-    """Per step: --batch-size (source, translation) pairs into a target language drawn per step; with `length`,
-    every text that many tokens long."""
+    """--batch-size (source, translation) pairs a step, into a target language drawn per step; `length`: each text's."""
     task = run.task
     pairs = run.level.pair(run.training_texts([task.source]), run.training_texts(task.targets))
     by_source = {}
@@ -70,7 +66,6 @@ def source_batches(run, batch_size, steps, length=None):
         pairs = [by_lang.get(lang) or next(iter(by_lang.values())) for by_lang in chosen]
         out.append([tuple(fixed_length(t, length, run.tokenizer) for t in pair) if length else pair for pair in pairs])
     return out
-
 
 class Trainee:
     """One method's model and optimizer, and its step (train.py's, one micro-batch)."""
@@ -120,7 +115,6 @@ class Trainee:
         self.encoder.checkpoint_layers(checkpointed)
         return counter.get_total_flops()
 
-
 class Baseline(Trainee):
     """transformers' sequence classifier on translate-train's texts, padded to --max-length."""
 
@@ -149,11 +143,9 @@ class Baseline(Trainee):
             self.step(batch)
         return counter.get_total_flops()
 
-
 def sync(device):
     if device.startswith("cuda"):
         torch.cuda.synchronize()
-
 
 def measure(trainees, batches, warmup, device, count_flops):
     """{name: (median seconds synced, seconds pipelined, texts, real tokens, step memory, FLOPs, peak bytes)} a step
@@ -193,7 +185,6 @@ def measure(trainees, batches, warmup, device, count_flops):
                    mean([s[1] for s in sizes[name]]), max(memory[name]) if memory[name] else None, mean(flops[name]),
                    max(peaks[name]) if peaks[name] else None) for name in times}
 
-
 def loop_ms_per_step(out):
     """The real loop's median ms a step between a run's loss records (log.jsonl), leaving out the first (compiling)
     and any that holds an evaluation; None where there are too few."""
@@ -203,16 +194,6 @@ def loop_ms_per_step(out):
     rates = [1000 * (b["seconds"] - a["seconds"]) / (b["step"] - a["step"])
              for a, b in zip(losses[1:], losses[2:]) if not any(a["step"] <= step < b["step"] for step in evaluated)]
     return statistics.median(rates) if rates else None
-
-
-def peak_flops(device, given):
-    if given:
-        return given * 1e12
-    if not device.startswith("cuda"):
-        return None
-    name = torch.cuda.get_device_name(device)
-    return next((tflops * 1e12 for gpu, tflops in PEAK_TFLOPS.items() if gpu in name), None)
-
 
 def report(results, batch_size, peak, reference):
     """The table of one batch size, and the reference method's throughput against transformers'."""
@@ -232,7 +213,6 @@ def report(results, batch_size, peak, reference):
         theirs = results["transformers"]
         print(f"{reference}: {(base[2] / base[1]) / (theirs[2] / theirs[1]):.2f}x the texts/s of transformers' "
               "classifier padded to --max-length (pipelined)")
-
 
 def parse(argv=None):
     """(the parser, this script's own flags, {method: train.py's flags for it}) from the command line."""
@@ -254,7 +234,6 @@ def parse(argv=None):
     own, rest = parser.parse_known_args(argv)
     return parser, own, {name: flags.parse(rest + ["--method", name], strict=False) for name in own.methods.split(",")}
 
-
 def main(argv=None):
     parser, own, given = parse(argv)
     names = list(given)
@@ -266,9 +245,8 @@ def main(argv=None):
         if own.shapes != "model":
             model_dir = shaped_model(model_dir, own.shapes, folder)
         run = train.load_run(first, model_dir, device, 0, 1)
-        resolved = {}
-        for name, args in given.items():  # each method's settings from the flags given, less other methods' flags
-            resolved[name] = flags.resolve(args, run)
+        # each method's settings from the flags given, less other methods' flags
+        resolved = {name: flags.resolve(args, run) for name, args in given.items()}
         settings, run = resolved[names[0]]
         if own.compile_model and settings.compile:
             parser.error("--compile-model compiles the model the old way: give --no-compile with it")
@@ -283,10 +261,13 @@ def main(argv=None):
         buckets = f"multiples of {settings.bucket}" if settings.bucket else "none"
         fixed = "; every text --max-length tokens" if own.fixed_length else ""
         print(f"compiled: {how}; length buckets: {buckets}{fixed}")
+        peak = own.peak_tflops * 1e12 if own.peak_tflops else None  # for MFU: given, or the GPU's as PEAK_TFLOPS has it
+        if peak is None and device.startswith("cuda"):
+            name = torch.cuda.get_device_name(device)
+            peak = next((tflops * 1e12 for gpu, tflops in PEAK_TFLOPS.items() if gpu in name), None)
         for batch_size in map(int, own.batch_sizes.split(",")):
             length = settings.max_length if own.fixed_length else None
             batches = source_batches(run, batch_size, own.warmup + own.steps, length)
-            peak = peak_flops(device, own.peak_tflops)
             results = measure(trainees, batches, own.warmup, device, count_flops=peak is not None)
             report(results, batch_size, peak, own.reference)
         if settings.compile or own.compile_model:
@@ -295,7 +276,6 @@ def main(argv=None):
         ms = loop_ms_per_step(out)
         print(f"train.py loop {out}: {f'{ms:.1f} ms/step' if ms else 'too few log records'} (log.jsonl, evaluations "
               "left out)")
-
 
 if __name__ == "__main__":
     main()

@@ -17,14 +17,12 @@ from pathlib import Path
 
 IGNORED = {"seconds", "args", "settings"}
 
-
 def records(run):
     """The run's log.jsonl records and its results.json (if any), as one list."""
     out = [json.loads(line) for line in (run / "log.jsonl").read_text().splitlines() if line.strip()]
     if (run / "results.json").exists():
         out.append({"results.json": json.loads((run / "results.json").read_text())})
     return out
-
 
 def differences(a, b, tolerance, where=""):
     """Where two JSON values differ, as readable lines."""
@@ -39,12 +37,6 @@ def differences(a, b, tolerance, where=""):
         return []
     return [] if a == b else [f"{where}: {a!r} != {b!r}"]
 
-
-def runs_under(folder):
-    """{relative path: run folder} for every run under `folder` (itself included)."""
-    return {str(log.parent.relative_to(folder)): log.parent for log in sorted(folder.rglob("log.jsonl"))}
-
-
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("a", type=Path)
@@ -55,7 +47,8 @@ def main(argv=None):
                         help="a record key to leave out too, such as one that only the newer run writes (repeatable)")
     args = parser.parse_args(argv)
     IGNORED.update(args.ignore)
-    a, b = runs_under(args.a), runs_under(args.b)
+    runs = lambda f: {str(log.parent.relative_to(f)): log.parent for log in sorted(f.rglob("log.jsonl"))}  # f's too
+    a, b = runs(args.a), runs(args.b)  # {relative path: run folder} of every run under each
     if not a:
         sys.exit(f"error: no log.jsonl under {args.a}")
     failed = 0
@@ -73,7 +66,6 @@ def main(argv=None):
         failed += bool(found)
     print(f"{len(set(a) | set(b)) - failed} of {len(set(a) | set(b))} runs agree")
     sys.exit(1 if failed else 0)
-
 
 if __name__ == "__main__":
     main()

@@ -14,16 +14,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
-
 def ours(path):
     """`path` relative to the repository where it is the project's code (not dev/'s, nor a virtual environment's)."""
     if path.is_relative_to(ROOT) and ".venv" not in path.parts and path.relative_to(ROOT).parts[0] != "dev":
         return str(path.relative_to(ROOT))
 
-
 class Stepped(Exception):
     """Raised once the first step has returned: the run ends there."""
-
 
 def entered(argv):
     """[(file, function)] of the project's code entered before the first train_step returns."""
@@ -53,7 +50,6 @@ def entered(argv):
             train.train_step = step
     return seen
 
-
 def inherited(method_name):
     """The names a method's class inherits from the project's classes above it."""
     import methods
@@ -63,29 +59,12 @@ def inherited(method_name):
              if base is not object and Path(sys.modules[base.__module__].__file__).resolve().is_relative_to(ROOT)]
     return sorted({n for base in bases for n in vars(base) if not (n.startswith("__") and n.endswith("__"))})
 
-
-def long_docstrings():
-    """The functions of the root's files whose docstrings run over two lines."""
-    return [f"{path.name}:{node.name}" for path in sorted(ROOT.glob("*.py"))
-            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
-            and len((ast.get_docstring(node, clean=False) or "").strip().splitlines()) > 2]
-
-
-def code_lines():
-    """(lines of Python outside tests/, of them over 120 characters)."""
-    files = [p for p in ROOT.rglob("*.py") if not {"tests", ".venv", "runs"} & set(p.relative_to(ROOT).parts)]
-    lines = [line for p in files for line in p.read_text(encoding="utf-8").splitlines()]
-    return len(lines), sum(len(line) > 120 for line in lines)
-
-
 def help_lines(argv=()):
     import train
     text = io.StringIO()
     with contextlib.redirect_stdout(text), contextlib.suppress(SystemExit):
         train.main([*argv, "--help"])
     return len(text.getvalue().splitlines())
-
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -101,10 +80,14 @@ def main():
             names = [n for g, n in seen if g == f]
             print(f"  {f} ({len(names)}): {', '.join(names)}")
     print(f"train.py --help: {help_lines()} lines; --method filter --help: {help_lines(['--method', 'filter'])} lines")
-    total, wide = code_lines()
-    print(f"root functions with docstrings over two lines: {len(long_docstrings())}; "
-          f"Python outside tests/: {total} lines, {wide} over 120 characters")
-
+    long_docstrings = [f"{path.name}:{node.name}" for path in sorted(ROOT.glob("*.py"))  # the root's functions'
+                       for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+                       if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+                       and len((ast.get_docstring(node, clean=False) or "").strip().splitlines()) > 2]
+    files = [p for p in ROOT.rglob("*.py") if not {"tests", ".venv", "runs"} & set(p.relative_to(ROOT).parts)]
+    lines = [line for p in files for line in p.read_text(encoding="utf-8").splitlines()]
+    print(f"root functions with docstrings over two lines: {len(long_docstrings)}; "
+          f"Python outside tests/: {len(lines)} lines, {sum(len(line) > 120 for line in lines)} over 120 characters")
 
 if __name__ == "__main__":
     main()

@@ -107,9 +107,7 @@ sub, sup { line-height: 0; }
 
 FORMATTER = HtmlFormatter(nowrap=True, style="friendly")
 STYLE += FORMATTER.get_style_defs(".code pre")
-GREEK = {"lambda": "λ", "alpha": "α", "tau": "τ", "sigma": "σ", "theta": "θ", "beta": "β", "gamma": "γ",
-         "mu": "μ"}
-
+GREEK = {"lambda": "λ", "alpha": "α", "tau": "τ", "sigma": "σ", "theta": "θ", "beta": "β", "gamma": "γ", "mu": "μ"}
 
 def math(text):
     """The papers' notation set as they set it: Greek letters (lambda0: λ, 0 below), h~, Σ, √, a symbol's _x or
@@ -127,7 +125,6 @@ def math(text):
     text = re.sub(r"(?:(?<=[\w)'])|(?<=</sub>))\^(\{[^}]+\}|[A-Za-z0-9])", sup, text)
     return re.sub(r"\b(Eq\. \d+(?:-\d+)?)", r'<span class="eq">\1</span>', text)
 
-
 def notation(rendered):
     """math() on the text of rendered Markdown, outside inline code (an equation in a <pre> block is set too)."""
     out, in_pre, in_code = [], False, False
@@ -144,7 +141,6 @@ def notation(rendered):
             out.append(part if in_code else math(part))
     return "".join(out)
 
-
 def note_html(text):
     """A note as HTML: Markdown, with lists, tables of terms and preformatted blocks as note writers write them."""
     lines, out = text.splitlines(), []
@@ -159,24 +155,13 @@ def note_html(text):
         held.append(html_text)
         return f"\x00{len(held) - 1}\x00"
 
-    source = terms_tables("\n".join(out), hold)
-    rendered = markdown.markdown(html_text(source), extensions=["tables"])
-    rendered = re.sub(r"<pre><code>(.*?)</code></pre>", lambda m: hold(preformatted_html(html.unescape(m.group(1)))),
-                      rendered, flags=re.S)
-    rendered = notation(rendered)
-    rendered = re.sub(r"<p>\x00(\d+)\x00</p>", lambda m: held[int(m.group(1))], rendered)
-    return re.sub(r"\x00(\d+)\x00", lambda m: held[int(m.group(1))], rendered)
-
-
-def terms_tables(text, hold):
-    """Each run of lines "  term  description" (continued deeper) as a held table of terms, a paragraph."""
-    lines, out, i = text.split("\n"), [], 0
+    lines, out, i = "\n".join(out).split("\n"), [], 0  # each run of "  term  description" lines: a held table of terms
     while i < len(lines):
         rows = []
         while i < len(lines) and (m := re.match(r"  (\S+)\s{2,}(\S.*)$", lines[i])):
             rows.append([m.group(1), m.group(2)])
             i += 1
-            while i < len(lines) and re.match(r"\s{3,}\S", lines[i]):
+            while i < len(lines) and re.match(r"\s{3,}\S", lines[i]):  # continued deeper
                 rows[-1][1] += " " + lines[i].strip()
                 i += 1
         if rows:
@@ -186,20 +171,25 @@ def terms_tables(text, hold):
         else:
             out.append(lines[i])
             i += 1
-    return "\n".join(out)
-
+    escape = lambda s: s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")  # what Markdown reads as HTML
+    outside_code = lambda line: "".join(p if i % 2 else escape(p) for i, p in enumerate(re.split(r"(`[^`]*`)", line)))
+    text = "\n".join(line if line.startswith("    ") else outside_code(line) for line in out)  # (a <s> token)
+    rendered = markdown.markdown(text, extensions=["tables"])
+    rendered = re.sub(r"<pre><code>(.*?)</code></pre>", lambda m: hold(preformatted_html(html.unescape(m.group(1)))),
+                      rendered, flags=re.S)
+    rendered = notation(rendered)
+    rendered = re.sub(r"<p>\x00(\d+)\x00</p>", lambda m: held[int(m.group(1))], rendered)
+    return re.sub(r"\x00(\d+)\x00", lambda m: held[int(m.group(1))], rendered)
 
 DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 COMMAND = re.compile(r"\s*(python3?|torchrun|pip|bash)\b")
 DRAWING = ("-->", "--.", "--'", ".--", "'--", ">--")  # an ASCII diagram's arrows and corners
-
 
 def labelled(line):
     """(equation, label) of a line that ends, after 3 spaces or more, with Eq. N, Sec. N or Algorithm N; else None."""
     found = list(re.finditer(r"\s{3,}", line))
     equation, label = (line[:found[-1].start()], line[found[-1].end():]) if found else ("", "")
     return (equation, label) if equation.strip() and re.search(r"Eq\.|Sec\.|Algorithm", label) else None
-
 
 def preformatted_html(block):
     """An indented block, never wrapped: commands and drawings as written, equations set, labels in a column."""
@@ -214,41 +204,19 @@ def preformatted_html(block):
     return '<pre class="equations">' + "".join(f'<span>{set_(eq)}</span><span class="label">{set_(label)}</span>'
                                                for eq, label in cells) + "</pre>"
 
-
-def html_text(text):
-    """The note with what Markdown would read as HTML escaped (a <s> token), outside `code` and indented blocks."""
-    escape = lambda s: s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    outside_code = lambda line: "".join(p if i % 2 else escape(p) for i, p in enumerate(re.split(r"(`[^`]*`)", line)))
-    return "\n".join(line if line.startswith("    ") else outside_code(line) for line in text.split("\n"))
-
-
-def docstrings(tree):
-    """{first line: (last line, text, the first line of what it documents)} of every docstring in the module."""
-    found = {}
-    for node in [tree] + [n for n in ast.walk(tree) if isinstance(n, DEFINITIONS)]:
-        if ast.get_docstring(node, clean=False) is not None:
-            owner = 1 if node is tree else first_line(node)
-            found[node.body[0].lineno] = (node.body[0].end_lineno, ast.get_docstring(node), owner)
-    return found
-
-
-def first_line(node):
-    """A definition's first line, its decorators' included."""
-    return min([node.lineno] + [d.lineno for d in node.decorator_list])
-
-
-def comment_lines(source):
-    """{line: comment text} of the lines that hold a comment alone (not after code)."""
-    tokens = tokenize.generate_tokens(io.StringIO(source).readline)
-    return {t.start[0]: t.string.lstrip("#").strip() for t in tokens
-            if t.type == tokenize.COMMENT and t.line.strip().startswith("#")}
-
-
 def sections(source):
     """[(notes, code)]: each docstring or comment block with the code up to the next, a signature with its
     docstring; a definition without one starts a section without notes (never beside another's)."""
     lines, tree = source.splitlines(), ast.parse(source)
-    docs, comments = docstrings(tree), comment_lines(source)
+    first_line = lambda node: min([node.lineno] + [d.lineno for d in node.decorator_list])  # its decorators' too
+    docs = {}  # {first line: (last line, text, the first line of what it documents)} of every docstring
+    for node in [tree] + [n for n in ast.walk(tree) if isinstance(n, DEFINITIONS)]:
+        if ast.get_docstring(node, clean=False) is not None:
+            owner = 1 if node is tree else first_line(node)
+            docs[node.body[0].lineno] = (node.body[0].end_lineno, ast.get_docstring(node), owner)
+    tokens = tokenize.generate_tokens(io.StringIO(source).readline)
+    comments = {t.start[0]: t.string.lstrip("#").strip() for t in tokens  # the lines holding a comment alone
+                if t.type == tokenize.COMMENT and t.line.strip().startswith("#")}
     owners = {owner: first for first, (_, _, owner) in docs.items() if owner != 1}
     bare = {first_line(n) for n in ast.walk(tree) if isinstance(n, DEFINITIONS)} - set(owners)  # no docstring
     out, notes, code, n = [], None, [], 1
@@ -273,8 +241,7 @@ def sections(source):
                 n += 1
             close()
             notes, code = "\n".join(block), []
-            if n in bare:  # the comment is the definition's note
-                bare.discard(n)
+            bare.discard(n)  # the comment is the definition's note, if a definition follows
         elif n in bare:
             close()
             notes, code = None, [lines[n - 1]]
@@ -285,13 +252,6 @@ def sections(source):
     close()
     return [(text, body) for text, body in out if text or body]
 
-
-def defined(code):
-    """The name of the function or class a section's code starts with (after its decorators), or None."""
-    found = re.match(r"(?:\s*@.*\n)*\s*(?:async\s+)?(?:def|class)\s+(\w+)", code)
-    return found and found.group(1)
-
-
 def render(name, source):
     """The page of one file of PAGES; SKIMMED's definitions are dimmed, the first of a run of them saying why."""
     title, paper, where = PAGES[name]
@@ -299,7 +259,8 @@ def render(name, source):
     introduction = ast.get_docstring(ast.parse(source))
     rows, previous = [], ""
     for i, (text, body) in enumerate(sections(source)):
-        kind = " intro" if i == 0 and text == introduction else " skimmed" if defined(body) in skimmed else ""
+        defined = re.match(r"(?:\s*@.*\n)*\s*(?:async\s+)?(?:def|class)\s+(\w+)", body)  # after its decorators
+        kind = " intro" if i == 0 and text == introduction else " skimmed" if defined and defined[1] in skimmed else ""
         skim = f'<p class="skim">{html.escape(why)}</p>' if kind == " skimmed" != previous else ""  # once a run of them
         previous = kind
         code = highlight(body, PythonLexer(), FORMATTER).rstrip("\n") if body else ""  # as written: wide lines scroll
@@ -312,7 +273,6 @@ def render(name, source):
             f"<p>{html.escape(paper)}</p>\n<p>{math(html.escape(where))}</p>\n"
             f'<nav><a href="index.html">index</a> {links} <a href="../../{name}">source</a></nav>\n</header>\n'
             + "\n".join(rows) + "\n</body>\n</html>\n")
-
 
 def index():
     items = "\n".join(f'<li><a href="{Path(name).stem}.html">{html.escape(title)}</a> (<code>{name}</code>): '
@@ -327,12 +287,10 @@ def index():
             f'<a href="../../README.md">README</a></p>\n</header>\n'
             f"<ol>\n{items}\n</ol>\n</body>\n</html>\n")
 
-
 def pages():
     """{file name under docs/pages: its HTML}, from the sources as they are."""
     return {"index.html": index(), **{f"{Path(name).stem}.html": render(name, (ROOT / name).read_text(encoding="utf-8"))
                                       for name in PAGES}}
-
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -347,7 +305,6 @@ def main(argv=None):
         OUT.mkdir(parents=True, exist_ok=True)
         (OUT / name).write_text(made[name], encoding="utf-8")
     print(f"{'checked' if args.check else 'wrote'} {len(PAGES) + 1} pages in {OUT}")
-
 
 if __name__ == "__main__":
     main()

@@ -14,7 +14,6 @@ from minxlt.experiments.jobs import by_name, grid_label, jobs, status
 from minxlt.experiments.spec import Run
 from minxlt.run import cli
 
-
 @dataclass
 class Column:
     """A run's scores: {language or "target average": [score per finished seed]}, in percent."""
@@ -28,7 +27,6 @@ class Column:
     chosen: float | None = None
     warnings: dict = field(default_factory=dict)  # {seed: what went wrong} (train.py's end-of-run check)
     dev: float | None = None                      # the mean dev score of its tested models, where every seed has one
-
 
 def read_scores(experiment, out, metric=None):
     """A Column per run from its finished seeds (changed ones named, not counted); a grid run's is the value of
@@ -47,7 +45,6 @@ def read_scores(experiment, out, metric=None):
         column.grid, column.chosen = grid, chosen
         columns.append(column)
     return columns
-
 
 def column_of(experiment, run, value, named, metric):
     """The Column of a run's seeds made with one grid value (None: no grid), in `metric`."""
@@ -85,7 +82,6 @@ def column_of(experiment, run, value, named, metric):
     return Column(run, seeds, missing, scores, changed, settings, warnings=warnings,
                   dev=statistics.mean(dev) if dev and len(dev) == len(seeds) else None)
 
-
 def cell(column, key):
     """(mean, std, n) over the column's seeds, or None where a finished seed lacks the key."""
     values = column.scores.get(key, {})
@@ -94,15 +90,12 @@ def cell(column, key):
     scores = [values[seed] for seed in column.seeds]
     return statistics.mean(scores), statistics.stdev(scores) if len(scores) > 1 else None, len(scores)
 
-
 AVERAGES = ("target average", "average, as the paper's")
-
 
 def rows_of(experiment, columns):
     keys = list(dict.fromkeys(key for c in columns for key in c.scores if key not in AVERAGES))
     keys.sort(key=lambda key: key != experiment.source)
     return keys + [key for key in AVERAGES if any(key in c.scores for c in columns)]
-
 
 def header(column, total):
     run, n = column.run, len(column.seeds)
@@ -111,7 +104,6 @@ def header(column, total):
     seeds += f"; changed, not counted: seed {', '.join(map(str, column.changed))}" if column.changed else ""
     seeds += f"; went wrong: seed {', '.join(map(str, column.warnings))}" if column.warnings else ""
     return f"{run.name}{grid_label(run, column.chosen)} ({seeds})"
-
 
 def grid_note(column):
     """A grid run's choice: each value's mean dev score, the best first; an evaluation's, its model's."""
@@ -124,22 +116,11 @@ def grid_note(column):
     return (f"{name} chosen on dev among {', '.join(f'{v:g}' for v in column.run.grid[name])}, by the mean dev score "
             f"of each value's tested models over the seeds that finished: {scores}.")
 
-
 SHOWN = ("lr", "batch_size", "epochs", "max_steps", "max_length", "warmup", "weight_decay", "select_on")
-
-
-def settings_line(experiment, column):
-    """The settings a run's results were made with, as train.py resolved them."""
-    if column.run.evaluate:
-        return f"the {column.run.evaluate} model's"
-    names = [n for n in dict.fromkeys([*experiment.settings, *column.run.settings, *SHOWN]) if n in column.settings]
-    return ", ".join(f"{name} {column.settings[name]}" for name in names) or "none recorded"
-
 
 def paper_value(run, key, metric=None):
     paper = run.papers.get(metric, {}) if metric and run.papers else run.paper
     return paper.get("average" if key == "average, as the paper's" else key)
-
 
 def markdown(experiment, columns, failed=None, more=None):
     """The table in markdown, a section per test input and a row per language and average; with `more`
@@ -149,7 +130,10 @@ def markdown(experiment, columns, failed=None, more=None):
     lines += [f"Task {experiment.task} ({experiment.data}), model {experiment.model or 'the bundled default'}, "
               f"seeds {', '.join(map(str, experiment.seeds))}, {metrics} in percent: mean ± sample standard deviation "
               "over the seeds in each column's header. Settings as each run resolved them (results.json):", ""]
-    lines += [f"- {c.run.name}: {settings_line(experiment, c)}" for c in columns if c.settings or c.run.evaluate]
+    for c in (c for c in columns if c.settings or c.run.evaluate):  # the settings its results were made with
+        names = [n for n in dict.fromkeys([*experiment.settings, *c.run.settings, *SHOWN]) if n in c.settings]
+        made = ", ".join(f"{name} {c.settings[name]}" for name in names) or "none recorded"
+        lines.append(f"- {c.run.name}: " + (f"the {c.run.evaluate} model's" if c.run.evaluate else made))
     if experiment.paper.get("table"):
         over = "all its languages" if experiment.paper["average"] == "all" else "its target languages"
         lines += ["", f"Paper: {experiment.paper['table']}; Δ is ours minus the paper's, with the seeds it averages "
@@ -165,7 +149,6 @@ def markdown(experiment, columns, failed=None, more=None):
         lines += ["", "Runs that did not finish: "
                   + "; ".join(f"{label} ({why.splitlines()[0]})" for label, why in failed.items()) + "."]
     return "\n".join(lines) + "\n"
-
 
 def sections(experiment, columns, metric, notes=True):
     """The lines of a metric's table: a section per test input, a row per language and average."""
@@ -197,7 +180,6 @@ def sections(experiment, columns, metric, notes=True):
         lines += [""] + [f"- {note}" for note in said] if said and notes else []
     return lines
 
-
 def column_notes(c):
     """What is said under the table of a column: the run's note, the paper's row, its variant, grid, warnings."""
     row = f", {c.run.paper_row!r}" if c.run.paper_row else ""
@@ -205,7 +187,6 @@ def column_notes(c):
                               c.run.paper_model and f"The paper's row is of another model: {c.run.paper_model}.",
                               c.run.variant and f"Run {c.run.variant}.", grid_note(c)]
                        + [f"Seed {seed} went wrong: {why}." for seed, why in c.warnings.items()]))
-
 
 def csv_text(experiment, columns, more=None):
     """One line per (run, language, metric): the seeds, mean, std, the paper's number and the difference."""
@@ -225,7 +206,6 @@ def csv_text(experiment, columns, more=None):
                                  "" if paper is None or mean == "" or c.run.paper_model else f"{mean - paper:.2f}",
                                  scores, metric])
     return buffer.getvalue()
-
 
 def plot(experiment, columns, path):
     """Bars per language (mean over seeds, the standard deviation as error bars), the paper's value
@@ -260,17 +240,11 @@ def plot(experiment, columns, path):
     plt.close(figure)
     return True
 
-
-def table_folder(experiment, out):
-    """Where an experiment's table goes: OUT/<the file's name>/ (its runs are in OUT/<task>/, shared)."""
-    return Path(out) / experiment.path.stem
-
-
 def report(experiment, out, failed=None):
     """Write OUT/<the file's name>/table.md, table.csv and table.png; print the markdown."""
     columns = read_scores(experiment, out)
     more = {metric: read_scores(experiment, out, metric) for metric in experiment.metrics[1:]}
-    out = table_folder(experiment, out)
+    out = Path(out) / experiment.path.stem  # its runs are in OUT/<task>/, shared
     out.mkdir(parents=True, exist_ok=True)
     table = markdown(experiment, columns, failed, more)
     cli.write_text(out / "table.md", table)

@@ -16,7 +16,7 @@ from minxlt.tasks.readers import (check_label, first_existing, read_extra_train,
                                   read_parallel_lines, read_squad, read_tagged_words, read_tatoeba, read_text, read_tsv,
                                   squad_blanked)
 from minxlt.tasks.sib200 import SIB200_LABELS, SIB200_LANGS, Sib200, read_sib200
-from minxlt.tasks.task import Layout, RoundTrips, Task, TrainSplit, check_split, few_shot, pair_by_id
+from minxlt.tasks.task import Counts, Layout, RoundTrips, Task, TrainSplit, few_shot, pair_by_id
 from minxlt.tasks.translated import read_translations, translation_file
 from minxlt.tasks.tydiqa import TYDIQA_LANGS, Tydiqa, tydiqa_split
 from minxlt.tasks.udpos import (UDPOS_LANGS, UPOS_LABELS, XTREME_UDPOS_LANGS, ConverterStops, Udpos, XtremeUdpos,
@@ -30,7 +30,7 @@ __all__ = [  # what other modules read of tasks
     'PAWSX_LANGS', 'Pawsx', 'read_pawsx', 'check_label', 'first_existing', 'read_extra_train', 'read_jsonl_examples',
     'read_lines', 'read_parallel_lines', 'read_squad', 'read_tagged_words', 'read_tatoeba', 'read_text',
     'read_translations', 'translation_file', 'read_tsv', 'squad_blanked', 'SIB200_LABELS', 'SIB200_LANGS', 'Sib200',
-    'read_sib200', 'Layout', 'RoundTrips', 'Task', 'TrainSplit', 'check_split', 'few_shot', 'pair_by_id',
+    'read_sib200', 'Layout', 'RoundTrips', 'Task', 'TrainSplit', 'few_shot', 'pair_by_id',
     'TYDIQA_LANGS', 'Tydiqa', 'tydiqa_split', 'UDPOS_LANGS', 'UPOS_LABELS', 'XTREME_UDPOS_LANGS', 'ConverterStops',
     'Udpos', 'XtremeUdpos', 'read_conllu', 'ud_split', 'xtreme_sentences', 'XNLI_LABELS', 'XNLI_LANGS', 'Xnli',
     'read_xnli', 'read_xnli_mt', 'XQUAD_LANGS', 'Xquad', 'XquadSquad', 'xquad_split', 'XSID_INTENTS', 'XSID_LANGS',
@@ -42,20 +42,17 @@ LAYOUTS = {"demo": demo.Demo, "demo-slots": demo.DemoSlots, "sib200": Sib200, "x
            "udpos": Udpos, "xsid": Xsid, "xquad": Xquad, "xquad-squad": XquadSquad, "panx": Panx, "mlqa": Mlqa,
            "tydiqa": Tydiqa, "mtop": Mtop, "multiatis": MultiAtis, "mtod": Mtod, "marc": Marc, "marc-stars": MarcStars}
 
-
 # download.py's arguments that make a task's data folder ({to}), where it fetches one; for the rest, docs/data.md
 DOWNLOADS = {"sib200": "sib200 --to {to}", "xnli": "xnli --to {to}", "pawsx": "pawsx --to {to}",
              "udpos": "udpos --to {to} (UD PUD; udpos-xtreme: XTREME's UD-POS)", "xquad": "xquad --to {to}",
              "xquad-squad": "xquad --to {to} and python download.py squad --to {squad}", "panx": "panx --to {to}",
              "mlqa": "mlqa --to {to}", "tydiqa": "tydiqa --to {to}", "mtop": "mtop --to {to}", "mtod": "mtod --to {to}"}
 
-
 def made_by(name, folder):
     """How a task's data folder is made: the download.py command, or where docs/data.md says to get it."""
     if name not in DOWNLOADS:
         return "docs/data.md says where to get it"
     return f"make it with python download.py {DOWNLOADS[name].format(to=folder, squad=Path(folder).parent / 'squad')}"
-
 
 def check_folder(name, data_dir):
     """Refuse a missing data folder of task `name`, naming the command that makes it."""
@@ -64,7 +61,6 @@ def check_folder(name, data_dir):
     if not data_dir:
         raise InputError(f"task {name} needs --data DIR, its data folder; {made_by(name, 'DIR')}")
     raise InputError(f"--data {data_dir}: no such folder; {made_by(name, data_dir)}")
-
 
 def load_task(name, data_dir=None, source=None, targets=None, strict=False, tokenizer=None, soft_labels=None):
     """The task's examples as its Layout reads them (training files when first asked for: TrainSplit)."""
@@ -88,7 +84,7 @@ def load_task(name, data_dir=None, source=None, targets=None, strict=False, toke
     evaluation = {split: {lang: layout.read(lang, split) for lang in [source, *targets]} for split in ("dev", "test")}
     for split, by_lang in evaluation.items():
         for lang, examples in by_lang.items():
-            check_split(name, split, lang, examples, source, layout.split_file(lang, split))
+            Counts(examples).check(name, split, lang, source, layout.split_file(lang, split))
     return Task(name, list(layout.labels), source, targets,
                 TrainSplit(name, layout, source, [source, *targets], strict), **evaluation, level=layout.level,
                 round_trip=layout.round_trip(), intents=layout.intents, parallel=layout.parallel,

@@ -18,12 +18,10 @@ INTENTS = list(TEMPLATES)
 SLOT_TYPES = dict.fromkeys(slot["label"] for slot in SLOTS.values())
 SLOT_LABELS = ["O"] + [f"{p}-{label}" for label in SLOT_TYPES for p in ("B", "I")]
 
-
 def render(words, lang):
     """Words -> text: Chinese without spaces; elsewhere no space before . , ? ! : or after ¿ ¡."""
     spaced = re.sub(r" ([.,?!:])", r"\1", " ".join(words))
     return "".join(words) if lang == "zh" else re.sub(r"([¿¡]) ", r"\1", spaced)
-
 
 def fill(template, values, lang):
     """A template with its slot values filled in -> (words, BIO tags)."""
@@ -43,7 +41,6 @@ def fill(template, values, lang):
             first = first and not inside
             inside = inside and not word.endswith("]")
     return words, tags
-
 
 def build(split, round_trip=False):
     """{lang: [Example]} of a split, ids shared across languages (`round_trip`: {"en": the round trips})."""
@@ -67,7 +64,6 @@ def build(split, round_trip=False):
                     out[lang].append(Example(id=f"{intent}.{k}.{len(seen)}", lang=lang, text=render(words, lang),
                                              label=intent, words=words, tags=tags))
     return out
-
 
 class Demo(Layout):
     """The bundled corpus's intents (py); no files."""

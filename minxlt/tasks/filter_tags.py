@@ -8,7 +8,6 @@ FOLDER = "filter-translations"  # where download.py filter-translations puts the
 PROCESSED_LENGTH = 128  # XTREME's preprocess_{udpos,panx}.sh, MAXL=128
 SPECIALS = 3  # XTREME's utils_preprocess.py: XLMRobertaTokenizer's special_tokens_count
 
-
 def xtreme_segments(words, tokenizer, max_length=PROCESSED_LENGTH):
     """The word counts of the segments XTREME's preprocessing cuts a sentence into (max_length - 3 sub-words)."""
     budget = max_length - SPECIALS
@@ -21,7 +20,6 @@ def xtreme_segments(words, tokenizer, max_length=PROCESSED_LENGTH):
         sizes[-1] += 1
         used += n
     return sizes
-
 
 def translated_segments(path, sentences, tokenizer):
     """[[(line, words)] of each sentence's segments], each segment with its line's words (an empty line: its own)."""
@@ -44,16 +42,6 @@ def translated_segments(path, sentences, tokenizer):
         out.append(segments)
     return out
 
-
-def read_training_translations(path, lang, sources, tokenizer):
-    """The source's training sentences translated into `lang` (train-en-<lang>.tsv): segments joined, ids kept."""
-    out = []
-    for e, segments in zip(sources, translated_segments(path, [e.words for e in sources], tokenizer)):
-        words = [w for _, segment in segments for w in segment]
-        out.append(Example(id=e.id, lang=lang, text=" ".join(words), words=words, where=f"{path}:{segments[0][0]}"))
-    return out
-
-
 def read_test_translations(path, source, examples, tokenizer):
     """A split's sentences translated into `source`, segment k > 0 under "<id>#<k>" (levels.Word.score's window k)."""
     out = []
@@ -61,7 +49,6 @@ def read_test_translations(path, source, examples, tokenizer):
         out += [Example(id=f"{e.id}#{k}" if k else e.id, lang=source, text=" ".join(words), words=words,
                         where=f"{path}:{number}") for k, (number, words) in enumerate(segments)]
     return out
-
 
 class FilterTranslations:
     """FILTER's translations in <data>/filter-translations/ as XTREME's tagging layouts read them."""
@@ -77,7 +64,7 @@ class FilterTranslations:
                 else super().split_file(lang, split))
 
     def read_translations(self, lang):
-        """A target's training examples: FILTER's translations of the source's, or none without the file."""
+        """FILTER's translations of the source's (train-en-<lang>.tsv): segments joined, ids kept; none without it."""
         path = self.translation_file(lang)
         if not path.is_file():
             return []
@@ -85,8 +72,11 @@ class FilterTranslations:
             raise InputError(f"{path}: FILTER's translations are aligned with the segments XTREME's preprocessing "
                              "cuts the sentences into, which a tokenizer counts: load the task with the run's "
                              "(load_task(..., tokenizer=))")
-        sources = self.source_train()
-        return read_training_translations(path, lang, sources, self.tokenizer)
+        sources, out = self.source_train(), []
+        for e, segments in zip(sources, translated_segments(path, [e.words for e in sources], self.tokenizer)):
+            words = [w for _, segment in segments for w in segment]
+            out.append(Example(id=e.id, lang=lang, text=" ".join(words), words=words, where=f"{path}:{segments[0][0]}"))
+        return out
 
     def test_translations(self):
         folder = self.directory / FOLDER if self.directory else None

@@ -12,7 +12,6 @@ MTOP_LANGS = ["en", "de", "es", "fr", "hi", "th"]
 MTOP_COLUMNS = ("id", "intent", "slots", "utterance", "domain", "locale", "decoupled", "tokens")
 SLOT = re.compile(r"(\d+):(\d+):SL:(\S+)")  # "start:end:SL:TYPE", characters of the utterance
 
-
 def mtop_tags(path, line, tokens, spans, slots, length):
     """A row's tokens' BIO tags from its slots as XeroAlign's preprocess.py reads them (the first slot listed wins)."""
     parsed = []
@@ -24,13 +23,8 @@ def mtop_tags(path, line, tokens, spans, slots, length):
         if not 0 <= start < end <= length:
             raise DataError(path, line, f"slot {entry!r} is not a span of the {length}-character utterance")
         parsed.append((start, end, kind))
-    tags = []
-    for start, size in spans:
-        kind = next((("B-" if start == a else "I-") + k for a, b, k in parsed
-                     if start == a or (a < start and start + size <= b)), "O")
-        tags.append(kind)
-    return tags
-
+    return [next((("B-" if start == a else "I-") + k for a, b, k in parsed
+                  if start == a or (a < start and start + size <= b)), "O") for start, size in spans]
 
 def token_spans(path, line, cell):
     """(tokens, [(start, length)]) of the tokens column, {"tokens": [...], "tokenSpans": [{"start", "length"}]}."""
@@ -44,7 +38,6 @@ def token_spans(path, line, cell):
     if not all(type(s) is int and type(n) is int and s >= 0 and n > 0 for s, n in spans):
         raise DataError(path, line, "a token span's start and length are not whole numbers")
     return tokens, spans
-
 
 def read_mtop(path, lang):
     """A split: an Example a row, its intent (without "IN:") the label, its tokens' BIO slot tags (without "SL:")."""
@@ -69,12 +62,9 @@ def read_mtop(path, lang):
     warn_of_span_starts(path, starts)
     return examples
 
-
 class Mtop(DialogueLayout):
     """<data>/<lang>/{train,eval,test}.txt (dev is `eval`); a target's training file translates English's, by id."""
     langs, pattern = MTOP_LANGS, "<lang>/{train,eval,test}.txt"
-    translations = ("the release's translations of the English training utterances (or XeroAlign's machine "
-                    "translations, <lang>/train.tsv)")
 
     def found(self):
         return {p.parent.name for p in self.directory.glob("*/eval.txt")

@@ -8,7 +8,6 @@ from minxlt.tasks.readers import UniqueIds, conlleval_tags, each_tsv, warn_of_sp
 MULTIATIS_LANGS = ["en", "de", "es", "fr", "hi", "ja", "pt", "tr", "zh"]
 MULTIATIS_COLUMNS = ("id", "utterance", "slot_labels", "intent")
 
-
 def read_multiatis(path, lang):
     """A split as XeroAlign's preprocess.py reads it: words and tags split at ASCII spaces, one a word."""
     examples, starts, ids = [], [], UniqueIds(path)
@@ -26,12 +25,9 @@ def read_multiatis(path, lang):
     warn_of_span_starts(path, starts)
     return examples
 
-
 class MultiAtis(DialogueLayout):
     """<data>/{train,dev,test}_<LANG>.tsv (the release) or <data>/<lang>/{train,dev,test}.txt (XeroAlign's copy)."""
     langs, pattern = MULTIATIS_LANGS, "{train,dev,test}_<LANG>.tsv or <lang>/{train,dev,test}.txt"
-    translations = ("the release's translations of the English training utterances (or XeroAlign's machine "
-                    "translations, <lang>/train.tsv)")
 
     def found(self):
         released = {p.name[len("train_"):-len(".tsv")].lower() for p in self.directory.glob("train_*.tsv")}

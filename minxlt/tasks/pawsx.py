@@ -21,12 +21,6 @@ def each_pawsx(path, lang, noisy=None):
         yield Example(id=r["id"], lang=lang, text=r["sentence1"], pair=r["sentence2"],
                       label=check_label(path, n, r["label"], ("0", "1")), where=f"{path}:{n}")
 
-def each_round_trip(path, lang):
-    """X-Mixup's round trips of PAWS-X's English through `lang` (translated_train.<lang>-en.tsv), paired by id."""
-    for n, r in each_tsv(path, ("id", "sentence1", "sentence2", "label"), header=False, noisy=True, optional=1):
-        if n > 1:
-            yield Example(id=r["id"], lang=lang, text=r["sentence1"], pair=r["sentence2"], where=f"{path}:{n}")
-
 class Pawsx(Layout):
     """<data>/<lang>/{train|translated_train,dev|dev_2k,test|test_2k}.tsv; a folder with train-en.tsv is XTREME's."""
     langs, labels, pattern = PAWSX_LANGS, ["0", "1"], "<lang>/{train,translated_train,dev,test}.tsv"
@@ -36,8 +30,7 @@ class Pawsx(Layout):
         return XtremePawsx if directory and (Path(directory) / "train-en.tsv").is_file() else cls
 
     def found(self):
-        return {p.name for p in self.directory.iterdir()
-                if (p / "test.tsv").is_file() or (p / "test_2k.tsv").is_file()}
+        return {p.name for p in self.directory.iterdir() if (p / "test.tsv").is_file() or (p / "test_2k.tsv").is_file()}
 
     def read(self, lang, split):
         return read_pawsx(first_existing(self.directory / lang, self.names(lang, split)), lang)
@@ -57,7 +50,10 @@ class Pawsx(Layout):
         return [self.directory / lang / ("train.tsv" if lang == self.source else "translated_train.tsv")]
 
     def each_round_trip(self, path, lang):
-        return each_round_trip(path, lang)
+        """X-Mixup's round trips of PAWS-X's English through `lang` (translated_train.<lang>-en.tsv), paired by id."""
+        for n, r in each_tsv(path, ("id", "sentence1", "sentence2", "label"), header=False, noisy=True, optional=1):
+            if n > 1:
+                yield Example(id=r["id"], lang=lang, text=r["sentence1"], pair=r["sentence2"], where=f"{path}:{n}")
 
 class XtremePawsx(XtremePairs, Pawsx):
     """PAWS-X in XTREME's layout."""

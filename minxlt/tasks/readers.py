@@ -11,7 +11,6 @@ from pathlib import Path
 from data import Example
 from minxlt.errors import DataError, warn
 
-
 def read_text(path):
     """The text of a UTF-8 file, without a byte-order mark; one that is not UTF-8 stops at its first bad byte's line."""
     raw = a_file(path).read_bytes()
@@ -42,8 +41,7 @@ def each_tsv(path, columns, header=True, noisy=False, quoted=False, optional=0, 
             number = reader.line_num
             if header and number == 1:
                 if [c.strip() for c in row[:len(columns)]] != list(columns):
-                    raise DataError(path, 1, f"header {row!r} does not start with the expected columns "
-                                             f"{list(columns)}")
+                    raise DataError(path, 1, f"header {row!r} does not start with the expected columns {list(columns)}")
                 continue
             problem = None
             if not len(columns) - optional <= len(row) <= len(columns):
@@ -164,8 +162,7 @@ def squad_question(path, where, qa, context, lang, title, blank=False):
             raise DataError(path, 0, f"{where}: an answer's text is empty (XTREME blanks the answers of its test "
                                      "files; scores need the gold answers)")
         if not isinstance(start, int) or isinstance(start, bool) or start < 0:
-            raise DataError(path, 0, f"{where}: answer_start {start!r} is not a character position "
-                                     "(an integer from 0)")
+            raise DataError(path, 0, f"{where}: answer_start {start!r} is not a character position (an integer from 0)")
         if context[start:start + len(text)] != text:
             raise DataError(path, 0, f"{where}: answer {text!r} is not at character {start} "
                                      f"of the context (found {context[start:start + len(text)]!r})")

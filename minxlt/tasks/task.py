@@ -9,22 +9,14 @@ from pathlib import Path
 
 from minxlt.errors import InputError, warn
 
-
 class TrainSplit(Mapping):
     """{lang: [Example]} read from the files when first asked for (evaluation, and a run whose token
-    cache holds them, never read them), checked as check_split checks, a target against the source."""
+    cache holds them, never read them), checked as Counts.check checks, a target against the source."""
 
     def __init__(self, name, layout, source, langs, strict=False):
         self.name, self.layout, self.source, self.langs, self.strict = name, layout, source, list(langs), strict
         self.examples = {}
         self.table = None  # source_labels, once read
-
-    @classmethod
-    def given(cls, examples):
-        """A training split of examples already in memory (a few-shot sample of one, a test's)."""
-        split = cls(name=None, layout=None, source=None, langs=examples)
-        split.examples = dict(examples)
-        return split
 
     def __contains__(self, lang):
         return lang in self.langs
@@ -213,12 +205,13 @@ class Task:
     pos_metric: str = "accuracy"  # POS tags: selected and reported by word accuracy, or "f1" (levels.chunk_counts)
 
     def __post_init__(self):
-        if not isinstance(self.train, TrainSplit):
-            self.train = TrainSplit.given(self.train)
+        if not isinstance(self.train, TrainSplit):  # examples already in memory (a few-shot sample, a test's)
+            given = dict(self.train)
+            self.train = TrainSplit(name=None, layout=None, source=None, langs=given)
+            self.train.examples = given
 
 class Layout:
-    """Where a task's files are and how a language's split is read (`read(lang, split)`); its languages
-    are those with files in the folder (`found`), in the order of `langs`, the others after them."""
+    """Where a task's files are, the languages they hold (`found`, `languages`), how a split is read (`read`)."""
     langs: list
     pattern: str    # a language's files, for messages
     labels: list
@@ -295,19 +288,13 @@ class Layout:
         return (str(folder / "test-{lang}-en-translated.tsv") if folder and any(folder.glob("test-*-en-translated.tsv"))
                 else None)
 
-def check_split(name, split, lang, examples, source, file):
-    """Refuse what would be scored as nothing (an empty source split, a target without test examples) and
-    unlabelled or partly labelled splits (test files may be wholly unlabelled). `file`: for messages."""
-    count = Counts()
-    for e in examples:
-        count.add(e)
-    count.check(name, split, lang, source, file)
-
 class Counts:
-    """What check_split counts of a split, counted as its examples come."""
+    """A split's examples and unlabelled ones, counted as they come (`examples`: a split in memory)."""
 
-    def __init__(self):
+    def __init__(self, examples=()):
         self.examples, self.unlabelled, self.first_unlabelled = 0, 0, None
+        for e in examples:
+            self.add(e)
 
     def add(self, e):
         self.examples += 1
@@ -317,6 +304,8 @@ class Counts:
                 self.first_unlabelled = e.id
 
     def check(self, name, split, lang, source, file):
+        """Refuse what would be scored as nothing (an empty source split, a target without test examples) and
+        unlabelled or partly labelled splits (test files may be wholly unlabelled). `file`: for messages."""
         where = f"(read from {file})"
         if not self.examples and (lang == source or split == "test"):
             raise InputError(f"task {name}: no {split} examples in {lang} {where}; check the file, or leave the "

@@ -7,16 +7,14 @@ from minxlt.errors import DataError
 from minxlt.tasks.filter_tags import read_test_translations
 from minxlt.tasks.pawsx import read_pawsx
 from minxlt.tasks.readers import read_lines, squad_texts
-from minxlt.tasks.xmixup_tags import is_token_file, read_token_translations
+from minxlt.tasks.xmixup_tags import DEV, TEST, untagged_sentences
 from minxlt.tasks.xnli import read_xnli
-
 
 def translation_file(spec, lang):
     """The file of `lang`'s translations: `spec` with {lang} filled in, a folder's <lang>.tsv, or `spec` itself."""
     if "{lang}" in spec:
         return Path(spec.replace("{lang}", lang))
     return Path(spec) / f"{lang}.tsv" if Path(spec).is_dir() else Path(spec)
-
 
 def read_translations(spec, lang, source, examples, tokenizer=None):
     """The `examples` of `lang` as their translations into `source` (same ids), from `spec`'s file, read as its name
@@ -29,8 +27,9 @@ def read_translations(spec, lang, source, examples, tokenizer=None):
                                      "the split, which a tokenizer counts: read them with the run's "
                                      "(read_translations(..., tokenizer=))")
         return read_test_translations(path, source, examples, tokenizer)  # a sentence's segments: <id>, <id>#1, ...
-    if is_token_file(path, lang) and all(e.words is not None for e in examples):
-        return read_token_translations(path, source, examples, tokenizer)  # X-Mixup's: <id> (<id>#1, ... by segment)
+    if path.name == f"{lang}.txt" and path.parent.name in (TEST, DEV) and all(e.words is not None for e in examples):
+        what = f"{examples[0].lang if examples else ''}'s split"  # X-Mixup's translate-{test,dev}-token/<lang>.txt
+        return untagged_sentences(path, examples, source, what, tokenizer, joined=False)  # <id> (<id>#1, ...: segments)
     lines = read_lines(path) if not name.endswith(".json") else []
     if name.endswith(".json"):  # a QA test set's translation, paired by id as FILTER's and X-Mixup's code pair it
         rows = squad_texts(path)

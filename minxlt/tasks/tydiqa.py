@@ -34,13 +34,11 @@ class Tydiqa(Layout):
         return self.directory / "tydiqa-goldp-v1.1-train" / f"tydiqa.goldp.{lang}.train.json"
 
     def read(self, lang, split):
+        path = self.split_file(lang, split)  # the source's dev questions are a tenth of its training file's
         if split == "test":
-            return read_squad(self.directory / "tydiqa-goldp-v1.1-dev" / f"tydiqa.goldp.{lang}.dev.json", lang,
-                              blank=True)
+            return read_squad(path, lang, blank=True)
         if lang != self.source:
-            path = self.directory / "translate-train" / f"tydiqa.translate.train.en-{lang}.json"
             return read_squad(path, lang, noisy=True) if split == "train" and path.is_file() else []
-        path = self.directory / "tydiqa-goldp-v1.1-train" / f"tydiqa.goldp.{lang}.train.json"
         questions = self.once("train", lambda: numbered_questions(read_squad(path, lang, unique=False)))
         return [e for e in questions if tydiqa_split(e.text, e.pair) == split]
 

@@ -152,8 +152,7 @@ def fused_words(path, line, words, ranges, lang):
     root (ties: POS_PRECEDENCE). `words`: (line, number, form, upos, heads); `ranges`: (line, (first, last), form)."""
     numbers = [number for _, number, _, _, _ in words]
     if numbers != list(range(1, len(words) + 1)):
-        raise DataError(path, line, f"word numbers {numbers[:10]}: a sentence's words are numbered 1, 2, ... in "
-                                    "order")
+        raise DataError(path, line, f"word numbers {numbers[:10]}: a sentence's words are numbered 1, 2, ... in order")
     outside = next(((n, head) for n, _, _, _, parents in words for head in parents if not 0 <= head <= len(words)),
                    None)
     if outside:
@@ -163,8 +162,7 @@ def fused_words(path, line, words, ranges, lang):
     for at, (first, last), form in ranges.values():
         span = list(range(first, last + 1))
         if last < first or any(n not in heads for n in span):
-            raise ConverterStops(path, at, f"multi-word token {first}-{last} is not a range of the sentence's "
-                                           "words")
+            raise ConverterStops(path, at, f"multi-word token {first}-{last} is not a range of the sentence's words")
         depth = {n: len(ancestors(n, heads)) for n in span}
         top = [n for n in span if depth[n] == min(depth.values())]
         order = POS_PRECEDENCE.get(lang, DEFAULT_PRECEDENCE).split()

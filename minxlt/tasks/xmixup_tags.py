@@ -13,7 +13,6 @@ from minxlt.tasks.readers import read_lines
 TEST, DEV = "translate-test-token", "translate-dev-token"  # X-Mixup's README's folders
 KEPT = 0.5  # a word is trained on where its soft labels sum to more than this (token_classification.py)
 
-
 def tagging_sentences(path, fields=2):
     """[[(line, cells)] of each sentence] of an X-Mixup tagging file, `fields` fields a word (None: at least 2)."""
     sentences, rows = [], []
@@ -33,7 +32,6 @@ def tagging_sentences(path, fields=2):
                                           "each sentence (X-Mixup ner.py:56-71)")
         rows.append((number, cells))
     return sentences
-
 
 def segments(path, sentences, examples, what, tokenizer):
     """[[the file's sentences] of each of `examples`]: one each, or one per XTREME segment (xtreme_segments)."""
@@ -56,7 +54,6 @@ def segments(path, sentences, examples, what, tokenizer):
         at += len(sizes)
     return out
 
-
 def soft_labels(path, number, cell, labels):
     """A word's soft labels, `cell` split at ";" as ner.py splits it, checked: one number a label."""
     try:
@@ -71,7 +68,6 @@ def soft_labels(path, number, cell, labels):
         raise DataError(path, number, f"soft labels {cell[:60]!r}: a probability is a finite number, not below 0")
     return values
 
-
 def read_soft_labelled(path, lang, sources, labels, columns=None, tokenizer=None):
     """[(Example, [each word's soft labels in `labels`' order])] of translate-train-logits/<lang>.txt."""
     sentences = segments(path, tagging_sentences(path), sources, source_file(sources), tokenizer)
@@ -85,7 +81,6 @@ def read_soft_labelled(path, lang, sources, labels, columns=None, tokenizer=None
                     [[values[c] for c in column] for values in soft]))
     return out
 
-
 def label_columns(directory, labels):
     """The order of X-Mixup's soft-label columns: the folder's labels.txt, else XTREME's (the tags sorted)."""
     path = Path(directory) / "labels.txt"
@@ -97,21 +92,8 @@ def label_columns(directory, labels):
                                  f"{', '.join(labels)}, each once, in the order of their columns")
     return columns
 
-
 def source_file(sources):
     return f"the source's training file ({sources[0].where.rpartition(':')[0] if sources else ''})"
-
-
-def read_token_translations(path, source, examples, tokenizer=None):
-    """A split's sentences translated into `source` (translate-{test,dev}-token): segment k > 0 under "<id>#<k>"."""
-    what = f"{examples[0].lang if examples else ''}'s split"
-    return untagged_sentences(path, examples, source, what, tokenizer, joined=False)
-
-
-def read_round_trips(path, lang, sources, tokenizer=None):
-    """The round trips of the source's training sentences through `lang` (translate-train-en-token), by sentence."""
-    return untagged_sentences(path, sources, lang, source_file(sources), tokenizer)
-
 
 def untagged_sentences(path, examples, lang, what, tokenizer=None, joined=True):
     """An X-Mixup token file's sentences, each example's joined under its id (not `joined`: a segment at a time)."""
@@ -123,12 +105,6 @@ def untagged_sentences(path, examples, lang, what, tokenizer=None, joined=True):
             out.append(Example(id=f"{e.id}#{k}" if k else e.id, lang=lang, text=" ".join(words), words=words,
                                where=f"{path}:{rows[0][0]}"))
     return out
-
-
-def is_token_file(path, lang):
-    """Whether `path` is one of X-Mixup's translate-{test,dev}-token/<lang>.txt."""
-    return path.name == f"{lang}.txt" and path.parent.name in (TEST, DEV)
-
 
 def teacher_rows(items, soft, num_labels):
     """{(id, lang): (T, C) teacher log-probabilities} of encoded translations from their words' soft labels `soft`
@@ -170,9 +146,9 @@ class XmixupTranslations:
             path, lang, self.source_train(), self.labels, label_columns(self.directory, self.labels), self.tokenizer))
 
     def each_round_trip(self, path, lang):
-        """X-Mixup's round trips of the source's training sentences through `lang` (--round-trip), read_round_trips."""
+        """X-Mixup's round trips of the source's training sentences through `lang` (--round-trip), by sentence."""
         sources = self.source_train()
-        return iter(read_round_trips(Path(path), lang, sources, self.tokenizer))
+        return iter(untagged_sentences(Path(path), sources, lang, source_file(sources), self.tokenizer))
 
     def soft_labels_of(self, lang):
         """{(id, lang): [each word's soft labels]} of a target's training examples."""

@@ -33,12 +33,6 @@ def each_xnli_mt(path, lang):
         yield Example(id=str(n), lang=lang, text=r["premise"], pair=r["hypo"],
                       label=check_label(path, n, label, XNLI_LABELS), where=f"{path}:{n}")
 
-def each_round_trip(path, lang):
-    """X-Mixup's round trips of XNLI-MT's English through `lang`: line i (the id) renders English line i."""
-    for n, r in each_tsv(path, ("premise", "hypo", "label"), header=False, noisy=True, optional=1):
-        if n > 1:
-            yield Example(id=str(n), lang=lang, text=r["premise"], pair=r["hypo"], where=f"{path}:{n}")
-
 class Xnli(Layout):
     """<data>/XNLI-1.0/xnli.{dev,test}.tsv, XNLI-MT-1.0/multinli/multinli.train.<lang>.tsv; train-en.tsv: XTREME's."""
     langs, labels, pattern = XNLI_LANGS, list(XNLI_LABELS), "XNLI-MT-1.0/multinli/multinli.train.<lang>.tsv"
@@ -62,11 +56,13 @@ class Xnli(Layout):
         return [self.directory / "XNLI-MT-1.0" / "multinli" / f"multinli.train.{lang}.tsv"]
 
     def split_file(self, lang, split):
-        return (self.train_files(lang)[0] if split == "train"
-                else self.directory / "XNLI-1.0" / f"xnli.{split}.tsv")
+        return (self.train_files(lang)[0] if split == "train" else self.directory / "XNLI-1.0" / f"xnli.{split}.tsv")
 
     def each_round_trip(self, path, lang):
-        return each_round_trip(path, lang)
+        """X-Mixup's round trips of XNLI-MT's English through `lang`: line i (the id) renders English line i."""
+        for n, r in each_tsv(path, ("premise", "hypo", "label"), header=False, noisy=True, optional=1):
+            if n > 1:
+                yield Example(id=str(n), lang=lang, text=r["premise"], pair=r["hypo"], where=f"{path}:{n}")
 
 class XtremeXnli(XtremePairs, Xnli):
     """XNLI in XTREME's layout."""

@@ -7,12 +7,8 @@ from minxlt.errors import DataError, warn
 from minxlt.tasks.readers import check_label, each_tsv, open_text, utf8
 from minxlt.tasks.task import Layout
 
-
-def read_xtreme_pairs(path, lang, labels):
-    """XTREME's {train,dev,test}-<lang>.tsv: text, second text, label (test: none), csv-quoted; id: the row number."""
-    return list(each_xtreme_pairs(path, lang, labels))
-
 def each_xtreme_pairs(path, lang, labels):
+    """XTREME's {train,dev,test}-<lang>.tsv: text, second text, label (test: none), csv-quoted; id: the row number."""
     for i, (n, r) in enumerate(each_tsv(path, ("text", "pair", "label"), header=False, quoted=True, optional=1),
                                start=1):
         label = r.get("label")
@@ -66,7 +62,7 @@ class XtremePairs(Layout):
             return (read_xtreme_translations(path, lang, self.labels, self.read(self.source, "train")) if path.is_file()
                     else [])
         path = self.train_files(lang)[0] if split == "train" else self.directory / f"{split}-{lang}.tsv"
-        return self.once((lang, split), lambda: read_xtreme_pairs(path, lang, self.labels))
+        return self.once((lang, split), lambda: list(each_xtreme_pairs(path, lang, self.labels)))
 
     def stream(self, lang):
         path = self.train_files(lang)[0]
