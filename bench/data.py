@@ -21,12 +21,15 @@ SIB200_NAME = {"en": "eng_Latn", "de": "deu_Latn", "fr": "fra_Latn", "es": "spa_
 LABELS = ("entailment", "neutral", "contradiction")
 ROOT = Path(__file__).resolve().parents[1]  # the repository: train.py, and this module as bench.data
 
+
 def words_by_lang():
     corpus = demo_corpus.build("train")
     return {lang: [w for e in examples for w in e.text.split()] for lang, examples in corpus.items()}
 
+
 def sentence(rng, words, n):
     return " ".join(rng.choice(words) for _ in range(rng.randint(n // 2, n + n // 2)))
+
 
 def write_xnli(folder, pairs, langs, seed=0):
     """A folder in XTREME's XNLI layout with `pairs` English training pairs and their translations."""
@@ -45,6 +48,7 @@ def write_xnli(folder, pairs, langs, seed=0):
         with open(folder / "translate-train" / f"en-{lang}-translated.tsv", "w") as f:
             f.writelines(f"{a}\t{b}\t{pair(lang)}\t{label}\n" for a, b, label in english)
 
+
 def write_sib200(folder, pairs, langs, seed=0):
     """A folder in SIB-200's layout (<lang>/{train,dev,test}.tsv) with `pairs` English sentences translated."""
     rng, words = random.Random(seed), words_by_lang()
@@ -56,6 +60,7 @@ def write_sib200(folder, pairs, langs, seed=0):
                 f.write("index_id\tcategory\ttext\n")
                 f.writelines(f"{i}\t{label}\t{sentence(rng, words[lang], 20)}\n" for i, label in enumerate(labels))
 
+
 def measure(argv, cache):
     """(CPU seconds, peak resident MiB) of a fresh process running `argv` (Python's arguments)."""
     process = subprocess.Popen([sys.executable, *argv], env=dict(os.environ, MINXLT_CACHE=str(cache)),
@@ -65,6 +70,7 @@ def measure(argv, cache):
     if status != 0:
         sys.exit(f"{argv[0]} failed:\n{stderr.decode()[-2000:]}")
     return usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
+
 
 def data_stage(argv):
     """What train.main does before it loads the model (the task, the items, the first lines, the first batch)."""
@@ -78,6 +84,7 @@ def data_stage(argv):
     interval = bookkeeping.evaluation_interval(settings, steps)
     bookkeeping.start_report(settings, run, phases, Path(args.out), steps, interval)
     bookkeeping.step_batches(settings, method, phases, 0, {})
+
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -119,6 +126,7 @@ def main(argv=None):
         print(f"before the model, {name}: peak {peaks['small']:.0f} MiB on the small set, {peaks['full']:.0f} MiB on "
               f"the full set: {per_pair(peaks):.0f} B per training pair")
     print(f"token cache on disk: {entry / (texts(n0) + texts(n1)):.0f} B per training pair")
+
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--data-stage"]:

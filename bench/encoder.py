@@ -18,6 +18,7 @@ SHAPES = {  # XLM-R base and large, and XLM-R XL (pre-LN: against XLMRobertaXLMo
     "xl": dict(hidden_size=2560, num_hidden_layers=36, num_attention_heads=32, intermediate_size=10240, pre_ln=True),
 }
 
+
 def build(impl, shape, args):
     """The model and a padded batch, identical for both implementations (same seed, same weights)."""
     import transformers
@@ -43,6 +44,7 @@ def build(impl, shape, args):
     ids[mask == 0] = 1
     return model, ids.to(args.device), mask.to(args.device)
 
+
 def step(impl, model, ids, mask, args):
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(args.amp)
     with torch.autocast(device_type=args.device.split(":")[0], dtype=dtype, enabled=dtype is not None):
@@ -51,9 +53,11 @@ def step(impl, model, ids, mask, args):
     loss.backward()
     model.zero_grad(set_to_none=True)
 
+
 def sync(device):
     if device.startswith("cuda"):
         torch.cuda.synchronize()
+
 
 def time_steps(args, shape):
     """Median seconds per step for both implementations, alternating."""
@@ -69,9 +73,11 @@ def time_steps(args, shape):
                 times[impl].append(time.perf_counter() - start)
     return {impl: statistics.median(t) for impl, t in times.items()}
 
+
 def rss_kib(field):
     with open("/proc/self/status") as f:
         return next(int(line.split()[1]) for line in f if line.startswith(field + ":"))
+
 
 def measure_memory(impl, shape, args, queue):
     """In a fresh process: peak bytes above the steady state in one step, and bytes saved for backward."""
@@ -102,6 +108,7 @@ def measure_memory(impl, shape, args, queue):
         peak = (rss_kib("VmHWM") - before) * 1024
     queue.put((peak, sum(saved.values())))
 
+
 def memory(args, shape):
     result = {}
     # Allocations above 64 KiB go to mmap and back when freed: RSS follows live memory, not glibc's free lists
@@ -114,6 +121,7 @@ def memory(args, shape):
         result[impl] = queue.get()
         process.join()
     return result
+
 
 def parse(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -130,6 +138,7 @@ def parse(argv=None):
     parser.add_argument("--threads", type=int, default=torch.get_num_threads(), help="CPU threads")
     return parser.parse_args(argv)
 
+
 def main():
     args = parse()
     torch.set_num_threads(args.threads)
@@ -145,6 +154,7 @@ def main():
         print(f"| {shape} | {t['ours']:.3f} | {t['theirs']:.3f} | {t['ours'] / t['theirs']:.2f} "
               f"| {mb(m['ours'][0])} | {mb(m['theirs'][0])} | {m['ours'][0] / m['theirs'][0]:.2f} "
               f"| {mb(m['ours'][1])} | {mb(m['theirs'][1])} |", flush=True)
+
 
 if __name__ == "__main__":
     main()

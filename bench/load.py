@@ -15,6 +15,7 @@ import torch
 MB = 2 ** 20
 ROOT = Path(__file__).resolve().parents[1]  # the repository, where python -m bench.load runs
 
+
 def child(directory, dtype, warm):
     """In a fresh process: print the peak resident bytes a load adds (VmHWM less VmRSS), after a tiny one if `warm`."""
     from model import Config, Encoder
@@ -30,6 +31,7 @@ def child(directory, dtype, warm):
     model = Encoder.from_pretrained(directory, dtype=getattr(torch, dtype))
     size = sum(p.numel() * p.element_size() for p in model.parameters())
     print(json.dumps({"added": status("VmHWM") - before, "model": size}))
+
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -63,6 +65,7 @@ def main():
             bound = warm["model"] + largest
             print(f"| {dtype} | {warm['model'] / MB:.0f} MB | {largest / MB:.0f} MB | {cold['added'] / MB:.0f} MB | "
                   f"{warm['added'] / MB:.0f} MB | {warm['added'] / bound:.2f} |")
+
 
 if __name__ == "__main__":
     main()

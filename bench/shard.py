@@ -21,6 +21,7 @@ GB = 1e9
 ROOT = Path(__file__).resolve().parents[1]  # the repository, where python -m bench.shard runs
 PARTS = ("parameters", "gradients", "AdamW moments")
 
+
 def measure(config, sharded, amp="none"):
     """{part: bytes} this process holds of the encoder after one step of a classifier on it, sharded or DDP."""
     import train
@@ -41,6 +42,7 @@ def measure(config, sharded, amp="none"):
     held = (shard.local_bytes(encoder), shard.local_bytes(p.grad for p in encoder), shard.local_bytes(moments))
     return dict(zip(PARTS, held))
 
+
 def live_bytes():
     """Bytes of every tensor alive that Python holds (the garbage collector's), each storage once."""
     from torch.distributed.tensor import DTensor
@@ -53,6 +55,7 @@ def live_bytes():
             seen.add(storage.data_ptr())
             total += storage.nbytes()
     return total
+
 
 @contextmanager
 def peaks(names, figures, less=lambda: 0):
@@ -78,6 +81,7 @@ def peaks(names, figures, less=lambda: 0):
         for name in names:
             setattr(owners[name], name, real[name])
 
+
 def FSDP_MOMENTS():
     """FSDP2's private functions called where a peak falls between collectives (memory.step_moments): the
     all-gather's copy out, a unit's release after backward, the copy into the reduce-scatter buffer."""
@@ -85,8 +89,10 @@ def FSDP_MOMENTS():
     return {"foreach_all_gather_copy_out": _fsdp_param_group, "reshard": _fsdp_param_group.FSDPParamGroup,
             "foreach_reduce_scatter_copy_in": _fsdp_collectives}
 
+
 EVERY = ("all_gather_single", "reduce_scatter_single", "foreach_all_gather_copy_out", "reshard",
          "foreach_reduce_scatter_copy_in")
+
 
 def by_phase(directory, amp, embeddings_unit=False):
     """{phase: bytes} this process holds at each phase of a sharded run of a classifier on the encoder in
@@ -150,6 +156,7 @@ def by_phase(directory, amp, embeddings_unit=False):
     figures["test"] = peak[0]
     return figures
 
+
 def worker(child):
     """Under torchrun: by_phase (--phases) or measure, and process 0 prints every process's figures (json)."""
     from minxlt.parallel import distributed
@@ -165,6 +172,7 @@ def worker(child):
         print("RESULT " + json.dumps(every))
     distributed.cleanup()
 
+
 def launch(processes, *child):
     """[{part: bytes} per process] of one configuration (`child`: --child's arguments), run under torchrun."""
     command = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(processes),
@@ -174,6 +182,7 @@ def launch(processes, *child):
     if line is None:
         sys.exit(f"error: {' '.join(command)} failed:\n{done.stderr[-3000:]}")
     return json.loads(line[len("RESULT "):])
+
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -212,6 +221,7 @@ def main(argv=None):
             print(f"| {n} | {mode} | " + " | ".join(f"{largest[k] / GB:.3f}" for k in PARTS) +
                   f" | {sum(largest.values()) / GB:.3f} | {planned / GB:.3f} | {ratio:.3f} | {1 / n:.3f} |")
 
+
 def phases_table(config, processes, amps, embeddings=(False,)):
     """--phases: each phase's bytes, the largest process's, measured and planned, as a table; returns
     {(processes, amp, embeddings unit, phase): (measured, planned)}."""
@@ -248,6 +258,7 @@ def phases_table(config, processes, amps, embeddings=(False,)):
     print("|---|---|---|---|---|---|")
     print("\n".join(aside))
     return figures
+
 
 if __name__ == "__main__":
     main()

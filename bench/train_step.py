@@ -37,6 +37,7 @@ SHAPES = {  # XLM-R base and large, and XLM-R XL (pre-LN)
 }
 PEAK_TFLOPS = {"H100": 989, "H200": 989, "A100": 312, "L40S": 362, "A10": 125}  # dense bf16, SXM where there are two
 
+
 def shaped_model(model_dir, shape, folder):
     """A checkpoint folder with XLM-R's `shape`, random weights and the tokenizer of `model_dir`."""
     tokenizer = Tokenizer.from_pretrained(model_dir)
@@ -46,10 +47,12 @@ def shaped_model(model_dir, shape, folder):
     tokenizer.save_pretrained(folder)
     return folder
 
+
 def fixed_length(item, length, tokenizer):
     """An encoded text made exactly `length` tokens long: <s>, its own tokens repeated, </s>."""
     content = item.ids[1:-1] or [tokenizer.unk_id]
     return replace(item, ids=[item.ids[0], *(content * (length // len(content) + 1))[:length - 2], item.ids[-1]])
+
 
 def source_batches(run, batch_size, steps, length=None):
     """--batch-size (source, translation) pairs a step, into a target language drawn per step; `length`: each text's."""
@@ -66,6 +69,7 @@ def source_batches(run, batch_size, steps, length=None):
         pairs = [by_lang.get(lang) or next(iter(by_lang.values())) for by_lang in chosen]
         out.append([tuple(fixed_length(t, length, run.tokenizer) for t in pair) if length else pair for pair in pairs])
     return out
+
 
 class Trainee:
     """One method's model and optimizer, and its step (train.py's, one micro-batch)."""
@@ -115,6 +119,7 @@ class Trainee:
         self.encoder.checkpoint_layers(checkpointed)
         return counter.get_total_flops()
 
+
 class Baseline(Trainee):
     """transformers' sequence classifier on translate-train's texts, padded to --max-length."""
 
@@ -143,9 +148,11 @@ class Baseline(Trainee):
             self.step(batch)
         return counter.get_total_flops()
 
+
 def sync(device):
     if device.startswith("cuda"):
         torch.cuda.synchronize()
+
 
 def measure(trainees, batches, warmup, device, count_flops):
     """{name: (median seconds synced, seconds pipelined, texts, real tokens, step memory, FLOPs, peak bytes)} a step
@@ -185,6 +192,7 @@ def measure(trainees, batches, warmup, device, count_flops):
                    mean([s[1] for s in sizes[name]]), max(memory[name]) if memory[name] else None, mean(flops[name]),
                    max(peaks[name]) if peaks[name] else None) for name in times}
 
+
 def loop_ms_per_step(out):
     """The real loop's median ms a step between a run's loss records (log.jsonl), leaving out the first (compiling)
     and any that holds an evaluation; None where there are too few."""
@@ -194,6 +202,7 @@ def loop_ms_per_step(out):
     rates = [1000 * (b["seconds"] - a["seconds"]) / (b["step"] - a["step"])
              for a, b in zip(losses[1:], losses[2:]) if not any(a["step"] <= step < b["step"] for step in evaluated)]
     return statistics.median(rates) if rates else None
+
 
 def report(results, batch_size, peak, reference):
     """The table of one batch size, and the reference method's throughput against transformers'."""
@@ -214,6 +223,7 @@ def report(results, batch_size, peak, reference):
         print(f"{reference}: {(base[2] / base[1]) / (theirs[2] / theirs[1]):.2f}x the texts/s of transformers' "
               "classifier padded to --max-length (pipelined)")
 
+
 def parse(argv=None):
     """(the parser, this script's own flags, {method: train.py's flags for it}) from the command line."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -233,6 +243,7 @@ def parse(argv=None):
     add("--logs", help="comma-separated OUT folders of train.py runs: their loop's ms/step, read from log.jsonl")
     own, rest = parser.parse_known_args(argv)
     return parser, own, {name: flags.parse(rest + ["--method", name], strict=False) for name in own.methods.split(",")}
+
 
 def main(argv=None):
     parser, own, given = parse(argv)
@@ -276,6 +287,7 @@ def main(argv=None):
         ms = loop_ms_per_step(out)
         print(f"train.py loop {out}: {f'{ms:.1f} ms/step' if ms else 'too few log records'} (log.jsonl, evaluations "
               "left out)")
+
 
 if __name__ == "__main__":
     main()

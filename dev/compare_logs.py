@@ -17,12 +17,14 @@ from pathlib import Path
 
 IGNORED = {"seconds", "args", "settings"}
 
+
 def records(run):
     """The run's log.jsonl records and its results.json (if any), as one list."""
     out = [json.loads(line) for line in (run / "log.jsonl").read_text().splitlines() if line.strip()]
     if (run / "results.json").exists():
         out.append({"results.json": json.loads((run / "results.json").read_text())})
     return out
+
 
 def differences(a, b, tolerance, where=""):
     """Where two JSON values differ, as readable lines."""
@@ -36,6 +38,7 @@ def differences(a, b, tolerance, where=""):
     if numbers and (a == b or math.isclose(a, b, rel_tol=tolerance, abs_tol=0.0)):
         return []
     return [] if a == b else [f"{where}: {a!r} != {b!r}"]
+
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -66,6 +69,7 @@ def main(argv=None):
         failed += bool(found)
     print(f"{len(set(a) | set(b)) - failed} of {len(set(a) | set(b))} runs agree")
     sys.exit(1 if failed else 0)
+
 
 if __name__ == "__main__":
     main()

@@ -14,13 +14,16 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
+
 def ours(path):
     """`path` relative to the repository where it is the project's code (not dev/'s, nor a virtual environment's)."""
     if path.is_relative_to(ROOT) and ".venv" not in path.parts and path.relative_to(ROOT).parts[0] != "dev":
         return str(path.relative_to(ROOT))
 
+
 class Stepped(Exception):
     """Raised once the first step has returned: the run ends there."""
+
 
 def entered(argv):
     """[(file, function)] of the project's code entered before the first train_step returns."""
@@ -50,6 +53,7 @@ def entered(argv):
             train.train_step = step
     return seen
 
+
 def inherited(method_name):
     """The names a method's class inherits from the project's classes above it."""
     import methods
@@ -59,12 +63,14 @@ def inherited(method_name):
              if base is not object and Path(sys.modules[base.__module__].__file__).resolve().is_relative_to(ROOT)]
     return sorted({n for base in bases for n in vars(base) if not (n.startswith("__") and n.endswith("__"))})
 
+
 def help_lines(argv=()):
     import train
     text = io.StringIO()
     with contextlib.redirect_stdout(text), contextlib.suppress(SystemExit):
         train.main([*argv, "--help"])
     return len(text.getvalue().splitlines())
+
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -88,6 +94,7 @@ def main():
     lines = [line for p in files for line in p.read_text(encoding="utf-8").splitlines()]
     print(f"root functions with docstrings over two lines: {len(long_docstrings)}; "
           f"Python outside tests/: {len(lines)} lines, {sum(len(line) > 120 for line in lines)} over 120 characters")
+
 
 if __name__ == "__main__":
     main()

@@ -44,6 +44,7 @@ cotrain-demo 1 --task demo --target-langs de,zh --cotrain-iterations 1 --thresho
 --embedding-model {model}"""
 FOLDERS = {"sib200": "sib200", "udpos": "ud_pud", "xsid": "xsid", "xquad": "xquad"}  # --task: its folder in --data
 
+
 def cases(data):
     """[(name, script, flags, processes)] in the order they run; {data-TASK} in the flags is TASK's folder."""
     each = lambda name, flags, methods: [f"{m}-{name} 1 {flags} --method {m}" for m in methods.split()]
@@ -60,6 +61,7 @@ def cases(data):
         lines += [f"{line} --max-length 128 --doc-stride 32" for line in qa_runs]
     return [(name, "cotrain.py" if name.startswith("cotrain") else "train.py", argv, int(processes))
             for name, processes, *argv in map(str.split, lines)]
+
 
 def tiny_model(directory):
     """A sentencepiece model trained on the bundled corpus and a 2-layer encoder with random weights."""
@@ -82,9 +84,11 @@ def tiny_model(directory):
                     num_heads=2, ffn_size=37, max_positions=130)
     Encoder(config).save_pretrained(directory)
 
+
 def launch(script, argv, processes):
     torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(processes)]
     return [*([sys.executable] if processes == 1 else torchrun), str(HERE / script), *argv]
+
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -125,6 +129,7 @@ def main(argv=None):
     print(f"{len(todo) - len(failed)} of {len(todo)} runs done in {args.out}"
           + (f"; failed: {', '.join(failed)}" if failed else ""))
     sys.exit(1 if failed else 0)
+
 
 if __name__ == "__main__":
     main()

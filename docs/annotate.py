@@ -28,19 +28,11 @@ OUT = ROOT / "docs" / "pages"
 
 # file -> (page title, the paper or what the file is, where in it the file's code is), in the README's reading order
 PAGES = {
-    "model.py": ("The encoder", "XLM-R (Conneau et al., ACL 2020), BERT (Devlin et al., NAACL 2019), XLM-R XL and XXL "
-                 "(Goyal et al. 2021)", "the pieces the methods compose: embed, layers[i] (attention, feed_forward), "
-                 "finish"),
-    "data.py": ("The examples and their batches", "what an example is, read and encoded, and how encoded items "
-                "become batches", "padding to the longest, (source, translation) pairs, epochs of global batches, "
-                "shards across processes"),
-    "losses.py": ("The losses", "every paper's losses, one function per equation",
-                  "XeroAlign Algorithm 1; FILTER Eq. 4-5; X-Mixup Eq. 7-8; Yu & Joty Eq. 1-5"),
+    "train.py": ("The training step", "one run from the command line to the test table",
+                 "train_step: a global batch, the method's loss, backward, the update"),
     "methods.py": ("The interface every method implements", "what a method says and what it is given; zero-shot, "
                    "translate-train (Unicoder Sec. 3.3) and translate-test (XTREME)",
                    "Method: its training items, batches, loss, phases and predictions; Run; Phase"),
-    "levels.py": ("Task levels", "sentence labels, word labels and answer spans: what a method asks of the task",
-                  "encoding and pairing, the task loss (cross-entropy), heads, scores"),
     "xeroalign.py": ("XeroAlign", "Gritta & Iacobacci, XeroAlign: Zero-Shot Cross-lingual Transformer Alignment, "
                      "Findings of ACL 2021", "Sec. 3 (Methodology), Algorithm 1; Sec. 3.1 (the setup)"),
     "fusion.py": ("FILTER", "Fang, Wang, Gan, Sun and Liu, FILTER: An Enhanced Fusion Method for Cross-lingual "
@@ -56,8 +48,16 @@ PAGES = {
     "unicoder.py": ("Unicoder's pre-training tasks", "Huang, Liang, Duan, Gong, Shou, Jiang and Zhou, Unicoder: A "
                     "Universal Language Encoder by Pre-training with Multiple Cross-lingual Tasks, EMNLP 2019",
                     "Pre-training Tasks in Unicoder (Eq. 1-2); Training Details"),
-    "train.py": ("The training step", "one run from the command line to the test table",
-                 "train_step: a global batch, the method's loss, backward, the update"),
+    "losses.py": ("The losses", "every paper's losses, one function per equation",
+                  "XeroAlign Algorithm 1; FILTER Eq. 4-5; X-Mixup Eq. 7-8; Yu & Joty Eq. 1-5"),
+    "levels.py": ("Task levels", "sentence labels, word labels and answer spans: what a method asks of the task",
+                  "encoding and pairing, the task loss (cross-entropy), heads, scores"),
+    "data.py": ("The examples and their batches", "what an example is, read and encoded, and how encoded items "
+                "become batches", "padding to the longest, (source, translation) pairs, epochs of global batches, "
+                "shards across processes"),
+    "model.py": ("The encoder", "XLM-R (Conneau et al., ACL 2020), BERT (Devlin et al., NAACL 2019), XLM-R XL and XXL "
+                 "(Goyal et al. 2021)", "the pieces the methods compose: embed, layers[i] (attention, feed_forward), "
+                 "finish"),
     "evaluate.py": ("Evaluation", "per-language scores and the transfer gap; how aligned the languages are: linear CKA "
                     "(Kornblith et al. 2019; X-Mixup Eq. 1) and translation retrieval",
                     "summarise, linear_cka, retrieval_accuracy, alignment"),
@@ -109,6 +109,7 @@ FORMATTER = HtmlFormatter(nowrap=True, style="friendly")
 STYLE += FORMATTER.get_style_defs(".code pre")
 GREEK = {"lambda": "λ", "alpha": "α", "tau": "τ", "sigma": "σ", "theta": "θ", "beta": "β", "gamma": "γ", "mu": "μ"}
 
+
 def math(text):
     """The papers' notation set as they set it: Greek letters (lambda0: λ, 0 below), h~, Σ, √, a symbol's _x or
     _{...} below it (L_task, ||_F), ^T or ^{...} above it (H_d^s too), Eq. N in bold."""
@@ -125,6 +126,7 @@ def math(text):
     text = re.sub(r"(?:(?<=[\w)'])|(?<=</sub>))\^(\{[^}]+\}|[A-Za-z0-9])", sup, text)
     return re.sub(r"\b(Eq\. \d+(?:-\d+)?)", r'<span class="eq">\1</span>', text)
 
+
 def notation(rendered):
     """math() on the text of rendered Markdown, outside inline code (an equation in a <pre> block is set too)."""
     out, in_pre, in_code = [], False, False
@@ -140,6 +142,7 @@ def notation(rendered):
         else:
             out.append(part if in_code else math(part))
     return "".join(out)
+
 
 def note_html(text):
     """A note as HTML: Markdown, with lists, tables of terms and preformatted blocks as note writers write them."""
@@ -181,15 +184,18 @@ def note_html(text):
     rendered = re.sub(r"<p>\x00(\d+)\x00</p>", lambda m: held[int(m.group(1))], rendered)
     return re.sub(r"\x00(\d+)\x00", lambda m: held[int(m.group(1))], rendered)
 
+
 DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 COMMAND = re.compile(r"\s*(python3?|torchrun|pip|bash)\b")
 DRAWING = ("-->", "--.", "--'", ".--", "'--", ">--")  # an ASCII diagram's arrows and corners
+
 
 def labelled(line):
     """(equation, label) of a line that ends, after 3 spaces or more, with Eq. N, Sec. N or Algorithm N; else None."""
     found = list(re.finditer(r"\s{3,}", line))
     equation, label = (line[:found[-1].start()], line[found[-1].end():]) if found else ("", "")
     return (equation, label) if equation.strip() and re.search(r"Eq\.|Sec\.|Algorithm", label) else None
+
 
 def preformatted_html(block):
     """An indented block, never wrapped: commands and drawings as written, equations set, labels in a column."""
@@ -203,6 +209,7 @@ def preformatted_html(block):
     cells = [parts or (line, "") for line, parts in zip(lines, split)]
     return '<pre class="equations">' + "".join(f'<span>{set_(eq)}</span><span class="label">{set_(label)}</span>'
                                                for eq, label in cells) + "</pre>"
+
 
 def sections(source):
     """[(notes, code)]: each docstring or comment block with the code up to the next, a signature with its
@@ -252,6 +259,7 @@ def sections(source):
     close()
     return [(text, body) for text, body in out if text or body]
 
+
 def render(name, source):
     """The page of one file of PAGES; SKIMMED's definitions are dimmed, the first of a run of them saying why."""
     title, paper, where = PAGES[name]
@@ -274,6 +282,7 @@ def render(name, source):
             f'<nav><a href="index.html">index</a> {links} <a href="../../{name}">source</a></nav>\n</header>\n'
             + "\n".join(rows) + "\n</body>\n</html>\n")
 
+
 def index():
     items = "\n".join(f'<li><a href="{Path(name).stem}.html">{html.escape(title)}</a> (<code>{name}</code>): '
                       f"{html.escape(paper)}; {math(html.escape(where))}</li>"
@@ -287,10 +296,12 @@ def index():
             f'<a href="../../README.md">README</a></p>\n</header>\n'
             f"<ol>\n{items}\n</ol>\n</body>\n</html>\n")
 
+
 def pages():
     """{file name under docs/pages: its HTML}, from the sources as they are."""
     return {"index.html": index(), **{f"{Path(name).stem}.html": render(name, (ROOT / name).read_text(encoding="utf-8"))
                                       for name in PAGES}}
+
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -305,6 +316,7 @@ def main(argv=None):
         OUT.mkdir(parents=True, exist_ok=True)
         (OUT / name).write_text(made[name], encoding="utf-8")
     print(f"{'checked' if args.check else 'wrote'} {len(PAGES) + 1} pages in {OUT}")
+
 
 if __name__ == "__main__":
     main()

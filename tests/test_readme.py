@@ -54,8 +54,8 @@ def on_this_machine(path, folder, model):
     (folder / path.parent.name / path.name).write_text(json.dumps(experiment), encoding="utf-8")
 
 
-def test_the_route_to_a_paper_s_table_runs_as_written(tmp_path, tiny_model_dir, mirror, unpinned, monkeypatch,
-                                                       capsys):
+def test_the_route_to_a_paper_s_table_runs_as_written(tmp_path, tiny_model_dir, monkeypatch, capsys,
+                                                       mirror, unpinned):  # noqa: F811 - fixtures
     install, fetch, dry_run, one_row, every_row, report = route()
     setup = section("Quick start").split("```")[1].strip().splitlines()[0]
     assert install == setup.removesuffix(" && python train.py")  # CI runs it (tests/test_layout.py)

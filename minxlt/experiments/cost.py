@@ -18,6 +18,7 @@ TOKENS_ASSUMED = (f"every text counted at its run's --max-length (a QA window of
                   f"{MEASURED_TOKENS}-token texts measured took, and each training step at least as long as the "
                   "fastest step measured at the shape (a small batch costs its steps, not its tokens)")
 
+
 @dataclass
 class Cost:
     steps: int = 0       # optimizer steps of training
@@ -29,6 +30,7 @@ class Cost:
 
     def __add__(self, other):
         return Cost(*(a + b for a, b in zip(astuple(self), astuple(other))))
+
 
 def training_items(method, values, sizes, level="sentence"):
     """(a training epoch's items as the method counts them at the task's `level`, the source's examples with
@@ -45,9 +47,11 @@ def training_items(method, values, sizes, level="sentence"):
              "pairs": translated * (targets + self_pairs) + extra * self_pairs}
     return items.get(draws(method), n), translated
 
+
 def draws(method):
     from minxlt.run import flags
     return flags.METHODS[method].draws
+
 
 def run_cost(method, values, sizes, test_input, trained=True, level="sentence", tested=True):
     """Cost of one run of `method` (settings `values`, flags.planned's) on data of `sizes`; `tested`: with its test."""
@@ -74,9 +78,11 @@ def run_cost(method, values, sizes, test_input, trained=True, level="sentence", 
     dev = min(sizes["dev"], values.get("dev_limit") or sizes["dev"])  # --dev-limit: the first N of each language
     return with_tokens(Cost(steps, training, evaluations * dev * dev_langs * dev_pair + test), values)
 
+
 def with_tokens(cost, values):
     """The cost with its texts' tokens, each text at the run's --max-length (TOKENS_ASSUMED)."""
     return Cost(*astuple(cost)[:4], cost.training * values["max_length"], cost.evaluation * values["max_length"])
+
 
 def cotrain_cost(values, sizes, test_input, level="sentence"):
     """Cost of a cotrain.py run at its most: round r fine-tunes each view on n + r * n/3 examples, untested,
@@ -95,6 +101,7 @@ def cotrain_cost(values, sizes, test_input, level="sentence"):
         cost += Cost(*(views * value for value in astuple(fit + labelling)))
     return cost
 
+
 def say(cost):
     """A cost as words: steps, training and evaluation texts, and the runs not counted."""
     ratio = f", {cost.evaluation / cost.training:.2f} of training's" if cost.training else ""
@@ -104,6 +111,7 @@ def say(cost):
         return counted
     uncounted = f"{cost.uncounted} run{'s' * (cost.uncounted > 1)} not counted (no sizes in the file)"
     return uncounted if not (cost.steps or cost.evaluation) else f"{counted}; {uncounted}"
+
 
 def gpu_hours(cost, model):
     """(GPU-hours, how they were estimated) of one run's cost on one NVIDIA H200, or None where the model's shape

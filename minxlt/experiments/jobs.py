@@ -17,6 +17,7 @@ from minxlt import tasks
 from minxlt.experiments.spec import DATA, GRIDDED, HERE, Run, train_arguments
 from minxlt.run import cli
 
+
 @dataclass
 class Job:
     """One run of one seed (and grid value) in OUT/<task>/<key>-seed<S>, the key the run as it trains, hashed."""
@@ -44,17 +45,21 @@ class Job:
         """What its results were made with (record()), beside its log."""
         return self.log.with_suffix(".json")
 
+
 def grid_label(run, value):
     return "" if value is None else f" {next(iter(run.grid or {'lr': 0}))}={value:g}"
+
 
 def values(run, experiment):
     """The grid values a run is made with ([None]: no grid); an evaluation, its trained run's."""
     trained = next((r for r in experiment.runs if r.name == run.evaluate), run)
     return list(trained.grid["lr"]) if trained.grid else [None]
 
+
 def with_value(run, value):
     """The run with a grid value as its flag."""
     return run if value is None or run.evaluate else replace(run, flags=run.flags + [GRIDDED["lr"], f"{value:g}"])
+
 
 def run_keys(experiment):
     """{(run name, grid value): key}: the method and a hash of its command without its folders and seed, the
@@ -74,6 +79,7 @@ def run_keys(experiment):
             keys[run.name, value] = f"{run.method}-{hashlib.sha256(json.dumps(described).encode()).hexdigest()[:10]}"
     return keys
 
+
 def jobs(experiment, out):
     """Every (run, grid value, seed), seed by seed, so that the first seeds' table is complete first."""
     keys, folder = run_keys(experiment), Path(out) / experiment.task
@@ -81,12 +87,15 @@ def jobs(experiment, out):
                 folder / "logs" / f"{keys[run.name, value]}-seed{seed}.log", keys[run.name, value], value)
             for seed in experiment.seeds for run in experiment.runs for value in values(run, experiment)]
 
+
 def by_name(todo):
     return {(job.run.name, job.value, job.seed): job for job in todo}
+
 
 def needed(job, jobs_by_name):
     """The jobs whose best model this one reads: the one it evaluates (of its grid value), its {run}s."""
     return [jobs_by_name[name, job.value if name == job.run.evaluate else None, job.seed] for name in job.run.needs]
+
 
 def state(job):
     """done (results written), interrupted (a checkpoint to resume), started (a folder) or new."""
@@ -98,16 +107,19 @@ def state(job):
         return "interrupted"
     return "started" if job.folder.exists() else "new"
 
+
 def record(job, experiment, jobs_by_name):
     """What a job's results mean: its key and a fingerprint of each model it reads, which a retraining changes."""
     reads = {other.key: fingerprint(other.best) for other in needed(job, jobs_by_name)}
     return {"key": job.key, "seed": job.seed, "reads": reads}
+
 
 def fingerprint(folder):
     """The files of a model folder by name, size and time of writing, hashed."""
     files = sorted((str(p.relative_to(folder)), p.stat().st_size, p.stat().st_mtime_ns)
                    for p in Path(folder).rglob("*") if p.is_file())
     return hashlib.sha256(json.dumps(files).encode()).hexdigest()[:16] if files else None
+
 
 def status(job, experiment, jobs_by_name):
     """state(), or "changed": results or a checkpoint made from another model than it reads now, or unrecorded."""
@@ -120,6 +132,7 @@ def status(job, experiment, jobs_by_name):
         if made != record(job, experiment, jobs_by_name):
             return "changed"
     return current
+
 
 def command(job, experiment, nproc, jobs_by_name, again=False):
     """A job's command as it runs now: --resume where interrupted, --overwrite where started or `again`."""
@@ -135,6 +148,7 @@ def command(job, experiment, nproc, jobs_by_name, again=False):
     argv += ["--overwrite"] if again else {"interrupted": ["--resume"], "started": ["--overwrite"]}.get(state(job), [])
     return launcher + [str(HERE / ("cotrain.py" if job.run.cotrain else "train.py"))] + argv
 
+
 def tail(path, lines=12):
     """The last lines the run wrote before torchrun's own report of its failure."""
     try:
@@ -145,7 +159,9 @@ def tail(path, lines=12):
     ends = [i for i, line in enumerate(kept) if "elastic/multiprocessing" in line and "failed (exitcode" in line]
     return kept[:ends[0] if ends else len(kept)][-lines:]
 
+
 CHANGED = "changed: made from another model than the one it reads now (--rerun-changed runs it again)"
+
 
 def execute(experiment, out, nproc, rerun_changed=False):
     """Run every job without results (and every changed one with `rerun_changed`); {label: why} of those that
@@ -186,6 +202,7 @@ def execute(experiment, out, nproc, rerun_changed=False):
         bar.update()
     bar.close()
     return failed
+
 
 def launch(argv, log):
     """(exit status, whether the user stopped it): the command in its own session, so that Ctrl-C reaches it

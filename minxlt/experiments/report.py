@@ -14,6 +14,7 @@ from minxlt.experiments.jobs import by_name, grid_label, jobs, status
 from minxlt.experiments.spec import Run
 from minxlt.run import cli
 
+
 @dataclass
 class Column:
     """A run's scores: {language or "target average": [score per finished seed]}, in percent."""
@@ -27,6 +28,7 @@ class Column:
     chosen: float | None = None
     warnings: dict = field(default_factory=dict)  # {seed: what went wrong} (train.py's end-of-run check)
     dev: float | None = None                      # the mean dev score of its tested models, where every seed has one
+
 
 def read_scores(experiment, out, metric=None):
     """A Column per run from its finished seeds (changed ones named, not counted); a grid run's is the value of
@@ -45,6 +47,7 @@ def read_scores(experiment, out, metric=None):
         column.grid, column.chosen = grid, chosen
         columns.append(column)
     return columns
+
 
 def column_of(experiment, run, value, named, metric):
     """The Column of a run's seeds made with one grid value (None: no grid), in `metric`."""
@@ -82,6 +85,7 @@ def column_of(experiment, run, value, named, metric):
     return Column(run, seeds, missing, scores, changed, settings, warnings=warnings,
                   dev=statistics.mean(dev) if dev and len(dev) == len(seeds) else None)
 
+
 def cell(column, key):
     """(mean, std, n) over the column's seeds, or None where a finished seed lacks the key."""
     values = column.scores.get(key, {})
@@ -90,12 +94,15 @@ def cell(column, key):
     scores = [values[seed] for seed in column.seeds]
     return statistics.mean(scores), statistics.stdev(scores) if len(scores) > 1 else None, len(scores)
 
+
 AVERAGES = ("target average", "average, as the paper's")
+
 
 def rows_of(experiment, columns):
     keys = list(dict.fromkeys(key for c in columns for key in c.scores if key not in AVERAGES))
     keys.sort(key=lambda key: key != experiment.source)
     return keys + [key for key in AVERAGES if any(key in c.scores for c in columns)]
+
 
 def header(column, total):
     run, n = column.run, len(column.seeds)
@@ -104,6 +111,7 @@ def header(column, total):
     seeds += f"; changed, not counted: seed {', '.join(map(str, column.changed))}" if column.changed else ""
     seeds += f"; went wrong: seed {', '.join(map(str, column.warnings))}" if column.warnings else ""
     return f"{run.name}{grid_label(run, column.chosen)} ({seeds})"
+
 
 def grid_note(column):
     """A grid run's choice: each value's mean dev score, the best first; an evaluation's, its model's."""
@@ -116,11 +124,14 @@ def grid_note(column):
     return (f"{name} chosen on dev among {', '.join(f'{v:g}' for v in column.run.grid[name])}, by the mean dev score "
             f"of each value's tested models over the seeds that finished: {scores}.")
 
+
 SHOWN = ("lr", "batch_size", "epochs", "max_steps", "max_length", "warmup", "weight_decay", "select_on")
+
 
 def paper_value(run, key, metric=None):
     paper = run.papers.get(metric, {}) if metric and run.papers else run.paper
     return paper.get("average" if key == "average, as the paper's" else key)
+
 
 def markdown(experiment, columns, failed=None, more=None):
     """The table in markdown, a section per test input and a row per language and average; with `more`
@@ -149,6 +160,7 @@ def markdown(experiment, columns, failed=None, more=None):
         lines += ["", "Runs that did not finish: "
                   + "; ".join(f"{label} ({why.splitlines()[0]})" for label, why in failed.items()) + "."]
     return "\n".join(lines) + "\n"
+
 
 def sections(experiment, columns, metric, notes=True):
     """The lines of a metric's table: a section per test input, a row per language and average."""
@@ -180,6 +192,7 @@ def sections(experiment, columns, metric, notes=True):
         lines += [""] + [f"- {note}" for note in said] if said and notes else []
     return lines
 
+
 def column_notes(c):
     """What is said under the table of a column: the run's note, the paper's row, its variant, grid, warnings."""
     row = f", {c.run.paper_row!r}" if c.run.paper_row else ""
@@ -187,6 +200,7 @@ def column_notes(c):
                               c.run.paper_model and f"The paper's row is of another model: {c.run.paper_model}.",
                               c.run.variant and f"Run {c.run.variant}.", grid_note(c)]
                        + [f"Seed {seed} went wrong: {why}." for seed, why in c.warnings.items()]))
+
 
 def csv_text(experiment, columns, more=None):
     """One line per (run, language, metric): the seeds, mean, std, the paper's number and the difference."""
@@ -206,6 +220,7 @@ def csv_text(experiment, columns, more=None):
                                  "" if paper is None or mean == "" or c.run.paper_model else f"{mean - paper:.2f}",
                                  scores, metric])
     return buffer.getvalue()
+
 
 def plot(experiment, columns, path):
     """Bars per language (mean over seeds, the standard deviation as error bars), the paper's value
@@ -239,6 +254,7 @@ def plot(experiment, columns, path):
     figure.savefig(path, dpi=120)
     plt.close(figure)
     return True
+
 
 def report(experiment, out, failed=None):
     """Write OUT/<the file's name>/table.md, table.csv and table.png; print the markdown."""

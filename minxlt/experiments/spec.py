@@ -38,6 +38,7 @@ PER_RUN = {"--teacher-cache": "a file each run writes for itself",
            "--source-lang": "the experiment's, in its top-level flags"}
 EVALUATE_FLAGS = {"--test-translations", "--batch-size", "--max-length"}  # what an "evaluate" run may add
 
+
 @dataclass
 class Run:
     """One row of the table: a method trained (or, with `evaluate`, another run's model tested)."""
@@ -70,6 +71,7 @@ class Run:
         """Whether it pre-trains an encoder for other runs (--method unicoder): no test, no column."""
         return flags.METHODS[self.method].draws == "parallel"
 
+
 @dataclass
 class Experiment:
     path: Path
@@ -98,8 +100,10 @@ class Experiment:
                 return self.flags[i + 1]
         return tasks.LAYOUTS[self.task].source
 
+
 def refuse(path, where, problem):
     raise tasks.InputError(f"{path}: {where}: {problem}")
+
 
 def load_experiment(path, data=None):
     """The experiment file at `path`, checked field by field; `data` replaces its data folder."""
@@ -147,7 +151,9 @@ def load_experiment(path, data=None):
             refuse(path, finding.where, finding.problem)
     return choose_variants(experiment)
 
+
 JSON_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"\s*:?|[{}\[\]]')  # a string (a key where a colon follows), or a bracket
+
 
 def repeated_key(text):
     """(line, key) of the first key given twice in one object of a JSON text that parses, or None."""
@@ -165,6 +171,7 @@ def repeated_key(text):
             objects[-1].add(key)
     return None
 
+
 def choose_variants(experiment):
     """Each run with `requires` as written where the data folder holds its files (or is not here to tell),
     else its fallback ("otherwise"), saying which and why (`variant`)."""
@@ -181,6 +188,7 @@ def choose_variants(experiment):
             run.variant = f"as written: the data folder holds {files}"
     return experiment
 
+
 def missing_files(experiment, patterns):
     """The files of `patterns` ({data}, {lang} for each target language) that are missing; None: no folder."""
     folder = experiment.data
@@ -191,6 +199,7 @@ def missing_files(experiment, patterns):
     files = [pattern.replace(DATA, folder).replace("{lang}", lang) for pattern in patterns
              for lang in (targets if "{lang}" in pattern else [""])]
     return [f for f in files if not Path(f).is_file()]
+
 
 def check_omitted(path, omitted):
     """The paper's rows that no run reproduces, each with its reason."""
@@ -205,6 +214,7 @@ def check_omitted(path, omitted):
             refuse(path, f"omitted[{i}]", "row, table and reason are sentences")
     return list(omitted)
 
+
 def check_sizes(path, sizes):
     """The data set's sizes, for the cost of its runs (docs/experiments.md says what each counts)."""
     if not isinstance(sizes, dict):
@@ -218,6 +228,7 @@ def check_sizes(path, sizes):
         if name in sizes and not (type(sizes[name]) is int and sizes[name] > 0):
             refuse(path, f"sizes.{name}", f"a count of examples, not {sizes[name]!r}")
     return dict(sizes)
+
 
 def check_settings(path, where, spec):
     """{setting: {"paper", "paper_where", "script", "script_where", "run", "departure"}}, each given value
@@ -235,6 +246,7 @@ def check_settings(path, where, spec):
             refuse(path, f"{where}.{name}.departure", "the reason, as a sentence")
     return dict(spec)
 
+
 def check_fields(path, where, spec, known, required):
     missing = [name for name in required if name not in spec]
     if missing:
@@ -243,6 +255,7 @@ def check_fields(path, where, spec, known, required):
     if unknown:
         refuse(path, f"{where}.{unknown[0]}" if where != "top level" else unknown[0],
                f"unknown field (the fields are {', '.join(sorted(known))})")
+
 
 def check_flags(path, where, given, before=()):
     """Flags, none reproduce.py's own (RESERVED) but a run's --model {run}, none twice here or in `before`."""
@@ -267,6 +280,7 @@ def check_flags(path, where, given, before=()):
                else f"{shared[0]} is {PER_RUN[shared[0]]}: every column must have the same source")
     return list(given)
 
+
 def model_run(given):
     """The run that a run's `--model {run}` names (it starts from that run's best model), or None."""
     for flag, value in zip(given, given[1:] + [""]):
@@ -276,6 +290,7 @@ def model_run(given):
         if match:
             return match.group(1)
     return None
+
 
 def check_run(experiment, where, spec, fallback_of=None):
     path, names = experiment.path, [run.name for run in experiment.runs]
@@ -326,6 +341,7 @@ def check_run(experiment, where, spec, fallback_of=None):
                f"fine-tune its model in a run of its own (--model {{{run.evaluate or run.name}}})")
     return run
 
+
 def check_grid(experiment, where, spec):
     """A run's "grid", {"lr": [values]}: every value runs over the seeds."""
     grid = spec.get("grid")
@@ -343,6 +359,7 @@ def check_grid(experiment, where, spec):
     if spec.get("evaluate") or spec.get("cotrain"):
         refuse(experiment.path, f"{where}.grid", "a grid is of a trained run of train.py")
     return dict(grid)
+
 
 def check_requires(experiment, where, spec, run, fallback_of):
     """A run's "requires" (the files it needs) and "otherwise" (what runs without them, run.fallback)."""
@@ -368,6 +385,7 @@ def check_requires(experiment, where, spec, run, fallback_of):
     run.requires, run.fallback = dict(requires), check_run(experiment, f"{where}.otherwise", merged, fallback_of=run)
     run.fallback.overrides = tuple(otherwise.get("settings", {}))
 
+
 def parsed(path, where, parse, argv, script="train.py"):
     """parse(argv), or the field refused with the parser's own message."""
     try:
@@ -377,6 +395,7 @@ def parsed(path, where, parse, argv, script="train.py"):
         problem = errors.getvalue().strip().splitlines()[-1].split("error: ", 1)[-1]
         refuse(path, f"{where}.flags", f"{script} refuses them: {problem}")
 
+
 def planned_arguments(experiment, run, where):
     """A trained run's train.py flags as they will be, placeholders for the folders that exist only then."""
     folder = str(HERE) if experiment.data else None  # the data folder is checked when the runs start (check_languages)
@@ -384,12 +403,14 @@ def planned_arguments(experiment, run, where):
     parsed(experiment.path, where, flags.parse, argv)
     return argv
 
+
 def cotrain_arguments(experiment, run, seed, folder, where="runs"):
     """(co-training's own flags, the flags of its f_lm's train.py runs) of a cotrain.py run."""
     import cotrain
     argv = train_arguments(replace(experiment, data=str(HERE) if experiment.data else None), run, seed, folder)
     own, rest, _ = parsed(experiment.path, where, cotrain.get_args, argv, "cotrain.py")
     return own, rest + ["--method", own.lm_method]
+
 
 @dataclass
 class Finding:
@@ -410,9 +431,11 @@ class Finding:
                  or f"{source}_where" in setting]
         return [s for s in given if not same(setting["run"], setting.get(s))] if given else ["neither"]
 
+
 def same(a, b):
     numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (a, b))
     return math.isclose(a, b, rel_tol=1e-9) if numbers else a == b
+
 
 def audit(experiment, variants=True):
     """[Finding] for every setting the file states of each trained run (its fallback's too with `variants`):
@@ -432,6 +455,7 @@ def audit(experiment, variants=True):
                 findings[-1].problem = setting_problem(findings[-1], variant)
     return findings
 
+
 def setting_problem(finding, run):
     setting, resolved = finding.setting, finding.resolved
     if resolved is KeyError:
@@ -450,6 +474,7 @@ def setting_problem(finding, run):
     if not departs and "departure" in setting:
         return "a departure is listed, but the run takes every value the paper and the script give"
     return None
+
 
 def resolved_settings(experiment, run, where):
     """{setting: value} a trained run resolves to before any data is read (flags.planned), with FIXED, the
@@ -473,7 +498,9 @@ def resolved_settings(experiment, run, where):
             "seeds": len(experiment.seeds), "test_input": run.test_input,
             **{name: file_name(values.get(name)) for name in FILES}}
 
+
 FILES = ("test_translations", "dev_translations", "round_trip", "soft_labels", "extra_train")  # settings naming files
+
 
 def file_name(path):
     """A file setting as the files state it: its name, with its folder where the name is the language's."""
@@ -481,6 +508,7 @@ def file_name(path):
         return path
     path = Path(path)
     return f"{path.parent.name}/{path.name}" if path.name.startswith("{lang}.") else path.name
+
 
 def model_depth(experiment):
     """The encoder's layers (QA's settings scale with it): its config.json's, else XLM-R's sizes' by name."""
@@ -491,6 +519,7 @@ def model_depth(experiment):
     if folder is not None:
         return Config.from_directory(folder).num_layers
     return DEPTHS.get(experiment.model.rsplit("/", 1)[-1])
+
 
 def check_paper(experiment):
     """The file's "paper" and each run's paper numbers ({lang: score}, or {metric: {lang: score}})."""
@@ -507,6 +536,7 @@ def check_paper(experiment):
                 variant.papers = paper_numbers(experiment, f"{where}.paper", variant.paper)
                 variant.paper = variant.papers.get(experiment.metric, {})
 
+
 def paper_numbers(experiment, where, paper):
     """{metric: {lang: score}} of a run's "paper": {lang: score} of the file's metric, or of several."""
     nested = any(isinstance(value, dict) for value in paper.values())
@@ -520,6 +550,7 @@ def paper_numbers(experiment, where, paper):
                 refuse(experiment.path, f"{where}.{metric + '.' if nested else ''}{lang}",
                        f"a score in percent, not {value!r}")
     return papers
+
 
 def check_languages(experiment):
     """Refuse paper numbers of languages the data folder lacks (the file and the field named)."""
@@ -535,6 +566,7 @@ def check_languages(experiment):
             holder = f"the data folder {folder}" if folder else f"task {experiment.task}"
             refuse(experiment.path, f"runs[{i}].paper.{lacking[0]}", f"{holder} has no language {lacking[0]!r} "
                    f"(it has {', '.join(sorted(found))})")
+
 
 def train_arguments(experiment, run, seed, folder, model_of=None):
     """A trained run's train.py (or cotrain.py) flags: {data} the data folder, {name} `model_of(name)`, the best

@@ -48,11 +48,13 @@ DOWNLOADS = {"sib200": "sib200 --to {to}", "xnli": "xnli --to {to}", "pawsx": "p
              "xquad-squad": "xquad --to {to} and python download.py squad --to {squad}", "panx": "panx --to {to}",
              "mlqa": "mlqa --to {to}", "tydiqa": "tydiqa --to {to}", "mtop": "mtop --to {to}", "mtod": "mtod --to {to}"}
 
+
 def made_by(name, folder):
     """How a task's data folder is made: the download.py command, or where docs/data.md says to get it."""
     if name not in DOWNLOADS:
         return "docs/data.md says where to get it"
     return f"make it with python download.py {DOWNLOADS[name].format(to=folder, squad=Path(folder).parent / 'squad')}"
+
 
 def check_folder(name, data_dir):
     """Refuse a missing data folder of task `name`, naming the command that makes it."""
@@ -61,6 +63,7 @@ def check_folder(name, data_dir):
     if not data_dir:
         raise InputError(f"task {name} needs --data DIR, its data folder; {made_by(name, 'DIR')}")
     raise InputError(f"--data {data_dir}: no such folder; {made_by(name, data_dir)}")
+
 
 def load_task(name, data_dir=None, source=None, targets=None, strict=False, tokenizer=None, soft_labels=None):
     """The task's examples as its Layout reads them (training files when first asked for: TrainSplit)."""

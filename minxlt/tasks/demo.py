@@ -18,10 +18,12 @@ INTENTS = list(TEMPLATES)
 SLOT_TYPES = dict.fromkeys(slot["label"] for slot in SLOTS.values())
 SLOT_LABELS = ["O"] + [f"{p}-{label}" for label in SLOT_TYPES for p in ("B", "I")]
 
+
 def render(words, lang):
     """Words -> text: Chinese without spaces; elsewhere no space before . , ? ! : or after ¿ ¡."""
     spaced = re.sub(r" ([.,?!:])", r"\1", " ".join(words))
     return "".join(words) if lang == "zh" else re.sub(r"([¿¡]) ", r"\1", spaced)
+
 
 def fill(template, values, lang):
     """A template with its slot values filled in -> (words, BIO tags)."""
@@ -41,6 +43,7 @@ def fill(template, values, lang):
             first = first and not inside
             inside = inside and not word.endswith("]")
     return words, tags
+
 
 def build(split, round_trip=False):
     """{lang: [Example]} of a split, ids shared across languages (`round_trip`: {"en": the round trips})."""
@@ -65,6 +68,7 @@ def build(split, round_trip=False):
                                              label=intent, words=words, tags=tags))
     return out
 
+
 class Demo(Layout):
     """The bundled corpus's intents (py); no files."""
     langs, labels, needs_data, pattern = LANGS, INTENTS, False, "the bundled corpus"
@@ -74,6 +78,7 @@ class Demo(Layout):
 
     def round_trip(self):
         return {e.id: e for e in build("train", round_trip=True)["en"]} if self.source == "en" else {}
+
 
 class DemoSlots(Demo):
     """The bundled corpus's BIO slots."""

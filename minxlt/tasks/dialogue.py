@@ -8,6 +8,7 @@ from minxlt.errors import DataError
 from minxlt.tasks.readers import read_lines
 from minxlt.tasks.task import Layout
 
+
 class FolderLabels:
     """A layout's slot labels (0) or intents (1), those of every file of its folder; empty on the class."""
 
@@ -16,6 +17,7 @@ class FolderLabels:
 
     def __get__(self, layout, owner=None):
         return [] if layout is None else layout.label_sets()[self.which]
+
 
 class DialogueLayout(Layout):
     """A joint task; a target trains on XeroAlign's <lang>/train.tsv where there, else the release's own."""
@@ -56,11 +58,13 @@ class DialogueLayout(Layout):
             return ["O"] + [f"{p}-{t}" for t in sorted(types) for p in "BI"], sorted(intents - {None})
         return self.once("labels", collect)
 
+
 def bio_tag(path, line, tag):
     """A BIO tag as written (O, B-x, I-x), else refused with its file and line."""
     if tag != "O" and not (tag[:2] in ("B-", "I-") and tag[2:].strip()):
         raise DataError(path, line, f"slot tag {tag!r} is not O, B-<type> or I-<type>")
     return tag
+
 
 def read_machine_translations(english_path, target_path, lang, sources):
     """XeroAlign's translations, each with the id and intent of the English example of its en/train.tsv line."""

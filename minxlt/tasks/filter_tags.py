@@ -8,6 +8,7 @@ FOLDER = "filter-translations"  # where download.py filter-translations puts the
 PROCESSED_LENGTH = 128  # XTREME's preprocess_{udpos,panx}.sh, MAXL=128
 SPECIALS = 3  # XTREME's utils_preprocess.py: XLMRobertaTokenizer's special_tokens_count
 
+
 def xtreme_segments(words, tokenizer, max_length=PROCESSED_LENGTH):
     """The word counts of the segments XTREME's preprocessing cuts a sentence into (max_length - 3 sub-words)."""
     budget = max_length - SPECIALS
@@ -20,6 +21,7 @@ def xtreme_segments(words, tokenizer, max_length=PROCESSED_LENGTH):
         sizes[-1] += 1
         used += n
     return sizes
+
 
 def translated_segments(path, sentences, tokenizer):
     """[[(line, words)] of each sentence's segments], each segment with its line's words (an empty line: its own)."""
@@ -42,6 +44,7 @@ def translated_segments(path, sentences, tokenizer):
         out.append(segments)
     return out
 
+
 def read_test_translations(path, source, examples, tokenizer):
     """A split's sentences translated into `source`, segment k > 0 under "<id>#<k>" (levels.Word.score's window k)."""
     out = []
@@ -49,6 +52,7 @@ def read_test_translations(path, source, examples, tokenizer):
         out += [Example(id=f"{e.id}#{k}" if k else e.id, lang=source, text=" ".join(words), words=words,
                         where=f"{path}:{number}") for k, (number, words) in enumerate(segments)]
     return out
+
 
 class FilterTranslations:
     """FILTER's translations in <data>/filter-translations/ as XTREME's tagging layouts read them."""

@@ -11,6 +11,7 @@ MARC_LANGS = ["en", "de", "es", "fr", "ja", "zh"]
 BINARY = {1: "negative", 2: "negative", 4: "positive", 5: "positive"}  # Keung et al.'s binarized task: no 3 stars
 RATINGS = {str(n): n for n in range(1, 6)}  # stars as the release writes them
 
+
 def each_marc(path, lang, labels):
     """A file's reviews, one at a time, labelled `labels[stars]` (a rating not in `labels` is left out)."""
     ids = UniqueIds(path, "review_id")
@@ -32,6 +33,7 @@ def each_marc(path, lang, labels):
         ids.check(line, review)
         if rating in labels:
             yield Example(id=review, lang=lang, text=body.strip(), label=labels[rating], where=f"{path}:{line}")
+
 
 class Marc(Layout):
     """<data>/{train,dev,test}/dataset_<lang>_<split>.json, or in <data>; no translations (co-training's pool)."""
@@ -59,6 +61,7 @@ class Marc(Layout):
 
     def train_files(self, lang):
         return [self.split_file(lang, "train")]
+
 
 class MarcStars(Marc):
     """MARC's five star ratings, every review."""

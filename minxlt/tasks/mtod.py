@@ -7,6 +7,7 @@ from minxlt.tasks.readers import conll_sentences, conlleval_tags, warn_of_span_s
 
 MTOD_LANGS = ["en", "es", "th"]
 
+
 def read_mtod(path, lang):
     """A split: an Example a sentence, its '# intent' the label, its words and tags (NoLabel is O); id: its number."""
     examples, starts = [], []
@@ -23,6 +24,7 @@ def read_mtod(path, lang):
                                 where=f"{path}:{start}"))
     warn_of_span_starts(path, starts)
     return examples
+
 
 class Mtod(DialogueLayout):
     """<data>/<lang>/{train,eval,test}-<locale>.conllu (XeroAlign's copy: dev-, and th for th_TH); not parallel."""

@@ -12,6 +12,7 @@ MTOP_LANGS = ["en", "de", "es", "fr", "hi", "th"]
 MTOP_COLUMNS = ("id", "intent", "slots", "utterance", "domain", "locale", "decoupled", "tokens")
 SLOT = re.compile(r"(\d+):(\d+):SL:(\S+)")  # "start:end:SL:TYPE", characters of the utterance
 
+
 def mtop_tags(path, line, tokens, spans, slots, length):
     """A row's tokens' BIO tags from its slots as XeroAlign's preprocess.py reads them (the first slot listed wins)."""
     parsed = []
@@ -26,6 +27,7 @@ def mtop_tags(path, line, tokens, spans, slots, length):
     return [next((("B-" if start == a else "I-") + k for a, b, k in parsed
                   if start == a or (a < start and start + size <= b)), "O") for start, size in spans]
 
+
 def token_spans(path, line, cell):
     """(tokens, [(start, length)]) of the tokens column, {"tokens": [...], "tokenSpans": [{"start", "length"}]}."""
     try:
@@ -38,6 +40,7 @@ def token_spans(path, line, cell):
     if not all(type(s) is int and type(n) is int and s >= 0 and n > 0 for s, n in spans):
         raise DataError(path, line, "a token span's start and length are not whole numbers")
     return tokens, spans
+
 
 def read_mtop(path, lang):
     """A split: an Example a row, its intent (without "IN:") the label, its tokens' BIO slot tags (without "SL:")."""
@@ -61,6 +64,7 @@ def read_mtop(path, lang):
                                 where=f"{path}:{line}"))
     warn_of_span_starts(path, starts)
     return examples
+
 
 class Mtop(DialogueLayout):
     """<data>/<lang>/{train,eval,test}.txt (dev is `eval`); a target's training file translates English's, by id."""

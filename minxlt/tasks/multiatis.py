@@ -8,6 +8,7 @@ from minxlt.tasks.readers import UniqueIds, conlleval_tags, each_tsv, warn_of_sp
 MULTIATIS_LANGS = ["en", "de", "es", "fr", "hi", "ja", "pt", "tr", "zh"]
 MULTIATIS_COLUMNS = ("id", "utterance", "slot_labels", "intent")
 
+
 def read_multiatis(path, lang):
     """A split as XeroAlign's preprocess.py reads it: words and tags split at ASCII spaces, one a word."""
     examples, starts, ids = [], [], UniqueIds(path)
@@ -24,6 +25,7 @@ def read_multiatis(path, lang):
                                 tags=tags, where=f"{path}:{line}"))
     warn_of_span_starts(path, starts)
     return examples
+
 
 class MultiAtis(DialogueLayout):
     """<data>/{train,dev,test}_<LANG>.tsv (the release) or <data>/<lang>/{train,dev,test}.txt (XeroAlign's copy)."""

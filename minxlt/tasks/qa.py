@@ -10,14 +10,17 @@ from minxlt.errors import InputError
 
 MAX_QUESTION_TOKENS = 64  # longer questions are cut (BERT's max_query_length)
 
+
 def token_spans(context, offsets):
     """Each context token's (start, end) characters, without the whitespace its "▁" covers (a bare "▁": empty)."""
     return [(a + len(context[a:b]) - len(context[a:b].lstrip()), b) for a, b in offsets]
+
 
 def answer_tokens(spans, start, end):
     """(first, last) token holding the context's characters [start, end), or None (an answer of only whitespace)."""
     covering = [i for i, (a, b) in enumerate(spans) if a < b and a < end and b > start]
     return (covering[0], covering[-1]) if covering else None
+
 
 def encode_windows(examples, tokenizer, max_length, stride):
     """QA examples -> Encoded windows "<question id>/<n>", labelled (start, end) of an answer held whole, else (0, 0)
@@ -48,9 +51,11 @@ def encode_windows(examples, tokenizer, max_length, stride):
             first, number = first + budget - stride, number + 1
     return out
 
+
 def matching_window(target, windows):
     """The window of `windows` whose centre in the context is nearest `target`'s (translations differ in length)."""
     return min(windows, key=lambda w: abs(w.extra["centre"] - target.extra["centre"]))
+
 
 class RoundTripWindows:
     """`get(window id, lang)`: the matching window of the question's round trip through `lang` (X-Mixup)."""
@@ -71,10 +76,12 @@ class RoundTripWindows:
     def get(self, window_id, lang, default=None):
         return self.table.get((window_id, lang), default)
 
+
 def keep_best(best, question, candidate):
     """Put a window's candidate (score, ...) in `best` ({question: candidate}) if it beats the question's best."""
     if candidate is not None and (question not in best or candidate[0] > best[question][0]):
         best[question] = candidate
+
 
 def merge_best(parts):
     """One {question: candidate} from several (each process's), keeping each question's best."""
@@ -83,6 +90,7 @@ def merge_best(parts):
         for question, candidate in part.items():
             keep_best(best, question, candidate)
     return best
+
 
 def best_span(start_logits, end_logits, window, max_answer_tokens=30, n_best=20):
     """A window's best answer (score, first character, end character), or None: of the n_best top start and end
@@ -99,12 +107,15 @@ def best_span(start_logits, end_logits, window, max_answer_tokens=30, n_best=20)
                     best = (score, spans[i][0], spans[j][1])
     return best
 
+
 # SQuAD v1.1's official normalisation: lower case, ASCII punctuation and English articles removed.
 ASCII_PUNCTUATION = frozenset(string.punctuation)
+
 
 def squad_normalise(text):
     text = "".join(ch for ch in text.lower() if ch not in ASCII_PUNCTUATION)
     return " ".join(re.sub(r"\b(a|an|the)\b", " ", text).split())
+
 
 # MLQA's normalisation (evaluate_mlqa.py, docs/evaluation.md): Unicode punctuation and the language's articles
 # removed, Chinese characters one token each; a language the script does not name is read as it reads Hindi.
@@ -113,12 +124,14 @@ ARTICLES = {"en": r"\b(a|an|the)\b", "es": r"\b(un|una|unos|unas|el|la|los|las)\
             "vi": r"\b(của|là|cái|chiếc|những)\b", "ar": r"\sال^|ال"}
 CHINESE = re.compile(r"([\u4e00-\u9fa5])")  # mixed_segmentation's characters
 
+
 def mlqa_tokens(text, lang):
     punctuation = lambda ch: ch in ASCII_PUNCTUATION or unicodedata.category(ch).startswith("P")
     text = "".join(ch for ch in text.lower() if not punctuation(ch))
     if lang in ARTICLES:
         text = re.sub(ARTICLES[lang], " ", text)
     return (CHINESE.sub(r" \1 ", text) if lang == "zh" else text).split()
+
 
 def exact_and_f1(prediction, golds, tokens):
     """Exact match and F1 (over token multisets) of a prediction, each the best over the gold answers."""
@@ -131,6 +144,7 @@ def exact_and_f1(prediction, golds, tokens):
             precision, recall = common / len(p), common / len(g)
             f1 = max(f1, 2 * precision * recall / (precision + recall))
     return exact, f1
+
 
 def answer_scores(predictions, examples, lang):
     """{exact_match, f1, mlqa_exact_match, mlqa_f1, n} of predicted answers ({question id: text}), as fractions."""

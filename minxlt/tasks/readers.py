@@ -11,6 +11,7 @@ from pathlib import Path
 from data import Example
 from minxlt.errors import DataError, warn
 
+
 def read_text(path):
     """The text of a UTF-8 file, without a byte-order mark; one that is not UTF-8 stops at its first bad byte's line."""
     raw = a_file(path).read_bytes()
@@ -21,14 +22,17 @@ def read_text(path):
         raise DataError(path, raw[:e.start].count(b"\n") + 1,
                         f"not UTF-8 (byte 0x{raw[e.start]:02x} at offset {e.start}): save the file as UTF-8") from None
 
+
 def read_lines(path):
     """The lines of a UTF-8 text file, with any line ending (\\n, \\r\\n, \\r), numbered from 1."""
     lines = read_text(path).replace("\r\n", "\n").replace("\r", "\n").split("\n")
     return list(enumerate(lines[:-1] if lines and lines[-1] == "" else lines, start=1))
 
+
 def read_tsv(path, columns, header=True, noisy=False, quoted=False, optional=0, blank=()):
     """Rows of a tab-separated file as (line number, {column: value}) (`each_tsv`, as a list)."""
     return list(each_tsv(path, columns, header, noisy, quoted, optional, blank))
+
 
 def each_tsv(path, columns, header=True, noisy=False, quoted=False, optional=0, blank=()):
     """Rows of a tab-separated file as (line number, {column: value}), as read (`quoted`: csv-quoted, as SIB-200's
@@ -62,9 +66,11 @@ def each_tsv(path, columns, header=True, noisy=False, quoted=False, optional=0, 
         warn(f"{path}: {untranslated} of {kept} rows have a sentence 'NS' (PAWS-X's mark of a sentence left "
              "untranslated), read as text and scored, as XTREME's pawsx_preprocess keeps them")
 
+
 def open_text(path):
     """A UTF-8 file opened to be read a line at a time, without a byte-order mark, lines keeping their endings."""
     return open(a_file(path), encoding="utf-8-sig", newline="")
+
 
 def a_file(path):
     """`path` as a Path, refused where it is not a file."""
@@ -73,6 +79,7 @@ def a_file(path):
         raise DataError(path, 0, "not a file" if path.exists() else "file not found")
     return path
 
+
 def utf8(path, lines):
     """`lines` (read from `path`), stopped at the line of the file's first byte that is not UTF-8."""
     try:
@@ -80,6 +87,7 @@ def utf8(path, lines):
     except UnicodeDecodeError:
         read_text(path)  # names the line
         raise
+
 
 class UniqueIds:
     """unique_ids for rows checked one at a time: `check(line, id)`."""
@@ -94,16 +102,19 @@ class UniqueIds:
                                              "predictions keyed by it)")
         self.first[id] = line
 
+
 def unique_ids(path, rows, what="id"):
     """Refuse an id used twice in one file (pairs and predictions are keyed by it). `rows`: (line, id)."""
     unique = UniqueIds(path, what)
     for line, id in rows:
         unique.check(line, id)
 
+
 def check_label(path, line, label, labels):
     if label not in labels:
         raise DataError(path, line, f"unknown label {label!r} (expected one of {', '.join(sorted(labels))})")
     return label
+
 
 def squad_articles(path):
     """The articles of a SQuAD v1.1 JSON file ({"data": [...], "version": ...}); another file stops with its path."""
@@ -114,6 +125,7 @@ def squad_articles(path):
     except (json.JSONDecodeError, KeyError, TypeError) as e:
         raise DataError(path, 0, f"not SQuAD v1.1 JSON, an object with a 'data' list of articles ({e!r})") from None
     return articles
+
 
 def read_squad(path, lang, blank=False, noisy=False, unique=True):
     """SQuAD v1.1 JSON: an Example a question (pair: its context; answers: [(text, start)]; group: the title);
@@ -148,6 +160,7 @@ def read_squad(path, lang, blank=False, noisy=False, unique=True):
               file=sys.stderr)
     return examples
 
+
 def squad_question(path, where, qa, context, lang, title, blank=False):
     """One SQuAD question as an Example, every field checked: its answers must lie in the context."""
     if not isinstance(context, str) or not isinstance(qa["question"], str) or not isinstance(qa["id"], (str, int)):
@@ -167,6 +180,7 @@ def squad_question(path, where, qa, context, lang, title, blank=False):
             raise DataError(path, 0, f"{where}: answer {text!r} is not at character {start} "
                                      f"of the context (found {context[start:start + len(text)]!r})")
     return Example(id=str(qa["id"]), lang=lang, text=qa["question"], pair=context, answers=answers, group=str(title))
+
 
 def squad_texts(path):
     """{question id: (where, [question, context])} of a SQuAD file translating a split's questions (answers unread)."""
@@ -193,6 +207,7 @@ def squad_texts(path):
                                          "id and question)") from None
     return texts
 
+
 def squad_blanked(path):
     """Whether XTREME's script blanked a SQuAD file: every answer {"answer_start": 0, "text": ""}, no titles."""
     try:
@@ -202,6 +217,7 @@ def squad_blanked(path):
                 and all(qa["answers"] == [{"answer_start": 0, "text": ""}] for qa in questions))
     except (json.JSONDecodeError, KeyError, IndexError, TypeError):
         return False  # read_squad says what is wrong with it
+
 
 def conlleval_tags(tagged, starts):
     """A sentence's BIO tags, [(line, tag)], as conlleval reads them: an I-x starting a span is B-x (in `starts`)."""
@@ -214,6 +230,7 @@ def conlleval_tags(tagged, starts):
         before = tag
     return out
 
+
 def warn_of_span_starts(path, starts):
     """One line for a file whose BIO tags start spans with I- (conlleval_tags)."""
     if starts and os.environ.get("RANK", "0") == "0":
@@ -222,7 +239,9 @@ def warn_of_span_starts(path, starts):
               f"conlleval reads it; {len(starts)} such tag{'s' * (len(starts) > 1)} in the file, on lines "
               f"{', '.join(str(n) for n, _, _ in starts[:10])}{' ...' if len(starts) > 10 else ''}", file=sys.stderr)
 
+
 COMMENT = re.compile(r"#\s*([\w.-]+)\s*[=:]\s*(.*)")  # a comment's key and value, the value free to hold = and :
+
 
 def read_tagged_words(path, lang, labels, bio=False):
     """XTREME's word-tagging files (PAN-X, UD-POS): a word TAB its tag a line (test: may be untagged); id: number."""
@@ -247,6 +266,7 @@ def read_tagged_words(path, lang, labels, bio=False):
         rows = []
     warn_of_span_starts(path, starts)
     return examples
+
 
 def conll_sentences(path, columns):
     """A CoNLL-style file's sentences as (first line, {comment key: value}, [(line, cells)])."""
@@ -279,6 +299,7 @@ def conll_sentences(path, columns):
     if rows:
         yield start, meta, rows
 
+
 def read_parallel_lines(source_path, target_path, source_lang, target_lang):
     """Line-aligned parallel files (Tatoeba's tatoeba.<xxx>-eng.{xxx,eng}): two lists of Examples, ids line numbers."""
     sides = []
@@ -295,10 +316,12 @@ def read_parallel_lines(source_path, target_path, source_lang, target_lang):
                                         "not line-aligned")
     return sides
 
+
 def read_tatoeba(directory, lang):
     """Tatoeba test pairs for a three-letter language code: (English examples, target examples)."""
     d = Path(directory)
     return read_parallel_lines(d / f"tatoeba.{lang}-eng.eng", d / f"tatoeba.{lang}-eng.{lang}", "eng", lang)
+
 
 def read_jsonl_examples(path, labels):
     """Labelled examples, a JSON object a line with id, lang, text and label (as co-training writes pseudo-labels)."""
@@ -321,6 +344,7 @@ def read_jsonl_examples(path, labels):
     unique_ids(path, [(int(e.where.rpartition(":")[2]), (e.lang, e.id)) for e in out], "(lang, id)")
     return out
 
+
 def read_extra_train(path, task):
     """--extra-train's examples: JSON lines, or for spans a SQuAD file's (FILTER's TyDiQA-GoldP, its Table 2)."""
     if task.level != "span":
@@ -332,6 +356,7 @@ def read_extra_train(path, task):
         raise DataError(path, 0, f"question id {clash.id!r} ({clash.where}) is also one of the task's own training "
                                  "questions: --extra-train adds other questions, under ids of their own")
     return extra
+
 
 def first_existing(directory, names):
     for name in names:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from minxlt.errors import InputError, warn
 
+
 class TrainSplit(Mapping):
     """{lang: [Example]} read from the files when first asked for (evaluation, and a run whose token
     cache holds them, never read them), checked as Counts.check checks, a target against the source."""
@@ -89,6 +90,7 @@ class TrainSplit(Mapping):
         """What turns the files into examples, for the token cache's key: layout, source, --strict-data."""
         return [type(self.layout).__name__, self.source] + (["strict"] if self.strict else [])
 
+
 class RoundTrips:
     """X-Mixup's round trips of the source's training texts, from `pattern` ({lang}), shaped as a TrainSplit."""
 
@@ -130,6 +132,7 @@ class RoundTrips:
     def release(self):
         self.train.release()
 
+
 def pair_by_id(sources, targets, path, strict=False):
     """{id: (source, [its translations])}: a target's training examples (from `path`) paired as Pairing does."""
     by_id = {e.id: (e, []) for e in sources}
@@ -140,9 +143,11 @@ def pair_by_id(sources, targets, path, strict=False):
     pairing.finish(len(targets))
     return by_id
 
+
 def label_table(sources):
     """{id: (label, where it was read)} of the source's examples: what Pairing checks a target's against."""
     return {e.id: (e.label, e.where or e.lang) for e in sources}
+
 
 class Pairing:
     """A target's training examples paired with the source's by id, one at a time (`keep`); a label
@@ -182,7 +187,9 @@ class Pairing:
             WARNED.add(self.path)
             warn(f"{self.path}: {'; '.join(problems)} (--strict-data refuses this)")
 
+
 WARNED = set()  # the files Pairing has warned of, once per process
+
 
 @dataclass
 class Task:
@@ -209,6 +216,7 @@ class Task:
             given = dict(self.train)
             self.train = TrainSplit(name=None, layout=None, source=None, langs=given)
             self.train.examples = given
+
 
 class Layout:
     """Where a task's files are, the languages they hold (`found`, `languages`), how a split is read (`read`)."""
@@ -288,6 +296,7 @@ class Layout:
         return (str(folder / "test-{lang}-en-translated.tsv") if folder and any(folder.glob("test-*-en-translated.tsv"))
                 else None)
 
+
 class Counts:
     """A split's examples and unlabelled ones, counted as they come (`examples`: a split in memory)."""
 
@@ -315,6 +324,7 @@ class Counts:
                              f"no label, first {self.first_unlabelled!r} {where}; "
                              + ("only test files may be unlabelled (XTREME's are)" if split != "test"
                                 else "a test file is labelled throughout or not at all"))
+
 
 def few_shot(task, fraction=1.0, translated=None, seed=0):
     """Yu & Joty's few-shot settings: a per-label sample of the source's training examples (`fraction`, at

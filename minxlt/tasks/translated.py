@@ -10,11 +10,13 @@ from minxlt.tasks.readers import read_lines, squad_texts
 from minxlt.tasks.xmixup_tags import DEV, TEST, untagged_sentences
 from minxlt.tasks.xnli import read_xnli
 
+
 def translation_file(spec, lang):
     """The file of `lang`'s translations: `spec` with {lang} filled in, a folder's <lang>.tsv, or `spec` itself."""
     if "{lang}" in spec:
         return Path(spec.replace("{lang}", lang))
     return Path(spec) / f"{lang}.tsv" if Path(spec).is_dir() else Path(spec)
+
 
 def read_translations(spec, lang, source, examples, tokenizer=None):
     """The `examples` of `lang` as their translations into `source` (same ids), from `spec`'s file, read as its name

@@ -13,6 +13,7 @@ from minxlt.tasks.readers import read_lines
 TEST, DEV = "translate-test-token", "translate-dev-token"  # X-Mixup's README's folders
 KEPT = 0.5  # a word is trained on where its soft labels sum to more than this (token_classification.py)
 
+
 def tagging_sentences(path, fields=2):
     """[[(line, cells)] of each sentence] of an X-Mixup tagging file, `fields` fields a word (None: at least 2)."""
     sentences, rows = [], []
@@ -32,6 +33,7 @@ def tagging_sentences(path, fields=2):
                                           "each sentence (X-Mixup ner.py:56-71)")
         rows.append((number, cells))
     return sentences
+
 
 def segments(path, sentences, examples, what, tokenizer):
     """[[the file's sentences] of each of `examples`]: one each, or one per XTREME segment (xtreme_segments)."""
@@ -54,6 +56,7 @@ def segments(path, sentences, examples, what, tokenizer):
         at += len(sizes)
     return out
 
+
 def soft_labels(path, number, cell, labels):
     """A word's soft labels, `cell` split at ";" as ner.py splits it, checked: one number a label."""
     try:
@@ -68,6 +71,7 @@ def soft_labels(path, number, cell, labels):
         raise DataError(path, number, f"soft labels {cell[:60]!r}: a probability is a finite number, not below 0")
     return values
 
+
 def read_soft_labelled(path, lang, sources, labels, columns=None, tokenizer=None):
     """[(Example, [each word's soft labels in `labels`' order])] of translate-train-logits/<lang>.txt."""
     sentences = segments(path, tagging_sentences(path), sources, source_file(sources), tokenizer)
@@ -81,6 +85,7 @@ def read_soft_labelled(path, lang, sources, labels, columns=None, tokenizer=None
                     [[values[c] for c in column] for values in soft]))
     return out
 
+
 def label_columns(directory, labels):
     """The order of X-Mixup's soft-label columns: the folder's labels.txt, else XTREME's (the tags sorted)."""
     path = Path(directory) / "labels.txt"
@@ -92,8 +97,10 @@ def label_columns(directory, labels):
                                  f"{', '.join(labels)}, each once, in the order of their columns")
     return columns
 
+
 def source_file(sources):
     return f"the source's training file ({sources[0].where.rpartition(':')[0] if sources else ''})"
+
 
 def untagged_sentences(path, examples, lang, what, tokenizer=None, joined=True):
     """An X-Mixup token file's sentences, each example's joined under its id (not `joined`: a segment at a time)."""
@@ -105,6 +112,7 @@ def untagged_sentences(path, examples, lang, what, tokenizer=None, joined=True):
             out.append(Example(id=f"{e.id}#{k}" if k else e.id, lang=lang, text=" ".join(words), words=words,
                                where=f"{path}:{rows[0][0]}"))
     return out
+
 
 def teacher_rows(items, soft, num_labels):
     """{(id, lang): (T, C) teacher log-probabilities} of encoded translations from their words' soft labels `soft`
@@ -119,6 +127,7 @@ def teacher_rows(items, soft, num_labels):
             row[token] = p.clamp(min=1e-30).log() if p.sum() > KEPT else float("nan")
         out[(it.id, it.lang)] = row
     return out
+
 
 class XmixupTranslations:
     """X-Mixup's translations as XTREME's tagging layouts read them where a run names them (--soft-labels)."""

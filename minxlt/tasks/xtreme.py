@@ -7,6 +7,7 @@ from minxlt.errors import DataError, warn
 from minxlt.tasks.readers import check_label, each_tsv, open_text, utf8
 from minxlt.tasks.task import Layout
 
+
 def each_xtreme_pairs(path, lang, labels):
     """XTREME's {train,dev,test}-<lang>.tsv: text, second text, label (test: none), csv-quoted; id: the row number."""
     for i, (n, r) in enumerate(each_tsv(path, ("text", "pair", "label"), header=False, quoted=True, optional=1),
@@ -15,16 +16,20 @@ def each_xtreme_pairs(path, lang, labels):
         yield Example(id=str(i), lang=lang, text=r["text"], pair=r["pair"],
                       label=label and check_label(path, n, label, labels), where=f"{path}:{n}")
 
+
 def read_xtreme_translations(path, lang, labels, sources):
     """XTREME's translate-train/en-<lang>-translated.tsv (noisy), paired by English texts or (3 columns) by row."""
     return list(each_xtreme_translations(path, lang, labels, lambda: english_texts(sources)))
+
 
 def english_texts(sources):
     """{the English texts of a pair, spaces evened out: its id}, of the source's examples."""
     return {english(e.text, e.pair): e.id for e in sources}
 
+
 def english(text, pair):
     return " ".join(text.split()), " ".join(pair.split())
+
 
 def each_xtreme_translations(path, lang, labels, texts):
     """read_xtreme_translations's examples, one at a time (`texts()`: english_texts of the source's, where needed)."""
@@ -47,6 +52,7 @@ def each_xtreme_translations(path, lang, labels, texts):
         warn(f"{path}: skipped {unpaired} rows whose English texts are not in the training file")
     if head and not kept:
         raise DataError(path, 0, "no row pairs with an example of the training file (train-en.tsv)")
+
 
 class XtremePairs(Layout):
     """<data>/{train-en,dev-<lang>,test-<lang>}.tsv, translate-train/en-<lang>-translated.tsv, translate-test/."""
