@@ -377,7 +377,10 @@ def test_best_of_a_sharded_run_holds_the_trained_weights(tmp_path, tiny_model_di
 def test_two_nodes_on_localhost_train_like_one_node_of_two(tmp_path, tiny_model_dir):
     """--out shared, the token cache each node's own (MINXLT_CACHE on a node's disk): each node
     builds the entries it reads."""
-    argv = ["train.py", "--model", str(tiny_model_dir), *COMMON, *TASKS["sentence"], "--method", "xeroalign", "--shard"]
+    from bench import data as bench_data
+    bench_data.write_xnli(tmp_path / "xnli", 40, ["de"])  # read from files: the token cache holds them
+    argv = ["train.py", "--model", str(tiny_model_dir), *COMMON, "--task", "xnli", "--data", str(tmp_path / "xnli"),
+            "--method", "xeroalign", "--shard"]
     env = dict(os.environ, OMP_NUM_THREADS="1", MINXLT_CACHE=str(tmp_path / "cache"))
     one = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port", str(free_port()),
                           *argv, "--out", str(tmp_path / "one-node")], cwd=ROOT, env=env, capture_output=True, text=True)
