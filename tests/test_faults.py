@@ -1,6 +1,9 @@
 """Bad input, faults and signals, met as a user meets them: through the command line, on small
 files. Every case ends in one line that names the problem (and the file and line where there is
 one), never a traceback, and nothing that was there before is lost."""
+import contextlib
+import importlib
+import io
 import json
 import os
 import re
@@ -21,13 +24,21 @@ from minxlt.run import cli
 SIB = "index_id\tcategory\ttext\n"
 
 
-def command(script, *args, cwd=None, timeout=300):
-    """Run one of the project's commands; it must not print a traceback."""
-    env = dict(os.environ, PYTHONWARNINGS="ignore")
-    done = subprocess.run([sys.executable, str(ROOT / script), *map(str, args)], capture_output=True, text=True, cwd=cwd,
-                          timeout=timeout, env=env)
-    assert "Traceback" not in done.stderr, done.stderr
-    return done
+def command(script, *args, cwd=None):
+    """Run one of the project's commands as `python SCRIPT ARGS` runs it (cli.run(main), its exit status and its
+    stderr), in this process to save a start; an error other than the one line it must end with raises here."""
+    module, printed, argv = importlib.import_module(Path(script).stem), io.StringIO(), sys.argv
+    sys.argv = [script, *map(str, args)]
+    try:
+        with contextlib.redirect_stderr(printed), contextlib.redirect_stdout(io.StringIO()), contextlib.chdir(cwd or "."):
+            cli.run(module.main)
+        status = 0
+    except SystemExit as stop:  # a message is printed as the process ends, with status 1
+        status = 1 if isinstance(stop.code, str) else stop.code or 0
+        printed.write(f"{stop.code}\n" if isinstance(stop.code, str) else "")
+    finally:
+        sys.argv = argv
+    return subprocess.CompletedProcess([script, *args], status, stderr=printed.getvalue())
 
 
 def error_line(done):

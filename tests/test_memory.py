@@ -1,11 +1,10 @@
 """train.py --dry-run: the memory plan from config.json alone, its counts against a real model's."""
+import contextlib
+import io
 import json
-import subprocess
-import sys
 
 import pytest
 
-from conftest import ROOT
 from minxlt.parallel import memory
 from model import Config, Encoder
 
@@ -31,11 +30,13 @@ def test_counts_are_the_real_models():
 
 
 def dry_run(tmp_path, config, *args):
+    """What `train.py --dry-run` prints for a model of `config` (run in this process: it builds no tensor)."""
+    import train
     (tmp_path / "config.json").write_text(json.dumps(config))
-    done = subprocess.run([sys.executable, str(ROOT / "train.py"), "--dry-run", "--model", str(tmp_path), *args],
-                          capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    return done.stdout
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        train.main(["--dry-run", "--model", str(tmp_path), *args])
+    return printed.getvalue()
 
 
 def test_xxl_on_eight_processes_under_ddp_does_not_fit_and_says_what_would(tmp_path):
