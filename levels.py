@@ -32,7 +32,7 @@ def predict_batch(predict, kind, tokenizer, items, device, partners=None):
     return predict(ids.to(device), mask.to(device))
 
 
-def counterparts(run, kind, partners, lang, encoded):
+def encoded_partners(run, kind, partners, lang, encoded):
     """{id: encoded item} of `lang`'s counterparts, cached in `encoded` (languages share the source's)."""
     if kind == "text":
         return None
@@ -103,7 +103,7 @@ class Level:
             if not scored and predictions is None:
                 continue
             guesses, items = [], run.encode(examples)
-            mine = counterparts(run, kind, partners, lang, encoded)
+            mine = encoded_partners(run, kind, partners, lang, encoded)
             counts = self.zero_counts(run.task).to(run.device)
             for index in batches(items, run):
                 logits = predict_batch(predict, kind, run.tokenizer, [items[i] for i in index], run.device, mine)
@@ -214,7 +214,7 @@ class Word(Level):
                 continue
             windows = data.word_windows(examples, run.tokenizer, run.max_length)  # [(example, first word, Example)]
             items = run.encode([window for _, _, window in windows])
-            mine = counterparts(run, kind, partners, lang, encoded)
+            mine = encoded_partners(run, kind, partners, lang, encoded)
             if mine is not None:
                 items = own_segments(items, windows, mine)
             found = {}

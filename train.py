@@ -249,7 +249,7 @@ def test(settings, method, raw, core, book):
     elif best.exists():
         load = shard.load_encoder if settings.shard else lambda path, dev, _: Encoder.from_pretrained(path, device=dev)
         tested = saved = load(best, run.device, settings.offload).eval()
-    with evaluating(settings), run.gathered(saved if tested is not core else core):  # a sharded model's root whole
+    with evaluating(settings), run.gathered(saved):  # a sharded model's embeddings and head, whole
         results = method.evaluate(tested, "test", None, settings.test_input, settings.test_translations, predictions)
         encoder = getattr(saved, "encoder", saved)
         after = None if settings.no_alignment else alignment(encoder, run, settings.alignment_pooling, settings.shard)

@@ -129,10 +129,10 @@ def batches_run_a_model(method):
     return teacher is not None and teacher.model is not None and not teacher.complete
 
 
-def loader_workers(asked, cuda, batches_run_a_model, sharded=False):
+def loader_workers(asked, cuda, runs_model, sharded=False):
     """--workers, or by default 2 on CUDA and none on the CPU; none where making a batch runs a teacher on CUDA
     (a forked worker cannot) or sharded (its layers gather with the training processes)."""
-    if batches_run_a_model and (cuda or sharded):
+    if runs_model and (cuda or sharded):
         if asked:
             where = "sharded (its layers gather with every training process)" if sharded else "on CUDA"
             print(f"note: --workers {asked} ignored: making a batch runs the teacher {where}, which loader processes "
