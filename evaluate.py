@@ -43,7 +43,7 @@ def sentence_representations(encoder, tokenizer, texts, batch_size, device, laye
     for index in data.evaluation_batches([len(t) for t in texts], batch_size, rank, world_size):
         ids, mask = tokenizer.batch([texts[i] for i in index], max_length=min(512, positions))
         ids, mask = ids.to(device), mask.to(device)
-        hidden = encoder.hidden_states(ids, mask)[layer]
+        hidden = encoder(ids, mask, every_layer=True)[layer]
         out[index] = (mean_pool(hidden, mask) if pooling == "mean" else hidden[:, 0]).float()  # bf16 when sharded
     return distributed.all_reduce(out) if world_size > 1 else out
 

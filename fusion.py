@@ -44,7 +44,7 @@ def filter_encode(encoder, source_ids, source_mask, target_ids, target_mask, m, 
         h = torch.cat([fused[:, :T], fused[:, T:]])                # (2B, T, H): [H_f^s; H_f^t] split back
     for layer in encoder.layers[m + k:]:                           # domain layers, Eq. 2-3
         h = layer(h, bias)
-    h = encoder.finish(h)                                          # a pre-LN encoder's final LayerNorm
+    h = encoder.norm(h)                                            # a pre-LN encoder's final LayerNorm
     return h[:B], h[B:]
 
 

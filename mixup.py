@@ -169,7 +169,7 @@ def mixup_encode(encoder, ratio_net, source_ids, source_mask, target_ids, target
         source, target, lam = block.run(VARIANTS[variant], ratio_net, h[:B], source_mask, h[B:], target_mask,
                                         fixed_ratio)
         h = torch.cat([source, target])
-    h = encoder.finish(h)
+    h = encoder.norm(h)  # a pre-LN encoder's final LayerNorm (post-LN: the identity)
     return h[:B], h[B:], lam
 
 

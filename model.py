@@ -55,18 +55,10 @@ class Config:
         """The config.json of a Hugging Face checkpoint directory."""
         return cls(**weights.read_config(directory))
 
-    def to_hf(self):
-        return weights.config_json(self)
 
-
-class Embeddings(nn.Module):
-    def __init__(self, c):
-        super().__init__()
-        self.word = nn.Embedding(c.vocab_size, c.hidden_size)
-        self.position = nn.Embedding(c.max_positions, c.hidden_size)
-        self.token_type = nn.Embedding(c.type_vocab_size, c.hidden_size)
-        self.norm = nn.Identity() if c.pre_norm else nn.LayerNorm(c.hidden_size, eps=c.layer_norm_eps)
-        self.dropout = nn.Dropout(c.dropout)
+class Embeddings(nn.ModuleDict):
+    """word, position, token_type, norm and dropout (Encoder.__init__): a module of its own, which a sharded run
+    may gather as one unit."""
 
     def forward(self, input_ids, position_ids, token_type_ids=None, words=None):
         """`words` (B, T, H), where given, replace the word embeddings (Unicoder's word recovery)."""
@@ -100,6 +92,17 @@ class Layer(nn.Module):
         as one call of the layer, which a sharded run gathers the layer for, as for forward."""
         return function(self, *args)
 
+    def forward(self, x, mask=None, under_checkpoint=False):
+        """The equations above. Checkpointed (Encoder.checkpoint_layers): this same call under torch's checkpoint,
+        which keeps x alone and runs the layer again in the backward pass, the same dropout drawn."""
+        if self.checkpointed and not under_checkpoint and torch.is_grad_enabled():
+            return checkpoint(self.forward, x, mask, True, use_reentrant=False)
+        if self.pre_norm:
+            x = x + self.dropout(self.attention(self.attn_norm(x), mask))
+        else:
+            x = self.attn_norm(x + self.dropout(self.attention(x, mask)))
+        return self.feed_forward(x)
+
     def attention(self, x, mask=None, context=None, context_mask=None, return_probs=False):
         """Multi-head attention of x over itself or over `context` (X-Mixup's cross-attention), projected,
         before residual and LayerNorm. Masks: (B, T) / (B, S), 1 for a token, or their attention_bias."""
@@ -107,7 +110,14 @@ class Layer(nn.Module):
             context, context_mask = x, mask
         B, T, H = x.shape
         S, N = context.shape[1], self.num_heads
-        q, k, v = self.projections(x, context)
+        # q of x, k and v of the context: one product over the three weights stacked where x attends to itself,
+        # two over a context (the checkpoint keeps the three; a float-level rounding apart)
+        w = [self.query.weight, self.key.weight, self.value.weight]
+        b = [self.query.bias, self.key.bias, self.value.bias]
+        if context is x:
+            q, k, v = F.linear(x, torch.cat(w), torch.cat(b)).chunk(3, dim=-1)
+        else:
+            q, (k, v) = self.query(x), F.linear(context, torch.cat(w[1:]), torch.cat(b[1:])).chunk(2, dim=-1)
         q = q.view(B, T, N, H // N).transpose(1, 2)                    # (B, N, T, D)
         k = k.view(B, S, N, H // N).transpose(1, 2)                    # (B, N, S, D)
         v = v.view(B, S, N, H // N).transpose(1, 2)                    # (B, N, S, D)
@@ -122,36 +132,12 @@ class Layer(nn.Module):
         out = self.attn_out(out.transpose(1, 2).reshape(B, T, H))       # (B, T, H)
         return (out, probs) if return_probs else out
 
-    def projections(self, x, context):
-        """q of x, k and v of the context: one matrix product over the three weights stacked where x attends
-        to itself, two over a context (the checkpoint keeps the three; a float-level rounding apart)."""
-        w = [self.query.weight, self.key.weight, self.value.weight]
-        b = [self.query.bias, self.key.bias, self.value.bias]
-        if context is x:
-            return F.linear(x, torch.cat(w), torch.cat(b)).chunk(3, dim=-1)
-        return (self.query(x), *F.linear(context, torch.cat(w[1:]), torch.cat(b[1:])).chunk(2, dim=-1))
-
-    def ffn(self, x):
-        """The feed-forward sub-layer, exact GELU."""
-        return self.ffn_out(F.gelu(self.ffn_in(x)))
-
     def feed_forward(self, x):
-        """The second half of the layer: LN_f(x + FFN(x)), or pre-LN x + FFN(LN_f(x))."""
+        """The second half of the layer, FFN(x) = W_out GELU(W_in x) (exact GELU): LN_f(x + FFN(x)), or pre-LN
+        x + FFN(LN_f(x))."""
         if self.pre_norm:
-            return x + self.dropout(self.ffn(self.ffn_norm(x)))
-        return self.ffn_norm(x + self.dropout(self.ffn(x)))
-
-    def forward(self, x, mask=None):
-        if self.checkpointed and torch.is_grad_enabled():
-            return checkpoint(self.block, x, mask, use_reentrant=False)  # the same dropout draws when recomputed
-        return self.block(x, mask)
-
-    def block(self, x, mask=None):
-        if self.pre_norm:
-            x = x + self.dropout(self.attention(self.attn_norm(x), mask))
-        else:
-            x = self.attn_norm(x + self.dropout(self.attention(x, mask)))
-        return self.feed_forward(x)
+            return x + self.dropout(self.ffn_out(F.gelu(self.ffn_in(self.ffn_norm(x)))))
+        return self.ffn_norm(x + self.dropout(self.ffn_out(F.gelu(self.ffn_in(x)))))
 
 
 def attention_bias(mask, h):
@@ -183,23 +169,23 @@ class MaskedLMHead(nn.Module):
 class Encoder(nn.Module):
     def __init__(self, config, pooler=False, lm_head=False):
         super().__init__()
-        self.config = config
-        self.embeddings = Embeddings(config)
-        self.layers = nn.ModuleList(Layer(config) for _ in range(config.num_layers))
-        H = config.hidden_size
-        self.norm = nn.LayerNorm(H, eps=config.layer_norm_eps) if config.pre_norm else None  # after the last layer
+        self.config = c = config
+        H = c.hidden_size
+        self.embeddings = Embeddings(dict(
+            word=nn.Embedding(c.vocab_size, H), position=nn.Embedding(c.max_positions, H),
+            token_type=nn.Embedding(c.type_vocab_size, H),
+            norm=nn.Identity() if c.pre_norm else nn.LayerNorm(H, eps=c.layer_norm_eps), dropout=nn.Dropout(c.dropout)))
+        self.layers = nn.ModuleList(Layer(c) for _ in range(c.num_layers))
+        self.norm = nn.LayerNorm(H, eps=c.layer_norm_eps) if c.pre_norm else nn.Identity()  # after the last layer
         # the pooler (dense + tanh over <s>), unused by the methods, is kept so that save_pretrained writes it back
         self.pooler = nn.ModuleDict({"dense": nn.Linear(H, H)}) if pooler else None
-        self.lm_head = MaskedLMHead(config) if lm_head else None
+        self.lm_head = MaskedLMHead(c) if lm_head else None
         self.segment_id = None  # with BERT's tokenizers, the [SEP] id after which a pair's second text is segment 1
-        self.apply(self._init_weights)
-
-    @staticmethod
-    def _init_weights(module):
-        if isinstance(module, (nn.Linear, nn.Embedding)):
-            nn.init.normal_(module.weight, std=0.02)
-        if isinstance(module, nn.Linear):
-            nn.init.zeros_(module.bias)
+        for module in self.modules():  # BERT's initialisation, where no checkpoint fills the weights
+            if isinstance(module, (nn.Linear, nn.Embedding)):
+                nn.init.normal_(module.weight, std=0.02)
+            if isinstance(module, nn.Linear):
+                nn.init.zeros_(module.bias)
 
     def checkpoint_layers(self, on=True):
         """Gradient checkpointing: each layer keeps only its input and runs again (same dropout) in the
@@ -216,33 +202,25 @@ class Encoder(nn.Module):
             nn.init.zeros_(self.lm_head.dense.bias)
         return self.lm_head
 
-    def position_ids(self, input_ids):
-        c = self.config
-        T = input_ids.shape[1]
-        if T + c.position_offset > c.max_positions:
-            raise ValueError(f"{T} tokens do not fit the model's {c.max_positions - c.position_offset} positions: "
-                             "lower --max-length")
-        if c.position_offset == 0:  # BERT: 0..T-1
-            return torch.arange(T, device=input_ids.device).expand_as(input_ids)
-        real = input_ids.ne(c.pad_id).long()
-        return real.cumsum(dim=1) * real + (c.position_offset - 1)  # pads get pad_id, as in RoBERTa
-
     def embed(self, input_ids, token_type_ids=None, position_ids=None, words=None):
         """Token ids (B, T) -> embedding-layer output (B, T, H); `words` replace their word embeddings."""
-        if position_ids is None:
-            position_ids = self.position_ids(input_ids)
-        if token_type_ids is None and self.segment_id is not None and self.config.type_vocab_size > 1:
+        c, T = self.config, input_ids.shape[1]
+        if position_ids is None and T + c.position_offset > c.max_positions:
+            raise ValueError(f"{T} tokens do not fit the model's {c.max_positions - c.position_offset} positions: "
+                             "lower --max-length")
+        if position_ids is None and c.position_offset == 0:  # BERT: 0..T-1
+            position_ids = torch.arange(T, device=input_ids.device).expand_as(input_ids)
+        elif position_ids is None:  # RoBERTa: from pad_id + 1 over the real tokens, pads at pad_id
+            real = input_ids.ne(c.pad_id).long()
+            position_ids = real.cumsum(dim=1) * real + (c.position_offset - 1)
+        if token_type_ids is None and self.segment_id is not None and c.type_vocab_size > 1:
             separators = input_ids.eq(self.segment_id).long()
             token_type_ids = ((separators.cumsum(1) - separators) > 0).long()  # after the first [SEP]: segment 1
         return self.embeddings(input_ids, position_ids, token_type_ids, words)
 
-    def forward(self, input_ids, attention_mask=None, token_type_ids=None, position_ids=None, words=None):
-        """Final hidden states (B, T, H)."""
-        return self.hidden_states(input_ids, attention_mask, token_type_ids, position_ids, last_only=True, words=words)
-
-    def hidden_states(self, input_ids, attention_mask=None, token_type_ids=None, position_ids=None, last_only=False,
-                      words=None):
-        """Every layer's hidden states: num_layers + 1 tensors of (B, T, H), embeddings first."""
+    def forward(self, input_ids, attention_mask=None, token_type_ids=None, position_ids=None, words=None,
+                every_layer=False):
+        """Final hidden states (B, T, H); every_layer: each layer's, num_layers + 1 tensors, the embeddings first."""
         if attention_mask is None:
             attention_mask = input_ids.ne(self.config.pad_id)
         h = self.embed(input_ids, token_type_ids, position_ids, words)
@@ -251,12 +229,8 @@ class Encoder(nn.Module):
         for layer in self.layers:
             h = layer(h, bias)
             states.append(h)
-        states[-1] = h = self.finish(h)
-        return h if last_only else states
-
-    def finish(self, h):
-        """The last layer's output through a pre-LN encoder's final LayerNorm (FILTER and X-Mixup end so)."""
-        return h if self.norm is None else self.norm(h)
+        states[-1] = h = self.norm(h)  # a pre-LN encoder's final LayerNorm (post-LN: the identity)
+        return states if every_layer else h
 
     def mlm_logits(self, hidden):
         """Masked-LM logits (B, T, V) from hidden states, through the head tied to the word embeddings."""
@@ -270,14 +244,15 @@ class Encoder(nn.Module):
         copy); `overrides`: dropout and the like. On device "meta" left unfilled, for a sharded run."""
         directory = Path(directory)
         config = replace(Config.from_directory(directory), **overrides)
-        shapes = weights.checkpoint_shapes(weights.checkpoint_files(directory))
+        files = weights.checkpoint_files(directory)
+        shapes = weights.checkpoint_shapes(files)
         if not config.pre_norm and any(key.endswith("attention.self_attn_layer_norm.weight") for key in shapes):
             config = replace(config, model_type="xlm-roberta-xl")  # pre-LN weights: XXL's config.json says xlm-roberta
         pooler, lm_head = weights.checkpoint_modules(shapes, config.is_bert)
         with torch.device("meta"):
             model = cls(config, pooler=pooler, lm_head=lm_head).to(dtype)
         if device != "meta":
-            model.to_empty(device=device).load_weights(directory)
+            weights.stream_state(model.to_empty(device=device), config, files, shapes, directory)
         return model
 
     def load_weights(self, directory):
@@ -373,7 +348,6 @@ def mean_pool(hidden, mask):
 
 
 HEAD_STYLES = ("roberta", "linear", "relu", "token", "joint", "span")
-POOLINGS = ("cls", "mean", "pooler")
 
 
 class Classifier(nn.Module):
@@ -382,7 +356,7 @@ class Classifier(nn.Module):
 
     def __init__(self, encoder, num_labels, head_style="roberta", pooling="cls", num_intents=0):
         super().__init__()
-        assert pooling in POOLINGS, pooling
+        assert pooling in ("cls", "mean", "pooler"), pooling
         if pooling == "pooler" and encoder.pooler is None:
             raise CheckpointError("--pooling pooler reads the checkpoint's pooler (dense + tanh over <s>), and this "
                                   "one has none: choose --pooling cls or mean, or a checkpoint with a pooler (BERT's, "
@@ -403,13 +377,13 @@ class Classifier(nn.Module):
 
     def classify(self, hidden, attention_mask):
         """(logits, sentence vectors) from final states (B, T, H); FILTER and X-Mixup call it on theirs."""
+        if self.pooling == "cls":
+            return self.head(hidden), hidden[:, 0]
         if self.pooling == "mean":
             sentence = mean_pool(hidden, attention_mask)  # (B, H)
-            return self.head(sentence if isinstance(self.head, ClassificationHead) else hidden), sentence
-        if self.pooling == "pooler":
+        else:
             sentence = torch.tanh(self.encoder.pooler["dense"](hidden[:, 0]))  # (B, H), the checkpoint's pooled output
-            return self.head(sentence if isinstance(self.head, ClassificationHead) else hidden), sentence
-        return self.head(hidden), hidden[:, 0]
+        return self.head(sentence if isinstance(self.head, ClassificationHead) else hidden), sentence
 
     def save(self, directory, tokenizer, task, whole=None, write=True):
         """A checkpoint directory transformers loads (with its head where it has the class), plus

@@ -57,7 +57,7 @@ PAGES = {
                 "shards across processes"),
     "model.py": ("The encoder", "XLM-R (Conneau et al., ACL 2020), BERT (Devlin et al., NAACL 2019), XLM-R XL and XXL "
                  "(Goyal et al. 2021)", "the pieces the methods compose: embed, layers[i] (attention, feed_forward), "
-                 "finish"),
+                 "norm"),
     "evaluate.py": ("Evaluation", "per-language scores and the transfer gap; how aligned the languages are: linear CKA "
                     "(Kornblith et al. 2019; X-Mixup Eq. 1) and translation retrieval",
                     "summarise, linear_cka, retrieval_accuracy, alignment"),
@@ -65,7 +65,7 @@ PAGES = {
 
 # file -> (the definitions a reader of the methods can pass over, what they are): shown dimmed, under that line
 SKIMMED = {
-    "model.py": ({"from_hf", "from_directory", "to_hf", "from_pretrained", "load_weights", "load_hf_state_dict",
+    "model.py": ({"from_hf", "from_directory", "from_pretrained", "load_weights", "load_hf_state_dict",
                   "save_pretrained", "save", "load"}, "Checkpoint I/O (minxlt/checkpoints/weights.py), not needed to "
                  "follow a method"),
     "evaluate.py": ({"arguments", "get_args", "tatoeba_alignment", "test_input_of", "test_checkpoint", "plot_data",

@@ -59,7 +59,7 @@ def test_every_layer_matches_transformers(tmp_path, kind, file_format):
         types = (torch.arange(ids.shape[1]) >= ids.shape[1] // 2).long().expand_as(ids) * mask
     with torch.no_grad():
         expected, logits = hf_outputs(theirs, ids, mask, types)
-        states = ours.hidden_states(ids, mask, token_type_ids=types)
+        states = ours(ids, mask, token_type_ids=types, every_layer=True)
         assert len(states) == len(expected) == 4
         for a, b in zip(states, expected):
             assert_close(a, b, mask)
@@ -179,23 +179,31 @@ def test_cross_attention_to_a_longer_context():
 
 @pytest.mark.parametrize("cross", [False, True])
 def test_the_stacked_projections_give_the_three_products(cross):
-    """q, k, v from one product over the stacked weights (over a context, q and one product for k and v):
-    the three nn.Linear products' values and the same gradients for each weight and bias, from fewer products."""
+    """q, k, v from one product over the stacked weights (over a context, q and one product for k and v): attention's
+    values and the same gradients for each weight and bias as from the three nn.Linear products, from fewer products."""
     layer = tiny_encoder().layers[2]
     x = torch.randn(3, 7, 36)
     context = torch.randn(3, 10, 36) if cross else x
+
+    def three_products():  # the attention written out over layer.query, layer.key and layer.value
+        heads = lambda t: t.view(3, -1, 3, 12).transpose(1, 2)  # (B, N, T, D)
+        out = torch.nn.functional.scaled_dot_product_attention(heads(layer.query(x)), heads(layer.key(context)),
+                                                               heads(layer.value(context)))
+        return layer.attn_out(out.transpose(1, 2).reshape(3, 7, 36))
+
     results = []
-    for product in (lambda: (layer.query(x), layer.key(context), layer.value(context)), lambda: layer.projections(x, context)):
+    for attention in (three_products, lambda: layer.attention(x, None, context=context if cross else None)):
         layer.zero_grad()
         with CountedLinear() as products:
-            q, k, v = product()
-        (q.square().sum() + (k * 1.5).sin().sum() + (v * q[:, :1]).sum()).backward()
+            out = attention()
+        (out * 1.5).sin().sum().backward()
         grads = {name: p.grad.clone() for name, p in layer.named_parameters() if p.grad is not None}
-        results.append(((q, k, v), grads, products.count))
+        results.append((out, grads, products.count))
     (three, grads_three, count_three), (one, grads_one, count_one) = results
-    assert (count_three, count_one) == (3, 2 if cross else 1)
-    assert all(a.shape == b.shape and torch.allclose(a, b, atol=1e-6) for a, b in zip(three, one))
-    assert grads_three.keys() == grads_one.keys() == {f"{p}.{w}" for p in ("query", "key", "value") for w in ("weight", "bias")}
+    assert (count_three, count_one) == (4, 3 if cross else 2)  # attn_out's product in each
+    assert three.shape == one.shape and torch.allclose(three, one, atol=1e-6)
+    names = {f"{p}.{w}" for p in ("query", "key", "value", "attn_out") for w in ("weight", "bias")}
+    assert grads_three.keys() == grads_one.keys() == names
     assert all(torch.allclose(grads_one[name], grad, rtol=1e-5, atol=1e-5) for name, grad in grads_three.items())
 
 
@@ -209,11 +217,12 @@ class CountedLinear(torch.overrides.TorchFunctionMode):
 
 
 def test_roberta_positions_skip_padding():
-    encoder = tiny_encoder()
     ids = torch.tensor([[0, 5, 6, 2, 1, 1], [1, 1, 0, 7, 8, 2]])  # right and left padding
-    assert encoder.position_ids(ids).tolist() == [[2, 3, 4, 5, 1, 1], [1, 1, 2, 3, 4, 5]]
     bert = tiny_encoder(position_offset=0, model_type="bert", type_vocab_size=2)
-    assert bert.position_ids(ids).tolist() == [list(range(6))] * 2
+    for encoder, positions in ((tiny_encoder(), [[2, 3, 4, 5, 1, 1], [1, 1, 2, 3, 4, 5]]), (bert, [list(range(6))] * 2)):
+        with torch.no_grad():  # embed's positions: these, and no others, give its embeddings
+            assert torch.equal(encoder.embed(ids), encoder.embeddings(ids, torch.tensor(positions)))
+            assert not torch.equal(encoder.embed(ids), encoder.embeddings(ids, torch.tensor(positions).roll(1, 1)))
 
 
 def test_too_long_input_says_what_to_change():
@@ -272,7 +281,7 @@ def test_pre_ln_encoder_matches_transformers_xlm_roberta_xl(tmp_path, masked_lm)
     ids, mask = padded_batch(101, LENGTHS)
     with torch.no_grad():
         expected, logits = hf_outputs(theirs, ids, mask)
-        states = ours.hidden_states(ids, mask)
+        states = ours(ids, mask, every_layer=True)
         assert len(states) == len(expected) == 4
         for a, b in zip(states, expected):
             assert_close(a, b, mask)

@@ -43,7 +43,7 @@ def test_post_ln_paper_mix_at_ratio_zero_normalises_twice_as_the_authors_code_do
                 h = block.feed_forward(block.attn_norm(block.attn_norm(h + block.attention(h, target_mask))))
             else:
                 h = block(h, target_mask)
-        assert (ht - enc.finish(h))[target_mask.bool()].abs().max() < 1e-5
+        assert (ht - enc.norm(h))[target_mask.bool()].abs().max() < 1e-5
 
 
 def test_in_attention_mixing_with_itself_changes_nothing():
