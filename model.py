@@ -57,8 +57,8 @@ class Config:
 
 
 class Embeddings(nn.ModuleDict):
-    """word, position, token_type, norm and dropout (Encoder.__init__): a module of its own, which a sharded run
-    may gather as one unit."""
+    """The embedding layer, its modules given by Encoder.__init__: a module of its own, which a sharded run may
+    gather as one unit (--shard-embeddings)."""
 
     def forward(self, input_ids, position_ids, token_type_ids=None, words=None):
         """`words` (B, T, H), where given, replace the word embeddings (Unicoder's word recovery)."""
@@ -167,14 +167,18 @@ class MaskedLMHead(nn.Module):
 
 
 class Encoder(nn.Module):
+    """Embeddings, num_layers Layers and, pre-LN, a final LayerNorm; a pooler and a masked-LM head where the
+    checkpoint has them."""
+
     def __init__(self, config, pooler=False, lm_head=False):
         super().__init__()
         self.config = c = config
         H = c.hidden_size
-        self.embeddings = Embeddings(dict(
+        self.embeddings = Embeddings(dict(  # word + position + token type, normalised (not pre-LN), dropped out
             word=nn.Embedding(c.vocab_size, H), position=nn.Embedding(c.max_positions, H),
             token_type=nn.Embedding(c.type_vocab_size, H),
-            norm=nn.Identity() if c.pre_norm else nn.LayerNorm(H, eps=c.layer_norm_eps), dropout=nn.Dropout(c.dropout)))
+            norm=nn.Identity() if c.pre_norm else nn.LayerNorm(H, eps=c.layer_norm_eps),
+            dropout=nn.Dropout(c.dropout)))
         self.layers = nn.ModuleList(Layer(c) for _ in range(c.num_layers))
         self.norm = nn.LayerNorm(H, eps=c.layer_norm_eps) if c.pre_norm else nn.Identity()  # after the last layer
         # the pooler (dense + tanh over <s>), unused by the methods, is kept so that save_pretrained writes it back

@@ -185,8 +185,10 @@ def test_the_stacked_projections_give_the_three_products(cross):
     x = torch.randn(3, 7, 36)
     context = torch.randn(3, 10, 36) if cross else x
 
+    def heads(t):
+        return t.view(3, -1, 3, 12).transpose(1, 2)  # (B, N, T, D)
+
     def three_products():  # the attention written out over layer.query, layer.key and layer.value
-        heads = lambda t: t.view(3, -1, 3, 12).transpose(1, 2)  # (B, N, T, D)
         out = torch.nn.functional.scaled_dot_product_attention(heads(layer.query(x)), heads(layer.key(context)),
                                                                heads(layer.value(context)))
         return layer.attn_out(out.transpose(1, 2).reshape(3, 7, 36))
@@ -218,8 +220,8 @@ class CountedLinear(torch.overrides.TorchFunctionMode):
 
 def test_roberta_positions_skip_padding():
     ids = torch.tensor([[0, 5, 6, 2, 1, 1], [1, 1, 0, 7, 8, 2]])  # right and left padding
-    bert = tiny_encoder(position_offset=0, model_type="bert", type_vocab_size=2)
-    for encoder, positions in ((tiny_encoder(), [[2, 3, 4, 5, 1, 1], [1, 1, 2, 3, 4, 5]]), (bert, [list(range(6))] * 2)):
+    roberta, bert = tiny_encoder(), tiny_encoder(position_offset=0, model_type="bert", type_vocab_size=2)
+    for encoder, positions in ((roberta, [[2, 3, 4, 5, 1, 1], [1, 1, 2, 3, 4, 5]]), (bert, [list(range(6))] * 2)):
         with torch.no_grad():  # embed's positions: these, and no others, give its embeddings
             assert torch.equal(encoder.embed(ids), encoder.embeddings(ids, torch.tensor(positions)))
             assert not torch.equal(encoder.embed(ids), encoder.embeddings(ids, torch.tensor(positions).roll(1, 1)))
