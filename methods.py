@@ -57,16 +57,16 @@ class Run:
     def level(self):
         return LEVELS[self.task.level]
 
-    @property
-    def token_cached(self):
-        """Whether training texts go through the token cache (minxlt/text/token_cache.py): sentence-level ones read
-        from a data folder; a corpus in memory (the bundled one, a few-shot sample) is encoded as it is."""
-        layout = getattr(self.task.train, "layout", None)
-        return self.level.caches_tokens and layout is not None and layout.needs_data
-
     def encode(self, examples):
         """Encoded items of examples, as the task level encodes them."""
         return self.level.encode(examples, self.tokenizer, self.task, self.max_length)
+
+    @property
+    def token_cached(self):
+        """Whether training texts go through the token cache (minxlt/text/token_cache.py): sentence-level
+        ones read from a data folder; a corpus in memory (the bundled one, a few-shot sample) is encoded as it is."""
+        layout = getattr(self.task.train, "layout", None)
+        return self.level.caches_tokens and layout is not None and layout.needs_data
 
     def training_texts(self, langs, extra=()):
         """The training examples of `langs`, in order, then `extra` (--extra-train), encoded: read through the token

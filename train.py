@@ -87,8 +87,8 @@ def main(argv=None):
     # AdamW, no weight decay on biases and LayerNorms; each phase's rate warmed up and decayed (methods.learning_rate)
     decay = [p for p in core.parameters() if p.requires_grad and p.ndim >= 2]
     no_decay = [p for p in core.parameters() if p.requires_grad and p.ndim < 2]
-    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": settings.weight_decay},
-                                   {"params": no_decay, "weight_decay": 0.0}], lr=settings.lr, fused=True)
+    groups = [{"params": decay, "weight_decay": settings.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    optimizer = torch.optim.AdamW(groups, lr=settings.lr, fused=True)  # fused: one pass over each tensor
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: learning_rate(phases, settings.warmup, step))
     dtype = AUTOCAST[settings.amp]
     scaler = torch.amp.GradScaler(enabled=dtype == torch.float16)
