@@ -120,7 +120,7 @@ def main(argv=None):
     own, rest, args = get_args(argv)
     rank, world_size, device = distributed.setup(args.device)
     out = Path(own.out)
-    cli.take(out, rank)  # held; the co-training run in it is removed with --overwrite, else refused without --resume
+    cli.output_folder(out, rank=rank, overwrite=True)  # made and held; the co-training run it holds is checked below
     held = sorted(p for p in out.glob("*")
                   if p.name in ("pool.jsonl", "results.json", "results.md", "final") or p.name.startswith("round"))
     if held and not own.resume and not own.overwrite:

@@ -69,28 +69,19 @@ class Run:
         return self.level.caches_tokens and layout is not None and layout.needs_data
 
     def training_texts(self, langs, extra=()):
-        """The training examples of `langs`, in order, then `extra` (--extra-train), encoded (token_cached)."""
-        if not self.token_cached:
-            key = (tuple(langs), tuple(e.id for e in extra))
-            if key not in self.encoded:
-                self.encoded[key] = self.encode([e for lang in langs for e in self.task.train[lang]] + list(extra))
-            return self.encoded[key]
-        parts = list(self.cached_texts(langs).values())
-        if extra:
-            parts.append(token_cache.encode(list(extra), self.tokenizer, self.task.labels, self.max_length, self.rank))
-        return token_cache.join(parts)
-
-    def training_items(self, draws, settings):
-        """Encoded training items: the source's texts (and --extra-train's), with their translations ("translated"), or
-        each translation with its id's source text ("pairs", Level.pair; --self-pairs: each source text with itself)."""
-        task = self.task
-        extra = read_extra_train(settings.extra_train, task) if settings.extra_train else []
-        if draws != "texts":
-            check_translations(self, settings)
-        if draws == "pairs":
-            langs, own = ([task.source, *task.targets], extra) if settings.self_pairs else (task.targets, ())
-            return self.level.pair(self.training_texts([task.source], extra), self.training_texts(langs, own))
-        return self.training_texts([task.source, *task.targets] if draws == "translated" else [task.source], extra)
+        """The training examples of `langs`, in order, then `extra` (--extra-train), encoded: read through the token
+        cache where token_cached, else encoded as the task level encodes them, once a run."""
+        if self.token_cached:
+            parts = list(self.cached_texts(langs).values())
+            if extra:
+                parts.append(token_cache.encode(list(extra), self.tokenizer, self.task.labels, self.max_length,
+                                                self.rank))
+            return token_cache.join(parts)
+        key = (tuple(langs), tuple(e.id for e in extra))
+        if key not in self.encoded:
+            examples = [e for lang in langs for e in self.task.train[lang]] + list(extra)
+            self.encoded[key] = self.level.encode(examples, self.tokenizer, self.task, self.max_length)
+        return self.encoded[key]
 
     def round_trips(self, pattern=None):
         """Round trips of the source's training texts, `get(id, lang, default)`: --round-trip's files (a path with
@@ -195,11 +186,6 @@ def phase_index(phases, step):
     return len(phases) - 1, start
 
 
-def phase_at(phases, step):
-    """The phase a step belongs to; past the end, the last phase."""
-    return phases[phase_index(phases, step)[0]]
-
-
 def learning_rate(phases, warmup, step):
     """The learning rate of a step relative to --lr: within its phase, a linear warmup over the
     first `warmup` share of the phase's steps, then a linear decay to 0, from the phase's own peak."""
@@ -211,7 +197,7 @@ def learning_rate(phases, warmup, step):
 
 class Method:
     """Zero-shot transfer, and the interface every method implements: the task loss on the source's labelled texts."""
-    draws = "texts"  # its training items (Run.training_items): "texts", "translated", "pairs" or "parallel"
+    draws = "texts"  # its training items (training_items): "texts", "translated", "pairs" or "parallel"
     levels = ("sentence", "word", "span")  # the task levels it trains on (levels.py)
     test_inputs = ("text",)  # what a test prediction may see besides the target text (TEST_INPUTS), the default first
 
@@ -220,8 +206,16 @@ class Method:
         self.settings, self.run = settings, run
 
     def training_items(self):
-        """The encoded training items its batches are drawn from (Run.training_items)."""
-        return self.run.training_items(self.draws, self.settings)
+        """Its batches' encoded items: the source's texts (and --extra-train's), with their translations ("translated"),
+        or each translation with its id's source text ("pairs", Level.pair; --self-pairs: each source text too)."""
+        run, settings, task = self.run, self.settings, self.run.task
+        extra = read_extra_train(settings.extra_train, task) if settings.extra_train else []
+        if self.draws != "texts":
+            check_translations(run, settings)
+        if self.draws == "pairs":
+            langs, own = ([task.source, *task.targets], extra) if settings.self_pairs else (task.targets, ())
+            return run.level.pair(run.training_texts([task.source], extra), run.training_texts(langs, own))
+        return run.training_texts([task.source, *task.targets] if self.draws == "translated" else [task.source], extra)
 
     def phases(self, items):
         """The training phases, in order: one over `items` for --max-steps (or --epochs passes)."""

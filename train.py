@@ -33,7 +33,7 @@ import torch
 
 import data
 import evaluate
-from methods import TEST_INPUTS, Run, counterparts, learning_rate, own_parameters, phase_at, restore
+from methods import TEST_INPUTS, Run, counterparts, learning_rate, own_parameters, phase_index, restore
 from minxlt import tasks
 from minxlt.checkpoints import hub
 from minxlt.checkpoints.prepare_default import default_model
@@ -84,7 +84,12 @@ def main(argv=None):
     else:  # each process holds them all (DDP)
         model = distributed.wrap(core, device, getattr(core, "unused_parameters", False))
     method.start(core, items)  # before any update: Unicoder's hard negatives; a teacher, loaded after the student
-    optimizer, scheduler = make_optimizer(settings, core, phases)
+    # AdamW, no weight decay on biases and LayerNorms; each phase's rate warmed up and decayed (methods.learning_rate)
+    decay = [p for p in core.parameters() if p.requires_grad and p.ndim >= 2]
+    no_decay = [p for p in core.parameters() if p.requires_grad and p.ndim < 2]
+    groups = [{"params": decay, "weight_decay": settings.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    optimizer = torch.optim.AdamW(groups, lr=settings.lr, fused=True)  # fused: one pass over each tensor
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: learning_rate(phases, settings.warmup, step))
     dtype = AUTOCAST[settings.amp]
     scaler = torch.amp.GradScaler(enabled=dtype == torch.float16)
     before = None  # CKA and retrieval of the pretrained encoder, which the test table shows beside the trained one's
@@ -103,7 +108,7 @@ def main(argv=None):
     with bookkeeping.StopRequest(book) as stop:  # Ctrl-C, SIGTERM, and a process of the run that dies
         batches = bookkeeping.batch_loader(settings, method, phases, book.step)  # each step's batches, built ahead
         while book.step < book.steps and not stopped and not book.out_of_patience():
-            phase = phase_at(phases, book.step)
+            phase = phases[phase_index(phases, book.step)[0]]
             losses = train_step(settings, run, phase, model, next(batches), optimizer, scheduler, scaler, dtype)
             stopping = book.record(phases, losses, scheduler.get_last_lr()[0], stop.requested)
             if book.evaluates():
@@ -153,16 +158,6 @@ def build_model(settings, method, model_dir, device, rank):
         model.encoder.embeddings.word.weight.requires_grad_(False)
     model.encoder.checkpoint_layers(settings.gradient_checkpointing)
     return model
-
-
-def make_optimizer(settings, model, phases):
-    """AdamW, no decay on biases and LayerNorms; each phase's rate warmed up and decayed (methods.learning_rate)."""
-    decay = [p for p in model.parameters() if p.requires_grad and p.ndim >= 2]
-    no_decay = [p for p in model.parameters() if p.requires_grad and p.ndim < 2]
-    groups = [{"params": decay, "weight_decay": settings.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-    optimizer = torch.optim.AdamW(groups, lr=settings.lr, fused=True)  # fused: one pass over each tensor
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: learning_rate(phases, settings.warmup, step))
-    return optimizer, schedule
 
 
 def evaluating(settings):

@@ -14,7 +14,7 @@ from test_shard import assert_same_losses, spawn
 
 import data
 import train
-from methods import phase_at
+from methods import phase_index
 from minxlt.run import bookkeeping, compiled, flags
 
 COMMON = ["--target-langs", "de", "--batch-size", "6", "--dropout", "0", "--no-alignment", "--max-steps", "150"]  # contrastive: in phase 1
@@ -85,7 +85,7 @@ def test_every_method_compiles_as_one_graph_and_gives_the_eager_loss(tmp_path, t
         if teacher:  # soft labels of the translations, as the teacher's logits would be
             C = len(method_.run.task.labels)
             batch["teacher_logits"] = torch.randn((len(batch["weights"]), C) if level == "sentence" else (*batch["target_ids"].shape, C))
-        loss = phase_at(phases, step).loss
+        loss = phases[phase_index(phases, step)[0]].loss
         for fed in [False, True] if (name, level) == ("xmixup", "word") else [False]:  # a round trip fed: sources without tags
             if fed:
                 batch["source_labels"], batch["round_trip"] = torch.full_like(batch["source_labels"], -100), torch.tensor(1.0)
@@ -175,7 +175,7 @@ def test_unicoder_compiles_a_graph_for_each_of_its_five_tasks_whatever_its_lengt
     for step in range(20):
         batch = batch_of(settings, method, phases, step)
         shapes.setdefault(batch["task"], set()).add(tuple(tuple(v.shape) for v in batch.values() if torch.is_tensor(v)))
-        phase_at(phases, step).loss(core, batch)
+        phases[phase_index(phases, step)[0]].loss(core, batch)
     assert len(shapes) == 5 and sum(len(kind) > 1 for kind in shapes.values()) >= 3  # most seen at two lengths
     assert counter.frame_count == 5
 

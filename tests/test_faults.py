@@ -347,13 +347,15 @@ def test_a_dead_run_s_lock_is_taken_over_and_another_host_s_is_refused_with_the_
     out.mkdir()
     ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     (out / cli.LOCK).write_text(f"{here} {ended.stdout.strip()}")  # as a killed run leaves it: its process is gone
-    assert cli.hold(out) is None and (out / cli.LOCK).read_text() == f"{here} {os.getpid()}"  # taken over
+    assert cli.output_folder(out) == out and (out / cli.LOCK).read_text() == f"{here} {os.getpid()}"  # taken over
     cli.release(out)
     assert not (out / cli.LOCK).exists()
     (out / cli.LOCK).write_text("gpu-node-7 12345")  # another host's process cannot be asked
     lock = out / cli.LOCK
-    assert cli.hold(out) == (f"--out {out} is in use by another run (process 12345 on gpu-node-7; {lock}): wait for it "
-                             f"to end, or choose another --out; if that process no longer runs, delete {lock}")
+    with pytest.raises(tasks.InputError) as refused:
+        cli.output_folder(out)
+    assert str(refused.value) == (f"--out {out} is in use by another run (process 12345 on gpu-node-7; {lock}): wait "
+                                  f"for it to end, or choose another --out; if that process no longer runs, delete {lock}")
 
 
 def test_a_model_of_another_task_is_refused_before_predicting_naming_both_label_sets(tmp_path, tiny_model_dir):

@@ -409,7 +409,7 @@ def shared_worker(rank, world_size, port, folders, result):
     join_process_group_env(rank, world_size, port)
     dist.init_process_group("gloo")
     try:
-        cli.check_shared({"--out": folders[rank]}, rank)  # each process given its own folder: as node-local disks look
+        cli.output_folder(folders[rank], rank=rank)  # each process given its own folder: as node-local disks look
         message = None
     except Exception as e:  # noqa: BLE001
         message = str(e)

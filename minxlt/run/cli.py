@@ -145,11 +145,66 @@ def has_checkpoint(out):
     return latest_checkpoint(out) is not None
 
 
+LOCK = ".lock"  # in OUT, while a run writes there: "<host> <process id>"
+
+
 def output_folder(out, resume=False, overwrite=False, rank=0):
-    """OUT, checked before any training: writable, seen by every node, held by no other run (take), and holding
-    no run unless --resume continues it or --overwrite will replace it (Book)."""
-    check_shared({"--out": out}, rank)
-    out = take(out, rank)
+    """OUT, checked on every process before any training: a folder process 0 can write to and every process sees, held
+    by this run (OUT/.lock, until release), holding no run unless --resume continues it or --overwrite replaces it."""
+    out, here, problem = Path(out), socket.gethostname(), None
+    if out.exists() and not out.is_dir():
+        raise InputError(f"--out {out}: a file, not a folder; choose another --out")
+    token = distributed.gather(os.urandom(8).hex())[0]  # process 0's
+    probe, lock = out / f".shared-{token}", out / LOCK
+    if rank == 0:
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+            probe.write_text(token)
+        except OSError as e:
+            problem = f"--out {out}: cannot be written to ({e.strerror or e}); choose another --out"
+    problem = distributed.first_error(problem)  # every process stops with process 0's; the probe is written
+    if problem:
+        raise InputError(problem)
+    seen = distributed.gather((probe.is_file() and probe.read_text() == token, here))  # each process's look
+    if rank == 0:
+        probe.unlink(missing_ok=True)
+    blind = [f"{r} (on {host})" for r, (ok, host) in enumerate(seen) if not ok]
+    if blind:
+        raise InputError(f"--out {out} is not on storage every process sees: process {', '.join(blind)} cannot read "
+                         f"what process 0 (on {seen[0][1]}) wrote there; put it on a file system that every node "
+                         "shares")
+    if rank == 0:  # the lock: a dead process's is taken over; one released meanwhile, tried again
+        for _ in range(3):
+            try:
+                with open(lock, "x") as f:
+                    f.write(f"{here} {os.getpid()}")
+                atexit.register(release, out)
+                break
+            except FileExistsError:
+                try:
+                    holder = lock.read_text().split()
+                except FileNotFoundError:
+                    continue
+            host, pid = holder if len(holder) == 2 and holder[1].isdigit() else (None, None)
+            if host == here and int(pid) == os.getpid():
+                break  # this process's: a run before in the same process (co-training's)
+            if host == here:
+                try:
+                    os.kill(int(pid), 0)
+                except ProcessLookupError:
+                    lock.unlink(missing_ok=True)  # its run was killed
+                    continue
+                except PermissionError:  # another user's
+                    pass
+            who = f"process {pid} on {host}" if host else "a run starting there now"
+            problem = (f"--out {out} is in use by another run ({who}; {lock}): wait for it to end, or choose another "
+                       "--out" + (f"; if that process no longer runs, delete {lock}" if host and host != here else ""))
+            break
+        else:
+            problem = f"--out {out}: {lock} keeps changing: is another run starting there?"
+    problem = distributed.first_error(problem)
+    if problem:
+        raise InputError(problem)
     held = [name for name in RUN_FILES if (out / name).exists()]
     if resume and not has_checkpoint(out):
         raise InputError(f"--resume: {out / 'checkpoint.pt'} not found, nor a sharded run's checkpoint/"
@@ -160,95 +215,14 @@ def output_folder(out, resume=False, overwrite=False, rank=0):
     return out
 
 
-def take(out, rank=0):
-    """OUT made and held for this run (hold) by process 0; every process stops with its problem, if any."""
-    out, problem = Path(out), None
-    if out.exists() and not out.is_dir():
-        raise InputError(f"--out {out}: a file, not a folder; choose another --out")
-    if rank == 0:
-        try:
-            out.mkdir(parents=True, exist_ok=True)
-            probe = out / ".write-test"
-            probe.write_text("")
-            probe.unlink()
-        except OSError as e:
-            problem = f"--out {out}: cannot be written to ({e.strerror}); choose another --out"
-        problem = problem or hold(out)
-    problem = distributed.first_error(problem)  # every process stops with process 0's
-    if problem:
-        raise InputError(problem)
-    return out
-
-
-LOCK = ".lock"  # in OUT, while a run writes there: "<host> <process id>"
-
-
-def hold(out):
-    """Take OUT for this process's run (OUT/.lock: host and process; release gives it up), or the problem: another
-    run holds it, alive or on another host, which cannot be asked; a dead process's lock is taken over."""
-    lock, here = Path(out) / LOCK, socket.gethostname()
-    for _ in range(3):  # a dead process's lock removed, or one released meanwhile: try again
-        try:
-            with open(lock, "x") as f:
-                f.write(f"{here} {os.getpid()}")
-            atexit.register(release, out)
-            return None
-        except FileExistsError:
-            try:
-                holder = lock.read_text().split()
-            except FileNotFoundError:
-                continue
-        host, pid = holder if len(holder) == 2 and holder[1].isdigit() else (None, None)
-        if host == here and int(pid) == os.getpid():
-            return None  # this process's: a run before in the same process (co-training's)
-        if host == here:
-            try:
-                os.kill(int(pid), 0)
-            except ProcessLookupError:
-                lock.unlink(missing_ok=True)  # its run was killed: the lock is taken over
-                continue
-            except PermissionError:  # another user's
-                pass
-        who = f"process {pid} on {host}" if host else "a run starting there now"
-        return (f"--out {out} is in use by another run ({who}; {lock}): wait for it to end, or choose another --out"
-                + (f"; if that process no longer runs, delete {lock}" if host and host != here else ""))
-    return f"--out {out}: {lock} keeps changing: is another run starting there?"
-
-
 def release(out):
-    """Give up OUT (hold), where this process holds it."""
+    """Give up OUT (output_folder's lock), where this process holds it."""
     lock = Path(out) / LOCK
     try:
         if lock.read_text().split() == [socket.gethostname(), str(os.getpid())]:
             lock.unlink()
     except OSError:
         pass
-
-
-def check_shared(folders, rank):
-    """Refuse, on every process, a folder ({what: folder}) that some process does not see as process 0 wrote it."""
-    if distributed.world_size() == 1:
-        return
-    token = distributed.gather(os.urandom(8).hex())[0]  # process 0's
-    for what, folder in folders.items():
-        probe, problem = Path(folder) / f".shared-{token}", None
-        if rank == 0:
-            try:
-                probe.parent.mkdir(parents=True, exist_ok=True)
-                probe.write_text(token)
-            except OSError as e:
-                problem = f"{what} {folder}: cannot be written to ({e.strerror or e}); choose another"
-        problem = distributed.first_error(problem)  # also: process 0 has written the probe
-        if problem:
-            raise InputError(problem)
-        seen = distributed.gather((probe.is_file() and probe.read_text() == token, socket.gethostname()))
-        if rank == 0:
-            probe.unlink(missing_ok=True)
-        blind = [f"{r} (on {host})" for r, (ok, host) in enumerate(seen) if not ok]
-        if blind:
-            raise InputError(f"{what} {folder} is not on storage every process sees: process {', '.join(blind)} cannot "
-                             f"read what process 0 (on {seen[0][1]}) wrote there; put it on a file system that every "
-                             "node shares")
 
 
 def run(main):

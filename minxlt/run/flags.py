@@ -8,7 +8,6 @@ import sys
 import textwrap
 from dataclasses import FrozenInstanceError, replace
 from pathlib import Path
-from types import MappingProxyType
 
 import torch
 
@@ -37,33 +36,26 @@ METHODS = {
 
 class Settings:
     """Read-only settings, read as attributes (settings.lr); assigning one raises an error."""
-    __slots__ = ("_values",)
 
     def __init__(self, values):
-        frozen = {name: tuple(value) if isinstance(value, list) else value for name, value in values.items()}
-        object.__setattr__(self, "_values", MappingProxyType(frozen))
+        for name, value in values.items():
+            object.__setattr__(self, name, tuple(value) if isinstance(value, list) else value)
 
-    def __getattr__(self, name):
-        try:
-            return self._values[name]
-        except KeyError:
-            raise AttributeError(f"no setting {name!r}") from None
+    def __getattr__(self, name):  # one it does not hold
+        raise AttributeError(f"no setting {name!r}")
 
     def __setattr__(self, name, value=None):
         raise FrozenInstanceError(f"cannot assign to settings.{name}: settings are read-only once resolved")
 
     __delattr__ = __setattr__
 
-    def __reduce__(self):  # loader processes that spawn receive the settings pickled
-        return Settings, (dict(self._values),)
-
     def get(self, name, default=None):
         """A setting that only some methods have (FILTER's --missing-translations), or `default`."""
-        return self._values.get(name, default)
+        return vars(self).get(name, default)
 
     def as_dict(self):
         """The settings as a plain dict (results.json, checkpoints)."""
-        return {name: list(value) if isinstance(value, tuple) else value for name, value in self._values.items()}
+        return {name: list(value) if isinstance(value, tuple) else value for name, value in vars(self).items()}
 
 
 def parse(argv=None, description="", strict=True):
@@ -110,32 +102,34 @@ def parser(description="", method=None):
     p = cli.ArgumentParser(description=about, formatter_class=HelpFormatter, allow_abbrev=False,
                            usage="%(prog)s [--method METHOD] [options]")
     groups = dict(COMMON)
-    if method is not None:  # its Settings' fields; one without help sets a common flag's default
-        groups[f"--method {method}"] = [(f"--{f.name.replace('_', '-')}", f.default, f.metadata["help"],
-                                         kind(f.type, f.metadata["values"]))
-                                        for f in own_flags(METHODS[method]) if f.metadata]
+    if method is not None:  # its Settings' fields (methods.flag); one without help sets a common flag's default
+        groups[f"--method {method}"] = mine = []
+        for f in own_flags(METHODS[method]):
+            if not f.metadata:
+                continue
+            values, metavar = f.metadata["values"], {int: "N", float: "X"}.get(f.type, "PATH")
+            if f.type is bool:
+                options = BOOL
+            elif values == "append":
+                options = {"action": "append"}
+            elif values == "directory":
+                options = {"type": cli.existing_directory, "metavar": "DIR"}
+            elif isinstance(values, tuple):
+                options = {"choices": values}
+            elif not values:
+                options = {"type": f.type, "metavar": metavar}
+            else:  # an interval: "[0, 1]", "(0, inf)"
+                low, high = (part.strip(" [()]") for part in values.split(","))
+                options = {"type": cli.number(f.type, None if low == "-inf" else f.type(low),
+                                              None if high == "inf" else f.type(high), values.startswith("("),
+                                              values.endswith(")")), "metavar": metavar}
+            mine.append((f"--{f.name.replace('_', '-')}", f.default, f.metadata["help"], options))
     for name, flags in groups.items():
         g = p.add_argument_group(name)
         for flag, default, help, options in flags:
             said = "" if default is None or default is False else f" (default: {default})"
             g.add_argument(flag, default=None, help=(help + said).replace("%", "%%"), **options)  # not given: None
     return p
-
-
-def kind(type_, values):
-    """argparse's options for a method's flag: its type and the values it may take (methods.flag)."""
-    if type_ is bool:
-        return BOOL
-    if values in ("append", "directory"):
-        return {"action": "append"} if values == "append" else {"type": cli.existing_directory, "metavar": "DIR"}
-    if isinstance(values, tuple):
-        return {"choices": values}
-    metavar = {int: "N", float: "X"}.get(type_, "PATH")
-    if not values:
-        return {"type": type_, "metavar": metavar}
-    low, high = (part.strip(" [()]") for part in values.split(","))
-    return {"type": cli.number(type_, None if low == "-inf" else type_(low), None if high == "inf" else type_(high),
-                               values.startswith("("), values.endswith(")")), "metavar": metavar}
 
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter):
@@ -319,18 +313,12 @@ def resolve(args, run):
         values["test_translations"] = run.task.test_translations  # XTREME's translate-test files, where the data has
     values["test_input"] = choose_test_input(args.method, values["test_input"], values["test_translations"],
                                              run.task.parallel)
-    settings = Settings(values)
-    check(settings, method, run)
-    return settings, run
-
-
-def check(settings, method, run):
-    """Refuse, before the model loads, what the settings cannot do together with this task and model."""
-    s, level, name = settings, run.level, settings.method
+    # Refused, before the model loads: what the settings cannot do together with this task and model.
+    s, level, name = Settings(values), run.level, args.method
     if s.extra_train and not Path(s.extra_train).is_file():
         what = "not a file" if Path(s.extra_train).exists() else "no such file"
         raise InputError(f"--extra-train {s.extra_train}: {what}")
-    planned = [f"--{flag.replace('_', '-')}" for flag in ("json", "processes", "device_memory") if s.get(flag)]
+    plan_only = [f"--{flag.replace('_', '-')}" for flag in ("json", "processes", "device_memory") if values[flag]]
     pairs_span = method.draws == "pairs" and level.name == "span"
     extra = (f"--extra-train adds single labelled texts, which --method {name} (trained on pairs) uses only on answer "
              "spans, each question paired with itself (--self-pairs), as FILTER pairs SQuAD's beside TyDiQA-GoldP's"
@@ -358,8 +346,8 @@ def check(settings, method, run):
         (s.extra_train and not (level.labels_texts or level.name == "span"), f"--extra-train adds labelled sentences, "
          f"or a QA task's questions; --task {s.task} {level.description}"),
         (s.extra_train and method.draws not in ("texts", "translated") and not (pairs_span and s.self_pairs), extra),
-        (planned, f"{' and '.join(planned)} {'shapes' if len(planned) == 1 else 'shape'} the memory plan, which only "
-                  "--dry-run prints: add --dry-run"),
+        (plan_only, f"{' and '.join(plan_only)} {'shapes' if len(plan_only) == 1 else 'shape'} the memory plan, which "
+                    "only --dry-run prints: add --dry-run"),
         (compiled.problem(s), compiled.problem(s)),
     ]
     for wrong, message in problems:
@@ -368,8 +356,9 @@ def check(settings, method, run):
     if s.async_checkpoint and not staging_available():
         raise InputError(f"--async-checkpoint needs torch 2.9 or later (its checkpoint staging), and this is torch "
                          f"{torch.__version__}: upgrade torch, or leave --async-checkpoint out")
-    if s.get("teacher") or s.get("teacher_cache") or s.get("soft_labels"):
+    if values.get("teacher") or values.get("teacher_cache") or values.get("soft_labels"):  # a method's own
         teacher.check(s, "filter" if method is FilterMethod else "labeller")
+    return s, run
 
 
 def staging_available():
