@@ -330,8 +330,8 @@ def hf_names(params, config, shapes=None, source=None):
 
 def normalise_keys(state):
     """Strip the "roberta."/"bert." prefix of *ForMaskedLM-style checkpoints; old BERT files say gamma/beta."""
-    strip = lambda key: re.sub(r"^(roberta|bert)\.", "", key)
-    return {re.sub(r"\.gamma$", ".weight", re.sub(r"\.beta$", ".bias", strip(key))): v for key, v in state.items()}
+    return {re.sub(r"\.gamma$", ".weight", re.sub(r"\.beta$", ".bias", re.sub(r"^(roberta|bert)\.", "", key))): v
+            for key, v in state.items()}
 
 
 def checkpoint_modules(state, is_bert):
