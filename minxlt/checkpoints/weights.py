@@ -407,15 +407,14 @@ def save_encoder(directory, config, state, head=None, shard_bytes=SHARD_BYTES, w
     base = {"bert": "Bert", "roberta": "Roberta", "xlm-roberta": "XLMRoberta",
             "xlm-roberta-xl": "XLMRobertaXL"}[config.model_type]
     lm_head = "lm_head.bias" in state and head is None  # a task model drops the masked-LM head it does not use
-    prefix = "bert." if config.is_bert else "roberta."
-    prefix = prefix if lm_head or head else ""  # the *ForMaskedLM and *For<Task> layouts keep the encoder under it
+    # the *ForMaskedLM and *For<Task> layouts keep the encoder under "roberta."/"bert."
+    prefix = ("bert." if config.is_bert else "roberta.") if lm_head or head else ""
     tensors = {}
     for ours, theirs in hf_names(state, config).items():
-        if theirs.startswith(("lm_head.", "cls.")):
-            if lm_head:
-                tensors[theirs] = state[ours]
-            continue
-        tensors[prefix + theirs] = state[ours]
+        if not theirs.startswith(("lm_head.", "cls.")):
+            tensors[prefix + theirs] = state[ours]
+        elif lm_head:
+            tensors[theirs] = state[ours]
     hf = dict(config_json(config), architectures=[base + ("ForMaskedLM" if lm_head else "Model")])
     if head:
         tensors.update(head["tensors"])

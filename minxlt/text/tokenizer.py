@@ -15,8 +15,6 @@ import torch
 
 from minxlt.checkpoints.weights import CheckpointError
 
-LOOKED_FOR = "sentencepiece.bpe.model, tokenizer.json (a Unigram or WordPiece model) or vocab.txt"
-
 
 class Tokenizer:
     """Content ids of a text (tokenize), with character offsets, of pre-split words, and special tokens around them."""
@@ -40,7 +38,8 @@ class Tokenizer:
         elif (directory / "vocab.txt").is_file():
             tokenizer = WordPieceTokenizer.from_vocab(directory)
         else:
-            raise CheckpointError(f"{directory}: no tokenizer; looked for {LOOKED_FOR}")
+            raise CheckpointError(f"{directory}: no tokenizer; looked for sentencepiece.bpe.model, tokenizer.json "
+                                  "(a Unigram or WordPiece model) or vocab.txt")
         tokenizer.json_file = directory / "tokenizer.json" if (directory / "tokenizer.json").is_file() else None
         return tokenizer
 
