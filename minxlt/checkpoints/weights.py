@@ -160,7 +160,7 @@ def checkpoint_files(directory):
                 if not isinstance(shard, str) or Path(shard).name != shard or not (directory / shard).is_file():
                     raise CheckpointError(f"{index_path}: shard {shard!r} is not a file in {directory}")
             files = [directory / shard for shard in shards]
-            missing = sorted(set(normalise_keys(dict.fromkeys(weight_map))) - set(checkpoint_shapes(files)))
+            missing = sorted(set(weight_map) - set(checkpoint_shapes(files)))
             if missing:
                 raise CheckpointError(f"{index_path}: keys listed in the index are in no shard: "
                                       f"{', '.join(missing[:10])}")
@@ -174,12 +174,12 @@ def checkpoint_files(directory):
 
 
 def checkpoint_shapes(files):
-    """{normalised name: shape} over a checkpoint's files (checkpoint_files); a safetensors file is mapped, not read."""
+    """{name: shape} over a checkpoint's files (checkpoint_files); a safetensors file is mapped, not read."""
     shapes = {}
     for path in map(Path, files):
         state = load_safetensors(path) if path.suffix == ".safetensors" else load_torch_bin(path)
         shapes.update((name, tuple(tensor.shape)) for name, tensor in state.items())
-    return normalise_keys(shapes)
+    return shapes
 
 
 # config.json's fields this encoder reads: (type, smallest value, value must be below)
@@ -293,14 +293,15 @@ LM_HEAD_KEYS = {  # "lm_head.bias" is a bare parameter
     "bert": {"lm_head.dense": "cls.predictions.transform.dense", "lm_head.norm": "cls.predictions.transform.LayerNorm",
              "lm_head.bias": "cls.predictions.bias"},
 }
+PREFIX = re.compile(r"^(roberta|bert)\.")  # before every key of a *ForMaskedLM checkpoint but its head's
 # Not needed: buffers, the decoder tied to the word embeddings, BERT's next-sentence head, task heads.
 IGNORED_KEYS = re.compile(r"embeddings\.position_ids|(lm_head|cls\.predictions)\.decoder\.(weight|bias)"
                           r"|cls\.seq_relationship\.\w+|(classifier|qa_outputs)\..+")
 
 
 def hf_names(params, config, shapes=None, source=None):
-    """{our key: Hugging Face key} for `params`; given a checkpoint's `shapes`, refusing a key missing or unexpected
-    there, or a shape."""
+    """{our key: Hugging Face key} for `params`; given a checkpoint's `shapes`, the key as spelled there, refusing a
+    key missing or unexpected there, or a shape."""
     table = dict(KEY_TABLE, **LM_HEAD_KEYS["bert" if config.is_bert else "roberta"],
                  **(PRE_NORM_KEYS if config.pre_norm else {}))
     names = {}
@@ -314,35 +315,31 @@ def hf_names(params, config, shapes=None, source=None):
         names[key] = table[template].format(i=layer.group(1) if layer else "") + "." + leaf
     if shapes is None:
         return names
-    missing = [theirs for theirs in names.values() if theirs not in shapes]
-    unexpected = [k for k in shapes if k not in names.values() and not IGNORED_KEYS.fullmatch(k)]
+    spelled = {}  # the table's key -> the checkpoint's (with PREFIX; old BERT files say gamma/beta for weight/bias)
+    for key in shapes:
+        spelled[re.sub(r"\.gamma$", ".weight", re.sub(r"\.beta$", ".bias", PREFIX.sub("", key)))] = key
+    missing = [theirs for theirs in names.values() if theirs not in spelled]
+    unexpected = [k for k in spelled if k not in names.values() and not IGNORED_KEYS.fullmatch(k)]
     if missing or unexpected:
         raise CheckpointError(
             f"{source}: the weights do not match config.json ({config.model_type}, {config.num_layers} layers)\n"
             f"  missing ({len(missing)}): {', '.join(missing[:20])}{' ...' if len(missing) > 20 else ''}\n"
             f"  unexpected ({len(unexpected)}): {', '.join(unexpected[:20])}{' ...' if len(unexpected) > 20 else ''}")
-    wrong = [f"{theirs}: file {tuple(shapes[theirs])}, config expects {tuple(params[ours].shape)}"
-             for ours, theirs in names.items() if tuple(shapes[theirs]) != tuple(params[ours].shape)]
+    wrong = [f"{theirs}: file {tuple(shapes[spelled[theirs]])}, config expects {tuple(params[ours].shape)}"
+             for ours, theirs in names.items() if tuple(shapes[spelled[theirs]]) != tuple(params[ours].shape)]
     if wrong:
         raise CheckpointError(f"{source}: tensor shapes disagree with config.json:\n  " + "\n  ".join(wrong[:20]))
-    return names
+    return {ours: spelled[theirs] for ours, theirs in names.items()}
 
 
-def normalise_keys(state):
-    """Strip the "roberta."/"bert." prefix of *ForMaskedLM-style checkpoints; old BERT files say gamma/beta."""
-    return {re.sub(r"\.gamma$", ".weight", re.sub(r"\.beta$", ".bias", re.sub(r"^(roberta|bert)\.", "", key))): v
-            for key, v in state.items()}
-
-
-def checkpoint_modules(state, is_bert):
-    """(pooler, masked-LM head): whether normalised checkpoint tensors hold each."""
-    lm_head_keys = LM_HEAD_KEYS["bert" if is_bert else "roberta"]
-    return "pooler.dense.weight" in state, lm_head_keys["lm_head.dense"] + ".weight" in state
+def checkpoint_modules(shapes, is_bert):
+    """(pooler, masked-LM head): whether a checkpoint's tensors (`shapes`' keys) hold each."""
+    keys, lm_head = {PREFIX.sub("", key) for key in shapes}, LM_HEAD_KEYS["bert" if is_bert else "roberta"]
+    return "pooler.dense.weight" in keys, lm_head["lm_head.dense"] + ".weight" in keys
 
 
 def load_state(module, config, state, source="state dict"):
     """Copy Hugging Face-named tensors into an encoder `module`: every key accounted for, every shape checked."""
-    state = normalise_keys(state)
     names = hf_names(module.state_dict(), config, {key: tuple(t.shape) for key, t in state.items()}, source)
     copy_in(module.state_dict(), names, state, source)
 
@@ -356,7 +353,7 @@ def stream_state(module, config, files, shapes, source):
     names = hf_names(params, config, shapes, source)
     for path in map(Path, files):  # chosen by extension
         state = load_safetensors(path) if path.suffix == ".safetensors" else load_torch_bin(path)
-        copy_in(params, names, normalise_keys(check_finite(state, path)), source)
+        copy_in(params, names, check_finite(state, path), source)
 
 
 def chunk(rows, processes):
