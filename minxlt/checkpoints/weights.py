@@ -362,7 +362,7 @@ def chunk(rows, processes):
 
 
 def copy_in(params, names, part, source):
-    """Copy the tensors of `part` ({Hugging Face key: tensor}) into `params`; a sharded (DTensor) one takes its own
+    """Copy the tensors of a file's `part` into `params` by `names` (hf_names'); a sharded (DTensor) one takes its own
     rows only. A masked-LM decoder that is not the word embeddings is warned of: minxlt ties the two."""
     theirs_to_ours = {theirs: ours for ours, theirs in names.items()}
     with torch.no_grad():
@@ -379,9 +379,9 @@ def copy_in(params, names, part, source):
     for decoder in ("lm_head.decoder.weight", "cls.predictions.decoder.weight"):  # with the embeddings in the file
         if "lm_head.bias" not in params or decoder not in part or embeddings not in part:
             continue
-        if part[decoder].shape != part[embeddings].shape or not all(  # compared as the encoder holds them, in chunks
-                torch.equal(a.to(dtype), b.to(dtype)) for a, b in zip(part[decoder].split(4096),
-                                                                        part[embeddings].split(4096))):
+        chunks = zip(part[decoder].split(4096), part[embeddings].split(4096))  # compared as the encoder holds them
+        if part[decoder].shape != part[embeddings].shape or not all(
+                torch.equal(a.to(dtype), b.to(dtype)) for a, b in chunks):
             warnings.warn(f"{source}: {decoder} differs from the word embeddings; minxlt ties the two and uses the "
                           "embeddings")
 

@@ -117,8 +117,8 @@ class Tokenizer:
         target = directory / "tokenizer.json"
         if self.json_file is not None and self.json_file.resolve() != target.resolve():
             shutil.copyfile(self.json_file, target)
-        elif self.json_file is None and self.tokenizer_json() is not None:
-            target.write_text(json.dumps(self.tokenizer_json(), ensure_ascii=False) + "\n", encoding="utf-8")
+        elif self.json_file is None and (spec := self.tokenizer_json()) is not None:
+            target.write_text(json.dumps(spec, ensure_ascii=False) + "\n", encoding="utf-8")
 
     def tokenizer_json(self):
         return None
