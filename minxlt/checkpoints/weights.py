@@ -24,8 +24,9 @@ DTYPE_NAMES = {dtype: name for name, (dtype, _) in DTYPES.items()}
 MAX_HEADER_BYTES = 100 * 1024 * 1024  # the safetensors library's own limit
 
 
-def read_safetensors_header(path):
-    """Parse and validate a safetensors header; returns ({name: (dtype, shape, start, end)}, data offset)."""
+def load_safetensors(path):
+    """A safetensors file as {name: tensor}, memory-mapped (copy-on-write); its header parsed here and every entry
+    checked (dtype, shape, offsets that tile the data) before a byte is used."""
     path = Path(path)
     size = path.stat().st_size
     with open(path, "rb") as f:
@@ -44,8 +45,7 @@ def read_safetensors_header(path):
     if not isinstance(header, dict):
         raise CheckpointError(f"{path}: header must be a JSON object, got {type(header).__name__}")
     header.pop("__metadata__", None)
-    data_start, data_len = 8 + n, size - 8 - n
-    entries, spans = {}, []
+    data_start, data_len, spans = 8 + n, size - 8 - n, []
     for name, info in header.items():
         where = f"{path}: tensor {name!r}"
         if not isinstance(info, dict) or set(info) != {"dtype", "shape", "data_offsets"}:
@@ -65,7 +65,6 @@ def read_safetensors_header(path):
         if end - start != expected:
             raise CheckpointError(f"{where}: {dtype} {shape} needs {expected} bytes but data_offsets span "
                                   f"{end - start}")
-        entries[name] = (dtype, shape, start, end)
         spans.append((start, end, name))
     # The format stores tensors back to back: no gaps, no overlaps, nothing after the last one.
     position = 0
@@ -76,22 +75,16 @@ def read_safetensors_header(path):
         position = end
     if position != data_len:
         raise CheckpointError(f"{path}: tensors cover {position} bytes of a {data_len}-byte data region")
-    return entries, data_start
-
-
-def load_safetensors(path):
-    """Read a safetensors file into a {name: tensor} dict (memory-mapped, copy-on-write)."""
-    entries, data_start = read_safetensors_header(path)
-    tensors = {}
     with open(path, "rb") as f:  # the mapping outlives the file object
         buffer = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)
-    for name, (dtype, shape, start, end) in entries.items():
-        torch_dtype = DTYPES[dtype][0]
+    tensors = {}
+    for name, info in header.items():
+        (start, end), dtype = info["data_offsets"], DTYPES[info["dtype"]][0]
         if end == start:
-            tensors[name] = torch.empty(shape, dtype=torch_dtype)
+            tensors[name] = torch.empty(info["shape"], dtype=dtype)
             continue
         raw = torch.frombuffer(buffer, dtype=torch.uint8, count=end - start, offset=data_start + start)
-        tensors[name] = raw.view(torch_dtype).reshape(shape)
+        tensors[name] = raw.view(dtype).reshape(info["shape"])
     return tensors
 
 
@@ -145,7 +138,7 @@ def check_finite(tensors, path):
     """Refuse a file with a NaN or an infinity in a floating-point tensor, naming the tensor."""
     for name, tensor in tensors.items():
         if isinstance(tensor, torch.Tensor) and tensor.is_floating_point() and not all(
-                torch.isfinite(chunk).all() for chunk in tensor.reshape(-1).split(1 << 22)):  # no tensor-sized copy
+                torch.isfinite(part).all() for part in tensor.reshape(-1).split(1 << 22)):  # no tensor-sized copy
             nan, inf, total = int(torch.isnan(tensor).sum()), int(torch.isinf(tensor).sum()), tensor.numel()
             raise CheckpointError(f"{path}: tensor {name} is not finite ({nan} NaN, {inf} infinite of {total} values): "
                                   "the file is damaged or was saved from a diverged run; use another checkpoint")
@@ -166,12 +159,12 @@ def checkpoint_files(directory):
             for shard in shards:
                 if not isinstance(shard, str) or Path(shard).name != shard or not (directory / shard).is_file():
                     raise CheckpointError(f"{index_path}: shard {shard!r} is not a file in {directory}")
-            found = {key for shard in shards for key in tensor_shapes(directory / shard)}
-            missing = sorted(set(weight_map) - found)
+            files = [directory / shard for shard in shards]
+            missing = sorted(set(weight_map) - set(checkpoint_shapes(files)))
             if missing:
                 raise CheckpointError(f"{index_path}: keys listed in the index are in no shard: "
                                       f"{', '.join(missing[:10])}")
-            return [directory / shard for shard in shards]
+            return files
     for name in ("model.safetensors", "pytorch_model.bin"):
         if (directory / name).exists():
             return [directory / name]
@@ -180,17 +173,13 @@ def checkpoint_files(directory):
         "pytorch_model.bin, pytorch_model.bin.index.json)")
 
 
-def tensor_shapes(path):
-    """{name: shape} of a weight file (a safetensors file's header alone)."""
-    path = Path(path)
-    if path.suffix == ".safetensors":
-        return {name: tuple(entry[1]) for name, entry in read_safetensors_header(path)[0].items()}
-    return {name: tuple(tensor.shape) for name, tensor in load_torch_bin(path).items()}
-
-
 def checkpoint_shapes(files):
-    """{normalised name: shape} over a checkpoint's files (checkpoint_files)."""
-    return normalise_keys({name: shape for path in files for name, shape in tensor_shapes(path).items()})
+    """{name: shape} over a checkpoint's files (checkpoint_files); a safetensors file is mapped, not read."""
+    shapes = {}
+    for path in map(Path, files):
+        state = load_safetensors(path) if path.suffix == ".safetensors" else load_torch_bin(path)
+        shapes.update((name, tuple(tensor.shape)) for name, tensor in state.items())
+    return shapes
 
 
 # config.json's fields this encoder reads: (type, smallest value, value must be below)
@@ -304,16 +293,19 @@ LM_HEAD_KEYS = {  # "lm_head.bias" is a bare parameter
     "bert": {"lm_head.dense": "cls.predictions.transform.dense", "lm_head.norm": "cls.predictions.transform.LayerNorm",
              "lm_head.bias": "cls.predictions.bias"},
 }
+PREFIX = re.compile(r"^(roberta|bert)\.")  # before every key of a *ForMaskedLM checkpoint but its head's
 # Not needed: buffers, the decoder tied to the word embeddings, BERT's next-sentence head, task heads.
 IGNORED_KEYS = re.compile(r"embeddings\.position_ids|(lm_head|cls\.predictions)\.decoder\.(weight|bias)"
                           r"|cls\.seq_relationship\.\w+|(classifier|qa_outputs)\..+")
 
 
-def hf_names(keys, is_bert, pre_norm=False):
-    """{our state_dict key: Hugging Face key} for every key of an encoder's state dict."""
-    table = dict(KEY_TABLE, **LM_HEAD_KEYS["bert" if is_bert else "roberta"], **(PRE_NORM_KEYS if pre_norm else {}))
+def hf_names(params, config, shapes=None, source=None):
+    """{our key: Hugging Face key} for `params`; given a checkpoint's `shapes`, the key as spelled there, refusing a
+    key missing or unexpected there, or a shape."""
+    table = dict(KEY_TABLE, **LM_HEAD_KEYS["bert" if config.is_bert else "roberta"],
+                 **(PRE_NORM_KEYS if config.pre_norm else {}))
     names = {}
-    for key in keys:
+    for key in params:
         module, _, leaf = key.rpartition(".")
         if key in table:  # a bare parameter
             names[key] = table[key]
@@ -321,55 +313,47 @@ def hf_names(keys, is_bert, pre_norm=False):
         template = re.sub(r"^layers\.\d+\.", "layers.{i}.", module)
         layer = re.match(r"layers\.(\d+)\.", module)
         names[key] = table[template].format(i=layer.group(1) if layer else "") + "." + leaf
-    return names
-
-
-def normalise_keys(state):
-    """Strip the "roberta."/"bert." prefix of *ForMaskedLM-style checkpoints; old BERT files say gamma/beta."""
-    strip = lambda key: re.sub(r"^(roberta|bert)\.", "", key)
-    return {re.sub(r"\.gamma$", ".weight", re.sub(r"\.beta$", ".bias", strip(key))): v for key, v in state.items()}
-
-
-def checkpoint_modules(state, is_bert):
-    """(pooler, masked-LM head): whether normalised checkpoint tensors hold each."""
-    lm_head_keys = LM_HEAD_KEYS["bert" if is_bert else "roberta"]
-    return "pooler.dense.weight" in state, lm_head_keys["lm_head.dense"] + ".weight" in state
-
-
-def load_state(module, config, state, source="state dict"):
-    """Copy Hugging Face-named tensors into an encoder `module`: every key accounted for, every shape checked."""
-    state = normalise_keys(state)
-    names = check_names(module.state_dict(), config, {key: tuple(t.shape) for key, t in state.items()}, source)
-    copy_in(module.state_dict(), names, state, source)
-
-
-def stream_state(module, config, files, shapes, source):
-    """load_state a file at a time, `shapes` checked first; a pooler or LM head the checkpoint lacks (Unicoder's)
-    keeps its own weights."""
-    has_pooler, has_lm_head = checkpoint_modules(shapes, config.is_bert)
-    params = {k: v for k, v in module.state_dict().items()
-              if not (k.startswith("pooler.") and not has_pooler or k.startswith("lm_head.") and not has_lm_head)}
-    names = check_names(params, config, shapes, source)
-    for path in map(Path, files):  # a file at a time, chosen by extension, every tensor checked to be finite
-        state = load_safetensors(path) if path.suffix == ".safetensors" else load_torch_bin(path)
-        copy_in(params, names, normalise_keys(check_finite(state, path)), source)
-
-
-def check_names(params, config, shapes, source):
-    """{our key: Hugging Face key} for `params`, refusing `shapes` with a key missing or unexpected, or a shape."""
-    names = hf_names(params, config.is_bert, config.pre_norm)
-    missing = [theirs for theirs in names.values() if theirs not in shapes]
-    unexpected = [k for k in shapes if k not in names.values() and not IGNORED_KEYS.fullmatch(k)]
+    if shapes is None:
+        return names
+    spelled = {}  # the table's key -> the checkpoint's (with PREFIX; old BERT files say gamma/beta for weight/bias)
+    for key in shapes:
+        spelled[re.sub(r"\.gamma$", ".weight", re.sub(r"\.beta$", ".bias", PREFIX.sub("", key)))] = key
+    missing = [theirs for theirs in names.values() if theirs not in spelled]
+    unexpected = [k for k in spelled if k not in names.values() and not IGNORED_KEYS.fullmatch(k)]
     if missing or unexpected:
         raise CheckpointError(
             f"{source}: the weights do not match config.json ({config.model_type}, {config.num_layers} layers)\n"
             f"  missing ({len(missing)}): {', '.join(missing[:20])}{' ...' if len(missing) > 20 else ''}\n"
             f"  unexpected ({len(unexpected)}): {', '.join(unexpected[:20])}{' ...' if len(unexpected) > 20 else ''}")
-    wrong = [f"{theirs}: file {tuple(shapes[theirs])}, config expects {tuple(params[ours].shape)}"
-             for ours, theirs in names.items() if tuple(shapes[theirs]) != tuple(params[ours].shape)]
+    wrong = [f"{theirs}: file {tuple(shapes[spelled[theirs]])}, config expects {tuple(params[ours].shape)}"
+             for ours, theirs in names.items() if tuple(shapes[spelled[theirs]]) != tuple(params[ours].shape)]
     if wrong:
         raise CheckpointError(f"{source}: tensor shapes disagree with config.json:\n  " + "\n  ".join(wrong[:20]))
-    return names
+    return {ours: spelled[theirs] for ours, theirs in names.items()}
+
+
+def checkpoint_modules(shapes, is_bert):
+    """(pooler, masked-LM head): whether a checkpoint's tensors (`shapes`' keys) hold each."""
+    keys, lm_head = {PREFIX.sub("", key) for key in shapes}, LM_HEAD_KEYS["bert" if is_bert else "roberta"]
+    return "pooler.dense.weight" in keys, lm_head["lm_head.dense"] + ".weight" in keys
+
+
+def load_state(module, config, state, source="state dict"):
+    """Copy Hugging Face-named tensors into an encoder `module`: every key accounted for, every shape checked."""
+    names = hf_names(module.state_dict(), config, {key: tuple(t.shape) for key, t in state.items()}, source)
+    copy_in(module.state_dict(), names, state, source)
+
+
+def stream_state(module, config, files, shapes, source):
+    """Fill an encoder `module` from a checkpoint's files a file at a time, `shapes` checked first, every tensor finite;
+    a pooler or LM head the checkpoint lacks (Unicoder's) keeps its own weights."""
+    has_pooler, has_lm_head = checkpoint_modules(shapes, config.is_bert)
+    params = {k: v for k, v in module.state_dict().items()
+              if not (k.startswith("pooler.") and not has_pooler or k.startswith("lm_head.") and not has_lm_head)}
+    names = hf_names(params, config, shapes, source)
+    for path in map(Path, files):  # chosen by extension
+        state = load_safetensors(path) if path.suffix == ".safetensors" else load_torch_bin(path)
+        copy_in(params, names, check_finite(state, path), source)
 
 
 def chunk(rows, processes):
@@ -377,31 +361,27 @@ def chunk(rows, processes):
     return -(-rows // processes)
 
 
-def rows(param, tensor):
-    """(what this process holds of `param`, the rows of `tensor` that go there): a DTensor's own rows only."""
-    if not isinstance(param, DTensor):
-        return param, tensor
-    mine, mesh = param.to_local(), param.device_mesh
-    start = mesh.get_local_rank() * chunk(param.shape[0], mesh.size())
-    return mine, tensor[start:start + len(mine)]
-
-
 def copy_in(params, names, part, source):
-    """Copy the tensors of `part` ({Hugging Face key: tensor}) into `params`; a sharded one's own rows only."""
+    """Copy the tensors of a file's `part` into `params` by `names` (hf_names'); a sharded (DTensor) one takes its own
+    rows only. A masked-LM decoder that is not the word embeddings is warned of: minxlt ties the two."""
     theirs_to_ours = {theirs: ours for ours, theirs in names.items()}
     with torch.no_grad():
         for theirs, tensor in part.items():
-            if theirs in theirs_to_ours:
-                mine, wanted = rows(params[theirs_to_ours[theirs]], tensor)
-                mine.copy_(wanted)
-    word = params["embeddings.word.weight"]
-    embeddings = names.get("embeddings.word.weight")
+            if theirs not in theirs_to_ours:
+                continue
+            param = params[theirs_to_ours[theirs]]
+            if isinstance(param, DTensor):
+                start = param.device_mesh.get_local_rank() * chunk(param.shape[0], param.device_mesh.size())
+                param = param.to_local()
+                tensor = tensor[start:start + len(param)]
+            param.copy_(tensor)
+    embeddings, dtype = names.get("embeddings.word.weight"), params["embeddings.word.weight"].dtype
     for decoder in ("lm_head.decoder.weight", "cls.predictions.decoder.weight"):  # with the embeddings in the file
-        if decoder not in part or embeddings not in part:
+        if "lm_head.bias" not in params or decoder not in part or embeddings not in part:
             continue
-        mine, theirs = rows(word, part[decoder])
-        if "lm_head.bias" in params and (part[decoder].shape != word.shape or not all(
-                torch.equal(a.to(b), b) for a, b in zip(theirs.split(4096), mine.split(4096)))):  # in chunks: on a GPU
+        chunks = zip(part[decoder].split(4096), part[embeddings].split(4096))  # compared as the encoder holds them
+        if part[decoder].shape != part[embeddings].shape or not all(
+                torch.equal(a.to(dtype), b.to(dtype)) for a, b in chunks):
             warnings.warn(f"{source}: {decoder} differs from the word embeddings; minxlt ties the two and uses the "
                           "embeddings")
 
@@ -424,15 +404,14 @@ def save_encoder(directory, config, state, head=None, shard_bytes=SHARD_BYTES, w
     base = {"bert": "Bert", "roberta": "Roberta", "xlm-roberta": "XLMRoberta",
             "xlm-roberta-xl": "XLMRobertaXL"}[config.model_type]
     lm_head = "lm_head.bias" in state and head is None  # a task model drops the masked-LM head it does not use
-    prefix = "bert." if config.is_bert else "roberta."
-    prefix = prefix if lm_head or head else ""  # the *ForMaskedLM and *For<Task> layouts keep the encoder under it
+    # the *ForMaskedLM and *For<Task> layouts keep the encoder under "roberta."/"bert."
+    prefix = ("bert." if config.is_bert else "roberta.") if lm_head or head else ""
     tensors = {}
-    for ours, theirs in hf_names(state, config.is_bert, config.pre_norm).items():
-        if theirs.startswith(("lm_head.", "cls.")):
-            if lm_head:
-                tensors[theirs] = state[ours]
-            continue
-        tensors[prefix + theirs] = state[ours]
+    for ours, theirs in hf_names(state, config).items():
+        if not theirs.startswith(("lm_head.", "cls.")):
+            tensors[prefix + theirs] = state[ours]
+        elif lm_head:
+            tensors[theirs] = state[ours]
     hf = dict(config_json(config), architectures=[base + ("ForMaskedLM" if lm_head else "Model")])
     if head:
         tensors.update(head["tensors"])

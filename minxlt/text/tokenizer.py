@@ -15,8 +15,6 @@ import torch
 
 from minxlt.checkpoints.weights import CheckpointError
 
-LOOKED_FOR = "sentencepiece.bpe.model, tokenizer.json (a Unigram or WordPiece model) or vocab.txt"
-
 
 class Tokenizer:
     """Content ids of a text (tokenize), with character offsets, of pre-split words, and special tokens around them."""
@@ -40,27 +38,30 @@ class Tokenizer:
         elif (directory / "vocab.txt").is_file():
             tokenizer = WordPieceTokenizer.from_vocab(directory)
         else:
-            raise CheckpointError(f"{directory}: no tokenizer; looked for {LOOKED_FOR}")
+            raise CheckpointError(f"{directory}: no tokenizer; looked for sentencepiece.bpe.model, tokenizer.json "
+                                  "(a Unigram or WordPiece model) or vocab.txt")
         tokenizer.json_file = directory / "tokenizer.json" if (directory / "tokenizer.json").is_file() else None
         return tokenizer
 
     def fingerprint(self):
-        """A short hash of what decides the ids, to tell two tokenizers apart."""
-        return hashlib.sha256(self.state()).hexdigest()[:16]
-
-    def tokenize_batch(self, texts):
-        return [self.tokenize(t) for t in texts]
+        """A short hash of what decides the ids (`state`, bytes), to tell two tokenizers apart."""
+        return hashlib.sha256(self.state).hexdigest()[:16]
 
     def encode(self, text, pair=None, max_length=None):
         """Special tokens around a text or a pair, truncated longest-first to max_length tokens."""
         return self.add_special_tokens(self.tokenize(text), None if pair is None else self.tokenize(pair), max_length)
 
     def add_special_tokens(self, a, b=None, max_length=None):
-        """Content ids in special tokens, truncated (longest first for pairs) to max_length."""
-        if max_length is not None:
-            a, b = truncate(a, b, max_length - (2 if b is None else 3 + len(self.separator)))
+        """Content ids in special tokens, cut to max_length; a pair longest-first as Hugging Face's: both giving way
+        split the budget, the longer (the second where equal) keeping the odd token."""
         if b is None:
-            return [self.bos_id, *a, self.eos_id]
+            return [self.bos_id, *(a if max_length is None else a[:max(max_length - 2, 0)]), self.eos_id]
+        budget = None if max_length is None else max(max_length - 3 - len(self.separator), 0)
+        if budget is not None and len(a) + len(b) > budget:
+            short = min(len(a), len(b))
+            n_short = short if 2 * short <= budget else budget // 2  # only the longer gives way, else both
+            n_long = budget - n_short
+            a, b = (a[:n_long], b[:n_short]) if len(a) > len(b) else (a[:n_short], b[:n_long])
         return [self.bos_id, *a, self.eos_id, *self.separator, *b, self.eos_id]
 
     def encode_words(self, words, max_length=None):
@@ -75,8 +76,8 @@ class Tokenizer:
         return ids + [self.eos_id], word_ids + [None]
 
     def encode_batch(self, texts, pairs=None, max_length=None):
-        a = self.tokenize_batch(list(texts))
-        b = [None] * len(a) if pairs is None else self.tokenize_batch(list(pairs))
+        a = self.tokenize_words(list(texts))
+        b = [None] * len(a) if pairs is None else self.tokenize_words(list(pairs))
         return [self.add_special_tokens(x, y, max_length) for x, y in zip(a, b)]
 
     def batch(self, texts, pairs=None, max_length=512):
@@ -116,8 +117,8 @@ class Tokenizer:
         target = directory / "tokenizer.json"
         if self.json_file is not None and self.json_file.resolve() != target.resolve():
             shutil.copyfile(self.json_file, target)
-        elif self.json_file is None and self.tokenizer_json() is not None:
-            target.write_text(json.dumps(self.tokenizer_json(), ensure_ascii=False) + "\n", encoding="utf-8")
+        elif self.json_file is None and (spec := self.tokenizer_json()) is not None:
+            target.write_text(json.dumps(spec, ensure_ascii=False) + "\n", encoding="utf-8")
 
     def tokenizer_json(self):
         return None
@@ -129,14 +130,14 @@ class SentencePieceTokenizer(Tokenizer):
     bos_id, pad_id, eos_id, unk_id = 0, 1, 2, 3
 
     def __init__(self, model_file=None, proto=None):
-        """From a sentencepiece model file, or its serialized bytes (`proto`)."""
-        self.model_file, self.proto = Path(model_file) if model_file else None, proto
+        """From a sentencepiece model file or its serialized bytes (`proto`), kept as `state`."""
         where = model_file or "the sentencepiece model"
         try:
             self.sp = (sentencepiece.SentencePieceProcessor(model_file=str(model_file)) if proto is None
                        else sentencepiece.SentencePieceProcessor(model_proto=proto))
         except (RuntimeError, OSError) as e:
             raise CheckpointError(f"{where}: not a sentencepiece model ({str(e).strip().splitlines()[0]})") from None
+        self.state = Path(model_file).read_bytes() if proto is None else proto
         if self.sp.get_piece_size() < 1 or self.sp.id_to_piece(0) != "<unk>" or not self.sp.is_unknown(0):
             raise CheckpointError(f"{where}: piece 0 must be <unk> as in XLM-R's sentencepiece model")
         self.mask_id = self.sp.get_piece_size() + 1
@@ -145,20 +146,13 @@ class SentencePieceTokenizer(Tokenizer):
         bare = self.sp.piece_to_id("\u2581")
         self.bare_space_id = bare + 1 if bare else None
 
-    def state(self):
-        return self.proto if self.proto is not None else self.model_file.read_bytes()
-
     def write(self, directory):
-        target = Path(directory) / "sentencepiece.bpe.model"
-        if self.model_file is not None and self.model_file.resolve() != target.resolve():
-            shutil.copyfile(self.model_file, target)
-        elif self.model_file is None:
-            target.write_bytes(self.proto)
+        (Path(directory) / "sentencepiece.bpe.model").write_bytes(self.state)
 
     def tokenizer_json(self):
         """XLM-R's tokenizer.json as transformers writes it: the Unigram pieces in fairseq's order, the normaliser
         (the precompiled character map, then sentencepiece's removal of extra spaces), the special tokens."""
-        sp, charsmap = self.sp, proto_field(proto_field(self.state(), 3), 2)  # ModelProto.normalizer_spec's
+        sp, charsmap = self.sp, proto_field(proto_field(self.state, 3), 2)  # ModelProto.normalizer_spec's
         special = lambda i, content: {"id": i, "content": content, "single_word": False, "lstrip": content == "<mask>",
                                       "rstrip": False, "normalized": False, "special": True}
         vocab = [["<s>", 0.0], ["<pad>", 0.0], ["</s>", 0.0], ["<unk>", 0.0]]
@@ -189,22 +183,17 @@ class SentencePieceTokenizer(Tokenizer):
     def content_ids(self):
         return 4, self.mask_id  # the pieces past <s> <pad> </s> <unk>, before <mask>
 
-    def _fairseq(self, spm_ids):
-        return [i + 1 if i else self.unk_id for i in spm_ids]  # sentencepiece's <unk> is its piece 0
-
     def tokenize(self, text):
-        return self._fairseq(self.sp.encode(text))
-
-    def tokenize_batch(self, texts):
-        return [self._fairseq(x) for x in self.sp.encode(list(texts))]  # one sentencepiece call
+        return self.tokenize_words([text])[0]
 
     def tokenize_words(self, words):
-        return [self._fairseq(x) for x in self.sp.encode(list(words))]
+        """Each text's (or word's) content ids, in one sentencepiece call; its piece i is fairseq's i + 1 (<unk>: 3)."""
+        return [[i + 1 if i else self.unk_id for i in ids] for ids in self.sp.encode(list(words))]
 
     def tokenize_with_offsets(self, text):
         """Content ids and their (start, end) character spans in `text`."""
         out = self.sp.encode(text, out_type="offset_mapping")
-        return self._fairseq(out["ids"]), [tuple(o) for o in out["offsets"]]
+        return [i + 1 if i else self.unk_id for i in out["ids"]], [tuple(o) for o in out["offsets"]]
 
     def decode(self, ids):
         special = (self.bos_id, self.pad_id, self.eos_id, self.mask_id)
@@ -332,6 +321,8 @@ class WordPieceTokenizer(Tokenizer):
         self.pad_id, self.mask_id = self.vocab["[PAD]"], self.vocab["[MASK]"]
         self.vocab_size = max(self.vocab.values()) + 1
         self.segment_id = self.eos_id
+        rules = json.dumps([self.lowercase, self.strip_accents, self.chinese, self.clean, self.max_word])
+        self.state = (rules + "\n".join(sorted(self.vocab, key=self.vocab.get))).encode()  # what decides the ids
 
     @classmethod
     def from_vocab(cls, directory):
@@ -346,10 +337,6 @@ class WordPieceTokenizer(Tokenizer):
         vocab = {piece: i for i, piece in enumerate(pieces[:-1] if pieces[-1] == "" else pieces)}
         return cls(vocab, lowercase=settings.get("do_lower_case", True), strip_accents=settings.get("strip_accents"),
                    chinese=settings.get("tokenize_chinese_chars", True), unk=settings.get("unk_token", "[UNK]"))
-
-    def state(self):
-        rules = json.dumps([self.lowercase, self.strip_accents, self.chinese, self.clean, self.max_word])
-        return (rules + "\n".join(sorted(self.vocab, key=self.vocab.get))).encode()
 
     def write(self, directory):
         pieces = sorted(self.vocab, key=self.vocab.get)
@@ -423,17 +410,3 @@ class WordPieceTokenizer(Tokenizer):
         pieces = {i: p for p, i in self.vocab.items()}
         return " ".join(pieces.get(i, "[UNK]") for i in ids if i not in special).replace(" ##", "")
 
-
-def truncate(a, b, budget):
-    """Content ids cut to `budget` tokens, a pair longest-first as Hugging Face's: both giving way split it, the longer
-    (the second where equal) keeping the odd token."""
-    budget = max(budget, 0)
-    if b is None:
-        return a[:budget], None
-    if len(a) + len(b) <= budget:
-        return a, b
-    short = min(len(a), len(b))
-    n_short, n_long = short, (short if short > budget else max(short, budget - short))
-    if n_short + n_long > budget:
-        n_short, n_long = budget // 2, budget // 2 + budget % 2
-    return (a[:n_long], b[:n_short]) if len(a) > len(b) else (a[:n_short], b[:n_long])
