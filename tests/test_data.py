@@ -232,7 +232,10 @@ class Given(tasks.Layout):
 def test_pairing_refuses_a_label_mismatch_and_warns_of_what_does_not_pair(capsys):
     source = [data.Example("a", "en", "x", label="p", where="en.tsv:2"), data.Example("b", "en", "y", label="q", where="en.tsv:3"),
               data.Example("c", "en", "w", label="q", where="en.tsv:4")]
-    train = lambda target, strict=False: tasks.TrainSplit("t", Given({"en": source, **target}), "en", ["en", *target], strict)
+
+    def train(target, strict=False):  # the source's and a target's training split, read from <lang>.tsv
+        return tasks.TrainSplit("t", Given({"en": source, **target}), "en", ["en", *target], strict)
+
     mismatch = [data.Example("a", "de", "x", label="p"), data.Example("b", "de", "y", label="p", where="de.tsv:3")]
     with pytest.raises(ValueError, match=r"^de.tsv:3: the translation of 'b' is labelled 'p', and its source \(en.tsv:3\) 'q'"):
         train({"de": mismatch})["de"]
