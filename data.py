@@ -106,12 +106,6 @@ def label_tensor(items, T):
     return labels
 
 
-def collate(items, tokenizer):
-    """Pad to the longest in the batch: input_ids, attention_mask (B, T) and labels (label_tensor)."""
-    input_ids, attention_mask = tokenizer.pad([it.ids for it in items])
-    return input_ids, attention_mask, label_tensor(items, input_ids.shape[1])
-
-
 def pad_pairs(tokenizer, sources, targets):
     """(source_ids, source_mask, target_ids, target_mask), all (B, T): both sides padded to one length."""
     ids, mask = tokenizer.pad(list(sources) + list(targets))

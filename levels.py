@@ -28,7 +28,7 @@ def predict_batch(predict, kind, tokenizer, items, device, partners=None):
     if kind == "pair":
         tensors = data.pad_pairs(tokenizer, [partners[it.id].ids for it in items], [it.ids for it in items])
         return predict(*(t.to(device) for t in tensors))
-    ids, mask, _ = data.collate([partners[it.id] for it in items] if kind == "counterpart" else items, tokenizer)
+    ids, mask = tokenizer.pad([(partners[it.id] if kind == "counterpart" else it).ids for it in items])
     return predict(ids.to(device), mask.to(device))
 
 

@@ -242,7 +242,8 @@ class Method:
     def make_batch(self, items, weights, step):
         """A micro-batch on the CPU: input_ids and attention_mask (B, T) padded, labels, weights (0: DDP padding)."""
         batch = {"weights": torch.tensor(weights)}
-        batch["input_ids"], batch["attention_mask"], batch["labels"] = data.collate(items, self.run.tokenizer)
+        batch["input_ids"], batch["attention_mask"] = self.run.tokenizer.pad([it.ids for it in items])
+        batch["labels"] = data.label_tensor(items, batch["input_ids"].shape[1])
         return batch
 
     def loss(self, model, batch):

@@ -60,8 +60,8 @@ def test_missing_header_is_not_skipped_silently(tmp_path):
 def test_real_sib200_is_parallel():
     english = tasks.read_sib200(SHARED_DATA / "sib200", "eng_Latn", "train")
     assert len(english) == 701 and {e.label for e in english} == set(tasks.SIB200_LABELS)
-    thai = tasks.read_sib200(SHARED_DATA / "sib200", "tha_Thai", "train")
-    assert len(tasks.pair_by_id(english, thai, "tha_Thai/train.tsv", strict=True)) == 701
+    thai = tasks.load_task("sib200", SHARED_DATA / "sib200", targets=["tha_Thai"], strict=True).train["tha_Thai"]
+    assert len(thai) == 701  # every one paired with its English by id
 
 
 def test_pawsx_translated_train_skips_and_counts_failed_rows(tmp_path, capsys):
@@ -152,8 +152,10 @@ def test_real_xsid_targets_pair_with_english_by_position():
     english = tasks.read_xsid(SHARED_DATA / "xsid" / "en.valid.conll", "en")
     german = tasks.read_xsid(SHARED_DATA / "xsid" / "de.valid.conll", "de")
     assert len(english) == len(german) == 300 and len({e.text for e in english}) < 300  # English repeats itself
-    pairs = tasks.pair_by_id(english, german, "de.valid.conll", strict=True)
-    assert len(pairs) == 300 and all(source.text == target.source_text for source, [target] in pairs.values())
+    task = tasks.load_task("xsid", SHARED_DATA / "xsid", targets=["de"], strict=True)  # training ids paired strictly
+    for split in (task.train, task.dev):
+        sources = {e.id: e for e in split["en"]}
+        assert len(split["de"]) == len(sources) and all(sources[t.id].text == t.source_text for t in split["de"])
 
 
 CONLLU = ("# sent_id = n01\n# parallel_id = pud/n01\n# text = Wir gehen zum Markt.\n"
@@ -212,24 +214,42 @@ def test_task_metric():
     assert metric(tasks.load_task("demo")) == "accuracy" and metric(tasks.load_task("demo-slots")) == "f1"
 
 
+class Given(tasks.Layout):
+    """Training examples given in memory, as if read from <lang>.tsv."""
+    langs, needs_data = [], False
+
+    def __init__(self, examples):
+        self.examples = examples
+        super().__init__(None, "en")
+
+    def read(self, lang, split):
+        return self.examples[lang]
+
+    def split_file(self, lang, split):
+        return f"{lang}.tsv"
+
+
 def test_pairing_refuses_a_label_mismatch_and_warns_of_what_does_not_pair(capsys):
     source = [data.Example("a", "en", "x", label="p", where="en.tsv:2"), data.Example("b", "en", "y", label="q", where="en.tsv:3"),
               data.Example("c", "en", "w", label="q", where="en.tsv:4")]
+
+    def train(target, strict=False):  # the source's and a target's training split, read from <lang>.tsv
+        return tasks.TrainSplit("t", Given({"en": source, **target}), "en", ["en", *target], strict)
+
     mismatch = [data.Example("a", "de", "x", label="p"), data.Example("b", "de", "y", label="p", where="de.tsv:3")]
     with pytest.raises(ValueError, match=r"^de.tsv:3: the translation of 'b' is labelled 'p', and its source \(en.tsv:3\) 'q'"):
-        tasks.pair_by_id(source, mismatch, "de.tsv")
+        train({"de": mismatch})["de"]
     targets = [data.Example("a", "de", "x", label="p"), data.Example("b", "de", "y", label="q"), data.Example("z", "de", "?", label="p")]
-    pairs = tasks.pair_by_id(source, targets, "fr.tsv")
-    assert set(pairs) == {"a", "b", "c"} and pairs["c"][1] == []
+    assert [e.id for e in train({"fr": targets})["fr"]] == ["a", "b"]
     warning = capsys.readouterr().err
     assert warning == ("warning: fr.tsv: 1 of its 3 examples have no source example of the same id (first: 'z'): they are left out; "
                        "1 of the 3 source examples have no translation in it (first: 'c') (--strict-data refuses this)\n")
-    tasks.pair_by_id(source, targets, "fr.tsv")
+    train({"fr": targets})["fr"]
     assert capsys.readouterr().err == ""  # once per file
     with pytest.raises(ValueError, match=r"^fr.tsv does not pair with the source's training examples by id: 1 of its 3"):
-        tasks.pair_by_id(source, targets, "fr.tsv", strict=True)
+        train({"fr": targets}, strict=True)["fr"]
     with pytest.raises(ValueError, match=r"most of it does not pair, so it is refused"):
-        tasks.pair_by_id(source, targets[2:], "it.tsv")
+        train({"it": targets[2:]})["it"]
 
 
 @pytest.mark.parametrize("group_by_length", [False, True])
@@ -280,12 +300,14 @@ def test_demo_corpus():
 
 
 def test_demo_slot_brackets():
-    words, tags = demo_corpus.fill("wie komme ich {destination} ?", {"destination": 6}, "de")
-    assert list(zip(words, tags)) == [("wie", "O"), ("komme", "O"), ("ich", "O"), ("zum", "O"), ("Museum", "B-destination"), ("?", "O")]
-    words, tags = demo_corpus.fill("mets {genre}", {"genre": 2}, "fr")
-    assert tags == ["O", "O", "O", "B-genre", "I-genre"] and words[-2:] == ["musique", "classique"]
-    assert demo_corpus.render(["¿", "qué", "hora", "es", "?"], "es") == "¿qué hora es?"
-    assert demo_corpus.render(["明天", "下雨", "吗", "？"], "zh") == "明天下雨吗？"
+    train = {lang: {e.id: e for e in examples} for lang, examples in demo_corpus.build("train").items()}
+    german = train["de"]["directions.1.1"]  # "bring mich {destination}": "zum [Museum]"
+    assert list(zip(german.words, german.tags)) == [("bring", "O"), ("mich", "O"), ("zum", "O"), ("Museum", "B-destination")]
+    french = train["fr"]["music.0.3"]  # "mets {genre}": "de la [musique classique]"
+    assert french.tags == ["O", "O", "O", "B-genre", "I-genre"] and french.words[-2:] == ["musique", "classique"]
+    assert train["es"]["weather.0.1"].words[:2] == ["¿", "qué"] and train["es"]["weather.0.1"].words[-2:] == ["semana", "?"]
+    assert train["es"]["weather.0.1"].text == "¿qué tiempo hará en Londres la próxima semana?"
+    assert train["zh"]["weather.0.1"].words[-2:] == ["怎么样", "？"] and train["zh"]["weather.0.1"].text == "下周伦敦的天气怎么样？"
 
 
 def test_load_task_checks_languages():

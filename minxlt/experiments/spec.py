@@ -195,7 +195,7 @@ def missing_files(experiment, patterns):
     if not (folder and Path(folder).is_dir()):
         return None
     layout = tasks.LAYOUTS[experiment.task].for_folder(folder)(folder, experiment.source)
-    targets = [lang for lang in layout.languages() if lang != experiment.source]
+    targets = [lang for lang in layout.languages if lang != experiment.source]
     files = [pattern.replace(DATA, folder).replace("{lang}", lang) for pattern in patterns
              for lang in (targets if "{lang}" in pattern else [""])]
     return [f for f in files if not Path(f).is_file()]
@@ -559,7 +559,7 @@ def check_languages(experiment):
     if layout.needs_data and not (folder and Path(folder).is_dir()):
         made = tasks.made_by(experiment.task, folder or "DIR")
         refuse(experiment.path, "data", f"{folder!r}: no such folder; {made} (or give --data DIR)")
-    found = set(layout.for_folder(folder)(folder, experiment.source).languages())
+    found = set(layout.for_folder(folder)(folder, experiment.source).languages)
     for i, run in enumerate(experiment.runs):
         lacking = sorted({lang for scores in run.papers.values() for lang in scores} - found - {"average"})
         if lacking:

@@ -16,7 +16,7 @@ from minxlt.tasks.readers import (check_label, first_existing, read_extra_train,
                                   read_parallel_lines, read_squad, read_tagged_words, read_tatoeba, read_text, read_tsv,
                                   squad_blanked)
 from minxlt.tasks.sib200 import SIB200_LABELS, SIB200_LANGS, Sib200, read_sib200
-from minxlt.tasks.task import Counts, Layout, RoundTrips, Task, TrainSplit, few_shot, pair_by_id
+from minxlt.tasks.task import Layout, RoundTrips, Task, TrainSplit, check_split, few_shot
 from minxlt.tasks.translated import read_translations, translation_file
 from minxlt.tasks.tydiqa import TYDIQA_LANGS, Tydiqa, tydiqa_split
 from minxlt.tasks.udpos import (UDPOS_LANGS, UPOS_LABELS, XTREME_UDPOS_LANGS, ConverterStops, Udpos, XtremeUdpos,
@@ -30,7 +30,7 @@ __all__ = [  # what other modules read of tasks
     'PAWSX_LANGS', 'Pawsx', 'read_pawsx', 'check_label', 'first_existing', 'read_extra_train', 'read_jsonl_examples',
     'read_lines', 'read_parallel_lines', 'read_squad', 'read_tagged_words', 'read_tatoeba', 'read_text',
     'read_translations', 'translation_file', 'read_tsv', 'squad_blanked', 'SIB200_LABELS', 'SIB200_LANGS', 'Sib200',
-    'read_sib200', 'Layout', 'RoundTrips', 'Task', 'TrainSplit', 'few_shot', 'pair_by_id',
+    'read_sib200', 'Layout', 'RoundTrips', 'Task', 'TrainSplit', 'few_shot',
     'TYDIQA_LANGS', 'Tydiqa', 'tydiqa_split', 'UDPOS_LANGS', 'UPOS_LABELS', 'XTREME_UDPOS_LANGS', 'ConverterStops',
     'Udpos', 'XtremeUdpos', 'read_conllu', 'ud_split', 'xtreme_sentences', 'XNLI_LABELS', 'XNLI_LANGS', 'Xnli',
     'read_xnli', 'read_xnli_mt', 'XQUAD_LANGS', 'Xquad', 'XquadSquad', 'xquad_split', 'XSID_INTENTS', 'XSID_LANGS',
@@ -69,15 +69,14 @@ def load_task(name, data_dir=None, source=None, targets=None, strict=False, toke
     """The task's examples as its Layout reads them (training files when first asked for: TrainSplit)."""
     if name not in LAYOUTS:
         raise InputError(f"unknown task {name!r}: choose {', '.join(LAYOUTS)}")
-    layout = LAYOUTS[name].for_folder(data_dir)(data_dir, source or LAYOUTS[name].source)
-    layout.tokenizer = tokenizer
-    if soft_labels:
-        if not hasattr(layout, "soft_labelled"):
-            raise InputError(f"--soft-labels: task {name} has no reader of X-Mixup's soft-labelled translations "
-                             "(udpos and panx, XTREME's layout)")
-        layout.soft_labels = soft_labels
+    kind = LAYOUTS[name].for_folder(data_dir)
+    if soft_labels and not hasattr(kind, "soft_labelled"):
+        raise InputError(f"--soft-labels: task {name} has no reader of X-Mixup's soft-labelled translations "
+                         "(udpos and panx, XTREME's layout)")
     check_folder(name, data_dir)
-    langs, source = layout.languages(), layout.source
+    layout = kind(data_dir, source or kind.source)
+    layout.tokenizer, layout.soft_labels = tokenizer, soft_labels
+    langs, source = layout.languages, layout.source
     targets = [t for t in (targets or langs) if t != source]
     unknown = [l for l in [source, *targets] if l not in langs]
     if unknown:
@@ -87,9 +86,10 @@ def load_task(name, data_dir=None, source=None, targets=None, strict=False, toke
     evaluation = {split: {lang: layout.read(lang, split) for lang in [source, *targets]} for split in ("dev", "test")}
     for split, by_lang in evaluation.items():
         for lang, examples in by_lang.items():
-            Counts(examples).check(name, split, lang, source, layout.split_file(lang, split))
+            check_split(name, split, lang, source, layout.split_file(lang, split), len(examples),
+                        [e.id for e in examples if not e.labelled])
     return Task(name, list(layout.labels), source, targets,
                 TrainSplit(name, layout, source, [source, *targets], strict), **evaluation, level=layout.level,
                 round_trip=layout.round_trip(), intents=layout.intents, parallel=layout.parallel,
-                translations=layout.translations, test_translations=layout.test_translations(),
+                translations=layout.translations, test_translations=layout.test_translations,
                 pos_metric=layout.pos_metric)

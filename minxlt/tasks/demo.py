@@ -1,5 +1,6 @@
 """The bundled corpus (`--task demo`): requests to a voice assistant in seven languages, with intents
 and BIO slots, from parallel templates written for this project (demo_corpus.json, docs/data.md)."""
+import itertools
 import json
 import math
 import random
@@ -19,53 +20,44 @@ SLOT_TYPES = dict.fromkeys(slot["label"] for slot in SLOTS.values())
 SLOT_LABELS = ["O"] + [f"{p}-{label}" for label in SLOT_TYPES for p in ("B", "I")]
 
 
-def render(words, lang):
-    """Words -> text: Chinese without spaces; elsewhere no space before . , ? ! : or after ¿ ¡."""
-    spaced = re.sub(r" ([.,?!:])", r"\1", " ".join(words))
-    return "".join(words) if lang == "zh" else re.sub(r"([¿¡]) ", r"\1", spaced)
-
-
-def fill(template, values, lang):
-    """A template with its slot values filled in -> (words, BIO tags)."""
-    words, tags = [], []
-    for token in template.split():
-        slot = re.fullmatch(r"\{(\w+)\}", token)
-        if not slot:
-            words.append(token)
-            tags.append("O")
-            continue
-        label, value = SLOTS[slot.group(1)]["label"], SLOTS[slot.group(1)][lang][values[slot.group(1)]]
-        inside, first = "[" not in value, True  # without brackets, every word is in the slot
-        for word in value.split():
-            inside = inside or word.startswith("[")
-            words.append(word.strip("[]"))
-            tags.append(("B-" if first else "I-") + label if inside else "O")
-            first = first and not inside
-            inside = inside and not word.endswith("]")
-    return words, tags
-
-
 def build(split, round_trip=False):
-    """{lang: [Example]} of a split, ids shared across languages (`round_trip`: {"en": the round trips})."""
+    """{lang: [Example]} of a split, ids shared across languages (`round_trip`: {"en": the round trips}): each
+    template filled with slot values, a value's words (or those in [brackets]) tagged B-/I-<slot>, the rest O."""
     templates = {"train": TRAIN_TEMPLATES, "dev": DEV_TEMPLATES, "test": TEST_TEMPLATES}[split]
     langs = ["en"] if round_trip else LANGS
     out = {lang: [] for lang in langs}
-    for intent in INTENTS:
-        for k in templates:
-            template = {"en": TEMPLATES[intent][k]["round_trip"]} if round_trip else TEMPLATES[intent][k]
-            slots = re.findall(r"\{(\w+)\}", TEMPLATES[intent][k]["en"])
-            rng, seen = random.Random(f"{intent}/{k}"), set()
-            combinations = math.prod(len(SLOTS[s]["en"]) for s in slots)
-            while len(seen) < min(EXAMPLES_PER_TEMPLATE[split], combinations):
-                values = {s: rng.randrange(len(SLOTS[s]["en"])) for s in slots}
-                key = tuple(sorted(values.items()))
-                if key in seen:
-                    continue
-                seen.add(key)
-                for lang in langs:
-                    words, tags = fill(template[lang], values, lang)
-                    out[lang].append(Example(id=f"{intent}.{k}.{len(seen)}", lang=lang, text=render(words, lang),
-                                             label=intent, words=words, tags=tags))
+    for intent, k in itertools.product(INTENTS, templates):
+        template = {"en": TEMPLATES[intent][k]["round_trip"]} if round_trip else TEMPLATES[intent][k]
+        slots = re.findall(r"\{(\w+)\}", TEMPLATES[intent][k]["en"])
+        rng, seen = random.Random(f"{intent}/{k}"), set()
+        combinations = math.prod(len(SLOTS[s]["en"]) for s in slots)
+        while len(seen) < min(EXAMPLES_PER_TEMPLATE[split], combinations):
+            values = {s: rng.randrange(len(SLOTS[s]["en"])) for s in slots}
+            key = tuple(sorted(values.items()))
+            if key in seen:
+                continue
+            seen.add(key)
+            for lang in langs:
+                words, tags = [], []
+                for token in template[lang].split():
+                    slot = re.fullmatch(r"\{(\w+)\}", token)
+                    if not slot:
+                        words.append(token)
+                        tags.append("O")
+                        continue
+                    label, value = SLOTS[slot.group(1)]["label"], SLOTS[slot.group(1)][lang][values[slot.group(1)]]
+                    inside, first = "[" not in value, True  # without brackets, every word is in the slot
+                    for word in value.split():
+                        inside = inside or word.startswith("[")
+                        words.append(word.strip("[]"))
+                        tags.append(("B-" if first else "I-") + label if inside else "O")
+                        first = first and not inside
+                        inside = inside and not word.endswith("]")
+                # Chinese without spaces; elsewhere no space before . , ? ! : or after ¿ ¡
+                text = "".join(words) if lang == "zh" else re.sub(
+                    r"([¿¡]) ", r"\1", re.sub(r" ([.,?!:])", r"\1", " ".join(words)))
+                out[lang].append(Example(id=f"{intent}.{k}.{len(seen)}", lang=lang, text=text, label=intent,
+                                         words=words, tags=tags))
     return out
 
 
@@ -74,7 +66,9 @@ class Demo(Layout):
     langs, labels, needs_data, pattern = LANGS, INTENTS, False, "the bundled corpus"
 
     def read(self, lang, split):
-        return self.once(split, lambda: build(split))[lang]
+        if split not in self.parsed:
+            self.parsed[split] = build(split)
+        return self.parsed[split][lang]
 
     def round_trip(self):
         return {e.id: e for e in build("train", round_trip=True)["en"]} if self.source == "en" else {}

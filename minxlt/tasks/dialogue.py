@@ -50,7 +50,7 @@ class DialogueLayout(Layout):
         """(slot labels, intents) of every file of the folder, read once."""
         def collect():
             intents, types = set(), set()
-            for lang in self.languages():
+            for lang in self.languages:
                 for split in ("train", "dev", "test"):
                     for e in self.read(lang, split):
                         intents.add(e.label)

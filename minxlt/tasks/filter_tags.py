@@ -59,6 +59,7 @@ class FilterTranslations:
     translations = ("FILTER's Microsoft Translator translations, filter-translations/train-en-<lang>.tsv "
                     "(python download.py filter-translations)")
     labelled_translations = False
+    test_translation_files = (f"{FOLDER}/test-{{lang}}-{{source}}.tsv", "translate-test/test-{lang}-en-translated.tsv")
 
     def translation_file(self, lang):
         return self.directory / FOLDER / f"train-{self.source}-{lang}.tsv"
@@ -81,9 +82,3 @@ class FilterTranslations:
             words = [w for _, segment in segments for w in segment]
             out.append(Example(id=e.id, lang=lang, text=" ".join(words), words=words, where=f"{path}:{segments[0][0]}"))
         return out
-
-    def test_translations(self):
-        folder = self.directory / FOLDER if self.directory else None
-        if folder and any(folder.glob(f"test-*-{self.source}.tsv")):
-            return str(folder / f"test-{{lang}}-{self.source}.tsv")
-        return super().test_translations()

@@ -1,5 +1,5 @@
-"""A task (Task); its training split, read when a language is first asked for and paired with the source
-by id (TrainSplit, Pairing); the Layout each benchmark fills in; a split's checks; few_shot."""
+"""A task (Task); its training split, read when a language is first asked for, checked and paired with the
+source by id as it streams (TrainSplit); the Layout each benchmark fills in; a split's checks; few_shot."""
 import math
 import random
 import re
@@ -12,12 +12,14 @@ from minxlt.errors import InputError, warn
 
 class TrainSplit(Mapping):
     """{lang: [Example]} read from the files when first asked for (evaluation, and a run whose token
-    cache holds them, never read them), checked as Counts.check checks, a target against the source."""
+    cache holds them, never read them), checked as they stream, a target against the source."""
 
     def __init__(self, name, layout, source, langs, strict=False):
         self.name, self.layout, self.source, self.langs, self.strict = name, layout, source, list(langs), strict
         self.examples = {}
         self.table = None  # source_labels, once read
+        # whether a target's training examples carry labels (FILTER's of XTREME's tagging sets do not)
+        self.labelled_translations = layout is None or layout.labelled_translations
 
     def __contains__(self, lang):
         return lang in self.langs
@@ -26,7 +28,9 @@ class TrainSplit(Mapping):
         if lang not in self.examples:
             if lang not in self.langs:
                 raise KeyError(lang)
-            self.examples[lang] = self.read(lang)
+            if lang != self.source:
+                self[self.source]  # a target's source is read first, and kept
+            self.examples[lang] = list(self.stream(lang))
         return self.examples[lang]
 
     def __iter__(self):
@@ -35,36 +39,49 @@ class TrainSplit(Mapping):
     def __len__(self):
         return len(self.langs)
 
-    def read(self, lang):
-        """A language's examples, checked; a target's source is read first and kept."""
-        if lang != self.source:
-            self[self.source]
-        return list(self.stream(lang))
-
     def stream(self, lang):
-        """A language's examples, checked, one at a time (for the token cache), a target's paired by id as they come."""
-        file = self.file(lang)
-        paired = lang != self.source and self.layout.paired_train
-        pairing = Pairing(self.source_labels(), file, self.strict) if paired else None
-        count = Counts()
+        """A language's examples one at a time (for the token cache), counted and checked; a target's paired with the
+        source's by id as they come: a label that differs is refused, orphans said once per file (or refused)."""
+        file = self.layout.split_file(lang, "train")
+        sources = self.source_labels() if lang != self.source and self.layout.paired_train else None
+        checked = lang == self.source or self.layout.labelled_translations  # untagged translations are not "unlabelled"
+        examples, unlabelled, orphans, translated = 0, [], [], set()
         for e in self.layout.stream(lang):
-            count.add(e)
-            if pairing is None or pairing.keep(e):
-                yield e
-        if lang == self.source or self.layout.labelled_translations:  # untagged translations are not "unlabelled"
-            count.check(self.name, "train", lang, self.source, file)
-        if pairing is not None:
-            pairing.finish(count.examples)
-
-    @property
-    def labelled_translations(self):
-        """Whether a target's training examples carry labels (FILTER's of XTREME's tagging sets do not)."""
-        return self.layout is None or self.layout.labelled_translations
+            examples += 1
+            if checked and not e.labelled:
+                unlabelled.append(e.id)
+            if sources is not None:
+                if e.id not in sources:
+                    orphans.append(e.id)
+                    continue
+                label, where = sources[e.id]
+                if label is not None and e.label is not None and label != e.label:
+                    raise InputError(f"{e.where or file}: the translation of {e.id!r} is labelled {e.label!r}, and its "
+                                     f"source ({where}) {label!r}: a translation keeps its source's label")
+                translated.add(e.id)
+            yield e
+        if checked:
+            check_split(self.name, "train", lang, self.source, file, examples, unlabelled)
+        if sources is None or not examples:  # no translations into this language (PAN-X), or the file none at all
+            return
+        untranslated = [id for id in sources if id not in translated]
+        problems = ([f"{len(orphans)} of its {examples} examples have no source example of the same id (first: "
+                     f"{', '.join(map(repr, orphans[:5]))}): they are left out"] if orphans else []) + \
+                   ([f"{len(untranslated)} of the {len(sources)} source examples have no translation in it "
+                     f"(first: {', '.join(map(repr, untranslated[:5]))})"] if untranslated else [])
+        if problems and (self.strict or len(orphans) > examples / 2):
+            raise InputError(f"{file} does not pair with the source's training examples by id: {'; '.join(problems)}"
+                             + ("" if self.strict else "; most of it does not pair, so it is refused")
+                             + ": check that it is this task's translation")
+        if problems and file not in WARNED:
+            WARNED.add(file)
+            warn(f"{file}: {'; '.join(problems)} (--strict-data refuses this)")
 
     def source_labels(self):
         """{id: (label, where it was read)} of the source's examples, read once, to check a target's against."""
         if self.table is None:
-            self.table = label_table(self.examples.get(self.source) or self.stream(self.source))
+            self.table = {e.id: (e.label, e.where or e.lang) for e in self.examples.get(self.source)
+                          or self.stream(self.source)}
         return self.table
 
     def file(self, lang):
@@ -133,62 +150,8 @@ class RoundTrips:
         self.train.release()
 
 
-def pair_by_id(sources, targets, path, strict=False):
-    """{id: (source, [its translations])}: a target's training examples (from `path`) paired as Pairing does."""
-    by_id = {e.id: (e, []) for e in sources}
-    pairing = Pairing(label_table(sources), path, strict)
-    for t in targets:
-        if pairing.keep(t):
-            by_id[t.id][1].append(t)
-    pairing.finish(len(targets))
-    return by_id
 
-
-def label_table(sources):
-    """{id: (label, where it was read)} of the source's examples: what Pairing checks a target's against."""
-    return {e.id: (e.label, e.where or e.lang) for e in sources}
-
-
-class Pairing:
-    """A target's training examples paired with the source's by id, one at a time (`keep`); a label
-    that differs is refused, and orphans are said once per file (refused when `strict` or most are)."""
-
-    def __init__(self, sources, path, strict=False):
-        self.sources, self.path, self.strict = sources, path, strict
-        self.orphans, self.first_orphans, self.translated = 0, [], set()
-
-    def keep(self, t):
-        if t.id not in self.sources:
-            self.orphans += 1
-            self.first_orphans += [t.id][:5 - len(self.first_orphans)]
-            return False
-        label, where = self.sources[t.id]
-        if label is not None and t.label is not None and label != t.label:
-            raise InputError(f"{t.where or self.path}: the translation of {t.id!r} is labelled {t.label!r}, and its "
-                             f"source ({where}) {label!r}: a translation keeps its source's label")
-        self.translated.add(t.id)
-        return True
-
-    def finish(self, examples):
-        """The file's counts, once its `examples` are read."""
-        if not examples:  # the layout has no translations into this language (PAN-X), or the file none at all
-            return
-        untranslated = [id for id in self.sources if id not in self.translated]
-        problems = ([f"{self.orphans} of its {examples} examples have no source example of the same id (first: "
-                     f"{', '.join(map(repr, self.first_orphans))}): they are left out"] if self.orphans else []) + \
-                   ([f"{len(untranslated)} of the {len(self.sources)} source examples have no translation in it "
-                     f"(first: {', '.join(map(repr, untranslated[:5]))})"] if untranslated else [])
-        if problems and (self.strict or self.orphans > examples / 2):
-            raise InputError(f"{self.path} does not pair with the source's training examples by id: "
-                             f"{'; '.join(problems)}"
-                             + ("" if self.strict else "; most of it does not pair, so it is refused")
-                             + ": check that it is this task's translation")
-        if problems and self.path not in WARNED:
-            WARNED.add(self.path)
-            warn(f"{self.path}: {'; '.join(problems)} (--strict-data refuses this)")
-
-
-WARNED = set()  # the files Pairing has warned of, once per process
+WARNED = set()  # the training files whose pairing has been warned of, once per process
 
 
 @dataclass
@@ -226,13 +189,15 @@ class Layout:
     source: str = "en"
     level: str = "sentence"
     intents: list | None = None
-    needs_data = True
+    needs_data = True      # False: no files, the languages are `langs` (found() reads a data folder's)
     parallel = True        # whether dev and test are parallel across languages, by example id (CKA, retrieval, oracle)
     translations = "the target languages' training files"  # where translations of the training set come from
     paired_train = True    # a target's training examples translate the source's (MARC's are other reviews)
     labelled_translations = True  # a target's training examples carry labels (FILTER's of XTREME's tagging sets: none)
     pos_metric = "accuracy"  # POS tags: the score selected on ("f1": seqeval's, as XTREME scores UD-POS)
     tokenizer = None       # the run's tokenizer, where reading needs one (load_task): tagging translations' segments
+    # --test-translations' default: the first of these ({source}: the source language's) the folder has files of
+    test_translation_files = ("translate-test/test-{lang}-en-translated.tsv",)  # XTREME's translate-test
 
     @classmethod
     def for_folder(cls, directory):
@@ -240,17 +205,18 @@ class Layout:
         return cls
 
     def __init__(self, directory, source):
+        """The folder's languages (`languages`: those of `langs` in its order, then the others by name), and its
+        test translations (`test_translations`), where it has them."""
         self.directory, self.source = Path(directory) if directory else None, source
         self.parsed = {}  # files that several splits or languages read, read once
-
-    def languages(self):
-        """The languages of the data folder, in the order of `langs`, then the others by name."""
-        found = self.found()
-        return [lang for lang in self.langs if lang in found] + sorted(found - set(self.langs))
-
-    def found(self):
-        """The language codes whose files are in the data folder."""
-        return set(self.langs)
+        found = self.found() if self.needs_data else set(self.langs)
+        self.languages = [lang for lang in self.langs if lang in found] + sorted(found - set(self.langs))
+        self.test_translations = None
+        for pattern in self.test_translation_files if self.directory else ():
+            pattern = pattern.replace("{source}", source)
+            if any(self.directory.glob(pattern.replace("{lang}", "*"))):
+                self.test_translations = str(self.directory / pattern)
+                break
 
     def split_file(self, lang, split):
         """The file a language's split is read from, for messages: `pattern` with the language and split."""
@@ -290,40 +256,19 @@ class Layout:
                          "X-Mixup's are read for XNLI, PAWS-X, XTREME's UD-POS and PAN-X, and the QA tasks trained on "
                          "SQuAD or TyDiQA-GoldP's English (mlqa, XTREME's xquad, tydiqa)")
 
-    def test_translations(self):
-        """--test-translations' default: XTREME's translate-test/test-<lang>-en-translated.tsv, where there."""
-        folder = self.directory / "translate-test" if self.directory else None
-        return (str(folder / "test-{lang}-en-translated.tsv") if folder and any(folder.glob("test-*-en-translated.tsv"))
-                else None)
 
-
-class Counts:
-    """A split's examples and unlabelled ones, counted as they come (`examples`: a split in memory)."""
-
-    def __init__(self, examples=()):
-        self.examples, self.unlabelled, self.first_unlabelled = 0, 0, None
-        for e in examples:
-            self.add(e)
-
-    def add(self, e):
-        self.examples += 1
-        if not e.labelled:
-            self.unlabelled += 1
-            if self.first_unlabelled is None:
-                self.first_unlabelled = e.id
-
-    def check(self, name, split, lang, source, file):
-        """Refuse what would be scored as nothing (an empty source split, a target without test examples) and
-        unlabelled or partly labelled splits (test files may be wholly unlabelled). `file`: for messages."""
-        where = f"(read from {file})"
-        if not self.examples and (lang == source or split == "test"):
-            raise InputError(f"task {name}: no {split} examples in {lang} {where}; check the file, or leave the "
-                             "language out of --source-lang/--target-langs")
-        if self.unlabelled and (split != "test" or self.unlabelled < self.examples):
-            raise InputError(f"task {name}: {self.unlabelled} of the {self.examples} {split} examples in {lang} have "
-                             f"no label, first {self.first_unlabelled!r} {where}; "
-                             + ("only test files may be unlabelled (XTREME's are)" if split != "test"
-                                else "a test file is labelled throughout or not at all"))
+def check_split(name, split, lang, source, file, examples, unlabelled):
+    """Refuse what would be scored as nothing (an empty source split, a target without test examples) and unlabelled
+    or partly labelled splits (test files may be wholly unlabelled): `examples` counted, `unlabelled` ids."""
+    where = f"(read from {file})"
+    if not examples and (lang == source or split == "test"):
+        raise InputError(f"task {name}: no {split} examples in {lang} {where}; check the file, or leave the "
+                         "language out of --source-lang/--target-langs")
+    if unlabelled and (split != "test" or len(unlabelled) < examples):
+        raise InputError(f"task {name}: {len(unlabelled)} of the {examples} {split} examples in {lang} have "
+                         f"no label, first {unlabelled[0]!r} {where}; "
+                         + ("only test files may be unlabelled (XTREME's are)" if split != "test"
+                            else "a test file is labelled throughout or not at all"))
 
 
 def few_shot(task, fraction=1.0, translated=None, seed=0):
