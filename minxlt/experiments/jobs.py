@@ -167,8 +167,7 @@ def execute(experiment, out, nproc, rerun_changed=False):
     """Run every job without results (and every changed one with `rerun_changed`); {label: why} of those that
     failed, could not start, or were left changed."""
     todo = jobs(experiment, out)
-    named = by_name(todo)
-    failed = {}
+    named, failed = by_name(todo), {}
     done = sum(status(job, experiment, named) == "done" for job in todo)
     bar = tqdm(total=len(todo), initial=done, desc=f"{experiment.path.stem}: runs", unit="run", dynamic_ncols=True)
     for job in todo:

@@ -107,9 +107,9 @@ def rows_of(experiment, columns):
 def header(column, total):
     run, n = column.run, len(column.seeds)
     seeds = f"{n} seed{'s' * (n != 1)}" if n == total else f"{n} of {total} seeds"
-    seeds += f"; missing: seed {', '.join(map(str, column.missing))}" if column.missing else ""
-    seeds += f"; changed, not counted: seed {', '.join(map(str, column.changed))}" if column.changed else ""
-    seeds += f"; went wrong: seed {', '.join(map(str, column.warnings))}" if column.warnings else ""
+    for what, held in (("missing", column.missing), ("changed, not counted", column.changed),
+                       ("went wrong", column.warnings)):
+        seeds += f"; {what}: seed {', '.join(map(str, held))}" if held else ""
     return f"{run.name}{grid_label(run, column.chosen)} ({seeds})"
 
 

@@ -248,13 +248,13 @@ def check_settings(path, where, spec):
 
 
 def check_fields(path, where, spec, known, required):
+    at = "" if where == "top level" else f"{where}."
     missing = [name for name in required if name not in spec]
     if missing:
-        refuse(path, f"{where}.{missing[0]}" if where != "top level" else missing[0], "missing")
+        refuse(path, at + missing[0], "missing")
     unknown = sorted(set(spec) - known)
     if unknown:
-        refuse(path, f"{where}.{unknown[0]}" if where != "top level" else unknown[0],
-               f"unknown field (the fields are {', '.join(sorted(known))})")
+        refuse(path, at + unknown[0], f"unknown field (the fields are {', '.join(sorted(known))})")
 
 
 def check_flags(path, where, given, before=()):
@@ -313,7 +313,7 @@ def check_run(experiment, where, spec, fallback_of=None):
               grid=check_grid(experiment, where, spec))
     check_requires(experiment, where, spec, run, fallback_of)
     if run.cotrain:
-        run.method = cotrain_arguments(experiment, run, 0, Path("out"), where)[0].lm_method
+        run.method = planned_arguments(experiment, run, where)[0].lm_method
     trained = {r.name: r for r in experiment.runs if r.evaluate is None}
     before = f"a trained run before it ({', '.join(trained) or 'none'})"
     for needed in run.needs[1 if run.evaluate else 0:]:
@@ -386,29 +386,25 @@ def check_requires(experiment, where, spec, run, fallback_of):
     run.fallback.overrides = tuple(otherwise.get("settings", {}))
 
 
-def parsed(path, where, parse, argv, script="train.py"):
-    """parse(argv), or the field refused with the parser's own message."""
-    try:
-        with redirect_stderr(io.StringIO()) as errors:
-            return parse(argv)
-    except SystemExit:
-        problem = errors.getvalue().strip().splitlines()[-1].split("error: ", 1)[-1]
-        refuse(path, f"{where}.flags", f"{script} refuses them: {problem}")
-
-
 def planned_arguments(experiment, run, where):
-    """A trained run's train.py flags as they will be, placeholders for the folders that exist only then."""
+    """A trained run's train.py flags as they will be (placeholders for the folders that exist only then), or the field
+    refused with train.py's message; of a cotrain.py run, (its own flags, the flags of its f_lm's train.py runs)."""
     folder = str(HERE) if experiment.data else None  # the data folder is checked when the runs start (check_languages)
     argv = train_arguments(replace(experiment, data=folder), run, 0, Path("out"))
-    parsed(experiment.path, where, flags.parse, argv)
-    return argv
-
-
-def cotrain_arguments(experiment, run, seed, folder, where="runs"):
-    """(co-training's own flags, the flags of its f_lm's train.py runs) of a cotrain.py run."""
-    import cotrain
-    argv = train_arguments(replace(experiment, data=str(HERE) if experiment.data else None), run, seed, folder)
-    own, rest, _ = parsed(experiment.path, where, cotrain.get_args, argv, "cotrain.py")
+    if run.cotrain:
+        import cotrain
+        parse, script = cotrain.get_args, "cotrain.py"
+    else:
+        parse, script = flags.parse, "train.py"
+    try:
+        with redirect_stderr(io.StringIO()) as errors:
+            parsed = parse(argv)
+    except SystemExit:
+        problem = errors.getvalue().strip().splitlines()[-1].split("error: ", 1)[-1]
+        refuse(experiment.path, f"{where}.flags", f"{script} refuses them: {problem}")
+    if not run.cotrain:
+        return argv
+    own, rest, _ = parsed
     return own, rest + ["--method", own.lm_method]
 
 
@@ -482,7 +478,7 @@ def resolved_settings(experiment, run, where):
     depth = model_depth(experiment)
     try:
         if run.cotrain:
-            own, rest = cotrain_arguments(experiment, run, 0, Path("out"), where)
+            own, rest = planned_arguments(experiment, run, where)
             values = flags.planned(rest, experiment.task, depth)
             values.update({k: v for k, v in vars(own).items() if k not in ("out", "resume", "overwrite", "model")})
         else:
