@@ -90,7 +90,7 @@ def main(argv=None):
     scaler = torch.amp.GradScaler(enabled=dtype == torch.float16)
     before = None  # CKA and retrieval of the pretrained encoder, which the test table shows beside the trained one's
     if not (settings.no_alignment or settings.resume):
-        with evaluating(settings, core, raw.encoder) as encoder:
+        with evaluating(settings, core, raw.encoder) as encoder:  # sharded: gathered (shard.evaluated)
             before = alignment(encoder, run, settings)
     book.start(core, optimizer, scheduler, scaler, before)
 
@@ -250,12 +250,12 @@ def test(settings, method, raw, core, book):
     # or an encoder alone (Unicoder's); without it, the model as training left it.
     best, tested, saved = out / "best", core, raw
     if (best / "head.safetensors").exists():
-        load = shard.load_classifier if settings.shard else lambda path, device, _: Classifier.load(path, device)
-        saved, _, info = load(best, run.device, settings.offload)
+        saved, _, info = (shard.load_classifier(best, run.device, settings.offload) if settings.shard
+                          else Classifier.load(best, run.device))
         tested = restore(method.wrap(saved.eval()), info)
     elif best.exists():
-        load = shard.load_encoder if settings.shard else lambda path, dev, _: Encoder.from_pretrained(path, device=dev)
-        tested = saved = load(best, run.device, settings.offload).eval()
+        tested = saved = (shard.load_encoder(best, run.device, settings.offload) if settings.shard
+                          else Encoder.from_pretrained(best, device=run.device)).eval()
     with evaluating(settings, saved):  # a sharded model's embeddings and head, whole
         results = method.evaluate(tested, "test", None, settings.test_input, settings.test_translations, predictions)
         after = None if settings.no_alignment else alignment(getattr(saved, "encoder", saved), run, settings)
