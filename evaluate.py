@@ -231,15 +231,6 @@ def arguments():
     return parser
 
 
-def get_args(argv=None):
-    parser = arguments()
-    args = parser.parse_args(argv)
-    if not args.checkpoint and not (args.alignment_only or args.tatoeba or args.plot):
-        parser.error("give --checkpoint (a model trained by train.py), --alignment-only / --tatoeba for an encoder "
-                     "(--model), or --plot RUN...")
-    return args
-
-
 def alignment_pooling(args, info, num_layers):
     """What CKA and retrieval compare: --alignment-pooling, else the checkpoint's run's, else the default's."""
     if args.alignment_pooling or info.get("alignment_pooling"):
@@ -366,7 +357,11 @@ def plot(runs, path):
 
 
 def main(argv=None):
-    args = get_args(argv)
+    parser = arguments()
+    args = parser.parse_args(argv)
+    if not args.checkpoint and not (args.alignment_only or args.tatoeba or args.plot):
+        parser.error("give --checkpoint (a model trained by train.py), --alignment-only / --tatoeba for an encoder "
+                     "(--model), or --plot RUN...")
     if args.plot:
         return plot(args.plot, args.plot_file)
     rank, world_size, device = distributed.setup()

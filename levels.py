@@ -259,14 +259,6 @@ class Word(Level):
             tags[w] = labels[predicted[t]]
         return tags
 
-    def predictions(self, logits, items, task):
-        """Each text's tags, with a joint task's intent: {"intent", "tags"}."""
-        predicted = logits.argmax(-1).cpu()
-        tags = [self.tags(row, item, task.labels) for row, item in zip(predicted, items)]
-        if not task.intents:
-            return tags
-        return [{"intent": task.intents[row[0] - len(task.labels)], "tags": t} for row, t in zip(predicted, tags)]
-
 
 def own_segments(items, windows, partners):
     """Window k > 0 renamed "<id>#<k>" where counterparts come a segment at a time (FILTER's UD-POS and PAN-X,

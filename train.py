@@ -28,6 +28,7 @@ stop requests) is minxlt/run/bookkeeping.py, sharding minxlt/parallel/shard.py.
 """
 import json
 import random
+from contextlib import contextmanager
 
 import torch
 
@@ -53,7 +54,7 @@ def main(argv=None):
     if args.dry_run:  # the memory plan, from config.json alone (minxlt/parallel/memory.py)
         return memory.dry_run(args, hub.resolve(args.model, config_only=True) if args.model else default_model())
     tasks.check_folder(args.task, args.data)  # before a model is fetched: a missing folder names its download command
-    owns_process_group = not distributed.initialized()  # co-training trains inside an outer run
+    owns_process_group = not torch.distributed.is_initialized()  # co-training trains inside an outer run
     rank, world_size, device = distributed.setup(args.device)
     out = cli.output_folder(args.out, args.resume, args.overwrite, rank)  # held by this run while it lasts
     random.seed(args.seed + rank)
@@ -94,9 +95,8 @@ def main(argv=None):
     scaler = torch.amp.GradScaler(enabled=dtype == torch.float16)
     before = None  # CKA and retrieval of the pretrained encoder, which the test table shows beside the trained one's
     if not (settings.no_alignment or settings.resume):
-        with shard.evaluated(core) as evaluated, evaluating(settings):  # a sharded model's root gathered
-            before = alignment(shard.part_of(evaluated, core, raw.encoder), run, settings.alignment_pooling,
-                               settings.shard)
+        with evaluating(settings, core, raw.encoder) as encoder:  # sharded: gathered (shard.evaluated)
+            before = alignment(encoder, run, settings)
     book.start(core, optimizer, scheduler, scaler, before)
 
     # The loop: a step a global batch, a log record every --log-every steps, an evaluation on dev every
@@ -105,12 +105,12 @@ def main(argv=None):
         phases = compiled.compiled_phases(settings, phases, raw.encoder, world_size)
     model.train()
     stopped = False
-    with bookkeeping.StopRequest(book) as stop:  # Ctrl-C, SIGTERM, and a process of the run that dies
+    with book.stop_requests():  # Ctrl-C, SIGTERM, and a process of the run that dies
         batches = bookkeeping.batch_loader(settings, method, phases, book.step)  # each step's batches, built ahead
         while book.step < book.steps and not stopped and not book.out_of_patience():
             phase = phases[phase_index(phases, book.step)[0]]
             losses = train_step(settings, run, phase, model, next(batches), optimizer, scheduler, scaler, dtype)
-            stopping = book.record(phases, losses, scheduler.get_last_lr()[0], stop.requested)
+            stopping = book.record(phases, losses, scheduler.get_last_lr()[0])
             if book.evaluates():
                 evaluate_and_save(settings, method, raw, core, book)
                 model.train()
@@ -160,10 +160,17 @@ def build_model(settings, method, model_dir, device, rank):
     return model
 
 
-def evaluating(settings):
-    """Evaluation's precision: the run's autocast, or float32 with --eval-float32."""
+@contextmanager
+def evaluating(settings, model, part=None):
+    """`model` (or its `part`) in evaluation's precision: the run's autocast, or float32 with --eval-float32;
+    sharded, gathered, or a float32 copy where it computes in bf16 (shard.evaluated)."""
     dtype = None if settings.eval_float32 else AUTOCAST[settings.amp]
-    return torch.autocast(settings.device.split(":")[0], dtype=dtype, enabled=dtype is not None)
+    with torch.autocast(settings.device.split(":")[0], dtype=dtype, enabled=dtype is not None):
+        if not settings.shard:
+            yield model if part is None else part
+            return
+        with shard.evaluated(model, part) as evaluated:
+            yield evaluated
 
 
 def train_step(settings, run, phase, model, micro_batches, optimizer, scheduler, scaler, dtype):
@@ -173,13 +180,13 @@ def train_step(settings, run, phase, model, micro_batches, optimizer, scheduler,
     total, parts = torch.zeros((), device=device), {}
     for micro, (batch, share) in enumerate(micro_batches):
         batch = data.to_device(batch, device)
-        last = micro == len(micro_batches) - 1
-        with distributed.gradient_sync(model, last):  # averaged over the processes once, after the last micro-batch
-            with torch.autocast(device.split(":")[0], dtype=dtype, enabled=dtype is not None):
-                loss, components = phase.loss(model, batch)  # the method's loss: a mean over the micro-batch
-            # Weighted by the micro-batch's share of the global batch, so that the gradients add up to
-            # that of the mean over the global batch; times the processes, whose gradients are averaged.
-            scaler.scale(loss * share * world_size).backward()
+        if hasattr(model, "require_backward_grad_sync"):  # DDP: averaged over the processes after the last one
+            model.require_backward_grad_sync = micro == len(micro_batches) - 1
+        with torch.autocast(device.split(":")[0], dtype=dtype, enabled=dtype is not None):
+            loss, components = phase.loss(model, batch)  # the method's loss: a mean over the micro-batch
+        # Weighted by the micro-batch's share of the global batch, so that the gradients add up to
+        # that of the mean over the global batch; times the processes, whose gradients are averaged.
+        scaler.scale(loss * share * world_size).backward()
         total += loss.detach() * share
         for name, value in components.items():
             parts[name] = parts.get(name, 0.0) + value * share
@@ -200,7 +207,7 @@ def evaluate_and_save(settings, method, raw, core, book):
     """Score the dev set; the model of the best score so far, as --select-on scores it, is OUT/best."""
     run = method.run
     langs = [run.task.source] + (run.task.targets if "all" in (settings.dev_langs, settings.select_on) else [])
-    with shard.evaluated(core) as evaluated, evaluating(settings):  # a sharded model's own parameters whole
+    with evaluating(settings, core) as evaluated:  # a sharded model's own parameters whole
         scores = method.evaluate(evaluated, "dev", langs)
         info = dict(task_info(settings, run), parameters=own_parameters(evaluated))
     metric = run.level.metric(run.task)  # the task level's, or a method's own (Unicoder's)
@@ -223,12 +230,12 @@ def task_info(settings, run):
     return info
 
 
-def alignment(encoder, run, pooling, sharded=False):
+def alignment(encoder, run, settings):
     """{target: {"cka": ..., "retrieval": ...}} of an encoder on the task's parallel test sentences;
     a sharded encoder's layers gather with every process, which then all encode every sentence."""
-    rank, world_size = (0, 1) if sharded else (run.rank, run.world_size)
+    rank, world_size = (0, 1) if settings.shard else (run.rank, run.world_size)
     return evaluate.alignment(encoder, run.tokenizer, run.task.test, run.task.source, run.batch_size, run.device, rank,
-                              world_size, pooling)
+                              world_size, settings.alignment_pooling)
 
 
 def test(settings, method, raw, core, book):
@@ -238,16 +245,15 @@ def test(settings, method, raw, core, book):
     # or an encoder alone (Unicoder's); without it, the model as training left it.
     best, tested, saved = out / "best", core, raw
     if (best / "head.safetensors").exists():
-        load = shard.load_classifier if settings.shard else lambda path, device, _: Classifier.load(path, device)
-        saved, _, info = load(best, run.device, settings.offload)
+        saved, _, info = (shard.load_classifier(best, run.device, settings.offload) if settings.shard
+                          else Classifier.load(best, run.device))
         tested = restore(method.wrap(saved.eval()), info)
     elif best.exists():
-        load = shard.load_encoder if settings.shard else lambda path, dev, _: Encoder.from_pretrained(path, device=dev)
-        tested = saved = load(best, run.device, settings.offload).eval()
-    with evaluating(settings), run.gathered(saved):  # a sharded model's embeddings and head, whole
+        tested = saved = (shard.load_encoder(best, run.device, settings.offload) if settings.shard
+                          else Encoder.from_pretrained(best, device=run.device)).eval()
+    with evaluating(settings, saved):  # a sharded model's embeddings and head, whole
         results = method.evaluate(tested, "test", None, settings.test_input, settings.test_translations, predictions)
-        encoder = getattr(saved, "encoder", saved)
-        after = None if settings.no_alignment else alignment(encoder, run, settings.alignment_pooling, settings.shard)
+        after = None if settings.no_alignment else alignment(getattr(saved, "encoder", saved), run, settings)
     results = evaluate.summarise(results, run.task.source) if results else {}
     if run.rank != 0:
         return

@@ -80,10 +80,8 @@ def data_stage(argv):
     settings, run = flags.resolve(args, train.load_run(args, Path(args.model), "cpu", 0, 1))
     method = flags.METHODS[settings.method](settings, run)
     phases = method.phases(method.training_items())
-    steps = sum(phase.steps for phase in phases)
-    interval = bookkeeping.evaluation_interval(settings, steps)
-    bookkeeping.start_report(settings, run, phases, Path(args.out), steps, interval)
-    bookkeeping.step_batches(settings, method, phases, 0, {})
+    bookkeeping.Book(Path(args.out), settings, run, Path(args.model), phases)  # the first lines, the files' digests
+    next(iter(bookkeeping.StepBatches(settings, method, phases)))
 
 
 def main(argv=None):

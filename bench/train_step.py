@@ -250,7 +250,7 @@ def main(argv=None):
     names = list(given)
     first = given[names[0]]
     device = first.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    distributed.choose_attention(device)
+    distributed.setup(device)  # SDPA's kernels for the device, as train.py chooses them
     model_dir = hub.resolve(first.model) if first.model else default_model()
     with tempfile.TemporaryDirectory() as folder:
         if own.shapes != "model":

@@ -68,7 +68,7 @@ SKIMMED = {
     "model.py": ({"from_hf", "from_directory", "from_pretrained", "load_weights", "load_hf_state_dict",
                   "save_pretrained", "save", "load"}, "Checkpoint I/O (minxlt/checkpoints/weights.py), not needed to "
                  "follow a method"),
-    "evaluate.py": ({"arguments", "get_args", "tatoeba_alignment", "test_input_of", "test_checkpoint", "plot_data",
+    "evaluate.py": ({"arguments", "tatoeba_alignment", "test_input_of", "test_checkpoint", "plot_data",
                      "plot", "main", "report"}, "The command line (python evaluate.py): arguments, the checkpoint's "
                     "task, plots, files written"),
 }

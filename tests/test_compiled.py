@@ -55,7 +55,7 @@ def prepared(model_dir, argv, core=None, start=True):
 
 
 def batch_of(settings, method, phases, step):
-    return bookkeeping.step_batches(settings, method, phases, step, {})[0][0]
+    return next(iter(bookkeeping.StepBatches(settings, method, phases, step)))[0][0]
 
 
 def fake_teacher(folder, method):

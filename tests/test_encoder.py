@@ -244,17 +244,20 @@ def test_lm_head_can_be_added_and_is_tied():
     assert encoder.embeddings.word.weight.grad is not None  # the projection is the embedding matrix
 
 
-def test_attention_kernels_chosen_per_device():
+def test_attention_kernels_chosen_per_device(monkeypatch):
     """On CUDA, cuDNN attention (a new plan for every padded shape) is off and FlashAttention and
     memory-efficient attention on; on the CPU PyTorch's choice stands. The switches are global
     flags, set here without a GPU."""
-    from minxlt.parallel.distributed import choose_attention
+    from minxlt.parallel import distributed
+    monkeypatch.delenv("RANK", raising=False)  # one process: setup chooses the kernels alone
     backends = torch.backends.cuda
-    before = (backends.flash_sdp_enabled(), backends.mem_efficient_sdp_enabled(), backends.cudnn_sdp_enabled(), backends.math_sdp_enabled())
+    enabled = lambda: (backends.flash_sdp_enabled(), backends.mem_efficient_sdp_enabled(), backends.cudnn_sdp_enabled(),
+                       backends.math_sdp_enabled())
+    before = enabled()
     try:
         backends.enable_cudnn_sdp(True)
-        assert "cudnn" in choose_attention("cpu")  # left as it was
-        assert choose_attention("cuda:0") == ["flash", "efficient", "math"] and not backends.cudnn_sdp_enabled()
+        assert distributed.setup("cpu") == (0, 1, "cpu") and backends.cudnn_sdp_enabled()  # left as it was
+        assert distributed.setup("cuda:0") == (0, 1, "cuda:0") and enabled() == (True, True, False, True)
     finally:
         for enable, on in zip((backends.enable_flash_sdp, backends.enable_mem_efficient_sdp, backends.enable_cudnn_sdp,
                                backends.enable_math_sdp), before):

@@ -37,9 +37,8 @@ def visited(method):
     def record(items, weights, step):
         seen.update(key(it) for it, w in zip(items, weights) if w)
     phases = [replace(phase, make_batch=record) for phase in method.phases(method.training_items())]
-    plans = {}
-    for step in range(sum(phase.steps for phase in phases)):
-        bookkeeping.step_batches(method.settings, method, phases, step, plans)
+    for _ in bookkeeping.StepBatches(method.settings, method, phases):  # every step's
+        pass
     return seen
 
 
@@ -92,8 +91,10 @@ def test_few_shot_epochs_count_the_sample_and_its_translations(run):
 
 
 def test_eval_every_epoch_and_what_an_epoch_counts(run):
-    settings = make_method("zero-shot", run, "--epochs", "3", "--batch-size", "32", "--eval-every", "epoch").settings
-    assert bookkeeping.evaluation_interval(settings, 33) == 11
+    method = make_method("zero-shot", run, "--epochs", "3", "--batch-size", "32", "--eval-every", "epoch")
+    phases = method.phases(method.training_items())
+    assert sum(phase.steps for phase in phases) == 33  # 336 examples of 8 intents in batches of 32, 3 times
+    assert bookkeeping.Book(Path("out"), method.settings, run, Path("model"), phases).eval_every == 11
     with pytest.raises(InputError, match="--eval-every epoch evaluates once an epoch: give --epochs"):
         make_method("zero-shot", run, "--eval-every", "epoch")
     counted = (ROOT / "docs" / "methods.md").read_text(encoding="utf-8")

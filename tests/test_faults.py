@@ -420,13 +420,13 @@ def test_the_survivor_of_a_lost_process_ignores_torchruns_sigterm_until_it_has_s
     before = signal.getsignal(signal.SIGTERM)
     try:
         with pytest.raises(ConnectionError, match=r"step 7: another process of the run stopped \(Connection closed"):
-            with bookkeeping.StopRequest(book):
+            with bookkeeping.Book.stop_requests(book):
                 assert signal.getsignal(signal.SIGTERM) not in (before, signal.SIG_IGN)
                 raise RuntimeError("gloo")
         assert signal.getsignal(signal.SIGTERM) is signal.SIG_IGN
     finally:
         signal.signal(signal.SIGTERM, before)
-    with bookkeeping.StopRequest(book):  # a run that ends well gives the handlers back
+    with bookkeeping.Book.stop_requests(book):  # a run that ends well gives the handlers back
         pass
     assert signal.getsignal(signal.SIGTERM) is before
 
@@ -663,12 +663,17 @@ def test_an_i_tag_that_starts_a_span_is_said_with_its_line_and_read_as_conlleval
 
 def test_divergence_fires_on_a_loss_that_explodes_and_stays_finite_never_on_healthy_curves():
     import math as m
+    from types import SimpleNamespace
 
-    from minxlt.run.bookkeeping import Divergence
-    def first_alarm(losses, phases=None, window=2, log_every=10):
-        rule = Divergence(window=window, log_every=log_every)
+    from minxlt.run.bookkeeping import Book
+
+    def rule():  # Book's rule alone, for a run logged every 10 steps: a window of 2 records (20 steps)
+        return SimpleNamespace(settings=SimpleNamespace(log_every=10), loss_phase=None)
+
+    def first_alarm(losses, phases=None):
+        book = rule()
         return next((i for i, (phase, loss) in enumerate(zip(phases or ["train"] * len(losses), losses))
-                     if rule.check(phase, loss)), None)
+                     if Book.divergence(book, phase, loss)), None)
     exploding = [2.0, 2.1, 9.0, 60.0, 180.0, 350.0, 340.0, 352.0]  # about 2 to about 350, finite
     assert first_alarm(exploding) == 3
     healthy = [2.0 * m.exp(-i / 8) + 0.05 * m.sin(i) + 0.1 for i in range(60)]  # falling, noisy
@@ -678,7 +683,7 @@ def test_divergence_fires_on_a_loss_that_explodes_and_stays_finite_never_on_heal
     # a new phase (contrastive's semantic alignment, Unicoder's tasks) starts its own reference
     phased = [1.9, 1.2, 0.6, 0.3, 0.2] + [4.5, 4.0, 3.8, 3.5]
     assert first_alarm(phased, ["la"] * 5 + ["sa"] * 4) is None
-    rule = Divergence(window=2, log_every=10)
+    book = rule()
     for loss in exploding[:5]:
-        problem = rule.check("t", loss)
+        problem = Book.divergence(book, "t", loss)
     assert problem == "the loss has averaged 120 over the last 20 steps, against 2 at the start"

@@ -152,22 +152,26 @@ def test_help_reads_in_80_columns_and_gives_every_default(monkeypatch, command):
     assert "runs/default/best" in evaluate.__doc__ and "runs/demo" not in evaluate.__doc__  # what the quick start writes
 
 
-def test_a_run_starts_by_saying_what_it_will_do(run):
+def test_a_run_starts_by_saying_what_it_will_do(run, capsys):
     # the first lines a newcomer reads: how long, which model is tested, where the results go, how to
     # stop and go on; padding only where --no-group-by-length gave away what grouping saves
     from pathlib import Path
     from minxlt.run import bookkeeping
+
+    def start_report(method, out):  # what the run's Book says before the first step
+        phases, _ = method.phases(method.training_items()), capsys.readouterr()
+        bookkeeping.Book(Path(out), method.settings, run, Path("model"), phases)
+        return capsys.readouterr().err
     method = make_method("xeroalign", run)
-    phases = method.phases(method.training_items())
-    items = len(phases[0].items)
-    report = bookkeeping.start_report(method.settings, run, phases, Path("runs/default"), 50, 50)
+    items = len(method.phases(method.training_items())[0].items)
+    report = start_report(method, "runs/default")
     assert report.splitlines()[0] == (f"xeroalign on demo: 50 steps of 32 from {items} training items; "
                                       "the model tested is the model after the last step, scored on en dev")  # its one evaluation
     assert "writing runs/default: log.jsonl, best/" in report and "--resume continues" in report and "padding" not in report
     method = make_method("contrastive", run, "--max-steps", "120", "--eval-every", "40", "--no-group-by-length")
-    report = bookkeeping.start_report(method.settings, run, method.phases(method.training_items()), Path("out"), 120, 40)
+    report = start_report(method, "out")
     assert "contrastive on demo: label alignment, 90 steps of 32 from" in report and "; semantic alignment, 30 steps of 32 from" in report
     assert "the best on en dev, scored every 40 steps" in report and "padding" not in report  # its batches are drawn at random
     method = make_method("zero-shot", run, "--no-group-by-length", "--select-on", "last", "--batch-size", "8")
-    report = bookkeeping.start_report(method.settings, run, method.phases(method.training_items()), Path("out"), 50, 50)
+    report = start_report(method, "out")
     assert "the model tested is the model after the last step\n" in report and "--group-by-length would make it" in report

@@ -169,12 +169,22 @@ def test_teacher_must_be_a_filter_model(tmp_path, tiny_model_dir):
         train.main(common + ["--method", "filter", "--teacher", str(tmp_path / "plain" / "best"), "--out", str(tmp_path / "s")])
 
 
-def test_a_teacher_that_runs_in_make_batch_keeps_batches_in_the_training_process(tmp_path, tiny_model_dir, capsys):
+def test_a_teacher_that_runs_in_make_batch_keeps_batches_in_the_training_process(tmp_path, tiny_model_dir, capsys,
+                                                                                 monkeypatch):
     # A forked loader process cannot run a model on CUDA: with a teacher to run, batches are made
     # inline there; with its logits all cached, or on the CPU, loader processes may make them.
+    from types import SimpleNamespace
+
     import train
     from minxlt.run import bookkeeping, flags
     from minxlt.run.flags import METHODS
+
+    def workers(asked, device, shard=False):  # the loader processes batch_loader starts for the student's batches
+        started = []
+        monkeypatch.setattr(torch.utils.data, "DataLoader", lambda dataset, num_workers, **_: started.append(num_workers) or ())
+        student = SimpleNamespace(run=SimpleNamespace(device=device), teacher=method.teacher)
+        bookkeeping.batch_loader(SimpleNamespace(workers=asked, shard=shard), student, [], 0)
+        return started[0]
     common = ["--model", str(tiny_model_dir), "--method", "filter", "--target-langs", "de", "--batch-size", "8", "--max-steps", "2",
               "--eval-every", "2", "--no-alignment", "--no-test"]
     train.main(common + ["--out", str(tmp_path / "teacher")])
@@ -183,16 +193,15 @@ def test_a_teacher_that_runs_in_make_batch_keeps_batches_in_the_training_process
     method = METHODS["filter"](settings, run)
     items = method.training_items()
     method.start(method.wrap(train.build_model(settings, method, tiny_model_dir, "cpu", 0)), items)
-    assert bookkeeping.batches_run_a_model(method)
-    assert bookkeeping.loader_workers(None, True, bookkeeping.batches_run_a_model(method)) == 0
-    assert bookkeeping.loader_workers(3, True, True) == 0 and "--workers 3 ignored" in capsys.readouterr().err
-    assert bookkeeping.loader_workers(None, True, False) == 2 and bookkeeping.loader_workers(None, False, False) == 0
-    assert bookkeeping.loader_workers(3, False, True) == 3
-    assert bookkeeping.loader_workers(3, False, True, sharded=True) == 0 and "sharded" in capsys.readouterr().err
+    capsys.readouterr()
+    assert workers(None, "cuda") == 0 and workers(None, "cpu") == 0 and not capsys.readouterr().err
+    assert workers(3, "cuda") == 0 and "--workers 3 ignored" in capsys.readouterr().err
+    assert workers(3, "cpu") == 3
+    assert workers(3, "cpu", shard=True) == 0 and "sharded" in capsys.readouterr().err
     # the teacher's logits, computed or cached, come back on the batch's device, whatever the teacher's own
     computed = method.make_batch(items[:4], [1.0] * 4, 0)["teacher_logits"]
     method.teacher.build_cache(run.tokenizer, items, 8, "cpu")
-    assert not bookkeeping.batches_run_a_model(method)
+    assert workers(None, "cuda") == 2 and workers(None, "cpu") == 0 and workers(3, "cpu", shard=True) == 3
     cached = method.make_batch(items[:4], [1.0] * 4, 0)["teacher_logits"]
     assert computed.device == cached.device == torch.device("cpu") and torch.allclose(computed, cached, atol=1e-5)
 

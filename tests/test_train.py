@@ -157,10 +157,11 @@ def test_clip_value_clips_each_gradient_element(tiny_model_dir):
 
 def test_evaluation_runs_under_the_run_s_autocast_unless_asked_for_float32():
     settings = lambda *given: flags.Settings(dict(vars(flags.parse(["--amp", "bf16", *given])), device="cpu"))
-    with train.evaluating(settings()):
-        assert torch.is_autocast_enabled("cpu") and torch.get_autocast_dtype("cpu") == torch.bfloat16
-    with train.evaluating(settings("--eval-float32")):
-        assert not torch.is_autocast_enabled("cpu")
+    model = torch.nn.Linear(2, 2)
+    with train.evaluating(settings(), model) as evaluated:
+        assert torch.is_autocast_enabled("cpu") and torch.get_autocast_dtype("cpu") == torch.bfloat16 and evaluated is model
+    with train.evaluating(settings("--eval-float32"), model, model.weight) as evaluated:  # a part: itself, unsharded
+        assert not torch.is_autocast_enabled("cpu") and evaluated is model.weight
 
 
 def test_checkpoint_with_an_lm_head_trains_under_ddp(tmp_path, tiny_model_dir):

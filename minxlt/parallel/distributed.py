@@ -2,7 +2,6 @@
 every collective the project uses, each a no-op in a single process."""
 import gc
 import os
-from contextlib import nullcontext
 
 import torch
 import torch.distributed as dist
@@ -10,33 +9,23 @@ from torch.nn.parallel import DistributedDataParallel
 
 
 def setup(device=None):
-    """(rank, world size, device): torchrun's environment (NCCL on CUDA, gloo on CPU), else one process."""
-    if "RANK" not in os.environ:
-        device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-        choose_attention(device)
-        return 0, 1, device
-    cuda = torch.cuda.is_available() and device != "cpu"
-    if not dist.is_initialized():  # already set up by an outer run (co-training trains inside one)
-        dist.init_process_group("nccl" if cuda else "gloo")
-    if cuda:
-        torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
-    device = f"cuda:{os.environ['LOCAL_RANK']}" if cuda else "cpu"
-    choose_attention(device)
-    return dist.get_rank(), dist.get_world_size(), device
-
-
-def choose_attention(device):
-    """SDPA's backends for a device (the names enabled): on CUDA flash and memory-efficient, not cuDNN's,
-    which plans anew (about 25 ms) for every padded shape; elsewhere PyTorch's own choice."""
-    backends = torch.backends.cuda
+    """(rank, world size, device): torchrun's environment (NCCL on CUDA, gloo on CPU), else one process. On CUDA,
+    SDPA's flash and memory-efficient kernels, not cuDNN's, which plans anew (about 25 ms) for every padded shape."""
+    launched = "RANK" in os.environ
+    if launched:
+        cuda = torch.cuda.is_available() and device != "cpu"
+        if not dist.is_initialized():  # already set up by an outer run (co-training trains inside one)
+            dist.init_process_group("nccl" if cuda else "gloo")
+        if cuda:
+            torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+        device = f"cuda:{os.environ['LOCAL_RANK']}" if cuda else "cpu"
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     if str(device).startswith("cuda"):
-        backends.enable_cudnn_sdp(False)
-        backends.enable_flash_sdp(True)
-        backends.enable_mem_efficient_sdp(True)
-        backends.enable_math_sdp(True)  # for what the others cannot do (fp32 with dropout on old GPUs)
-    enabled = {"flash": backends.flash_sdp_enabled(), "efficient": backends.mem_efficient_sdp_enabled(),
-               "cudnn": backends.cudnn_sdp_enabled(), "math": backends.math_sdp_enabled()}
-    return [name for name, on in enabled.items() if on]
+        torch.backends.cuda.enable_cudnn_sdp(False)
+        torch.backends.cuda.enable_flash_sdp(True)
+        torch.backends.cuda.enable_mem_efficient_sdp(True)
+        torch.backends.cuda.enable_math_sdp(True)  # for what the others cannot do (fp32 with dropout on old GPUs)
+    return (dist.get_rank(), dist.get_world_size(), device) if launched else (0, 1, device)
 
 
 def cleanup():
@@ -46,10 +35,6 @@ def cleanup():
         gc.collect()
         dist.barrier()
         dist.destroy_process_group()
-
-
-def initialized():
-    return dist.is_initialized()
 
 
 def world_size():
@@ -95,12 +80,6 @@ def wrap(module, device, find_unused_parameters=False):
         return module
     return DistributedDataParallel(module, device_ids=[device] if device.startswith("cuda") else None,
                                    find_unused_parameters=find_unused_parameters)
-
-
-def gradient_sync(model, last):
-    """A micro-step's context: DDP reduces after a step's last micro-step only (no_sync() before it); a
-    sharded model reduce-scatters every micro-step, so no process holds a whole gradient between them."""
-    return model.no_sync() if hasattr(model, "no_sync") and not last else nullcontext()
 
 
 def all_gather(tensor):

@@ -114,12 +114,13 @@ FLOAT32 = weakref.WeakKeyDictionary()  # a sharded module computing in bf16 -> i
 
 
 @contextmanager
-def evaluated(core):
-    """`core` gathered for an evaluation; where it trains in bf16 (and evaluates in float32), a float32 copy
-    of each process's rows instead, sharded the same way and released after the block."""
+def evaluated(core, part=None):
+    """`core` (or its module `part`) gathered for an evaluation; where it trains in bf16 (and evaluates in float32),
+    a float32 copy of each process's rows instead, sharded the same way and released after the block."""
+    part = core if part is None else part
     if core not in FLOAT32:
         with gathered(core):
-            yield core
+            yield part
         return
     skeleton, encoder_name, device, offload = FLOAT32[core]
     twin = copy.deepcopy(skeleton)
@@ -131,19 +132,12 @@ def evaluated(core):
             for name, tensor in [*twin.named_parameters(), *twin.named_buffers()]:
                 local(tensor).copy_(local(theirs[name]))
         with gathered(twin):
-            yield twin
+            yield twin.get_submodule(next(name for name, m in core.named_modules() if m is part))
     finally:
         if hasattr(twin, "reset_iter_state"):  # FSDP2's buffer of the copy's last layer run (torch >= 2.13)
             twin.reset_iter_state()
         for tensor in [*twin.parameters(), *twin.buffers()]:
             local(tensor).untyped_storage().resize_(0)  # released now, whoever still holds the copy
-
-
-def part_of(twin, core, part):
-    """The module of `twin` (evaluated's copy of `core`, or `core` itself) where `part` is in `core`."""
-    if twin is core:
-        return part
-    return twin.get_submodule(next(name for name, m in core.named_modules() if m is part))
 
 
 def on_first_host(tensor):

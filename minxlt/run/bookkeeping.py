@@ -1,5 +1,5 @@
 """What train.py's loop does around the training step, which a reader of the step can skip: the batch plan
-(step_batches, built ahead by loader processes), the log (Window, Book.log), stop requests, divergence, the
+(StepBatches, built ahead by loader processes), the log (Book.record, Book.log), stop requests, divergence, the
 resume checkpoint (OUT/checkpoint.pt, or a sharded run's OUT/checkpoint/) and OUT/best."""
 import errno
 import glob
@@ -13,6 +13,7 @@ import signal
 import sys
 import time
 from concurrent.futures import Future
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from types import SimpleNamespace
@@ -36,81 +37,59 @@ def lengths(items):
             for it in items]
 
 
-def evaluation_interval(settings, steps):
-    """Steps between evaluations on dev: --eval-every, or with "epoch" an epoch's of the run's `steps`."""
-    return max(1, steps // settings.epochs) if settings.eval_every == "epoch" else settings.eval_every
-
-
-def start_report(settings, run, phases, out, steps, eval_every):
-    """What the run will do, said before its first step; and how much grouping by length would cut the padding."""
-    plan = "; ".join(f"{'' if len(phases) == 1 else phase.name + ', '}{phase.steps} step{'s' * (phase.steps != 1)} "
-                     f"of {settings.batch_size} from {len(phase.items):,} training items" for phase in phases)
-    dev = f"{run.task.source} dev" if settings.select_on == "source" else "the mean of every language's dev"
-    chosen = ("the model after the last step" if settings.select_on == "last" else
-              f"the model after the last step, scored on {dev}" if eval_every >= steps else
-              f"the best on {dev}, scored every {eval_every} steps")
-    kept, table = ("kept", "") if settings.no_test else ("tested", ", results.md (its test table)")
-    lines = [f"{settings.method} on {settings.task}: {plan}; the model {kept} is {chosen}",
-             f"writing {out}: log.jsonl, best/ (that model){table}; "
-             "Ctrl-C stops the run with a checkpoint, and the same command with --resume continues it"]
-    if not settings.group_by_length and flags.default_of(settings.method, "group_by_length"):  # where the loss allows
-        sizes = lengths(phases[0].items)
-        batches = lambda group: data.epoch_batches(sizes, settings.batch_size, 0, settings.seed, group_by_length=group)
-        share = lambda group: data.padding_share(sizes, batches(group))
-        if share(False) - share(True) > 0.1:
-            lines.append(f"padding: {100 * share(False):.0f}% of the batches' tokens; --group-by-length would make it "
-                         f"{100 * share(True):.0f}%")
-    return "\n".join(lines)
-
-
-def step_batches(settings, method, phases, step, plans):
-    """This process's micro-batches of a step as [(batch, share of the global batch)], from the step alone (its
-    phase, the epoch's order from the seed), so that a resume picks up where it stopped; `plans` caches the order."""
-    run = method.run
-    index, start = phase_index(phases, step)
-    phase = phases[index]
-    epoch, position = divmod(step - start, math.ceil(len(phase.items) / settings.batch_size))
-    if (phase.name, epoch) not in plans:
-        sizes = plans.get(phase.name) or lengths(phase.items)  # once per phase, not per epoch
-        plans.clear()
-        plans[phase.name] = sizes
-        plans[(phase.name, epoch)] = data.epoch_batches(sizes, settings.batch_size, epoch, settings.seed,
-                                                        group_by_length=settings.group_by_length)
-    global_batch = plans[(phase.name, epoch)][position]
-    items = {i: phase.items[i] for i in global_batch}  # read once (from the token cache, each read builds the item)
-    firsts = {i: item[0] if isinstance(item, tuple) else item for i, item in items.items()}
-    units_of = {i: run.level.units(x) if hasattr(x, "label") else 1 for i, x in firsts.items()}  # examples or tokens
-    micro_size, out = settings.batch_size // settings.grad_accum, []
-    filled = math.ceil(micro_size / run.world_size) if settings.bucket else None  # static shapes: full (weight 0)
-    for micro in range(settings.grad_accum):
-        chunk = global_batch[micro * micro_size:(micro + 1) * micro_size]
-        index, weights = data.shard(chunk or global_batch[:1], run.rank, run.world_size, filled)
-        weights = weights if chunk else [0.0] * len(weights)
-        # weighted by its share of the global batch in the loss's units, the step's gradient is that of the
-        # global batch's mean loss, whatever the process count
-        share = sum(w * units_of[i] for i, w in zip(index, weights)) / sum(units_of[i] for i in global_batch)
-        out.append((phase.make_batch([items[i] for i in index], weights, step), share))
-    return out
-
-
+@dataclass
 class StepBatches(torch.utils.data.IterableDataset):
-    """Every step's micro-batches from `start` on: worker k of n builds steps start + k, start + k + n, ..."""
-
-    def __init__(self, settings, method, phases, start):
-        self.settings, self.method, self.phases, self.start = settings, method, phases, start
+    """Every step's micro-batches from step `start` on: this process's [(batch, share of the global batch)]."""
+    settings: object  # the run's (flags.Settings)
+    method: object  # its run: the task's level, this process's rank among how many
+    phases: list
+    start: int = 0
 
     def __iter__(self):
+        """Worker k of n builds steps start + k, start + k + n, ..., each from the step alone (its phase, the epoch's
+        order from the seed), so that a resume picks up where it stopped."""
         worker = torch.utils.data.get_worker_info()
         k, n = (worker.id, worker.num_workers) if worker else (0, 1)
-        plans = {}
-        for step in range(self.start + k, sum(phase.steps for phase in self.phases), n):
-            yield step_batches(self.settings, self.method, self.phases, step, plans)
+        settings, run, phases, plans = self.settings, self.method.run, self.phases, {}
+        for step in range(self.start + k, sum(phase.steps for phase in phases), n):
+            index, start = phase_index(phases, step)
+            phase = phases[index]
+            epoch, position = divmod(step - start, math.ceil(len(phase.items) / settings.batch_size))
+            if (phase.name, epoch) not in plans:  # the phase's lengths, once; its epoch's order of batches
+                sizes = plans.get(phase.name) or lengths(phase.items)
+                order = data.epoch_batches(sizes, settings.batch_size, epoch, settings.seed,
+                                           group_by_length=settings.group_by_length)
+                plans = {phase.name: sizes, (phase.name, epoch): order}
+            global_batch = plans[(phase.name, epoch)][position]
+            items = {i: phase.items[i] for i in global_batch}  # read once (from the token cache, each read builds it)
+            firsts = {i: item[0] if isinstance(item, tuple) else item for i, item in items.items()}
+            units_of = {i: run.level.units(x) if hasattr(x, "label") else 1 for i, x in firsts.items()}  # or tokens
+            micro_size, out = settings.batch_size // settings.grad_accum, []
+            filled = math.ceil(micro_size / run.world_size) if settings.bucket else None  # static shapes: weight 0
+            for micro in range(settings.grad_accum):
+                chunk = global_batch[micro * micro_size:(micro + 1) * micro_size]
+                index, weights = data.shard(chunk or global_batch[:1], run.rank, run.world_size, filled)
+                weights = weights if chunk else [0.0] * len(weights)
+                # weighted by its share of the global batch in the loss's units, the step's gradient is that of the
+                # global batch's mean loss, whatever the process count
+                share = sum(w * units_of[i] for i, w in zip(index, weights)) / sum(units_of[i] for i in global_batch)
+                out.append((phase.make_batch([items[i] for i in index], weights, step), share))
+            yield out
 
 
 def batch_loader(settings, method, phases, start):
-    """The steps' micro-batches from step `start` on, built ahead by --workers processes (pinned on CUDA)."""
-    cuda = method.run.device.startswith("cuda")
-    workers = loader_workers(settings.workers, cuda, batches_run_a_model(method), settings.shard)
+    """The steps' micro-batches from step `start` on, built ahead by --workers processes (by default 2 on CUDA and
+    none on the CPU; pinned on CUDA), or by this one where making a batch runs a teacher on CUDA or sharded."""
+    cuda, teacher = method.run.device.startswith("cuda"), getattr(method, "teacher", None)
+    workers = settings.workers if settings.workers is not None else 2 if cuda else 0
+    # a teacher (FILTER's, X-Mixup's) whose logits are not all cached runs in make_batch: a forked process cannot
+    # on CUDA, nor sharded (its layers gather with every training process)
+    if teacher is not None and teacher.model is not None and not teacher.complete and (cuda or settings.shard):
+        if settings.workers:
+            where = "sharded (its layers gather with every training process)" if settings.shard else "on CUDA"
+            print(f"note: --workers {settings.workers} ignored: making a batch runs the teacher {where}, which loader "
+                  "processes cannot do", file=sys.stderr)
+        workers = 0
     # its own generator: drawing from the global one would change dropout
     loader = torch.utils.data.DataLoader(StepBatches(settings, method, phases, start), batch_size=None,
                                          num_workers=workers, pin_memory=cuda, prefetch_factor=4 if workers else None,
@@ -119,83 +98,8 @@ def batch_loader(settings, method, phases, start):
 
 
 def ignore_ctrl_c(worker):
-    """A loader process leaves Ctrl-C to the training process, which stops at a step it agrees on (StopRequest)."""
+    """A loader process leaves Ctrl-C to the training process, which stops at a step it agrees on (stop_requests)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-
-def batches_run_a_model(method):
-    """Whether making a batch runs a model: a teacher (FILTER's, X-Mixup's) whose logits are not all cached."""
-    teacher = getattr(method, "teacher", None)
-    return teacher is not None and teacher.model is not None and not teacher.complete
-
-
-def loader_workers(asked, cuda, runs_model, sharded=False):
-    """--workers, or by default 2 on CUDA and none on the CPU; none where making a batch runs a teacher on CUDA
-    (a forked worker cannot) or sharded (its layers gather with the training processes)."""
-    if runs_model and (cuda or sharded):
-        if asked:
-            where = "sharded (its layers gather with every training process)" if sharded else "on CUDA"
-            print(f"note: --workers {asked} ignored: making a batch runs the teacher {where}, which loader processes "
-                  "cannot do", file=sys.stderr)
-        return 0
-    return asked if asked is not None else 2 if cuda else 0
-
-
-class StopRequest:
-    """Ctrl-C or SIGTERM (SLURM's warning) stops the run at its next log record with a checkpoint, a second one at
-    once; a process of the run that dies stops the others with one line naming the last checkpoint."""
-
-    def __init__(self, book):
-        self.book, self.requested = book, False
-
-    def __enter__(self):
-        self.previous = {s: signal.signal(s, self.handle) for s in (signal.SIGINT, signal.SIGTERM)}
-        return self
-
-    def handle(self, signum, frame):
-        if self.requested:
-            raise KeyboardInterrupt
-        self.requested = True
-        print(f"\n{signal.Signals(signum).name}: stopping after this step (several processes: at the next log record, "
-              "--log-every) to save a checkpoint (once more to abort)", file=sys.stderr)
-
-    def __exit__(self, kind, error, trace):
-        gone = distributed.lost_process(error)
-        for s, handler in self.previous.items():  # torchrun SIGTERMs the others when one dies: let this one say why
-            signal.signal(s, signal.SIG_IGN if gone and s == signal.SIGTERM else handler)
-        if gone:
-            raise ConnectionError(errno.ECONNRESET, f"step {self.book.step}: another process of the run stopped "
-                                  f"({gone}), and this one cannot go on without it; {self.book.last_checkpoint()}"
-                                  ) from None
-
-
-class Divergence:
-    """A run diverges when its logged loss is not finite, or when its mean over the last `window` records of a
-    phase stays above `factor` times (and 1 above) the phase's first logged loss."""
-
-    def __init__(self, factor=5.0, window=20, log_every=1):
-        self.factor, self.window, self.log_every = factor, window, log_every
-        self.phase, self.start, self.recent = None, None, []
-
-    def check(self, phase, loss):
-        """What is wrong with the loss of this step, or None."""
-        if not math.isfinite(loss):
-            return f"the loss is {loss}"
-        if phase != self.phase:
-            self.phase, self.start, self.recent = phase, loss, []
-        self.recent = (self.recent + [loss])[-self.window:]
-        mean = sum(self.recent) / len(self.recent)
-        if len(self.recent) == self.window and mean > self.factor * self.start and mean > self.start + 1:
-            return (f"the loss has averaged {mean:.4g} over the last {self.window * self.log_every} steps, against "
-                    f"{self.start:.4g} at the start")
-        return None
-
-    def ended(self):
-        """At a run's end, however short: what is wrong where its last loss ended that far above its start, or None."""
-        last = self.recent[-1] if self.start is not None and self.recent else None
-        if last is not None and last > self.factor * self.start and last > self.start + 1:
-            return f"the loss ended at {last:.4g}, against {self.start:.4g} at the start of {self.phase}"
-        return None
 
 
 @dataclass
@@ -222,9 +126,28 @@ class Book:
     def __init__(self, out, settings, run, model_dir, phases, owns_process_group=True):
         self.out, self.settings, self.run, self.owns_process_group = out, settings, run, owns_process_group
         self.steps = sum(phase.steps for phase in phases)  # --max-steps, or what --epochs counts
-        self.eval_every = evaluation_interval(settings, self.steps)
-        if run.rank == 0:
-            print(start_report(settings, run, phases, out, self.steps, self.eval_every), file=sys.stderr)
+        epoch = settings.eval_every == "epoch"  # evaluations on dev every --eval-every steps, or an epoch's
+        self.eval_every = max(1, self.steps // settings.epochs) if epoch else settings.eval_every
+        if run.rank == 0:  # what the run will do, said before its first step
+            plan = "; ".join(f"{'' if len(phases) == 1 else phase.name + ', '}{phase.steps} step"
+                             f"{'s' * (phase.steps != 1)} of {settings.batch_size} from {len(phase.items):,} training "
+                             "items" for phase in phases)
+            dev = f"{run.task.source} dev" if settings.select_on == "source" else "the mean of every language's dev"
+            chosen = ("the model after the last step" if settings.select_on == "last" else
+                      f"the model after the last step, scored on {dev}" if self.eval_every >= self.steps else
+                      f"the best on {dev}, scored every {self.eval_every} steps")
+            kept, table = ("kept", "") if settings.no_test else ("tested", ", results.md (its test table)")
+            print(f"{settings.method} on {settings.task}: {plan}; the model {kept} is {chosen}\nwriting {out}: "
+                  f"log.jsonl, best/ (that model){table}; Ctrl-C stops the run with a checkpoint, and the same command "
+                  "with --resume continues it", file=sys.stderr)
+            if not settings.group_by_length and flags.default_of(settings.method, "group_by_length"):  # as it may
+                sizes = lengths(phases[0].items)  # how much grouping by length would cut the padding
+                plans = [data.epoch_batches(sizes, settings.batch_size, 0, settings.seed, group_by_length=group)
+                         for group in (False, True)]
+                ungrouped, grouped = (data.padding_share(sizes, plan) for plan in plans)
+                if ungrouped - grouped > 0.1:
+                    print(f"padding: {100 * ungrouped:.0f}% of the batches' tokens; --group-by-length would make it "
+                          f"{100 * grouped:.0f}%", file=sys.stderr)
         self.writing, self.checkpoint_group = None, None  # a sharded checkpoint being written (finish_checkpoint)
         # what a checkpoint must share with the command that resumes it
         self.identity = {"method": settings.method, "task": settings.task,
@@ -257,19 +180,19 @@ class Book:
         saved, window, settings, rank = self.saved, None, self.settings, self.run.rank
         self.step, self.state = 0, State(alignment_before=alignment_before)
         if saved is not None:
-            resume(self.out, saved, core, optimizer, scheduler, scaler, rank, self.run.world_size)
+            resume(self.out, saved, core, optimizer, scheduler, scaler, rank, self.run.world_size, settings.shard)
             self.step = saved["step"]
             self.state = State(**{key: saved.get(key) for key in ("best", "best_step", "alignment_before", "metric")},
                                saved_step=saved["step"], stale=saved.get("stale", 0))
             window = saved.get("window")  # a resumed run's steps since the last record count in the next
         self.saved, self.sums, self.counts, self.last_loss = None, {}, {}, float("nan")  # losses since the last record
         if window:  # one {name: (sum, count)} per process; on another process count, rank 0 takes their total
-            mine = window[rank] if rank < len(window) and len(window) == distributed.world_size() else None
+            mine = window[rank] if rank < len(window) and len(window) == self.run.world_size else None
             for name, (total, count) in window[0].items():
                 total = (mine[name][0] if mine else sum(part[name][0] for part in window) if rank == 0
                          else torch.zeros_like(total))
                 self.sums[name], self.counts[name] = total.to(self.run.device), count
-        self.divergence = Divergence(window=math.ceil(20 / settings.log_every), log_every=settings.log_every)
+        self.loss_phase, self.first_loss, self.recent_losses = None, None, []  # for Book.divergence
         # on a terminal, the bar; in a file or a pipe, a line a minute, and none blank, so that a record starts one
         terminal = sys.stderr.isatty()
         lines = SimpleNamespace(flush=sys.stderr.flush, write=lambda text: (line := text.replace("\r", "").rstrip())
@@ -279,11 +202,36 @@ class Book:
                              file=sys.stderr if terminal else lines, dynamic_ncols=True)
         self.started = time.time()
 
+    @contextmanager
+    def stop_requests(self):
+        """Ctrl-C or SIGTERM (SLURM's warning) stops the run at its next log record with a checkpoint, a second one at
+        once; a process of the run that dies stops the others with one line naming the last checkpoint."""
+        def request(signum, frame):
+            if self.stop_requested:
+                raise KeyboardInterrupt
+            self.stop_requested = True
+            print(f"\n{signal.Signals(signum).name}: stopping after this step (several processes: at the next log "
+                  "record, --log-every) to save a checkpoint (once more to abort)", file=sys.stderr)
+        self.stop_requested, gone = False, None
+        previous = {s: signal.signal(s, request) for s in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            yield
+        except RuntimeError as error:
+            gone = distributed.lost_process(error)
+            if gone:
+                raise ConnectionError(errno.ECONNRESET, f"step {self.step}: another process of the run stopped "
+                                      f"({gone}), and this one cannot go on without it; {self.last_checkpoint()}"
+                                      ) from None
+            raise
+        finally:  # torchrun SIGTERMs the others when one dies: let this one say why
+            for s, handler in previous.items():
+                signal.signal(s, signal.SIG_IGN if gone and s == signal.SIGTERM else handler)
+
     def evaluates(self):
         """Whether dev is scored after this step: every --eval-every steps (not with --select-on last), and the last."""
         return self.step == self.steps or (self.step % self.eval_every == 0 and self.settings.select_on != "last")
 
-    def record(self, phases, losses, lr, stop_requested):
+    def record(self, phases, losses, lr):
         """Count a step done, its losses summed on the device; every --log-every steps, at a phase's edges and before
         an evaluation, read them on every process at once, stop a diverging run, log them. Whether the run stops."""
         for name, value in losses.items():
@@ -294,14 +242,14 @@ class Book:
         index, start = phase_index(phases, self.step - 1)  # the phase of the step just done
         at_phase_edge = self.step == start + 1 or phase_index(phases, self.step)[0] != index
         if not (self.evaluates() or self.step % self.settings.log_every == 0 or at_phase_edge):
-            return stop_requested and self.run.world_size == 1  # alone, a process stops at once
+            return self.stop_requested and self.run.world_size == 1  # alone, a process stops at once
         names, device = ["loss"] + sorted(k for k in self.sums if k != "loss"), self.run.device
         means = [(self.sums[k] / self.counts[k]).to(device) for k in names]
-        stop = torch.tensor(float(stop_requested), device=device)  # any process's request: all stop at the same step
+        stop = torch.tensor(float(self.stop_requested), device=device)  # any process's: all stop at the same step
         values = distributed.all_reduce(torch.stack(means + [stop])).tolist()
         self.sums, self.counts, self.last_loss = {}, {}, values[0]
         stats, stopping = dict(zip(names, values)), values[-1] > 0
-        self.diverged(self.divergence.check(phases[index].name, stats["loss"]))
+        self.diverged(self.divergence(phases[index].name, stats["loss"]))
         seconds = round(time.time() - self.started, 3)
         self.log({"step": self.step, "loss": stats.pop("loss"), "lr": lr, "seconds": seconds, **stats})
         self.progress.set_postfix(loss=f"{self.last_loss:.4f}", refresh=False)  # shown at the next refresh
@@ -330,11 +278,14 @@ class Book:
         self.progress.close()
         if stopped and self.run.rank == 0:
             print(f"stopped at step {self.step}; continue with the same command and --resume", file=sys.stderr)
-        problem = self.divergence.ended()
-        self.warning = problem and (f"{problem}: the run went wrong; try a lower --lr (now {self.settings.lr})"
-                                    + (", --amp bf16 or none instead of fp16" if self.settings.amp == "fp16" else ""))
-        if self.warning and self.run.rank == 0:
-            print(f"warning: {self.warning}", file=sys.stderr)
+        last, first = (self.recent_losses or [None])[-1], self.first_loss
+        self.warning = None  # however short the run, a last logged loss far above its phase's first is said
+        if last is not None and last > 5 * first and last > first + 1:
+            self.warning = (f"the loss ended at {last:.4g}, against {first:.4g} at the start of {self.loss_phase}: "
+                            f"the run went wrong; try a lower --lr (now {self.settings.lr})"
+                            + (", --amp bf16 or none instead of fp16" if self.settings.amp == "fp16" else ""))
+            if self.run.rank == 0:
+                print(f"warning: {self.warning}", file=sys.stderr)
 
     def out_of_patience(self):
         """Whether --patience evaluations on dev have passed without a better score: an early stop, as XTREME's."""
@@ -368,8 +319,23 @@ class Book:
                     writer.add_scalar(f"{key}/{name}" if name else key, number, record["step"])
         writer.flush()
 
+    def divergence(self, phase, loss):
+        """What is wrong with a logged loss, or None: it is not finite, or its mean over the last 20 steps' records
+        stays above 5 times (and 1 above) the first logged loss of its phase."""
+        if not math.isfinite(loss):
+            return f"the loss is {loss}"
+        if phase != self.loss_phase:  # a new phase: its first logged loss is the reference
+            self.loss_phase, self.first_loss, self.recent_losses = phase, loss, []
+        window, first = math.ceil(20 / self.settings.log_every), self.first_loss
+        self.recent_losses = (self.recent_losses + [loss])[-window:]
+        mean = sum(self.recent_losses) / len(self.recent_losses)
+        if len(self.recent_losses) == window and mean > 5 * first and mean > first + 1:
+            return (f"the loss has averaged {mean:.4g} over the last {window * self.settings.log_every} steps, "
+                    f"against {first:.4g} at the start")
+        return None
+
     def diverged(self, problem):
-        """Stop a diverging run (Divergence) with advice, naming the last checkpoint if there is one."""
+        """Stop a diverging run (Book.divergence) with advice, naming the last checkpoint if there is one."""
         if problem is None:
             return
         self.progress.close()
@@ -407,7 +373,7 @@ class Book:
                 **{k: v for k, v in asdict(self.state).items() if k != "saved_step"},
                 "rng": states, "settings": self.settings.as_dict(), "identity": self.identity, "files": self.files,
                 "window": windows}
-        if shard.sharded(core):
+        if self.settings.shard:
             if self.settings.async_checkpoint and self.checkpoint_group is None:  # made once, by every process at once
                 self.checkpoint_group = torch.distributed.new_group(backend="gloo")
             written, staging_failed = Future(), False
@@ -465,7 +431,7 @@ class Book:
 
     def save_best(self, model, tokenizer, info):
         """OUT/best: the model alone with task.json, written aside and swapped in: a failed write leaves the last."""
-        sharded = shard.sharded(model)
+        sharded = self.settings.shard
         if self.run.rank != 0 and not sharded:
             return
         info = dict(info, step=self.state.best_step, **{f"dev_{self.state.metric}": self.state.best})
@@ -537,11 +503,11 @@ def load_checkpoint(out, identity, files=None, changed_ok=False, rank=0):
     return saved
 
 
-def resume(out, saved, core, optimizer, scheduler, scaler, rank, world_size):
+def resume(out, saved, core, optimizer, scheduler, scaler, rank, world_size, sharded=False):
     """Load a checkpoint into the model, optimizer, scheduler, scaler and RNGs (a sharded run's on any number of
     processes, sharded or not), and drop the log's records of later steps, which the run logs again."""
     path = saved.get("sharded") or out / "checkpoint.pt"
-    if shard.sharded(core) and "sharded" not in saved:
+    if sharded and "sharded" not in saved:
         raise CheckpointError(f"{path} was written by a run without --shard: resume it without --shard (a sharded "
                               "run's checkpoint, OUT/checkpoint/, resumes either way)")
     try:

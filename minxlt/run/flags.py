@@ -348,11 +348,12 @@ def resolve(args, run):
         (s.extra_train and method.draws not in ("texts", "translated") and not (pairs_span and s.self_pairs), extra),
         (plan_only, f"{' and '.join(plan_only)} {'shapes' if len(plan_only) == 1 else 'shape'} the memory plan, which "
                     "only --dry-run prints: add --dry-run"),
-        (compiled.problem(s), compiled.problem(s)),
     ]
     for wrong, message in problems:
         if wrong:
             raise InputError(message)
+    if s.compile_mode and compiled.problem(s):  # --compile's settings, where given (compiled.resolve sets the mode)
+        raise InputError(compiled.problem(s))
     if s.async_checkpoint and not staging_available():
         raise InputError(f"--async-checkpoint needs torch 2.9 or later (its checkpoint staging), and this is torch "
                          f"{torch.__version__}: upgrade torch, or leave --async-checkpoint out")

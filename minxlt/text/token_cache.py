@@ -301,7 +301,7 @@ def encode(examples, tokenizer, labels, max_length, rank=0):
 def sharing(folder, rank=0):
     """The ranks of the processes that see `folder` as this one does (a node's, or all on a shared file system):
     each marks the folder with its rank and reads the marks it finds."""
-    if not distributed.initialized():
+    if distributed.world_size() == 1:
         return [rank]
     marks, problem = folder / f".processes-{distributed.gather(secrets.token_hex(8))[0]}", None  # process 0's name
     try:
