@@ -56,9 +56,17 @@ class Config:
         return cls(**weights.read_config(directory))
 
 
-class Embeddings(nn.ModuleDict):
-    """The embedding layer, its modules given by Encoder.__init__: a module of its own, which a sharded run may
-    gather as one unit (--shard-embeddings)."""
+class Embeddings(nn.Module):
+    """Word + position + token type embeddings, normalised (not pre-LN) and dropped out: a module of its own,
+    which a sharded run may gather as one unit (--shard-embeddings)."""
+
+    def __init__(self, c):
+        super().__init__()
+        self.word = nn.Embedding(c.vocab_size, c.hidden_size)
+        self.position = nn.Embedding(c.max_positions, c.hidden_size)
+        self.token_type = nn.Embedding(c.type_vocab_size, c.hidden_size)
+        self.norm = nn.Identity() if c.pre_norm else nn.LayerNorm(c.hidden_size, eps=c.layer_norm_eps)
+        self.dropout = nn.Dropout(c.dropout)
 
     def forward(self, input_ids, position_ids, token_type_ids=None, words=None):
         """`words` (B, T, H), where given, replace the word embeddings (Unicoder's word recovery)."""
@@ -174,11 +182,7 @@ class Encoder(nn.Module):
         super().__init__()
         self.config = c = config
         H = c.hidden_size
-        self.embeddings = Embeddings(dict(  # word + position + token type, normalised (not pre-LN), dropped out
-            word=nn.Embedding(c.vocab_size, H), position=nn.Embedding(c.max_positions, H),
-            token_type=nn.Embedding(c.type_vocab_size, H),
-            norm=nn.Identity() if c.pre_norm else nn.LayerNorm(H, eps=c.layer_norm_eps),
-            dropout=nn.Dropout(c.dropout)))
+        self.embeddings = Embeddings(c)
         self.layers = nn.ModuleList(Layer(c) for _ in range(c.num_layers))
         self.norm = nn.LayerNorm(H, eps=c.layer_norm_eps) if c.pre_norm else nn.Identity()  # after the last layer
         # the pooler (dense + tanh over <s>), unused by the methods, is kept so that save_pretrained writes it back
@@ -250,7 +254,8 @@ class Encoder(nn.Module):
         config = replace(Config.from_directory(directory), **overrides)
         files = weights.checkpoint_files(directory)
         shapes = weights.checkpoint_shapes(files)
-        if not config.pre_norm and any(key.endswith("attention.self_attn_layer_norm.weight") for key in shapes):
+        pre_norm_keys = ("attention.self_attn_layer_norm.weight", "attention.self_attn_layer_norm.gamma")
+        if not config.pre_norm and any(key.endswith(pre_norm_keys) for key in shapes):
             config = replace(config, model_type="xlm-roberta-xl")  # pre-LN weights: XXL's config.json says xlm-roberta
         pooler, lm_head = weights.checkpoint_modules(shapes, config.is_bert)
         with torch.device("meta"):

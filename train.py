@@ -85,12 +85,7 @@ def main(argv=None):
     else:  # each process holds them all (DDP)
         model = distributed.wrap(core, device, getattr(core, "unused_parameters", False))
     method.start(core, items)  # before any update: Unicoder's hard negatives; a teacher, loaded after the student
-    # AdamW, no weight decay on biases and LayerNorms; each phase's rate warmed up and decayed (methods.learning_rate)
-    decay = [p for p in core.parameters() if p.requires_grad and p.ndim >= 2]
-    no_decay = [p for p in core.parameters() if p.requires_grad and p.ndim < 2]
-    groups = [{"params": decay, "weight_decay": settings.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-    optimizer = torch.optim.AdamW(groups, lr=settings.lr, fused=True)  # fused: one pass over each tensor
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: learning_rate(phases, settings.warmup, step))
+    optimizer, scheduler = make_optimizer(settings, core, phases)
     dtype = AUTOCAST[settings.amp]
     scaler = torch.amp.GradScaler(enabled=dtype == torch.float16)
     before = None  # CKA and retrieval of the pretrained encoder, which the test table shows beside the trained one's
@@ -158,6 +153,16 @@ def build_model(settings, method, model_dir, device, rank):
         model.encoder.embeddings.word.weight.requires_grad_(False)
     model.encoder.checkpoint_layers(settings.gradient_checkpointing)
     return model
+
+
+def make_optimizer(settings, model, phases):
+    """AdamW, no decay on biases and LayerNorms; each phase's rate warmed up and decayed (methods.learning_rate)."""
+    decay = [p for p in model.parameters() if p.requires_grad and p.ndim >= 2]
+    no_decay = [p for p in model.parameters() if p.requires_grad and p.ndim < 2]
+    groups = [{"params": decay, "weight_decay": settings.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    optimizer = torch.optim.AdamW(groups, lr=settings.lr, fused=True)  # fused: one pass over each tensor
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: learning_rate(phases, settings.warmup, step))
+    return optimizer, schedule
 
 
 @contextmanager

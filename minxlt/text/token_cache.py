@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+import torch
 
 from data import Encoded, encode_examples
 from minxlt import errors
@@ -301,7 +302,7 @@ def encode(examples, tokenizer, labels, max_length, rank=0):
 def sharing(folder, rank=0):
     """The ranks of the processes that see `folder` as this one does (a node's, or all on a shared file system):
     each marks the folder with its rank and reads the marks it finds."""
-    if distributed.world_size() == 1:
+    if not torch.distributed.is_initialized():
         return [rank]
     marks, problem = folder / f".processes-{distributed.gather(secrets.token_hex(8))[0]}", None  # process 0's name
     try:
