@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# The GPU figures of RESULTS.md ("On a GPU"), in one run meant to take under 8 minutes on one H100 or
-# H200 (most of it compiling: one compile per method and shape), bf16 autocast, XLM-R's shapes with
-# random weights, SIB-200 texts, each configuration eager (--no-compile) and compiled (--compile, as
-# train.py compiles on CUDA), transformers' classifier beside it:
+# The GPU figures of RESULTS.md ("On a GPU"), in one run of about 17 minutes on one H200 (most of it
+# compiling: about a minute per method and shape, as measured there; METHODS= takes fewer), bf16
+# autocast, XLM-R's shapes with random weights, SIB-200 texts, each configuration eager (--no-compile)
+# and compiled (--compile, as train.py compiles on CUDA), transformers' classifier beside it:
 #   1. the real loop: train.py at base shapes, 200 steps each way, its ms/step read from log.jsonl;
 #   2. base, batch 32 (texts of at most 128 tokens): every method that trains on texts or pairs,
 #      with the loop's ms/step beside, and translate-train with the model alone compiled, as
