@@ -159,6 +159,9 @@ def measure(trainees, batches, warmup, device, count_flops):
     (means over the timed steps); FLOPs counted in an extra, untimed step on each timed batch."""
     times, sizes, memory, flops, peaks = ({t.name: [] for t in trainees} for _ in range(5))
     made = {t.name: [t.batch(pairs, step) for step, pairs in enumerate(batches)] for t in trainees}
+    for t in trainees:  # each timed length met once first, as a run meets its buckets early: compiled, a step
+        for batch, _, _ in made[t.name][warmup:]:  # records a CUDA graph at each new length (RESULTS.md)
+            t.step(batch)
     for step in range(len(batches)):
         for t in trainees:
             batch, texts, tokens = made[t.name][step]
