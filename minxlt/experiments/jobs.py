@@ -109,16 +109,14 @@ def state(job):
 
 
 def record(job, experiment, jobs_by_name):
-    """What a job's results mean: its key and a fingerprint of each model it reads, which a retraining changes."""
-    reads = {other.key: fingerprint(other.best) for other in needed(job, jobs_by_name)}
+    """What a job's results mean: its key and a fingerprint of each model it reads, which a retraining changes
+    (the model folder's files by name, size and time of writing, hashed)."""
+    reads = {}
+    for other in needed(job, jobs_by_name):
+        files = sorted((str(p.relative_to(other.best)), p.stat().st_size, p.stat().st_mtime_ns)
+                       for p in Path(other.best).rglob("*") if p.is_file())
+        reads[other.key] = hashlib.sha256(json.dumps(files).encode()).hexdigest()[:16] if files else None
     return {"key": job.key, "seed": job.seed, "reads": reads}
-
-
-def fingerprint(folder):
-    """The files of a model folder by name, size and time of writing, hashed."""
-    files = sorted((str(p.relative_to(folder)), p.stat().st_size, p.stat().st_mtime_ns)
-                   for p in Path(folder).rglob("*") if p.is_file())
-    return hashlib.sha256(json.dumps(files).encode()).hexdigest()[:16] if files else None
 
 
 def status(job, experiment, jobs_by_name):
