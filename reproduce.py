@@ -29,6 +29,11 @@ from minxlt.experiments.report import report
 from minxlt.experiments.spec import audit, check_languages, load_experiment, resolved_settings
 from minxlt.run import cli
 
+# what each state of a job means in --dry-run's list
+WHAT = {"done": "finished: skipped", "changed": "changed: not counted; --rerun-changed runs it again with --overwrite",
+        "interrupted": "interrupted: resumed with --resume", "started": "started: run again with --overwrite",
+        "new": "to run"}
+
 
 def get_args(argv=None):
     p = cli.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -110,11 +115,6 @@ def shared_runs(experiment, data):
         for (name, _), key in run_keys(other).items():
             shared.setdefault(key, []).append(f"{path.name} ({name})")
     return shared
-
-
-WHAT = {"done": "finished: skipped", "changed": "changed: not counted; --rerun-changed runs it again with --overwrite",
-        "interrupted": "interrupted: resumed with --resume", "started": "started: run again with --overwrite",
-        "new": "to run"}
 
 
 def seed_range(seeds):

@@ -20,6 +20,9 @@ import torch
 GB = 1e9
 ROOT = Path(__file__).resolve().parents[1]  # the repository, where python -m bench.shard runs
 PARTS = ("parameters", "gradients", "AdamW moments")
+# the collectives, and FSDP2's functions (peaks), around which a phase's peak is measured
+EVERY = ("all_gather_single", "reduce_scatter_single", "foreach_all_gather_copy_out", "reshard",
+         "foreach_reduce_scatter_copy_in")
 
 
 def measure(config, sharded, amp="none"):
@@ -84,10 +87,6 @@ def peaks(names, figures, less=lambda: 0):
     finally:
         for name in names:
             setattr(owners[name], name, real[name])
-
-
-EVERY = ("all_gather_single", "reduce_scatter_single", "foreach_all_gather_copy_out", "reshard",
-         "foreach_reduce_scatter_copy_in")
 
 
 def by_phase(directory, amp, embeddings_unit=False):

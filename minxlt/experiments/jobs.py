@@ -17,6 +17,8 @@ from minxlt import tasks
 from minxlt.experiments.spec import DATA, GRIDDED, HERE, Run, train_arguments
 from minxlt.run import cli
 
+CHANGED = "changed: made from another model than the one it reads now (--rerun-changed runs it again)"
+
 
 @dataclass
 class Job:
@@ -156,9 +158,6 @@ def tail(path, lines=12):
     kept = [line for line in text.splitlines() if line.strip()]
     ends = [i for i, line in enumerate(kept) if "elastic/multiprocessing" in line and "failed (exitcode" in line]
     return kept[:ends[0] if ends else len(kept)][-lines:]
-
-
-CHANGED = "changed: made from another model than the one it reads now (--rerun-changed runs it again)"
 
 
 def execute(experiment, out, nproc, rerun_changed=False):

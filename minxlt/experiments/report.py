@@ -14,6 +14,10 @@ from minxlt.experiments.jobs import by_name, grid_label, jobs, status
 from minxlt.experiments.spec import Run
 from minxlt.run import cli
 
+AVERAGES = ("target average", "average, as the paper's")  # the rows after the languages
+# the settings a column's line names, beside those the file states
+SHOWN = ("lr", "batch_size", "epochs", "max_steps", "max_length", "warmup", "weight_decay", "select_on")
+
 
 @dataclass
 class Column:
@@ -95,9 +99,6 @@ def cell(column, key):
     return statistics.mean(scores), statistics.stdev(scores) if len(scores) > 1 else None, len(scores)
 
 
-AVERAGES = ("target average", "average, as the paper's")
-
-
 def rows_of(experiment, columns):
     keys = list(dict.fromkeys(key for c in columns for key in c.scores if key not in AVERAGES))
     keys.sort(key=lambda key: key != experiment.source)
@@ -111,9 +112,6 @@ def header(column, total):
                        ("went wrong", column.warnings)):
         seeds += f"; {what}: seed {', '.join(map(str, held))}" if held else ""
     return f"{run.name}{grid_label(run, column.chosen)} ({seeds})"
-
-
-SHOWN = ("lr", "batch_size", "epochs", "max_steps", "max_length", "warmup", "weight_decay", "select_on")
 
 
 def paper_value(run, key, metric=None):

@@ -37,6 +37,8 @@ GRIDDED = {"lr": "--lr"}  # what a run's "grid" may give several values of
 PER_RUN = {"--teacher-cache": "a file each run writes for itself",
            "--source-lang": "the experiment's, in its top-level flags"}
 EVALUATE_FLAGS = {"--test-translations", "--batch-size", "--max-length"}  # what an "evaluate" run may add
+JSON_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"\s*:?|[{}\[\]]')  # a string (a key where a colon follows), or a bracket
+FILES = ("test_translations", "dev_translations", "round_trip", "soft_labels", "extra_train")  # settings naming files
 
 
 @dataclass
@@ -148,9 +150,6 @@ def load_experiment(path, data=None):
         if finding.problem:
             refuse(path, finding.where, finding.problem)
     return choose_variants(experiment)
-
-
-JSON_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"\s*:?|[{}\[\]]')  # a string (a key where a colon follows), or a bracket
 
 
 def repeated_key(text):
@@ -481,9 +480,6 @@ def resolved_settings(experiment, run, where):
     return {**values, **FIXED, **METHOD_FIXED.get(run.method, {}), "dev_set": dev_set, "model": model,
             "seeds": len(experiment.seeds), "test_input": run.test_input,
             **{name: file_name(values.get(name)) for name in FILES}}
-
-
-FILES = ("test_translations", "dev_translations", "round_trip", "soft_labels", "extra_train")  # settings naming files
 
 
 def file_name(path):
