@@ -25,7 +25,7 @@ EVERY = ("all_gather_single", "reduce_scatter_single", "foreach_all_gather_copy_
          "foreach_reduce_scatter_copy_in")
 
 
-def measure(config, sharded, amp="none"):
+def measure(config, sharded):
     """{part: bytes} this process holds of the encoder after one step of a classifier on it, sharded or DDP."""
     import train
     from methods import Phase
@@ -33,7 +33,7 @@ def measure(config, sharded, amp="none"):
     from model import Classifier, Encoder
     torch.manual_seed(0)
     model = Classifier(Encoder(config), 3)
-    wrapped = shard.wrap(model, model.encoder, amp=amp) if sharded else distributed.wrap(model, "cpu")
+    wrapped = shard.wrap(model, model.encoder) if sharded else distributed.wrap(model, "cpu")
     settings = argparse.Namespace(lr=1e-5, weight_decay=0.01, warmup=0.1)
     optimizer, _ = train.make_optimizer(settings, model, [Phase("step", [], 1, None, None)])
     ids = torch.randint(5, config.vocab_size, (2, 16))
