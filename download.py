@@ -36,10 +36,7 @@ from minxlt.errors import InputError
 from minxlt.run import cli
 
 PINNED = Path(__file__).with_name("checksums.sha256")
-
-
 Source = collections.namedtuple("Source", "url path")  # a file of a data set: its official URL, its path under --to
-
 
 # Where each data set is released. A task's languages are whatever the release holds: listed by
 # GitHub's API where the release is a folder of per-language files, else the archive's.
@@ -87,6 +84,10 @@ ARCHIVES = {"xnli": [f"{FAIR}/XNLI/XNLI-1.0.zip", f"{FAIR}/XNLI/XNLI-MT-1.0.zip"
             "pawsx": ["https://storage.googleapis.com/paws/pawsx/x-final.tar.gz"],
             "mlqa": [f"{FAIR}/MLQA/MLQA_V1.zip"], "mtop": [MTOP], "mtod": [MTOD],
             "tydiqa": [f"{TYDIQA}/tydiqa-goldp-v1.1-train.json", f"{TYDIQA}/tydiqa-goldp-v1.1-dev.tgz"]}
+SPLITS = ("train", "dev", "test")
+TASKS = ("sib200", "xnli", "pawsx", "udpos", "udpos-xtreme", "xquad", "squad", "mlqa", "tydiqa", "tatoeba", "panx",
+         "mtop", "mtod", "translations", "filter-translations", "xeroalign-translations")
+ARCHIVE_ERRORS = (zipfile.BadZipFile, tarfile.TarError, EOFError, zlib.error)  # zipfile's, tarfile's, gzip's "damaged"
 
 
 def known(langs, available, lacks):
@@ -150,11 +151,6 @@ def translations(langs=None):
                          f"{', '.join(SQUAD_TRANSLATIONS)}; TyDiQA's into {', '.join(TYDIQA_TRANSLATIONS)}; "
                          f"XNLI's from {', '.join(XNLI_TRANSLATIONS)}")
     return out
-
-
-SPLITS = ("train", "dev", "test")
-TASKS = ("sib200", "xnli", "pawsx", "udpos", "udpos-xtreme", "xquad", "squad", "mlqa", "tydiqa", "tatoeba", "panx",
-         "mtop", "mtod", "translations", "filter-translations", "xeroalign-translations")
 
 
 class Downloader:
@@ -236,9 +232,6 @@ def read_sums(path):
 def sha256(path):
     with open(path, "rb") as f:
         return hashlib.file_digest(f, "sha256").hexdigest()
-
-
-ARCHIVE_ERRORS = (zipfile.BadZipFile, tarfile.TarError, EOFError, zlib.error)  # zipfile's, tarfile's, gzip's "damaged"
 
 
 class DamagedArchive(InputError):

@@ -29,27 +29,29 @@ from minxlt.experiments.report import report
 from minxlt.experiments.spec import audit, check_languages, load_experiment, resolved_settings
 from minxlt.run import cli
 
+# what each state of a job means in --dry-run's list
+WHAT = {"done": "finished: skipped", "changed": "changed: not counted; --rerun-changed runs it again with --overwrite",
+        "interrupted": "interrupted: resumed with --resume", "started": "started: run again with --overwrite",
+        "new": "to run"}
+
 
 def get_args(argv=None):
     p = cli.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("experiment", type=Path, help="an experiment file (experiments/*.json); with --dry-run, also a "
-                   "folder of them")
-    p.add_argument("--out", type=Path, default=Path("runs"), help="where the runs (OUT/<task>/) and each file's "
-                   "table (OUT/<file>/) go (default: runs)")
-    p.add_argument("--data", help="the task's data folder, instead of the file's")
-    p.add_argument("--nproc-per-node", type=cli.positive_int, default=1, help="processes per run (GPUs of the "
-                   "machine; default 1)")
-    p.add_argument("--dry-run", action="store_true", help="the file's description (about), the settings (paper, "
-                   "authors' script, run) and the departures, the paper's rows not run, the cost, then the runs, what "
-                   "each would do and its command; run nothing")
-    p.add_argument("--report", action="store_true", help="only the table, from the runs that finished; run nothing")
-    p.add_argument("--runs", type=cli.languages, metavar="NAME,...", help="run only these runs of the file, and "
-                   "those whose models they read where those have none yet (default: every run); the table is the "
-                   "file's")
-    p.add_argument("--seeds", type=cli.languages, metavar="S,...", help="run only these of the file's seeds "
-                   "(default: all)")
-    p.add_argument("--rerun-changed", action="store_true", help="run again the runs whose results were made from "
-                   "another model than the one they read now (without it they are named, and not counted)")
+    add = p.add_argument
+    add("experiment", type=Path, help="an experiment file (experiments/*.json); with --dry-run, also a folder of them")
+    add("--out", type=Path, default=Path("runs"), help="where the runs (OUT/<task>/) and each file's table "
+        "(OUT/<file>/) go (default: runs)")
+    add("--data", help="the task's data folder, instead of the file's")
+    add("--nproc-per-node", type=cli.positive_int, default=1, help="processes per run (GPUs of the machine; default 1)")
+    add("--dry-run", action="store_true", help="the file's description (about), the settings (paper, authors' script, "
+        "run) and the departures, the paper's rows not run, the cost, then the runs, what each would do and its "
+        "command; run nothing")
+    add("--report", action="store_true", help="only the table, from the runs that finished; run nothing")
+    add("--runs", type=cli.languages, metavar="NAME,...", help="run only these runs of the file, and those whose "
+        "models they read where those have none yet (default: every run); the table is the file's")
+    add("--seeds", type=cli.languages, metavar="S,...", help="run only these of the file's seeds (default: all)")
+    add("--rerun-changed", action="store_true", help="run again the runs whose results were made from another model "
+        "than the one they read now (without it they are named, and not counted)")
     args = p.parse_args(argv)
     if not (args.experiment.is_file() or (args.dry_run and args.experiment.is_dir())):
         folder = " (a folder of files goes with --dry-run)" if args.experiment.is_dir() else ""
@@ -113,11 +115,6 @@ def shared_runs(experiment, data):
         for (name, _), key in run_keys(other).items():
             shared.setdefault(key, []).append(f"{path.name} ({name})")
     return shared
-
-
-WHAT = {"done": "finished: skipped", "changed": "changed: not counted; --rerun-changed runs it again with --overwrite",
-        "interrupted": "interrupted: resumed with --resume", "started": "started: run again with --overwrite",
-        "new": "to run"}
 
 
 def seed_range(seeds):

@@ -31,9 +31,9 @@ def sentence(rng, words, n):
     return " ".join(rng.choice(words) for _ in range(rng.randint(n // 2, n + n // 2)))
 
 
-def write_xnli(folder, pairs, langs, seed=0):
+def write_xnli(folder, pairs, langs):
     """A folder in XTREME's XNLI layout with `pairs` English training pairs and their translations."""
-    rng, words = random.Random(seed), words_by_lang()
+    rng, words = random.Random(0), words_by_lang()
     (folder / "translate-train").mkdir(parents=True)
     pair = lambda lang: f"{sentence(rng, words[lang], 20)}\t{sentence(rng, words[lang], 10)}"
     english = [(sentence(rng, words["en"], 20), sentence(rng, words["en"], 10), rng.choice(LABELS))
@@ -49,9 +49,9 @@ def write_xnli(folder, pairs, langs, seed=0):
             f.writelines(f"{a}\t{b}\t{pair(lang)}\t{label}\n" for a, b, label in english)
 
 
-def write_sib200(folder, pairs, langs, seed=0):
+def write_sib200(folder, pairs, langs):
     """A folder in SIB-200's layout (<lang>/{train,dev,test}.tsv) with `pairs` English sentences translated."""
-    rng, words = random.Random(seed), words_by_lang()
+    rng, words = random.Random(0), words_by_lang()
     english_labels = [rng.choice(SIB200_LABELS) for _ in range(pairs)]
     for lang in ["en", *langs]:
         (folder / SIB200_NAME.get(lang, lang)).mkdir(parents=True)

@@ -74,9 +74,10 @@ def time_steps(args, shape):
     return {impl: statistics.median(t) for impl, t in times.items()}
 
 
-def rss_kib(field):
+def status_bytes(field):
+    """A field of /proc/self/status (VmRSS, VmHWM) in bytes."""
     with open("/proc/self/status") as f:
-        return next(int(line.split()[1]) for line in f if line.startswith(field + ":"))
+        return 1024 * next(int(line.split()[1]) for line in f if line.startswith(field + ":"))
 
 
 def measure_memory(impl, shape, args, queue):
@@ -103,9 +104,9 @@ def measure_memory(impl, shape, args, queue):
     else:
         with open("/proc/self/clear_refs", "w") as f:
             f.write("5")  # reset the peak-RSS counter (VmHWM) to the current RSS
-        before = rss_kib("VmRSS")
+        before = status_bytes("VmRSS")
         step(impl, model, ids, mask, args)
-        peak = (rss_kib("VmHWM") - before) * 1024
+        peak = status_bytes("VmHWM") - before
     queue.put((peak, sum(saved.values())))
 
 
@@ -125,17 +126,16 @@ def memory(args, shape):
 
 def parse(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--device", default="cpu", help="cpu or cuda")
-    parser.add_argument("--amp", default="none", choices=["none", "bf16", "fp16"],
-                        help="autocast dtype (float32 weights)")
-    parser.add_argument("--shapes", default="base,large", help="comma-separated: base, large, xl")
-    parser.add_argument("--vocab", type=int, default=8000,
-                        help="vocabulary size (XLM-R: 250002; smaller keeps CPU runs short)")
-    parser.add_argument("--batch", type=int, default=4)
-    parser.add_argument("--seq", type=int, default=128, help="longest sequence; the others are 50-100%% of it")
-    parser.add_argument("--steps", type=int, default=5, help="timed steps per model")
-    parser.add_argument("--warmup", type=int, default=1)
-    parser.add_argument("--threads", type=int, default=torch.get_num_threads(), help="CPU threads")
+    add = parser.add_argument
+    add("--device", default="cpu", help="cpu or cuda")
+    add("--amp", default="none", choices=["none", "bf16", "fp16"], help="autocast dtype (float32 weights)")
+    add("--shapes", default="base,large", help="comma-separated: base, large, xl")
+    add("--vocab", type=int, default=8000, help="vocabulary size (XLM-R: 250002; smaller keeps CPU runs short)")
+    add("--batch", type=int, default=4)
+    add("--seq", type=int, default=128, help="longest sequence; the others are 50-100%% of it")
+    add("--steps", type=int, default=5, help="timed steps per model")
+    add("--warmup", type=int, default=1)
+    add("--threads", type=int, default=torch.get_num_threads(), help="CPU threads")
     return parser.parse_args(argv)
 
 

@@ -18,9 +18,8 @@ ROOT = Path(__file__).resolve().parents[1]  # the repository, where python -m be
 
 def child(directory, dtype, warm):
     """In a fresh process: print the peak resident bytes a load adds (VmHWM less VmRSS), after a tiny one if `warm`."""
+    from bench.encoder import status_bytes as status
     from model import Config, Encoder
-    status = lambda key: 1024 * int(next(line.split()[1] for line in open("/proc/self/status")
-                                         if line.startswith(key + ":")))
     if warm == "warm":
         with tempfile.TemporaryDirectory() as tiny:
             config = Config(**{**Config.from_directory(directory).__dict__, "vocab_size": 100, "hidden_size": 64,

@@ -20,9 +20,12 @@ import torch
 GB = 1e9
 ROOT = Path(__file__).resolve().parents[1]  # the repository, where python -m bench.shard runs
 PARTS = ("parameters", "gradients", "AdamW moments")
+# the collectives, and FSDP2's functions (peaks), around which a phase's peak is measured
+EVERY = ("all_gather_single", "reduce_scatter_single", "foreach_all_gather_copy_out", "reshard",
+         "foreach_reduce_scatter_copy_in")
 
 
-def measure(config, sharded, amp="none"):
+def measure(config, sharded):
     """{part: bytes} this process holds of the encoder after one step of a classifier on it, sharded or DDP."""
     import train
     from methods import Phase
@@ -30,7 +33,7 @@ def measure(config, sharded, amp="none"):
     from model import Classifier, Encoder
     torch.manual_seed(0)
     model = Classifier(Encoder(config), 3)
-    wrapped = shard.wrap(model, model.encoder, amp=amp) if sharded else distributed.wrap(model, "cpu")
+    wrapped = shard.wrap(model, model.encoder) if sharded else distributed.wrap(model, "cpu")
     settings = argparse.Namespace(lr=1e-5, weight_decay=0.01, warmup=0.1)
     optimizer, _ = train.make_optimizer(settings, model, [Phase("step", [], 1, None, None)])
     ids = torch.randint(5, config.vocab_size, (2, 16))
@@ -60,10 +63,14 @@ def live_bytes():
 @contextmanager
 def peaks(names, figures, less=lambda: 0):
     """The largest live_bytes() less `less()` before and after each call of the functions `names`
-    (torch.distributed's, or FSDP_MOMENTS) while the block runs, kept in figures[0]."""
+    (torch.distributed's, or FSDP2's below) while the block runs, kept in figures[0]."""
     import torch.distributed as dist
-    owners = {name: dist for name in names if hasattr(dist, name)}
-    owners.update({name: owner for name, owner in FSDP_MOMENTS().items() if name in names})
+    from torch.distributed.fsdp._fully_shard import _fsdp_collectives, _fsdp_param_group
+    # FSDP2's private functions called where a peak falls between collectives (memory.step_moments): the all-gather's
+    # copy out, a unit's release after backward, the copy into the reduce-scatter buffer
+    moments = {"foreach_all_gather_copy_out": _fsdp_param_group, "reshard": _fsdp_param_group.FSDPParamGroup,
+               "foreach_reduce_scatter_copy_in": _fsdp_collectives}
+    owners = {name: moments.get(name, dist) for name in names if name in moments or hasattr(dist, name)}
     real = {name: getattr(owners[name], name) for name in names}
 
     def probed(name):
@@ -80,18 +87,6 @@ def peaks(names, figures, less=lambda: 0):
     finally:
         for name in names:
             setattr(owners[name], name, real[name])
-
-
-def FSDP_MOMENTS():
-    """FSDP2's private functions called where a peak falls between collectives (memory.step_moments): the
-    all-gather's copy out, a unit's release after backward, the copy into the reduce-scatter buffer."""
-    from torch.distributed.fsdp._fully_shard import _fsdp_collectives, _fsdp_param_group
-    return {"foreach_all_gather_copy_out": _fsdp_param_group, "reshard": _fsdp_param_group.FSDPParamGroup,
-            "foreach_reduce_scatter_copy_in": _fsdp_collectives}
-
-
-EVERY = ("all_gather_single", "reduce_scatter_single", "foreach_all_gather_copy_out", "reshard",
-         "foreach_reduce_scatter_copy_in")
 
 
 def by_phase(directory, amp, embeddings_unit=False):

@@ -23,6 +23,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 import data
 import train
+from bench.encoder import sync
 from minxlt.checkpoints import hub
 from minxlt.checkpoints.prepare_default import default_model
 from minxlt.parallel import distributed, shard
@@ -147,11 +148,6 @@ class Baseline(Trainee):
         with FlopCounterMode(display=False) as counter:
             self.step(batch)
         return counter.get_total_flops()
-
-
-def sync(device):
-    if device.startswith("cuda"):
-        torch.cuda.synchronize()
 
 
 def measure(trainees, batches, warmup, device, count_flops):

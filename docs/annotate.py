@@ -108,6 +108,9 @@ sub, sup { line-height: 0; }
 FORMATTER = HtmlFormatter(nowrap=True, style="friendly")
 STYLE += FORMATTER.get_style_defs(".code pre")
 GREEK = {"lambda": "λ", "alpha": "α", "tau": "τ", "sigma": "σ", "theta": "θ", "beta": "β", "gamma": "γ", "mu": "μ"}
+DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+COMMAND = re.compile(r"\s*(python3?|torchrun|pip|bash)\b")
+DRAWING = ("-->", "--.", "--'", ".--", "'--", ">--")  # an ASCII diagram's arrows and corners
 
 
 def math(text):
@@ -183,11 +186,6 @@ def note_html(text):
     rendered = notation(rendered)
     rendered = re.sub(r"<p>\x00(\d+)\x00</p>", lambda m: held[int(m.group(1))], rendered)
     return re.sub(r"\x00(\d+)\x00", lambda m: held[int(m.group(1))], rendered)
-
-
-DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
-COMMAND = re.compile(r"\s*(python3?|torchrun|pip|bash)\b")
-DRAWING = ("-->", "--.", "--'", ".--", "'--", ">--")  # an ASCII diagram's arrows and corners
 
 
 def labelled(line):

@@ -3,6 +3,8 @@ encoder in training and evaluation, from the file's "sizes", and GPU-hours (docs
 import math
 from dataclasses import astuple, dataclass
 
+from minxlt.run import flags
+
 # A pair's two texts; any other training item counts one (Unicoder's five tasks average one sequence a step).
 TEXTS_PER_ITEM = {"xeroalign": 2, "filter": 2, "xmixup": 2}
 # bench.train_step's step on one NVIDIA H200 for each shape (RESULTS.md, "Step times by model shape"): translate-train,
@@ -45,20 +47,16 @@ def training_items(method, values, sizes, level="sentence"):
     self_pairs = bool(values.get("self_pairs"))
     items = {"texts": n + extra, "translated": n + translated * targets + extra, "parallel": translated * targets,
              "pairs": translated * (targets + self_pairs) + extra * self_pairs}
-    return items.get(draws(method), n), translated
-
-
-def draws(method):
-    from minxlt.run import flags
-    return flags.METHODS[method].draws
+    return items.get(flags.METHODS[method].draws, n), translated
 
 
 def run_cost(method, values, sizes, test_input, trained=True, level="sentence", tested=True):
     """Cost of one run of `method` (settings `values`, flags.planned's) on data of `sizes`; `tested`: with its test."""
     if not sizes:
         return Cost(uncounted=1)
-    per_prediction = 2 if test_input in PAIRED_AT_TEST and draws(method) == "pairs" else 1
-    pretrains = draws(method) == "parallel"  # Unicoder: no test; its evaluations score every target's dev pairs
+    draws = flags.METHODS[method].draws
+    per_prediction = 2 if test_input in PAIRED_AT_TEST and draws == "pairs" else 1
+    pretrains = draws == "parallel"  # Unicoder: no test; its evaluations score every target's dev pairs
     test = sizes["test"] * sizes["languages"] * per_prediction if tested and not pretrains else 0
     if not trained:
         return with_tokens(Cost(0, 0, test), values)
@@ -74,7 +72,7 @@ def run_cost(method, values, sizes, test_input, trained=True, level="sentence", 
     every_lang = "all" in (values["select_on"], values.get("dev_langs"))
     dev_langs = sizes.get("dev_languages", sizes["languages"]) if every_lang else 1
     dev_langs = sizes["languages"] - 1 if pretrains else dev_langs
-    dev_pair = 2 if draws(method) == "pairs" and per_prediction == 2 else 1
+    dev_pair = 2 if draws == "pairs" and per_prediction == 2 else 1
     dev = min(sizes["dev"], values.get("dev_limit") or sizes["dev"])  # --dev-limit: the first N of each language
     return with_tokens(Cost(steps, training, evaluations * dev * dev_langs * dev_pair + test), values)
 

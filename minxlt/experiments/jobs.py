@@ -17,6 +17,8 @@ from minxlt import tasks
 from minxlt.experiments.spec import DATA, GRIDDED, HERE, Run, train_arguments
 from minxlt.run import cli
 
+CHANGED = "changed: made from another model than the one it reads now (--rerun-changed runs it again)"
+
 
 @dataclass
 class Job:
@@ -109,16 +111,14 @@ def state(job):
 
 
 def record(job, experiment, jobs_by_name):
-    """What a job's results mean: its key and a fingerprint of each model it reads, which a retraining changes."""
-    reads = {other.key: fingerprint(other.best) for other in needed(job, jobs_by_name)}
+    """What a job's results mean: its key and a fingerprint of each model it reads, which a retraining changes
+    (the model folder's files by name, size and time of writing, hashed)."""
+    reads = {}
+    for other in needed(job, jobs_by_name):
+        files = sorted((str(p.relative_to(other.best)), p.stat().st_size, p.stat().st_mtime_ns)
+                       for p in Path(other.best).rglob("*") if p.is_file())
+        reads[other.key] = hashlib.sha256(json.dumps(files).encode()).hexdigest()[:16] if files else None
     return {"key": job.key, "seed": job.seed, "reads": reads}
-
-
-def fingerprint(folder):
-    """The files of a model folder by name, size and time of writing, hashed."""
-    files = sorted((str(p.relative_to(folder)), p.stat().st_size, p.stat().st_mtime_ns)
-                   for p in Path(folder).rglob("*") if p.is_file())
-    return hashlib.sha256(json.dumps(files).encode()).hexdigest()[:16] if files else None
 
 
 def status(job, experiment, jobs_by_name):
@@ -158,9 +158,6 @@ def tail(path, lines=12):
     kept = [line for line in text.splitlines() if line.strip()]
     ends = [i for i, line in enumerate(kept) if "elastic/multiprocessing" in line and "failed (exitcode" in line]
     return kept[:ends[0] if ends else len(kept)][-lines:]
-
-
-CHANGED = "changed: made from another model than the one it reads now (--rerun-changed runs it again)"
 
 
 def execute(experiment, out, nproc, rerun_changed=False):

@@ -14,6 +14,10 @@ from minxlt.experiments.jobs import by_name, grid_label, jobs, status
 from minxlt.experiments.spec import Run
 from minxlt.run import cli
 
+AVERAGES = ("target average", "average, as the paper's")  # the rows after the languages
+# the settings a column's line names, beside those the file states
+SHOWN = ("lr", "batch_size", "epochs", "max_steps", "max_length", "warmup", "weight_decay", "select_on")
+
 
 @dataclass
 class Column:
@@ -95,9 +99,6 @@ def cell(column, key):
     return statistics.mean(scores), statistics.stdev(scores) if len(scores) > 1 else None, len(scores)
 
 
-AVERAGES = ("target average", "average, as the paper's")
-
-
 def rows_of(experiment, columns):
     keys = list(dict.fromkeys(key for c in columns for key in c.scores if key not in AVERAGES))
     keys.sort(key=lambda key: key != experiment.source)
@@ -111,21 +112,6 @@ def header(column, total):
                        ("went wrong", column.warnings)):
         seeds += f"; {what}: seed {', '.join(map(str, held))}" if held else ""
     return f"{run.name}{grid_label(run, column.chosen)} ({seeds})"
-
-
-def grid_note(column):
-    """A grid run's choice: each value's mean dev score, the best first; an evaluation's, its model's."""
-    if column.chosen is None:
-        return None
-    if column.run.evaluate:
-        return f"The {column.run.evaluate} model of{grid_label(column.run, column.chosen)}, the one chosen on dev."
-    name = next(iter(column.run.grid))
-    scores = ", ".join(f"{value:g}: {score:.1f}" for value, score in sorted(column.grid.items(), key=lambda v: -v[1]))
-    return (f"{name} chosen on dev among {', '.join(f'{v:g}' for v in column.run.grid[name])}, by the mean dev score "
-            f"of each value's tested models over the seeds that finished: {scores}.")
-
-
-SHOWN = ("lr", "batch_size", "epochs", "max_steps", "max_length", "warmup", "weight_decay", "select_on")
 
 
 def paper_value(run, key, metric=None):
@@ -196,10 +182,17 @@ def sections(experiment, columns, metric, notes=True):
 def column_notes(c):
     """What is said under the table of a column: the run's note, the paper's row, its variant, grid, warnings."""
     row = f", {c.run.paper_row!r}" if c.run.paper_row else ""
-    return list(filter(None, [c.run.note, c.run.paper_table and f"(the paper's numbers: {c.run.paper_table}{row})",
-                              c.run.paper_model and f"The paper's row is of another model: {c.run.paper_model}.",
-                              c.run.variant and f"Run {c.run.variant}.", grid_note(c)]
-                       + [f"Seed {seed} went wrong: {why}." for seed, why in c.warnings.items()]))
+    notes = [c.run.note, c.run.paper_table and f"(the paper's numbers: {c.run.paper_table}{row})",
+             c.run.paper_model and f"The paper's row is of another model: {c.run.paper_model}.",
+             c.run.variant and f"Run {c.run.variant}."]
+    if c.chosen is not None and c.run.evaluate:  # a grid run's choice; an evaluation's, its model's
+        notes.append(f"The {c.run.evaluate} model of{grid_label(c.run, c.chosen)}, the one chosen on dev.")
+    elif c.chosen is not None:  # each value's mean dev score, the best first
+        name = next(iter(c.run.grid))
+        scores = ", ".join(f"{value:g}: {score:.1f}" for value, score in sorted(c.grid.items(), key=lambda v: -v[1]))
+        notes.append(f"{name} chosen on dev among {', '.join(f'{v:g}' for v in c.run.grid[name])}, by the mean dev "
+                     f"score of each value's tested models over the seeds that finished: {scores}.")
+    return list(filter(None, notes + [f"Seed {seed} went wrong: {why}." for seed, why in c.warnings.items()]))
 
 
 def csv_text(experiment, columns, more=None):

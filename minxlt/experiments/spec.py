@@ -37,6 +37,8 @@ GRIDDED = {"lr": "--lr"}  # what a run's "grid" may give several values of
 PER_RUN = {"--teacher-cache": "a file each run writes for itself",
            "--source-lang": "the experiment's, in its top-level flags"}
 EVALUATE_FLAGS = {"--test-translations", "--batch-size", "--max-length"}  # what an "evaluate" run may add
+JSON_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"\s*:?|[{}\[\]]')  # a string (a key where a colon follows), or a bracket
+FILES = ("test_translations", "dev_translations", "round_trip", "soft_labels", "extra_train")  # settings naming files
 
 
 @dataclass
@@ -118,8 +120,6 @@ def load_experiment(path, data=None):
     if repeated:
         raise tasks.InputError(f"{path}:{repeated[0]}: key {repeated[1]!r} given twice in one object (JSON would "
                                "keep the last without a word): give it once")
-    if not isinstance(spec, dict):
-        refuse(path, "top level", "an object with the fields " + ", ".join(sorted(FIELDS)))
     check_fields(path, "top level", spec, FIELDS, required=("title", "task", "metric", "seeds", "runs"))
     if spec["task"] not in tasks.LAYOUTS:
         refuse(path, "task", f"unknown task {spec['task']!r} (one of {', '.join(tasks.LAYOUTS)})")
@@ -152,9 +152,6 @@ def load_experiment(path, data=None):
     return choose_variants(experiment)
 
 
-JSON_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"\s*:?|[{}\[\]]')  # a string (a key where a colon follows), or a bracket
-
-
 def repeated_key(text):
     """(line, key) of the first key given twice in one object of a JSON text that parses, or None."""
     objects = []  # the keys of each object open at this point ([] for an array)
@@ -175,30 +172,25 @@ def repeated_key(text):
 def choose_variants(experiment):
     """Each run with `requires` as written where the data folder holds its files (or is not here to tell),
     else its fallback ("otherwise"), saying which and why (`variant`)."""
+    folder = experiment.data
     for i, run in enumerate(experiment.runs):
         if run.requires is None:
             continue
-        missing, files = missing_files(experiment, run.requires["files"]), ", ".join(run.requires["files"])
-        if missing is None:
+        files = ", ".join(run.requires["files"])
+        if not (folder and Path(folder).is_dir()):
             run.variant = f"as written, if the data folder holds {files} (it is not here to tell)"
-        elif missing:
-            why = f"the fallback: {missing[0]} is missing ({run.requires['from']})"
-            experiment.runs[i] = replace(run.fallback, variant=why)
+            continue
+        layout = tasks.LAYOUTS[experiment.task].for_folder(folder)(folder, experiment.source)
+        targets = [lang for lang in layout.languages if lang != experiment.source]  # what {lang} stands for
+        paths = [pattern.replace(DATA, folder).replace("{lang}", lang) for pattern in run.requires["files"]
+                 for lang in (targets if "{lang}" in pattern else [""])]
+        missing = [path for path in paths if not Path(path).is_file()]
+        if missing:
+            experiment.runs[i] = replace(run.fallback, variant=f"the fallback: {missing[0]} is missing "
+                                         f"({run.requires['from']})")
         else:
             run.variant = f"as written: the data folder holds {files}"
     return experiment
-
-
-def missing_files(experiment, patterns):
-    """The files of `patterns` ({data}, {lang} for each target language) that are missing; None: no folder."""
-    folder = experiment.data
-    if not (folder and Path(folder).is_dir()):
-        return None
-    layout = tasks.LAYOUTS[experiment.task].for_folder(folder)(folder, experiment.source)
-    targets = [lang for lang in layout.languages if lang != experiment.source]
-    files = [pattern.replace(DATA, folder).replace("{lang}", lang) for pattern in patterns
-             for lang in (targets if "{lang}" in pattern else [""])]
-    return [f for f in files if not Path(f).is_file()]
 
 
 def check_omitted(path, omitted):
@@ -207,8 +199,6 @@ def check_omitted(path, omitted):
         refuse(path, "omitted", 'a list of {"row": ..., "table": ..., "reason": ...}: the paper\'s rows not run, '
                "and why")
     for i, row in enumerate(omitted):
-        if not isinstance(row, dict):
-            refuse(path, f"omitted[{i}]", "an object with the fields " + ", ".join(sorted(OMITTED_FIELDS)))
         check_fields(path, f"omitted[{i}]", row, OMITTED_FIELDS, required=("row", "table", "reason"))
         if not all(isinstance(row[k], str) and row[k].strip() for k in ("row", "table", "reason")):
             refuse(path, f"omitted[{i}]", "row, table and reason are sentences")
@@ -236,8 +226,6 @@ def check_settings(path, where, spec):
     if not isinstance(spec, dict):
         refuse(path, where, 'an object {"<setting>": {"paper": ..., "script": ..., "run": ..., ...}}')
     for name, setting in spec.items():
-        if not isinstance(setting, dict):
-            refuse(path, f"{where}.{name}", "an object with the fields " + ", ".join(sorted(SETTING_FIELDS)))
         check_fields(path, f"{where}.{name}", setting, SETTING_FIELDS, required=("run",))
         for source in ("paper", "script"):
             if setting.get(source) is not None and not isinstance(setting.get(f"{source}_where"), str):
@@ -247,7 +235,10 @@ def check_settings(path, where, spec):
     return dict(spec)
 
 
-def check_fields(path, where, spec, known, required):
+def check_fields(path, where, spec, known, required, shape=None):
+    """An object (else refused with `shape`, or its fields named) holding the fields `required` and no others."""
+    if not isinstance(spec, dict):
+        refuse(path, where, shape or "an object with the fields " + ", ".join(sorted(known)))
     at = "" if where == "top level" else f"{where}."
     missing = [name for name in required if name not in spec]
     if missing:
@@ -294,9 +285,8 @@ def model_run(given):
 
 def check_run(experiment, where, spec, fallback_of=None):
     path, names = experiment.path, [run.name for run in experiment.runs]
-    if not isinstance(spec, dict):
-        refuse(path, where, "an object with the fields " + ", ".join(sorted(RUN_FIELDS)))
-    derived = "evaluate" in spec or spec.get("cotrain")  # the method is the evaluated run's, or cotrain's --lm-method
+    # the method is the evaluated run's, or cotrain's --lm-method
+    derived = isinstance(spec, dict) and ("evaluate" in spec or spec.get("cotrain"))
     required = ("name", "test_input") if derived else ("name", "method", "test_input")
     check_fields(path, where, spec, RUN_FIELDS, required=required)
     name = spec["name"]
@@ -376,10 +366,8 @@ def check_requires(experiment, where, spec, run, fallback_of):
         refuse(path, f"{where}.requires", '{"files": ["{data}/<path>", ...] ({lang} for each target language), '
                '"from": "<how to get them>"}')
     otherwise = spec["otherwise"]
-    if not isinstance(otherwise, dict):
-        refuse(path, f"{where}.otherwise", "an object with the fields that change: "
-               + ", ".join(sorted(FALLBACK_FIELDS)))
-    check_fields(path, f"{where}.otherwise", otherwise, FALLBACK_FIELDS, required=())
+    check_fields(path, f"{where}.otherwise", otherwise, FALLBACK_FIELDS, required=(), shape="an object with the "
+                 "fields that change: " + ", ".join(sorted(FALLBACK_FIELDS)))
     merged = {k: v for k, v in spec.items() if k not in ("requires", "otherwise")}
     merged.update(otherwise, settings={**spec.get("settings", {}), **otherwise.get("settings", {})})
     run.requires, run.fallback = dict(requires), check_run(experiment, f"{where}.otherwise", merged, fallback_of=run)
@@ -416,7 +404,6 @@ class Finding:
     setting: dict      # the file's paper, paper_where, script, script_where, run, departure
     resolved: object   # what the run's flags resolve to
     where: str         # the file's field
-    problem: str | None
 
     @property
     def departs(self):
@@ -426,6 +413,27 @@ class Finding:
         given = [source for source in ("paper", "script") if setting.get(source) is not None
                  or f"{source}_where" in setting]
         return [s for s in given if not same(setting["run"], setting.get(s))] if given else ["neither"]
+
+    @property
+    def problem(self):
+        """Where the run's value disagrees with the file, or with the sources unexplained; None where it is said."""
+        setting, resolved, run = self.setting, self.resolved, self.run
+        if resolved is KeyError:
+            fixed = ", ".join(METHOD_FIXED.get(run.method, {})) or "fixed settings: it has none"
+            return (f"{self.name!r} is neither a setting of train.py (python train.py --help) nor one of "
+                    f"{', '.join(FIXED)} (nor --method {run.method}'s {fixed})")
+        if not same(resolved, setting["run"]):
+            return f"run {run.name} resolves it to {resolved!r}, not to the {setting['run']!r} the file says"
+        departs = self.departs
+        if departs == ["neither"] and "departure" not in setting:
+            return (f"neither the paper nor its authors' script gives it: say why the run takes {setting['run']!r} "
+                    "(departure)")
+        if departs and "departure" not in setting:
+            return (f"the run's {setting['run']!r} departs from the {departs[0]}'s {setting[departs[0]]!r} with no "
+                    "departure listed")
+        if not departs and "departure" in setting:
+            return "a departure is listed, but the run takes every value the paper and the script give"
+        return None
 
 
 def same(a, b):
@@ -447,29 +455,8 @@ def audit(experiment, variants=True):
             for name, setting in stated.items():
                 where = (f"runs[{i}].otherwise.settings.{name}" if name in variant.overrides else
                          f"runs[{i}].settings.{name}" if name in variant.settings else f"settings.{name}")
-                findings.append(Finding(variant, name, setting, values.get(name, KeyError), where, None))
-                findings[-1].problem = setting_problem(findings[-1], variant)
+                findings.append(Finding(variant, name, setting, values.get(name, KeyError), where))
     return findings
-
-
-def setting_problem(finding, run):
-    setting, resolved = finding.setting, finding.resolved
-    if resolved is KeyError:
-        fixed = ", ".join(METHOD_FIXED.get(run.method, {})) or "fixed settings: it has none"
-        return (f"{finding.name!r} is neither a setting of train.py (python train.py --help) nor one of "
-                f"{', '.join(FIXED)} (nor --method {run.method}'s {fixed})")
-    if not same(resolved, setting["run"]):
-        return f"run {run.name} resolves it to {resolved!r}, not to the {setting['run']!r} the file says"
-    departs = finding.departs
-    if departs == ["neither"] and "departure" not in setting:
-        return (f"neither the paper nor its authors' script gives it: say why the run takes {setting['run']!r} "
-                "(departure)")
-    if departs and "departure" not in setting:
-        return (f"the run's {setting['run']!r} departs from the {departs[0]}'s {setting[departs[0]]!r} with no "
-                "departure listed")
-    if not departs and "departure" in setting:
-        return "a departure is listed, but the run takes every value the paper and the script give"
-    return None
 
 
 def resolved_settings(experiment, run, where):
@@ -493,9 +480,6 @@ def resolved_settings(experiment, run, where):
     return {**values, **FIXED, **METHOD_FIXED.get(run.method, {}), "dev_set": dev_set, "model": model,
             "seeds": len(experiment.seeds), "test_input": run.test_input,
             **{name: file_name(values.get(name)) for name in FILES}}
-
-
-FILES = ("test_translations", "dev_translations", "round_trip", "soft_labels", "extra_train")  # settings naming files
 
 
 def file_name(path):
