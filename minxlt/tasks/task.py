@@ -112,7 +112,7 @@ class RoundTrips:
     """X-Mixup's round trips of the source's training texts, from `pattern` ({lang}), shaped as a TrainSplit."""
 
     def __init__(self, train, pattern):
-        self.train, self.pattern, self.layout = train, pattern, train.layout
+        self.train, self.pattern, self.layout, self.source = train, pattern, train.layout, train.source
         if self.layout is None:
             raise InputError("--round-trip reads a task's files: it does not go with a few-shot sample "
                              "(--train-fraction, --translated)")
@@ -135,10 +135,6 @@ class RoundTrips:
                              f"{self.source} (rows are paired with the source's by line or id): check that it "
                              "translates this task's training file")
 
-    @property
-    def source(self):
-        return self.train.source
-
     def files(self, lang):
         own = self.train.files(self.source)  # the labels come from the source's files
         return None if own is None else [self.path(lang)] + own
@@ -148,7 +144,6 @@ class RoundTrips:
 
     def release(self):
         self.train.release()
-
 
 
 WARNED = set()  # the training files whose pairing has been warned of, once per process

@@ -3,7 +3,7 @@ from pathlib import Path
 
 from data import Example
 from minxlt.errors import DataError
-from minxlt.tasks.readers import check_label, each_tsv, read_lines, read_tsv, unique_ids
+from minxlt.tasks.readers import check_label, each_tsv, read_lines, unique_ids
 from minxlt.tasks.task import Layout
 from minxlt.tasks.xtreme import XtremePairs
 
@@ -18,7 +18,7 @@ def read_xnli(path, lang):
     needed = {"language", "gold_label", "sentence1", "sentence2", "pairID"}
     if not needed <= set(columns):
         raise DataError(path, 1, f"header lacks {', '.join(sorted(needed - set(columns)))}")
-    rows = [(n, r) for n, r in read_tsv(path, columns, blank=set(columns) - needed) if r["language"] == lang]
+    rows = [(n, r) for n, r in each_tsv(path, columns, blank=set(columns) - needed) if r["language"] == lang]
     unique_ids(path, [(n, r["pairID"]) for n, r in rows], f"{lang} pairID")
     return [Example(id=r["pairID"], lang=lang, text=r["sentence1"], pair=r["sentence2"],
                     label=check_label(path, n, r["gold_label"], XNLI_LABELS), where=f"{path}:{n}") for n, r in rows]
