@@ -16,10 +16,7 @@ def read_panx(path, lang, labels):
 class Panx(XmixupTranslations, FilterTranslations, Layout):
     """<data>/{train,dev,test}-<lang>.tsv; a target trains on FILTER's or X-Mixup's translations, not its own files."""
     langs, labels, level, pattern = PANX_LANGS, list(PANX_LABELS), "word", "{train,dev,test}-<lang>.tsv"
-    parallel = False
-
-    def found(self):
-        return self.files_like("test-{lang}.tsv")
+    listing, parallel = "test-{lang}.tsv", False
 
     def read(self, lang, split):
         if split == "train" and lang != self.source:

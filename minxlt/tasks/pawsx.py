@@ -57,3 +57,4 @@ class Pawsx(Layout):
 
 class XtremePawsx(XtremePairs, Pawsx):
     """PAWS-X in XTREME's layout."""
+    found = Layout.found  # its languages by XtremePairs.listing, not by the release's folders

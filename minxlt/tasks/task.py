@@ -180,6 +180,7 @@ class Layout:
     """Where a task's files are, the languages they hold (`found`, `languages`), how a split is read (`read`)."""
     langs: list
     pattern: str    # a language's files, for messages
+    listing: str    # found()'s: the folder's files that name its languages ("test-{lang}.tsv")
     labels: list
     source: str = "en"
     level: str = "sentence"
@@ -218,10 +219,10 @@ class Layout:
         name = re.sub(r"\{([^}]*)\}", lambda m: split if split in m.group(1).split(",") else m.group(0), self.pattern)
         return self.directory / name.replace("<lang>", lang) if self.directory else name
 
-    def files_like(self, pattern):
-        """The part that stands for {lang} in the names of the folder's files of `pattern` ('x.{lang}.json')."""
-        head, _, tail = pattern.partition("{lang}")
-        names = (p.relative_to(self.directory).as_posix() for p in self.directory.glob(pattern.replace("{lang}", "*")))
+    def found(self):
+        """The languages of the folder: the part that stands for {lang} in the names of its files of `listing`."""
+        head, _, tail = self.listing.partition("{lang}")
+        names = [p.relative_to(self.directory).as_posix() for p in self.directory.glob(f"{head}*{tail}")]
         return {name[len(head):len(name) - len(tail)] for name in names}
 
     def once(self, key, read):

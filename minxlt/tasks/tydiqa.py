@@ -22,9 +22,7 @@ class Tydiqa(Layout):
     langs, labels, level, pattern = (TYDIQA_LANGS, ["start", "end"], "span",
                                      "tydiqa-goldp-v1.1-dev/tydiqa.goldp.<lang>.dev.json")
     parallel, translations = False, "translate-train/tydiqa.translate.train.en-<lang>.json"
-
-    def found(self):
-        return self.files_like("tydiqa-goldp-v1.1-dev/tydiqa.goldp.{lang}.dev.json")
+    listing = "tydiqa-goldp-v1.1-dev/tydiqa.goldp.{lang}.dev.json"
 
     def split_file(self, lang, split):
         if split == "test":

@@ -53,13 +53,11 @@ def ud_split(id):
 class Udpos(Layout):
     """UD PUD's <data>/<lang>_pud-ud-test.conllu, split by sentence id; a folder of test-<lang>.tsv is XtremeUdpos."""
     langs, labels, level, pattern = UDPOS_LANGS, list(UPOS_LABELS), "word", "<lang>_pud-ud-test.conllu"
+    listing = "{lang}_pud-ud-test.conllu"
 
     @classmethod
     def for_folder(cls, directory):
         return XtremeUdpos if directory and any(Path(directory).glob("test-*.tsv")) else cls
-
-    def found(self):
-        return self.files_like("{lang}_pud-ud-test.conllu")
 
     def read(self, lang, split):
         examples = read_conllu(self.directory / f"{lang}_pud-ud-test.conllu", lang)
@@ -67,12 +65,9 @@ class Udpos(Layout):
 
 class XtremeUdpos(XmixupTranslations, FilterTranslations, Udpos):
     """XTREME's UD-POS, <data>/{train,dev,test}-<lang>.tsv, scored by seqeval's F1 as XTREME's run_tag.py does."""
-    langs, pattern = XTREME_UDPOS_LANGS, "{train,dev,test}-<lang>.tsv"
+    langs, pattern, listing = XTREME_UDPOS_LANGS, "{train,dev,test}-<lang>.tsv", "test-{lang}.tsv"
     parallel = False
     pos_metric = "f1"
-
-    def found(self):
-        return self.files_like("test-{lang}.tsv")
 
     def read(self, lang, split):
         path = self.directory / f"{split}-{lang}.tsv"

@@ -36,13 +36,11 @@ def each_xnli_mt(path, lang):
 class Xnli(Layout):
     """<data>/XNLI-1.0/xnli.{dev,test}.tsv, XNLI-MT-1.0/multinli/multinli.train.<lang>.tsv; train-en.tsv: XTREME's."""
     langs, labels, pattern = XNLI_LANGS, list(XNLI_LABELS), "XNLI-MT-1.0/multinli/multinli.train.<lang>.tsv"
+    listing = "XNLI-MT-1.0/multinli/multinli.train.{lang}.tsv"
 
     @classmethod
     def for_folder(cls, directory):
         return XtremeXnli if directory and (Path(directory) / "train-en.tsv").is_file() else cls
-
-    def found(self):
-        return self.files_like("XNLI-MT-1.0/multinli/multinli.train.{lang}.tsv")
 
     def read(self, lang, split):
         if split == "train":

@@ -17,14 +17,12 @@ def xquad_split(title):
 class Xquad(Layout):
     """<data>/xquad.<lang>.json split by article; a folder XTREME blanked is a test set (XtremeXquad)."""
     langs, labels, level, pattern = XQUAD_LANGS, ["start", "end"], "span", "xquad.<lang>.json"
+    listing = "xquad.{lang}.json"
 
     @classmethod
     def for_folder(cls, directory):
         english = Path(directory or ".") / "xquad.en.json"
         return XtremeXquad if english.is_file() and squad_blanked(english) else cls
-
-    def found(self):
-        return self.files_like("xquad.{lang}.json")
 
     def read(self, lang, split):
         examples = self.once(lang, lambda: read_squad(self.directory / f"xquad.{lang}.json", lang))
@@ -61,10 +59,7 @@ class SquadTrained(Layout):
 
 class XquadSquad(SquadTrained):
     """All of XQuAD tested (scored where its answers are kept, else predicted); SQuAD v1.1 trains and selects."""
-    langs, pattern, name = XQUAD_LANGS, "xquad.<lang>.json", "xquad-squad"
-
-    def found(self):
-        return self.files_like("xquad.{lang}.json")
+    langs, pattern, listing, name = XQUAD_LANGS, "xquad.<lang>.json", "xquad.{lang}.json", "xquad-squad"
 
     def split_file(self, lang, split):
         return (self.directory.parent / "squad" / "dev-v1.1.json" if split == "dev"

@@ -76,9 +76,10 @@ class Xsid(Layout):
     """<data>/<lang>.{valid,test}.conll: train and dev from `valid` (`xsid_split`), test from `test`."""
     langs, labels, level, intents, pattern = (XSID_LANGS, list(XSID_SLOTS), "word", list(XSID_INTENTS),
                                               "<lang>.{valid,test}.conll")
+    listing = "{lang}.valid.conll"
 
-    def found(self):
-        return self.files_like("{lang}.valid.conll") & self.files_like("{lang}.test.conll")
+    def found(self):  # a language's valid and test files both
+        return {lang for lang in super().found() if (self.directory / f"{lang}.test.conll").exists()}
 
     def file(self, lang, name):
         def read():

@@ -57,10 +57,7 @@ def each_xtreme_translations(path, lang, labels, texts):
 class XtremePairs(Layout):
     """<data>/{train-en,dev-<lang>,test-<lang>}.tsv, translate-train/en-<lang>-translated.tsv, translate-test/."""
     pattern = "{dev,test}-<lang>.tsv"
-    translations = "translate-train/en-<lang>-translated.tsv"
-
-    def found(self):
-        return self.files_like("test-{lang}.tsv")
+    translations, listing = "translate-train/en-<lang>-translated.tsv", "test-{lang}.tsv"
 
     def read(self, lang, split):
         if split == "train" and lang != self.source:
