@@ -156,7 +156,7 @@ class Book:
                          "tokenizer": run.tokenizer.fingerprint()}
         # {file: [bytes, SHA-256]} of the files the run reads, read by process 0: those of --data (hidden ones and
         # the run's own --out aside) and those DATA_FLAGS name ({lang}: every language's; --parallel: XX,EN)
-        files, given, paths = None, settings.as_dict(), []
+        files, given, paths = None, vars(settings), []  # every setting, the method's own too
         if run.rank == 0:
             if given.get("data"):
                 folder, own = Path(given["data"]), Path(settings.out).resolve()
@@ -164,7 +164,7 @@ class Book:
                 paths = [p for p in folder.rglob("*") if not hidden(p) and not p.resolve().is_relative_to(own)]
             for flag in DATA_FLAGS:
                 values = given.get(flag) or []
-                for value in values if isinstance(values, list) else [values]:
+                for value in values if isinstance(values, tuple) else [values]:
                     paths += [Path(p) for part in str(value).split(",") for p in glob.glob(part.replace("{lang}", "*"))]
             files = {str(p.resolve()): [p.stat().st_size, file_digest(p)] for p in sorted(set(paths)) if p.is_file()}
         self.files = distributed.gather(files)[0]
