@@ -11,6 +11,7 @@ XNLI_LABELS = ("entailment", "neutral", "contradiction")
 
 XNLI_LANGS = ["en", "fr", "es", "de", "el", "bg", "ru", "tr", "ar", "vi", "th", "zh", "hi", "sw", "ur"]
 
+
 def read_xnli(path, lang):
     """XNLI-1.0 xnli.{dev,test}.tsv: every language in one file, parallel by pairID; unread columns may be empty."""
     lines = read_lines(path)
@@ -23,15 +24,18 @@ def read_xnli(path, lang):
     return [Example(id=r["pairID"], lang=lang, text=r["sentence1"], pair=r["sentence2"],
                     label=check_label(path, n, r["gold_label"], XNLI_LABELS), where=f"{path}:{n}") for n, r in rows]
 
+
 def read_xnli_mt(path, lang):
     """XNLI-MT multinli.train.<lang>.tsv (premise, hypo, label), parallel by line (the id); noisy: bad rows skipped."""
     return list(each_xnli_mt(path, lang))
+
 
 def each_xnli_mt(path, lang):
     for n, r in each_tsv(path, ("premise", "hypo", "label"), noisy=lang != "en"):
         label = "contradiction" if r["label"] == "contradictory" else r["label"]  # the files say "contradictory"
         yield Example(id=str(n), lang=lang, text=r["premise"], pair=r["hypo"],
                       label=check_label(path, n, label, XNLI_LABELS), where=f"{path}:{n}")
+
 
 class Xnli(Layout):
     """<data>/XNLI-1.0/xnli.{dev,test}.tsv, XNLI-MT-1.0/multinli/multinli.train.<lang>.tsv; train-en.tsv: XTREME's."""
@@ -61,6 +65,7 @@ class Xnli(Layout):
         for n, r in each_tsv(path, ("premise", "hypo", "label"), header=False, noisy=True, optional=1):
             if n > 1:
                 yield Example(id=str(n), lang=lang, text=r["premise"], pair=r["hypo"], where=f"{path}:{n}")
+
 
 class XtremeXnli(XtremePairs, Xnli):
     """XNLI in XTREME's layout."""

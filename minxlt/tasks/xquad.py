@@ -9,10 +9,12 @@ from minxlt.tasks.task import Layout
 
 XQUAD_LANGS = ["en", "ar", "de", "el", "es", "hi", "ro", "ru", "th", "tr", "vi", "zh"]
 
+
 def xquad_split(title):
     """XQuAD's 48 articles split by title: 35 (897 questions) train, 4 (91) dev, 9 (202) test."""
     bucket = zlib.crc32(title.encode()) % 10
     return "test" if bucket < 3 else "dev" if bucket == 3 else "train"
+
 
 class Xquad(Layout):
     """<data>/xquad.<lang>.json split by article; a folder XTREME blanked is a test set (XtremeXquad)."""
@@ -27,6 +29,7 @@ class Xquad(Layout):
     def read(self, lang, split):
         examples = self.once(lang, lambda: read_squad(self.directory / f"xquad.{lang}.json", lang))
         return [e for e in examples if xquad_split(e.group) == split]
+
 
 class SquadTrained(Layout):
     """A QA test set trained on SQuAD v1.1 in <data>/../squad/, as XTREME's download writes it."""
@@ -57,6 +60,7 @@ class SquadTrained(Layout):
         """X-Mixup's round trips of SQuAD's training questions through `lang` (--round-trip)."""
         return read_squad(path, lang, noisy=True)
 
+
 class XquadSquad(SquadTrained):
     """All of XQuAD tested (scored where its answers are kept, else predicted); SQuAD v1.1 trains and selects."""
     langs, pattern, listing, name = XQUAD_LANGS, "xquad.<lang>.json", "xquad.{lang}.json", "xquad-squad"
@@ -71,6 +75,7 @@ class XquadSquad(SquadTrained):
         if split == "dev":
             return read_squad(self.squad("dev-v1.1.json"), lang) if lang == self.source else []
         return read_squad(self.directory / f"xquad.{lang}.json", lang, blank=True)
+
 
 class XtremeXquad(XquadSquad):
     """XQuAD as XTREME writes it, its answers blanked: what task xquad reads such a folder as."""
