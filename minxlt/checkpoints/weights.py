@@ -88,7 +88,7 @@ def load_safetensors(path):
     return tensors
 
 
-def save_safetensors(tensors, path, metadata=None):
+def save_safetensors(tensors, path):
     """Write {name: tensor} as safetensors (header padded to 8 bytes, as the format recommends)."""
     header, offset, blobs = {}, 0, []
     for name in sorted(tensors):
@@ -100,7 +100,7 @@ def save_safetensors(tensors, path, metadata=None):
                         "data_offsets": [offset, offset + len(data)]}
         offset += len(data)
         blobs.append(data)
-    header["__metadata__"] = metadata or {"format": "pt"}
+    header["__metadata__"] = {"format": "pt"}
     raw = json.dumps(header, separators=(",", ":")).encode()
     raw += b" " * (-len(raw) % 8)
     with open(path, "wb") as f:

@@ -3,6 +3,7 @@ float32 parameters and gradients, AdamW's two moments and DDP's buckets (16 + 4 
 parameter), about 1/N of each sharded, plus what FSDP2 gathers. bench/shard.py measures it."""
 import json
 import math
+import os
 
 import torch
 
@@ -116,11 +117,22 @@ def step_moments(encoder, amp, processes, freeze_embeddings=False, teacher=False
     return forward, in_a_layer, at_the_root, root_rows
 
 
-def report(name, config, processes, amp, freeze_embeddings, device_memory, teacher=False, shard=False, offload=False,
-           grad_accum=1, eval_bf16=False, embeddings_unit=False):
-    """The plan as the lines train.py --dry-run prints; its verdict for the run's mode (--shard or DDP)."""
-    p = plan(config, processes, amp, freeze_embeddings, device_memory, teacher, offload, grad_accum, eval_bf16,
-             embeddings_unit)
+def dry_run(args, model_dir):
+    """train.py --dry-run: the plan for --model and --processes from config.json alone, as lines (--json: the plan's
+    bytes per process); the verdict for the run's mode (--shard or DDP)."""
+    processes = args.processes or int(os.environ.get("WORLD_SIZE", "1"))
+    config, teacher = Config.from_directory(model_dir), bool(getattr(args, "teacher", None))
+    amp, freeze_embeddings, shard, offload, eval_bf16 = (args.amp, args.freeze_embeddings, args.shard, args.offload,
+                                                         not args.eval_float32)
+    # --device-memory, else the CUDA device's, else 80 GB (an H100's)
+    device_memory = (args.device_memory * GB if args.device_memory else torch.cuda.get_device_properties(0).total_memory
+                     if torch.cuda.is_available() else 80 * GB)
+    p = plan(config, processes, amp, freeze_embeddings, device_memory, teacher, offload, args.grad_accum, eval_bf16,
+             args.shard_embeddings)
+    if args.json:  # for scripts
+        print(json.dumps(dict(p, model=args.model, processes=processes, shard=shard)))
+        return
+    name = args.model or "the default model"
     compute = {"none": "float32", "bf16": "bf16 (autocast)", "fp16": "fp16 (autocast)",
                "auto": "as --amp auto chooses; float32 counted"}[amp]
     parts = lambda sizes: ", ".join(f"{part} {size / GB:.1f} GB" for part, size in sizes.items())
@@ -158,28 +170,4 @@ def report(name, config, processes, amp, freeze_embeddings, device_memory, teach
                 else f"even sharded over {processes} processes it would not: use more processes")
         lines.append(f"  does not fit {memory} under DDP: {what}; under DDP each process holds the whole model, and "
                      "--gradient-checkpointing saves activations only, not these" + freeze)
-    return "\n".join(lines)
-
-
-def device_memory(flag_gb):
-    """The memory planned for: --device-memory, else the CUDA device's, else 80 GB (an H100's)."""
-    if flag_gb:
-        return flag_gb * GB
-    if torch.cuda.is_available():
-        return torch.cuda.get_device_properties(0).total_memory
-    return 80 * GB
-
-
-def dry_run(args, model_dir):
-    """train.py --dry-run: the plan for --model and --processes, from config.json alone."""
-    import os
-    processes = args.processes or int(os.environ.get("WORLD_SIZE", "1"))
-    config, teacher = Config.from_directory(model_dir), bool(getattr(args, "teacher", None))
-    if args.json:  # the same, for scripts: bytes per process
-        planned = plan(config, processes, args.amp, args.freeze_embeddings, device_memory(args.device_memory), teacher,
-                       args.offload, args.grad_accum, not args.eval_float32, args.shard_embeddings)
-        print(json.dumps(dict(planned, model=args.model, processes=processes, shard=args.shard)))
-        return
-    print(report(args.model or "the default model", config, processes, args.amp, args.freeze_embeddings,
-                 device_memory(args.device_memory), teacher=teacher, shard=args.shard, offload=args.offload,
-                 grad_accum=args.grad_accum, eval_bf16=not args.eval_float32, embeddings_unit=args.shard_embeddings))
+    print("\n".join(lines))

@@ -87,11 +87,6 @@ def load_encoder(directory, device, offload=False):
     return encoder
 
 
-def sharded(module):
-    """Whether a module holds sharded parameters."""
-    return any(isinstance(p, DTensor) for p in module.parameters())
-
-
 @contextmanager
 def gathered(core):
     """The root's own parameters whole while a block calls a part of the model (the encoder alone, its LM

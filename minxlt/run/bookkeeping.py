@@ -156,7 +156,7 @@ class Book:
                          "tokenizer": run.tokenizer.fingerprint()}
         # {file: [bytes, SHA-256]} of the files the run reads, read by process 0: those of --data (hidden ones and
         # the run's own --out aside) and those DATA_FLAGS name ({lang}: every language's; --parallel: XX,EN)
-        files, given, paths = None, settings.as_dict(), []
+        files, given, paths = None, vars(settings), []  # every setting, the method's own too
         if run.rank == 0:
             if given.get("data"):
                 folder, own = Path(given["data"]), Path(settings.out).resolve()
@@ -164,7 +164,7 @@ class Book:
                 paths = [p for p in folder.rglob("*") if not hidden(p) and not p.resolve().is_relative_to(own)]
             for flag in DATA_FLAGS:
                 values = given.get(flag) or []
-                for value in values if isinstance(values, list) else [values]:
+                for value in values if isinstance(values, tuple) else [values]:
                     paths += [Path(p) for part in str(value).split(",") for p in glob.glob(part.replace("{lang}", "*"))]
             files = {str(p.resolve()): [p.stat().st_size, file_digest(p)] for p in sorted(set(paths)) if p.is_file()}
         self.files = distributed.gather(files)[0]
@@ -187,7 +187,7 @@ class Book:
             window = saved.get("window")  # a resumed run's steps since the last record count in the next
         self.saved, self.sums, self.counts, self.last_loss = None, {}, {}, float("nan")  # losses since the last record
         if window:  # one {name: (sum, count)} per process; on another process count, rank 0 takes their total
-            mine = window[rank] if rank < len(window) and len(window) == self.run.world_size else None
+            mine = window[rank] if len(window) == self.run.world_size else None
             for name, (total, count) in window[0].items():
                 total = (mine[name][0] if mine else sum(part[name][0] for part in window) if rank == 0
                          else torch.zeros_like(total))
@@ -442,11 +442,10 @@ class Book:
         cast = ((lambda t: t.to(torch.bfloat16) if t is not None and t.is_floating_point() else t)
                 if self.settings.save_dtype == "bf16" else None)
         try:
+            whole = cast
             if sharded:  # each file's tensors gathered in turn to process 0's host memory, which writes them
                 whole = shard.on_first_host if cast is None else lambda tensor: cast(shard.on_first_host(tensor))
-                model.save(tmp, tokenizer, info, whole=whole, write=self.run.rank == 0)
-            else:
-                model.save(tmp, tokenizer, info, whole=cast)
+            model.save(tmp, tokenizer, info, whole=whole, write=self.run.rank == 0)  # unsharded: only rank 0 is here
             if self.run.rank == 0:
                 cli.replace_dir(tmp, self.out / "best")
         except caught as e:

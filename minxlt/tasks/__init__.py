@@ -5,38 +5,33 @@ from pathlib import Path
 from minxlt.errors import DataError, InputError
 from minxlt.tasks import demo
 from minxlt.tasks.filter_tags import xtreme_segments
-from minxlt.tasks.marc import MARC_LANGS, Marc, MarcStars, each_marc
-from minxlt.tasks.mlqa import MLQA_LANGS, Mlqa
-from minxlt.tasks.mtod import MTOD_LANGS, Mtod, read_mtod
-from minxlt.tasks.mtop import MTOP_LANGS, Mtop, mtop_tags, read_mtop
-from minxlt.tasks.multiatis import MULTIATIS_LANGS, MultiAtis, read_multiatis
-from minxlt.tasks.panx import PANX_LABELS, PANX_LANGS, Panx, read_panx
+from minxlt.tasks.marc import Marc, MarcStars
+from minxlt.tasks.mlqa import Mlqa
+from minxlt.tasks.mtod import Mtod
+from minxlt.tasks.mtop import Mtop, mtop_tags, read_mtop
+from minxlt.tasks.multiatis import MultiAtis
+from minxlt.tasks.panx import PANX_LABELS, PANX_LANGS, Panx
 from minxlt.tasks.pawsx import PAWSX_LANGS, Pawsx, read_pawsx
-from minxlt.tasks.readers import (check_label, first_existing, read_extra_train, read_jsonl_examples, read_lines,
-                                  read_parallel_lines, read_squad, read_tagged_words, read_tatoeba, read_text, read_tsv,
-                                  squad_blanked)
-from minxlt.tasks.sib200 import SIB200_LABELS, SIB200_LANGS, Sib200, read_sib200
+from minxlt.tasks.readers import (read_extra_train, read_jsonl_examples, read_lines, read_parallel_lines, read_squad,
+                                  read_tatoeba, read_text)
+from minxlt.tasks.sib200 import SIB200_LABELS, Sib200, read_sib200
 from minxlt.tasks.task import Layout, RoundTrips, Task, TrainSplit, check_split, few_shot
 from minxlt.tasks.translated import read_translations, translation_file
-from minxlt.tasks.tydiqa import TYDIQA_LANGS, Tydiqa, tydiqa_split
-from minxlt.tasks.udpos import (UDPOS_LANGS, UPOS_LABELS, XTREME_UDPOS_LANGS, ConverterStops, Udpos, XtremeUdpos,
-                                read_conllu, ud_split, xtreme_sentences)
+from minxlt.tasks.tydiqa import Tydiqa, tydiqa_split
+from minxlt.tasks.udpos import (UDPOS_LANGS, UPOS_LABELS, XTREME_UDPOS_LANGS, ConverterStops, Udpos, read_conllu,
+                                xtreme_sentences)
 from minxlt.tasks.xnli import XNLI_LABELS, XNLI_LANGS, Xnli, read_xnli, read_xnli_mt
 from minxlt.tasks.xquad import XQUAD_LANGS, Xquad, XquadSquad, xquad_split
-from minxlt.tasks.xsid import XSID_INTENTS, XSID_LANGS, XSID_SLOTS, Xsid, match_source_text, read_xsid, xsid_split
+from minxlt.tasks.xsid import XSID_INTENTS, XSID_LANGS, XSID_SLOTS, Xsid, match_source_text, read_xsid
 
-__all__ = [  # what other modules read of tasks
-    'DataError', 'InputError', 'demo', 'MLQA_LANGS', 'Mlqa', 'PANX_LABELS', 'PANX_LANGS', 'Panx', 'read_panx',
-    'PAWSX_LANGS', 'Pawsx', 'read_pawsx', 'check_label', 'first_existing', 'read_extra_train', 'read_jsonl_examples',
-    'read_lines', 'read_parallel_lines', 'read_squad', 'read_tagged_words', 'read_tatoeba', 'read_text',
-    'read_translations', 'translation_file', 'read_tsv', 'squad_blanked', 'SIB200_LABELS', 'SIB200_LANGS', 'Sib200',
-    'read_sib200', 'Layout', 'RoundTrips', 'Task', 'TrainSplit', 'few_shot',
-    'TYDIQA_LANGS', 'Tydiqa', 'tydiqa_split', 'UDPOS_LANGS', 'UPOS_LABELS', 'XTREME_UDPOS_LANGS', 'ConverterStops',
-    'Udpos', 'XtremeUdpos', 'read_conllu', 'ud_split', 'xtreme_sentences', 'XNLI_LABELS', 'XNLI_LANGS', 'Xnli',
-    'read_xnli', 'read_xnli_mt', 'XQUAD_LANGS', 'Xquad', 'XquadSquad', 'xquad_split', 'XSID_INTENTS', 'XSID_LANGS',
-    'XSID_SLOTS', 'Xsid', 'match_source_text', 'read_xsid', 'xsid_split', 'LAYOUTS', 'load_task', 'MARC_LANGS', 'Marc',
-    'MarcStars', 'each_marc', 'MTOD_LANGS', 'Mtod', 'read_mtod', 'MTOP_LANGS', 'Mtop', 'mtop_tags', 'read_mtop',
-    'MULTIATIS_LANGS', 'MultiAtis', 'read_multiatis', 'xtreme_segments', 'check_folder', 'made_by']
+__all__ = [  # what other modules read of tasks (the layouts are read through LAYOUTS)
+    'DataError', 'InputError', 'demo', 'PANX_LABELS', 'PANX_LANGS', 'PAWSX_LANGS', 'read_pawsx', 'read_extra_train',
+    'read_jsonl_examples', 'read_lines', 'read_parallel_lines', 'read_squad', 'read_tatoeba', 'read_text',
+    'read_translations', 'translation_file', 'SIB200_LABELS', 'read_sib200', 'Layout', 'RoundTrips', 'Task',
+    'TrainSplit', 'few_shot', 'tydiqa_split', 'UDPOS_LANGS', 'UPOS_LABELS', 'XTREME_UDPOS_LANGS', 'ConverterStops',
+    'read_conllu', 'xtreme_sentences', 'XNLI_LABELS', 'XNLI_LANGS', 'read_xnli', 'read_xnli_mt', 'XQUAD_LANGS',
+    'xquad_split', 'XSID_INTENTS', 'XSID_LANGS', 'XSID_SLOTS', 'match_source_text', 'read_xsid', 'LAYOUTS',
+    'load_task', 'mtop_tags', 'read_mtop', 'xtreme_segments', 'check_folder', 'made_by']
 
 LAYOUTS = {"demo": demo.Demo, "demo-slots": demo.DemoSlots, "sib200": Sib200, "xnli": Xnli, "pawsx": Pawsx,
            "udpos": Udpos, "xsid": Xsid, "xquad": Xquad, "xquad-squad": XquadSquad, "panx": Panx, "mlqa": Mlqa,

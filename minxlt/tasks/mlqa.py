@@ -4,6 +4,7 @@ from minxlt.tasks.xquad import SquadTrained
 
 MLQA_LANGS = ["en", "ar", "de", "es", "hi", "vi", "zh"]
 
+
 class Mlqa(SquadTrained):
     """<data>/MLQA_V1/{dev,test}/{dev,test}-context-<lang>-question-<lang>.json (test answers blanked)."""
     langs, pattern, name = MLQA_LANGS, "MLQA_V1/{dev,test}/{dev,test}-context-<lang>-question-<lang>.json", "mlqa"

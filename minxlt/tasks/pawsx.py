@@ -8,9 +8,11 @@ from minxlt.tasks.xtreme import XtremePairs
 
 PAWSX_LANGS = ["en", "de", "es", "fr", "ja", "ko", "zh"]
 
+
 def read_pawsx(path, lang, noisy=None):
     """PAWS-X <lang>/{train,dev,test}.tsv or translated_train.tsv: id, sentence1, sentence2, label."""
     return list(each_pawsx(path, lang, noisy))
+
 
 def each_pawsx(path, lang, noisy=None):
     path = Path(path)
@@ -20,6 +22,7 @@ def each_pawsx(path, lang, noisy=None):
         unique.check(n, r["id"])
         yield Example(id=r["id"], lang=lang, text=r["sentence1"], pair=r["sentence2"],
                       label=check_label(path, n, r["label"], ("0", "1")), where=f"{path}:{n}")
+
 
 class Pawsx(Layout):
     """<data>/<lang>/{train|translated_train,dev|dev_2k,test|test_2k}.tsv; a folder with train-en.tsv is XTREME's."""
@@ -55,5 +58,7 @@ class Pawsx(Layout):
             if n > 1:
                 yield Example(id=r["id"], lang=lang, text=r["sentence1"], pair=r["sentence2"], where=f"{path}:{n}")
 
+
 class XtremePawsx(XtremePairs, Pawsx):
     """PAWS-X in XTREME's layout."""
+    found = Layout.found  # its languages by XtremePairs.listing, not by the release's folders

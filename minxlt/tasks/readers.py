@@ -29,11 +29,6 @@ def read_lines(path):
     return list(enumerate(lines[:-1] if lines and lines[-1] == "" else lines, start=1))
 
 
-def read_tsv(path, columns, header=True, noisy=False, quoted=False, optional=0, blank=()):
-    """Rows of a tab-separated file as (line number, {column: value}) (`each_tsv`, as a list)."""
-    return list(each_tsv(path, columns, header, noisy, quoted, optional, blank))
-
-
 def each_tsv(path, columns, header=True, noisy=False, quoted=False, optional=0, blank=()):
     """Rows of a tab-separated file as (line number, {column: value}), as read (`quoted`: csv-quoted, as SIB-200's
     and XTREME's are); a bad row stops, or in `noisy` files is skipped and counted (their 'NS' rows too)."""

@@ -11,9 +11,11 @@ SIB200_LANGS = ["eng_Latn", "deu_Latn", "fra_Latn", "spa_Latn", "rus_Cyrl", "zho
                 "swh_Latn", "tha_Thai", "tur_Latn", "urd_Arab", "vie_Latn", "ell_Grek", "bul_Cyrl", "jpn_Jpan",
                 "kor_Hang", "ind_Latn", "yor_Latn", "amh_Ethi", "quy_Latn", "wol_Latn"]
 
+
 def read_sib200(directory, lang, split):
     """SIB-200: <directory>/<lang>/<split>.tsv with index_id, category, text, csv-quoted; parallel by index_id."""
     return list(each_sib200(directory, lang, split))
+
 
 def each_sib200(directory, lang, split):
     path = Path(directory) / lang / f"{split}.tsv"
@@ -22,6 +24,7 @@ def each_sib200(directory, lang, split):
         unique.check(n, r["index_id"])
         yield Example(id=r["index_id"], lang=lang, text=r["text"],
                       label=check_label(path, n, r["category"], SIB200_LABELS), where=f"{path}:{n}")
+
 
 class Sib200(Layout):
     """<data>/<lang>/{train,dev,test}.tsv."""

@@ -112,7 +112,7 @@ class RoundTrips:
     """X-Mixup's round trips of the source's training texts, from `pattern` ({lang}), shaped as a TrainSplit."""
 
     def __init__(self, train, pattern):
-        self.train, self.pattern, self.layout = train, pattern, train.layout
+        self.train, self.pattern, self.layout, self.source = train, pattern, train.layout, train.source
         if self.layout is None:
             raise InputError("--round-trip reads a task's files: it does not go with a few-shot sample "
                              "(--train-fraction, --translated)")
@@ -135,10 +135,6 @@ class RoundTrips:
                              f"{self.source} (rows are paired with the source's by line or id): check that it "
                              "translates this task's training file")
 
-    @property
-    def source(self):
-        return self.train.source
-
     def files(self, lang):
         own = self.train.files(self.source)  # the labels come from the source's files
         return None if own is None else [self.path(lang)] + own
@@ -148,7 +144,6 @@ class RoundTrips:
 
     def release(self):
         self.train.release()
-
 
 
 WARNED = set()  # the training files whose pairing has been warned of, once per process
@@ -185,6 +180,7 @@ class Layout:
     """Where a task's files are, the languages they hold (`found`, `languages`), how a split is read (`read`)."""
     langs: list
     pattern: str    # a language's files, for messages
+    listing: str    # found()'s: the folder's files that name its languages ("test-{lang}.tsv")
     labels: list
     source: str = "en"
     level: str = "sentence"
@@ -223,10 +219,10 @@ class Layout:
         name = re.sub(r"\{([^}]*)\}", lambda m: split if split in m.group(1).split(",") else m.group(0), self.pattern)
         return self.directory / name.replace("<lang>", lang) if self.directory else name
 
-    def files_like(self, pattern):
-        """The part that stands for {lang} in the names of the folder's files of `pattern` ('x.{lang}.json')."""
-        head, _, tail = pattern.partition("{lang}")
-        names = (p.relative_to(self.directory).as_posix() for p in self.directory.glob(pattern.replace("{lang}", "*")))
+    def found(self):
+        """The languages of the folder: the part that stands for {lang} in the names of its files of `listing`."""
+        head, _, tail = self.listing.partition("{lang}")
+        names = [p.relative_to(self.directory).as_posix() for p in self.directory.glob(f"{head}*{tail}")]
         return {name[len(head):len(name) - len(tail)] for name in names}
 
     def once(self, key, read):

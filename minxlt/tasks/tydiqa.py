@@ -7,24 +7,25 @@ from minxlt.tasks.task import Layout
 
 TYDIQA_LANGS = ["en", "ar", "bn", "fi", "id", "ko", "ru", "sw", "te"]
 
+
 def tydiqa_split(question, context):
     """TyDiQA-GoldP's English training questions split 90/10 by a hash of question and context, not by id (XTREME's
     files cut ids to their last part: english-5967113449718591924-1 becomes 1)."""
     return "dev" if zlib.crc32(f"{question}\n{context}".encode()) % 10 == 0 else "train"
+
 
 def numbered_questions(examples):
     """TyDiQA-GoldP's English training questions, ids prefixed with their place where they repeat (XTREME's)."""
     ids = [e.id for e in examples]
     return examples if len(set(ids)) == len(ids) else [replace(e, id=f"{n}-{e.id}") for n, e in enumerate(examples)]
 
+
 class Tydiqa(Layout):
     """TyDiQA-GoldP as XTREME writes it: English trains and selects (`tydiqa_split`), each language tests."""
     langs, labels, level, pattern = (TYDIQA_LANGS, ["start", "end"], "span",
                                      "tydiqa-goldp-v1.1-dev/tydiqa.goldp.<lang>.dev.json")
     parallel, translations = False, "translate-train/tydiqa.translate.train.en-<lang>.json"
-
-    def found(self):
-        return self.files_like("tydiqa-goldp-v1.1-dev/tydiqa.goldp.{lang}.dev.json")
+    listing = "tydiqa-goldp-v1.1-dev/tydiqa.goldp.{lang}.dev.json"
 
     def split_file(self, lang, split):
         if split == "test":

@@ -19,6 +19,7 @@ UDPOS_LANGS = ["en", "de", "fr", "ru", "zh", "hi"]
 XTREME_UDPOS_LANGS = ("af ar bg de el en es et eu fa fi fr he hi hu id it ja kk ko mr nl pt ru ta te th tl tr ur vi yo "
                       "zh lt pl uk wo ro").split()
 
+
 def read_conllu(path, lang):
     """CoNLL-U: an Example a sentence, its syntactic words ("zur" is "zu dem") and UPOS tags; id: `# parallel_id`
     without its prefix ("pud/n01001011" -> "n01001011"), else `# sent_id` (PUD Russian), shared by translations."""
@@ -45,34 +46,32 @@ def read_conllu(path, lang):
     unique_ids(path, ids, "sentence id")
     return examples
 
+
 def ud_split(id):
     """A UD PUD sentence's split from its id alone (the same in every language): 70% train, 10% dev, 20% test."""
     bucket = zlib.crc32(id.encode()) % 10
     return "test" if bucket < 2 else "dev" if bucket == 2 else "train"
 
+
 class Udpos(Layout):
     """UD PUD's <data>/<lang>_pud-ud-test.conllu, split by sentence id; a folder of test-<lang>.tsv is XtremeUdpos."""
     langs, labels, level, pattern = UDPOS_LANGS, list(UPOS_LABELS), "word", "<lang>_pud-ud-test.conllu"
+    listing = "{lang}_pud-ud-test.conllu"
 
     @classmethod
     def for_folder(cls, directory):
         return XtremeUdpos if directory and any(Path(directory).glob("test-*.tsv")) else cls
 
-    def found(self):
-        return self.files_like("{lang}_pud-ud-test.conllu")
-
     def read(self, lang, split):
         examples = read_conllu(self.directory / f"{lang}_pud-ud-test.conllu", lang)
         return [e for e in examples if ud_split(e.id) == split]
 
+
 class XtremeUdpos(XmixupTranslations, FilterTranslations, Udpos):
     """XTREME's UD-POS, <data>/{train,dev,test}-<lang>.tsv, scored by seqeval's F1 as XTREME's run_tag.py does."""
-    langs, pattern = XTREME_UDPOS_LANGS, "{train,dev,test}-<lang>.tsv"
+    langs, pattern, listing = XTREME_UDPOS_LANGS, "{train,dev,test}-<lang>.tsv", "test-{lang}.tsv"
     parallel = False
     pos_metric = "f1"
-
-    def found(self):
-        return self.files_like("test-{lang}.tsv")
 
     def read(self, lang, split):
         path = self.directory / f"{split}-{lang}.tsv"
@@ -82,14 +81,17 @@ class XtremeUdpos(XmixupTranslations, FilterTranslations, Udpos):
             return []
         return read_tagged_words(path, lang, self.labels)
 
+
 class ConverterStops(DataError):
     """Where XTREME's converter (conllu_to_conll.py) stops on a CoNLL-U file, before or while writing it."""
+
 
 # conllu_to_conll.py: where a multi-word token's words are equally near the root, the first whose tag
 # comes earliest in its language's list gives the token its tag; a tag not in the list stops the file
 POS_PRECEDENCE = {"es": "VERB AUX PRON ADP DET", "fr": "VERB AUX PRON NOUN ADJ ADV ADP DET PART SCONJ CONJ",
                   "it": "VERB AUX ADV PRON ADP DET INTJ"}
 DEFAULT_PRECEDENCE = "VERB NOUN PROPN PRON ADJ NUM ADV INTJ AUX ADP DET PART CCONJ SCONJ X PUNCT"
+
 
 def xtreme_sentences(path, text, lang):
     """(sentences [(words, tags)] XTREME's UD-POS keeps of a CoNLL-U file, where the converter stops writing or None),
@@ -125,6 +127,7 @@ def xtreme_sentences(path, text, lang):
             words.append((number, id, cells[1].strip(), cells[3].strip(), {head, *deps}))
     return (sentences, None) if stop is None else (sentences[:written], stop)
 
+
 def conllu_id(path, line, cell):
     """An ID or HEAD cell as conllu_to_conll.py reads it: a word's number, a range (first, last), or None (7.1, _)."""
     if cell == "_" or "." in cell:
@@ -137,6 +140,7 @@ def conllu_id(path, line, cell):
         raise ConverterStops(path, line, f"{cell!r} is not a word's number or a range")
     return numbers[0] if len(numbers) == 1 else numbers
 
+
 def enhanced_heads(path, line, cell):
     """The heads in a DEPS cell ("4:nsubj|7:obj") that are words, as conllu_to_conll.py reads them."""
     heads = set()
@@ -146,6 +150,7 @@ def enhanced_heads(path, line, cell):
                 raise ConverterStops(path, line, f"DEPS {cell!r} is not head:relation pairs")
             heads.add(int(pair[0]))
     return heads
+
 
 def fused_words(path, line, words, ranges, lang):
     """A sentence's forms and tags with each multi-word token one word: its form, the tag of its word nearest the
@@ -176,6 +181,7 @@ def fused_words(path, line, words, ranges, lang):
             if n != head:
                 forms[n - 1] = None
     return [f for f in forms if f is not None], [t for f, t in zip(forms, tags) if f is not None]
+
 
 def ancestors(number, heads):
     """The words (and the root, 0) that a word hangs from, through any chain of heads."""

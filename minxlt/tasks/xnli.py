@@ -3,13 +3,14 @@ from pathlib import Path
 
 from data import Example
 from minxlt.errors import DataError
-from minxlt.tasks.readers import check_label, each_tsv, read_lines, read_tsv, unique_ids
+from minxlt.tasks.readers import check_label, each_tsv, read_lines, unique_ids
 from minxlt.tasks.task import Layout
 from minxlt.tasks.xtreme import XtremePairs
 
 XNLI_LABELS = ("entailment", "neutral", "contradiction")
 
 XNLI_LANGS = ["en", "fr", "es", "de", "el", "bg", "ru", "tr", "ar", "vi", "th", "zh", "hi", "sw", "ur"]
+
 
 def read_xnli(path, lang):
     """XNLI-1.0 xnli.{dev,test}.tsv: every language in one file, parallel by pairID; unread columns may be empty."""
@@ -18,14 +19,16 @@ def read_xnli(path, lang):
     needed = {"language", "gold_label", "sentence1", "sentence2", "pairID"}
     if not needed <= set(columns):
         raise DataError(path, 1, f"header lacks {', '.join(sorted(needed - set(columns)))}")
-    rows = [(n, r) for n, r in read_tsv(path, columns, blank=set(columns) - needed) if r["language"] == lang]
+    rows = [(n, r) for n, r in each_tsv(path, columns, blank=set(columns) - needed) if r["language"] == lang]
     unique_ids(path, [(n, r["pairID"]) for n, r in rows], f"{lang} pairID")
     return [Example(id=r["pairID"], lang=lang, text=r["sentence1"], pair=r["sentence2"],
                     label=check_label(path, n, r["gold_label"], XNLI_LABELS), where=f"{path}:{n}") for n, r in rows]
 
+
 def read_xnli_mt(path, lang):
     """XNLI-MT multinli.train.<lang>.tsv (premise, hypo, label), parallel by line (the id); noisy: bad rows skipped."""
     return list(each_xnli_mt(path, lang))
+
 
 def each_xnli_mt(path, lang):
     for n, r in each_tsv(path, ("premise", "hypo", "label"), noisy=lang != "en"):
@@ -33,16 +36,15 @@ def each_xnli_mt(path, lang):
         yield Example(id=str(n), lang=lang, text=r["premise"], pair=r["hypo"],
                       label=check_label(path, n, label, XNLI_LABELS), where=f"{path}:{n}")
 
+
 class Xnli(Layout):
     """<data>/XNLI-1.0/xnli.{dev,test}.tsv, XNLI-MT-1.0/multinli/multinli.train.<lang>.tsv; train-en.tsv: XTREME's."""
     langs, labels, pattern = XNLI_LANGS, list(XNLI_LABELS), "XNLI-MT-1.0/multinli/multinli.train.<lang>.tsv"
+    listing = "XNLI-MT-1.0/multinli/multinli.train.{lang}.tsv"
 
     @classmethod
     def for_folder(cls, directory):
         return XtremeXnli if directory and (Path(directory) / "train-en.tsv").is_file() else cls
-
-    def found(self):
-        return self.files_like("XNLI-MT-1.0/multinli/multinli.train.{lang}.tsv")
 
     def read(self, lang, split):
         if split == "train":
@@ -63,6 +65,7 @@ class Xnli(Layout):
         for n, r in each_tsv(path, ("premise", "hypo", "label"), header=False, noisy=True, optional=1):
             if n > 1:
                 yield Example(id=str(n), lang=lang, text=r["premise"], pair=r["hypo"], where=f"{path}:{n}")
+
 
 class XtremeXnli(XtremePairs, Xnli):
     """XNLI in XTREME's layout."""

@@ -9,26 +9,27 @@ from minxlt.tasks.task import Layout
 
 XQUAD_LANGS = ["en", "ar", "de", "el", "es", "hi", "ro", "ru", "th", "tr", "vi", "zh"]
 
+
 def xquad_split(title):
     """XQuAD's 48 articles split by title: 35 (897 questions) train, 4 (91) dev, 9 (202) test."""
     bucket = zlib.crc32(title.encode()) % 10
     return "test" if bucket < 3 else "dev" if bucket == 3 else "train"
 
+
 class Xquad(Layout):
     """<data>/xquad.<lang>.json split by article; a folder XTREME blanked is a test set (XtremeXquad)."""
     langs, labels, level, pattern = XQUAD_LANGS, ["start", "end"], "span", "xquad.<lang>.json"
+    listing = "xquad.{lang}.json"
 
     @classmethod
     def for_folder(cls, directory):
         english = Path(directory or ".") / "xquad.en.json"
         return XtremeXquad if english.is_file() and squad_blanked(english) else cls
 
-    def found(self):
-        return self.files_like("xquad.{lang}.json")
-
     def read(self, lang, split):
         examples = self.once(lang, lambda: read_squad(self.directory / f"xquad.{lang}.json", lang))
         return [e for e in examples if xquad_split(e.group) == split]
+
 
 class SquadTrained(Layout):
     """A QA test set trained on SQuAD v1.1 in <data>/../squad/, as XTREME's download writes it."""
@@ -59,12 +60,10 @@ class SquadTrained(Layout):
         """X-Mixup's round trips of SQuAD's training questions through `lang` (--round-trip)."""
         return read_squad(path, lang, noisy=True)
 
+
 class XquadSquad(SquadTrained):
     """All of XQuAD tested (scored where its answers are kept, else predicted); SQuAD v1.1 trains and selects."""
-    langs, pattern, name = XQUAD_LANGS, "xquad.<lang>.json", "xquad-squad"
-
-    def found(self):
-        return self.files_like("xquad.{lang}.json")
+    langs, pattern, listing, name = XQUAD_LANGS, "xquad.<lang>.json", "xquad.{lang}.json", "xquad-squad"
 
     def split_file(self, lang, split):
         return (self.directory.parent / "squad" / "dev-v1.1.json" if split == "dev"
@@ -76,6 +75,7 @@ class XquadSquad(SquadTrained):
         if split == "dev":
             return read_squad(self.squad("dev-v1.1.json"), lang) if lang == self.source else []
         return read_squad(self.directory / f"xquad.{lang}.json", lang, blank=True)
+
 
 class XtremeXquad(XquadSquad):
     """XQuAD as XTREME writes it, its answers blanked: what task xquad reads such a folder as."""

@@ -24,6 +24,7 @@ XSID_SLOTS = ("O",) + tuple(f"{prefix}-{kind}" for kind in XSID_SLOT_TYPES for p
 
 XSID_LANGS = ["en", "ar", "da", "de", "id", "it", "ja", "kk", "lt", "nl", "sr", "tr", "zh"]
 
+
 def read_xsid(path, lang, intents=None, slots=None):
     """xSID CoNLL: '# id', '# text', '# text-en', '# intent' lines, then index, word, intent, BIO slot rows."""
     examples, starts = [], []
@@ -43,6 +44,7 @@ def read_xsid(path, lang, intents=None, slots=None):
                                 source_text=meta.get("text-en"), where=f"{path}:{start}"))
     warn_of_span_starts(path, starts)
     return examples
+
 
 def match_source_text(sources, targets, path):
     """The targets, each with its English sentence's id: its own '# id' where that sentence is its '# text-en' (first
@@ -68,17 +70,20 @@ def match_source_text(sources, targets, path):
         out.append(t)
     return out
 
+
 def xsid_split(id):
     """xSID has no English training file: its `valid` sentences are split by id, 80% to train, 20% to select."""
     return "dev" if zlib.crc32(id.encode()) % 5 == 0 else "train"
+
 
 class Xsid(Layout):
     """<data>/<lang>.{valid,test}.conll: train and dev from `valid` (`xsid_split`), test from `test`."""
     langs, labels, level, intents, pattern = (XSID_LANGS, list(XSID_SLOTS), "word", list(XSID_INTENTS),
                                               "<lang>.{valid,test}.conll")
+    listing = "{lang}.valid.conll"
 
-    def found(self):
-        return self.files_like("{lang}.valid.conll") & self.files_like("{lang}.test.conll")
+    def found(self):  # a language's valid and test files both
+        return {lang for lang in super().found() if (self.directory / f"{lang}.test.conll").exists()}
 
     def file(self, lang, name):
         def read():

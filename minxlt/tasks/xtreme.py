@@ -17,11 +17,6 @@ def each_xtreme_pairs(path, lang, labels):
                       label=label and check_label(path, n, label, labels), where=f"{path}:{n}")
 
 
-def read_xtreme_translations(path, lang, labels, sources):
-    """XTREME's translate-train/en-<lang>-translated.tsv (noisy), paired by English texts or (3 columns) by row."""
-    return list(each_xtreme_translations(path, lang, labels, lambda: english_texts(sources)))
-
-
 def english_texts(sources):
     """{the English texts of a pair, spaces evened out: its id}, of the source's examples."""
     return {english(e.text, e.pair): e.id for e in sources}
@@ -32,7 +27,8 @@ def english(text, pair):
 
 
 def each_xtreme_translations(path, lang, labels, texts):
-    """read_xtreme_translations's examples, one at a time (`texts()`: english_texts of the source's, where needed)."""
+    """XTREME's translate-train/en-<lang>-translated.tsv (noisy), paired by English texts (`texts()`: english_texts of
+    the source's) or (3 columns) by row."""
     with open_text(path) as f:
         head = list(utf8(path, itertools.islice(f, 1000)))
     wide = bool(head) and Counter(line.count("\t") for line in head).most_common(1)[0][0] == 4  # most rows' columns
@@ -57,16 +53,11 @@ def each_xtreme_translations(path, lang, labels, texts):
 class XtremePairs(Layout):
     """<data>/{train-en,dev-<lang>,test-<lang>}.tsv, translate-train/en-<lang>-translated.tsv, translate-test/."""
     pattern = "{dev,test}-<lang>.tsv"
-    translations = "translate-train/en-<lang>-translated.tsv"
-
-    def found(self):
-        return self.files_like("test-{lang}.tsv")
+    translations, listing = "translate-train/en-<lang>-translated.tsv", "test-{lang}.tsv"
 
     def read(self, lang, split):
         if split == "train" and lang != self.source:
-            path = self.train_files(lang)[0]
-            return (read_xtreme_translations(path, lang, self.labels, self.read(self.source, "train")) if path.is_file()
-                    else [])
+            return list(self.stream(lang))
         path = self.train_files(lang)[0] if split == "train" else self.directory / f"{split}-{lang}.tsv"
         return self.once((lang, split), lambda: list(each_xtreme_pairs(path, lang, self.labels)))
 

@@ -47,6 +47,9 @@ class Tokenizer:
         """A short hash of what decides the ids (`state`, bytes), to tell two tokenizers apart."""
         return hashlib.sha256(self.state).hexdigest()[:16]
 
+    def tokenize(self, text):
+        return self.tokenize_words([text])[0]
+
     def encode(self, text, pair=None, max_length=None):
         """Special tokens around a text or a pair, truncated longest-first to max_length tokens."""
         return self.add_special_tokens(self.tokenize(text), None if pair is None else self.tokenize(pair), max_length)
@@ -182,9 +185,6 @@ class SentencePieceTokenizer(Tokenizer):
 
     def content_ids(self):
         return 4, self.mask_id  # the pieces past <s> <pad> </s> <unk>, before <mask>
-
-    def tokenize(self, text):
-        return self.tokenize_words([text])[0]
 
     def tokenize_words(self, words):
         """Each text's (or word's) content ids, in one sentencepiece call; its piece i is fairseq's i + 1 (<unk>: 3)."""
@@ -399,11 +399,8 @@ class WordPieceTokenizer(Tokenizer):
                 offsets.append((word[start][1], word[end - 1][1] + 1))
         return ids, offsets
 
-    def tokenize(self, text):
-        return self.tokenize_with_offsets(text)[0]
-
     def tokenize_words(self, words):
-        return [self.tokenize(word) for word in words]
+        return [self.tokenize_with_offsets(word)[0] for word in words]
 
     def decode(self, ids):
         special = (self.bos_id, self.pad_id, self.eos_id, self.mask_id)
