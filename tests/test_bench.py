@@ -37,6 +37,9 @@ def test_bench_train_compiles_as_train_py_and_fixes_the_length(tiny_model_dir, c
     made = []
     monkeypatch.setattr(bench_train.Trainee, "batch", lambda self, pairs, step, batch=bench_train.Trainee.batch: made.append(
         batch(self, pairs, step)) or made[-1])
+    stepped = []
+    monkeypatch.setattr(bench_train.Trainee, "step", lambda self, batch, eager=False, step=bench_train.Trainee.step: stepped.append(
+        batch) or step(self, batch, eager))
     try:
         bench_train.main(["--model", str(tiny_model_dir), "--methods", "xeroalign", "--batch-sizes", "4", "--steps", "2", "--warmup", "1",
                           "--max-length", "32", "--target-langs", "de", "--device", "cpu", "--no-baseline", "--compile", "--fixed-length"])
@@ -46,6 +49,8 @@ def test_bench_train_compiles_as_train_py_and_fixes_the_length(tiny_model_dir, c
     assert "compiled: default; length buckets: multiples of 16; every text --max-length tokens" in out
     assert all(batch["input_ids"].shape == (8, 32) and batch["attention_mask"].all() for batch, _, _ in made)  # 32 tokens, no padding
     assert all(tokens == 8 * 32 for _, _, tokens in made)
+    # the timed batches (after the 1 warm-up) stepped once before any step: a compiled length's CUDA graph is recorded
+    assert [id(batch) for batch in stepped[:3]] == [id(batch) for batch, _, _ in made[1:] + made[:1]]
 
 
 def test_the_loop_s_time_a_step_leaves_out_compilation_and_evaluations(tmp_path):
