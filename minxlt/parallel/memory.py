@@ -124,9 +124,11 @@ def dry_run(args, model_dir):
     config, teacher = Config.from_directory(model_dir), bool(getattr(args, "teacher", None))
     amp, freeze_embeddings, shard, offload, eval_bf16 = (args.amp, args.freeze_embeddings, args.shard, args.offload,
                                                          not args.eval_float32)
-    # --device-memory, else the CUDA device's, else 80 GB (an H100's)
-    device_memory = (args.device_memory * GB if args.device_memory else torch.cuda.get_device_properties(0).total_memory
-                     if torch.cuda.is_available() else 80 * GB)
+    device_memory = 80 * GB  # planned for: --device-memory, else the CUDA device's, else an H100's
+    if args.device_memory:
+        device_memory = args.device_memory * GB
+    elif torch.cuda.is_available():
+        device_memory = torch.cuda.get_device_properties(0).total_memory
     p = plan(config, processes, amp, freeze_embeddings, device_memory, teacher, offload, args.grad_accum, eval_bf16,
              args.shard_embeddings)
     if args.json:  # for scripts
