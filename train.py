@@ -88,11 +88,7 @@ def main(argv=None):
     optimizer, scheduler = make_optimizer(settings, core, phases)
     dtype = AUTOCAST[settings.amp]
     scaler = torch.amp.GradScaler(enabled=dtype == torch.float16)
-    before = None  # CKA and retrieval of the pretrained encoder, which the test table shows beside the trained one's
-    if not (settings.no_alignment or settings.resume):
-        with evaluating(settings, core, raw.encoder) as encoder:  # sharded: gathered (shard.evaluated)
-            before = alignment(encoder, run, settings)
-    book.start(core, optimizer, scheduler, scaler, before)
+    book.start(core, optimizer, scheduler, scaler)
 
     # The loop: a step a global batch, a log record every --log-every steps, an evaluation on dev every
     # --eval-every (the best model goes to OUT/best), a checkpoint every --save-every.
@@ -117,7 +113,7 @@ def main(argv=None):
     distributed.release_memory(device)
     distributed.barrier()
     if not stopped and not settings.no_test:
-        test(settings, method, raw, core, book)
+        test(settings, method, raw, core, book, model_dir)
     book.close(stopped)  # --no-keep-checkpoint; OUT given up to other runs
     if owns_process_group:
         del model  # DDP's, which holds the process group: gone before the group (distributed.cleanup)
@@ -243,9 +239,17 @@ def alignment(encoder, run, settings):
                               world_size, settings.alignment_pooling)
 
 
-def test(settings, method, raw, core, book):
+def test(settings, method, raw, core, book, model_dir):
     """The best model's test table, with CKA and retrieval before and after training: OUT/results.json and .md."""
     run, predictions, out, state = method.run, {}, book.out, book.state
+    load_encoder = lambda directory: (shard.load_encoder(directory, run.device, settings.offload) if settings.shard
+                                      else Encoder.from_pretrained(directory, device=run.device)).eval()
+    before = None  # CKA and retrieval of the pretrained encoder (model_dir's), which the table shows beside the best's
+    if not settings.no_alignment:
+        pretrained = load_encoder(model_dir)
+        with evaluating(settings, pretrained) as encoder:  # sharded: gathered (shard.evaluated)
+            before = alignment(encoder, run, settings)
+        del pretrained, encoder
     # OUT/best, whole or sharded as it loads: a saved classifier made the method's module again with its task.json,
     # or an encoder alone (Unicoder's); without it, the model as training left it.
     best, tested, saved = out / "best", core, raw
@@ -254,8 +258,7 @@ def test(settings, method, raw, core, book):
                           else Classifier.load(best, run.device))
         tested = restore(method.wrap(saved.eval()), info)
     elif best.exists():
-        tested = saved = (shard.load_encoder(best, run.device, settings.offload) if settings.shard
-                          else Encoder.from_pretrained(best, device=run.device)).eval()
+        tested = saved = load_encoder(best)
     with evaluating(settings, saved):  # a sharded model's embeddings and head, whole
         results = method.evaluate(tested, "test", None, settings.test_input, settings.test_translations, predictions)
         after = None if settings.no_alignment else alignment(getattr(saved, "encoder", saved), run, settings)
@@ -264,7 +267,7 @@ def test(settings, method, raw, core, book):
         return
     seen = {"input": settings.test_input, "what": TEST_INPUTS[settings.test_input],
             "translations": settings.test_translations}
-    table, summary = evaluate.run_report(results, run.task, state.alignment_before, after, settings.alignment_pooling,
+    table, summary = evaluate.run_report(results, run.task, before, after, settings.alignment_pooling,
                                          out / "predictions")
     summary.update(test_input=seen, best_step=state.best_step, **{f"dev_{state.metric}": state.best},
                    settings=dict(settings.as_dict(), max_steps=book.steps),

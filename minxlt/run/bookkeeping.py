@@ -107,7 +107,6 @@ class State:
     """Where the loop is, besides its step: what the checkpoint saves besides the model, optimizer and RNG."""
     best: float = -1.0         # the best dev score so far
     best_step: int = -1
-    alignment_before: dict | None = None  # CKA and retrieval of the pretrained encoder
     saved_step: int | None = None         # the step of the last checkpoint written
     stale: int = 0                        # evaluations on dev since the best (--patience)
     metric: str | None = None             # the dev score selected on
@@ -175,14 +174,14 @@ class Book:
                 path = out / name
                 shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
 
-    def start(self, core, optimizer, scheduler, scaler, alignment_before):
+    def start(self, core, optimizer, scheduler, scaler):
         """The loop's state, fresh or as --resume's checkpoint left it (loaded into the model...); the progress bar."""
         saved, window, settings, rank = self.saved, None, self.settings, self.run.rank
-        self.step, self.state = 0, State(alignment_before=alignment_before)
+        self.step, self.state = 0, State()
         if saved is not None:
             resume(self.out, saved, core, optimizer, scheduler, scaler, rank, self.run.world_size, settings.shard)
             self.step = saved["step"]
-            self.state = State(**{key: saved.get(key) for key in ("best", "best_step", "alignment_before", "metric")},
+            self.state = State(**{key: saved.get(key) for key in ("best", "best_step", "metric")},
                                saved_step=saved["step"], stale=saved.get("stale", 0))
             window = saved.get("window")  # a resumed run's steps since the last record count in the next
         self.saved, self.sums, self.counts, self.last_loss = None, {}, {}, float("nan")  # losses since the last record
