@@ -125,3 +125,14 @@ def test_ci_runs_the_readme_s_quick_start():
     assert tests.startswith(". .venv/bin/activate && ") and "pytest" in tests
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
     assert setup.removesuffix(" && python train.py") in ci and tests in ci
+
+
+def test_the_reader_s_path_tracer_follows_a_run_to_its_first_step(tiny_model_dir):
+    # dev/reader_path.py's count, on the tiny model: from main through XeroAlign's loss (Eq. 1), and
+    # nothing of what comes after the first step: the dev evaluation, the test, CKA and retrieval
+    from dev.reader_path import entered
+    seen = entered(["--method", "xeroalign", "--model", str(tiny_model_dir)])
+    assert seen[0] == ("train.py", "main") and len(set(seen)) == len(seen)
+    assert {("xeroalign.py", "XeroAlign.loss"), ("losses.py", "xeroalign_loss"), ("train.py", "train_step")} <= set(seen)
+    assert not [name for name in seen if name[0] == "evaluate.py" or name[1] in ("test", "evaluate_and_save")]
+    assert all(not path.startswith(("dev/", "tests/")) for path, _ in seen)
