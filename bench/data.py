@@ -38,15 +38,13 @@ def write_xnli(folder, pairs, langs):
     pair = lambda lang: f"{sentence(rng, words[lang], 20)}\t{sentence(rng, words[lang], 10)}"
     english = [(sentence(rng, words["en"], 20), sentence(rng, words["en"], 10), rng.choice(LABELS))
                for _ in range(pairs)]
-    with open(folder / "train-en.tsv", "w") as f:
-        f.writelines(f'"{a}"\t"{b}"\t{label}\n' for a, b, label in english)
+    (folder / "train-en.tsv").write_text("".join(f'"{a}"\t"{b}"\t{label}\n' for a, b, label in english))
     for lang in ["en", *langs]:
         for split in ("dev", "test"):
-            with open(folder / f"{split}-{lang}.tsv", "w") as f:
-                f.writelines(f"{pair(lang)}\t{label}\n" for label in LABELS * 4)
+            (folder / f"{split}-{lang}.tsv").write_text("".join(f"{pair(lang)}\t{label}\n" for label in LABELS * 4))
     for lang in langs:
-        with open(folder / "translate-train" / f"en-{lang}-translated.tsv", "w") as f:
-            f.writelines(f"{a}\t{b}\t{pair(lang)}\t{label}\n" for a, b, label in english)
+        (folder / "translate-train" / f"en-{lang}-translated.tsv").write_text(
+            "".join(f"{a}\t{b}\t{pair(lang)}\t{label}\n" for a, b, label in english))
 
 
 def write_sib200(folder, pairs, langs):
@@ -56,9 +54,8 @@ def write_sib200(folder, pairs, langs):
     for lang in ["en", *langs]:
         (folder / SIB200_NAME.get(lang, lang)).mkdir(parents=True)
         for split, labels in (("train", english_labels), ("dev", SIB200_LABELS * 2), ("test", SIB200_LABELS * 2)):
-            with open(folder / SIB200_NAME.get(lang, lang) / f"{split}.tsv", "w") as f:
-                f.write("index_id\tcategory\ttext\n")
-                f.writelines(f"{i}\t{label}\t{sentence(rng, words[lang], 20)}\n" for i, label in enumerate(labels))
+            rows = "".join(f"{i}\t{label}\t{sentence(rng, words[lang], 20)}\n" for i, label in enumerate(labels))
+            (folder / SIB200_NAME.get(lang, lang) / f"{split}.tsv").write_text("index_id\tcategory\ttext\n" + rows)
 
 
 def measure(argv, cache):
@@ -95,35 +92,32 @@ def main(argv=None):
     args = p.parse_args(argv)
     langs = [lang for lang in demo_corpus.LANGS if lang != "en"][:args.langs]
     model = args.model or str(default_model())
-    write = {"xnli": write_xnli, "sib200": write_sib200}[args.task]
+    sizes = {"small": max(args.pairs // 10, 1), "full": args.pairs}
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        small, full = max(args.pairs // 10, 1), args.pairs
-        write(tmp / "small", small, langs)
-        write(tmp / "full", full, langs)
+        for size, n in sizes.items():
+            {"xnli": write_xnli, "sib200": write_sib200}[args.task](tmp / size, n, langs)
         argv = lambda size, out: ["--method", "translate-train", "--task", args.task, "--data", str(tmp / size),
                                   "--model", model, "--out", str(tmp / f"out-{size}-{out}"), "--max-steps", "1",
                                   "--no-test", "--no-alignment", "--seed", "0"]
         stage = lambda size, cache: measure(["-m", "bench.data", "--data-stage", *argv(size, cache)], tmp / cache)[1]
-        cold = {size: stage(size, f"cold-{size}") for size in ("small", "full")}  # each its own empty cache
-        runs = [(size, n, how) for size, n in (("small", small), ("full", full)) for how in ("built", "reused")]
+        cold = {size: stage(size, f"cold-{size}") for size in sizes}  # each its own empty cache
         rows = [(f"{size} set, cache {how}", n, *measure([str(ROOT / "train.py"), *argv(size, how)], tmp / "cache"))
-                for size, n, how in runs]
-        warm = {size: stage(size, "cache") for size in ("small", "full")}
+                for size, n in sizes.items() for how in ("built", "reused")]
+        warm = {size: stage(size, "cache") for size in sizes}
         entry = sum(f.stat().st_size for f in (tmp / "cache" / "tokens").rglob("*") if f.is_file())
     texts = lambda n: n * (1 + len(langs))  # English pairs and their translations: the training pairs
-    print(f"{args.task} layout, {full} English examples x {1 + len(langs)} languages = {texts(full)} training pairs; "
-          "one step of translate-train\n")
+    print(f"{args.task} layout, {args.pairs} English examples x {1 + len(langs)} languages = {texts(args.pairs)} "
+          "training pairs; one step of translate-train\n")
     print("| run | training pairs | CPU s | peak MiB |\n|---|---|---|---|")
     for name, n, cpu, rss in rows:
         print(f"| {name} | {texts(n)} | {cpu:.1f} | {rss:.0f} |")
-    (_, n0, _, _), _, (_, n1, cpu1, _), (_, _, cpu2, _) = rows
-    per_pair = lambda peaks: (peaks["full"] - peaks["small"]) * 2 ** 20 / (texts(n1) - texts(n0))
-    print(f"\nCPU time to the first step, cache reused / built: {cpu2 / cpu1:.2f}")
+    per_pair = lambda peaks: (peaks["full"] - peaks["small"]) * 2 ** 20 / (texts(sizes["full"]) - texts(sizes["small"]))
+    print(f"\nCPU time to the first step, cache reused / built: {rows[3][2] / rows[2][2]:.2f}")  # the full set's
     for name, peaks in (("cache built (a cold first run)", cold), ("cache reused", warm)):
         print(f"before the model, {name}: peak {peaks['small']:.0f} MiB on the small set, {peaks['full']:.0f} MiB on "
               f"the full set: {per_pair(peaks):.0f} B per training pair")
-    print(f"token cache on disk: {entry / (texts(n0) + texts(n1)):.0f} B per training pair")
+    print(f"token cache on disk: {entry / sum(map(texts, sizes.values())):.0f} B per training pair")
 
 
 if __name__ == "__main__":

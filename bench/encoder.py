@@ -30,11 +30,10 @@ def build(impl, shape, args):
     layout = ("XLMRobertaXLConfig", "XLMRobertaXLModel") if pre_ln else ("XLMRobertaConfig", "XLMRobertaModel")
     config = getattr(transformers, layout[0])(vocab_size=args.vocab, max_position_embeddings=514, **sizes)
     reference = getattr(transformers, layout[1])(config, add_pooling_layer=False)
+    model = reference
     if impl == "ours":
         model = Encoder(Config.from_hf(config.to_dict()))
         model.load_hf_state_dict(reference.state_dict())
-    else:
-        model = reference
     model = model.to(args.device).train()
     g = torch.Generator().manual_seed(1)
     lengths = torch.randint(args.seq // 2, args.seq + 1, (args.batch,), generator=g)
@@ -94,19 +93,17 @@ def measure_memory(impl, shape, args, queue):
         return t
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
         step(impl, model, ids, mask, args)
-    if args.device.startswith("cuda"):
-        torch.cuda.synchronize()
+    cuda = args.device.startswith("cuda")
+    sync(args.device)
+    if cuda:
         torch.cuda.reset_peak_memory_stats()
-        before = torch.cuda.memory_allocated()
-        step(impl, model, ids, mask, args)
-        torch.cuda.synchronize()
-        peak = torch.cuda.max_memory_allocated() - before
     else:
         with open("/proc/self/clear_refs", "w") as f:
             f.write("5")  # reset the peak-RSS counter (VmHWM) to the current RSS
-        before = status_bytes("VmRSS")
-        step(impl, model, ids, mask, args)
-        peak = status_bytes("VmHWM") - before
+    before = torch.cuda.memory_allocated() if cuda else status_bytes("VmRSS")
+    step(impl, model, ids, mask, args)
+    sync(args.device)
+    peak = (torch.cuda.max_memory_allocated() if cuda else status_bytes("VmHWM")) - before
     queue.put((peak, sum(saved.values())))
 
 

@@ -61,9 +61,8 @@ def main():
             check=True, cwd=ROOT).stdout.strip().splitlines()[-1])
         for dtype in ("float32", "bfloat16"):
             cold, warm = load(dtype, "cold"), load(dtype, "warm")
-            bound = warm["model"] + largest
             print(f"| {dtype} | {warm['model'] / MB:.0f} MB | {largest / MB:.0f} MB | {cold['added'] / MB:.0f} MB | "
-                  f"{warm['added'] / MB:.0f} MB | {warm['added'] / bound:.2f} |")
+                  f"{warm['added'] / MB:.0f} MB | {warm['added'] / (warm['model'] + largest):.2f} |")
 
 
 if __name__ == "__main__":

@@ -7,15 +7,18 @@ train.py --dry-run (memory.py); with --phases each phase of a sharded run (docs/
 """
 import argparse
 import gc
+import itertools
 import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from contextlib import contextmanager
 from pathlib import Path
 
 import torch
+import torch.distributed as dist
 
 GB = 1e9
 ROOT = Path(__file__).resolve().parents[1]  # the repository, where python -m bench.shard runs
@@ -49,22 +52,19 @@ def measure(config, sharded):
 def live_bytes():
     """Bytes of every tensor alive that Python holds (the garbage collector's), each storage once."""
     from torch.distributed.tensor import DTensor
-    seen, total = set(), 0
+    storages = {}  # {address: bytes}
     for obj in gc.get_objects():
-        if not isinstance(obj, torch.Tensor) or isinstance(obj, DTensor) or obj.is_meta:
-            continue
-        storage = obj.untyped_storage()
-        if storage.nbytes() and storage.data_ptr() not in seen:
-            seen.add(storage.data_ptr())
-            total += storage.nbytes()
-    return total
+        if isinstance(obj, torch.Tensor) and not isinstance(obj, DTensor) and not obj.is_meta:
+            storage = obj.untyped_storage()
+            if storage.nbytes():
+                storages.setdefault(storage.data_ptr(), storage.nbytes())
+    return sum(storages.values())
 
 
 @contextmanager
-def peaks(names, figures, less=lambda: 0):
-    """The largest live_bytes() less `less()` before and after each call of the functions `names`
-    (torch.distributed's, or FSDP2's below) while the block runs, kept in figures[0]."""
-    import torch.distributed as dist
+def peaks(names, figures, key, less):
+    """The largest live_bytes() less `less` before and after each call of the functions `names`
+    (torch.distributed's, or FSDP2's below) while the block runs, kept in figures[key] (0 at first)."""
     from torch.distributed.fsdp._fully_shard import _fsdp_collectives, _fsdp_param_group
     # FSDP2's private functions called where a peak falls between collectives (memory.step_moments): the all-gather's
     # copy out, a unit's release after backward, the copy into the reduce-scatter buffer
@@ -72,12 +72,13 @@ def peaks(names, figures, less=lambda: 0):
                "foreach_reduce_scatter_copy_in": _fsdp_collectives}
     owners = {name: moments.get(name, dist) for name in names if name in moments or hasattr(dist, name)}
     real = {name: getattr(owners[name], name) for name in names}
+    figures.setdefault(key, 0)
 
     def probed(name):
         def call(*args, **kwargs):
-            figures[0] = max(figures[0], live_bytes() - less())
+            figures[key] = max(figures[key], live_bytes() - less)
             done = real[name](*args, **kwargs)
-            figures[0] = max(figures[0], live_bytes() - less())
+            figures[key] = max(figures[key], live_bytes() - less)
             return done
         return call
     for name in names:
@@ -92,8 +93,6 @@ def peaks(names, figures, less=lambda: 0):
 def by_phase(directory, amp, embeddings_unit=False):
     """{phase: bytes} this process holds at each phase of a sharded run of a classifier on the encoder in
     `directory`, with its host copy, what it holds as backward starts, and seconds a step."""
-    import torch.distributed as dist
-
     import train
     from methods import Phase
     from minxlt.parallel import shard
@@ -112,11 +111,11 @@ def by_phase(directory, amp, embeddings_unit=False):
     settings = argparse.Namespace(lr=1e-5, weight_decay=0.01, warmup=0.1)
     optimizer, scheduler = train.make_optimizer(settings, model, [Phase("step", [], 1, None, None)])
     ids = torch.randint(5, encoder.config.vocab_size, (1, 8))
-    peak, seconds = [0], []
+    seconds = []
     for step in range(5):  # the second's peak (AdamW's moments and the gradients exist from the first); 3 timed
         started = time.perf_counter()
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=amp == "bf16"), \
-                peaks(EVERY if step == 1 else (), peak, lambda: before):
+                peaks(EVERY if step == 1 else (), figures, "step", before):
             logits, _ = model(ids, torch.ones_like(ids))
             if step == 1:
                 logits.register_hook(lambda grad: figures.update({"as backward starts": held()}))  # grad unchanged
@@ -124,31 +123,27 @@ def by_phase(directory, amp, embeddings_unit=False):
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
         seconds.append(time.perf_counter() - started)
-    figures["step"], figures["seconds a step"] = peak[0], sorted(seconds[2:])[1]
+    figures["seconds a step"] = sorted(seconds[2:])[1]
 
-    peak = [0]  # the evaluation on dev: between steps, as shard.evaluated runs it
-    with torch.no_grad(), peaks(EVERY, peak, lambda: before), shard.evaluated(model) as evaluated:
+    # the evaluation on dev: between steps, as shard.evaluated runs it
+    with torch.no_grad(), peaks(EVERY, figures, "dev evaluation", before), shard.evaluated(model) as evaluated:
         evaluated(ids, torch.ones_like(ids))
-    figures["dev evaluation"] = peak[0]
 
-    peak, host = [0], [0]  # writing OUT/best: between steps, AdamW's moments alive, no gradient
+    figures["host copy"] = 0  # writing OUT/best: between steps, AdamW's moments alive, no gradient
     for p in model.parameters():
         whole_bytes = p.numel() * p.element_size() if dist.get_rank() == 0 else 0  # process 0's host copy of it
-        with peaks(("send", "recv"), peak, lambda: before + whole_bytes):
+        with peaks(("send", "recv"), figures, "writing OUT/best", before + whole_bytes):
             out = shard.on_first_host(p)
-        host[0] = max(host[0], whole_bytes)
+        figures["host copy"] = max(figures["host copy"], whole_bytes)
         del out
-    figures["writing OUT/best"], figures["host copy"] = peak[0], host[0]
 
     del optimizer, scheduler  # the test: AdamW freed, the tested model loaded sharded beside the trained one
     gc.collect()
     tested = Classifier(Encoder.from_pretrained(directory, device="meta"), 3)
     shard.wrap(tested, tested.encoder, device="cpu", trains=False)
     shard.load_pretrained(tested, tested.encoder, directory, "cpu")
-    peak = [0]
-    with torch.no_grad(), peaks(EVERY, peak, lambda: before), shard.gathered(tested):  # as Method.test runs it
+    with torch.no_grad(), peaks(EVERY, figures, "test", before), shard.gathered(tested):  # as Method.test runs it
         tested(ids, torch.ones_like(ids))
-    figures["test"] = peak[0]
     return figures
 
 
@@ -197,14 +192,12 @@ def main(argv=None):
     config = Config(num_layers=args.layers)
     if args.phases:
         return phases_table(config, args.processes or [2], args.amp, (False, True) if args.embeddings else (False,))
-    processes = args.processes or [1, 2, 4]
-    total = memory.count_parameters(config)[0]
-    print(f"XLM-R base's shape with {args.layers} layers: {total / 1e6:.0f} M encoder parameters, float32; one step "
-          "of AdamW\n")
+    print(f"XLM-R base's shape with {args.layers} layers: {memory.count_parameters(config)[0] / 1e6:.0f} M encoder "
+          "parameters, float32; one step of AdamW\n")
     print("| processes | mode | parameters GB | gradients GB | AdamW moments GB | total GB | the plan's GB "
           "| sharded / DDP | 1/N |")
     print("|---|---|---|---|---|---|---|---|---|")
-    for n in processes:
+    for n in args.processes or [1, 2, 4]:
         figures = {mode: launch(n, str(args.layers), "shard" if mode == "sharded" else "ddp")
                    for mode in ("DDP", "sharded")}
         plan = memory.plan(config, n)
@@ -220,8 +213,6 @@ def main(argv=None):
 def phases_table(config, processes, amps, embeddings=(False,)):
     """--phases: each phase's bytes, the largest process's, measured and planned, as a table; returns
     {(processes, amp, embeddings unit, phase): (measured, planned)}."""
-    import tempfile
-
     from minxlt.parallel import memory
     from model import Encoder
     print(f"An encoder of {memory.count_parameters(config)[0] / 1e6:.0f} M parameters ({config.num_layers} layers of "
@@ -233,20 +224,17 @@ def phases_table(config, processes, amps, embeddings=(False,)):
     with tempfile.TemporaryDirectory() as directory:
         torch.manual_seed(0)
         Encoder(config).save_pretrained(directory)
-        for n in processes:
-            for amp in amps:
-                for unit in embeddings:
-                    measured = launch(n, directory, amp, "embeddings" if unit else "root")
-                    planned = memory.plan(config, n, amp, embeddings_unit=unit)["phases"]["sharded"]
-                    row = f"| {n} | {'float32' if amp == 'none' else amp} | {'own unit' if unit else 'in the root'} |"
-                    for phase, plan_bytes in planned.items():
-                        largest = max(f[phase] for f in measured)
-                        figures[n, amp, unit, phase] = largest, plan_bytes
-                        print(f"{row} {phase} | {largest / GB:.3f} | {plan_bytes / GB:.3f} | "
-                              f"{largest / plan_bytes:.3f} |")
-                    most = lambda name: max(f[name] for f in measured)
-                    aside.append(f"{row} {most('as backward starts') / GB:.3f} | {most('seconds a step'):.3f} | "
-                                 f"{most('host copy') / GB:.3f} |")
+        for n, amp, unit in itertools.product(processes, amps, embeddings):
+            measured = launch(n, directory, amp, "embeddings" if unit else "root")
+            planned = memory.plan(config, n, amp, embeddings_unit=unit)["phases"]["sharded"]
+            row = f"| {n} | {'float32' if amp == 'none' else amp} | {'own unit' if unit else 'in the root'} |"
+            for phase, plan_bytes in planned.items():
+                largest = max(f[phase] for f in measured)
+                figures[n, amp, unit, phase] = largest, plan_bytes
+                print(f"{row} {phase} | {largest / GB:.3f} | {plan_bytes / GB:.3f} | {largest / plan_bytes:.3f} |")
+            most = lambda name: max(f[name] for f in measured)
+            aside.append(f"{row} {most('as backward starts') / GB:.3f} | {most('seconds a step'):.3f} | "
+                         f"{most('host copy') / GB:.3f} |")
     print("\nBeside the activations as backward starts (GB), the median of 3 steps (seconds, the slower process), and "
           "process 0's host copy of the largest tensor it writes to OUT/best (GB; host memory, not planned):\n")
     print("| processes | computes in | the embeddings | held as backward starts GB | seconds a step | host copy GB |")

@@ -153,14 +153,15 @@ class Baseline(Trainee):
 def measure(trainees, batches, warmup, device, count_flops):
     """{name: (median seconds synced, seconds pipelined, texts, real tokens, step memory, FLOPs, peak bytes)} a step
     (means over the timed steps); FLOPs counted in an extra, untimed step on each timed batch."""
-    times, sizes, memory, flops, peaks = ({t.name: [] for t in trainees} for _ in range(5))
+    times, memory, flops, peaks = ({t.name: [] for t in trainees} for _ in range(4))
     made = {t.name: [t.batch(pairs, step) for step, pairs in enumerate(batches)] for t in trainees}
+    timed = {name: steps[warmup:] for name, steps in made.items()}  # (batch, texts, real tokens) a timed step
     for t in trainees:  # each timed length met once first, as a run meets its buckets early: compiled, a step
-        for batch, _, _ in made[t.name][warmup:]:  # records a CUDA graph at each new length (RESULTS.md)
+        for batch, _, _ in timed[t.name]:  # records a CUDA graph at each new length (RESULTS.md)
             t.step(batch)
     for step in range(len(batches)):
         for t in trainees:
-            batch, texts, tokens = made[t.name][step]
+            batch = made[t.name][step][0]
             sync(device)
             if device.startswith("cuda"):
                 torch.cuda.reset_peak_memory_stats()
@@ -171,7 +172,6 @@ def measure(trainees, batches, warmup, device, count_flops):
             if step < warmup:
                 continue
             times[t.name].append(time.perf_counter() - start)
-            sizes[t.name].append((texts, tokens))
             if device.startswith("cuda"):
                 memory[t.name].append(torch.cuda.max_memory_allocated() - held)
                 peaks[t.name].append(torch.cuda.max_memory_allocated())
@@ -179,17 +179,16 @@ def measure(trainees, batches, warmup, device, count_flops):
                 flops[t.name].append(t.flops(batch))
     pipelined = {}
     for t in trainees:
-        timed = made[t.name][warmup:]
         sync(device)
         start = time.perf_counter()
-        for batch, _, _ in timed:
+        for batch, _, _ in timed[t.name]:
             t.step(batch)
         sync(device)
-        pipelined[t.name] = (time.perf_counter() - start) / len(timed)
+        pipelined[t.name] = (time.perf_counter() - start) / len(timed[t.name])
     mean = lambda values: statistics.mean(values) if values else None
-    return {name: (statistics.median(times[name]), pipelined[name], mean([s[0] for s in sizes[name]]),
-                   mean([s[1] for s in sizes[name]]), max(memory[name]) if memory[name] else None, mean(flops[name]),
-                   max(peaks[name]) if peaks[name] else None) for name in times}
+    return {name: (statistics.median(times[name]), pipelined[name], mean([s[1] for s in timed[name]]),
+                   mean([s[2] for s in timed[name]]), max(memory[name], default=None), mean(flops[name]),
+                   max(peaks[name], default=None)) for name in times}
 
 
 def loop_ms_per_step(out):
@@ -246,8 +245,7 @@ def parse(argv=None):
 
 def main(argv=None):
     parser, own, given = parse(argv)
-    names = list(given)
-    first = given[names[0]]
+    first = next(iter(given.values()))
     device = first.device or ("cuda" if torch.cuda.is_available() else "cpu")
     distributed.setup(device)  # SDPA's kernels for the device, as train.py chooses them
     model_dir = hub.resolve(first.model) if first.model else default_model()
@@ -257,10 +255,10 @@ def main(argv=None):
         run = train.load_run(first, model_dir, device, 0, 1)
         # each method's settings from the flags given, less other methods' flags
         resolved = {name: flags.resolve(args, run) for name, args in given.items()}
-        settings, run = resolved[names[0]]
+        settings, run = next(iter(resolved.values()))
         if own.compile_model and settings.compile:
             parser.error("--compile-model compiles the model the old way: give --no-compile with it")
-        trainees = [Trainee(name, *resolved[name], model_dir, device, own.compile_model) for name in names]
+        trainees = [Trainee(name, *resolved[name], model_dir, device, own.compile_model) for name in resolved]
         if not own.no_baseline:
             trainees.append(Baseline(settings, run, model_dir, device))
         print(f"{settings.task}, {own.shapes} {model_dir if own.shapes == 'model' else ''}, device {device}, amp "

@@ -35,9 +35,8 @@ def differences(a, b, tolerance, where=""):
     if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
         return [line for i, (x, y) in enumerate(zip(a, b)) for line in differences(x, y, tolerance, f"{where}[{i}]")]
     numbers = all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in (a, b))
-    if numbers and (a == b or math.isclose(a, b, rel_tol=tolerance, abs_tol=0.0)):
-        return []
-    return [] if a == b else [f"{where}: {a!r} != {b!r}"]
+    same = a == b or numbers and math.isclose(a, b, rel_tol=tolerance, abs_tol=0.0)
+    return [] if same else [f"{where}: {a!r} != {b!r}"]
 
 
 def main(argv=None):
@@ -54,8 +53,8 @@ def main(argv=None):
     a, b = runs(args.a), runs(args.b)  # {relative path: run folder} of every run under each
     if not a:
         sys.exit(f"error: no log.jsonl under {args.a}")
-    failed = 0
-    for name in sorted(set(a) | set(b)):
+    failed, names = 0, sorted(set(a) | set(b))
+    for name in names:
         if name not in a or name not in b:
             print(f"{name}: only under {args.a if name in a else args.b}")
             failed += 1
@@ -67,7 +66,7 @@ def main(argv=None):
         for line in found[:10]:
             print(f"    {line}")
         failed += bool(found)
-    print(f"{len(set(a) | set(b)) - failed} of {len(set(a) | set(b))} runs agree")
+    print(f"{len(names) - failed} of {len(names)} runs agree")
     sys.exit(1 if failed else 0)
 
 

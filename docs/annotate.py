@@ -141,17 +141,14 @@ def notation(rendered):
                 in_pre = not closing
             elif tag == "code" and not in_pre:
                 in_code = not closing
-            out.append(part)
-        else:
-            out.append(part if in_code else math(part))
+        out.append(part if part.startswith("<") or in_code else math(part))
     return "".join(out)
 
 
 def note_html(text):
     """A note as HTML: Markdown, with lists, tables of terms and preformatted blocks as note writers write them."""
     lines, out = text.splitlines(), []
-    for i, line in enumerate(lines):
-        previous = lines[i - 1] if i else ""
+    for previous, line in zip(["", *lines], lines):
         if re.match(r"\s{0,3}- ", line) and previous.strip() and not re.match(r"\s{0,3}- |\s{4,}", previous):
             out.append("")
         out.append(line)
@@ -161,7 +158,7 @@ def note_html(text):
         held.append(html_text)
         return f"\x00{len(held) - 1}\x00"
 
-    lines, out, i = "\n".join(out).split("\n"), [], 0  # each run of "  term  description" lines: a held table of terms
+    lines, out, i = out, [], 0  # each run of "  term  description" lines: a held table of terms
     while i < len(lines):
         rows = []
         while i < len(lines) and (m := re.match(r"  (\S+)\s{2,}(\S.*)$", lines[i])):
@@ -177,15 +174,13 @@ def note_html(text):
         else:
             out.append(lines[i])
             i += 1
-    escape = lambda s: s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")  # what Markdown reads as HTML
-    outside_code = lambda line: "".join(p if i % 2 else escape(p) for i, p in enumerate(re.split(r"(`[^`]*`)", line)))
+    outside_code = lambda line: "".join(p if i % 2 else html.escape(p, quote=False)  # what Markdown reads as HTML
+                                        for i, p in enumerate(re.split(r"(`[^`]*`)", line)))
     text = "\n".join(line if line.startswith("    ") else outside_code(line) for line in out)  # (a <s> token)
     rendered = markdown.markdown(text, extensions=["tables"])
     rendered = re.sub(r"<pre><code>(.*?)</code></pre>", lambda m: hold(preformatted_html(html.unescape(m.group(1)))),
                       rendered, flags=re.S)
-    rendered = notation(rendered)
-    rendered = re.sub(r"<p>\x00(\d+)\x00</p>", lambda m: held[int(m.group(1))], rendered)
-    return re.sub(r"\x00(\d+)\x00", lambda m: held[int(m.group(1))], rendered)
+    return re.sub(r"<p>\x00(\d+)\x00</p>|\x00(\d+)\x00", lambda m: held[int(m[1] or m[2])], notation(rendered))
 
 
 def labelled(line):
@@ -214,16 +209,15 @@ def sections(source):
     docstring; a definition without one starts a section without notes (never beside another's)."""
     lines, tree = source.splitlines(), ast.parse(source)
     first_line = lambda node: min([node.lineno] + [d.lineno for d in node.decorator_list])  # its decorators' too
-    docs = {}  # {first line: (last line, text, the first line of what it documents)} of every docstring
-    for node in [tree] + [n for n in ast.walk(tree) if isinstance(n, DEFINITIONS)]:
-        if ast.get_docstring(node, clean=False) is not None:
-            owner = 1 if node is tree else first_line(node)
-            docs[node.body[0].lineno] = (node.body[0].end_lineno, ast.get_docstring(node), owner)
+    definitions = [n for n in ast.walk(tree) if isinstance(n, DEFINITIONS)]
+    # {first line: (last line, text, the first line of what it documents)} of every docstring
+    docs = {n.body[0].lineno: (n.body[0].end_lineno, ast.get_docstring(n), 1 if n is tree else first_line(n))
+            for n in [tree, *definitions] if ast.get_docstring(n, clean=False) is not None}
     tokens = tokenize.generate_tokens(io.StringIO(source).readline)
     comments = {t.start[0]: t.string.lstrip("#").strip() for t in tokens  # the lines holding a comment alone
                 if t.type == tokenize.COMMENT and t.line.strip().startswith("#")}
     owners = {owner: first for first, (_, _, owner) in docs.items() if owner != 1}
-    bare = {first_line(n) for n in ast.walk(tree) if isinstance(n, DEFINITIONS)} - set(owners)  # no docstring
+    bare = {first_line(n) for n in definitions} - set(owners)  # the definitions without a docstring
     out, notes, code, n = [], None, [], 1
 
     def close():
@@ -289,9 +283,8 @@ def index():
             f"<title>minxlt: the papers beside the code</title>\n"
             f"<style>{STYLE} ol {{ padding: 10px 40px; }} li {{ margin: 6px 0; }}</style>\n</head>\n<body>\n<header>\n"
             f"<h1>minxlt: the papers beside the code</h1>\n"
-            f"<p>Each page shows a file's notes beside the code they explain, "
-            f"generated from the file by docs/annotate.py, in the README's reading order. "
-            f'<a href="../../README.md">README</a></p>\n</header>\n'
+            "<p>Each page shows a file's notes beside the code they explain, generated from the file by "
+            'docs/annotate.py, in the README\'s reading order. <a href="../../README.md">README</a></p>\n</header>\n'
             f"<ol>\n{items}\n</ol>\n</body>\n</html>\n")
 
 
