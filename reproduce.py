@@ -231,8 +231,7 @@ def main(argv=None):
     if not args.report:
         check_languages(experiment)
         signal.signal(signal.SIGTERM, signal.default_int_handler)  # as Ctrl-C: the running run saves a checkpoint
-        chosen = narrowed(experiment, args.runs, args.seeds)
-        failed = execute(chosen, args.out, args.nproc_per_node, args.rerun_changed)
+        failed = execute(narrowed(experiment, args.runs, args.seeds), args.out, args.nproc_per_node, args.rerun_changed)
     report(experiment, args.out, failed)
     if failed:
         sys.exit(f"{len(failed)} run(s) did not finish:\n" + "\n".join(f"{run}: {why}" for run, why in failed.items()))

@@ -37,10 +37,8 @@ class Cost:
 def training_items(method, values, sizes, level="sentence"):
     """(a training epoch's items as the method counts them at the task's `level`, the source's examples with
     translations: Yu & Joty's anchors); --extra-train's examples are the source's, without translations."""
-    n, targets = sizes["train"], sizes["languages"] - 1
+    n, targets = math.ceil(sizes["train"] * values.get("train_fraction", 1)), sizes["languages"] - 1
     extra = sizes.get("extra_train", 0) if values.get("extra_train") else 0
-    if values.get("train_fraction", 1) < 1:
-        n = math.ceil(n * values["train_fraction"])
     translated = n if values.get("translated") is None else min(n, values["translated"])
     if method == "xeroalign" or (method == "filter" and level == "word"):  # the source's examples, one counterpart each
         return n, translated
@@ -88,8 +86,7 @@ def cotrain_cost(values, sizes, test_input, level="sentence"):
     if not sizes:
         return Cost(uncounted=1)
     n = math.ceil(sizes["train"] * values.get("train_fraction", 1))
-    targets = sizes["languages"] - 1
-    pool = (values.get("pool_per_lang") or sizes["train"]) * targets
+    pool = (values.get("pool_per_lang") or sizes["train"]) * (sizes["languages"] - 1)
     views, rounds, cost = 1 if values.get("self_training") else 2, values["cotrain_iterations"], Cost()
     for r in range(rounds + 1):
         grown = dict(sizes, extra_train=r * (n // 3))

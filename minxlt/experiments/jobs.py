@@ -179,7 +179,6 @@ def execute(experiment, out, nproc, rerun_changed=False):
         how = {"interrupted": "resuming", "started": "starting again",
                "changed": "running again (changed)"}.get(current, "starting")
         bar.set_postfix_str(f"{how} {job.label}; {len(failed)} failed")
-        job.log.parent.mkdir(parents=True, exist_ok=True)
         started, argv = time.monotonic(), command(job, experiment, nproc, named, again=current == "changed")
         cli.write_text(job.record_file, json.dumps(record(job, experiment, named), indent=1) + "\n")
         with open(job.log, "a", encoding="utf-8") as log:

@@ -5,7 +5,7 @@ import io
 import json
 import math
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from methods import TEST_INPUTS
@@ -47,9 +47,7 @@ def read_scores(experiment, out, metric=None):
         chosen = chosen_of.get(run.evaluate) if run.evaluate else max(grid, key=grid.get) if grid else None
         chosen = chosen if chosen in by_value else next(iter(by_value))
         chosen_of[run.name] = chosen
-        column = by_value[chosen]
-        column.grid, column.chosen = grid, chosen
-        columns.append(column)
+        columns.append(replace(by_value[chosen], grid=grid, chosen=chosen))
     return columns
 
 
@@ -123,7 +121,7 @@ def markdown(experiment, columns, failed=None, more=None):
     """The table in markdown, a section per test input and a row per language and average; with `more`
     ({metric: columns}), the same for each further metric."""
     lines = [f"# {experiment.title}", ""] + ([experiment.about, ""] if experiment.about else [])
-    total, metrics = len(experiment.seeds), " and ".join(experiment.metrics or [experiment.metric])
+    total, metrics = len(experiment.seeds), " and ".join(experiment.metrics)
     lines += [f"Task {experiment.task} ({experiment.data}), model {experiment.model or 'the bundled default'}, "
               f"seeds {', '.join(map(str, experiment.seeds))}, {metrics} in percent: mean ± sample standard deviation "
               "over the seeds in each column's header. Settings as each run resolved them (results.json):", ""]
@@ -254,7 +252,6 @@ def report(experiment, out, failed=None):
     columns = read_scores(experiment, out)
     more = {metric: read_scores(experiment, out, metric) for metric in experiment.metrics[1:]}
     out = Path(out) / experiment.path.stem  # its runs are in OUT/<task>/, shared
-    out.mkdir(parents=True, exist_ok=True)
     table = markdown(experiment, columns, failed, more)
     cli.write_text(out / "table.md", table)
     cli.write_text(out / "table.csv", csv_text(experiment, columns, more))

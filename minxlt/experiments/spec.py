@@ -111,13 +111,13 @@ def load_experiment(path, data=None):
     """The experiment file at `path`, checked field by field; `data` replaces its data folder."""
     path = Path(path)
     try:
-        spec = json.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+        spec = json.loads(text)
     except (OSError, UnicodeDecodeError) as e:
         raise tasks.InputError(f"{path}: cannot be read ({e})") from None
     except json.JSONDecodeError as e:
         raise tasks.InputError(f"{path}:{e.lineno}: not JSON ({e.msg})") from None
-    repeated = repeated_key(path.read_text(encoding="utf-8"))
-    if repeated:
+    if repeated := repeated_key(text):
         raise tasks.InputError(f"{path}:{repeated[0]}: key {repeated[1]!r} given twice in one object (JSON would "
                                "keep the last without a word): give it once")
     check_fields(path, "top level", spec, FIELDS, required=("title", "task", "metric", "seeds", "runs"))
@@ -258,7 +258,7 @@ def check_flags(path, where, given, before=()):
     if twice:
         also = " (here and in the file's flags)" if twice[0] in map(name, before) else ""
         refuse(path, where, f"{twice[0]} is given twice{also}: give each flag once")
-    named = {flag.split("=", 1)[0] for flag in given}
+    named = set(map(name, given))
     if where != "flags" and model_run(given):
         named.discard("--model")  # a model another run of the file trains (Unicoder's pre-training)
     reserved = sorted(RESERVED & named)
@@ -326,9 +326,8 @@ def check_run(experiment, where, spec, fallback_of=None):
     if run.evaluate is None and not run.cotrain:
         planned_arguments(experiment, run, where)  # refused here where train.py would refuse them
     if run.pretrains and (run.paper or run.evaluate):
-        field_ = "paper" if run.paper else "evaluate"
-        refuse(path, f"{where}.{field_}", f"--method {run.method} pre-trains an encoder and tests nothing: "
-               f"fine-tune its model in a run of its own (--model {{{run.evaluate or run.name}}})")
+        refuse(path, f"{where}.{'paper' if run.paper else 'evaluate'}", f"--method {run.method} pre-trains an encoder "
+               f"and tests nothing: fine-tune its model in a run of its own (--model {{{run.evaluate or run.name}}})")
     return run
 
 
@@ -408,11 +407,9 @@ class Finding:
     @property
     def departs(self):
         """The sources (paper, script) whose value the run's differs from, or ["neither"] where both are
-        silent; a null value with its `<source>_where` is a value (the source says there is none)."""
-        setting = self.setting
-        given = [source for source in ("paper", "script") if setting.get(source) is not None
-                 or f"{source}_where" in setting]
-        return [s for s in given if not same(setting["run"], setting.get(s))] if given else ["neither"]
+        silent; a source gives a value where it has its `<source>_where` (check_settings), a null one meaning none."""
+        given = [source for source in ("paper", "script") if f"{source}_where" in self.setting]
+        return [s for s in given if not same(self.setting["run"], self.setting.get(s))] if given else ["neither"]
 
     @property
     def problem(self):
