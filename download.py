@@ -138,14 +138,12 @@ def sources(task, langs, fetch):
 
 def translations(langs=None):
     """XTREME's translations of SQuAD's and TyDiQA-GoldP's training sets, and XNLI's test sets into English."""
-    chosen = lambda available: [lang for lang in langs if lang in available] if langs else available
-    out = [Source(f"{TRANSLATIONS}/SQuAD/translate-train/squad.translate.train.en-{lang}.json",
-                  f"squad/translate-train/squad.translate.train.en-{lang}.json") for lang in chosen(SQUAD_TRANSLATIONS)]
-    out += [Source(f"{TRANSLATIONS}/TyDiQA-GoldP/translate-train/tydiqa.translate.train.en-{lang}.json",
-                   f"tydiqa/translate-train/tydiqa.translate.train.en-{lang}.json")
-            for lang in chosen(TYDIQA_TRANSLATIONS)]
-    out += [Source(f"{TRANSLATIONS}/XNLI/translate-test/test-{lang}-en-translated.tsv",  # line i: the i-th test pair
-                   f"xnli/translate-test/test-{lang}-en-translated.tsv") for lang in chosen(XNLI_TRANSLATIONS)]
+    released = {"SQuAD": ("squad", "translate-train/squad.translate.train.en-{}.json", SQUAD_TRANSLATIONS),
+                "TyDiQA-GoldP": ("tydiqa", "translate-train/tydiqa.translate.train.en-{}.json", TYDIQA_TRANSLATIONS),
+                "XNLI": ("xnli", "translate-test/test-{}-en-translated.tsv", XNLI_TRANSLATIONS)}  # line i: test pair i
+    out = [Source(f"{TRANSLATIONS}/{release}/{name.format(lang)}", f"{task}/{name.format(lang)}")
+           for release, (task, name, available) in released.items()
+           for lang in (available if not langs else [lang for lang in langs if lang in available])]
     if not out:
         raise InputError(f"--langs: XTREME has no translations of {', '.join(langs)}: SQuAD's are into "
                          f"{', '.join(SQUAD_TRANSLATIONS)}; TyDiQA's into {', '.join(TYDIQA_TRANSLATIONS)}; "

@@ -38,24 +38,19 @@ class DialogueLayout(Layout):
         return self.once((lang, split), lambda: self.read_file(lang, split))
 
     def translations_of(self, lang):
-        english, target = self.machine_translation_file(self.source), self.machine_translation_file(lang)
+        english, target = self.directory / self.source / "train.tsv", self.directory / lang / "train.tsv"
         if english.is_file() and target.is_file():
             return read_machine_translations(english, target, lang, self.read(self.source, "train"))
         return self.read_file(lang, "train") if self.own_translations else []
 
-    def machine_translation_file(self, lang):
-        return self.directory / lang / "train.tsv"
-
     def label_sets(self):
         """(slot labels, intents) of every file of the folder, read once."""
         def collect():
-            intents, types = set(), set()
-            for lang in self.languages:
-                for split in ("train", "dev", "test"):
-                    for e in self.read(lang, split):
-                        intents.add(e.label)
-                        types.update(tag[2:] for tag in e.tags or () if tag != "O")
-            return ["O"] + [f"{p}-{t}" for t in sorted(types) for p in "BI"], sorted(intents - {None})
+            examples = [e for lang in self.languages for split in ("train", "dev", "test")
+                        for e in self.read(lang, split)]
+            types = {tag[2:] for e in examples for tag in e.tags or () if tag != "O"}
+            intents = {e.label for e in examples} - {None}
+            return ["O"] + [f"{p}-{t}" for t in sorted(types) for p in "BI"], sorted(intents)
         return self.once("labels", collect)
 
 

@@ -125,9 +125,8 @@ def squad_articles(path):
 def read_squad(path, lang, blank=False, noisy=False, unique=True):
     """SQuAD v1.1 JSON: an Example a question (pair: its context; answers: [(text, start)]; group: the title);
     `blank`: XTREME's blanked answers read as none; `noisy`: misplaced answers skipped; `unique`: ids checked."""
-    articles = squad_articles(path)
     examples, skipped, seen = [], 0, {}
-    for a, article in enumerate(articles):
+    for a, article in enumerate(squad_articles(path)):
         for p, paragraph in enumerate(article.get("paragraphs", []) if isinstance(article, dict) else [None]):
             where = f"article {a} ({article.get('title') if isinstance(article, dict) else None!r}), paragraph {p}"
             try:
@@ -162,10 +161,10 @@ def squad_question(path, where, qa, context, lang, title, blank=False):
         raise DataError(path, 0, f"{where}: context, question and id must be text")
     answers = [(x["text"], x["answer_start"]) for x in qa["answers"]]
     if blank and answers == [("", 0)]:  # XTREME's blanked test answer
-        return Example(id=str(qa["id"]), lang=lang, text=qa["question"], pair=context, group=str(title))
-    if not answers:
+        answers = None
+    elif not answers:
         raise DataError(path, 0, f"{where}: no answer (SQuAD v1.1 questions have one or more)")
-    for text, start in answers:
+    for text, start in answers or ():
         if not isinstance(text, str) or not text:
             raise DataError(path, 0, f"{where}: an answer's text is empty (XTREME blanks the answers of its test "
                                      "files; scores need the gold answers)")
@@ -179,9 +178,8 @@ def squad_question(path, where, qa, context, lang, title, blank=False):
 
 def squad_texts(path):
     """{question id: (where, [question, context])} of a SQuAD file translating a split's questions (answers unread)."""
-    articles = squad_articles(path)
     texts = {}
-    for a, article in enumerate(articles):
+    for a, article in enumerate(squad_articles(path)):
         for p, paragraph in enumerate(article.get("paragraphs", []) if isinstance(article, dict) else [None]):
             where = f"article {a}, paragraph {p} (data[{a}].paragraphs[{p}])"
             try:

@@ -207,12 +207,9 @@ class Layout:
         self.parsed = {}  # files that several splits or languages read, read once
         found = self.found() if self.needs_data else set(self.langs)
         self.languages = [lang for lang in self.langs if lang in found] + sorted(found - set(self.langs))
-        self.test_translations = None
-        for pattern in self.test_translation_files if self.directory else ():
-            pattern = pattern.replace("{source}", source)
-            if any(self.directory.glob(pattern.replace("{lang}", "*"))):
-                self.test_translations = str(self.directory / pattern)
-                break
+        patterns = [p.replace("{source}", source) for p in self.test_translation_files] if self.directory else []
+        self.test_translations = next((str(self.directory / p) for p in patterns
+                                       if any(self.directory.glob(p.replace("{lang}", "*")))), None)
 
     def split_file(self, lang, split):
         """The file a language's split is read from, for messages: `pattern` with the language and split."""

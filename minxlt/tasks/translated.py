@@ -22,8 +22,7 @@ def read_translations(spec, lang, source, examples, tokenizer=None):
     """The `examples` of `lang` as their translations into `source` (same ids), from `spec`'s file, read as its name
     says; a missing translation stops with its file and line. `tokenizer`: counts FILTER's tagging segments."""
     path, name = translation_file(spec, lang), translation_file(spec, lang).name
-    if (name in (f"dev-{lang}-{source}.tsv", f"test-{lang}-{source}.tsv")
-            and all(e.words is not None for e in examples)):
+    if name in (f"dev-{lang}-{source}.tsv", f"test-{lang}-{source}.tsv") and all(e.words is not None for e in examples):
         if tokenizer is None:
             raise DataError(path, 0, "FILTER's translations of a tagging task are aligned with XTREME's segments of "
                                      "the split, which a tokenizer counts: read them with the run's "

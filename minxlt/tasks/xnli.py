@@ -47,9 +47,7 @@ class Xnli(Layout):
         return XtremeXnli if directory and (Path(directory) / "train-en.tsv").is_file() else cls
 
     def read(self, lang, split):
-        if split == "train":
-            return read_xnli_mt(self.train_files(lang)[0], lang)
-        return read_xnli(self.directory / "XNLI-1.0" / f"xnli.{split}.tsv", lang)
+        return (read_xnli_mt if split == "train" else read_xnli)(self.split_file(lang, split), lang)
 
     def stream(self, lang):
         return each_xnli_mt(self.train_files(lang)[0], lang)
@@ -58,7 +56,7 @@ class Xnli(Layout):
         return [self.directory / "XNLI-MT-1.0" / "multinli" / f"multinli.train.{lang}.tsv"]
 
     def split_file(self, lang, split):
-        return (self.train_files(lang)[0] if split == "train" else self.directory / "XNLI-1.0" / f"xnli.{split}.tsv")
+        return self.train_files(lang)[0] if split == "train" else self.directory / "XNLI-1.0" / f"xnli.{split}.tsv"
 
     def each_round_trip(self, path, lang):
         """X-Mixup's round trips of XNLI-MT's English through `lang`: line i (the id) renders English line i."""

@@ -53,7 +53,7 @@ class SquadTrained(Layout):
     def train(self, lang):
         if lang == self.source:
             return self.once("squad", lambda: read_squad(self.squad("train-v1.1.json"), lang))
-        path = self.directory.parent / "squad" / "translate-train" / f"squad.translate.train.en-{lang}.json"
+        path = self.split_file(lang, "train")
         return read_squad(path, lang, noisy=True) if path.is_file() else []
 
     def each_round_trip(self, path, lang):

@@ -17,18 +17,14 @@ def each_xtreme_pairs(path, lang, labels):
                       label=label and check_label(path, n, label, labels), where=f"{path}:{n}")
 
 
-def english_texts(sources):
-    """{the English texts of a pair, spaces evened out: its id}, of the source's examples."""
-    return {english(e.text, e.pair): e.id for e in sources}
-
-
 def english(text, pair):
+    """The English texts of a pair, spaces evened out: what a translation is paired by."""
     return " ".join(text.split()), " ".join(pair.split())
 
 
 def each_xtreme_translations(path, lang, labels, texts):
-    """XTREME's translate-train/en-<lang>-translated.tsv (noisy), paired by English texts (`texts()`: english_texts of
-    the source's) or (3 columns) by row."""
+    """XTREME's translate-train/en-<lang>-translated.tsv (noisy), paired by English texts (`texts()`: {english(): id}
+    of the source's) or (3 columns) by row."""
     with open_text(path) as f:
         head = list(utf8(path, itertools.islice(f, 1000)))
     wide = bool(head) and Counter(line.count("\t") for line in head).most_common(1)[0][0] == 4  # most rows' columns
@@ -58,14 +54,15 @@ class XtremePairs(Layout):
     def read(self, lang, split):
         if split == "train" and lang != self.source:
             return list(self.stream(lang))
-        path = self.train_files(lang)[0] if split == "train" else self.directory / f"{split}-{lang}.tsv"
+        path = self.split_file(lang, split)
         return self.once((lang, split), lambda: list(each_xtreme_pairs(path, lang, self.labels)))
 
     def stream(self, lang):
         path = self.train_files(lang)[0]
         if lang == self.source:
             return each_xtreme_pairs(path, lang, self.labels)
-        texts = lambda: self.once(("train", "english texts"), lambda: english_texts(self.stream(self.source)))
+        texts = lambda: self.once(("train", "english texts"),
+                                  lambda: {english(e.text, e.pair): e.id for e in self.stream(self.source)})
         return each_xtreme_translations(path, lang, self.labels, texts) if path.is_file() else iter([])
 
     def train_files(self, lang):
