@@ -113,18 +113,17 @@ def pad_pairs(tokenizer, sources, targets):
     return ids[:B], mask[:B], ids[B:], mask[B:]
 
 
-def epoch_batches(lengths, batch_size, epoch, seed, shuffle=True, group_by_length=False):
+def epoch_batches(lengths, batch_size, epoch, seed, group_by_length=False):
     """One epoch's global batches, alike on every rank; length grouping sorts 50-batch windows, shuffles the batches."""
     order = list(range(len(lengths)))
     rng = random.Random(seed * 100003 + epoch)
-    if shuffle:
-        rng.shuffle(order)
+    rng.shuffle(order)
     if group_by_length:
         window = 50 * batch_size
         order = [i for w in range(0, len(order), window)
                  for i in sorted(order[w:w + window], key=lambda i: -lengths[i])]
     batches = [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
-    if shuffle and group_by_length:
+    if group_by_length:
         rng.shuffle(batches)
     return batches
 

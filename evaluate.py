@@ -52,15 +52,10 @@ def sentence_representations(encoder, tokenizer, texts, batch_size, device, laye
 def predict_probabilities(model, tokenizer, texts, batch_size, max_length, device, rank=0, world_size=1):
     """Class probabilities (N, C) of a classifier for every text, computed across ranks."""
     model.eval()
-    out = None
+    out = torch.zeros(len(texts), model.head.out_proj.out_features, device=device)
     for index in data.evaluation_batches([len(t) for t in texts], batch_size, rank, world_size):
-        ids, mask = tokenizer.pad(tokenizer.encode_batch([texts[i] for i in index], max_length=max_length))
-        probabilities = model(ids.to(device), mask.to(device))[0].float().softmax(-1)
-        if out is None:
-            out = torch.zeros(len(texts), probabilities.shape[-1], device=device)
-        out[index] = probabilities
-    if out is None:  # this rank had no batch
-        out = torch.zeros(len(texts), model.head.out_proj.out_features, device=device)
+        ids, mask = tokenizer.batch([texts[i] for i in index], max_length=max_length)
+        out[index] = model(ids.to(device), mask.to(device))[0].float().softmax(-1)
     return distributed.all_reduce(out).cpu()
 
 
@@ -71,10 +66,8 @@ def unscored(split):
 
 def unscored_note(langs, folder):
     """A line under a results table for the languages that have predictions and no scores."""
-    if not langs:
-        return ""
     return (f"\n\nNo score for {', '.join(langs)}: the test files have no gold labels (XTREME blanks them); "
-            f"the predictions are in {folder}/.")
+            f"the predictions are in {folder}/.") if langs else ""
 
 
 def summarise(per_lang, source):
@@ -91,10 +84,9 @@ def summarise(per_lang, source):
     return results
 
 
-def markdown_table(results, source, extra=None):
+def markdown_table(results, source, extra):
     """A Markdown table: a row per language (percent), the target average, the transfer gap, `extra`'s columns."""
     metrics = [k for k in results.get("average", next(iter(results.values()))) if k != "n"]
-    extra = extra or {}
     present = {k for row in extra.values() for k in row}
     columns = [k for k in ("cka_before", "cka", "retrieval_before", "retrieval") if k in present]
     lines = ["| language | " + " | ".join(metrics + columns) + " |", "|---" * (1 + len(metrics) + len(columns)) + "|"]
@@ -181,8 +173,6 @@ def run_report(results, task, before, after, pooling, predictions):
 
 def write_predictions(folder, predictions):
     """<folder>/<lang>.jsonl: one {"id", "prediction"} per line, in each language's example order."""
-    if predictions:
-        folder.mkdir(parents=True, exist_ok=True)
     for lang, rows in predictions.items():
         cli.write_text(folder / f"{lang}.jsonl", "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
 
@@ -233,8 +223,8 @@ def arguments():
 
 def alignment_pooling(args, info, num_layers):
     """What CKA and retrieval compare: --alignment-pooling, else the checkpoint's run's, else the default's."""
-    if args.alignment_pooling or info.get("alignment_pooling"):
-        return args.alignment_pooling or info["alignment_pooling"]
+    if pooling := args.alignment_pooling or info.get("alignment_pooling"):
+        return pooling
     method = info.get("method")
     argv = ["--method", method, "--pooling", info.get("pooling", "cls")] if method in flags.METHODS else []
     return flags.planned(argv, info.get("task", "demo"), num_layers)["alignment_pooling"]
@@ -404,7 +394,6 @@ def report(args, results, extra, source, seen, predictions, pooling, info):
     table = f"{title}\n\n{table}"
     print(table)
     if out:
-        out.mkdir(parents=True, exist_ok=True)
         summary = {**results, "unscored": unscored_langs, "test_input": seen, "alignment": extra,
                    "alignment_pooling": pooling, "checkpoint": args.checkpoint, "split": args.split, "args": vars(args)}
         cli.write_text(out / f"{stem}.json", json.dumps(summary, indent=2) + "\n")

@@ -22,9 +22,8 @@ def predict_batch(predict, kind, tokenizer, items, device, partners=None):
     (FILTER, X-Mixup), "counterpart" the counterpart alone (translate-test)."""
     if not items:  # no batch left while a sharded model's other processes run (Run.lockstep): a placeholder
         ids = torch.tensor([[tokenizer.bos_id, tokenizer.eos_id]], device=device)
-        logits = (predict(ids, torch.ones_like(ids), ids, torch.ones_like(ids)) if kind == "pair"
-                  else predict(ids, torch.ones_like(ids)))
-        return logits[:0]
+        mask = torch.ones_like(ids)
+        return (predict(ids, mask, ids, mask) if kind == "pair" else predict(ids, mask))[:0]
     if kind == "pair":
         tensors = data.pad_pairs(tokenizer, [partners[it.id].ids for it in items], [it.ids for it in items])
         return predict(*(t.to(device) for t in tensors))
@@ -61,8 +60,8 @@ class Level:
 
     def pair(self, sources, translations):
         """data.translation_pairs, on the token cache's arrays where it holds the texts (tested equal)."""
-        return sources.pair_with(translations) if hasattr(sources, "pair_with") else data.translation_pairs(sources,
-                                                                                                           translations)
+        pair_with = getattr(sources, "pair_with", None)
+        return pair_with(translations) if pair_with else data.translation_pairs(sources, translations)
 
     def units(self, item):
         """What a loss averages over, counted in one encoded item: here an example."""
@@ -104,37 +103,22 @@ class Level:
                 continue
             guesses, items = [], run.encode(examples)
             mine = encoded_partners(run, kind, partners, lang, encoded)
-            counts = self.zero_counts(run.task).to(run.device)
+            counts = torch.zeros(len(run.task.labels), len(run.task.labels), dtype=torch.long, device=run.device)
             for index in batches(items, run):
-                logits = predict_batch(predict, kind, run.tokenizer, [items[i] for i in index], run.device, mine)
-                if scored:
-                    seen = [items[i] for i in index], [examples[i] for i in index]
-                    counts += self.count(logits, *seen, run.task).to(run.device)
-                if predictions is not None:
-                    guesses += zip(index, self.predictions(logits, [items[i] for i in index], run.task))
+                batch = [items[i] for i in index]
+                logits = predict_batch(predict, kind, run.tokenizer, batch, run.device, mine)
+                if scored:  # a confusion matrix of (gold, predicted) label counts
+                    gold = torch.tensor([it.label for it in batch], dtype=torch.long, device=run.device)
+                    counts.index_put_((gold, logits.argmax(-1).to(run.device)), torch.ones_like(gold), accumulate=True)
+                if predictions is not None:  # a label's name per example
+                    guesses += zip(index, [run.task.labels[i] for i in logits.argmax(-1).tolist()])
             if scored:
-                out[lang] = self.scores(distributed.all_reduce(counts).cpu(), run.task)
+                out[lang] = accuracy_and_f1(distributed.all_reduce(counts).cpu())
             if predictions is not None:  # in the examples' order, from every process's (index, prediction)
                 merged = dict(pair for part in distributed.gather(guesses) for pair in part)
                 predictions[lang] = [{"id": e.id, "prediction": merged[i]} for i, e in enumerate(examples)
                                      if i in merged]
         return out
-
-    def zero_counts(self, task):
-        return torch.zeros(len(task.labels), len(task.labels), dtype=torch.long)
-
-    def count(self, logits, items, examples, task):
-        """A confusion matrix of (gold, predicted) label counts."""
-        counts = self.zero_counts(task).to(logits.device)
-        gold = torch.tensor([it.label for it in items], dtype=torch.long, device=logits.device)
-        return counts.index_put_((gold, logits.argmax(-1)), torch.ones_like(gold), accumulate=True)
-
-    def scores(self, counts, task):
-        return accuracy_and_f1(counts)
-
-    def predictions(self, logits, items, task):
-        """What a batch's logits predict, example by example: a label's name."""
-        return [task.labels[i] for i in logits.argmax(-1).tolist()]
 
 
 class ByIdAndLang(dict):
@@ -164,10 +148,6 @@ class Word(Level):
 
     def encode(self, examples, tokenizer, task, max_length):
         return data.encode_tagged(examples, tokenizer, task.labels, max_length, task.intents)
-
-    def pair(self, sources, translations):
-        """Each translation with its source (same id), in the order of the sources."""
-        return data.translation_pairs(sources, translations)
 
     def round_trips(self, sources, trips):
         """Each source sentence's round trip through each language, by id: X-Mixup's, without tags, whose
@@ -225,7 +205,7 @@ class Word(Level):
                     found[i] = (self.tags(row, items[i], task.labels), intent)
             found = {i: guess for part in distributed.gather(found) for i, guess in part.items()}  # every process's
             tags, intents = [["O"] * len(e.words) for e in examples], [None] * len(examples)
-            for i, (example, first, _) in sorted(enumerate(windows), key=lambda w: w[0]):
+            for i, (example, first, _) in enumerate(windows):
                 window_tags, intent = found[i]
                 tags[example][first:first + len(window_tags)] = window_tags
                 intents[example] = intents[example] if first else intent  # a joint task's: the first window's
@@ -234,7 +214,8 @@ class Word(Level):
                              self.zero_counts(task))
                 if not bio(task.labels):  # POS: seqeval's chunks of the language's sentences, joined as it joins them
                     counts[:3] = torch.tensor(chunk_counts([e.tags for e in examples], tags))
-                out[lang] = self.scores(counts, task)
+                out[lang] = tagging_scores(counts, spans=bio(task.labels), joint=bool(task.intents),
+                                           first=self.metric(task))
             if predictions is not None:
                 predictions[lang] = [{"id": e.id, "prediction": {"intent": intent, "tags": t} if task.intents else t}
                                      for e, t, intent in zip(examples, tags, intents)]
@@ -247,9 +228,6 @@ class Word(Level):
         intent_right = bool(task.intents) and intent == example.label
         return torch.tensor([len(gold & guess), len(guess), len(gold), right, len(tags), intent_right,
                              intent_right and right == len(tags), 1])
-
-    def scores(self, counts, task):
-        return tagging_scores(counts, spans=bio(task.labels), joint=bool(task.intents), first=self.metric(task))
 
     @staticmethod
     def tags(predicted, item, labels):
@@ -314,16 +292,16 @@ def tagging_scores(counts, spans=True, joint=False, first="accuracy"):
     """BIO (`spans`): exact-span precision, recall, F1 and word accuracy; POS: word accuracy and chunk F1,
     `first` first; a joint task: intent accuracy, slot F1, exact match (intent and every slot), the rest."""
     found, predicted, gold, right, words, intents_right, exact, sentences = counts.tolist()
-    precision, recall = found / max(predicted, 1), found / max(gold, 1)
+    precision, recall, accuracy = found / max(predicted, 1), found / max(gold, 1), right / max(words, 1)
     f1 = 2 * precision * recall / max(precision + recall, 1e-12)
     if not spans:
-        scores = {"accuracy": right / max(words, 1), "f1": f1, "precision": precision, "recall": recall}
+        scores = {"accuracy": accuracy, "f1": f1, "precision": precision, "recall": recall}
         return {first: scores.pop(first), **scores, "n": words}
     if joint:
         return {"intent_accuracy": intents_right / max(sentences, 1), "slot_f1": f1,
                 "exact_match": exact / max(sentences, 1), "slot_precision": precision, "slot_recall": recall,
-                "word_accuracy": right / max(words, 1), "n": sentences}
-    return {"f1": f1, "precision": precision, "recall": recall, "word_accuracy": right / max(words, 1), "n": words}
+                "word_accuracy": accuracy, "n": sentences}
+    return {"f1": f1, "precision": precision, "recall": recall, "word_accuracy": accuracy, "n": words}
 
 
 class Span(Level):
@@ -372,22 +350,16 @@ class Span(Level):
     def score(self, predict, kind, examples_by_lang, run, partners=None, predictions=None):
         """{lang: EM and F1}, answers in `predictions`: a question's best span over its windows, the processes'
         candidates shared; a "pair" predictor sees each window with its source's over the same context."""
-        task = run.task
-        encode = lambda examples: qa.encode_windows(examples, run.tokenizer, run.max_length, task.doc_stride)
-        out, encoded = {}, {}
+        out, encoded, task = {}, {}, run.task
         for lang, examples in examples_by_lang.items():
             scored = all(e.labelled for e in examples)
             if not scored and predictions is None:
                 continue
-            items = encode(examples)
-            paired = None
+            items, paired = run.encode(examples), None
             if kind == "pair":  # the source's windows, encoded once where every language shares them
-                if id(partners[lang]) not in encoded:
-                    encoded[id(partners[lang])] = {}
-                    for w in encode(partners[lang]):
-                        encoded[id(partners[lang])].setdefault(w.extra["question"], []).append(w)
-                source_windows = encoded[id(partners[lang])]
-                paired = {it.id: qa.matching_window(it, source_windows[it.extra["question"]]) for it in items}
+                key = id(partners[lang])
+                encoded[key] = encoded.get(key) or run.encode(partners[lang])
+                paired = {it.id: source for source, it in self.pair(encoded[key], items)}
             best = {}  # question id -> (score, first character, end character)
             for index in tqdm(batches(items, run), desc=f"answering {lang}", disable=run.rank != 0, leave=False,
                               dynamic_ncols=True):

@@ -243,8 +243,7 @@ def intact(folder):
     """Whether an entry is in place as written; a damaged one is said and removed, to be built again."""
     if not folder.is_dir():
         return False
-    problem = damage(folder)
-    if problem:
+    if problem := damage(folder):
         print(f"note: token cache entry {folder} is damaged ({problem}): building it again", file=sys.stderr)
         aside = folder.with_name(f"{folder.name}.damaged{os.getpid()}")
         folder.rename(aside)
@@ -311,8 +310,7 @@ def sharing(folder, rank=0):
     except OSError as e:
         problem = (f"the token cache {folder} cannot be written to by process {rank} ({e.strerror or e}): set "
                    "MINXLT_CACHE to a folder it can write")
-    problem = distributed.first_error(problem)  # also: every process has marked the folder
-    if problem:
+    if problem := distributed.first_error(problem):  # also: every process has marked the folder
         raise InputError(problem)
     ranks = sorted(int(mark.name) for mark in marks.iterdir() if mark.name.isdigit())
     distributed.barrier()
@@ -339,11 +337,9 @@ def training_texts(train, langs, tokenizer, labels, max_length, rank=0):
             problem = problem or str(e)
     if missing:
         train.release()
-    problems = [p for p in distributed.gather(problem) if p]
-    if problems:
-        raise InputError(problems[0])
-    absent = [str(folder) for folder in folders.values() if not folder.is_dir()]
-    if absent:
+    if problem := distributed.first_error(problem):
+        raise InputError(problem)
+    if absent := [str(folder) for folder in folders.values() if not folder.is_dir()]:
         raise InputError(f"token cache entries built by another process are not here: {', '.join(absent)}; the "
                          "processes that share a cache folder need to see the same files in it")
     texts.update({lang: load(folder) for lang, folder in folders.items()})

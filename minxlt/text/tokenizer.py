@@ -68,8 +68,7 @@ class Tokenizer:
         return [self.bos_id, *a, self.eos_id, *self.separator, *b, self.eos_id]
 
     def encode_words(self, words, max_length=None):
-        """(ids with specials, each token's word index or None) of pre-split words; a word that normalises to nothing
-        gets no token."""
+        """(ids with specials, each token's word index or None) of words; one normalised to nothing gets no token."""
         ids, word_ids = [self.bos_id], [None]
         for w, pieces in enumerate(self.tokenize_words(words) if words else []):
             ids += pieces
@@ -163,8 +162,7 @@ class SentencePieceTokenizer(Tokenizer):
         token = lambda content: {"SpecialToken": {"id": content, "type_id": 0}}
         text = lambda name: {"Sequence": {"id": name, "type_id": 0}}
         space = {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "always", "split": True}
-        added = [special(i, c) for i, c in enumerate(["<s>", "<pad>", "</s>", "<unk>"])]
-        added.append(special(self.mask_id, "<mask>"))
+        added = [special(i, c) for i, c in [*enumerate(["<s>", "<pad>", "</s>", "<unk>"]), (self.mask_id, "<mask>")]]
         return {"version": "1.0", "truncation": None, "padding": None, "added_tokens": added,
                 "normalizer": {"type": "Sequence", "normalizers": [
                     {"type": "Precompiled", "precompiled_charsmap": base64.b64encode(charsmap).decode()},
@@ -314,8 +312,7 @@ class WordPieceTokenizer(Tokenizer):
         self.vocab = dict(vocab) if not isinstance(vocab, dict) else vocab
         self.lowercase, self.strip_accents = lowercase, lowercase if strip_accents is None else strip_accents
         self.chinese, self.clean, self.max_word = chinese, clean, max_word
-        missing = [t for t in (unk, "[CLS]", "[SEP]", "[PAD]", "[MASK]") if t not in self.vocab]
-        if missing:
+        if missing := [t for t in (unk, "[CLS]", "[SEP]", "[PAD]", "[MASK]") if t not in self.vocab]:
             raise CheckpointError(f"the WordPiece vocabulary lacks {', '.join(missing)}")
         self.unk_id, self.bos_id, self.eos_id = self.vocab[unk], self.vocab["[CLS]"], self.vocab["[SEP]"]
         self.pad_id, self.mask_id = self.vocab["[PAD]"], self.vocab["[MASK]"]
@@ -392,12 +389,9 @@ class WordPieceTokenizer(Tokenizer):
         return out
 
     def tokenize_with_offsets(self, text):
-        ids, offsets = [], []
-        for word in self.words(text):
-            for piece, start, end in self.pieces(word):
-                ids.append(piece)
-                offsets.append((word[start][1], word[end - 1][1] + 1))
-        return ids, offsets
+        found = [(piece, (word[start][1], word[end - 1][1] + 1)) for word in self.words(text)
+                 for piece, start, end in self.pieces(word)]
+        return [piece for piece, _ in found], [offset for _, offset in found]
 
     def tokenize_words(self, words):
         return [self.tokenize_with_offsets(word)[0] for word in words]
