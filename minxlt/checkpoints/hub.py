@@ -38,8 +38,7 @@ def resolve(name, flag="--model", config_only=False):
         return path
     if path.exists() or not HUB_ID.fullmatch(name):
         raise InputError(f"{flag} {name}: not a checkpoint folder, nor a Hugging Face hub id (org/name)")
-    found = cached(name)
-    if found is not None:
+    if (found := cached(name)) is not None:
         return found
     where = f"{flag} {name}: no such folder, and not in the Hugging Face cache at {cache_dir()}"
     if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on"):

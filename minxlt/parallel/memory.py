@@ -53,7 +53,7 @@ def plan(config, processes, amp="none", freeze_embeddings=False, device_memory=8
     received = 4 * max(first_shard(s, processes) for s, _ in shapes) if processes > 1 else 0
     copy = sharded["parameters"] if amp == "bf16" and not eval_bf16 else 0
     evaluation = in_forward(encoder, 2, processes) if eval_bf16 else None
-    phases = {"ddp": phase_bytes(ddp, NOTHING_GATHERED, 0),
+    phases = {"ddp": phase_bytes(ddp, (0, 0, 0, 0), 0),  # a DDP step gathers and reduce-scatters nothing
               "sharded": phase_bytes(sharded, moments, in_forward(encoder, 4, processes), offload, received,
                                      grad_accum > 1, copy, evaluation)}
     return {"parameters_count": total, "trainable": trainable, "ddp": ddp, "sharded": sharded,
@@ -62,9 +62,6 @@ def plan(config, processes, amp="none", freeze_embeddings=False, device_memory=8
             "fits": max(phases["ddp"].values()) <= device_memory,
             "fits_sharded": max(phases["sharded"].values()) <= device_memory,
             "sharded_on_device": phases["sharded"]["step"]}
-
-
-NOTHING_GATHERED = (0, 0, 0, 0)  # step_moments of a DDP step, which gathers and reduce-scatters nothing
 
 
 def phase_bytes(parts, step_extra, test_extra, offload=False, received=0, accumulates=False, evaluation_copy=0,
@@ -137,8 +134,8 @@ def dry_run(args, model_dir):
     name = args.model or "the default model"
     compute = {"none": "float32", "bf16": "bf16 (autocast)", "fp16": "fp16 (autocast)",
                "auto": "as --amp auto chooses; float32 counted"}[amp]
-    parts = lambda sizes: ", ".join(f"{part} {size / GB:.1f} GB" for part, size in sizes.items())
     gb = lambda n: f"{n / GB:.1f} GB"
+    parts = lambda sizes: ", ".join(f"{part} {gb(size)}" for part, size in sizes.items())
     ddp, sharded, es = sum(p["ddp"].values()), sum(p["sharded"].values()), "es" * (processes > 1)
     lines = [f"memory plan: {name}, {p['parameters_count'] / 1e9:.2f} B parameters "
              f"({p['trainable'] / 1e9:.2f} B trained), {processes} process{es}, float32 weights computing in {compute}",

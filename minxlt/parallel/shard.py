@@ -140,8 +140,8 @@ def on_first_host(tensor):
     received a process's rows at a time: no device holds a whole tensor."""
     if not isinstance(tensor, DTensor):
         return tensor
-    rank, processes, first = dist.get_rank(), dist.get_world_size(), tensor.shape[0]
-    rows, mine = weights.chunk(first, processes), tensor.to_local()
+    rank, processes = dist.get_rank(), dist.get_world_size()
+    rows, mine = weights.chunk(tensor.shape[0], processes), tensor.to_local()
     if rank != 0:
         if len(mine) < rows:  # the last processes' chunks are short or empty: sent at the full size
             mine = torch.cat([mine, mine.new_zeros((rows - len(mine), *tensor.shape[1:]))])
@@ -152,9 +152,8 @@ def on_first_host(tensor):
     received = mine.new_empty((rows, *tensor.shape[1:])) if processes > 1 else None  # one chunk at a time
     for source in range(1, processes):
         dist.recv(received, src=source)
-        start = source * rows
-        count = max(0, min(rows, first - start))
-        out[start:start + count] = received[:count].cpu()
+        part = out[source * rows:(source + 1) * rows]  # the last processes' rows: fewer or none
+        part.copy_(received[:len(part)])
     return out
 
 
