@@ -13,7 +13,7 @@ import signal
 import sys
 import time
 from concurrent.futures import Future
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from types import SimpleNamespace
@@ -82,8 +82,7 @@ def batch_loader(settings, method, phases, start):
     none on the CPU; pinned on CUDA), or by this one where making a batch runs a teacher on CUDA or sharded."""
     cuda, teacher = method.run.device.startswith("cuda"), getattr(method, "teacher", None)
     workers = settings.workers if settings.workers is not None else 2 if cuda else 0
-    # a teacher (FILTER's, X-Mixup's) whose logits are not all cached runs in make_batch: a forked process cannot
-    # on CUDA, nor sharded (its layers gather with every training process)
+    # a teacher (FILTER's, X-Mixup's) whose logits are not all cached runs in make_batch: not in a forked process
     if teacher is not None and teacher.model is not None and not teacher.complete and (cuda or settings.shard):
         if settings.workers:
             where = "sharded (its layers gather with every training process)" if settings.shard else "on CUDA"
@@ -170,8 +169,7 @@ class Book:
         self.saved = (load_checkpoint(out, self.identity, self.files, settings.resume_changed, run.rank)
                       if settings.resume else None)
         if settings.overwrite and run.rank == 0:  # the run OUT holds, and what its writes left half done
-            for name in cli.RUN_FILES + cli.LEFTOVERS:
-                path = out / name
+            for path in [out / name for name in cli.RUN_FILES + cli.LEFTOVERS]:
                 shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
 
     def start(self, core, optimizer, scheduler, scaler):
@@ -338,10 +336,8 @@ class Book:
         if problem is None:
             return
         self.progress.close()
-        try:
+        with suppress(OSError):  # a failed write leaves the previous checkpoint, as the message below says
             self.finish_checkpoint()  # one still being written (--async-checkpoint), before the group goes
-        except OSError:
-            pass  # the previous one stays, as the message below says
         if self.run.rank == 0:
             print(f"error: step {self.step}: {problem}: the run is diverging; try a lower --lr (now "
                   f"{self.settings.lr}), --amp bf16 or none instead of fp16, or --max-grad-norm 1.0; "
@@ -367,7 +363,6 @@ class Book:
             rng["cuda"] = torch.cuda.get_rng_state()
         window = {name: (total.detach().cpu(), self.counts[name]) for name, total in self.sums.items()}
         states, windows = distributed.gather(rng), distributed.gather(window)
-        rank = self.run.rank
         rest = {"scheduler": scheduler.state_dict(), "scaler": scaler.state_dict(), "step": self.step,
                 **{k: v for k, v in asdict(self.state).items() if k != "saved_step"},
                 "rng": states, "settings": self.settings.as_dict(), "identity": self.identity, "files": self.files,
@@ -377,7 +372,7 @@ class Book:
                 self.checkpoint_group = torch.distributed.new_group(backend="gloo")
             written, staging_failed = Future(), False
             try:
-                written = shard.save(self.out / "checkpoint.tmp", core, optimizer, rank, self.checkpoint_group)
+                written = shard.save(self.out / "checkpoint.tmp", core, optimizer, self.run.rank, self.checkpoint_group)
             except FAILED_WRITE_SHARDED as e:
                 written.set_exception(e)
                 staging_failed = isinstance(e, shard.StagingFailed)  # raised on every process at once: stop now
@@ -387,10 +382,9 @@ class Book:
             if not self.settings.async_checkpoint or staging_failed:
                 self.finish_checkpoint()
             return
-        path, problem = self.out / "checkpoint.pt", None
-        tmp = path.with_name(path.name + ".tmp")
+        path, tmp, problem = self.out / "checkpoint.pt", self.out / "checkpoint.pt.tmp", None
         try:
-            if rank == 0:
+            if self.run.rank == 0:
                 torch.save(dict(rest, model=core.state_dict(), optimizer=optimizer.state_dict()), tmp)
                 os.replace(tmp, path)
         except FAILED_WRITE as e:
@@ -460,8 +454,7 @@ class Book:
     def close(self, stopped):
         """--no-keep-checkpoint: the checkpoint removed, unless the run stopped before its end; then OUT given up."""
         if not (self.settings.keep_checkpoint or stopped or self.run.rank != 0):
-            for name in ("checkpoint.pt", "checkpoint", "checkpoint.old"):
-                path = self.out / name
+            for path in [self.out / name for name in ("checkpoint.pt", "checkpoint", "checkpoint.old")]:
                 shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
         cli.release(self.out)  # a run that fails gives it up when its process ends
 

@@ -8,6 +8,7 @@ import shutil
 import socket
 import sys
 import time
+from contextlib import suppress
 from pathlib import Path
 
 import torch
@@ -218,11 +219,9 @@ def output_folder(out, resume=False, overwrite=False, rank=0):
 def release(out):
     """Give up OUT (output_folder's lock), where this process holds it."""
     lock = Path(out) / LOCK
-    try:
+    with suppress(OSError):
         if lock.read_text().split() == [socket.gethostname(), str(os.getpid())]:
             lock.unlink()
-    except OSError:
-        pass
 
 
 def run(main):

@@ -84,7 +84,7 @@ def parse(argv=None, description="", strict=True):
     own = {f.name: f.default for f in own_flags(METHODS.get(method))}
     for name, default in {**DEFAULTS, **own}.items():  # a flag not given: the method's default, or the flag's own
         if getattr(args, name, None) is None:
-            setattr(args, name, own.get(name, default))
+            setattr(args, name, default)
     if args.epochs:
         args.max_steps = None  # counted from the data: the method's phases
     if args.grad_accum > args.batch_size or args.batch_size % args.grad_accum:
@@ -104,9 +104,7 @@ def parser(description="", method=None):
     groups = dict(COMMON)
     if method is not None:  # its Settings' fields (methods.flag); one without help sets a common flag's default
         groups[f"--method {method}"] = mine = []
-        for f in own_flags(METHODS[method]):
-            if not f.metadata:
-                continue
+        for f in [f for f in own_flags(METHODS[method]) if f.metadata]:
             values, metavar = f.metadata["values"], {int: "N", float: "X"}.get(f.type, "PATH")
             if f.type is bool:
                 options = BOOL
@@ -258,16 +256,15 @@ def autocast(amp, device):
 
 
 def settled(args, method, level, num_layers, task=None):
-    """The settings as a dict: the flags parse() gave, and the defaults that follow from the task's level:
-    --max-length's, and the method's (its Settings' for_task)."""
-    values, own = dict(vars(args)), [f.name for f in own_flags(method)]
+    """The settings as a dict: parse()'s flags, and the defaults of the task's level (--max-length, for_task's)."""
+    values = dict(vars(args))
     if level not in method.levels:
         trains = " and ".join(method.levels)
         raise InputError(f"--method {args.method} trains on {trains} labels; --task {task or args.task} "
                          f"{LEVELS[level].description}: use a method for {level} labels")
     values["max_length"] = values["max_length"] or LEVELS[level].max_length
-    if hasattr(method, "Settings") and hasattr(method.Settings, "for_task"):
-        mine = method.Settings(**{name: values[name] for name in own})
+    if hasattr(getattr(method, "Settings", None), "for_task"):
+        mine = method.Settings(**{f.name: values[f.name] for f in own_flags(method)})
         values.update({name: value for name, value in mine.for_task(level, num_layers, values).items()
                        if values.get(name) is None})
     values["alignment_pooling"] = values["alignment_pooling"] or "mean"
@@ -296,8 +293,7 @@ def saved(info, method, level, num_layers):
 
 
 def resolve(args, run):
-    """(Settings, the run with the resolved --max-length): every default and check of the flags parse()
-    gave, for `run` (methods.Run: the task, tokenizer and model it trains)."""
+    """(Settings, the run with the resolved --max-length): every default and check of parse()'s flags, for `run`."""
     method = METHODS[args.method]
     values = settled(args, method, run.task.level, run.num_layers, run.task.name)
     run = replace(run, max_length=values["max_length"], lockstep=values["shard"] and run.world_size > 1)
