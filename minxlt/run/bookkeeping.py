@@ -82,7 +82,8 @@ def batch_loader(settings, method, phases, start):
     none on the CPU; pinned on CUDA), or by this one where making a batch runs a teacher on CUDA or sharded."""
     cuda, teacher = method.run.device.startswith("cuda"), getattr(method, "teacher", None)
     workers = settings.workers if settings.workers is not None else 2 if cuda else 0
-    # a teacher (FILTER's, X-Mixup's) whose logits are not all cached runs in make_batch: not in a forked process
+    # a teacher (FILTER's, X-Mixup's) whose logits are not all cached runs in make_batch: a forked process cannot
+    # on CUDA, nor sharded (its layers gather with every training process)
     if teacher is not None and teacher.model is not None and not teacher.complete and (cuda or settings.shard):
         if settings.workers:
             where = "sharded (its layers gather with every training process)" if settings.shard else "on CUDA"

@@ -161,10 +161,10 @@ def squad_question(path, where, qa, context, lang, title, blank=False):
         raise DataError(path, 0, f"{where}: context, question and id must be text")
     answers = [(x["text"], x["answer_start"]) for x in qa["answers"]]
     if blank and answers == [("", 0)]:  # XTREME's blanked test answer
-        answers = None
-    elif not answers:
+        return Example(id=str(qa["id"]), lang=lang, text=qa["question"], pair=context, group=str(title))
+    if not answers:
         raise DataError(path, 0, f"{where}: no answer (SQuAD v1.1 questions have one or more)")
-    for text, start in answers or ():
+    for text, start in answers:
         if not isinstance(text, str) or not text:
             raise DataError(path, 0, f"{where}: an answer's text is empty (XTREME blanks the answers of its test "
                                      "files; scores need the gold answers)")
