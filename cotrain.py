@@ -143,7 +143,6 @@ def main(argv=None):
     pool = {f"{lang}:{e.id}": Example(id=e.id, lang=lang, text=e.text)
             for lang, examples in unlabelled.items() for e in examples}
     if rank == 0:  # the unlabelled texts (their gold labels are not used)
-        out.mkdir(parents=True, exist_ok=True)
         cli.write_text(out / "pool.jsonl", "".join(json.dumps({"key": key, "lang": e.lang, "text": e.text},
                                                               ensure_ascii=False) + "\n" for key, e in pool.items()))
     history = []
@@ -205,10 +204,9 @@ class FineTuning:
 
             def predict(unlabelled):
                 keys = sorted(unlabelled)
-                probabilities = evaluate.predict_probabilities(model, tokenizer, [unlabelled[k].text for k in keys],
-                                                               self.args.eval_batch_size, info["max_length"],
-                                                               self.device, self.rank, self.world_size)
-                confidence, label = probabilities.max(-1)
+                confidence, label = evaluate.predict_probabilities(model, tokenizer, [unlabelled[k].text for k in keys],
+                                                                   self.args.eval_batch_size, info["max_length"],
+                                                                   self.device, self.rank, self.world_size).max(-1)
                 return {k: (self.task.labels[l], c) for k, l, c in zip(keys, label.tolist(), confidence.tolist())}
             return predict
         return fit
@@ -218,7 +216,6 @@ class FineTuning:
         if self.rank != 0:
             return
         out = Path(self.own.out) / f"round{round_}"
-        out.mkdir(parents=True, exist_ok=True)
         cli.write_text(out / "picks.json", json.dumps({"lm": picks_lm, "emb": picks_emb}, indent=1) + "\n")
         print(f"co-training round {round_}: f_lm picked {len(picks_lm)}, f_emb picked {len(picks_emb)} "
               f"pseudo-labels above {self.own.threshold}", flush=True)

@@ -35,15 +35,14 @@ from model import Classifier, Encoder, mean_pool
 
 
 @torch.no_grad()
-def sentence_representations(encoder, tokenizer, texts, batch_size, device, layer=-1, rank=0, world_size=1,
-                             pooling="mean"):
-    """Sentence vectors (N, H) of `layer`, across ranks: the real tokens' mean, or <s>'s ("cls")."""
+def sentence_representations(encoder, tokenizer, texts, batch_size, device, rank=0, world_size=1, pooling="mean"):
+    """Sentence vectors (N, H) of the final layer, across ranks: the real tokens' mean, or <s>'s ("cls")."""
     H, positions = encoder.config.hidden_size, encoder.config.max_positions - encoder.config.position_offset
     out = torch.zeros(len(texts), H, device=device)
     for index in data.evaluation_batches([len(t) for t in texts], batch_size, rank, world_size):
         ids, mask = tokenizer.batch([texts[i] for i in index], max_length=min(512, positions))
         ids, mask = ids.to(device), mask.to(device)
-        hidden = encoder(ids, mask, every_layer=True)[layer]
+        hidden = encoder(ids, mask)
         out[index] = (mean_pool(hidden, mask) if pooling == "mean" else hidden[:, 0]).float()  # bf16 when sharded
     return distributed.all_reduce(out) if world_size > 1 else out
 

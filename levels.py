@@ -179,10 +179,6 @@ class Word(Level):
         mask = batch["target_scored"].to(known.device) * known * batch["weights"][:, None]
         return self_teaching_loss(student_logits, teacher_logits.nan_to_num(0.0), mask, **form)
 
-    def zero_counts(self, task):
-        # entities found, predicted, gold; words right, words; intents right, sentences all right, sentences
-        return torch.zeros(8, dtype=torch.long)
-
     @torch.no_grad()
     def score(self, predict, kind, examples_by_lang, run, partners=None, predictions=None):
         """Level.score, each sentence whole: a long one in windows of words (data.word_windows), their tags put
@@ -201,8 +197,11 @@ class Word(Level):
             for index in batches(items, run):
                 logits = predict_batch(predict, kind, run.tokenizer, [items[i] for i in index], run.device, mine)
                 for row, i in zip(logits.argmax(-1).cpu(), index):
+                    window_tags = ["O"] * items[i].extra["words"]  # a word whose tokens were truncated away: "O"
+                    for w, t in items[i].extra["scored"]:  # else its first sub-token's prediction
+                        window_tags[w] = task.labels[row[t]]
                     intent = task.intents[row[0] - len(task.labels)] if task.intents else None
-                    found[i] = (self.tags(row, items[i], task.labels), intent)
+                    found[i] = (window_tags, intent)
             found = {i: guess for part in distributed.gather(found) for i, guess in part.items()}  # every process's
             tags, intents = [["O"] * len(e.words) for e in examples], [None] * len(examples)
             for i, (example, first, _) in enumerate(windows):
@@ -211,7 +210,7 @@ class Word(Level):
                 intents[example] = intents[example] if first else intent  # a joint task's: the first window's
             if scored:
                 counts = sum((self.count_tags(e, t, intent, task) for e, t, intent in zip(examples, tags, intents)),
-                             self.zero_counts(task))
+                             torch.zeros(8, dtype=torch.long))
                 if not bio(task.labels):  # POS: seqeval's chunks of the language's sentences, joined as it joins them
                     counts[:3] = torch.tensor(chunk_counts([e.tags for e in examples], tags))
                 out[lang] = tagging_scores(counts, spans=bio(task.labels), joint=bool(task.intents),
@@ -222,20 +221,13 @@ class Word(Level):
         return out
 
     def count_tags(self, example, tags, intent, task):
-        """A sentence's counts (zero_counts' order) from its predicted tags (and intent)."""
+        """A sentence's counts from its predicted tags (and intent): entities found, predicted, gold; words right,
+        words; intents right, sentences all right, sentences."""
         gold, guess = entities(example.tags), entities(tags)
         right = sum(a == b for a, b in zip(example.tags, tags))
         intent_right = bool(task.intents) and intent == example.label
         return torch.tensor([len(gold & guess), len(guess), len(gold), right, len(tags), intent_right,
                              intent_right and right == len(tags), 1])
-
-    @staticmethod
-    def tags(predicted, item, labels):
-        """A word's tag from its first sub-token's prediction; a word whose tokens were truncated away is "O"."""
-        tags = ["O"] * item.extra["words"]
-        for w, t in item.extra["scored"]:
-            tags[w] = labels[predicted[t]]
-        return tags
 
 
 def own_segments(items, windows, partners):

@@ -157,7 +157,6 @@ def dry_run(experiment, out, nproc, data=None):
     statuses = {job.label: status(job, experiment, named) for job in todo}
     for key in dict.fromkeys((job.run.name, job.value) for job in todo):
         mine = [job for job in todo if (job.run.name, job.value) == key]
-        seeds = [job.seed for job in mine]
         argvs = [command(job, experiment, nproc, named) for job in mine]
         argvs = [argv[:-1] if argv[-1] in ("--resume", "--overwrite") else argv for argv in argvs]  # said by its state
         by_state = {state: [job.seed for job in mine if statuses[job.label] == state]
@@ -165,8 +164,8 @@ def dry_run(experiment, out, nproc, data=None):
         states = [WHAT[state] if len(by_state) == 1 else f"{seed_range(held)} {WHAT[state]}"
                   for state, held in by_state.items()]
         also = f"; shared with {', '.join(shared[mine[0].key])}" if mine[0].key in shared else ""
-        joined = seeded_command(argvs, seeds)
-        print(f"{mine[0].label.rpartition(' seed ')[0]}, {seed_range(seeds)} ({'; '.join(states)}{also})")
+        joined = seeded_command(argvs, experiment.seeds)  # each run has a job of every seed
+        print(f"{mine[0].label.rpartition(' seed ')[0]}, {seed_range(experiment.seeds)} ({'; '.join(states)}{also})")
         print("\n".join(f"  {line}" for line in ([joined] if joined else map(shlex.join, argvs))))
     counts = {s: sum(value == s for value in statuses.values()) for s in WHAT}
     print(f"{len(todo)} runs ({len(experiment.runs)} x {len(experiment.seeds)} seeds): "

@@ -243,9 +243,8 @@ class Unicoder(nn.Module):
         hidden = self.encoder(batch["input_ids"], batch["attention_mask"])
         if task == "paraphrase":
             logits = self.paraphrase(hidden)                           # (B, 2) from <s>
-            labelled = batch["labels"] != -100
             loss = F.cross_entropy(logits.float(), batch["labels"], ignore_index=-100, reduction="sum")
-            return loss / labelled.sum().clamp(min=1)
+            return loss / (batch["labels"] != -100).sum().clamp(min=1)
         return self.mlm_loss(hidden, batch["masked"], batch["masked_labels"])
 
     def save(self, directory, tokenizer, info, whole=None, write=True):

@@ -34,10 +34,8 @@ def child(directory, dtype, warm):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--hidden", type=int, default=1024)
-    p.add_argument("--layers", type=int, default=12)
-    p.add_argument("--vocab", type=int, default=50000)
-    p.add_argument("--shard-mb", type=int, default=200)
+    for flag, default in (("--hidden", 1024), ("--layers", 12), ("--vocab", 50000), ("--shard-mb", 200)):
+        p.add_argument(flag, type=int, default=default)
     p.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child:
@@ -48,10 +46,9 @@ def main():
     with tempfile.TemporaryDirectory() as folder:
         torch.manual_seed(0)
         Encoder(config, lm_head=True).save_pretrained(folder, shard_bytes=args.shard_mb * MB)
-        shards = sorted(Path(folder).glob("model-*.safetensors"))
-        largest = max(s.stat().st_size for s in shards)
-        total = sum(s.stat().st_size for s in shards)
-        print(f"checkpoint: {total / MB:.0f} MB in {len(shards)} shards (largest {largest / MB:.0f} MB), float32, "
+        sizes = [shard.stat().st_size for shard in Path(folder).glob("model-*.safetensors")]
+        largest = max(sizes)
+        print(f"checkpoint: {sum(sizes) / MB:.0f} MB in {len(sizes)} shards (largest {largest / MB:.0f} MB), float32, "
               f"hidden {args.hidden}, {args.layers} pre-LN layers, vocabulary {args.vocab}")
         print("| load into | model | largest shard | peak added, first load | peak added, after a tiny load "
               "| ratio to model + one shard |")

@@ -45,8 +45,8 @@ def measure(config, sharded):
     optimizer.step()
     encoder = list(model.encoder.parameters())
     moments = [optimizer.state[p][k] for p in encoder for k in ("exp_avg", "exp_avg_sq")]
-    held = (shard.local_bytes(encoder), shard.local_bytes(p.grad for p in encoder), shard.local_bytes(moments))
-    return dict(zip(PARTS, held))
+    held = (encoder, [p.grad for p in encoder if p.grad is not None], moments)  # of a DTensor, its own shard only
+    return {part: sum(shard.local(t).nbytes for t in tensors) for part, tensors in zip(PARTS, held)}
 
 
 def live_bytes():
@@ -70,7 +70,7 @@ def peaks(names, figures, key, less):
     # copy out, a unit's release after backward, the copy into the reduce-scatter buffer
     moments = {"foreach_all_gather_copy_out": _fsdp_param_group, "reshard": _fsdp_param_group.FSDPParamGroup,
                "foreach_reduce_scatter_copy_in": _fsdp_collectives}
-    owners = {name: moments.get(name, dist) for name in names if name in moments or hasattr(dist, name)}
+    owners = {name: moments.get(name, dist) for name in names}
     real = {name: getattr(owners[name], name) for name in names}
     figures.setdefault(key, 0)
 
@@ -129,13 +129,12 @@ def by_phase(directory, amp, embeddings_unit=False):
     with torch.no_grad(), peaks(EVERY, figures, "dev evaluation", before), shard.evaluated(model) as evaluated:
         evaluated(ids, torch.ones_like(ids))
 
-    figures["host copy"] = 0  # writing OUT/best: between steps, AdamW's moments alive, no gradient
-    for p in model.parameters():
-        whole_bytes = p.numel() * p.element_size() if dist.get_rank() == 0 else 0  # process 0's host copy of it
+    # writing OUT/best: between steps, AdamW's moments alive, no gradient; process 0's host copy of each parameter
+    whole = {p: p.numel() * p.element_size() if dist.get_rank() == 0 else 0 for p in model.parameters()}
+    figures["host copy"] = max(whole.values())
+    for p, whole_bytes in whole.items():
         with peaks(("send", "recv"), figures, "writing OUT/best", before + whole_bytes):
-            out = shard.on_first_host(p)
-        figures["host copy"] = max(figures["host copy"], whole_bytes)
-        del out
+            shard.on_first_host(p)  # the copy dropped at once
 
     del optimizer, scheduler  # the test: AdamW freed, the tested model loaded sharded beside the trained one
     gc.collect()
@@ -151,14 +150,14 @@ def worker(child):
     """Under torchrun: by_phase (--phases) or measure, and process 0 prints every process's figures (json)."""
     from minxlt.parallel import distributed
     from model import Config
-    distributed.setup("cpu")
-    torch.set_num_threads(max(1, (os.cpu_count() or 1) // distributed.world_size()))
+    rank, processes, _ = distributed.setup("cpu")
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) // processes))
     if child[1] in ("none", "bf16"):
         held = by_phase(child[0], child[1], child[2] == "embeddings")
     else:
         held = measure(Config(num_layers=int(child[0])), child[1] == "shard")
     every = distributed.gather(held)
-    if int(os.environ.get("RANK", "0")) == 0:
+    if rank == 0:
         print("RESULT " + json.dumps(every))
     distributed.cleanup()
 

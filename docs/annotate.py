@@ -275,22 +275,19 @@ def render(name, source):
             + "\n".join(rows) + "\n</body>\n</html>\n")
 
 
-def index():
+def pages():
+    """{file name under docs/pages: its HTML}, from the sources as they are: the index, then each file's page."""
     items = "\n".join(f'<li><a href="{Path(name).stem}.html">{html.escape(title)}</a> (<code>{name}</code>): '
                       f"{html.escape(paper)}; {math(html.escape(where))}</li>"
                       for name, (title, paper, where) in PAGES.items())
-    return (f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
-            f"<title>minxlt: the papers beside the code</title>\n"
-            f"<style>{STYLE} ol {{ padding: 10px 40px; }} li {{ margin: 6px 0; }}</style>\n</head>\n<body>\n<header>\n"
-            f"<h1>minxlt: the papers beside the code</h1>\n"
-            "<p>Each page shows a file's notes beside the code they explain, generated from the file by "
-            'docs/annotate.py, in the README\'s reading order. <a href="../../README.md">README</a></p>\n</header>\n'
-            f"<ol>\n{items}\n</ol>\n</body>\n</html>\n")
-
-
-def pages():
-    """{file name under docs/pages: its HTML}, from the sources as they are."""
-    return {"index.html": index(), **{f"{Path(name).stem}.html": render(name, (ROOT / name).read_text(encoding="utf-8"))
+    index = (f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+             f"<title>minxlt: the papers beside the code</title>\n"
+             f"<style>{STYLE} ol {{ padding: 10px 40px; }} li {{ margin: 6px 0; }}</style>\n</head>\n<body>\n<header>\n"
+             f"<h1>minxlt: the papers beside the code</h1>\n"
+             "<p>Each page shows a file's notes beside the code they explain, generated from the file by "
+             'docs/annotate.py, in the README\'s reading order. <a href="../../README.md">README</a></p>\n</header>\n'
+             f"<ol>\n{items}\n</ol>\n</body>\n</html>\n")
+    return {"index.html": index, **{f"{Path(name).stem}.html": render(name, (ROOT / name).read_text(encoding="utf-8"))
                                       for name in PAGES}}
 
 

@@ -14,13 +14,10 @@ from torch.distributed.tensor import DTensor
 
 from minxlt.errors import CheckpointError
 
-# safetensors dtype name -> (torch dtype, bytes per element)
-DTYPES = {
-    "F64": (torch.float64, 8), "F32": (torch.float32, 4), "F16": (torch.float16, 2),
-    "BF16": (torch.bfloat16, 2), "I64": (torch.int64, 8), "I32": (torch.int32, 4),
-    "I16": (torch.int16, 2), "I8": (torch.int8, 1), "U8": (torch.uint8, 1), "BOOL": (torch.bool, 1),
-}
-DTYPE_NAMES = {dtype: name for name, (dtype, _) in DTYPES.items()}
+# safetensors dtype name -> torch dtype
+DTYPES = {"F64": torch.float64, "F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16, "I64": torch.int64,
+          "I32": torch.int32, "I16": torch.int16, "I8": torch.int8, "U8": torch.uint8, "BOOL": torch.bool}
+DTYPE_NAMES = {dtype: name for name, dtype in DTYPES.items()}
 MAX_HEADER_BYTES = 100 * 1024 * 1024  # the safetensors library's own limit
 
 
@@ -61,7 +58,7 @@ def load_safetensors(path):
         if not 0 <= start <= end <= data_len:
             raise CheckpointError(f"{where}: data_offsets [{start}, {end}] fall outside the {data_len}-byte data "
                                   "region")
-        expected = math.prod(shape) * DTYPES[dtype][1]
+        expected = math.prod(shape) * DTYPES[dtype].itemsize
         if end - start != expected:
             raise CheckpointError(f"{where}: {dtype} {shape} needs {expected} bytes but data_offsets span "
                                   f"{end - start}")
@@ -80,7 +77,7 @@ def load_safetensors(path):
         start, end = info["data_offsets"]
         raw = (torch.frombuffer(buffer, dtype=torch.uint8, count=end - start, offset=data_start + start) if end > start
                else torch.empty(0, dtype=torch.uint8))  # frombuffer refuses a count of 0
-        tensors[name] = raw.view(DTYPES[info["dtype"]][0]).reshape(info["shape"])
+        tensors[name] = raw.view(DTYPES[info["dtype"]]).reshape(info["shape"])
     return tensors
 
 

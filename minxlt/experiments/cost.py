@@ -70,9 +70,8 @@ def run_cost(method, values, sizes, test_input, trained=True, level="sentence", 
     every_lang = "all" in (values["select_on"], values.get("dev_langs"))
     dev_langs = sizes.get("dev_languages", sizes["languages"]) if every_lang else 1
     dev_langs = sizes["languages"] - 1 if pretrains else dev_langs
-    dev_pair = 2 if draws == "pairs" and per_prediction == 2 else 1
     dev = min(sizes["dev"], values.get("dev_limit") or sizes["dev"])  # --dev-limit: the first N of each language
-    return with_tokens(Cost(steps, training, evaluations * dev * dev_langs * dev_pair + test), values)
+    return with_tokens(Cost(steps, training, evaluations * dev * dev_langs * per_prediction + test), values)
 
 
 def with_tokens(cost, values):
@@ -89,9 +88,8 @@ def cotrain_cost(values, sizes, test_input, level="sentence"):
     pool = (values.get("pool_per_lang") or sizes["train"]) * (sizes["languages"] - 1)
     views, rounds, cost = 1 if values.get("self_training") else 2, values["cotrain_iterations"], Cost()
     for r in range(rounds + 1):
-        grown = dict(sizes, extra_train=r * (n // 3))
-        fit = run_cost(values["lm_method"], dict(values, extra_train="pseudo-labels"), grown, test_input, level=level,
-                       tested=r == rounds)
+        fit = run_cost(values["lm_method"], dict(values, extra_train="pseudo-labels"),
+                       dict(sizes, extra_train=r * (n // 3)), test_input, level=level, tested=r == rounds)
         labelling = with_tokens(Cost(evaluation=pool if r < rounds else 0), values)
         cost += Cost(*(views * value for value in astuple(fit + labelling)))
     return cost

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from methods import TEST_INPUTS
 from minxlt import tasks
-from minxlt.experiments.jobs import by_name, grid_label, jobs, status
+from minxlt.experiments.jobs import by_name, grid_label, jobs, status, values
 from minxlt.experiments.spec import Run
 from minxlt.run import cli
 
@@ -37,11 +37,10 @@ class Column:
 def read_scores(experiment, out, metric=None):
     """A Column per run from its finished seeds (changed ones named, not counted); a grid run's is the value of
     the best mean dev score, as a paper chooses on dev."""
-    todo = jobs(experiment, out)
-    named, columns, chosen_of = by_name(todo), [], {}
+    named, columns, chosen_of = by_name(jobs(experiment, out)), [], {}
     for run in (run for run in experiment.runs if not run.pretrains):  # a pre-training is tested by its fine-tunings
-        values = dict.fromkeys(j.value for j in todo if j.run.name == run.name)
-        by_value = {value: column_of(experiment, run, value, named, metric or experiment.metric) for value in values}
+        by_value = {value: column_of(experiment, run, value, named, metric or experiment.metric)
+                    for value in values(run, experiment)}
         grid = {} if run.evaluate else {value: c.dev for value, c in by_value.items() if c.dev is not None}
         # an evaluation takes its model's value
         chosen = chosen_of.get(run.evaluate) if run.evaluate else max(grid, key=grid.get) if grid else None
@@ -118,8 +117,7 @@ def paper_value(run, key, metric=None):
 
 
 def markdown(experiment, columns, failed=None, more=None):
-    """The table in markdown, a section per test input and a row per language and average; with `more`
-    ({metric: columns}), the same for each further metric."""
+    """The table in markdown (sections()); with `more` ({metric: columns}), the same for each further metric."""
     lines = [f"# {experiment.title}", ""] + ([experiment.about, ""] if experiment.about else [])
     total, metrics = len(experiment.seeds), " and ".join(experiment.metrics)
     lines += [f"Task {experiment.task} ({experiment.data}), model {experiment.model or 'the bundled default'}, "

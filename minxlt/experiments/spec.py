@@ -34,8 +34,9 @@ DEPTHS = {"xlm-roberta-base": 12, "xlm-roberta-large": 24, "xlm-roberta-xl": 36,
 MODEL_OF = re.compile(r"\{(?!lang\}|data\})([a-z0-9][a-z0-9_.-]*)\}")  # "{filter}": run filter's best model, same seed
 DATA = "{data}"  # in a run's flags and required files: the experiment's data folder ({lang} is a path's language)
 GRIDDED = {"lr": "--lr"}  # what a run's "grid" may give several values of
-PER_RUN = {"--teacher-cache": "a file each run writes for itself",
-           "--source-lang": "the experiment's, in its top-level flags"}
+PER_RUN = {"--teacher-cache": "cannot be given here: it is a file each run writes for itself (every seed's run would "
+                              "share it)",
+           "--source-lang": "is the experiment's, in its top-level flags: every column must have the same source"}
 EVALUATE_FLAGS = {"--test-translations", "--batch-size", "--max-length"}  # what an "evaluate" run may add
 JSON_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"\s*:?|[{}\[\]]')  # a string (a key where a colon follows), or a bracket
 FILES = ("test_translations", "dev_translations", "round_trip", "soft_labels", "extra_train")  # settings naming files
@@ -221,8 +222,7 @@ def check_sizes(path, sizes):
 
 
 def check_settings(path, where, spec):
-    """{setting: {"paper", "paper_where", "script", "script_where", "run", "departure"}}, each given value
-    with where it is given (null where the source is silent)."""
+    """{setting: {SETTING_FIELDS}}, each given value with where it is given (null where the source is silent)."""
     if not isinstance(spec, dict):
         refuse(path, where, 'an object {"<setting>": {"paper": ..., "script": ..., "run": ..., ...}}')
     for name, setting in spec.items():
@@ -266,9 +266,7 @@ def check_flags(path, where, given, before=()):
         refuse(path, where, f"{reserved[0]} is set by reproduce.py (from the file's task, data, model, seeds and runs)")
     shared = sorted(named & set(PER_RUN) - ({"--source-lang"} if where == "flags" else set()))
     if shared:
-        refuse(path, where, f"{shared[0]} cannot be given here: it is {PER_RUN[shared[0]]} (every seed's run would "
-               "share it)" if shared[0] == "--teacher-cache"
-               else f"{shared[0]} is {PER_RUN[shared[0]]}: every column must have the same source")
+        refuse(path, where, f"{shared[0]} {PER_RUN[shared[0]]}")
     return list(given)
 
 

@@ -51,11 +51,11 @@ def plan(config, processes, amp="none", freeze_embeddings=False, device_memory=8
     moments = step_moments(encoder, amp, processes, freeze_embeddings, teacher, embeddings_unit)
     # process 0's chunk received from another as it writes OUT/best; the float32 copy a bf16 run evaluates
     received = 4 * max(first_shard(s, processes) for s, _ in shapes) if processes > 1 else 0
-    copy = sharded["parameters"] if amp == "bf16" and not eval_bf16 else 0
-    evaluation = in_forward(encoder, 2, processes) if eval_bf16 else None
+    copy = sharded["parameters"] if amp == "bf16" and not eval_bf16 and not offload else 0  # --offload: on the host
+    evaluation = copy + in_forward(encoder, 2 if eval_bf16 else 4, processes)
     phases = {"ddp": phase_bytes(ddp, (0, 0, 0, 0), 0),  # a DDP step gathers and reduce-scatters nothing
               "sharded": phase_bytes(sharded, moments, in_forward(encoder, 4, processes), offload, received,
-                                     grad_accum > 1, copy, evaluation)}
+                                     grad_accum > 1, evaluation)}
     return {"parameters_count": total, "trainable": trainable, "ddp": ddp, "sharded": sharded,
             "step_forward": moments[0], "step_backward": max(moments[1:3]),
             "host": sum(sharded.values()) if offload else 0, "phases": phases,
@@ -64,8 +64,7 @@ def plan(config, processes, amp="none", freeze_embeddings=False, device_memory=8
             "sharded_on_device": phases["sharded"]["step"]}
 
 
-def phase_bytes(parts, step_extra, test_extra, offload=False, received=0, accumulates=False, evaluation_copy=0,
-                evaluation_extra=None):
+def phase_bytes(parts, step_extra, test_extra, offload=False, received=0, accumulates=False, evaluation_extra=0):
     """{phase: bytes on the device} of one process from its parts (plan's "ddp" or "sharded"); what each
     phase holds is listed in docs/training.md ("Memory plan"); with --offload the parts are on the host."""
     kept = lambda name: 0 if offload else parts.get(name, 0)
@@ -75,8 +74,7 @@ def phase_bytes(parts, step_extra, test_extra, offload=False, received=0, accumu
     return {"loading": params + teacher,
             "step": max(every - (0 if accumulates else kept("gradients")) + forward, every + in_a_layer,
                         every + at_the_root - (0 if offload or accumulates else root_rows)),
-            "dev evaluation": params + kept("AdamW moments") + teacher + buckets + (0 if offload else evaluation_copy)
-            + (test_extra if evaluation_extra is None else evaluation_extra),
+            "dev evaluation": params + kept("AdamW moments") + teacher + buckets + evaluation_extra,
             "test": 2 * params + teacher + buckets + test_extra,
             "writing OUT/best": params + kept("AdamW moments") + teacher + buckets + received}
 
@@ -131,13 +129,12 @@ def dry_run(args, model_dir):
     if args.json:  # for scripts
         print(json.dumps(dict(p, model=args.model, processes=processes, shard=shard)))
         return
-    name = args.model or "the default model"
     compute = {"none": "float32", "bf16": "bf16 (autocast)", "fp16": "fp16 (autocast)",
                "auto": "as --amp auto chooses; float32 counted"}[amp]
     gb = lambda n: f"{n / GB:.1f} GB"
     parts = lambda sizes: ", ".join(f"{part} {gb(size)}" for part, size in sizes.items())
     ddp, sharded, es = sum(p["ddp"].values()), sum(p["sharded"].values()), "es" * (processes > 1)
-    lines = [f"memory plan: {name}, {p['parameters_count'] / 1e9:.2f} B parameters "
+    lines = [f"memory plan: {args.model or 'the default model'}, {p['parameters_count'] / 1e9:.2f} B parameters "
              f"({p['trainable'] / 1e9:.2f} B trained), {processes} process{es}, float32 weights computing in {compute}",
              f"  DDP, per process: {parts(p['ddp'])}: {gb(ddp)} before activations",
              f"  sharded over {processes} (--shard), per process: {parts(p['sharded'])}: {gb(sharded)}; beyond "

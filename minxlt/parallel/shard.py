@@ -162,11 +162,6 @@ def local(tensor):
     return tensor.to_local() if isinstance(tensor, DTensor) else tensor
 
 
-def local_bytes(tensors):
-    """Bytes this process holds of some tensors: a DTensor's own shard only."""
-    return sum(local(t).nbytes for t in tensors if t is not None)
-
-
 OPTIONS = StateDictOptions(strict=True)
 
 

@@ -91,10 +91,9 @@ def batch_loader(settings, method, phases, start):
                   "processes cannot do", file=sys.stderr)
         workers = 0
     # its own generator: drawing from the global one would change dropout
-    loader = torch.utils.data.DataLoader(StepBatches(settings, method, phases, start), batch_size=None,
-                                         num_workers=workers, pin_memory=cuda, prefetch_factor=4 if workers else None,
-                                         worker_init_fn=ignore_ctrl_c, generator=torch.Generator())
-    return iter(loader)
+    return iter(torch.utils.data.DataLoader(StepBatches(settings, method, phases, start), batch_size=None,
+                                            num_workers=workers, pin_memory=cuda, generator=torch.Generator(),
+                                            prefetch_factor=4 if workers else None, worker_init_fn=ignore_ctrl_c))
 
 
 def ignore_ctrl_c(worker):
@@ -303,11 +302,10 @@ class Book:
         with open(self.out / "log.jsonl", "a") as f:
             f.write(json.dumps(record) + "\n")
         if self.out not in WRITERS:
-            try:
+            WRITERS[self.out] = None
+            with suppress(ImportError):
                 from torch.utils.tensorboard import SummaryWriter
                 WRITERS[self.out] = SummaryWriter(str(self.out / "tensorboard"))
-            except ImportError:
-                WRITERS[self.out] = None
         writer = WRITERS[self.out]
         if writer is None:
             return
@@ -530,9 +528,7 @@ def resume(out, saved, core, optimizer, scheduler, scaler, rank, world_size, sha
     log, kept = out / "log.jsonl", []
     if rank == 0 and log.exists():  # the records of later steps, and a line cut short, dropped
         for line in log.read_text(encoding="utf-8").splitlines():
-            try:
+            with suppress(json.JSONDecodeError, AttributeError):
                 if json.loads(line).get("step", 0) <= saved["step"]:
                     kept.append(line)
-            except (json.JSONDecodeError, AttributeError):
-                continue
         cli.write_text(log, "".join(line + "\n" for line in kept))

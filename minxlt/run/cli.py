@@ -136,10 +136,9 @@ def latest_checkpoint(out):
     """OUT's resume checkpoint, the newer of checkpoint.pt and a sharded run's checkpoint/state.pt (or
     checkpoint.old/'s, after a kill between replace_dir's renames), or None."""
     out = Path(out)
-    sharded = next((f for f in (out / "checkpoint" / "state.pt", out / "checkpoint.old" / "state.pt") if f.is_file()),
-                   None)
-    found = [f for f in (sharded, out / "checkpoint.pt") if f is not None and f.is_file()]
-    return max(found, key=lambda f: f.stat().st_mtime) if found else None
+    sharded = [f for f in (out / "checkpoint" / "state.pt", out / "checkpoint.old" / "state.pt") if f.is_file()][:1]
+    found = [f for f in sharded + [out / "checkpoint.pt"] if f.is_file()]
+    return max(found, key=lambda f: f.stat().st_mtime, default=None)
 
 
 def has_checkpoint(out):

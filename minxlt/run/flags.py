@@ -61,7 +61,6 @@ class Settings:
 def parse(argv=None, description="", strict=True):
     """train.py's flags, with those of the --method given; a flag not given is None. `strict` False
     leaves out the flags of other methods (a benchmark gives one command line to several)."""
-    argv = sys.argv[1:] if argv is None else list(argv)
     first = argparse.ArgumentParser(add_help=False)
     first.add_argument("--method", default="xeroalign")
     method = first.parse_known_args(argv)[0].method
@@ -87,7 +86,7 @@ def parse(argv=None, description="", strict=True):
             setattr(args, name, default)
     if args.epochs:
         args.max_steps = None  # counted from the data: the method's phases
-    if args.grad_accum > args.batch_size or args.batch_size % args.grad_accum:
+    if args.batch_size % args.grad_accum:  # a --grad-accum above --batch-size too
         p.error(f"--batch-size {args.batch_size} must be a multiple of --grad-accum {args.grad_accum} (each micro-step "
                 "takes an equal share of the batch)")
     return args
@@ -259,9 +258,8 @@ def settled(args, method, level, num_layers, task=None):
     """The settings as a dict: parse()'s flags, and the defaults of the task's level (--max-length, for_task's)."""
     values = dict(vars(args))
     if level not in method.levels:
-        trains = " and ".join(method.levels)
-        raise InputError(f"--method {args.method} trains on {trains} labels; --task {task or args.task} "
-                         f"{LEVELS[level].description}: use a method for {level} labels")
+        raise InputError(f"--method {args.method} trains on {' and '.join(method.levels)} labels; --task "
+                         f"{task or args.task} {LEVELS[level].description}: use a method for {level} labels")
     values["max_length"] = values["max_length"] or LEVELS[level].max_length
     if hasattr(getattr(method, "Settings", None), "for_task"):
         mine = method.Settings(**{f.name: values[f.name] for f in own_flags(method)})

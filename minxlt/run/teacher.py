@@ -21,8 +21,6 @@ from model import Classifier
 def check(settings, kind):
     """Refuse teacher flags that do not fit a method whose teacher is of `kind`: a FILTER model for "filter", a plain
     classifier (its task.json says) for X-Mixup's "labeller"."""
-    if settings.get("soft_labels") and kind != "labeller":
-        raise InputError("--soft-labels are X-Mixup's released soft word labels: for --method xmixup")
     if settings.get("soft_labels") and (settings.teacher or settings.teacher_cache):
         raise InputError("--soft-labels are the released soft labels of the translations, in the place of a teacher's: "
                          "give --soft-labels or --teacher (and --teacher-cache), not both")

@@ -9,9 +9,9 @@ PROCESSED_LENGTH = 128  # XTREME's preprocess_{udpos,panx}.sh, MAXL=128
 SPECIALS = 3  # XTREME's utils_preprocess.py: XLMRobertaTokenizer's special_tokens_count
 
 
-def xtreme_segments(words, tokenizer, max_length=PROCESSED_LENGTH):
-    """The word counts of the segments XTREME's preprocessing cuts a sentence into (max_length - 3 sub-words)."""
-    budget = max_length - SPECIALS
+def xtreme_segments(words, tokenizer):
+    """The word counts of the segments XTREME's preprocessing cuts a sentence into (125 sub-words at most)."""
+    budget = PROCESSED_LENGTH - SPECIALS
     sizes, used = [0], 0
     for pieces in tokenizer.tokenize_words(words):
         n = len(pieces) if 0 < len(pieces) <= budget else 1

@@ -50,7 +50,7 @@ class Pawsx(Layout):
         return next((path for path in paths if path.is_file()), paths[0])
 
     def train_files(self, lang):
-        return [self.directory / lang / ("train.tsv" if lang == self.source else "translated_train.tsv")]
+        return [self.split_file(lang, "train")]
 
     def each_round_trip(self, path, lang):
         """X-Mixup's round trips of PAWS-X's English through `lang` (translated_train.<lang>-en.tsv), paired by id."""

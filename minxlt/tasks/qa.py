@@ -98,14 +98,9 @@ def best_span(start_logits, end_logits, window, max_answer_tokens=30, n_best=20)
     c, spans = window.extra["context_start"], window.extra["spans"]
     start, end = start_logits[c:c + len(spans)].tolist(), end_logits[c:c + len(spans)].tolist()
     top = lambda scores: sorted(range(len(scores)), key=lambda i: -scores[i])[:n_best]
-    best = None
-    for i in top(start):
-        for j in top(end):
-            if i <= j < i + max_answer_tokens and spans[i][0] < spans[j][1]:
-                score = start[i] + end[j]
-                if best is None or score > best[0]:
-                    best = (score, spans[i][0], spans[j][1])
-    return best
+    candidates = ((start[i] + end[j], spans[i][0], spans[j][1]) for i in top(start) for j in top(end)
+                  if i <= j < i + max_answer_tokens and spans[i][0] < spans[j][1])
+    return max(candidates, key=lambda c: c[0], default=None)  # ties: the first pair found wins
 
 
 # SQuAD v1.1's official normalisation: lower case, ASCII punctuation and English articles removed.

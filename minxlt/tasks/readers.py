@@ -14,8 +14,7 @@ from minxlt.errors import DataError, warn
 
 def read_text(path):
     """The text of a UTF-8 file, without a byte-order mark; one that is not UTF-8 stops at its first bad byte's line."""
-    raw = a_file(path).read_bytes()
-    raw = raw[len(codecs.BOM_UTF8):] if raw.startswith(codecs.BOM_UTF8) else raw
+    raw = a_file(path).read_bytes().removeprefix(codecs.BOM_UTF8)
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -26,7 +25,7 @@ def read_text(path):
 def read_lines(path):
     """The lines of a UTF-8 text file, with any line ending (\\n, \\r\\n, \\r), numbered from 1."""
     lines = read_text(path).replace("\r\n", "\n").replace("\r", "\n").split("\n")
-    return list(enumerate(lines[:-1] if lines and lines[-1] == "" else lines, start=1))
+    return list(enumerate(lines[:-1] if lines[-1] == "" else lines, start=1))  # split gives one line at least
 
 
 def each_tsv(path, columns, header=True, noisy=False, quoted=False, optional=0, blank=()):

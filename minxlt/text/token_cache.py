@@ -35,11 +35,8 @@ class Items(Sequence):
 
     def __getitem__(self, i):
         if isinstance(i, slice):
-            return [self[j] for j in range(*i.indices(len(self)))]
-        i = i + len(self) if i < 0 else i
-        if not 0 <= i < len(self):
-            raise IndexError(i)
-        return self.item(i)
+            return [self.item(j) for j in range(len(self))[i]]
+        return self.item(range(len(self))[i])  # a negative index counts from the end; one out of range: IndexError
 
 
 class Texts(Items):
@@ -181,11 +178,8 @@ def file_digest(path):
     stat = os.stat(path)
     known = (str(Path(path).resolve()), stat.st_size, stat.st_mtime_ns)
     if known not in _digests:
-        digest = hashlib.sha256()
         with open(path, "rb") as f:
-            while block := f.read(1 << 20):
-                digest.update(block)
-        _digests[known] = digest.hexdigest()
+            _digests[known] = hashlib.file_digest(f, "sha256").hexdigest()
     return _digests[known]
 
 

@@ -97,15 +97,11 @@ class Tokenizer:
 
     def pad(self, sequences):
         """(input_ids, attention_mask) of id lists padded to the longest (rounded up to a bucket: padded_to)."""
-        T = longest = max(len(s) for s in sequences)
-        if self.pad_multiple > 1:
-            T = max(longest, min(-(-longest // self.pad_multiple) * self.pad_multiple, self.pad_limit or float("inf")))
-        input_ids = torch.full((len(sequences), T), self.pad_id, dtype=torch.long)
-        attention_mask = torch.zeros((len(sequences), T), dtype=torch.long)
-        for i, s in enumerate(sequences):
-            input_ids[i, :len(s)] = torch.tensor(s, dtype=torch.long)
-            attention_mask[i, :len(s)] = 1
-        return input_ids, attention_mask
+        longest = max(len(s) for s in sequences)  # a multiple of 1 (not padded_to) leaves it as it is
+        T = max(longest, min(-(-longest // self.pad_multiple) * self.pad_multiple, self.pad_limit or float("inf")))
+        input_ids = torch.tensor([list(s) + [self.pad_id] * (T - len(s)) for s in sequences], dtype=torch.long)
+        lengths = torch.tensor([len(s) for s in sequences])
+        return input_ids, (torch.arange(T) < lengths[:, None]).long()
 
     json_file = None  # the tokenizer.json of the checkpoint it was read from, where there is one
 
@@ -362,15 +358,15 @@ class WordPieceTokenizer(Tokenizer):
 
     def words(self, text):
         """BertPreTokenizer: the normalised text split at whitespace and around punctuation."""
-        words, word = [], []
+        words = [[]]
         for c, i in self.normalize(text):
             if c in WHITE_SPACE:
-                words, word = words + [word] if word else words, []
+                words.append([])
             elif c in string.punctuation or unicodedata.category(c).startswith("P"):
-                words, word = words + ([word] if word else []) + [[(c, i)]], []
+                words += [[(c, i)], []]
             else:
-                word.append((c, i))
-        return words + [word] if word else words
+                words[-1].append((c, i))
+        return [word for word in words if word]
 
     def pieces(self, word):
         """Greedy longest-match-first pieces of a word, [(id, start, end)]; [UNK] where none matches."""
