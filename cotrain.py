@@ -204,9 +204,10 @@ class FineTuning:
 
             def predict(unlabelled):
                 keys = sorted(unlabelled)
-                confidence, label = evaluate.predict_probabilities(model, tokenizer, [unlabelled[k].text for k in keys],
-                                                                   self.args.eval_batch_size, info["max_length"],
-                                                                   self.device, self.rank, self.world_size).max(-1)
+                probabilities = evaluate.predict_probabilities(model, tokenizer, [unlabelled[k].text for k in keys],
+                                                               self.args.eval_batch_size, info["max_length"],
+                                                               self.device, self.rank, self.world_size)
+                confidence, label = probabilities.max(-1)
                 return {k: (self.task.labels[l], c) for k, l, c in zip(keys, label.tolist(), confidence.tolist())}
             return predict
         return fit

@@ -34,8 +34,10 @@ def child(directory, dtype, warm):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    for flag, default in (("--hidden", 1024), ("--layers", 12), ("--vocab", 50000), ("--shard-mb", 200)):
-        p.add_argument(flag, type=int, default=default)
+    p.add_argument("--hidden", type=int, default=1024)
+    p.add_argument("--layers", type=int, default=12)
+    p.add_argument("--vocab", type=int, default=50000)
+    p.add_argument("--shard-mb", type=int, default=200)
     p.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from methods import TEST_INPUTS
 from minxlt import tasks
-from minxlt.experiments.jobs import by_name, grid_label, jobs, status, values
+from minxlt.experiments.jobs import by_name, grid_label, jobs, status
 from minxlt.experiments.spec import Run
 from minxlt.run import cli
 
@@ -37,10 +37,11 @@ class Column:
 def read_scores(experiment, out, metric=None):
     """A Column per run from its finished seeds (changed ones named, not counted); a grid run's is the value of
     the best mean dev score, as a paper chooses on dev."""
-    named, columns, chosen_of = by_name(jobs(experiment, out)), [], {}
+    todo = jobs(experiment, out)
+    named, columns, chosen_of = by_name(todo), [], {}
     for run in (run for run in experiment.runs if not run.pretrains):  # a pre-training is tested by its fine-tunings
-        by_value = {value: column_of(experiment, run, value, named, metric or experiment.metric)
-                    for value in values(run, experiment)}
+        values = dict.fromkeys(j.value for j in todo if j.run.name == run.name)
+        by_value = {value: column_of(experiment, run, value, named, metric or experiment.metric) for value in values}
         grid = {} if run.evaluate else {value: c.dev for value, c in by_value.items() if c.dev is not None}
         # an evaluation takes its model's value
         chosen = chosen_of.get(run.evaluate) if run.evaluate else max(grid, key=grid.get) if grid else None

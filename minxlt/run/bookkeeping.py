@@ -302,10 +302,11 @@ class Book:
         with open(self.out / "log.jsonl", "a") as f:
             f.write(json.dumps(record) + "\n")
         if self.out not in WRITERS:
-            WRITERS[self.out] = None
-            with suppress(ImportError):
+            try:
                 from torch.utils.tensorboard import SummaryWriter
                 WRITERS[self.out] = SummaryWriter(str(self.out / "tensorboard"))
+            except ImportError:
+                WRITERS[self.out] = None
         writer = WRITERS[self.out]
         if writer is None:
             return

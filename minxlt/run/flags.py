@@ -61,6 +61,7 @@ class Settings:
 def parse(argv=None, description="", strict=True):
     """train.py's flags, with those of the --method given; a flag not given is None. `strict` False
     leaves out the flags of other methods (a benchmark gives one command line to several)."""
+    argv = sys.argv[1:] if argv is None else list(argv)
     first = argparse.ArgumentParser(add_help=False)
     first.add_argument("--method", default="xeroalign")
     method = first.parse_known_args(argv)[0].method

@@ -100,7 +100,7 @@ def best_span(start_logits, end_logits, window, max_answer_tokens=30, n_best=20)
     top = lambda scores: sorted(range(len(scores)), key=lambda i: -scores[i])[:n_best]
     candidates = ((start[i] + end[j], spans[i][0], spans[j][1]) for i in top(start) for j in top(end)
                   if i <= j < i + max_answer_tokens and spans[i][0] < spans[j][1])
-    return max(candidates, key=lambda c: c[0], default=None)  # ties: the first pair found wins
+    return max(candidates, key=lambda candidate: candidate[0], default=None)  # ties: the first pair found wins
 
 
 # SQuAD v1.1's official normalisation: lower case, ASCII punctuation and English articles removed.

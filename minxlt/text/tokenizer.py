@@ -97,8 +97,9 @@ class Tokenizer:
 
     def pad(self, sequences):
         """(input_ids, attention_mask) of id lists padded to the longest (rounded up to a bucket: padded_to)."""
-        longest = max(len(s) for s in sequences)  # a multiple of 1 (not padded_to) leaves it as it is
-        T = max(longest, min(-(-longest // self.pad_multiple) * self.pad_multiple, self.pad_limit or float("inf")))
+        T = longest = max(len(s) for s in sequences)
+        if self.pad_multiple > 1:
+            T = max(longest, min(-(-longest // self.pad_multiple) * self.pad_multiple, self.pad_limit or float("inf")))
         input_ids = torch.tensor([list(s) + [self.pad_id] * (T - len(s)) for s in sequences], dtype=torch.long)
         lengths = torch.tensor([len(s) for s in sequences])
         return input_ids, (torch.arange(T) < lengths[:, None]).long()
