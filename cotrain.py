@@ -187,9 +187,9 @@ class FineTuning:
             cli.write_text(extra, "".join(json.dumps({"id": e.id, "lang": e.lang, "text": e.text, "label": e.label},
                                                      ensure_ascii=False) + "\n" for e in examples[self.n_labeled:]))
         distributed.barrier()
-        model = ["--model", self.own.model] if view == "lm" and self.own.model else []
+        name = self.own.model if view == "lm" else self.own.embedding_model
+        model = ["--model", name] if name else []
         if view == "emb":
-            model = ["--model", self.own.embedding_model] if self.own.embedding_model else []
             model += ["--pooling", self.own.embedding_pooling]
         method = self.own.lm_method if view == "lm" else "zero-shot"
         return self.rest + model + ["--method", method, "--extra-train", str(extra), "--out", str(directory),

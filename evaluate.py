@@ -301,7 +301,7 @@ def plot_data(runs):
             raise tasks.InputError(f"--plot {run}: no results JSON to read ({e})") from None
     scored = [[k for k, v in results.items() if isinstance(v, dict) and "n" in v] for _, results in loaded]
     if not all(scored):
-        raise tasks.InputError(f"--plot: {loaded[[bool(s) for s in scored].index(False)][0]} has no test scores")
+        raise tasks.InputError(f"--plot: {loaded[scored.index([])][0]} has no test scores")
     metric = next(k for k in loaded[0][1][scored[0][0]] if k != "n")
     langs = list(dict.fromkeys(lang for names in scored for lang in names))
     settings = [results.get("settings") or results.get("args") or {} for _, results in loaded]  # older runs: "args"

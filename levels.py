@@ -106,12 +106,12 @@ class Level:
             counts = torch.zeros(len(run.task.labels), len(run.task.labels), dtype=torch.long, device=run.device)
             for index in batches(items, run):
                 batch = [items[i] for i in index]
-                logits = predict_batch(predict, kind, run.tokenizer, batch, run.device, mine)
+                guessed = predict_batch(predict, kind, run.tokenizer, batch, run.device, mine).argmax(-1)
                 if scored:  # a confusion matrix of (gold, predicted) label counts
                     gold = torch.tensor([it.label for it in batch], dtype=torch.long, device=run.device)
-                    counts.index_put_((gold, logits.argmax(-1).to(run.device)), torch.ones_like(gold), accumulate=True)
+                    counts.index_put_((gold, guessed.to(run.device)), torch.ones_like(gold), accumulate=True)
                 if predictions is not None:  # a label's name per example
-                    guesses += zip(index, [run.task.labels[i] for i in logits.argmax(-1).tolist()])
+                    guesses += zip(index, [run.task.labels[i] for i in guessed.tolist()])
             if scored:
                 out[lang] = accuracy_and_f1(distributed.all_reduce(counts).cpu())
             if predictions is not None:  # in the examples' order, from every process's (index, prediction)
@@ -131,11 +131,10 @@ class ByIdAndLang(dict):
 def accuracy_and_f1(counts):
     """Accuracy and macro-F1 (over the labels that occur as gold or prediction) from a confusion matrix."""
     counts = counts.double()
-    tp, gold, predicted = counts.diagonal(), counts.sum(1), counts.sum(0)
-    present = (gold + predicted) > 0
+    tp, gold, predicted, total = counts.diagonal(), counts.sum(1), counts.sum(0), counts.sum()
     f1 = 2 * tp / (gold + predicted).clamp(min=1)
-    return {"accuracy": (tp.sum() / counts.sum().clamp(min=1)).item(), "macro_f1": f1[present].mean().item(),
-            "n": int(counts.sum())}
+    return {"accuracy": (tp.sum() / total.clamp(min=1)).item(), "macro_f1": f1[gold + predicted > 0].mean().item(),
+            "n": int(total)}
 
 
 class Word(Level):

@@ -241,10 +241,9 @@ class Method:
 
     def make_batch(self, items, weights, step):
         """A micro-batch on the CPU: input_ids and attention_mask (B, T) padded, labels, weights (0: DDP padding)."""
-        batch = {"weights": torch.tensor(weights)}
-        batch["input_ids"], batch["attention_mask"] = self.run.tokenizer.pad([it.ids for it in items])
-        batch["labels"] = data.label_tensor(items, batch["input_ids"].shape[1])
-        return batch
+        ids, mask = self.run.tokenizer.pad([it.ids for it in items])
+        return {"weights": torch.tensor(weights), "input_ids": ids, "attention_mask": mask,
+                "labels": data.label_tensor(items, ids.shape[1])}
 
     def loss(self, model, batch):
         """(loss, {part: value} for the log): the task level's cross-entropy over the examples that count."""

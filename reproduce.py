@@ -208,15 +208,15 @@ def narrowed(experiment, runs=None, seeds=None):
 def main(argv=None):
     args = get_args(argv)
     if args.experiment.is_dir():  # --dry-run of every file, each run counted once however many files share it
-        every = {}
-        for path in sorted(args.experiment.glob("*.json")):
+        every, paths = {}, sorted(args.experiment.glob("*.json"))
+        for path in paths:
             every.update(dry_run(load_experiment(path), args.out, args.nproc_per_node))
             print()
         total = sum((cost for cost, _ in every.values()), Cost())
         hours = sum((gpu_hours(cost, model) or (0,))[0] for cost, model in every.values())
-        print(f"all {len(sorted(args.experiment.glob('*.json')))} files, each shared run once: {say(total)}; about "
-              f"{hours:,.1f} GPU-hours on one NVIDIA H200, an estimate from the step times bench.train_step measured "
-              f"for each model's shape (RESULTS.md), for the runs of a model measured: {TOKENS_ASSUMED}")
+        print(f"all {len(paths)} files, each shared run once: {say(total)}; about {hours:,.1f} GPU-hours on one "
+              "NVIDIA H200, an estimate from the step times bench.train_step measured for each model's shape "
+              f"(RESULTS.md), for the runs of a model measured: {TOKENS_ASSUMED}")
         return
     experiment = load_experiment(args.experiment, args.data)
     if args.dry_run:

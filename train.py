@@ -262,7 +262,7 @@ def test(settings, method, raw, core, book, model_dir):
     with evaluating(settings, saved):  # a sharded model's embeddings and head, whole
         results = method.evaluate(tested, "test", None, settings.test_input, settings.test_translations, predictions)
         after = None if settings.no_alignment else alignment(getattr(saved, "encoder", saved), run, settings)
-    results = evaluate.summarise(results, run.task.source) if results else {}
+    results = evaluate.summarise(results, run.task.source)
     if run.rank != 0:
         return
     seen = {"input": settings.test_input, "what": TEST_INPUTS[settings.test_input],

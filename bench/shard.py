@@ -26,6 +26,7 @@ PARTS = ("parameters", "gradients", "AdamW moments")
 # the collectives, and FSDP2's functions (peaks), around which a phase's peak is measured
 EVERY = ("all_gather_single", "reduce_scatter_single", "foreach_all_gather_copy_out", "reshard",
          "foreach_reduce_scatter_copy_in")
+SETTINGS = argparse.Namespace(lr=1e-5, weight_decay=0.01, warmup=0.1)  # what train.make_optimizer reads
 
 
 def measure(config, sharded):
@@ -37,8 +38,7 @@ def measure(config, sharded):
     torch.manual_seed(0)
     model = Classifier(Encoder(config), 3)
     wrapped = shard.wrap(model, model.encoder) if sharded else distributed.wrap(model, "cpu")
-    settings = argparse.Namespace(lr=1e-5, weight_decay=0.01, warmup=0.1)
-    optimizer, _ = train.make_optimizer(settings, model, [Phase("step", [], 1, None, None)])
+    optimizer, _ = train.make_optimizer(SETTINGS, model, [Phase("step", [], 1, None, None)])
     ids = torch.randint(5, config.vocab_size, (2, 16))
     logits, _ = wrapped(ids, torch.ones_like(ids))
     torch.nn.functional.cross_entropy(logits, torch.tensor([0, 1])).backward()
@@ -108,8 +108,7 @@ def by_phase(directory, amp, embeddings_unit=False):
     gc.collect()
     figures["loading"] = held()
 
-    settings = argparse.Namespace(lr=1e-5, weight_decay=0.01, warmup=0.1)
-    optimizer, scheduler = train.make_optimizer(settings, model, [Phase("step", [], 1, None, None)])
+    optimizer, scheduler = train.make_optimizer(SETTINGS, model, [Phase("step", [], 1, None, None)])
     ids = torch.randint(5, encoder.config.vocab_size, (1, 8))
     seconds = []
     for step in range(5):  # the second's peak (AdamW's moments and the gradients exist from the first); 3 timed
@@ -227,11 +226,11 @@ def phases_table(config, processes, amps, embeddings=(False,)):
             measured = launch(n, directory, amp, "embeddings" if unit else "root")
             planned = memory.plan(config, n, amp, embeddings_unit=unit)["phases"]["sharded"]
             row = f"| {n} | {'float32' if amp == 'none' else amp} | {'own unit' if unit else 'in the root'} |"
+            most = lambda name: max(f[name] for f in measured)  # the largest process's
             for phase, plan_bytes in planned.items():
-                largest = max(f[phase] for f in measured)
+                largest = most(phase)
                 figures[n, amp, unit, phase] = largest, plan_bytes
                 print(f"{row} {phase} | {largest / GB:.3f} | {plan_bytes / GB:.3f} | {largest / plan_bytes:.3f} |")
-            most = lambda name: max(f[name] for f in measured)
             aside.append(f"{row} {most('as backward starts') / GB:.3f} | {most('seconds a step'):.3f} | "
                          f"{most('host copy') / GB:.3f} |")
     print("\nBeside the activations as backward starts (GB), the median of 3 steps (seconds, the slower process), and "

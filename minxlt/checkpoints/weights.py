@@ -42,7 +42,7 @@ def load_safetensors(path):
     if not isinstance(header, dict):
         raise CheckpointError(f"{path}: header must be a JSON object, got {type(header).__name__}")
     header.pop("__metadata__", None)
-    data_start, data_len, spans = 8 + n, size - 8 - n, []
+    data_start, data_len, spans, tensors = 8 + n, size - 8 - n, [], {}
     for name, info in header.items():
         where = f"{path}: tensor {name!r}"
         if not isinstance(info, dict) or set(info) != {"dtype", "shape", "data_offsets"}:
@@ -63,6 +63,9 @@ def load_safetensors(path):
             raise CheckpointError(f"{where}: {dtype} {shape} needs {expected} bytes but data_offsets span "
                                   f"{end - start}")
         spans.append((start, end, name))
+        raw = (torch.frombuffer(buffer, dtype=torch.uint8, count=end - start, offset=data_start + start) if end > start
+               else torch.empty(0, dtype=torch.uint8))  # frombuffer refuses a count of 0
+        tensors[name] = raw.view(DTYPES[dtype]).reshape(shape)
     # The format stores tensors back to back: no gaps, no overlaps, nothing after the last one.
     position = 0
     for start, end, name in sorted(spans):
@@ -72,12 +75,6 @@ def load_safetensors(path):
         position = end
     if position != data_len:
         raise CheckpointError(f"{path}: tensors cover {position} bytes of a {data_len}-byte data region")
-    tensors = {}
-    for name, info in header.items():
-        start, end = info["data_offsets"]
-        raw = (torch.frombuffer(buffer, dtype=torch.uint8, count=end - start, offset=data_start + start) if end > start
-               else torch.empty(0, dtype=torch.uint8))  # frombuffer refuses a count of 0
-        tensors[name] = raw.view(DTYPES[info["dtype"]]).reshape(info["shape"])
     return tensors
 
 

@@ -202,12 +202,12 @@ def csv_text(experiment, columns, more=None):
         for c in shown:
             for key in rows_of(experiment, shown):
                 value, paper = cell(c, key), paper_value(c.run, key, metric)
-                mean, std, n = value if value else ("", "", len(c.scores.get(key, {})))
+                mean, std, n = value or (None, None, len(c.scores.get(key, {})))
                 scores = " ".join(f"{seed}:{score:.2f}" for seed, score in c.scores.get(key, {}).items())
                 writer.writerow([c.run.test_input, c.run.name, c.run.method, key, n,
-                                 "" if mean == "" else f"{mean:.2f}", "" if std in ("", None) else f"{std:.2f}",
+                                 "" if mean is None else f"{mean:.2f}", "" if std is None else f"{std:.2f}",
                                  "" if paper is None else paper,
-                                 "" if paper is None or mean == "" or c.run.paper_model else f"{mean - paper:.2f}",
+                                 "" if paper is None or mean is None or c.run.paper_model else f"{mean - paper:.2f}",
                                  scores, metric])
     return buffer.getvalue()
 

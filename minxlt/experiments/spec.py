@@ -516,7 +516,7 @@ def paper_numbers(experiment, where, paper):
     """{metric: {lang: score}} of a run's "paper": {lang: score} of the file's metric, or of several."""
     nested = any(isinstance(value, dict) for value in paper.values())
     if nested and set(paper) - set(experiment.metrics):
-        refuse(experiment.path, f"{where}.{sorted(set(paper) - set(experiment.metrics))[0]}", "not one of the file's "
+        refuse(experiment.path, f"{where}.{min(set(paper) - set(experiment.metrics))}", "not one of the file's "
                f"metrics ({', '.join(experiment.metrics)}): give {{lang: score}}, or {{metric: {{lang: score}}}}")
     papers = paper if nested else {experiment.metric: paper}
     for metric, scores in papers.items():

@@ -38,16 +38,14 @@ def plan(config, processes, amp="none", freeze_embeddings=False, device_memory=8
     phase's bytes (phase_bytes) and whether they fit `device_memory`; the flags are train.py's."""
     encoder, shapes = parameter_shapes(config, freeze_embeddings)
     total, trainable = sum(math.prod(s) for s, _ in shapes), sum(math.prod(s) for s, trained in shapes if trained)
-    ddp = {"parameters": 4 * total, "gradients": 4 * trainable, "AdamW moments": 8 * trainable}
-    if teacher:
-        ddp["the teacher"] = 4 * total
-    if processes > 1:
-        ddp["DDP's gradient buckets"] = 4 * trainable
     mine = sum(first_shard(s, processes) for s, _ in shapes)
     mine_trained = sum(first_shard(s, processes) for s, trained in shapes if trained)
+    ddp = {"parameters": 4 * total, "gradients": 4 * trainable, "AdamW moments": 8 * trainable}
     sharded = {"parameters": 4 * mine, "gradients": 4 * mine_trained, "AdamW moments": 8 * mine_trained}
-    if teacher:
-        sharded["the teacher"] = 4 * mine  # sharded as it loads, in float32 (teacher.py)
+    if teacher:  # whole under DDP; sharded as it loads, in float32 (teacher.py)
+        ddp["the teacher"], sharded["the teacher"] = 4 * total, 4 * mine
+    if processes > 1:
+        ddp["DDP's gradient buckets"] = 4 * trainable
     moments = step_moments(encoder, amp, processes, freeze_embeddings, teacher, embeddings_unit)
     # process 0's chunk received from another as it writes OUT/best; the float32 copy a bf16 run evaluates
     received = 4 * max(first_shard(s, processes) for s, _ in shapes) if processes > 1 else 0

@@ -459,7 +459,7 @@ class Book:
         cli.release(self.out)  # a run that fails gives it up when its process ends
 
 
-def load_checkpoint(out, identity, files=None, changed_ok=False, rank=0):
+def load_checkpoint(out, identity, files, changed_ok=False, rank=0):
     """OUT's checkpoint (a sharded run's: its state.pt), refused unless written by this run (the same identity)
     from the same files, unless `changed_ok` (--resume-changed)."""
     path = cli.latest_checkpoint(out)
@@ -480,10 +480,9 @@ def load_checkpoint(out, identity, files=None, changed_ok=False, rank=0):
     if different:
         raise CheckpointError(f"{path} belongs to another run ({'; '.join(different)}): resume with that run's "
                               "settings, or start afresh with --overwrite or another --out")
-    old = saved.get("files")
-    changed = ([f"{name} ({'new' if name not in old else 'gone' if name not in files else 'changed'})"
-                for name in sorted(set(old) | set(files)) if old.get(name) != files.get(name)]
-               if old is not None and files is not None else [])
+    old = saved.get("files", files)  # a checkpoint that predates the record: taken as unchanged
+    changed = [f"{name} ({'new' if name not in old else 'gone' if name not in files else 'changed'})"
+               for name in sorted(set(old) | set(files)) if old.get(name) != files.get(name)]
     named = ", ".join(changed[:5]) + (f" and {len(changed) - 5} more" if len(changed) > 5 else "")
     if changed and not changed_ok:
         raise CheckpointError(f"{path}: the files the run reads are not those it was trained on: {named}; a resumed "
@@ -506,9 +505,9 @@ def resume(out, saved, core, optimizer, scheduler, scaler, rank, world_size, sha
             shard.load(path, core, optimizer)
             mine = next((f"{name} holds NaN or infinite values" for name, p in core.named_parameters()
                          if not torch.isfinite(shard.local(p)).all()), None)  # this process's first such shard
-            problems = [p for p in distributed.gather(mine) if p]
-            if problems:
-                raise CheckpointError(f"{path}: {problems[0]}")
+            problem = distributed.first_error(mine)
+            if problem:
+                raise CheckpointError(f"{path}: {problem}")
         else:
             core.load_state_dict(saved["model"])
             optimizer.load_state_dict(saved["optimizer"])

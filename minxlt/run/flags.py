@@ -59,8 +59,8 @@ class Settings:
 
 
 def parse(argv=None, description="", strict=True):
-    """train.py's flags, with those of the --method given; a flag not given is None. `strict` False
-    leaves out the flags of other methods (a benchmark gives one command line to several)."""
+    """train.py's flags, with those of the --method given; a flag not given takes the method's default, else its
+    own. `strict` False leaves out the flags of other methods (a benchmark gives one command line to several)."""
     argv = sys.argv[1:] if argv is None else list(argv)
     first = argparse.ArgumentParser(add_help=False)
     first.add_argument("--method", default="xeroalign")

@@ -79,11 +79,10 @@ def read_machine_translations(english_path, target_path, lang, sources):
             blank += 1
         elif source is None:
             unmatched += 1
-        if not text.strip() or source is None:
-            continue
-        used.add(source.id)
-        out.append(Example(id=source.id, lang=lang, text=text.strip(), label=source.label, words=text.split(),
-                           source_text=source_text.strip(), where=f"{target_path}:{number}"))
+        else:
+            used.add(source.id)
+            out.append(Example(id=source.id, lang=lang, text=text.strip(), label=source.label, words=text.split(),
+                               source_text=source_text.strip(), where=f"{target_path}:{number}"))
     if unmatched > len(target) / 2:
         raise DataError(english_path, 0, f"{unmatched} of its {len(target)} lines are no English training utterance "
                                          "of this folder: check that the translations are of this release's training "

@@ -36,15 +36,15 @@ def each_tsv(path, columns, header=True, noisy=False, quoted=False, optional=0, 
     with open_text(path) as f:
         reader = csv.reader(f, delimiter="\t", quoting=csv.QUOTE_MINIMAL if quoted else csv.QUOTE_NONE)
         for row in utf8(path, reader):
-            number = reader.line_num
+            number, values = reader.line_num, [v.strip() for v in row]
             if header and number == 1:
-                if [c.strip() for c in row[:len(columns)]] != list(columns):
+                if values[:len(columns)] != list(columns):
                     raise DataError(path, 1, f"header {row!r} does not start with the expected columns {list(columns)}")
                 continue
             problem = None
             if not len(columns) - optional <= len(row) <= len(columns):
                 problem = f"{len(row)} columns, expected {len(columns)} ({', '.join(columns)})"
-            elif any((not v.strip() and c not in blank) or (noisy and v.strip() == "NS") for c, v in zip(columns, row)):
+            elif any((not v and c not in blank) or (noisy and v == "NS") for c, v in zip(columns, values)):
                 problem = f"empty field in {row!r}"
             if problem:
                 if noisy:
@@ -52,8 +52,8 @@ def each_tsv(path, columns, header=True, noisy=False, quoted=False, optional=0, 
                     continue
                 raise DataError(path, number, problem)
             kept += 1
-            untranslated += "NS" in (v.strip() for v in row)
-            yield number, dict(zip(columns, (v.strip() for v in row)))
+            untranslated += "NS" in values
+            yield number, dict(zip(columns, values))
     if skipped:
         warn(f"{path}: skipped {skipped} malformed or untranslated rows of {skipped + kept}")
     if untranslated:
@@ -263,7 +263,7 @@ def read_tagged_words(path, lang, labels, bio=False):
 def conll_sentences(path, columns):
     """A CoNLL-style file's sentences as (first line, {comment key: value}, [(line, cells)])."""
     start, meta, rows, last = 0, {}, [], 0
-    for number, line in read_lines(path):
+    for number, line in read_lines(path) + [(None, "")]:  # a blank line after the last sentence ends it
         if not line.strip():
             if rows:
                 yield start, meta, rows
@@ -288,8 +288,6 @@ def conll_sentences(path, columns):
                                               "sentence before it")
             last = int(cells[0])
         rows.append((number, cells))
-    if rows:
-        yield start, meta, rows
 
 
 def read_parallel_lines(source_path, target_path, source_lang, target_lang):

@@ -18,7 +18,6 @@ class TrainSplit(Mapping):
         self.name, self.layout, self.source, self.langs, self.strict = name, layout, source, list(langs), strict
         self.examples = {}
         self.table = None  # source_labels, once read
-        # whether a target's training examples carry labels (FILTER's of XTREME's tagging sets do not)
         self.labelled_translations = layout is None or layout.labelled_translations
 
     def __contains__(self, lang):

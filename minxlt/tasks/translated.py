@@ -21,14 +21,15 @@ def translation_file(spec, lang):
 def read_translations(spec, lang, source, examples, tokenizer=None):
     """The `examples` of `lang` as their translations into `source` (same ids), from `spec`'s file, read as its name
     says; a missing translation stops with its file and line. `tokenizer`: counts FILTER's tagging segments."""
-    path, name = translation_file(spec, lang), translation_file(spec, lang).name
+    path = translation_file(spec, lang)
+    name = path.name
     if name in (f"dev-{lang}-{source}.tsv", f"test-{lang}-{source}.tsv") and all(e.words is not None for e in examples):
         if tokenizer is None:
             raise DataError(path, 0, "FILTER's translations of a tagging task are aligned with XTREME's segments of "
                                      "the split, which a tokenizer counts: read them with the run's "
                                      "(read_translations(..., tokenizer=))")
         return read_test_translations(path, source, examples, tokenizer)  # a sentence's segments: <id>, <id>#1, ...
-    if path.name == f"{lang}.txt" and path.parent.name in (TEST, DEV) and all(e.words is not None for e in examples):
+    if name == f"{lang}.txt" and path.parent.name in (TEST, DEV) and all(e.words is not None for e in examples):
         what = f"{examples[0].lang if examples else ''}'s split"  # X-Mixup's translate-{test,dev}-token/<lang>.txt
         return untagged_sentences(path, examples, source, what, tokenizer, joined=False)  # <id> (<id>#1, ...: segments)
     lines = read_lines(path) if not name.endswith(".json") else []
@@ -41,7 +42,7 @@ def read_translations(spec, lang, source, examples, tokenizer=None):
         rows = {e.id: (e.where.rpartition(":")[2], [e.text, e.pair]) for e in read_pawsx(path, lang, noisy=False)}
     elif name.startswith("xtreme.msft.") or (name.startswith("test-") and name.endswith("-translated.tsv")):  # by line
         if len(lines) != len(examples):
-            raise DataError(path, 0, f"{len(lines)} lines for the {len(examples)} examples of {lang}: {path.name} is "
+            raise DataError(path, 0, f"{len(lines)} lines for the {len(examples)} examples of {lang}: {name} is "
                                      "line-aligned with the split it translates")
         rows = {e.id: (n, line.split("\t")) for e, (n, line) in zip(examples, lines)}
     else:

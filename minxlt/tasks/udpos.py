@@ -100,15 +100,13 @@ def xtreme_sentences(path, text, lang):
     sentences, words, ranges, start, stop, written = [], [], {}, None, None, None
     for number, line in enumerate(lines[:-1] if lines[-1] == "" else lines, start=1):
         if not line:
-            if not words and not ranges:
-                if stop is None:
-                    stop, written = ConverterStops(path, number, "a sentence without words"), len(sentences)
-                start = None
-                continue
-            forms, tags = fused_words(path, start, words, ranges, lang)
-            blank = sum(form == "_" for form in forms)
-            if blank == 0 or blank < len(forms) - 1:
-                sentences.append(([form.replace("\u200c", "").replace(" ", "") for form in forms], tags))
+            if words or ranges:
+                forms, tags = fused_words(path, start, words, ranges, lang)
+                blank = sum(form == "_" for form in forms)
+                if blank == 0 or blank < len(forms) - 1:
+                    sentences.append(([form.replace("\u200c", "").replace(" ", "") for form in forms], tags))
+            elif stop is None:
+                stop, written = ConverterStops(path, number, "a sentence without words"), len(sentences)
             words, ranges, start = [], {}, None
             continue
         start = start or number
@@ -176,10 +174,8 @@ def fused_words(path, line, words, ranges, lang):
                                            "equally near the root and a tag of theirs is not in conllu_to_conll.py's "
                                            f"list for {lang!r}")
         head = top[0] if len(top) == 1 else min(top, key=lambda n: order.index(tags[n - 1]))
-        forms[head - 1] = form.strip()
         for n in span:
-            if n != head:
-                forms[n - 1] = None
+            forms[n - 1] = form.strip() if n == head else None
     return [f for f in forms if f is not None], [t for f, t in zip(forms, tags) if f is not None]
 
 
@@ -187,9 +183,8 @@ def ancestors(number, heads):
     """The words (and the root, 0) that a word hangs from, through any chain of heads."""
     seen, todo = set(), [number]
     while todo:
-        for head in heads.get(todo.pop(), ()):
-            if head not in seen:
-                seen.add(head)
-                todo.append(head)
+        new = heads.get(todo.pop(), set()) - seen
+        seen |= new
+        todo += new
     seen.discard(number)
     return seen
