@@ -112,6 +112,10 @@ def get_args(argv=None):
         p.error("--resume continues the co-training in --out and --overwrite replaces it: give one of them")
     if own.self_training and own.embedding_model:
         p.error("--self-training has no second view: drop --embedding-model")
+    for flag, why in (("--method", "f_lm's is --lm-method, f_emb's zero-shot"), ("--extra-train", "its pseudo-labels"),
+                      ("--no-test", "the final models are tested")):
+        if any(arg == flag or arg.startswith(flag + "=") for arg in rest):
+            p.error(f"{flag}: co-training sets it for each fine-tuning run ({why}): drop it")
     return own, rest, flags.parse(rest + ["--method", own.lm_method, "--out", own.out])
 
 
@@ -142,13 +146,17 @@ def main(argv=None):
     labeled = task.train[task.source]
     pool = {f"{lang}:{e.id}": Example(id=e.id, lang=lang, text=e.text)
             for lang, examples in unlabelled.items() for e in examples}
+    history = []
+    while own.resume and (out / f"round{len(history)}" / "picks.json").exists():
+        path = out / f"round{len(history)}" / "picks.json"
+        history.append(tuple({key: tuple(value) for key, value in json.loads(path.read_text())[view].items()}
+                             for view in ("lm", "emb")))
+        if unknown := [key for picks in history[-1] for key in picks if key not in pool]:
+            raise tasks.InputError(f"{path}: picks {', '.join(unknown[:3])} are not in this command's pool: resume "
+                                   "with the flags that made it (--target-langs, --pool-per-lang, --seed, --data)")
     if rank == 0:  # the unlabelled texts (their gold labels are not used)
         cli.write_text(out / "pool.jsonl", "".join(json.dumps({"key": key, "lang": e.lang, "text": e.text},
                                                               ensure_ascii=False) + "\n" for key, e in pool.items()))
-    history = []
-    while own.resume and (out / f"round{len(history)}" / "picks.json").exists():
-        recorded = json.loads((out / f"round{len(history)}" / "picks.json").read_text())
-        history.append(tuple({key: tuple(value) for key, value in recorded[view].items()} for view in ("lm", "emb")))
     fine_tune = FineTuning(own, rest, args, task, len(labeled), device, rank, world_size)
     rng = random.Random(f"{args.seed}/cotrain")
     D_lm, D_emb = co_train(fine_tune.fitter("lm"), None if own.self_training else fine_tune.fitter("emb"), labeled,
@@ -157,7 +165,7 @@ def main(argv=None):
     results = {}
     for view, examples in (("lm", D_lm),) + ((("emb", D_emb),) if not own.self_training else ()):
         directory = out / "final" / view
-        train.main(fine_tune.argv(view, directory, examples))
+        fine_tuned(fine_tune.argv(view, directory, examples), "the final fine-tuning")
         if rank == 0:  # which wrote it
             results[view] = json.loads((directory / "results.json").read_text())
     if rank == 0:
@@ -170,6 +178,13 @@ def main(argv=None):
               f"pseudo-labelled); results in {out}/results.json, the model in {out}/final/lm/best")
     cli.release(out)
     distributed.cleanup()
+
+
+def fine_tuned(argv, where):
+    """A train.py run to its end: one stopped before it (Ctrl-C, SIGTERM) stops co-training, its round unrecorded."""
+    if train.main(argv) is None:
+        raise SystemExit(f"co-training stopped in {where}, which is not recorded: continue with the same command "
+                         "and --resume")
 
 
 class FineTuning:
@@ -199,7 +214,7 @@ class FineTuning:
         """Algorithm 1's fit: fine-tune on the labelled examples -> {key: Example} -> {key: (label, confidence)}."""
         def fit(examples, round_):
             directory = Path(self.own.out) / f"round{round_}" / view
-            train.main(self.argv(view, directory, examples) + ["--no-test"])
+            fine_tuned(self.argv(view, directory, examples) + ["--no-test"], f"round {round_}")
             model, tokenizer, info = Classifier.load(directory / "best", self.device)
 
             def predict(unlabelled):

@@ -16,6 +16,7 @@ from another server (URL/<host>/<path>).
 import argparse
 import collections
 import hashlib
+import http.client
 import io
 import json
 import re
@@ -173,7 +174,7 @@ class Downloader:
     def fetch(self, url):
         """A small file's bytes (a listing), unchecked."""
         with self.open(url) as response:
-            return response.read()
+            return b"".join(chunks(url, response))
 
     def get(self, source):
         """Download one file to --to/<path>, unless it is there with the right checksum."""
@@ -183,13 +184,18 @@ class Downloader:
             return target
         target.parent.mkdir(parents=True, exist_ok=True)
         part, digest = target.with_name(target.name + ".part"), hashlib.sha256()
-        with self.open(source.url) as response, open(part, "wb") as f:
-            size = int(response.headers.get("Content-Length") or 0) or None
-            with tqdm(total=size, unit="B", unit_scale=True, desc=source.path, leave=False, dynamic_ncols=True) as bar:
-                while chunk := response.read(1 << 20):
-                    f.write(chunk)
-                    digest.update(chunk)
-                    bar.update(len(chunk))
+        try:
+            with self.open(source.url) as response, open(part, "wb") as f:
+                size = int(response.headers.get("Content-Length") or 0) or None
+                with tqdm(total=size, unit="B", unit_scale=True, desc=source.path, leave=False,
+                          dynamic_ncols=True) as bar:
+                    for chunk in chunks(source.url, response):
+                        f.write(chunk)
+                        digest.update(chunk)
+                        bar.update(len(chunk))
+        except InputError:
+            part.unlink(missing_ok=True)
+            raise
         got = digest.hexdigest()
         if expected and got != expected:
             part.unlink()
@@ -211,6 +217,19 @@ class Downloader:
         url = next((s.url for s in sources if self.folder / s.path == path), None)
         if self.recorded.pop(url, None):
             self.write_recorded()
+
+
+def chunks(url, response):
+    """A response's bytes, a MiB at a time; a transfer that breaks off, or ends short of its Content-Length, refused."""
+    size, got = int(response.headers.get("Content-Length") or 0) or None, 0
+    try:
+        while chunk := response.read(1 << 20):
+            got += len(chunk)
+            yield chunk
+    except (http.client.HTTPException, OSError) as e:
+        raise InputError(f"{url}: the transfer broke off ({e!r}); run the command again") from None
+    if size is not None and got != size:
+        raise InputError(f"{url}: the connection closed after {got} of {size} bytes; run the command again")
 
 
 def read_sums(path):

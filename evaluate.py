@@ -17,6 +17,7 @@ scores drawn side by side:
 Work is split across ranks and the counts summed with all_reduce, so 1 and N processes give the
 same numbers (torchrun --nproc_per_node N evaluate.py ...).
 """
+import argparse
 import json
 from pathlib import Path
 
@@ -216,8 +217,15 @@ def arguments():
         "--checkpoint, none)")
     add("--plot", nargs="+", metavar="RUN", help="draw the test scores of one or more runs (OUT folders of train.py, "
         "or results JSON files) per language, with the transfer gap, one bar per run (needs matplotlib)")
-    add("--plot-file", default="scores.png", help="where --plot draws: a .png, .pdf or .svg file")
+    add("--plot-file", default="scores.png", type=plot_file, help="where --plot draws: a .png, .pdf or .svg file")
     return parser
+
+
+def plot_file(text):
+    """An argparse type: a file name whose suffix names a format matplotlib draws."""
+    if Path(text).suffix.lower() not in (".png", ".pdf", ".svg"):
+        raise argparse.ArgumentTypeError(f"{text!r} does not end in .png, .pdf or .svg")
+    return text
 
 
 def alignment_pooling(args, info, num_layers):
@@ -233,6 +241,9 @@ def tatoeba_alignment(encoder, tokenizer, args, pooling, device, rank, world_siz
     """CKA and retrieval on Tatoeba's pairs, a language at a time (each has its own English side)."""
     pairs = Path(args.tatoeba).glob("tatoeba.*-eng.eng")
     langs = args.tatoeba_langs or sorted({p.name.split(".")[1][:3] for p in pairs})
+    if not langs:
+        raise tasks.InputError(f"--tatoeba {args.tatoeba}: no pair of files tatoeba.<xxx>-eng.<xxx> and "
+                               "tatoeba.<xxx>-eng.eng there (as XTREME's download script writes them)")
     return {lang: alignment(encoder, tokenizer, dict(zip(("eng", lang), tasks.read_tatoeba(args.tatoeba, lang))), "eng",
                             args.batch_size, device, rank, world_size, pooling)[lang] for lang in langs}
 

@@ -285,8 +285,12 @@ def own_parameters(wrapped):
 
 def restore(wrapped, info):
     """A method's module made again around a saved model, with the parameters task.json keeps (own_parameters)."""
+    saved = info.get("parameters") or {}
+    if missing := sorted(set(own_parameters(wrapped)) - set(saved)):
+        raise InputError(f"the checkpoint has no trained {', '.join(missing)}, which its method's predictions read: "
+                         f"its run trained --method {info.get('method')}; evaluate it with that --method")
     with torch.no_grad():
-        for name, values in (info.get("parameters") or {}).items():
+        for name, values in saved.items():
             wrapped.get_parameter(name).copy_(torch.tensor(values))
     return wrapped
 

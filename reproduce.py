@@ -5,7 +5,7 @@ torchrun, then the mean and standard deviation over seeds beside the paper's num
     python reproduce.py experiments/filter-xnli.json --nproc-per-node 8       # 8 GPUs per run
     python reproduce.py experiments/filter-xnli.json --dry-run                # settings, departures, cost, commands
     python reproduce.py experiments/ --dry-run                                # every file, and their cost summed
-    python reproduce.py experiments/sib-200.json --report                     # the table of the runs there are
+    python reproduce.py experiments/sib-200.json --data ../shared/data/sib200 --report  # the runs there are
     python reproduce.py experiments/sib-200.json --runs xeroalign --seeds 0   # one row, one seed
 
 An experiment file (experiments/*.json) names the task, data, model, seeds and runs, and for every

@@ -48,7 +48,8 @@ AUTOCAST = {"none": None, "bf16": torch.bfloat16, "fp16": torch.float16}  # --am
 
 
 def main(argv=None):
-    """One run; returns the built model as it is after the last step."""
+    """One run; returns the built model as it is after the last step, or None where the run stopped before its end
+    (Ctrl-C, SIGTERM, --stop-at), to be continued with --resume."""
     # Settings: every flag resolved once, read-only from here on (minxlt/run/flags.py).
     args = flags.parse(argv, __doc__)
     if args.dry_run:  # the memory plan, from config.json alone (minxlt/parallel/memory.py)
@@ -113,12 +114,17 @@ def main(argv=None):
     distributed.release_memory(device)
     distributed.barrier()
     if not stopped and not settings.no_test:
-        test(settings, method, raw, core, book, model_dir)
+        try:
+            test(settings, method, raw, core, book, model_dir)
+        except KeyboardInterrupt:  # trained, with no checkpoint to resume: the test alone remains
+            best = book.out / "best"
+            raise SystemExit("interrupted during the test" + (f"; test the trained model with python evaluate.py "
+                             f"--checkpoint {best}" if (best / "task.json").is_file() else "")) from None
     book.close(stopped)  # --no-keep-checkpoint; OUT given up to other runs
     if owns_process_group:
         del model  # DDP's, which holds the process group: gone before the group (distributed.cleanup)
         distributed.cleanup()
-    return raw
+    return None if stopped else raw
 
 
 def load_run(args, model_dir, device, rank, world_size):

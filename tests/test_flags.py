@@ -60,6 +60,7 @@ def test_each_setting_comes_from_the_first_that_gives_it(run):
 @pytest.mark.parametrize("argv,message", [
     (["--method", "xeroalign", "--mixup-layer", "2"], "--mixup-layer is a flag of --method xmixup; --method xeroalign does not read it"),
     (["--method", "filter", "--parallel", "a.de,a.en"], "--parallel is a flag of --method unicoder; --method filter does not read it"),
+    (["--kl-weight", "0.3"], "--kl-weight is a flag of --method filter; --method xeroalign does not read it"),  # the default's
     (["--method", "zero-shot", "--teacher-cache", "t.pt"], "--teacher-cache is a flag of --method filter and --method xmixup"),
 ])
 def test_a_flag_the_method_does_not_read_is_refused(run, argv, message, capsys):

@@ -38,6 +38,21 @@ def test_a_hub_id_from_the_local_cache(tmp_path, tiny_model_dir, monkeypatch):
         hub.resolve("org/missing")
     with pytest.raises(tasks.InputError, match="not a checkpoint folder, nor a Hugging Face hub id"):
         hub.resolve("no/such/folder")
+    snapshot = home / "hub" / "models--org--tiny" / "snapshots" / SHA
+    (tmp_path / "xdg").mkdir()
+    (tmp_path / "xdg" / "huggingface").symlink_to(home)
+    for variable, value in ("XDG_CACHE_HOME", tmp_path / "xdg"), ("HUGGINGFACE_HUB_CACHE", home / "hub"):  # the hub's
+        with monkeypatch.context() as m:
+            m.delenv("HF_HOME")
+            m.setenv(variable, str(value))
+            assert hub.resolve("org/tiny").resolve() == snapshot
+    (snapshot / "model.safetensors").rename(tmp_path / "weights")  # a download cut short: the snapshot is not used
+    with monkeypatch.context() as m:
+        m.delenv("HF_HUB_OFFLINE")
+        m.setenv("TRANSFORMERS_OFFLINE", "1")
+        with pytest.raises(tasks.InputError, match="org/tiny: no such folder, .*TRANSFORMERS_OFFLINE is set"):
+            hub.resolve("org/tiny")
+    (tmp_path / "weights").rename(snapshot / "model.safetensors")
     import train
     train.main(["--model", "org/tiny", "--target-langs", "de", "--batch-size", "8", "--max-steps", "1", "--no-alignment",
                 "--out", str(tmp_path / "run")])
@@ -82,12 +97,18 @@ class Hub(http.server.BaseHTTPRequestHandler):
 def test_a_hub_id_is_downloaded_into_the_cache(tmp_path, tiny_model_dir):
     pytest.importorskip("huggingface_hub", reason="downloads go through the optional huggingface_hub")
     Hub.files = {p.name: p.read_bytes() for p in tiny_model_dir.iterdir() if p.is_file()}
+    Hub.files["pytorch_model.bin"] = b"the same weights, never fetched where the safetensors are"
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Hub)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     env = dict(os.environ, HF_ENDPOINT=f"http://127.0.0.1:{server.server_address[1]}", HF_HOME=str(tmp_path / "hf"),
                HF_HUB_DISABLE_TELEMETRY="1")
     env.pop("HF_HUB_OFFLINE", None)
     env.pop("HF_HUB_CACHE", None)
+    interrupted = tmp_path / "hf" / "hub" / "models--org--tiny" / "snapshots" / SHA  # a download cut short
+    interrupted.mkdir(parents=True)
+    (interrupted / "config.json").write_bytes(Hub.files["config.json"])
+    (interrupted.parent.parent / "refs").mkdir()
+    (interrupted.parent.parent / "refs" / "main").write_text(SHA)
     argv = [sys.executable, str(ROOT / "train.py"), "--model", "org/tiny", "--target-langs", "de", "--batch-size", "8", "--max-steps", "1",
             "--no-alignment"]
     done = subprocess.run(argv + ["--out", str(tmp_path / "run")], capture_output=True, text=True, env=env, timeout=300)
@@ -95,6 +116,7 @@ def test_a_hub_id_is_downloaded_into_the_cache(tmp_path, tiny_model_dir):
     assert done.returncode == 0, done.stderr
     snapshot = tmp_path / "hf" / "hub" / "models--org--tiny" / "snapshots" / SHA
     assert (snapshot / "config.json").read_bytes() == (tiny_model_dir / "config.json").read_bytes()
+    assert (snapshot / "model.safetensors").is_file() and not (snapshot / "pytorch_model.bin").exists()
     # offline now, the same id is read from the cache
     done = subprocess.run(argv + ["--out", str(tmp_path / "again")], capture_output=True, text=True, timeout=300,
                           env=dict(env, HF_HUB_OFFLINE="1", HF_ENDPOINT="http://127.0.0.1:9"))

@@ -47,6 +47,10 @@ def test_the_example_of_adding_a_method_trains_and_is_tested(tmp_path, tiny_mode
         flags.parse(["--method", "l2align", "--help"])
     assert "--l2-weight X" in capsys.readouterr().out and "weight of the L2 term (default: 0.1)" in " ".join(
         flags.parser(method="l2align").format_help().split())
+    # a common flag's default as the method sets it: FILTER pairs a text with itself, contrastive batches unsorted
+    said = {method: " ".join(flags.parser(method=method).format_help().split()) for method in ("filter", "contrastive")}
+    assert "pair each source text with itself too (default: True)" in said["filter"]
+    assert "batch texts of similar length --" in said["contrastive"] and "length (default: True)" in said["filter"]
 
 
 def test_a_method_inherits_the_interface_alone():

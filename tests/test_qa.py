@@ -237,6 +237,12 @@ def test_reader_names_the_problem(tmp_path):
     path.write_text("[1, 2]")
     with pytest.raises(tasks.DataError, match="not SQuAD v1.1 JSON"):
         tasks.read_squad(path, "en")
+    for article in ({"title": "T", "paragraphs": None}, "T"):  # and a file of translated questions, read by id
+        path.write_text(json.dumps({"data": [{"title": "S", "paragraphs": []}, article]}))
+        for read in (lambda: tasks.read_squad(path, "en"), lambda: tasks.readers.squad_texts(path)):
+            with pytest.raises(tasks.DataError, match=r"bad.json: article 1 \(data\[1\]\) is not an object with a "
+                                                      r"'paragraphs' list"):
+                read()
 
 
 # --- losses ---------------------------------------------------------------------------------------

@@ -152,6 +152,15 @@ def test_a_missing_seed_is_named_and_never_averaged_over(finished, tmp_path):
     assert "xeroalign (1 of 2 seeds; missing: seed 1)" in table
     column = next(c for c in report.read_scores(spec.load_experiment(path), copy) if c.run.name == "xeroalign")
     assert report.cell(column, "de") == (scores(path, copy, "xeroalign", 0)["de"], None, 1)
+    # a run launched by hand (no record): counted where it reads no model, not where it does (which one is unknown)
+    job_of(path, copy, "xeroalign", 0).record_file.unlink()
+    job_of(path, copy, "translate-test", 0).record_file.unlink()
+    reproduce.main([str(path), "--out", str(copy), "--report"])
+    table = (copy / "tiny" / "table.md").read_text()
+    assert "xeroalign (1 of 2 seeds; missing: seed 1)" in table and "changed, not counted: seed 0" in table
+    with pytest.raises(InputError, match=r"tiny.json: metric 'f1': .*results.json has no such score; its scores: "
+                                         r"accuracy, macro_f1$"):
+        report.read_scores(spec.load_experiment(path), copy, "f1")
 
 
 def bad(tmp_path, tiny_model_dir, **changes):

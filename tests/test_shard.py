@@ -502,7 +502,8 @@ def test_a_failed_write_of_the_best_model_stops_every_process_with_its_message(t
     mp.spawn(failing_write_worker, args=(2, free_port(), argv, tmp_path), nprocs=2)
     for rank in (0, 1):
         message = (tmp_path / f"rank{rank}.txt").read_text()
-        assert "writing the best model failed ([Errno 28] No space left on device); the previous one is whole" in message, message
+        assert ("writing the best model failed ([Errno 28] No space left on device); the previous one, if any, is whole. "
+                "Is the disk full? Free some space and start again with --overwrite (no checkpoint yet)") in message, message
     assert not (tmp_path / "run" / "best").exists() and not (tmp_path / "run" / "best.tmp").exists()
 
 

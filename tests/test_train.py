@@ -54,11 +54,10 @@ def test_uneven_last_batch_counts_every_example_once(tmp_path, tiny_model_dir):
 def test_resume_gives_the_same_weights(tmp_path, tiny_model_dir):
     argv = ["--model", str(tiny_model_dir), *COMMON, "--method", "xeroalign", "--max-steps", "7"]  # dropout on
     full = train.main(argv + ["--out", str(tmp_path / "full")])
-    stopped = train.main(argv + ["--out", str(tmp_path / "split"), "--stop-at", "4"])
+    assert train.main(argv + ["--out", str(tmp_path / "split"), "--stop-at", "4"]) is None  # stopped before its end
     assert not (tmp_path / "split" / "results.json").exists()
     resumed = train.main(argv + ["--out", str(tmp_path / "split"), "--resume"])
     assert all(torch.equal(v, resumed.state_dict()[k]) for k, v in full.state_dict().items())
-    assert not all(torch.equal(v, stopped.state_dict()[k]) for k, v in full.state_dict().items())
     assert losses(tmp_path / "split") == losses(tmp_path / "full")
 
 

@@ -142,7 +142,8 @@ def test_pickle_that_would_run_code_is_refused(checkpoint):
     (checkpoint / "model.safetensors").unlink()
     torch.save({"embeddings.word_embeddings.weight": torch.zeros(2), "x": Exploit(str(marker))},
                checkpoint / "pytorch_model.bin")
-    with pytest.raises(CheckpointError, match="refused to load.*no code from the file can run"):
+    with pytest.raises(CheckpointError, match=r"refused to load: the pickle holds more than tensors \("
+                                              r"[Uu]nsupported (global: )?GLOBAL io.open\).*no code from the file can run"):
         Encoder.from_pretrained(checkpoint)
     assert not marker.exists()
 
@@ -151,6 +152,16 @@ def test_garbage_bin_is_refused(checkpoint):
     (checkpoint / "model.safetensors").unlink()
     (checkpoint / "pytorch_model.bin").write_bytes(os.urandom(300))
     with pytest.raises(CheckpointError, match="pytorch_model.bin"):
+        Encoder.from_pretrained(checkpoint)
+    (checkpoint / "pytorch_model.bin").write_text("version https://git-lfs.github.com/spec/v1\noid sha256:0\nsize 9\n")
+    with pytest.raises(CheckpointError, match=r"bin: not a PyTorch weight file, nor any pickle \(Unsupported operand "
+                                              r"118\): a git-lfs pointer.*Download it again$"):
+        Encoder.from_pretrained(checkpoint)
+    torch.save({"state_dict": {"embeddings.word_embeddings.weight": torch.zeros(2)}}, checkpoint / "pytorch_model.bin")
+    with pytest.raises(CheckpointError, match="its entry 'state_dict' is a dict .a training checkpoint"):
+        Encoder.from_pretrained(checkpoint)
+    (checkpoint / "model.safetensors.index.json").write_bytes(b'{"weight_map": {"\xff": "x"}}')
+    with pytest.raises(CheckpointError, match="model.safetensors.index.json: not a valid shard index .UnicodeDecode"):
         Encoder.from_pretrained(checkpoint)
 
 

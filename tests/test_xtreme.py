@@ -31,7 +31,8 @@ def xtreme_xnli(folder, three_columns=False):
         write_csv(folder / f"test-{lang}.tsv", [row[:2] for row in NLI[:3]])  # XTREME drops the test labels
     (folder / "translate-train").mkdir()
     if three_columns:  # text, second text, label: row i translates row i of train-en.tsv
-        rows = ["Die Katze sass.\tEr sagte \"sie sass\".\tentailment", "Ein Mann spielt.\tNiemand spielt.\tcontradictory"]
+        rows = ["Die Katze sass.\tEr sagte \"sie sass\".\tentailment", "NS\tNS\tcontradictory",  # skipped, still row 2
+                "Es regnet heute.\tDas Wetter ist nass.\tentailment", "Sie liest ein Buch.\tSie schläft.\tneutral"]
     else:  # English texts, their translations, label; not csv-quoted, noisy
         rows = ['A man plays\tguitar.\tNobody plays.\tEin Mann spielt.\tNiemand spielt.\tcontradictory',  # a tab in the text: skipped
                 'She reads a book.\tShe is asleep.\tSie liest "ein" Buch.\tSie schläft.\tneutral',
@@ -66,7 +67,8 @@ def test_xnli_as_xtreme_writes_it(tmp_path, capsys):
 def test_three_column_translations_pair_by_row(tmp_path):
     task = load_task("xnli", xtreme_xnli(tmp_path, three_columns=True))
     assert [(e.id, e.text, e.label) for e in task.train["de"]] == [("1", "Die Katze sass.", "entailment"),
-                                                                   ("2", "Ein Mann spielt.", "contradiction")]
+                                                                   ("3", "Es regnet heute.", "entailment"),
+                                                                   ("4", "Sie liest ein Buch.", "neutral")]
 
 
 def test_pawsx_as_xtreme_writes_it(tmp_path):
@@ -80,6 +82,19 @@ def test_pawsx_as_xtreme_writes_it(tmp_path):
     write_csv(tmp_path / "dev-ja.tsv", [("a b", "b a", "2")])
     with pytest.raises(InputError, match=r"dev-ja.tsv:1: unknown label '2'"):
         load_task("pawsx", tmp_path)
+
+
+def test_a_repeated_english_pair_pairs_its_translations_in_turn(tmp_path):
+    write_csv(tmp_path / "train-en.tsv", [("a b", "b a", "1"), ("c d", "e f", "0"), ("a b", "b a", "0")])
+    for lang in ("en", "de"):
+        write_csv(tmp_path / f"dev-{lang}.tsv", [("a b", "b a", "1")])
+        write_csv(tmp_path / f"test-{lang}.tsv", [("a b", "b a")])
+    (tmp_path / "translate-train").mkdir()
+    (tmp_path / "translate-train" / "en-de-translated.tsv").write_text(
+        "a b\tb a\tA B\tB A\t1\nc d\te f\tC D\tE F\t0\na b\tb a\tA B.\tB A.\t0\n")
+    task = load_task("pawsx", tmp_path)
+    assert [(e.id, e.text, e.label) for e in task.train["de"]] == [("1", "A B", "1"), ("2", "C D", "0"),
+                                                                   ("3", "A B.", "0")]
 
 
 def panx_file(path, sentences, labelled=True):

@@ -6,25 +6,32 @@ from pathlib import Path
 
 from minxlt.errors import InputError
 
+TRUE = ("1", "TRUE", "YES", "ON")  # huggingface_hub's true values of its variables
 HUB_ID = re.compile(r"[\w.-]+(/[\w.-]+)?")
-# What a checkpoint directory needs: its config, weights (single or sharded) and tokenizer.
-FILES = ["config.json", "model.safetensors", "model.safetensors.index.json", "model-*.safetensors",
-         "pytorch_model.bin", "pytorch_model.bin.index.json", "pytorch_model-*.bin", "sentencepiece.bpe.model",
-         "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt"]
+# What a checkpoint directory needs: its config, weights (single or sharded; PyTorch's pickles where a repository
+# has no safetensors) and tokenizer.
+SAFETENSORS = ["model.safetensors", "model.safetensors.index.json", "model-*.safetensors"]
+PICKLES = ["pytorch_model.bin", "pytorch_model.bin.index.json", "pytorch_model-*.bin"]
+TOKENIZER = ["sentencepiece.bpe.model", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+             "vocab.txt"]
 
 
 def cache_dir():
-    """$HF_HUB_CACHE, else $HF_HOME/hub, else ~/.cache/huggingface/hub."""
-    home = Path(os.environ.get("HF_HOME") or Path.home() / ".cache" / "huggingface")
-    return Path(os.environ.get("HF_HUB_CACHE") or home / "hub")
+    """huggingface_hub's cache: $HF_HUB_CACHE (or the older $HUGGINGFACE_HUB_CACHE), else $HF_HOME/hub, where
+    HF_HOME is by default $XDG_CACHE_HOME/huggingface, else ~/.cache/huggingface."""
+    home = os.environ.get("HF_HOME") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "huggingface"
+    hub = os.environ.get("HF_HUB_CACHE") or os.environ.get("HUGGINGFACE_HUB_CACHE") or Path(home) / "hub"
+    return Path(os.path.expanduser(os.path.expandvars(hub)))
 
 
 def cached(repo_id, revision="main"):
-    """The cached snapshot folder of a hub id (models--org--name/snapshots/<refs/revision>), or None."""
+    """The cached snapshot folder of a hub id (models--org--name/snapshots/<refs/revision>), or None: also where
+    it lacks weights or a tokenizer (a download cut short, or another program's files)."""
     folder = cache_dir() / f"models--{repo_id.replace('/', '--')}"
     ref = folder / "refs" / revision
     snapshot = folder / "snapshots" / (ref.read_text().strip() if ref.is_file() else revision)
-    return snapshot if (snapshot / "config.json").is_file() else None
+    needs = [["config.json"], SAFETENSORS[:2] + PICKLES[:2], ["sentencepiece.bpe.model", "tokenizer.json", "vocab.txt"]]
+    return snapshot if all(any((snapshot / f).is_file() for f in names) for names in needs) else None
 
 
 def resolve(name, flag="--model", config_only=False):
@@ -41,8 +48,9 @@ def resolve(name, flag="--model", config_only=False):
     if (found := cached(name)) is not None:
         return found
     where = f"{flag} {name}: no such folder, and not in the Hugging Face cache at {cache_dir()}"
-    if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on"):
-        raise InputError(f"{where}; HF_HUB_OFFLINE is set, so it is not downloaded")
+    offline = [v for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE") if os.environ.get(v, "").upper() in TRUE]
+    if offline:
+        raise InputError(f"{where}; {offline[0]} is set, so it is not downloaded")
     try:
         import huggingface_hub
     except ImportError:
@@ -52,7 +60,12 @@ def resolve(name, flag="--model", config_only=False):
             import tempfile
             folder = tempfile.mkdtemp(prefix="minxlt-config-")
             return Path(huggingface_hub.hf_hub_download(name, "config.json", local_dir=folder)).parent
-        return Path(huggingface_hub.snapshot_download(name, allow_patterns=FILES, cache_dir=cache_dir()))
+        folder = Path(huggingface_hub.snapshot_download(name, allow_patterns=["config.json", *SAFETENSORS, *TOKENIZER],
+                                                         cache_dir=cache_dir()))
+        if any(folder.glob("model*.safetensors*")):
+            return folder
+        return Path(huggingface_hub.snapshot_download(name, allow_patterns=["config.json", *PICKLES, *TOKENIZER],
+                                                      cache_dir=cache_dir()))
     except Exception as e:  # noqa: BLE001 - the network, the hub, a private repository: all one message
         detail = str(e).splitlines()[0] if str(e) else ""
         raise InputError(f"{where}, and the download failed ({type(e).__name__}: {detail})") from None

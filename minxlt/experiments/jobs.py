@@ -122,15 +122,16 @@ def record(job, experiment, jobs_by_name):
 
 
 def status(job, experiment, jobs_by_name):
-    """state(), or "changed": results or a checkpoint made from another model than it reads now, or unrecorded."""
+    """state(), or "changed": results or a checkpoint made from another model than it reads now, or of a job that
+    reads one, unrecorded."""
     current = state(job)
     if current in ("done", "interrupted"):
         try:
             made = json.loads(job.record_file.read_text(encoding="utf-8"))
         except (OSError, json.JSONDecodeError):
             made = None
-        if made != record(job, experiment, jobs_by_name):
-            return "changed"
+        if made != record(job, experiment, jobs_by_name) and (made or needed(job, jobs_by_name)):
+            return "changed"  # unrecorded counts where the job reads a model: which one made it is not known
     return current
 
 

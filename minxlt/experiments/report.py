@@ -65,11 +65,11 @@ def column_of(experiment, run, value, named, metric):
             changed.append(seed)
             continue
         settings = settings or results.get("settings") or {}
-        rows = {lang: row for lang, row in results.items() if isinstance(row, dict)}
-        per_lang = {lang: 100 * row[metric] for lang, row in rows.items() if "n" in row and metric in row}
+        rows = {lang: row for lang, row in results.items() if isinstance(row, dict) and "n" in row}  # a language's
+        per_lang = {lang: 100 * row[metric] for lang, row in rows.items() if metric in row}
         if not per_lang:
-            raise tasks.InputError(f"{job.results}: no {metric!r} score (the file's metric); its scores: "
-                                   + ", ".join(sorted({k for row in rows.values() for k in row} - {"n"})))
+            raise tasks.InputError(f"{experiment.path}: metric {metric!r}: {job.results} has no such score; its "
+                                   "scores: " + ", ".join(sorted({k for row in rows.values() for k in row} - {"n"})))
         seeds.append(seed)
         dev += [100 * v for key, v in results.items() if key.startswith("dev_") and isinstance(v, (int, float))][:1]
         if results.get("warning"):

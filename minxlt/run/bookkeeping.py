@@ -22,7 +22,7 @@ import torch
 from tqdm import tqdm
 
 import data
-from methods import phase_index
+from methods import own_flags, phase_index
 from minxlt.checkpoints.weights import CheckpointError, check_finite, load_torch_file
 from minxlt.parallel import distributed, shard
 from minxlt.run import cli, flags
@@ -93,12 +93,14 @@ def batch_loader(settings, method, phases, start):
     # its own generator: drawing from the global one would change dropout
     return iter(torch.utils.data.DataLoader(StepBatches(settings, method, phases, start), batch_size=None,
                                             num_workers=workers, pin_memory=cuda, generator=torch.Generator(),
-                                            prefetch_factor=4 if workers else None, worker_init_fn=ignore_ctrl_c))
+                                            prefetch_factor=4 if workers else None, worker_init_fn=ignore_stop_signals))
 
 
-def ignore_ctrl_c(worker):
-    """A loader process leaves Ctrl-C to the training process, which stops at a step it agrees on (stop_requests)."""
+def ignore_stop_signals(worker):
+    """A loader process leaves Ctrl-C and SIGTERM (sent to the whole process group by `timeout`, `kill -- -PGID`, some
+    schedulers) to the training process, which stops at a step it agrees on (stop_requests)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 
 @dataclass
@@ -147,11 +149,13 @@ class Book:
                     print(f"padding: {100 * ungrouped:.0f}% of the batches' tokens; --group-by-length would make it "
                           f"{100 * grouped:.0f}%", file=sys.stderr)
         self.writing, self.checkpoint_group = None, None  # a sharded checkpoint being written (finish_checkpoint)
-        # what a checkpoint must share with the command that resumes it
+        # what a checkpoint must share with the command that resumes it: its inputs, and the settings that shape
+        # what it trains (the method's own flags too); the others (--workers, --save-every, ...) may change
+        shaping = SHAPING + tuple(f.name for f in own_flags(flags.METHODS[settings.method]) if f.metadata)
         self.identity = {"method": settings.method, "task": settings.task,
                          "data": str(Path(settings.data).resolve()) if settings.data else None,
                          "languages": [run.task.source, *run.task.targets], "model": str(Path(model_dir).resolve()),
-                         "tokenizer": run.tokenizer.fingerprint()}
+                         "tokenizer": run.tokenizer.fingerprint(), **{name: vars(settings)[name] for name in shaping}}
         # {file: [bytes, SHA-256]} of the files the run reads, read by process 0: those of --data (hidden ones and
         # the run's own --out aside) and those DATA_FLAGS name ({lang}: every language's; --parallel: XX,EN)
         files, given, paths = None, vars(settings), []  # every setting, the method's own too
@@ -414,9 +418,10 @@ class Book:
         """Stop with a failed write's reason, naming the checkpoint still whole; else the state records `step`'s."""
         if problem:
             saved = self.state.saved_step
-            kept = f"the checkpoint of step {saved} is whole" if saved is not None else "no checkpoint is kept"
-            raise OSError(errno.EIO, f"writing the checkpoint failed ({problem}); {kept}. Is the disk full? "
-                                     "Free some space and continue with --resume", str(path))
+            kept = (f"the checkpoint of step {saved} is whole. Is the disk full? Free some space and continue with "
+                    "--resume" if saved is not None else "no checkpoint is kept. Is the disk full? Free some space "
+                    "and start again with --overwrite")
+            raise OSError(errno.EIO, f"writing the checkpoint failed ({problem}); {kept}", str(path))
         if self.run.rank == 0:  # the other kind, from a run of the same folder with(out) --shard, is now older
             stale = self.out / ("checkpoint.pt" if path.name == "checkpoint" else "checkpoint")
             shutil.rmtree(stale) if stale.is_dir() else stale.unlink(missing_ok=True)
@@ -447,9 +452,10 @@ class Book:
                 shutil.rmtree(tmp, ignore_errors=True)
         problem = distributed.first_error(problem) if sharded else problem  # all stop with rank 0's failure
         if problem:
-            raise OSError(errno.EIO, f"writing the best model failed ({problem}); the previous one is whole. "
-                                     "Is the disk full? Free some space and continue with --resume",
-                          str(self.out / "best"))
+            then = ("continue with --resume" if self.state.saved_step is not None else "start again with --overwrite "
+                    "(no checkpoint yet)")
+            raise OSError(errno.EIO, f"writing the best model failed ({problem}); the previous one, if any, is whole. "
+                                     f"Is the disk full? Free some space and {then}", str(self.out / "best"))
 
     def close(self, stopped):
         """--no-keep-checkpoint: the checkpoint removed, unless the run stopped before its end; then OUT given up."""
@@ -457,6 +463,12 @@ class Book:
             for path in [self.out / name for name in ("checkpoint.pt", "checkpoint", "checkpoint.old")]:
                 shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
         cli.release(self.out)  # a run that fails gives it up when its process ends
+
+
+INPUTS = ("method", "task", "data", "languages", "model", "tokenizer")  # what a run is of; SHAPING: how it trains
+SHAPING = ("lr", "weight_decay", "warmup", "batch_size", "grad_accum", "seed", "max_length", "max_steps", "epochs",
+           "dropout", "max_grad_norm", "train_fraction", "translated", "group_by_length", "freeze_embeddings", "head",
+           "pooling", "self_pairs", "extra_train")
 
 
 def load_checkpoint(out, identity, files, changed_ok=False, rank=0):
@@ -475,8 +487,9 @@ def load_checkpoint(out, identity, files, changed_ok=False, rank=0):
     else:
         check_finite(saved["model"], path)
     theirs = saved.get("identity") or {key: saved.get("args", {}).get(key) for key in ("method", "task")}
-    different = [f"{key} {theirs[key]!r} there, {identity[key]!r} here" for key in theirs
-                 if theirs[key] != identity.get(key)]
+    keys = [key for key in theirs if theirs[key] != identity.get(key)]
+    keys = [key for key in keys if key in INPUTS] or keys  # another method's settings differ as a matter of course
+    different = [f"{key} {theirs[key]!r} there, {identity.get(key)!r} here" for key in keys]
     if different:
         raise CheckpointError(f"{path} belongs to another run ({'; '.join(different)}): resume with that run's "
                               "settings, or start afresh with --overwrite or another --out")

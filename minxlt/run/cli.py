@@ -127,9 +127,9 @@ def replace_dir(tmp, target):
     shutil.rmtree(old, ignore_errors=True)
 
 
-# what makes a folder a run's, and writes cut short, which --overwrite removes too
+# what makes a folder a run's, and what else a run writes (or leaves half written), which --overwrite removes too
 RUN_FILES = ("checkpoint.pt", "checkpoint", "checkpoint.old", "log.jsonl", "results.json", "results.md", "best")
-LEFTOVERS = ("checkpoint.tmp", "checkpoint.pt.tmp", "best.tmp", "best.old")
+LEFTOVERS = ("checkpoint.tmp", "checkpoint.pt.tmp", "best.tmp", "best.old", "predictions", "tensorboard")
 
 
 def latest_checkpoint(out):
@@ -206,12 +206,14 @@ def output_folder(out, resume=False, overwrite=False, rank=0):
     if problem:
         raise InputError(problem)
     held = [name for name in RUN_FILES if (out / name).exists()]
+    replace = "replace it with --overwrite, or choose another --out"
     if resume and not has_checkpoint(out):
         raise InputError(f"--resume: {out / 'checkpoint.pt'} not found, nor a sharded run's checkpoint/"
-                         + (f" ({out} holds {', '.join(held)})" if held else "") + "; drop --resume to start afresh")
+                         + (f"; {out} holds a run without one ({', '.join(held)}): {replace}" if held
+                            else "; drop --resume to start afresh"))
     if held and not resume and not overwrite:
-        raise InputError(f"--out {out} holds a run ({', '.join(held)}): continue it with --resume, replace it with "
-                         "--overwrite, or choose another --out")
+        raise InputError(f"--out {out} holds a run ({', '.join(held)}): "
+                         + (f"continue it with --resume, {replace}" if has_checkpoint(out) else replace))
     return out
 
 

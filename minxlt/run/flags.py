@@ -74,7 +74,7 @@ def parse(argv=None, description="", strict=True):
     foreign = [flag.split("=", 1)[0] for flag in unknown if flag.split("=", 1)[0] in theirs]
     if strict and foreign:
         owners = " and ".join(theirs[foreign[0]])
-        p.error(f"{foreign[0]} is a flag of {owners}; --method {args.method} does not read it")
+        p.error(f"{foreign[0]} is a flag of {owners}; --method {method} does not read it")
     if unknown and (strict or len(foreign) < len([flag for flag in unknown if flag.startswith("--")])):
         p.error(f"unrecognized arguments: {' '.join(unknown)}")
     if args.epochs and args.max_steps:
@@ -101,9 +101,10 @@ def parser(description="", method=None):
              "Examples: the top of train.py; the manual: docs/training.md.")
     p = cli.ArgumentParser(description=about, formatter_class=HelpFormatter, allow_abbrev=False,
                            usage="%(prog)s [--method METHOD] [options]")
-    groups = dict(COMMON)
+    groups, own = dict(COMMON), {}
     if method is not None:  # its Settings' fields (methods.flag); one without help sets a common flag's default
         groups[f"--method {method}"] = mine = []
+        own = {f.name: f.default for f in own_flags(METHODS[method])}
         for f in [f for f in own_flags(METHODS[method]) if f.metadata]:
             values, metavar = f.metadata["values"], {int: "N", float: "X"}.get(f.type, "PATH")
             if f.type is bool:
@@ -125,6 +126,7 @@ def parser(description="", method=None):
     for name, flags in groups.items():
         g = p.add_argument_group(name)
         for flag, default, help, options in flags:
+            default = own.get(flag[2:].replace("-", "_"), default)  # as the method sets it
             said = "" if default is None or default is False else f" (default: {default})"
             g.add_argument(flag, default=None, help=(help + said).replace("%", "%%"), **options)  # not given: None
     return p

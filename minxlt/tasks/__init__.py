@@ -48,11 +48,14 @@ def made_by(name, folder):
     """How a task's data folder is made: the download.py command, or where docs/data.md says to get it."""
     if name not in DOWNLOADS:
         return "docs/data.md says where to get it"
-    return f"make it with python download.py {DOWNLOADS[name].format(to=folder, squad=Path(folder).parent / 'squad')}"
+    squad = "DIR/../squad" if folder == "DIR" else Path(folder).parent / "squad"  # beside the data folder
+    return f"make it with python download.py {DOWNLOADS[name].format(to=folder, squad=squad)}"
 
 
 def check_folder(name, data_dir):
-    """Refuse a missing data folder of task `name`, naming the command that makes it."""
+    """Refuse a missing data folder of task `name`, naming the command that makes it (and one it would not read)."""
+    if data_dir and name in LAYOUTS and not LAYOUTS[name].needs_data:
+        raise InputError(f"--data {data_dir}: task {name} reads no data folder (the bundled corpus): drop --data")
     if name not in LAYOUTS or not LAYOUTS[name].needs_data or (data_dir and Path(data_dir).is_dir()):
         return  # an unknown task: load_task names the known ones
     if not data_dir:

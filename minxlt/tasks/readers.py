@@ -118,6 +118,9 @@ def squad_articles(path):
             raise TypeError(f"'data' is a {type(articles).__name__}")
     except (json.JSONDecodeError, KeyError, TypeError) as e:
         raise DataError(path, 0, f"not SQuAD v1.1 JSON, an object with a 'data' list of articles ({e!r})") from None
+    for a, article in enumerate(articles):
+        if not isinstance(article, dict) or not isinstance(article.get("paragraphs", []), list):
+            raise DataError(path, 0, f"article {a} (data[{a}]) is not an object with a 'paragraphs' list")
     return articles
 
 
@@ -126,8 +129,8 @@ def read_squad(path, lang, blank=False, noisy=False, unique=True):
     `blank`: XTREME's blanked answers read as none; `noisy`: misplaced answers skipped; `unique`: ids checked."""
     examples, skipped, seen = [], 0, {}
     for a, article in enumerate(squad_articles(path)):
-        for p, paragraph in enumerate(article.get("paragraphs", []) if isinstance(article, dict) else [None]):
-            where = f"article {a} ({article.get('title') if isinstance(article, dict) else None!r}), paragraph {p}"
+        for p, paragraph in enumerate(article.get("paragraphs", [])):
+            where = f"article {a} ({article.get('title')!r}), paragraph {p}"
             try:
                 context = paragraph["context"]
                 for q, qa in enumerate(paragraph["qas"]):
@@ -179,7 +182,7 @@ def squad_texts(path):
     """{question id: (where, [question, context])} of a SQuAD file translating a split's questions (answers unread)."""
     texts = {}
     for a, article in enumerate(squad_articles(path)):
-        for p, paragraph in enumerate(article.get("paragraphs", []) if isinstance(article, dict) else [None]):
+        for p, paragraph in enumerate(article.get("paragraphs", [])):
             where = f"article {a}, paragraph {p} (data[{a}].paragraphs[{p}])"
             try:
                 context, questions = paragraph["context"], list(enumerate(paragraph["qas"]))

@@ -22,17 +22,25 @@ def english(text, pair):
     return " ".join(text.split()), " ".join(pair.split())
 
 
+def english_ids(examples):
+    """{english(): [id]} of the source's examples, in their order."""
+    ids = {}
+    for e in examples:
+        ids.setdefault(english(e.text, e.pair), []).append(e.id)
+    return ids
+
+
 def each_xtreme_translations(path, lang, labels, texts):
-    """XTREME's translate-train/en-<lang>-translated.tsv (noisy), paired by English texts (`texts()`: {english(): id}
-    of the source's) or (3 columns) by row."""
+    """XTREME's translate-train/en-<lang>-translated.tsv (noisy), paired by English texts (`texts()`: {english():
+    [id]} of the source's) or (3 columns) by row."""
     with open_text(path) as f:
         head = list(utf8(path, itertools.islice(f, 1000)))
     wide = bool(head) and Counter(line.count("\t") for line in head).most_common(1)[0][0] == 4  # most rows' columns
     columns = ("en_text", "en_pair", "text", "pair", "label") if wide else ("text", "pair", "label")
-    by_text = texts() if wide else {}
+    by_text = {key: iter(ids) for key, ids in texts().items()} if wide else {}  # a repeated pair: its ids in turn
     kept, unpaired = 0, 0
-    for i, (n, r) in enumerate(each_tsv(path, columns, header=False, noisy=True), start=1):
-        id = by_text.get(english(r["en_text"], r["en_pair"])) if wide else str(i)
+    for n, r in each_tsv(path, columns, header=False, noisy=True):  # not csv-quoted: line n is row n, skipped or not
+        id = next(by_text.get(english(r["en_text"], r["en_pair"]), iter(())), None) if wide else str(n)
         if id is None:
             unpaired += 1
             continue
@@ -61,8 +69,7 @@ class XtremePairs(Layout):
         path = self.train_files(lang)[0]
         if lang == self.source:
             return each_xtreme_pairs(path, lang, self.labels)
-        texts = lambda: self.once(("train", "english texts"),
-                                  lambda: {english(e.text, e.pair): e.id for e in self.stream(self.source)})
+        texts = lambda: self.once(("train", "english texts"), lambda: english_ids(self.stream(self.source)))
         return each_xtreme_translations(path, lang, self.labels, texts) if path.is_file() else iter([])
 
     def train_files(self, lang):
