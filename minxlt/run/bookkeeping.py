@@ -152,13 +152,14 @@ class Book:
         # what a checkpoint must share with the command that resumes it: its inputs, and the settings that shape
         # what it trains (the method's own flags too); the others (--workers, --save-every, ...) may change
         shaping = SHAPING + tuple(f.name for f in own_flags(flags.METHODS[settings.method]) if f.metadata)
+        given = vars(settings)  # every setting, the method's own too
         self.identity = {"method": settings.method, "task": settings.task,
                          "data": str(Path(settings.data).resolve()) if settings.data else None,
                          "languages": [run.task.source, *run.task.targets], "model": str(Path(model_dir).resolve()),
-                         "tokenizer": run.tokenizer.fingerprint(), **{name: vars(settings)[name] for name in shaping}}
+                         "tokenizer": run.tokenizer.fingerprint(), **{name: given[name] for name in shaping}}
         # {file: [bytes, SHA-256]} of the files the run reads, read by process 0: those of --data (hidden ones and
         # the run's own --out aside) and those DATA_FLAGS name ({lang}: every language's; --parallel: XX,EN)
-        files, given, paths = None, vars(settings), []  # every setting, the method's own too
+        files, paths = None, []
         if run.rank == 0:
             if given.get("data"):
                 folder, own = Path(given["data"]), Path(settings.out).resolve()
