@@ -226,7 +226,7 @@ def main(argv=None):
             print(f"note: {e}")
         dry_run(experiment, args.out, args.nproc_per_node, args.data)
         return
-    failed = {}
+    failed = None
     if not args.report:
         check_languages(experiment)
         signal.signal(signal.SIGTERM, signal.default_int_handler)  # as Ctrl-C: the running run saves a checkpoint

@@ -161,6 +161,14 @@ def test_a_missing_seed_is_named_and_never_averaged_over(finished, tmp_path):
     with pytest.raises(InputError, match=r"tiny.json: metric 'f1': .*results.json has no such score; its scores: "
                                          r"accuracy, macro_f1$"):
         report.read_scores(spec.load_experiment(path), copy, "f1")
+    # --report over a folder without any of its runs: refused, the table written before kept
+    with pytest.raises(InputError, match=r"no run of .*tiny.json has results under .*elsewhere/demo/: nothing to report"):
+        reproduce.main([str(path), "--out", str(tmp_path / "elsewhere"), "--report"])
+    (tmp_path / "elsewhere" / "tiny").mkdir(parents=True)
+    (tmp_path / "elsewhere" / "tiny" / "table.md").write_text("kept")
+    with pytest.raises(InputError, match="nothing to report"):
+        reproduce.main([str(path), "--out", str(tmp_path / "elsewhere"), "--report"])
+    assert (tmp_path / "elsewhere" / "tiny" / "table.md").read_text() == "kept"
 
 
 def bad(tmp_path, tiny_model_dir, **changes):
@@ -188,6 +196,7 @@ def test_bad_experiment_files_are_refused_naming_file_and_field(tmp_path, tiny_m
     assert message.startswith(f"{where}: runs[1].seed: unknown field")
     message = bad(tmp_path, tiny_model_dir, runs=runs_with({"name": "x", "method": "zero-shot", "test_input": "text", "flags": ["--lr", "fast"]}))
     assert message.startswith(f"{where}: runs[1].flags: train.py refuses them: argument --lr") and "\n" not in message
+    assert message.endswith("; python train.py --help lists the flags")  # train.py's flags, not reproduce.py's
     assert "runs[1].name: 'zero-shot' names runs[0] already" in bad(tmp_path, tiny_model_dir, runs=runs_with(
         {"name": "zero-shot", "method": "xeroalign", "test_input": "text"}))
     assert "runs[1].evaluate: 'zs' is not the name of a trained run" in bad(tmp_path, tiny_model_dir, runs=runs_with(
@@ -395,6 +404,7 @@ def test_a_cotraining_run_is_run_by_cotrain_py(tmp_path, tiny_model_dir):
     assert job.best == job.folder / "final" / "lm" / "best"
     message = bad(tmp_path, tiny_model_dir, runs=runs_with({"name": "x", "cotrain": True, "test_input": "text", "flags": ["--threshold", "2"]}))
     assert "runs[1].flags: cotrain.py refuses them: argument --threshold" in message
+    assert message.endswith("; python cotrain.py --help lists the flags")
     assert "runs[1].cotrain: true for a run of cotrain.py" in bad(tmp_path, tiny_model_dir, runs=runs_with(
         {"name": "x", "cotrain": "yes", "test_input": "text"}))
 

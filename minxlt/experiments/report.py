@@ -251,6 +251,9 @@ def report(experiment, out, failed=None):
     columns = read_scores(experiment, out)
     more = {metric: read_scores(experiment, out, metric) for metric in experiment.metrics[1:]}
     out = Path(out) / experiment.path.stem  # its runs are in OUT/<task>/, shared
+    if failed is None and not any(column.seeds or column.changed for column in columns):  # a table written before stays
+        raise tasks.InputError(f"no run of {experiment.path} has results under {out.parent}/{experiment.task}/: "
+                               "nothing to report (another --out or --data?)")
     table = markdown(experiment, columns, failed, more)
     cli.write_text(out / "table.md", table)
     cli.write_text(out / "table.csv", csv_text(experiment, columns, more))

@@ -385,8 +385,9 @@ def planned_arguments(experiment, run, where):
         with redirect_stderr(io.StringIO()) as errors:
             parsed = parse(argv)
     except SystemExit:
-        problem = errors.getvalue().strip().splitlines()[-1].split("error: ", 1)[-1]
-        refuse(experiment.path, f"{where}.flags", f"{script} refuses them: {problem}")
+        problem = errors.getvalue().strip().splitlines()[-1].split("error: ", 1)[-1].split("; python ")[0]
+        refuse(experiment.path, f"{where}.flags", f"{script} refuses them: {problem}; python {script} --help lists "
+               "the flags")
     if not run.cotrain:
         return argv
     own, rest, _ = parsed
