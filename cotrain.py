@@ -20,7 +20,8 @@ each other:
 Choices the paper leaves open: each fine-tuning starts from the pretrained weights on the grown
 labelled set; each model labels its own pool (U_lm, U_emb), so that each gives a text away at most
 once; after the last round both are fine-tuned once more on their final sets, and tested. The pool,
-each round's picks and every model are written under OUT/; --resume replays the rounds done.
+each round's picks and every model are written under OUT/; --resume replays the rounds done, and
+continues a fine-tuning that was stopped from its checkpoint.
 
 Table 3's other rows: --self-training, its baseline (Dong and de Melo 2019), f_lm labelling for
 itself; --lm-method contrastive, "lang. adaptation & co-training", f_lm fine-tuned with Sec. 3.2's
@@ -50,13 +51,18 @@ def select(predictions, threshold, cap, rng):
     return {key: predictions[key] for key in sorted(chosen)}
 
 
+def paired(example):
+    """A sentence-pair task's second text, as the JSON lines of the pool and the pseudo-labels carry it."""
+    return {} if example.pair is None else {"pair": example.pair}
+
+
 def co_train(fit_lm, fit_emb, labeled, pool, iterations, threshold, rng, history=(), on_round=None):
     """Algorithm 1 -> the final (D_lm, D_emb): `fit_x(labeled, round)` gives a predictor, {key: Example} ->
     {key: (label, confidence)}; `history`'s rounds are replayed; `fit_emb` None: self-training."""
     cap = len(labeled) // 3
     D_lm, D_emb = list(labeled), list(labeled)
     U_lm, U_emb = dict(pool), dict(pool)
-    pseudo = lambda picks: [Example(id=key, lang=pool[key].lang, text=pool[key].text, label=label)
+    pseudo = lambda picks: [Example(id=key, lang=pool[key].lang, text=pool[key].text, pair=pool[key].pair, label=label)
                             for key, (label, _) in picks.items()]
 
     def exchange(picks_lm, picks_emb):
@@ -144,7 +150,7 @@ def main(argv=None):
     few = args.train_fraction < 1 or args.translated is not None
     task = tasks.few_shot(full, args.train_fraction, args.translated, args.seed) if few else full
     labeled = task.train[task.source]
-    pool = {f"{lang}:{e.id}": Example(id=e.id, lang=lang, text=e.text)
+    pool = {f"{lang}:{e.id}": Example(id=e.id, lang=lang, text=e.text, pair=e.pair)
             for lang, examples in unlabelled.items() for e in examples}
     history = []
     while own.resume and (out / f"round{len(history)}" / "picks.json").exists():
@@ -155,7 +161,7 @@ def main(argv=None):
             raise tasks.InputError(f"{path}: picks {', '.join(unknown[:3])} are not in this command's pool: resume "
                                    "with the flags that made it (--target-langs, --pool-per-lang, --seed, --data)")
     if rank == 0:  # the unlabelled texts (their gold labels are not used)
-        cli.write_text(out / "pool.jsonl", "".join(json.dumps({"key": key, "lang": e.lang, "text": e.text},
+        cli.write_text(out / "pool.jsonl", "".join(json.dumps({"key": key, "lang": e.lang, "text": e.text, **paired(e)},
                                                               ensure_ascii=False) + "\n" for key, e in pool.items()))
     fine_tune = FineTuning(own, rest, args, task, len(labeled), device, rank, world_size)
     rng = random.Random(f"{args.seed}/cotrain")
@@ -199,8 +205,9 @@ class FineTuning:
         """train.py's arguments for a view's run into `directory`, writing its pseudo-labelled texts."""
         extra = directory.parent / f"{view}-extra.jsonl"
         if self.rank == 0:
-            cli.write_text(extra, "".join(json.dumps({"id": e.id, "lang": e.lang, "text": e.text, "label": e.label},
-                                                     ensure_ascii=False) + "\n" for e in examples[self.n_labeled:]))
+            cli.write_text(extra, "".join(json.dumps({"id": e.id, "lang": e.lang, "text": e.text, **paired(e),
+                                                      "label": e.label}, ensure_ascii=False) + "\n"
+                                          for e in examples[self.n_labeled:]))
         distributed.barrier()
         name = self.own.model if view == "lm" else self.own.embedding_model
         model = ["--model", name] if name else []
@@ -208,18 +215,22 @@ class FineTuning:
             model += ["--pooling", self.own.embedding_pooling]
         method = self.own.lm_method if view == "lm" else "zero-shot"
         return self.rest + model + ["--method", method, "--extra-train", str(extra), "--out", str(directory),
-                                    "--no-alignment", "--overwrite"]  # co-training's own folders, refitted on --resume
+                                    "--no-alignment", "--overwrite"]  # co-training's own folders
 
     def fitter(self, view):
         """Algorithm 1's fit: fine-tune on the labelled examples -> {key: Example} -> {key: (label, confidence)}."""
         def fit(examples, round_):
             directory = Path(self.own.out) / f"round{round_}" / view
-            fine_tuned(self.argv(view, directory, examples) + ["--no-test"], f"round {round_}")
+            argv = self.argv(view, directory, examples) + ["--no-test"]
+            if self.own.resume and cli.has_checkpoint(directory):  # a fine-tuning of an unrecorded round: continued
+                argv[argv.index("--overwrite")] = "--resume"
+            fine_tuned(argv, f"round {round_}")
             model, tokenizer, info = Classifier.load(directory / "best", self.device)
 
             def predict(unlabelled):
                 keys = sorted(unlabelled)
                 probabilities = evaluate.predict_probabilities(model, tokenizer, [unlabelled[k].text for k in keys],
+                                                               [unlabelled[k].pair for k in keys],
                                                                self.args.eval_batch_size, info["max_length"],
                                                                self.device, self.rank, self.world_size)
                 confidence, label = probabilities.max(-1)

@@ -49,12 +49,14 @@ def sentence_representations(encoder, tokenizer, texts, batch_size, device, rank
 
 
 @torch.no_grad()
-def predict_probabilities(model, tokenizer, texts, batch_size, max_length, device, rank=0, world_size=1):
-    """Class probabilities (N, C) of a classifier for every text, computed across ranks."""
+def predict_probabilities(model, tokenizer, texts, pairs, batch_size, max_length, device, rank=0, world_size=1):
+    """Class probabilities (N, C) of a classifier for every text (with its pair, of a pair task), across ranks."""
     model.eval()
     out = torch.zeros(len(texts), model.head.out_proj.out_features, device=device)
-    for index in data.evaluation_batches([len(t) for t in texts], batch_size, rank, world_size):
-        ids, mask = tokenizer.batch([texts[i] for i in index], max_length=max_length)
+    pairs = pairs if pairs is not None and None not in pairs else None
+    lengths = [len(t) + len(pairs[i] if pairs else "") for i, t in enumerate(texts)]
+    for index in data.evaluation_batches(lengths, batch_size, rank, world_size):
+        ids, mask = tokenizer.batch([texts[i] for i in index], pairs and [pairs[i] for i in index], max_length)
         out[index] = model(ids.to(device), mask.to(device))[0].float().softmax(-1)
     return distributed.all_reduce(out).cpu()
 
@@ -244,8 +246,15 @@ def tatoeba_alignment(encoder, tokenizer, args, pooling, device, rank, world_siz
     if not langs:
         raise tasks.InputError(f"--tatoeba {args.tatoeba}: no pair of files tatoeba.<xxx>-eng.<xxx> and "
                                "tatoeba.<xxx>-eng.eng there (as XTREME's download script writes them)")
-    return {lang: alignment(encoder, tokenizer, dict(zip(("eng", lang), tasks.read_tatoeba(args.tatoeba, lang))), "eng",
-                            args.batch_size, device, rank, world_size, pooling)[lang] for lang in langs}
+    out = {}
+    for lang in langs:
+        parallel = dict(zip(("eng", lang), tasks.read_tatoeba(args.tatoeba, lang)))
+        scores = alignment(encoder, tokenizer, parallel, "eng", args.batch_size, device, rank, world_size, pooling)
+        if lang not in scores:
+            raise tasks.InputError(f"--tatoeba {args.tatoeba}: tatoeba.{lang}-eng.* hold {len(parallel['eng'])} pair: "
+                                   "CKA and retrieval compare two or more")
+        out[lang] = scores[lang]
+    return out
 
 
 def test_input_of(args, info):
@@ -260,8 +269,12 @@ def test_input_of(args, info):
 
 def test_checkpoint(model, encoder, tokenizer, info, args, pooling, device, rank, world_size, predictions):
     """(results, alignment, source, test input) of the checkpoint on its task's split, as its method predicts."""
-    task = tasks.load_task(args.task or info.get("task", "demo"), args.data or info.get("data"),
-                           args.source_lang or info.get("source_lang"), args.target_langs or info.get("target_langs"))
+    saved = info if args.task in (None, info.get("task")) else {}  # another --task: none of the run's folder, languages
+    task = tasks.load_task(args.task or info.get("task", "demo"), args.data or saved.get("data"),
+                           args.source_lang or saved.get("source_lang"), args.target_langs or saved.get("target_langs"))
+    if (args.alignment or args.alignment_only) and not task.parallel:
+        raise tasks.InputError(f"--alignment: task {task.name}'s languages are not parallel, so there are no "
+                               "translations to compare")
     task.doc_stride = info.get("doc_stride", task.doc_stride)
     task.max_answer_length = info.get("max_answer_length", task.max_answer_length)
     results, extra, seen = {}, {}, None
@@ -274,7 +287,7 @@ def test_checkpoint(model, encoder, tokenizer, info, args, pooling, device, rank
         test_input, translations = test_input_of(args, info if name == info.get("method") else {})
         translations = translations or (task.test_translations if test_input == "translation" else None)
         test_input = flags.choose_test_input(name, test_input, translations, task.parallel)
-        settings, info = flags.saved(info, name, task.level, encoder.config.num_layers)
+        settings, info = flags.saved(dict(info, task=task.name), name, task.level, encoder.config.num_layers)
         method = flags.METHODS[name](settings, run)
         scores = method.evaluate(restore(method.wrap(model.eval()), info), args.split, None, test_input, translations,
                                  predictions)
@@ -282,9 +295,6 @@ def test_checkpoint(model, encoder, tokenizer, info, args, pooling, device, rank
         results["unscored"] = unscored(getattr(task, args.split))
         seen = {"input": test_input, "what": TEST_INPUTS[test_input], "translations": translations}
     if args.alignment or args.alignment_only:
-        if not task.parallel:
-            raise tasks.InputError(f"--alignment: task {task.name}'s languages are not parallel, so there are no "
-                                   "translations to compare")
         extra = alignment(encoder, tokenizer, getattr(task, args.split), task.source, args.batch_size, device, rank,
                           world_size, pooling)
     return results, extra, task.source, seen
@@ -316,8 +326,10 @@ def plot_data(runs):
     metric = next(k for k in loaded[0][1][scored[0][0]] if k != "n")
     langs = list(dict.fromkeys(lang for names in scored for lang in names))
     settings = [results.get("settings") or results.get("args") or {} for _, results in loaded]  # older runs: "args"
-    methods = [s.get("method") or run.name for s, (run, _) in zip(settings, loaded)]
-    labels = [m if methods.count(m) == 1 else f"{m} ({run.name})" for m, (run, _) in zip(methods, loaded)]  # unique
+    methods = [s.get("method") or (run if run.is_dir() else run.parent).name for s, (run, _) in zip(settings, loaded)]
+    labels = [m if methods.count(m) == 1 else f"{m} ({run.name})" for m, (run, _) in zip(methods, loaded)]
+    labels = [label if labels.count(label) == 1 else f"{m} ({run})"  # the paths as given, where folder names repeat
+              for label, m, (run, _) in zip(labels, methods, loaded)]
     scores, gaps = {}, {}
     for label, names, (run, results), given in zip(labels, scored, loaded, settings):
         if metric not in results[names[0]]:
@@ -362,6 +374,8 @@ def main(argv=None):
     if not args.checkpoint and not (args.alignment_only or args.tatoeba or args.plot):
         parser.error("give --checkpoint (a model trained by train.py), --alignment-only / --tatoeba for an encoder "
                      "(--model), or --plot RUN...")
+    if args.checkpoint and args.model:
+        parser.error("--model is the encoder measured without --checkpoint (a checkpoint holds its own): give one")
     if args.plot:
         return plot(args.plot, args.plot_file)
     rank, world_size, device = distributed.setup()
@@ -372,6 +386,9 @@ def main(argv=None):
     else:
         path = hub.resolve(args.model) if args.model else default_model()
         encoder, tokenizer = Encoder.from_pretrained(path).to(device), Tokenizer.from_pretrained(path)
+        if (Path(path) / "unicoder.json").is_file():  # a Unicoder run's OUT/best: its run's alignment pooling
+            run = json.loads((Path(path) / "unicoder.json").read_text())
+            info = {"alignment_pooling": run.get("alignment_pooling")}
         encoder.segment_id = tokenizer.segment_id
     predictions, pooling = {}, alignment_pooling(args, info, encoder.config.num_layers)
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(flags.autocast(args.amp, device))

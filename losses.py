@@ -67,7 +67,8 @@ def self_teaching_loss(student_logits, teacher_logits, mask=None, temperature=1.
     """FILTER Eq. 5: KL(p_teacher || p_student), (N, C) or (N, T, C), weighted by `mask`, the teacher constant;
     softmax(logits / T) and T^2 times the KL (Hinton et al. 2015); `per_class`: 1/C of it (FILTER's code)."""
     T = temperature
-    kl = kl_divergence(teacher_logits.detach() / T, student_logits / T, mask) * T ** 2
+    # in float32: fp16 logits masked at -1e4 (a joint task's head) divided by 0.1 would overflow to -inf (NaN KL)
+    kl = kl_divergence(teacher_logits.detach().float() / T, student_logits.float() / T, mask) * T ** 2
     return kl / student_logits.shape[-1] if per_class else kl
 
 

@@ -116,15 +116,24 @@ def main(argv=None):
     if not stopped and not settings.no_test:
         try:
             test(settings, method, raw, core, book, model_dir)
-        except KeyboardInterrupt:  # trained, with no checkpoint to resume: the test alone remains
-            best = book.out / "best"
-            raise SystemExit("interrupted during the test" + (f"; test the trained model with python evaluate.py "
-                             f"--checkpoint {best}" if (best / "task.json").is_file() else "")) from None
+        except (KeyboardInterrupt, RuntimeError) as e:  # trained, with no checkpoint to resume: the test alone remains
+            if isinstance(e, RuntimeError) and not distributed.lost_process(e):
+                raise
+            raise SystemExit(stopped_in_test(e, book.out / "best")) from None
     book.close(stopped)  # --no-keep-checkpoint; OUT given up to other runs
     if owns_process_group:
         del model  # DDP's, which holds the process group: gone before the group (distributed.cleanup)
         distributed.cleanup()
     return None if stopped else raw
+
+
+def stopped_in_test(error, best):
+    """What a Ctrl-C, or another process's end, during the test says: how to test the trained model `best`."""
+    gone = distributed.lost_process(error)
+    why = f"another process of the run stopped ({gone})" if gone else "interrupted"
+    if not (best / "task.json").is_file():
+        return f"{why} during the test"
+    return f"{why} during the test; test the trained model with python evaluate.py --checkpoint {best}"
 
 
 def load_run(args, model_dir, device, rank, world_size):

@@ -66,8 +66,13 @@ def parallel_pairs(task, split, tokenizer, max_length, extra=()):
         by_lang.setdefault(f"{target.lang}:extra", []).append((source, target))
     pairs = []
     for lang, rows in by_lang.items():
-        texts = [t for s, e in rows for t in (s.text, e.text)]
-        ids = tokenizer.encode_batch(texts, max_length=max_length // 2)
+        texts = [t for s, e in rows for t in (s, e)]
+        ids = tokenizer.encode_batch([t.text for t in texts], max_length=max_length // 2)
+        blank = [t for t, row in zip(texts, ids) if len(row) <= 2]  # <s></s>: characters the tokenizer drops alone
+        if blank:
+            where = blank[0].where or f"{blank[0].lang} id {blank[0].id}"
+            raise InputError(f"{where}: {blank[0].text!r} has no token but the special ones; Unicoder's tasks need "
+                             "words on both sides: remove the line from both files")
         mine = [Pair(f"{lang}:{s.id}", e.lang, ids[2 * i], ids[2 * i + 1]) for i, (s, e) in enumerate(rows)]
         for i, pair in enumerate(mine):
             pair.document = document(mine[i:i + DOCUMENT_SENTENCES], max_length, tokenizer.bos_id, tokenizer.eos_id)

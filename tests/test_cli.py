@@ -48,6 +48,10 @@ def test_a_missing_data_folder_names_the_command_that_makes_it(tmp_path, tiny_mo
         evaluate.main(["--model", model, "--alignment-only", "--task", "xsid", "--data", "nowhere"])
     with pytest.raises(InputError, match=f"^--tatoeba {tmp_path}: no pair of files tatoeba.<xxx>-eng.<xxx> and "):
         evaluate.main(["--model", model, "--tatoeba", str(tmp_path)])  # a folder without Tatoeba's files
+    (tmp_path / "tatoeba.deu-eng.deu").write_text("Hallo.\n")
+    (tmp_path / "tatoeba.deu-eng.eng").write_text("Hello.\n")
+    with pytest.raises(InputError, match=r"tatoeba.deu-eng.\* hold 1 pair: CKA and retrieval compare two or more$"):
+        evaluate.main(["--model", model, "--tatoeba", str(tmp_path)])
     with pytest.raises(InputError, match=f"^--data {tmp_path}: task demo reads no data folder .*: drop --data$"):
         train.main(["--model", model, "--data", str(tmp_path), "--out", str(tmp_path / "run")])  # nor hashes it
     with pytest.raises(InputError, match=r"xeroalign-pawsx.json: data: 'nowhere': no such folder; make it with python "

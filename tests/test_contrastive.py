@@ -9,11 +9,13 @@ import torch.multiprocessing as mp
 
 import cotrain
 import data
+import evaluate
 import train
 from conftest import free_port, join_process_group_env, make_method, make_run
 from cotrain import co_train, select
 from minxlt import tasks
 from minxlt.errors import InputError
+from model import Classifier
 
 # A toy problem: texts are the numbers 0-59, labelled by parity. Each view is sure and right on one
 # half and unsure and wrong on the other, unless it has been given the label.
@@ -97,7 +99,7 @@ def test_replayed_rounds_are_not_refitted():
     assert fitted == [2, 2] and [e.text for e in resumed[0][:-3]] == [e.text for e in full[0][:-3]]
 
 
-def test_cotrain_run(tmp_path, tiny_model_dir, capsys):
+def test_cotrain_run(tmp_path, tiny_model_dir, capsys, monkeypatch):
     out = tmp_path / "co"
     argv = ["--model", str(tiny_model_dir), "--embedding-model", str(tiny_model_dir),
             "--target-langs", "de", "--batch-size", "8", "--max-steps", "2", "--eval-every", "2", "--cotrain-iterations", "2",
@@ -132,10 +134,39 @@ def test_cotrain_run(tmp_path, tiny_model_dir, capsys):
     with pytest.raises(SystemExit, match="co-training stopped in round 0, which is not recorded: .*--resume"):
         cotrain.main(argv[:-2] + ["--stop-at", "1", "--out", str(tmp_path / "stopped")])
     assert not (tmp_path / "stopped" / "round0" / "picks.json").exists()
+    runs = []  # --resume continues that fine-tuning from its checkpoint, not from its start
+    real = train.main
+    monkeypatch.setattr(cotrain.train, "main", lambda argv: runs.append(argv) or real(argv))
+    cotrain.main(argv[:-2] + ["--out", str(tmp_path / "stopped"), "--resume"])
+    assert "--resume" in runs[0] and "--overwrite" not in runs[0] and (tmp_path / "stopped" / "round1" / "picks.json").exists()
     for flag in ("--method=xeroalign", "--extra-train", "--no-test"):
         with pytest.raises(SystemExit):
             cotrain.get_args(argv + [flag])
     assert "--no-test: co-training sets it for each fine-tuning run" in capsys.readouterr().err
+
+
+def test_co_training_a_sentence_pair_task_predicts_and_labels_each_pair(tmp_path, tiny_model_dir):
+    header, data = "id\tsentence1\tsentence2\tlabel\n", tmp_path / "pawsx"
+    for lang, names in (("en", ["train", "dev_2k", "test_2k"]), ("de", ["translated_train", "dev_2k", "test_2k"])):
+        rows = "".join(f"{i}\t{lang} erste {i} a\t{lang} zweite {i % 5} b\t{i % 2}\n" for i in range(1, 31))
+        for name in names:
+            (data / lang).mkdir(parents=True, exist_ok=True)
+            (data / lang / f"{name}.tsv").write_text(header + rows)
+    out = tmp_path / "co"
+    cotrain.main(["--model", str(tiny_model_dir), "--task", "pawsx", "--data", str(data), "--target-langs", "de",
+                  "--batch-size", "8", "--max-steps", "1", "--eval-every", "1", "--cotrain-iterations", "1",
+                  "--threshold", "0.0", "--self-training", "--out", str(out)])
+    pool = {p["key"]: p for p in map(json.loads, open(out / "pool.jsonl"))}
+    assert len(pool) == 30 and all(p["pair"] == f"de zweite {int(k[3:]) % 5} b" for k, p in pool.items())
+    extra = [json.loads(line) for line in open(out / "final" / "lm-extra.jsonl")]
+    assert len(extra) == 10 and all(e["pair"] == pool[e["id"]]["pair"] for e in extra)  # read back: pairs required
+    # the predictions see each pair: they differ from those of the first texts alone
+    model, tokenizer, _ = Classifier.load(out / "round0" / "lm" / "best")
+    texts, pairs = [p["text"] for p in pool.values()], [p["pair"] for p in pool.values()]
+    both = evaluate.predict_probabilities(model, tokenizer, texts, pairs, 7, 64, "cpu")
+    ids, mask = tokenizer.batch(texts, pairs, max_length=64)
+    assert torch.allclose(both, model(ids, mask)[0].softmax(-1), atol=1e-5)
+    assert not torch.allclose(both, evaluate.predict_probabilities(model, tokenizer, texts, None, 7, 64, "cpu"))
 
 
 def test_self_training_and_language_adaptation_with_co_training_runs(tmp_path, tiny_model_dir):
@@ -229,6 +260,13 @@ def test_extra_train_file(tmp_path, tiny_model_dir):
         tasks.read_jsonl_examples(path, ["alarm"])
     path.write_text('{"id": "p1", "lang": "de", "text": "x", "label": "cooking"}\n')
     with pytest.raises(tasks.DataError, match="extra.jsonl:1: unknown label 'cooking'"):
+        tasks.read_jsonl_examples(path, ["alarm"])
+    path.write_text('{"id": "p1", "lang": "de", "text": "x", "label": "alarm"}\n')  # a sentence-pair task's lack one
+    with pytest.raises(tasks.DataError, match=r'extra.jsonl:1: no "pair": the task\'s examples are sentence pairs'):
+        tasks.read_jsonl_examples(path, ["alarm"], pairs=True)
+    path.write_text('{"id": "p1", "lang": "de", "text": "x", "pair": "y", "label": "alarm"}\n')
+    assert [e.pair for e in tasks.read_jsonl_examples(path, ["alarm"], pairs=True)] == ["y"]
+    with pytest.raises(tasks.DataError, match=r'extra.jsonl:1: a "pair", but the task\'s examples are single texts'):
         tasks.read_jsonl_examples(path, ["alarm"])
     path.write_text('{"id": "p1", "lang": "de", "text": "Weck mich um sieben", "label": "alarm"}\n')
     for method, draws in (("filter", "pairs"), ("unicoder", "parallel sentences")):  # neither reads them

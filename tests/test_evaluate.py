@@ -252,9 +252,49 @@ def test_plot_of_several_runs(tmp_path):
     assert (tmp_path / "scores.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     with pytest.raises(SystemExit):  # a format matplotlib does not draw, refused before anything is read
         evaluate.main(["--plot", str(a), "--plot-file", str(tmp_path / "scores.jpgx")])
+    # runs of one method in folders of one name (seed1/run, seed2/run): each its own bars, named by its path
+    d, e = (results_file(tmp_path / seed / "run", "zero-shot", {"en": 0.5, "de": 0.4}) for seed in ("seed1", "seed2"))
+    assert list(evaluate.plot_data([a, d, e])[2]) == ["zero-shot (a)", f"zero-shot ({d})", f"zero-shot ({e})"]
     qa = results_file(tmp_path / "qa", "zero-shot", {"en": 0.9}, metric="f1")
     with pytest.raises(InputError, match="has no accuracy .*plot runs of one task together"):
         evaluate.plot_data([a, qa])
+
+
+def test_evaluate_refuses_before_predicting_and_names_the_task_it_reads(tmp_path, tiny_model_dir, monkeypatch, capsys):
+    import shutil
+
+    import train
+    from minxlt.checkpoints.weights import CheckpointError
+    out = tmp_path / "slots"
+    train.main(["--model", str(tiny_model_dir), "--task", "demo-slots", "--target-langs", "de", "--batch-size", "8",
+                "--max-steps", "1", "--no-test", "--no-alignment", "--out", str(out)])
+    best = out / "best"
+    with pytest.raises(InputError, match="--method translate-test trains on sentence labels; --task demo-slots labels"):
+        evaluate.main(["--checkpoint", str(best), "--method", "translate-test"])  # the checkpoint's task, named
+    with pytest.raises(SystemExit):
+        evaluate.main(["--checkpoint", str(best), "--model", str(tiny_model_dir)])
+    assert "--model is the encoder measured without --checkpoint" in capsys.readouterr().err
+    # another --task reads its own languages and folder, not the checkpoint's: then its labels are what differs
+    info = json.loads((best / "task.json").read_text())
+    (best / "task.json").write_text(json.dumps(dict(info, data=str(tmp_path / "slots-data"))))
+    with pytest.raises(InputError, match=r"its head predicts the labels .* \(task.json: task demo-slots\), and task demo"):
+        evaluate.main(["--checkpoint", str(best), "--task", "demo"])
+    (best / "task.json").write_text(json.dumps(info))
+    # --alignment on a task whose languages are not parallel: refused before anything is predicted
+    load_task = tasks.load_task
+    monkeypatch.setattr(tasks, "load_task", lambda *a, **k: setattr(task := load_task(*a, **k), "parallel", False) or task)
+    monkeypatch.setattr(evaluate, "check_labels", lambda *a: pytest.fail("predicted before the refusal"))
+    with pytest.raises(InputError, match="--alignment: task demo-slots's languages are not parallel"):
+        evaluate.main(["--checkpoint", str(best), "--alignment"])
+    monkeypatch.undo()
+    # a Unicoder run's OUT/best is an encoder: named so, and measured with its run's alignment pooling
+    encoder = tmp_path / "unicoder-best"
+    shutil.copytree(tiny_model_dir, encoder)
+    (encoder / "unicoder.json").write_text(json.dumps({"alignment_pooling": "cls"}))
+    with pytest.raises(CheckpointError, match="a Unicoder run's encoder, with no task head: measure it with --model"):
+        evaluate.main(["--checkpoint", str(encoder)])
+    evaluate.main(["--model", str(encoder), "--alignment-only", "--target-langs", "de", "--out", str(tmp_path / "a")])
+    assert json.loads((tmp_path / "a" / "alignment.json").read_text())["alignment_pooling"] == "cls"
 
 
 def test_plot_without_matplotlib_says_what_to_install(tmp_path, monkeypatch):

@@ -264,6 +264,17 @@ def test_ctrl_c_during_the_test_names_the_command_that_tests_the_trained_model(t
                            "2", "--no-alignment", "--out", str(out)])
     assert (out / "best" / "task.json").is_file()
 
+    def lost(*args):  # another process died during the test: a collective's error, said in one line
+        raise RuntimeError("[gloo/transport/tcp/pair.cc:537] Read error: Connection reset by peer")
+
+    from minxlt.parallel import distributed
+    monkeypatch.setattr(train_module, "test", lost)
+    monkeypatch.setattr(distributed, "lost_process", lambda e: "Connection reset by peer" if "peer" in str(e) else None)
+    with pytest.raises(SystemExit, match=re.escape("another process of the run stopped (Connection reset by peer) during "
+                                                   "the test; test the trained model with python evaluate.py --checkpoint")):
+        train_module.main(["--model", str(tiny_model_dir), "--target-langs", "de", "--batch-size", "4", "--max-steps",
+                           "2", "--no-alignment", "--out", str(out), "--overwrite"])
+
 
 def test_divergence_stops_with_advice(tmp_path, tiny_model_dir):
     done = train(tmp_path, tiny_model_dir, "--target-langs", "de", "--max-steps", "200", "--eval-every", "10", "--save-every", "10", "--log-every", "1", "--lr", "10",
@@ -331,6 +342,20 @@ def test_failed_checkpoint_write_keeps_the_previous_one(tmp_path, tiny_model_dir
     with pytest.raises(OSError, match="; no checkpoint is kept. Is the disk full. Free some space and start again "
                                       "with --overwrite"):
         train_module.main(argv + ["--overwrite"])
+    # several processes: one whose own part went well stops with process 0's failure, never naming a checkpoint
+    # that was not written (distributed.first_error, here standing for the collective)
+    from minxlt.parallel import distributed
+    monkeypatch.setattr(train_module.torch, "save", real_save)
+    other = tmp_path / "other"
+    after_the_first = []
+
+    def first_error(problem):  # the second checkpoint fails on process 0, not here
+        after_the_first.extend([problem] if (other / "checkpoint.pt").exists() else [])
+        return problem or ("process 0: No space left on device" if len(after_the_first) > 1 else None)
+    monkeypatch.setattr(distributed, "first_error", first_error)
+    with pytest.raises(OSError, match=r"writing the checkpoint failed \(process 0: No space left on device\); the "
+                                      "checkpoint of step 2 is whole"):
+        train_module.main(argv[:-1] + [str(other)])
 
 
 # --- output folders --------------------------------------------------------------------------------
@@ -366,6 +391,10 @@ def test_resuming_a_finished_run_with_another_method(tmp_path, tiny_model_dir):
     before = (tmp_path / "run" / "results.json").read_text()
     done = train(tmp_path, tiny_model_dir, "--target-langs", "de", "--method", "filter", "--out", tmp_path / "run", "--resume")
     assert "belongs to another run (method 'zero-shot' there, 'filter' here)" in error_line(done)
+    assert (tmp_path / "run" / "results.json").read_text() == before
+    done = train(tmp_path, tiny_model_dir, "--target-langs", "de", "--method", "zero-shot", "--save-every", "2",
+                 "--out", tmp_path / "run", "--resume")  # a finished run is not trained again
+    assert "run holds a run that finished (results.json): --resume continues a stopped one" in error_line(done)
     assert (tmp_path / "run" / "results.json").read_text() == before
 
 

@@ -9,6 +9,7 @@ import torch
 from conftest import padded_batch, padded_pairs, sharp_encoder
 from fusion import Filter, filter_encode
 from losses import self_teaching_loss
+from minxlt.errors import InputError
 from model import Classifier
 
 
@@ -131,6 +132,14 @@ def test_self_teaching_loss_as_the_authors_code_computes_it():
     assert self_teaching_loss(student, teacher, temperature=1.0).item() == pytest.approx(self_teaching_loss(student, teacher).item())
 
 
+def test_the_kl_of_fp16_logits_masked_at_minus_1e4_is_finite_at_temperature_0_1():
+    student, teacher = torch.randn(2, 3, 6), torch.randn(2, 3, 6)
+    student[..., 4:], teacher[..., 4:] = -1e4, -1e4  # a joint task's head: another label set's slots
+    expected = self_teaching_loss(student, teacher, temperature=0.1)
+    got = self_teaching_loss(student.half(), teacher.half(), temperature=0.1)
+    assert torch.isfinite(got) and got.item() == pytest.approx(expected.item(), rel=1e-2)
+
+
 def test_no_gradient_reaches_the_teacher():
     student = torch.randn(3, 5, requires_grad=True)
     teacher = torch.randn(3, 5, requires_grad=True)
@@ -158,6 +167,10 @@ def test_two_stage_run(tmp_path, tiny_model_dir, task):
     assert kl["cache-written"] == kl["cache-read"] == pytest.approx(kl["on-the-fly"], rel=1e-4)
     results = json.loads((tmp_path / "cache-read" / "results.json").read_text())
     assert {"en", "de", "zh", "average"} <= set(results)
+    if task == "demo-slots":  # a cache of other encodings is refused, not read as zero logits past its rows
+        with pytest.raises(InputError, match=r"teacher.pt: the teacher's logits of .* cover \d+ tokens, its encoding "
+                                             r"here 8: the cache was written with another --max-length"):
+            train.main(common + ["--teacher-cache", str(cache), "--max-length", "8", "--out", str(tmp_path / "short")])
 
 
 def test_teacher_must_be_a_filter_model(tmp_path, tiny_model_dir):

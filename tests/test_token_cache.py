@@ -6,6 +6,9 @@ import json
 import os
 import pickle
 import shutil
+import socket
+import subprocess
+import sys
 import tracemalloc
 
 import numpy as np
@@ -63,6 +66,9 @@ def test_an_entry_is_named_by_everything_that_decides_its_ids(cache, tiny_model_
     changed = [data.Example(e.id, e.lang, e.text + "!" if i == 7 else e.text, e.pair, e.label) for i, e in enumerate(examples)]
     assert len({first, token_cache.key(examples, tokenizer, ["a", "b"], 32), token_cache.key(examples, tokenizer, ["b", "a"], 24),
                 token_cache.key(changed, tokenizer, ["a", "b"], 24)}) == 4
+    monkeypatch.setattr(token_cache, "READERS", token_cache.READERS[:-1])  # the code that tokenizes: another version
+    assert token_cache.key(examples, tokenizer, ["a", "b"], 24) != first
+    monkeypatch.undo()
     labels = sorted({e.label for e in examples})
     token_cache.encode(examples, tokenizer, labels, 24)
     monkeypatch.setattr(token_cache, "write", lambda *a: pytest.fail("an existing entry was built again"))
@@ -83,6 +89,46 @@ def test_an_interrupted_build_leaves_no_entry(cache, tiny_model_dir, monkeypatch
     with pytest.raises(KeyboardInterrupt):
         token_cache.encode(examples, tokenizer, labels, 24)
     assert list(cache.iterdir()) == []
+
+
+def test_a_build_removes_what_killed_builds_of_this_host_left(cache, tiny_model_dir, monkeypatch):
+    tokenizer = Tokenizer.from_pretrained(tiny_model_dir)
+    examples = tasks.load_task("demo").train["en"]
+    labels = sorted({e.label for e in examples})
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    host = socket.gethostname()
+    left = {name: cache / name for name in (f"a.tmp{host}-{dead.pid}", f"b.tmp{host}-{os.getpid()}", f"c.tmpother-{dead.pid}")}
+    for folder in left.values():
+        folder.mkdir(parents=True)
+    token_cache.encode(examples, tokenizer, labels, 24)
+    assert [name for name, folder in left.items() if folder.exists()] == [f"b.tmp{host}-{os.getpid()}", f"c.tmpother-{dead.pid}"]
+
+
+def test_a_cache_folder_a_single_process_cannot_write_is_named_with_what_to_do(tmp_path, tiny_model_dir, monkeypatch):
+    (tmp_path / "a-file").write_text("")
+    monkeypatch.setenv("MINXLT_CACHE", str(tmp_path / "a-file" / "cache"))
+    examples = tasks.load_task("demo").train["en"][:5]
+    with pytest.raises(tasks.InputError, match=r"the token cache .*a-file/cache/tokens cannot be written to \(.*\): set "
+                                         r"MINXLT_CACHE to a folder it can write$"):
+        token_cache.encode(examples, Tokenizer.from_pretrained(tiny_model_dir), sorted({e.label for e in examples}), 24)
+
+
+def test_an_entry_another_process_set_aside_is_built_again(cache, tiny_model_dir, monkeypatch):
+    tokenizer = Tokenizer.from_pretrained(tiny_model_dir)
+    examples = tasks.load_task("demo").train["en"]
+    labels = sorted({e.label for e in examples})
+    token_cache.encode(examples, tokenizer, labels, 24)
+    [entry] = cache.iterdir()
+    (entry / "ids.npy").write_bytes(b"0")
+    damage = token_cache.damage
+
+    def found_at_once(folder):  # another process finds it damaged too, and renames it first
+        problem = damage(folder)
+        shutil.rmtree(folder)
+        return problem
+    monkeypatch.setattr(token_cache, "damage", found_at_once)
+    assert not token_cache.intact(entry)
 
 
 def test_a_damaged_entry_is_found_before_it_is_used_and_built_again(cache, tiny_model_dir, capsys):

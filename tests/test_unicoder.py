@@ -194,6 +194,15 @@ def test_parallel_files(tmp_path):
         unicoder.read_parallel_files([f"{tmp_path}/corpus.de,{tmp_path}/corpus.en"])
 
 
+def test_a_parallel_line_of_no_token_is_refused_naming_its_line(tiny, tmp_path):
+    _, tokenizer = tiny
+    (tmp_path / "corpus.de").write_text("Hallo Welt\n\u200b\n")  # a zero-width space: no token, and no NaN loss
+    (tmp_path / "corpus.en").write_text("Hello world\nGood morning\n")
+    extra = unicoder.read_parallel_files([f"{tmp_path}/corpus.de,{tmp_path}/corpus.en"])
+    with pytest.raises(tasks.InputError, match=r"corpus.de:2: '.u200b' has no token but the special ones"):
+        unicoder.parallel_pairs(tasks.load_task("demo", targets=["de"]), "train", tokenizer, 64, extra)
+
+
 def test_mean_word_embeddings_average_the_content_tokens(tiny):
     encoder, _ = tiny
     E = encoder.embeddings.word.weight

@@ -8,6 +8,7 @@ import torch
 from test_tokenizer import CORPUS, HARD
 
 from conftest import SHARED_DATA
+from minxlt.checkpoints.weights import CheckpointError
 from minxlt.text.tokenizer import Tokenizer, WordPieceTokenizer
 
 tokenizers = pytest.importorskip("tokenizers", reason="the reference WordPiece tokenizer comes with transformers (tokenizers)")
@@ -105,4 +106,10 @@ def test_a_pairs_second_text_is_segment_one_for_bert(vocab_dir, tmp_path):
 def test_a_folder_without_a_tokenizer_says_what_was_looked_for(tmp_path):
     from minxlt.checkpoints.weights import CheckpointError
     with pytest.raises(CheckpointError, match="no tokenizer; looked for sentencepiece.bpe.model, tokenizer.json .* or vocab.txt"):
+        Tokenizer.from_pretrained(tmp_path)
+
+
+def test_a_vocabulary_without_berts_special_tokens_is_refused_naming_its_file(tmp_path):
+    (tmp_path / "vocab.txt").write_text("hello\nworld\n")
+    with pytest.raises(CheckpointError, match=r"/vocab.txt: the WordPiece vocabulary lacks \[UNK\], \[CLS\], \[SEP\]"):
         Tokenizer.from_pretrained(tmp_path)

@@ -457,6 +457,9 @@ def transformers_head(style, pooling, state, labels, is_bert):
 def read_task_json(directory, head_styles):
     """The task.json that train.py writes beside a trained model, its labels, head style and pooling checked."""
     directory = Path(directory)
+    if (directory / "unicoder.json").is_file():
+        raise CheckpointError(f"{directory}: a Unicoder run's encoder, with no task head: measure it with --model "
+                              f"{directory} --alignment-only, or fine-tune it with train.py --model {directory}")
     if not (directory / "task.json").is_file():
         raise CheckpointError(f"{directory}: no task.json, so not a model saved by train.py (give its OUT/best "
                               "directory)")

@@ -213,7 +213,8 @@ class Book:
                 raise KeyboardInterrupt
             self.stop_requested = True
             print(f"\n{signal.Signals(signum).name}: stopping after this step (several processes: at the next log "
-                  "record, --log-every) to save a checkpoint (once more to abort)", file=sys.stderr)
+                  "record, --log-every, within torchrun's --shutdown-timeout) to save a checkpoint (once more to "
+                  "abort)", file=sys.stderr)
         self.stop_requested, gone = False, None
         previous = {s: signal.signal(s, request) for s in (signal.SIGINT, signal.SIGTERM)}
         try:
@@ -395,7 +396,7 @@ class Book:
         except FAILED_WRITE as e:
             tmp.unlink(missing_ok=True)
             problem = shard.reason(e)
-        self.checkpoint_done(path, problem, self.step)
+        self.checkpoint_done(path, distributed.first_error(problem), self.step)  # all stop with rank 0's failure
 
     def finish_checkpoint(self):
         """Put a sharded checkpoint in place once every process has written its shards (rank 0 adds state.pt);
@@ -494,6 +495,10 @@ def load_checkpoint(out, identity, files, changed_ok=False, rank=0):
     if different:
         raise CheckpointError(f"{path} belongs to another run ({'; '.join(different)}): resume with that run's "
                               "settings, or start afresh with --overwrite or another --out")
+    if (out / "results.json").is_file():  # its checkpoint is of the last --save-every step, not of its end
+        raise CheckpointError(f"{out} holds a run that finished (results.json): --resume continues a stopped one; "
+                              f"test it again with python evaluate.py --checkpoint {out / 'best'}, or train it again "
+                              "with --overwrite")
     old = saved.get("files", files)  # a checkpoint that predates the record: taken as unchanged
     changed = [f"{name} ({'new' if name not in old else 'gone' if name not in files else 'changed'})"
                for name in sorted(set(old) | set(files)) if old.get(name) != files.get(name)]

@@ -290,7 +290,7 @@ def saved(info, method, level, num_layers):
     for name, value in info.items():
         if value is not None and hasattr(args, name) and name not in ("method", "data", "task"):
             setattr(args, name, value)
-    return Settings(dict(settled(args, METHODS[method], level, num_layers), device="cpu")), info
+    return Settings(dict(settled(args, METHODS[method], level, num_layers, info.get("task")), device="cpu")), info
 
 
 def resolve(args, run):

@@ -53,6 +53,7 @@ class Teacher:
 
     def __init__(self, checkpoint=None, cache=None, device="cpu", pair_model=None, sharded=False, offload=False):
         self.model, self.cache, self.device, self.classifier, self.sharded = None, None, device, None, sharded
+        self.cache_file = cache
         self.complete = False  # the cache has every pair
         if cache is not None:
             self.cache = load_torch_file(cache, "teacher cache")
@@ -75,6 +76,11 @@ class Teacher:
             rows = [self.cache[k] for k in keys]
             if rows[0].dim() == 1:
                 return torch.stack(rows).to(target_ids.device)
+            for row, target in zip(rows, targets):  # a cache of other encodings: another --max-length or tokenizer
+                if len(row) != len(target.ids):
+                    raise InputError(f"{self.cache_file}: the teacher's logits of {target.id!r} ({target.lang}) cover "
+                                     f"{len(row)} tokens, its encoding here {len(target.ids)}: the cache was written "
+                                     "with another --max-length, tokenizer or data; delete it to compute it again")
             out = torch.zeros(len(rows), target_ids.shape[1], rows[0].shape[-1], device=target_ids.device)
             for b, row in enumerate(rows):
                 out[b, :len(row)] = row

@@ -303,7 +303,7 @@ def read_parallel_lines(source_path, target_path, source_lang, target_lang):
             raise DataError(path, empty[0], "empty line in a line-aligned parallel file")
         if not lines:
             raise DataError(path, 0, "empty file")
-        sides.append([Example(id=str(n), lang=lang, text=line.strip()) for n, line in lines])
+        sides.append([Example(id=str(n), lang=lang, text=line.strip(), where=f"{path}:{n}") for n, line in lines])
     if len(sides[0]) != len(sides[1]):
         raise DataError(target_path, 0, f"{len(sides[1])} lines against {len(sides[0])} in {source_path}: "
                                         "not line-aligned")
@@ -316,20 +316,26 @@ def read_tatoeba(directory, lang):
     return read_parallel_lines(d / f"tatoeba.{lang}-eng.eng", d / f"tatoeba.{lang}-eng.{lang}", "eng", lang)
 
 
-def read_jsonl_examples(path, labels):
-    """Labelled examples, a JSON object a line with id, lang, text and label (as co-training writes pseudo-labels)."""
+def read_jsonl_examples(path, labels, pairs=False):
+    """Labelled examples, a JSON object a line with id, lang, text and label (as co-training writes pseudo-labels);
+    `pairs`: a sentence-pair task's, each with its second text as "pair"."""
     out = []
     for number, line in read_lines(path):
         if not line.strip():
             continue
         try:
             row = json.loads(line)
-            example = Example(id=str(row["id"]), lang=row["lang"], text=row["text"], label=row["label"],
-                              where=f"{path}:{number}")
-        except (json.JSONDecodeError, KeyError, TypeError) as e:
+            example = Example(id=str(row["id"]), lang=row["lang"], text=row["text"], pair=row.get("pair"),
+                              label=row["label"], where=f"{path}:{number}")
+        except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as e:
             raise DataError(path, number, f"not an object with id, lang, text and label ({e})") from None
         if not isinstance(example.text, str) or not example.text.strip():
             raise DataError(path, number, "empty text: give every example its text")
+        if pairs and not (isinstance(example.pair, str) and example.pair.strip()):
+            raise DataError(path, number, 'no "pair": the task\'s examples are sentence pairs; give each its second '
+                                          "text")
+        if not pairs and example.pair is not None:
+            raise DataError(path, number, 'a "pair", but the task\'s examples are single texts')
         if not isinstance(example.lang, str) or not example.lang.strip():
             raise DataError(path, number, "empty lang: give every example its language code")
         check_label(path, number, example.label, labels)
@@ -341,7 +347,8 @@ def read_jsonl_examples(path, labels):
 def read_extra_train(path, task):
     """--extra-train's examples: JSON lines, or for spans a SQuAD file's (FILTER's TyDiQA-GoldP, its Table 2)."""
     if task.level != "span":
-        return read_jsonl_examples(path, task.labels)
+        pairs = any(e.pair is not None for split in (task.dev, task.test) for e in split.get(task.source, ()))
+        return read_jsonl_examples(path, task.labels, pairs)
     extra = read_squad(path, task.source)
     own = {e.id for e in task.train[task.source]}
     clash = next((e for e in extra if e.id in own), None)

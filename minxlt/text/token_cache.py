@@ -9,6 +9,7 @@ import json
 import os
 import secrets
 import shutil
+import socket
 import sys
 import zlib
 from collections.abc import Sequence
@@ -155,8 +156,10 @@ class ById:
 
 
 def key(examples, tokenizer, labels, max_length):
-    """An entry's name: a hash of the tokenizer, --max-length, the labels and every example."""
-    digest = hashlib.sha256(json.dumps([tokenizer.fingerprint(), max_length, list(labels)]).encode())
+    """An entry's name: a hash of the tokenizer, --max-length, the labels, the code that tokenizes (READERS) and every
+    example."""
+    code = [file_digest(path) for path in READERS]
+    digest = hashlib.sha256(json.dumps([tokenizer.fingerprint(), max_length, list(labels), code]).encode())
     for e in examples:  # fields apart by \x1f, examples by \x1e, None as \x00
         fields = (e.id, e.lang, e.text, e.pair, e.label)
         digest.update(("\x1f".join("\x00" if f is None else f for f in fields) + "\x1e").encode())
@@ -184,9 +187,22 @@ def file_digest(path):
 
 
 def build(folder, examples, tokenizer, labels, max_length):
-    """Tokenize the examples into a cache entry with their warnings and sums, built aside and renamed into place."""
-    tmp = folder.with_name(f"{folder.name}.tmp{os.getpid()}")
-    tmp.mkdir(parents=True, exist_ok=True)
+    """Tokenize the examples into a cache entry with their warnings and sums, built aside and renamed into place;
+    what processes of this host that were killed while building left aside is removed first."""
+    host = socket.gethostname()
+    for left in folder.parent.glob(f"*.tmp{host}-*"):
+        try:
+            os.kill(int(left.name.rpartition("-")[2]), 0)  # whether its process lives
+        except ProcessLookupError:
+            shutil.rmtree(left, ignore_errors=True)
+        except (ValueError, PermissionError):  # not a process id; another user's process
+            pass
+    tmp = folder.with_name(f"{folder.name}.tmp{host}-{os.getpid()}")
+    try:
+        tmp.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise InputError(f"the token cache {folder.parent} cannot be written to ({e.strerror or e}): set MINXLT_CACHE "
+                         "to a folder it can write") from None
     said = len(errors.SAID)
     try:
         write(tmp, examples, tokenizer, labels, max_length)
@@ -237,11 +253,14 @@ def intact(folder):
     """Whether an entry is in place as written; a damaged one is said and removed, to be built again."""
     if not folder.is_dir():
         return False
-    if problem := damage(folder):
-        print(f"note: token cache entry {folder} is damaged ({problem}): building it again", file=sys.stderr)
-        aside = folder.with_name(f"{folder.name}.damaged{os.getpid()}")
-        folder.rename(aside)
-        shutil.rmtree(aside, ignore_errors=True)
+    try:
+        if problem := damage(folder):
+            print(f"note: token cache entry {folder} is damaged ({problem}): building it again", file=sys.stderr)
+            aside = folder.with_name(f"{folder.name}.damaged{os.getpid()}")
+            folder.rename(aside)
+            shutil.rmtree(aside, ignore_errors=True)
+    except FileNotFoundError:  # another process found it damaged at the same time, and set it aside first
+        return False
     return problem is None
 
 

@@ -208,7 +208,7 @@ def from_tokenizer_json(path):
         return WordPieceTokenizer(model["vocab"], lowercase=bert.get("lowercase", False),
                                   strip_accents=bert.get("strip_accents"), clean=bert.get("clean_text", True),
                                   chinese=bert.get("handle_chinese_chars", True), unk=model.get("unk_token", "[UNK]"),
-                                  max_word=model.get("max_input_chars_per_word", 100))
+                                  max_word=model.get("max_input_chars_per_word", 100), source=path)
     if kind != "Unigram":
         raise CheckpointError(f"{path}: a {kind} model; minxlt reads Unigram (XLM-R) and WordPiece (BERT) tokenizers")
     steps = normalizer.get("normalizers", [normalizer]) if normalizer.get("type") == "Sequence" else [normalizer]
@@ -305,12 +305,13 @@ class WordPieceTokenizer(Tokenizer):
     """BERT's WordPiece tokenizer (mBERT, LaBSE) as the tokenizers library runs it (BertNormalizer,
     BertPreTokenizer, WordPiece); [CLS] A [SEP] B [SEP], the second text in segment 1."""
 
-    def __init__(self, vocab, lowercase=True, strip_accents=None, chinese=True, clean=True, max_word=100, unk="[UNK]"):
+    def __init__(self, vocab, lowercase=True, strip_accents=None, chinese=True, clean=True, max_word=100, unk="[UNK]",
+                 source="WordPiece"):
         self.vocab = dict(vocab) if not isinstance(vocab, dict) else vocab
         self.lowercase, self.strip_accents = lowercase, lowercase if strip_accents is None else strip_accents
         self.chinese, self.clean, self.max_word = chinese, clean, max_word
         if missing := [t for t in (unk, "[CLS]", "[SEP]", "[PAD]", "[MASK]") if t not in self.vocab]:
-            raise CheckpointError(f"the WordPiece vocabulary lacks {', '.join(missing)}")
+            raise CheckpointError(f"{source}: the WordPiece vocabulary lacks {', '.join(missing)}")
         self.unk_id, self.bos_id, self.eos_id = self.vocab[unk], self.vocab["[CLS]"], self.vocab["[SEP]"]
         self.pad_id, self.mask_id = self.vocab["[PAD]"], self.vocab["[MASK]"]
         self.vocab_size = max(self.vocab.values()) + 1
@@ -330,7 +331,8 @@ class WordPieceTokenizer(Tokenizer):
             raise CheckpointError(f"{directory}: vocab.txt or tokenizer_config.json cannot be read ({e})") from None
         vocab = {piece: i for i, piece in enumerate(pieces[:-1] if pieces[-1] == "" else pieces)}
         return cls(vocab, lowercase=settings.get("do_lower_case", True), strip_accents=settings.get("strip_accents"),
-                   chinese=settings.get("tokenize_chinese_chars", True), unk=settings.get("unk_token", "[UNK]"))
+                   chinese=settings.get("tokenize_chinese_chars", True), unk=settings.get("unk_token", "[UNK]"),
+                   source=directory / "vocab.txt")
 
     def write(self, directory):
         pieces = sorted(self.vocab, key=self.vocab.get)
