@@ -137,8 +137,8 @@ def test_cotrain_run(tmp_path, tiny_model_dir, capsys, monkeypatch):
     runs = []  # --resume continues that fine-tuning from its checkpoint, not from its start
     real = train.main
     monkeypatch.setattr(cotrain.train, "main", lambda argv: runs.append(argv) or real(argv))
-    cotrain.main(argv[:-2] + ["--out", str(tmp_path / "stopped"), "--resume"])
-    assert "--resume" in runs[0] and "--overwrite" not in runs[0] and (tmp_path / "stopped" / "round1" / "picks.json").exists()
+    cotrain.main(argv[:-2] + ["--cotrain-iterations", "1", "--out", str(tmp_path / "stopped"), "--resume"])
+    assert "--resume" in runs[0] and "--overwrite" not in runs[0] and (tmp_path / "stopped" / "round0" / "picks.json").exists()
     for flag in ("--method=xeroalign", "--extra-train", "--no-test"):
         with pytest.raises(SystemExit):
             cotrain.get_args(argv + [flag])

@@ -342,20 +342,31 @@ def test_failed_checkpoint_write_keeps_the_previous_one(tmp_path, tiny_model_dir
     with pytest.raises(OSError, match="; no checkpoint is kept. Is the disk full. Free some space and start again "
                                       "with --overwrite"):
         train_module.main(argv + ["--overwrite"])
-    # several processes: one whose own part went well stops with process 0's failure, never naming a checkpoint
-    # that was not written (distributed.first_error, here standing for the collective)
-    from minxlt.parallel import distributed
-    monkeypatch.setattr(train_module.torch, "save", real_save)
-    other = tmp_path / "other"
-    after_the_first = []
+    # two processes: process 1, which writes nothing, stops with process 0's failure, never naming the checkpoint
+    # that was not written
+    import torch.multiprocessing as mp
+    from conftest import free_port
+    mp.spawn(full_disk_on_process_0, args=(2, free_port(), argv[:-1] + [str(tmp_path / "two")], tmp_path), nprocs=2)
+    said = [(tmp_path / f"rank{rank}.txt").read_text() for rank in (0, 1)]
+    assert all("writing the checkpoint failed (" in line and "the checkpoint of step 2 is whole" in line for line in said)
 
-    def first_error(problem):  # the second checkpoint fails on process 0, not here
-        after_the_first.extend([problem] if (other / "checkpoint.pt").exists() else [])
-        return problem or ("process 0: No space left on device" if len(after_the_first) > 1 else None)
-    monkeypatch.setattr(distributed, "first_error", first_error)
-    with pytest.raises(OSError, match=r"writing the checkpoint failed \(process 0: No space left on device\); the "
-                                      "checkpoint of step 2 is whole"):
-        train_module.main(argv[:-1] + [str(other)])
+
+def full_disk_on_process_0(rank, world_size, port, argv, folder):
+    from conftest import join_process_group_env
+    join_process_group_env(rank, world_size, port)
+    import train as train_module
+    real_save, saves = torch.save, []
+
+    def full_disk(obj, path, **options):  # process 0's second checkpoint meets a full disk
+        saves.extend([path] if str(path).endswith("checkpoint.pt.tmp") else [])
+        if rank == 0 and len(saves) == 2:
+            raise RuntimeError("PytorchStreamWriter failed writing file data/0: file write failed")
+        return real_save(obj, path, **options)
+    train_module.torch.save = full_disk
+    try:
+        train_module.main(argv)
+    except OSError as e:
+        (folder / f"rank{rank}.txt").write_text(str(e))
 
 
 # --- output folders --------------------------------------------------------------------------------
