@@ -117,8 +117,6 @@ def main(argv=None):
         try:
             test(settings, method, raw, core, book, model_dir)
         except (KeyboardInterrupt, RuntimeError) as e:  # trained, with no checkpoint to resume: the test alone remains
-            if isinstance(e, RuntimeError) and not distributed.lost_process(e):
-                raise
             raise SystemExit(stopped_in_test(e, book.out / "best")) from None
     book.close(stopped)  # --no-keep-checkpoint; OUT given up to other runs
     if owns_process_group:
@@ -128,8 +126,11 @@ def main(argv=None):
 
 
 def stopped_in_test(error, best):
-    """What a Ctrl-C, or another process's end, during the test says: how to test the trained model `best`."""
+    """What a Ctrl-C, or another process's end, during the test says: how to test the trained model `best`; any other
+    error raised as it is."""
     gone = distributed.lost_process(error)
+    if isinstance(error, RuntimeError) and not gone:
+        raise error
     why = f"another process of the run stopped ({gone})" if gone else "interrupted"
     if not (best / "task.json").is_file():
         return f"{why} during the test"
