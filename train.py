@@ -106,6 +106,7 @@ def main(argv=None):
             if book.evaluates():
                 evaluate_and_save(settings, method, raw, core, book)
                 model.train()
+                stopping = stopping or book.stop_requested and world_size == 1  # Ctrl-C during it (the last: no test)
             stopped = stopping or book.step == settings.stop_at  # to be continued with --resume
             if book.step % settings.save_every == 0 or stopped:
                 book.save_checkpoint(core, optimizer, scheduler, scaler)

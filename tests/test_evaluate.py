@@ -203,6 +203,12 @@ def test_udpos_runs_end_to_end(tmp_path, tiny_model_dir):
     n_test = sum(zlib.crc32(id.encode()) % 10 < 2 for id in ids)
     assert results["en"]["n"] == results["de"]["n"] == 4 * n_test and list(results["en"])[0] == "accuracy"  # UD PUD: word accuracy first
     assert results["en"]["accuracy"] == 1.0 and results["de"]["accuracy"] == 1.0  # one sentence per language, learnt
+    import evaluate
+    (tmp_path / "en-only").mkdir()  # another copy of the data, without the run's German
+    (tmp_path / "en-only" / "en_pud-ud-test.conllu").write_text((tmp_path / "en_pud-ud-test.conllu").read_text())
+    with pytest.raises(InputError, match=r"task udpos has no language\(s\) de in .*; it has en. The languages are the "
+                                         r"run's, from its task.json: choose others with --target-langs \(and"):
+        evaluate.main(["--checkpoint", str(out / "best"), "--data", str(tmp_path / "en-only"), "--out", str(tmp_path / "e")])
 
 
 @pytest.mark.parametrize("method, keep", [("filter", []), ("xmixup", ["--save-dtype", "bf16", "--no-keep-checkpoint"])])

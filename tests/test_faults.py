@@ -250,6 +250,24 @@ def test_a_single_process_stops_after_the_step_not_at_the_next_log_record(tmp_pa
                                                                                    "same command and --resume")
 
 
+def test_ctrl_c_during_the_last_evaluation_stops_with_a_checkpoint_and_resume_tests(tmp_path, tiny_model_dir,
+                                                                                       monkeypatch):
+    import train as train_module
+    evaluate_and_save, out = train_module.evaluate_and_save, tmp_path / "run"
+
+    def interrupted(*args):  # Ctrl-C while dev is scored after the last step
+        evaluate_and_save(*args)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    monkeypatch.setattr(train_module, "evaluate_and_save", interrupted)
+    argv = ["--model", str(tiny_model_dir), "--target-langs", "de", "--batch-size", "4", "--max-steps", "2",
+            "--no-alignment", "--out", str(out)]
+    assert train_module.main(argv) is None and not (out / "results.json").exists()  # stopped: not tested
+    assert torch.load(out / "checkpoint.pt", weights_only=True)["step"] == 2
+    monkeypatch.undo()
+    assert train_module.main(argv + ["--resume"]) is not None and "de" in json.loads((out / "results.json").read_text())
+
+
 def test_ctrl_c_during_the_test_names_the_command_that_tests_the_trained_model(tmp_path, tiny_model_dir, monkeypatch):
     import train as train_module
 
@@ -496,6 +514,27 @@ def test_the_survivor_of_a_lost_process_ignores_torchruns_sigterm_until_it_has_s
     with bookkeeping.Book.stop_requests(book):  # a run that ends well gives the handlers back
         pass
     assert signal.getsignal(signal.SIGTERM) is before
+
+
+def test_a_sharded_checkpoint_in_place_is_named_though_a_process_is_lost_before_all_agree(tmp_path, monkeypatch):
+    """Process 0 puts OUT/checkpoint/ in place, then the gather of everyone's errors meets a lost process: the
+    message it then gives names that checkpoint's step, not the one before (the window CI found for checkpoint.pt)."""
+    from concurrent.futures import Future
+    from types import SimpleNamespace
+    from minxlt.parallel import distributed
+    from minxlt.run import bookkeeping
+
+    def lost(problem):
+        raise RuntimeError("Connection closed by peer")
+    monkeypatch.setattr(distributed, "first_error", lost)
+    written = Future()
+    written.set_result(None)
+    (tmp_path / "checkpoint.tmp").mkdir()
+    book = SimpleNamespace(writing=(written, b"state", 4), out=tmp_path, run=SimpleNamespace(rank=0),
+                           state=SimpleNamespace(saved_step=2), checkpoint_done=None)
+    with pytest.raises(RuntimeError, match="by peer"):
+        bookkeeping.Book.finish_checkpoint(book)
+    assert (tmp_path / "checkpoint" / "state.pt").read_bytes() == b"state" and book.state.saved_step == 4
 
 
 def test_a_resume_over_changed_training_data_is_refused_naming_the_files(tmp_path, tiny_model_dir, capsys):

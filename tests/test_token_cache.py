@@ -168,6 +168,12 @@ def test_the_warnings_an_entry_s_files_gave_are_said_by_every_run_that_uses_it(c
         texts = token_cache.training_texts(task.train, ["eng_Latn", "deu_Latn"], tokenizer, task.labels, 32)
         assert [line for line in capsys.readouterr().err.splitlines() if line.startswith("warning:")] == said
         assert len(texts["deu_Latn"]) == 4 and len(list(cache.iterdir())) == 2
+    import shutil
+    copy = shutil.copytree(folder, tmp_path / "copy")  # the same bytes elsewhere: the same entries, named anew
+    token_cache.training_texts(tasks.load_task("sib200", copy).train, ["eng_Latn", "deu_Latn"], tokenizer, task.labels,
+                               32)
+    assert [line for line in capsys.readouterr().err.splitlines() if line.startswith("warning:")] == [
+        said[0].replace(str(folder), str(copy))] and len(list(cache.iterdir())) == 2
 
 
 def test_a_build_holds_a_chunk_of_examples_not_the_language(cache, tiny_model_dir, monkeypatch):

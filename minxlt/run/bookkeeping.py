@@ -411,6 +411,7 @@ class Book:
             if self.run.rank == 0:
                 (tmp / "state.pt").write_bytes(rest)
                 cli.replace_dir(tmp, path)
+                self.state.saved_step = step  # whole: named where the others are lost in first_error's gather
         except FAILED_WRITE_SHARDED as e:
             problem = shard.reason(e)
             if self.run.rank == 0:

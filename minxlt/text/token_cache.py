@@ -186,9 +186,9 @@ def file_digest(path):
     return _digests[known]
 
 
-def build(folder, examples, tokenizer, labels, max_length):
-    """Tokenize the examples into a cache entry with their warnings and sums, built aside and renamed into place;
-    what processes of this host that were killed while building left aside is removed first."""
+def build(folder, examples, tokenizer, labels, max_length, files=()):
+    """Tokenize the examples into a cache entry with their warnings (naming `files` by their place in it) and sums,
+    built aside and renamed into place; what processes of this host killed while building left is removed first."""
     host = socket.gethostname()
     for left in folder.parent.glob(f"*.tmp{host}-*"):
         try:
@@ -206,7 +206,10 @@ def build(folder, examples, tokenizer, labels, max_length):
     said = len(errors.SAID)
     try:
         write(tmp, examples, tokenizer, labels, max_length)
-        (tmp / "warnings.json").write_text(json.dumps(errors.SAID[said:], ensure_ascii=False), encoding="utf-8")
+        said = errors.SAID[said:]
+        for i, f in enumerate(files):  # a copy of the files elsewhere has the same bytes, so reads the same entry
+            said = [message.replace(str(f), f"\x00{i}\x00") for message in said]
+        (tmp / "warnings.json").write_text(json.dumps(said, ensure_ascii=False), encoding="utf-8")
         (tmp / SUMS).write_text(json.dumps(sums(tmp)))
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -345,7 +348,7 @@ def training_texts(train, langs, tokenizer, labels, max_length, rank=0):
     mine, problem = missing[builders.index(rank)::len(builders)], None
     for lang in mine:
         try:
-            build(folders[lang], train.stream(lang), tokenizer, labels, max_length)
+            build(folders[lang], train.stream(lang), tokenizer, labels, max_length, files[lang])
         except InputError as e:  # a bad file: every process stops with its message, none waits
             problem = problem or str(e)
     if missing:
@@ -358,5 +361,7 @@ def training_texts(train, langs, tokenizer, labels, max_length, rank=0):
     texts.update({lang: load(folder) for lang, folder in folders.items()})
     for lang in [lang for lang in folders if lang not in mine] if rank == 0 else []:
         for message in json.loads((folders[lang] / "warnings.json").read_text(encoding="utf-8")):
+            for i, f in enumerate(files[lang]):  # the files as this run names them
+                message = message.replace(f"\x00{i}\x00", str(f))
             print(f"warning: {message}", file=sys.stderr)  # what its files said to an earlier run, or another process
     return {lang: texts[lang] for lang in langs}
