@@ -286,7 +286,7 @@ def test_checkpoint(model, encoder, tokenizer, info, args, pooling, device, rank
     task.max_answer_length = info.get("max_answer_length", task.max_answer_length)
     results, extra, seen = {}, {}, None
     if model is not None and not args.alignment_only:
-        check_labels(args.checkpoint, info, task)
+        tasks.check_labels(args.checkpoint, info, task, "evaluate it on the task it was trained on")
         length = args.max_length or info.get("max_length", 256)
         run = Run(task, tokenizer, length, args.batch_size, device, rank, world_size)
         name = args.method or info.get("method")
@@ -305,17 +305,6 @@ def test_checkpoint(model, encoder, tokenizer, info, args, pooling, device, rank
         extra = alignment(encoder, tokenizer, getattr(task, args.split), task.source, args.batch_size, device, rank,
                           world_size, pooling)
     return results, extra, task.source, seen
-
-
-def check_labels(checkpoint, info, task):
-    """Refuse a checkpoint whose head predicts other labels (or intents) than the task's: another task's model."""
-    shown = lambda labels: f"[{', '.join(map(str, labels[:12]))}{', ...' if len(labels) > 12 else ''}] ({len(labels)})"
-    for name, ours in (("labels", task.labels), ("intents", task.intents)):
-        theirs, ours = info.get(name), list(ours or [])
-        if theirs is not None and list(theirs) != ours:
-            raise tasks.InputError(f"{checkpoint}: its head predicts the {name} {shown(list(theirs))} (task.json: task "
-                                   f"{info.get('task')}), and task {task.name} has {shown(ours)}: evaluate it on the "
-                                   "task it was trained on")
 
 
 def plot_data(runs):

@@ -168,7 +168,8 @@ def dry_run(experiment, out, nproc, data=None):
         print(f"{mine[0].label.rpartition(' seed ')[0]}, {seed_range(experiment.seeds)} ({'; '.join(states)}{also})")
         print("\n".join(f"  {line}" for line in ([joined] if joined else map(shlex.join, argvs))))
     counts = {s: sum(value == s for value in statuses.values()) for s in WHAT}
-    print(f"{len(todo)} runs ({len(experiment.runs)} x {len(experiment.seeds)} seeds): "
+    rows = len(dict.fromkeys((job.run.name, job.value) for job in todo))  # a grid's each value
+    print(f"{len(todo)} runs ({rows} x {len(experiment.seeds)} seeds): "
           + ", ".join(f"{n} {s}" for s, n in counts.items() if n))
     print("cost of each run, one seed:")
     for job in todo[:len(todo) // len(experiment.seeds)]:
@@ -224,7 +225,7 @@ def main(argv=None):
             check_languages(experiment)
         except tasks.InputError as e:
             print(f"note: {e}")
-        dry_run(experiment, args.out, args.nproc_per_node, args.data)
+        dry_run(narrowed(experiment, args.runs, args.seeds), args.out, args.nproc_per_node, args.data)
         return
     failed = None
     if not args.report:

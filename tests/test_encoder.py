@@ -104,6 +104,22 @@ def test_sharded_checkpoint(tmp_path):
     ids, mask = padded_batch(101, LENGTHS)
     with torch.no_grad():
         assert_close(ours(ids, mask), theirs(input_ids=ids, attention_mask=mask).last_hidden_state, mask)
+    # an older sharded .bin beside a newer single model.safetensors (transformers' save leaves the .bin): the
+    # safetensors are read, as transformers reads them
+    older = tmp_path / "older"
+    weights = {k: v + 0.5 if v.is_floating_point() else v for k, v in theirs.state_dict().items()}  # other weights
+    older.mkdir()
+    shards = {key: f"pytorch_model-0000{1 + i % 2}-of-00002.bin" for i, key in enumerate(weights)}
+    for name in set(shards.values()):
+        torch.save({key: weights[key] for key, shard in shards.items() if shard == name}, older / name)
+    (older / "pytorch_model.bin.index.json").write_text(json.dumps({"metadata": {}, "weight_map": shards}))
+    theirs.save_pretrained(older)
+    assert (older / "model.safetensors").exists() and (older / "pytorch_model.bin.index.json").exists()
+    with torch.no_grad():
+        expected = theirs(input_ids=ids, attention_mask=mask).last_hidden_state
+        assert_close(Encoder.from_pretrained(older).eval()(ids, mask), expected, mask)
+        (older / "model.safetensors").unlink()  # the .bin alone: the older weights, read too
+        assert not torch.allclose(Encoder.from_pretrained(older).eval()(ids, mask), expected, atol=1e-3)
 
 
 def test_classification_head_matches_roberta_head():

@@ -1,6 +1,7 @@
 """Metrics against independent computations, and evaluation split across processes."""
 import json
 import math
+import re
 import sys
 
 import pytest
@@ -203,12 +204,18 @@ def test_udpos_runs_end_to_end(tmp_path, tiny_model_dir):
     n_test = sum(zlib.crc32(id.encode()) % 10 < 2 for id in ids)
     assert results["en"]["n"] == results["de"]["n"] == 4 * n_test and list(results["en"])[0] == "accuracy"  # UD PUD: word accuracy first
     assert results["en"]["accuracy"] == 1.0 and results["de"]["accuracy"] == 1.0  # one sentence per language, learnt
-    import evaluate
     (tmp_path / "en-only").mkdir()  # another copy of the data, without the run's German
     (tmp_path / "en-only" / "en_pud-ud-test.conllu").write_text((tmp_path / "en_pud-ud-test.conllu").read_text())
     with pytest.raises(InputError, match=r"task udpos has no language\(s\) de in .*; it has en. The languages are the "
                                          r"run's, from its task.json: choose others with --target-langs \(and"):
         evaluate.main(["--checkpoint", str(out / "best"), "--data", str(tmp_path / "en-only"), "--out", str(tmp_path / "e")])
+    alone = next(f"x{i}" for i in range(100) if zlib.crc32(f"x{i}".encode()) % 10 < 2)  # a test sentence ...
+    with open(tmp_path / "de_pud-ud-test.conllu", "a", encoding="utf-8") as f:  # ... that English lacks
+        f.write(f"# sent_id = {alone}\n1\tNein\t_\tINTJ\t_\t_\t0\t_\t_\t_\n\n")
+    with pytest.raises(InputError, match=re.escape(f"de_pud-ud-test.conllu: '{alone}' has no en text of the same id, "
+                                                   "and task udpos's languages are parallel")):
+        train.main(["--model", str(tiny_model_dir), "--task", "udpos", "--data", str(tmp_path), "--method", "filter",
+                    "--out", str(tmp_path / "filter")])
 
 
 @pytest.mark.parametrize("method, keep", [("filter", []), ("xmixup", ["--save-dtype", "bf16", "--no-keep-checkpoint"])])
@@ -289,7 +296,7 @@ def test_evaluate_refuses_before_predicting_and_names_the_task_it_reads(tmp_path
     # --alignment on a task whose languages are not parallel: refused before anything is predicted
     load_task = tasks.load_task
     monkeypatch.setattr(tasks, "load_task", lambda *a, **k: setattr(task := load_task(*a, **k), "parallel", False) or task)
-    monkeypatch.setattr(evaluate, "check_labels", lambda *a: pytest.fail("predicted before the refusal"))
+    monkeypatch.setattr(tasks, "check_labels", lambda *a: pytest.fail("predicted before the refusal"))
     with pytest.raises(InputError, match="--alignment: task demo-slots's languages are not parallel"):
         evaluate.main(["--checkpoint", str(best), "--alignment"])
     monkeypatch.undo()

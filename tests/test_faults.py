@@ -325,6 +325,23 @@ def test_non_finite_weights_are_refused_when_loaded_naming_file_and_tensor(tmp_p
     assert f"{tmp_path / 'good' / 'best' / 'head.safetensors'}: tensor {name} is not finite (0 NaN, " in line
 
 
+def test_a_resume_keeps_the_best_model_the_stopped_run_wrote_after_its_checkpoint(tmp_path, tiny_model_dir):
+    """A run killed after step 3's best model, its checkpoint of step 2: the resumed run's table is of OUT/best, named
+    by its step and dev score, unless an evaluation beats it."""
+    import train as train_module
+    out = tmp_path / "run"
+    argv = ["--model", str(tiny_model_dir), "--target-langs", "de", "--batch-size", "4", "--max-steps", "4",
+            "--eval-every", "1", "--save-every", "2", "--no-alignment", "--out", str(out)]
+    train_module.main(argv + ["--stop-at", "2"])
+    info = json.loads((out / "best" / "task.json").read_text())
+    metric = next(key for key in info if key.startswith("dev_"))
+    (out / "best" / "task.json").write_text(json.dumps(dict(info, step=3, **{metric: 2.0})))  # as step 3 left it
+    train_module.main(argv + ["--resume"])
+    results = json.loads((out / "results.json").read_text())
+    assert results["best_step"] == 3 and results[metric] == 2.0  # no evaluation beats 2.0: OUT/best is step 3's
+    assert json.loads((out / "best" / "task.json").read_text())["step"] == 3
+
+
 def test_a_resume_checkpoint_with_non_finite_weights_is_refused(tmp_path, tiny_model_dir):
     out = tmp_path / "run"
     train(tmp_path, tiny_model_dir, "--target-langs", "de", "--out", out, "--max-steps", "4", "--stop-at", "2")

@@ -76,6 +76,8 @@ def test_a_flag_the_method_does_not_read_is_refused(run, argv, message, capsys):
     (["--shard-embeddings"], "--shard-embeddings makes the embeddings a unit of a sharded model: add --shard"),
     (["--shard", "--shard-embeddings", "--method", "unicoder"], "--shard-embeddings: Unicoder's LM head reads"),
     (["--patience", "2", "--select-on", "last"], "--patience 2 stops when the dev score stops improving, and --select-on last"),
+    (["--method", "contrastive", "--patience", "2"], "--patience would end the run before the second"),
+    (["--method", "contrastive", "--epochs", "2", "--eval-every", "epoch"], "an epoch is no evaluation point across both"),
     (["--async-checkpoint"], "--async-checkpoint writes a sharded run's checkpoint: add --shard"),
     (["--shard", "--amp", "fp16"], "--shard computes in bf16 or float32: give --amp bf16"),
     (["--shard", "--compile", "--compile-mode", "reduce-overhead"], "--compile-mode reduce-overhead .CUDA graphs. with --grad-accum or --shard"),
@@ -85,6 +87,10 @@ def test_a_flag_the_method_does_not_read_is_refused(run, argv, message, capsys):
 def test_sharding_options_that_do_not_go_together_are_refused(run, argv, message):
     with pytest.raises(InputError, match=message):
         flags.resolve(flags.parse(["--method", "zero-shot", *argv]), run)
+
+
+def test_contrastive_without_semantic_alignment_may_stop_early(run):
+    flags.resolve(flags.parse(["--method", "contrastive", "--sa-steps", "0", "--patience", "2"]), run)
 
 
 def test_asynchronous_checkpoints_need_torch_s_staging(run, monkeypatch):

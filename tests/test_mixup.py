@@ -354,6 +354,14 @@ def test_word_labels_need_a_source_trained_labeller(tmp_path, tiny_model_dir):
     with pytest.raises(ValueError, match="must be a plain classifier"):
         train.main(common + ["--method", "xmixup", "--teacher", str(tmp_path / "filter" / "best"), "--mixup-layer", "2",
                              "--out", str(tmp_path / "y")])
+    import shutil
+    other = shutil.copytree(labeller, tmp_path / "other")  # as another task's labeller: other tags
+    info = json.loads((other / "task.json").read_text())
+    (other / "task.json").write_text(json.dumps(dict(info, task="udpos", labels=info["labels"][:-1])))
+    with pytest.raises(InputError, match=rf"--teacher {other}: its head predicts the labels .* \(task.json: task "
+                                         r"udpos\), and task demo-slots has .*: give a teacher trained on this task"):
+        train.main(common + ["--method", "xmixup", "--teacher", str(other), "--mixup-layer", "2",
+                             "--out", str(tmp_path / "y")])
 
 
 def test_the_ratio_starts_the_same_on_every_process_and_is_clipped_with_the_rest(tiny_model_dir, tmp_path, monkeypatch):

@@ -154,6 +154,30 @@ def test_an_answer_across_two_windows_is_found_in_the_one_that_holds_it(tokenize
     assert scores["en"]["exact_match"] == 1.0
 
 
+def test_windows_start_doc_stride_apart_and_label_the_answer_in_either_layout(tokenizer):
+    """As BERT's run_squad.py and XTREME's squad.py: window k starts at token k * doc_stride, the last reaches the
+    context's end; a BERT vocabulary's [CLS] q [SEP] c [SEP] puts the context one token earlier than <s> q </s></s>."""
+    from minxlt.text.tokenizer import WordPieceTokenizer
+    words = [f"w{i}" for i in range(40)]
+    wordpiece = WordPieceTokenizer({t: i for i, t in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "?",
+                                                                 "who", *words])})
+    context = " ".join(words)
+    example = data.Example(id="q", lang="en", text="who?", pair=context, answers=[("w33", context.index("w33"))])
+    for tok, specials in ((tokenizer, 4), (wordpiece, 3)):
+        ids = tok.tokenize_with_offsets(context)[0]
+        budget = 20 - len(tok.tokenize(example.text)) - specials
+        windows = qa.encode_windows([example], tok, 20, 5)
+        firsts = [w.extra["spans"][0][0] for w in windows]
+        spans = qa.token_spans(context, tok.tokenize_with_offsets(context)[1])
+        starts = list(range(0, len(ids), 5))[:len(windows)]
+        assert firsts == [spans[k][0] for k in starts] and starts[-1] + budget >= len(ids) > starts[-2] + budget
+        for w in windows:
+            if w.label != (0, 0):
+                assert w.ids[w.extra["context_start"] - 1] in (tok.eos_id, *tok.separator)
+                assert tok.decode(w.ids[w.label[0]:w.label[1] + 1]).strip() == "w33"
+        assert sum(w.label != (0, 0) for w in windows) >= 1
+
+
 def test_best_span_respects_order_and_length(tokenizer):
     context = "one two three four five six"
     example = data.Example(id="q", lang="en", text="?", pair=context, answers=[("two", 4)])
@@ -370,7 +394,7 @@ def test_two_processes_answer_like_one(tiny_xquad, tiny_model_dir, tmp_path):
     from conftest import free_port
     argv = ["--model", str(tiny_model_dir), "--task", "xquad", "--data", str(tiny_xquad), "--target-langs", "de", "--method", "xeroalign",
             "--batch-size", "8", "--max-steps", "20", "--eval-every", "20", "--lr", "3e-3", "--dropout", "0", "--no-alignment",
-            "--max-length", "40", "--doc-stride", "6", "--eval-batch-size", "3", "--no-group-by-length"]
+            "--max-length", "40", "--doc-stride", "16", "--eval-batch-size", "3", "--no-group-by-length"]
     train.main(argv + ["--out", str(tmp_path / "one")])
     mp.spawn(qa_worker, args=(2, free_port(), argv + ["--out", str(tmp_path / "two")]), nprocs=2)
     curves = [[r["loss"] for r in map(json.loads, open(tmp_path / d / "log.jsonl")) if "loss" in r] for d in ("one", "two")]

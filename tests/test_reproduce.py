@@ -129,6 +129,15 @@ def test_the_table_is_numpys_mean_and_sample_std(finished):
             assert float(row["std"]) == pytest.approx(np.std(values, ddof=1), abs=0.006)
             checked += 1
     assert checked > 20
+    results = job_of(path, out, "zero-shot", 1).results  # a seed without French: no average over the same languages
+    whole = results.read_text()
+    try:
+        results.write_text(json.dumps({k: v for k, v in json.loads(whole).items() if k != "fr"}))
+        column = next(c for c in report.read_scores(experiment, out) if c.run.name == "zero-shot")
+        assert report.cell(column, "fr") is None and report.cell(column, "target average") is None
+        assert report.cell(column, "de") is not None
+    finally:
+        results.write_text(whole)
     row = next(r for r in rows if r["run"] == "zero-shot" and r["language"] == "de")
     assert float(row["paper"]) == 80.0 and float(row["difference"]) == pytest.approx(float(row["mean"]) - 80.0, abs=0.011)
     table = (out / "tiny" / "table.md").read_text()
@@ -197,6 +206,8 @@ def test_bad_experiment_files_are_refused_naming_file_and_field(tmp_path, tiny_m
     message = bad(tmp_path, tiny_model_dir, runs=runs_with({"name": "x", "method": "zero-shot", "test_input": "text", "flags": ["--lr", "fast"]}))
     assert message.startswith(f"{where}: runs[1].flags: train.py refuses them: argument --lr") and "\n" not in message
     assert message.endswith("; python train.py --help lists the flags")  # train.py's flags, not reproduce.py's
+    message = bad(tmp_path, tiny_model_dir, flags=STEPS + ["--lr", "fast"])  # the file's own flags: named there
+    assert message.startswith(f"{where}: flags: train.py refuses them: argument --lr")
     assert "runs[1].name: 'zero-shot' names runs[0] already" in bad(tmp_path, tiny_model_dir, runs=runs_with(
         {"name": "zero-shot", "method": "xeroalign", "test_input": "text"}))
     assert "runs[1].evaluate: 'zs' is not the name of a trained run" in bad(tmp_path, tiny_model_dir, runs=runs_with(
@@ -320,6 +331,13 @@ def test_every_paper_file_states_the_settings_that_decide_a_run():
                 continue
             stated = set(experiment.settings) | set(run.settings)
             assert needed <= stated and stated & {"epochs", "max_steps"}, (path.name, run.name, needed - stated)
+            # where the authors' code pairs QA windows otherwise, and FILTER's KL over a translation's words: said
+            # as settings, which --dry-run lists with their departures, not only in a note
+            qa, tags = tasks.LAYOUTS[experiment.task].level == "span", path.stem in ("filter-udpos", "filter-panx")
+            if qa and run.method in ("filter", "xmixup"):
+                assert "window_pairing" in stated, (path.name, run.name)
+            if tags and "--teacher" in run.flags:
+                assert "kl_positions" in stated, (path.name, run.name)
 
 
 def test_the_xquad_files_test_the_papers_eleven_languages_and_type_their_averages():
@@ -447,12 +465,15 @@ def test_a_run_that_needs_files_runs_its_fallback_without_them(tmp_path, tiny_mo
     assert spec.load_experiment(path).runs[0].paper == {"de": 70.0}
     reproduce.main([str(path), "--dry-run", "--out", str(tmp_path / "out")])
     assert f"mix: the fallback: {data / 'rt.hi.tsv'} is missing (make them)" in capsys.readouterr().out
+    narrowed = dict(run, flags=run["flags"] + ["--target-langs", "de,fr,es,ru,zh"])  # Hindi's is not needed
+    assert spec.load_experiment(experiment_file(tmp_path, tiny_model_dir, data=str(data), runs=[narrowed])).runs[0].paper == {
+        "de": 80.0}
     broken = dict(run, otherwise={"flags": [], "settings": {"max_steps": {"paper": 4, "paper_where": "x", "run": 5}}})
     assert "runs[0].otherwise.settings.max_steps: run mix resolves it to 4, not to the 5" in bad(tmp_path, tiny_model_dir, runs=[broken])
     assert 'give "requires" and "otherwise" together' in bad(tmp_path, tiny_model_dir, runs=[{k: v for k, v in run.items() if k != "otherwise"}])
 
 
-def test_a_grid_runs_each_value_and_the_table_takes_the_best_on_dev(tmp_path, tiny_model_dir):
+def test_a_grid_runs_each_value_and_the_table_takes_the_best_on_dev(tmp_path, tiny_model_dir, capsys):
     runs = [{"name": "zs", "method": "zero-shot", "test_input": "text", "grid": {"lr": [1e-3, 1e-4]}, "paper": {"de": 50.0}},
             {"name": "plain", "evaluate": "zs", "method": "zero-shot", "test_input": "text"}]
     experiment = spec.load_experiment(experiment_file(tmp_path, tiny_model_dir, runs=runs))
@@ -475,7 +496,18 @@ def test_a_grid_runs_each_value_and_the_table_takes_the_best_on_dev(tmp_path, ti
     table = report.markdown(experiment, list(columns.values()))
     assert "zs lr=0.0001 (2 seeds)" in table and "lr chosen on dev among 0.001, 0.0001" in table and "0.0001: 85.0, 0.001: 65.0" in table
     assert 'a grid is of a trained run' in bad(tmp_path, tiny_model_dir, runs=[runs[0], dict(runs[1], grid={"lr": [1, 2]})])
+    assert 'runs[1].grid: a grid is of a trained run' in bad(tmp_path, tiny_model_dir, flags=STEPS + ["--lr", "1e-3"],
+                                                             runs=[runs[1] | {"evaluate": None, "method": "zero-shot",
+                                                                              "name": "a"}, dict(runs[1], grid={"lr": [1, 2]}, evaluate="a")])
     assert "--lr is the grid's" in bad(tmp_path, tiny_model_dir, runs=[dict(runs[0], flags=["--lr", "1e-3"])])
+    experiment_file(tmp_path, tiny_model_dir, runs=runs)  # as it was before bad() wrote the others
+    reproduce.main([str(experiment.path), "--dry-run", "--out", str(tmp_path / "out")])
+    assert "8 runs (4 x 2 seeds): 8 done" in capsys.readouterr().out  # a grid's every value counted
+    reproduce.main([str(experiment.path), "--dry-run", "--runs", "zs", "--seeds", "1", "--out", str(tmp_path / "out")])
+    listed = capsys.readouterr().out  # what the same command without --dry-run would run
+    assert "2 runs (2 x 1 seeds): 2 done" in listed and "plain" not in listed.split("== ")[1].split("\n", 1)[1]
+    with pytest.raises(tasks.InputError, match="has no run or seed '9'"):
+        reproduce.main([str(experiment.path), "--dry-run", "--seeds", "9", "--out", str(tmp_path / "out")])
 
 
 def test_the_cost_of_a_file_counts_its_steps_and_forward_passes(tmp_path, tiny_model_dir, capsys):
@@ -552,8 +584,8 @@ def test_a_flag_given_twice_is_refused_and_no_command_of_the_files_repeats_one(t
     assert "runs[1].flags: --batch-size is given twice (here and in the file's flags)" in bad(
         tmp_path, tiny_model_dir, runs=runs_with(dict(run, flags=["--batch-size", "4"])))
     assert "flags: --no-alignment is given twice" in bad(tmp_path, tiny_model_dir, flags=STEPS + ["--no-alignment"])
-    assert "--lr is the grid's" in bad(tmp_path, tiny_model_dir, flags=STEPS + ["--lr", "1e-3"],
-                                       runs=[dict(run, grid={"lr": [1e-3, 1e-4]})])
+    assert "tiny.json: flags: --lr is the grid's (runs[0].grid): give it there only" in bad(
+        tmp_path, tiny_model_dir, flags=STEPS + ["--lr", "1e-3"], runs=[dict(run, grid={"lr": [1e-3, 1e-4]})])
     for path in sorted((ROOT / "experiments").glob("*.json")):
         experiment = spec.load_experiment(path)
         todo = jobs.jobs(experiment, tmp_path / "out")

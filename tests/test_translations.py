@@ -270,7 +270,7 @@ def test_each_test_window_is_predicted_beside_its_own_question_s_translation(tmp
 def test_xmixup_feeds_each_qa_window_the_round_trip_window_over_the_same_text(tmp_path, tiny_model_dir):
     folder = mlqa_folder(tmp_path)
     task = tasks.load_task("mlqa", folder / "mlqa")
-    task.doc_stride = 8  # as train.py sets it from --doc-stride
+    task.doc_stride = 24  # as train.py sets it from --doc-stride
     run = Run(task, Tokenizer.from_pretrained(tiny_model_dir), 48)
     method = make_method("xmixup", run, "--round-trip", str(folder / "squad" / "translate-train-en" / "squad.translate.train.en-{lang}-en.json"))
     items = method.training_items()
@@ -278,7 +278,7 @@ def test_xmixup_feeds_each_qa_window_the_round_trip_window_over_the_same_text(tm
     batch = method.make_batch(items, [1.0] * len(items), step=10 ** 6)  # p* = 0: the round trips wherever there are some
     trips = {}  # the round trips' windows, encoded here: {question: [(window, its context's characters)]}
     for e in tasks.read_squad(folder / "squad" / "translate-train-en" / "squad.translate.train.en-de-en.json", "de", noisy=True):
-        trips[e.id] = [(w, (w.extra["spans"][0][0], w.extra["spans"][-1][1])) for w in tasks.qa.encode_windows([e], run.tokenizer, 48, 8)]
+        trips[e.id] = [(w, (w.extra["spans"][0][0], w.extra["spans"][-1][1])) for w in tasks.qa.encode_windows([e], run.tokenizer, 48, 24)]
     assert sorted(trips) == sorted(SQUAD_IDS[:3])  # Dora's answer lost in translation: not read
     fed_trips = 0
     for row, (source, target) in enumerate(items):

@@ -86,6 +86,31 @@ def test_a_tokenizer_json_with_a_wordpiece_model(vocab_dir, tmp_path):
     assert ours.fingerprint() == WordPieceTokenizer.from_vocab(tmp_path / "vocab").fingerprint()
     for text in texts():
         assert ours.encode(text) == theirs(text)["input_ids"], text
+    # no normalizer: read as the file's own tokenizer reads it; another normalizer or pre-tokenizer: refused
+    spec = json.loads((tmp_path / "saved" / "tokenizer.json").read_text())
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    (plain / "tokenizer.json").write_text(json.dumps(dict(spec, normalizer=None)))
+    ours, own = Tokenizer.from_pretrained(plain), tokenizers.Tokenizer.from_file(str(plain / "tokenizer.json"))
+    for text in texts():
+        assert ours.encode(text) == own.encode(text).ids, text
+    steps = {"type": "Sequence", "normalizers": [{"type": "NFD"}, {"type": "Lowercase"}, {"type": "StripAccents"}]}
+    for changed in (dict(spec, normalizer=steps), dict(spec, pre_tokenizer={"type": "Whitespace"})):
+        (plain / "tokenizer.json").write_text(json.dumps(changed))
+        with pytest.raises(CheckpointError, match=r"tokenizer.json: a WordPiece model with normalizer (Sequence|Bert"
+                                                  r"Normalizer) and pre_tokenizer (BertPreTokenizer|Whitespace); "):
+            Tokenizer.from_pretrained(plain)
+
+
+def test_an_unknown_token_of_another_name_is_saved_with_its_name(vocab_dir, tmp_path):
+    vocab = (vocab_dir / "vocab.txt").read_text(encoding="utf-8").replace("[UNK]\n", "<unk>\n")
+    (tmp_path / "vocab.txt").write_text(vocab, encoding="utf-8")
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": False, "unk_token": "<unk>"}))
+    ours = WordPieceTokenizer.from_vocab(tmp_path)
+    ours.save_pretrained(tmp_path / "saved")  # as OUT/best holds it
+    again = Tokenizer.from_pretrained(tmp_path / "saved")
+    assert again.unk_id == ours.unk_id == vocab.split("\n").index("<unk>") and again.fingerprint() == ours.fingerprint()
+    assert again.encode("\u2603 qqqq") == ours.encode("\u2603 qqqq") and ours.unk_id in ours.encode("\u2603")
 
 
 def test_a_pairs_second_text_is_segment_one_for_bert(vocab_dir, tmp_path):

@@ -141,28 +141,29 @@ def check_finite(tensors, path):
 
 
 def checkpoint_files(directory):
-    """The weight files of a checkpoint directory: the shards its index names, or its single file."""
+    """The weight files of a checkpoint directory, the first there in transformers' order: model.safetensors, the
+    shards its index names, pytorch_model.bin, the shards its index names (a newer save beside older files)."""
     directory = Path(directory)
-    for index_name in ("model.safetensors.index.json", "pytorch_model.bin.index.json"):
-        index_path = directory / index_name
-        if index_path.exists():
-            try:
-                weight_map = json.loads(index_path.read_text(encoding="utf-8"))["weight_map"]
-                shards = sorted(set(weight_map.values()))
-            except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, AttributeError) as e:
-                raise CheckpointError(f"{index_path}: not a valid shard index ({e!r})") from None
-            for shard in shards:
-                if not isinstance(shard, str) or Path(shard).name != shard or not (directory / shard).is_file():
-                    raise CheckpointError(f"{index_path}: shard {shard!r} is not a file in {directory}")
-            files = [directory / shard for shard in shards]
-            missing = sorted(set(weight_map) - set(checkpoint_shapes(files)))
-            if missing:
-                raise CheckpointError(f"{index_path}: keys listed in the index are in no shard: "
-                                      f"{', '.join(missing[:10])}")
-            return files
-    for name in ("model.safetensors", "pytorch_model.bin"):
-        if (directory / name).exists():
-            return [directory / name]
+    for name in ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
+                 "pytorch_model.bin.index.json"):
+        path = directory / name
+        if not path.exists():
+            continue
+        if not name.endswith(".index.json"):
+            return [path]
+        try:
+            weight_map = json.loads(path.read_text(encoding="utf-8"))["weight_map"]
+            shards = sorted(set(weight_map.values()))
+        except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, AttributeError) as e:
+            raise CheckpointError(f"{path}: not a valid shard index ({e!r})") from None
+        for shard in shards:
+            if not isinstance(shard, str) or Path(shard).name != shard or not (directory / shard).is_file():
+                raise CheckpointError(f"{path}: shard {shard!r} is not a file in {directory}")
+        files = [directory / shard for shard in shards]
+        missing = sorted(set(weight_map) - set(checkpoint_shapes(files)))
+        if missing:
+            raise CheckpointError(f"{path}: keys listed in the index are in no shard: {', '.join(missing[:10])}")
+        return files
     raise CheckpointError(
         f"{directory}: no weights found (looked for model.safetensors, model.safetensors.index.json, "
         "pytorch_model.bin, pytorch_model.bin.index.json)")

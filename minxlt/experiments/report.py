@@ -54,6 +54,7 @@ def read_scores(experiment, out, metric=None):
 def column_of(experiment, run, value, named, metric):
     """The Column of a run's seeds made with one grid value (None: no grid), in `metric`."""
     seeds, missing, scores, changed, settings, dev, warnings, source = [], [], {}, [], {}, [], {}, experiment.source
+    targets_of = {}  # each seed's target languages
     for seed in experiment.seeds:
         job = named[run.name, value, seed]
         try:
@@ -74,6 +75,7 @@ def column_of(experiment, run, value, named, metric):
         dev += [100 * v for key, v in results.items() if key.startswith("dev_") and isinstance(v, (int, float))][:1]
         if results.get("warning"):
             warnings[seed] = results["warning"]
+        targets_of[seed] = {lang for lang in per_lang if lang != source}
         targets = [score for lang, score in per_lang.items() if lang != source]
         averages = {"target average": sum(targets) / len(targets)} if targets else {}
         if experiment.paper.get("average"):
@@ -84,6 +86,9 @@ def column_of(experiment, run, value, named, metric):
                 averages["average, as the paper's"] = sum(per_lang[lang] for lang in kept) / len(kept)
         for key, score in {**per_lang, **averages}.items():
             scores.setdefault(key, {})[seed] = score
+    for seed, targets in targets_of.items():  # an average over fewer languages is not one of the same: missing
+        if targets != set().union(*targets_of.values()):
+            scores.get("target average", {}).pop(seed, None)
     return Column(run, seeds, missing, scores, changed, settings, warnings=warnings,
                   dev=statistics.mean(dev) if dev and len(dev) == len(seeds) else None)
 

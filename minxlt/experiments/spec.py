@@ -26,9 +26,12 @@ SIZES_FIELDS = {"train", "dev", "test", "languages", "dev_languages", "extra_tra
 # Settings of every run that are no flag of train.py, and what a method does that no flag changes (docs/experiments.md)
 FIXED = {"optimizer": "AdamW", "schedule": "linear warmup, then linear decay to 0", "attention_mask": "padding masked",
          "word_representation": "the word's first sub-token's state", "text_case": "as written"}
-METHOD_FIXED = {"filter": {"source_prediction": "the source text's own states (its <s> for a sentence label)"},
+WINDOWS = "each window with its counterpart's over the same part of the context (qa.matching_window)"  # QA's pairs
+METHOD_FIXED = {"filter": {"source_prediction": "the source text's own states (its <s> for a sentence label)",
+                           "tag_set": "the task's own tags", "window_pairing": WINDOWS,
+                           "kl_positions": "a word label's: the translation's words, each on its first sub-token"},
                 "xmixup": {"mixup_inference": "the mean of the two predicted distributions",
-                           "scheduled_sampling": "a draw per step"}}
+                           "scheduled_sampling": "a draw per step", "window_pairing": WINDOWS}}
 DEV_SETS = {"tydiqa": "a tenth of the English training questions, not trained on (minxlt/tasks/tydiqa.py)"}
 DEPTHS = {"xlm-roberta-base": 12, "xlm-roberta-large": 24, "xlm-roberta-xl": 36, "xlm-roberta-xxl": 48}
 MODEL_OF = re.compile(r"\{(?!lang\}|data\})([a-z0-9][a-z0-9_.-]*)\}")  # "{filter}": run filter's best model, same seed
@@ -96,12 +99,18 @@ class Experiment:
     @property
     def source(self):
         """The source language: the top-level flags' --source-lang, else the task's."""
-        for i, flag in enumerate(self.flags):
-            if flag.startswith("--source-lang="):
-                return flag.split("=", 1)[1]
-            if flag == "--source-lang" and i + 1 < len(self.flags):
-                return self.flags[i + 1]
-        return tasks.LAYOUTS[self.task].source
+        return flag_value(self.flags, "--source-lang") or tasks.LAYOUTS[self.task].source
+
+
+def flag_value(flags, name):
+    """The value the last `name` (--flag VALUE, --flag=VALUE) in a list of flags gives, or None."""
+    value = None
+    for i, flag in enumerate(flags):
+        if flag.startswith(f"{name}="):
+            value = flag.split("=", 1)[1]
+        elif flag == name and i + 1 < len(flags):
+            value = flags[i + 1]
+    return value
 
 
 def refuse(path, where, problem):
@@ -182,7 +191,8 @@ def choose_variants(experiment):
             run.variant = f"as written, if the data folder holds {files} (it is not here to tell)"
             continue
         layout = tasks.LAYOUTS[experiment.task].for_folder(folder)(folder, experiment.source)
-        targets = [lang for lang in layout.languages if lang != experiment.source]  # what {lang} stands for
+        given = flag_value(experiment.flags + run.flags, "--target-langs")  # what {lang} stands for
+        targets = given.split(",") if given else [lang for lang in layout.languages if lang != experiment.source]
         paths = [pattern.replace(DATA, folder).replace("{lang}", lang) for pattern in run.requires["files"]
                  for lang in (targets if "{lang}" in pattern else [""])]
         missing = [path for path in paths if not Path(path).is_file()]
@@ -341,10 +351,11 @@ def check_grid(experiment, where, spec):
     if not (isinstance(values, list) and len(values) > 1 and len(set(values)) == len(values)
             and all(isinstance(v, (int, float)) and v > 0 for v in values)):
         refuse(experiment.path, f"{where}.grid.lr", f"two or more distinct positive values, not {values!r}")
-    if any(given.split("=", 1)[0] == flag for given in experiment.flags + spec.get("flags", [])):
-        refuse(experiment.path, f"{where}.flags", f"{flag} is the grid's: give it there only")
     if spec.get("evaluate") or spec.get("cotrain"):
         refuse(experiment.path, f"{where}.grid", "a grid is of a trained run of train.py")
+    for named, given in (("flags", experiment.flags), (f"{where}.flags", spec.get("flags", []))):
+        if any(value.split("=", 1)[0] == flag for value in given):
+            refuse(experiment.path, named, f"{flag} is the grid's ({where}.grid): give it there only")
     return dict(grid)
 
 
@@ -386,8 +397,10 @@ def planned_arguments(experiment, run, where):
             parsed = parse(argv)
     except SystemExit:
         problem = errors.getvalue().strip().splitlines()[-1].split("error: ", 1)[-1].split("; python ")[0]
-        refuse(experiment.path, f"{where}.flags", f"{script} refuses them: {problem}; python {script} --help lists "
-               "the flags")
+        named = re.match(r"argument (--[\w-]+)", problem)  # a flag of the file's own "flags" is named there
+        mine = named and named.group(1) in experiment.flags and named.group(1) not in run.flags
+        refuse(experiment.path, "flags" if mine else f"{where}.flags", f"{script} refuses them: {problem}; python "
+               f"{script} --help lists the flags")
     if not run.cotrain:
         return argv
     own, rest, _ = parsed

@@ -186,6 +186,11 @@ class Book:
             self.step = saved["step"]
             self.state = State(**{key: saved.get(key) for key in ("best", "best_step", "metric")},
                                saved_step=saved["step"], stale=saved.get("stale", 0))
+            best = self.out / "best" / "task.json"  # the stopped run's best, if it came after the checkpoint: kept
+            info = json.loads(best.read_text(encoding="utf-8")) if best.is_file() else {}
+            metric = self.state.metric or next((key[4:] for key in info if key.startswith("dev_")), None)
+            if (info.get("step") or 0) > saved["step"] and f"dev_{metric}" in info:
+                self.state.best, self.state.best_step, self.state.metric = info[f"dev_{metric}"], info["step"], metric
             window = saved.get("window")  # a resumed run's steps since the last record count in the next
         self.saved, self.sums, self.counts, self.last_loss = None, {}, {}, float("nan")  # losses since the last record
         if window:  # one {name: (sum, count)} per process; on another process count, rank 0 takes their total

@@ -200,7 +200,7 @@ COMMON = {  # train.py's flags but the methods' own: group -> [(flag, default, h
         ("--freeze-embeddings", False, "keep the word embeddings fixed", BOOL),
         ("--group-by-length", True, "batch texts of similar length", SWITCH),
         ("--seed", 0, "batch order, dropout, the head's weights", typed(int, "N")),
-        ("--doc-stride", 128, "QA: tokens that windows share", typed(cli.non_negative_int, "N")),
+        ("--doc-stride", 128, "QA: tokens from a window's start to the next's (BERT's doc_stride)", N),
         ("--max-answer-length", 30, "QA: the longest answer, in tokens", N)],
     "evaluation and checkpoints": [
         ("--eval-every", 50, "steps between evaluations, or 'epoch'", typed(cli.steps_or_epoch, "N")),
@@ -324,6 +324,10 @@ def resolve(args, run):
     problems = [
         (s.eval_every == "epoch" and not s.epochs, "--eval-every epoch evaluates once an epoch: give --epochs, or "
                                                    "--eval-every in steps"),
+        (name == "contrastive" and s.get("sa_steps") != 0 and (s.patience or s.eval_every == "epoch"),
+         ("--method contrastive trains in two phases of their own epochs, label then semantic alignment (Sec. 3.2): "
+          "--patience would end the run before the second, and an epoch is no evaluation point across both; give "
+          "--eval-every in steps without --patience, or --sa-steps 0 (label alignment alone)")),
         (s.shard and s.amp == "fp16", "--shard computes in bf16 or float32: give --amp bf16 (or none)"),
         (s.offload and not s.shard, "--offload moves a sharded run's parts to host memory: add --shard"),
         (s.shard_embeddings and not s.shard, "--shard-embeddings makes the embeddings a unit of a sharded model: "
@@ -355,7 +359,7 @@ def resolve(args, run):
         raise InputError(f"--async-checkpoint needs torch 2.9 or later (its checkpoint staging), and this is torch "
                          f"{torch.__version__}: upgrade torch, or leave --async-checkpoint out")
     if values.get("teacher") or values.get("teacher_cache") or values.get("soft_labels"):  # a method's own
-        teacher.check(s, "filter" if method is FilterMethod else "labeller")
+        teacher.check(s, "filter" if method is FilterMethod else "labeller", run.task)
     return s, run
 
 

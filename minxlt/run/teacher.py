@@ -14,13 +14,14 @@ import data
 from minxlt.checkpoints.weights import CheckpointError, load_torch_file
 from minxlt.errors import InputError
 from minxlt.parallel import distributed, shard
+from minxlt.tasks import check_labels
 from minxlt.tasks.xmixup_tags import teacher_rows
 from model import Classifier
 
 
-def check(settings, kind):
+def check(settings, kind, task):
     """Refuse teacher flags that do not fit a method whose teacher is of `kind`: a FILTER model for "filter", a plain
-    classifier (its task.json says) for X-Mixup's "labeller"."""
+    classifier (its task.json says) for X-Mixup's "labeller"; either of `task`'s labels."""
     if settings.get("soft_labels") and (settings.teacher or settings.teacher_cache):
         raise InputError("--soft-labels are the released soft labels of the translations, in the place of a teacher's: "
                          "give --soft-labels or --teacher (and --teacher-cache), not both")
@@ -31,7 +32,8 @@ def check(settings, kind):
         return
     checkpoint, path = settings.teacher, Path(settings.teacher) / "task.json"
     try:
-        method = json.loads(path.read_text(encoding="utf-8")).get("method")
+        info = json.loads(path.read_text(encoding="utf-8"))
+        method = info.get("method")
     except (OSError, ValueError, AttributeError) as e:
         raise CheckpointError(f"--teacher {checkpoint}: no readable task.json, so not an OUT/best of train.py ({e})"
                               ) from None
@@ -40,6 +42,7 @@ def check(settings, kind):
     if kind != "filter" and method in ("filter", "xmixup"):
         raise InputError(f"{checkpoint} was trained with --method {method}; the labeller must be a plain "
                          "classifier trained on the source (--method zero-shot)")
+    check_labels(f"--teacher {checkpoint}", info, task, "give a teacher trained on this task")
 
 
 def key(item):

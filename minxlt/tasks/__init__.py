@@ -63,6 +63,16 @@ def check_folder(name, data_dir):
     raise InputError(f"--data {data_dir}: no such folder; {made_by(name, data_dir)}")
 
 
+def check_labels(checkpoint, info, task, advice):
+    """Refuse a checkpoint whose head predicts other labels (or intents) than the task's: another task's model."""
+    shown = lambda labels: f"[{', '.join(map(str, labels[:12]))}{', ...' if len(labels) > 12 else ''}] ({len(labels)})"
+    for name, ours in (("labels", task.labels), ("intents", task.intents)):
+        theirs, ours = info.get(name), list(ours or [])
+        if theirs is not None and list(theirs) != ours:
+            raise InputError(f"{checkpoint}: its head predicts the {name} {shown(list(theirs))} (task.json: task "
+                             f"{info.get('task')}), and task {task.name} has {shown(ours)}: {advice}")
+
+
 def load_task(name, data_dir=None, source=None, targets=None, strict=False, tokenizer=None, soft_labels=None):
     """The task's examples as its Layout reads them (training files when first asked for: TrainSplit)."""
     if name not in LAYOUTS:
@@ -83,9 +93,14 @@ def load_task(name, data_dir=None, source=None, targets=None, strict=False, toke
                          f"it has {', '.join(langs) or 'none'}")
     evaluation = {split: {lang: layout.read(lang, split) for lang in [source, *targets]} for split in ("dev", "test")}
     for split, by_lang in evaluation.items():
+        ids = {e.id for e in by_lang[source]}
         for lang, examples in by_lang.items():
             check_split(name, split, lang, source, layout.split_file(lang, split), len(examples),
                         [e.id for e in examples if not e.labelled])
+            if layout.parallel and (alone := next((e.id for e in examples if e.id not in ids), None)):
+                raise InputError(f"{layout.split_file(lang, split)}: {alone!r} has no {source} text of the same id, "
+                                 f"and task {name}'s languages are parallel (a prediction beside the source's text, "
+                                 "and the alignment, pair them by id): remove it, or give the source's")
     return Task(name, list(layout.labels), source, targets,
                 TrainSplit(name, layout, source, [source, *targets], strict), **evaluation, level=layout.level,
                 round_trip=layout.round_trip(), intents=layout.intents, parallel=layout.parallel,

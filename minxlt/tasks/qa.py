@@ -1,5 +1,6 @@
 """Extractive QA: a question and its context become windows `<s> question </s></s> piece of the context </s>`
-sharing `stride` tokens; the answer is a window's best span; exact match and F1 as SQuAD's and MLQA's scripts."""
+(BERT's `[CLS] question [SEP] piece [SEP]`) starting `stride` tokens apart, as BERT's and XTREME's doc_stride;
+the answer is a window's best span; exact match and F1 as SQuAD's and MLQA's scripts."""
 import re
 import string
 import unicodedata
@@ -30,13 +31,13 @@ def encode_windows(examples, tokenizer, max_length, stride):
         question = tokenizer.tokenize(e.text)[:MAX_QUESTION_TOKENS]
         ids, offsets = tokenizer.tokenize_with_offsets(e.pair)
         spans = token_spans(e.pair, offsets)
-        budget = max_length - len(question) - 4  # <s> question </s></s> ... </s>
-        if budget <= stride:
+        context_start = len(question) + 2 + len(tokenizer.separator)  # the first context token's place in a window
+        budget = max_length - context_start - 1
+        if budget < stride:
             raise InputError(f"--max-length {max_length} leaves {budget} context tokens per window after the "
-                             f"question ({e.lang} {e.id}), not more than --doc-stride {stride}: raise --max-length "
-                             "or lower --doc-stride")
+                             f"question ({e.lang} {e.id}), fewer than --doc-stride {stride} (the run's): raise "
+                             "--max-length, or train with a lower --doc-stride")
         answer = answer_tokens(spans, e.answers[0][1], e.answers[0][1] + len(e.answers[0][0])) if e.answers else None
-        context_start = len(question) + 3  # the first context token's position in a window
         first, number = 0, 0
         while True:
             piece = slice(first, min(first + budget, len(ids)))
@@ -48,7 +49,7 @@ def encode_windows(examples, tokenizer, max_length, stride):
                                 "centre": (piece.start + piece.stop) / 2 / max(len(ids), 1)}))
             if piece.stop >= len(ids):
                 break
-            first, number = first + budget - stride, number + 1
+            first, number = first + stride, number + 1
     return out
 
 

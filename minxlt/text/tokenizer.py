@@ -203,8 +203,13 @@ def from_tokenizer_json(path):
         kind = model["type"]
     except (ValueError, KeyError, TypeError) as e:
         raise CheckpointError(f"{path}: not a tokenizer.json of the tokenizers library ({e})") from None
-    if kind == "WordPiece":
-        bert = normalizer if normalizer.get("type") == "BertNormalizer" else {}
+    if kind == "WordPiece":  # BERT's steps, or no normalizer: any other would be read as another tokenizer
+        pre = (spec.get("pre_tokenizer") or {}).get("type")
+        if normalizer.get("type", "BertNormalizer") != "BertNormalizer" or pre != "BertPreTokenizer":
+            raise CheckpointError(f"{path}: a WordPiece model with normalizer {normalizer.get('type')} and "
+                                  f"pre_tokenizer {pre}; minxlt reads BERT's (BertNormalizer or none, "
+                                  "BertPreTokenizer)")
+        bert = normalizer or {"clean_text": False, "handle_chinese_chars": False}
         return WordPieceTokenizer(model["vocab"], lowercase=bert.get("lowercase", False),
                                   strip_accents=bert.get("strip_accents"), clean=bert.get("clean_text", True),
                                   chinese=bert.get("handle_chinese_chars", True), unk=model.get("unk_token", "[UNK]"),
@@ -309,14 +314,14 @@ class WordPieceTokenizer(Tokenizer):
                  source="WordPiece"):
         self.vocab = dict(vocab) if not isinstance(vocab, dict) else vocab
         self.lowercase, self.strip_accents = lowercase, lowercase if strip_accents is None else strip_accents
-        self.chinese, self.clean, self.max_word = chinese, clean, max_word
+        self.chinese, self.clean, self.max_word, self.unk = chinese, clean, max_word, unk
         if missing := [t for t in (unk, "[CLS]", "[SEP]", "[PAD]", "[MASK]") if t not in self.vocab]:
             raise CheckpointError(f"{source}: the WordPiece vocabulary lacks {', '.join(missing)}")
         self.unk_id, self.bos_id, self.eos_id = self.vocab[unk], self.vocab["[CLS]"], self.vocab["[SEP]"]
         self.pad_id, self.mask_id = self.vocab["[PAD]"], self.vocab["[MASK]"]
         self.vocab_size = max(self.vocab.values()) + 1
         self.segment_id = self.eos_id
-        rules = json.dumps([self.lowercase, self.strip_accents, self.chinese, self.clean, self.max_word])
+        rules = json.dumps([self.lowercase, self.strip_accents, self.chinese, self.clean, self.max_word, unk])
         self.state = (rules + "\n".join(sorted(self.vocab, key=self.vocab.get))).encode()  # what decides the ids
 
     @classmethod
@@ -340,7 +345,7 @@ class WordPieceTokenizer(Tokenizer):
 
     def config(self):
         return {"tokenizer_class": "BertTokenizer", "do_lower_case": self.lowercase,
-                "strip_accents": self.strip_accents, "tokenize_chinese_chars": self.chinese, "unk_token": "[UNK]",
+                "strip_accents": self.strip_accents, "tokenize_chinese_chars": self.chinese, "unk_token": self.unk,
                 "sep_token": "[SEP]", "pad_token": "[PAD]", "cls_token": "[CLS]", "mask_token": "[MASK]"}
 
     def normalize(self, text):
