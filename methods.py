@@ -310,6 +310,13 @@ def counterparts(run, split, test_input, translations=None, missing="refuse"):
         return None
     examples = getattr(run.task, split)
     if test_input == "oracle":
+        ids, layout = {e.id for e in examples[run.task.source]}, run.task.train.layout
+        for lang, texts in examples.items() if run.task.parallel else ():  # else: the source's alone is scored
+            if alone := [e.id for e in texts if e.id not in ids]:
+                raise InputError(f"{layout.split_file(lang, split) if layout else f'{split} {lang}'}: {len(alone)} "
+                                 f"of its texts have no {run.task.source} text of the same id (first: {alone[0]!r}), "
+                                 "which the oracle test input reads beside each: remove them, or test the text alone "
+                                 "(--test-input text)")
         return {lang: examples[run.task.source] for lang in examples}
     key = (split, translations)  # read once a run: a dev split's are read at every evaluation
     if key not in run.translated:

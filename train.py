@@ -68,11 +68,13 @@ def main(argv=None):
     items = method.training_items()
     if not items:
         raise tasks.InputError(f"no training examples for --method {settings.method} on {settings.task}")
-    # The dev and test translations, read now (and kept): a missing or unreadable one stops the run before step 1.
+    # The dev and test counterparts, read now (and kept): a missing or unreadable one stops the run before step 1.
     test_translations = None if settings.no_test else settings.test_translations
+    oracle = {"dev": "oracle" in method.test_inputs, "test": settings.test_input == "oracle" and not settings.no_test}
     for split, translations in (("dev", settings.dev_translations), ("test", test_translations)):
-        if translations:
-            counterparts(run, split, "translation", translations, settings.get("missing_translations", "refuse"))
+        if translations or oracle[split]:
+            counterparts(run, split, "translation" if translations else "oracle", translations,
+                         settings.get("missing_translations", "refuse"))
     phases = method.phases(items)
     book = bookkeeping.Book(out, settings, run, model_dir, phases, owns_process_group)
 
@@ -106,7 +108,7 @@ def main(argv=None):
             if book.evaluates():
                 evaluate_and_save(settings, method, raw, core, book)
                 model.train()
-                stopping = stopping or book.stop_requested and world_size == 1  # Ctrl-C during it (the last: no test)
+                stopping = stopping or book.stop_asked()  # a Ctrl-C while dev was scored (after the last: no test)
             stopped = stopping or book.step == settings.stop_at  # to be continued with --resume
             if book.step % settings.save_every == 0 or stopped:
                 book.save_checkpoint(core, optimizer, scheduler, scaler)

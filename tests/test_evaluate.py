@@ -212,10 +212,14 @@ def test_udpos_runs_end_to_end(tmp_path, tiny_model_dir):
     alone = next(f"x{i}" for i in range(100) if zlib.crc32(f"x{i}".encode()) % 10 < 2)  # a test sentence ...
     with open(tmp_path / "de_pud-ud-test.conllu", "a", encoding="utf-8") as f:  # ... that English lacks
         f.write(f"# sent_id = {alone}\n1\tNein\t_\tINTJ\t_\t_\t0\t_\t_\t_\n\n")
-    with pytest.raises(InputError, match=re.escape(f"de_pud-ud-test.conllu: '{alone}' has no en text of the same id, "
-                                                   "and task udpos's languages are parallel")):
+    with pytest.raises(InputError, match=re.escape(f"de_pud-ud-test.conllu: 1 of its texts have no en text of the "
+                                                   f"same id (first: '{alone}'), which the oracle test input reads")):
         train.main(["--model", str(tiny_model_dir), "--task", "udpos", "--data", str(tmp_path), "--method", "filter",
-                    "--out", str(tmp_path / "filter")])
+                    "--max-steps", "1", "--out", str(tmp_path / "filter")])  # refused before its first step
+    assert not (tmp_path / "filter" / "log.jsonl").exists()
+    train.main(["--model", str(tiny_model_dir), "--task", "udpos", "--data", str(tmp_path), "--max-steps", "1",
+                "--method", "zero-shot", "--out", str(tmp_path / "alone")])  # a text alone: tested, pair or not
+    assert json.loads((tmp_path / "alone" / "results.json").read_text())["de"]["n"] == 4 * n_test + 1
 
 
 @pytest.mark.parametrize("method, keep", [("filter", []), ("xmixup", ["--save-dtype", "bf16", "--no-keep-checkpoint"])])

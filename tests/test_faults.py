@@ -266,6 +266,27 @@ def test_ctrl_c_during_the_last_evaluation_stops_with_a_checkpoint_and_resume_te
     assert torch.load(out / "checkpoint.pt", weights_only=True)["step"] == 2
     monkeypatch.undo()
     assert train_module.main(argv + ["--resume"]) is not None and "de" in json.loads((out / "results.json").read_text())
+    # two processes, the Ctrl-C on process 0 alone: both stop before the test, agreeing
+    import torch.multiprocessing as mp
+    from conftest import free_port
+    argv[-1] = str(tmp_path / "two")
+    mp.spawn(interrupted_on_process_0, args=(2, free_port(), argv), nprocs=2)
+    assert torch.load(tmp_path / "two" / "checkpoint.pt", weights_only=True)["step"] == 2
+    assert not (tmp_path / "two" / "results.json").exists()
+
+
+def interrupted_on_process_0(rank, world_size, port, argv):
+    from conftest import join_process_group_env
+    join_process_group_env(rank, world_size, port)
+    import train as train_module
+    evaluate_and_save = train_module.evaluate_and_save
+
+    def interrupted(*args):
+        evaluate_and_save(*args)
+        if rank == 0:
+            os.kill(os.getpid(), signal.SIGINT)
+    train_module.evaluate_and_save = interrupted
+    assert train_module.main(argv) is None
 
 
 def test_ctrl_c_during_the_test_names_the_command_that_tests_the_trained_model(tmp_path, tiny_model_dir, monkeypatch):
@@ -340,6 +361,22 @@ def test_a_resume_keeps_the_best_model_the_stopped_run_wrote_after_its_checkpoin
     results = json.loads((out / "results.json").read_text())
     assert results["best_step"] == 3 and results[metric] == 2.0  # no evaluation beats 2.0: OUT/best is step 3's
     assert json.loads((out / "best" / "task.json").read_text())["step"] == 3
+    # with --patience: the evaluations of the steps the resumed run does again (up to the kept best) are not stale,
+    # so it stops where the run that was not stopped does
+    argv = ["--model", str(tiny_model_dir), "--target-langs", "de", "--batch-size", "4", "--max-steps", "8",
+            "--patience", "2", "--eval-every", "1", "--save-every", "2", "--no-alignment", "--dropout", "0", "--lr",
+            "3e-3", "--task", "demo-slots"]
+    dev = lambda out: [r["step"] for r in map(json.loads, open(out / "log.jsonl")) if any(k.startswith("dev_") for k in r)]
+    train_module.main(argv + ["--out", str(tmp_path / "whole")])
+    whole = json.loads((tmp_path / "whole" / "results.json").read_text())
+    train_module.main(argv + ["--out", str(out), "--overwrite", "--stop-at", "4"])
+    info = json.loads((out / "best" / "task.json").read_text())
+    metric = next(key for key in info if key.startswith("dev_"))
+    assert whole["best_step"] > 4  # the best came after the checkpoint: as a run killed after it left OUT/best
+    (out / "best" / "task.json").write_text(json.dumps(dict(info, step=whole["best_step"], **{metric: whole[metric]})))
+    train_module.main(argv + ["--out", str(out), "--resume"])
+    assert dev(out) == dev(tmp_path / "whole") and json.loads((out / "results.json").read_text())["best_step"] == whole[
+        "best_step"]
 
 
 def test_a_resume_checkpoint_with_non_finite_weights_is_refused(tmp_path, tiny_model_dir):

@@ -353,7 +353,7 @@ def tiny_xquad(tmp_path):
 @pytest.mark.parametrize("method", ["translate-train", "xeroalign", "filter", "xmixup"])
 def test_xquad_runs_end_to_end(tiny_xquad, tiny_model_dir, tmp_path, method):
     import train
-    # windows of 40 tokens sharing 6: every context is read in several windows
+    # windows of 40 tokens starting 6 apart: every context is read in several windows
     common = ["--model", str(tiny_model_dir), "--task", "xquad", "--data", str(tiny_xquad), "--target-langs", "de",
               "--batch-size", "16", "--eval-every", "50", "--lr", "3e-3", "--no-alignment", "--max-length", "40", "--doc-stride", "6"]
     out = tmp_path / method
@@ -370,6 +370,24 @@ def test_xquad_runs_end_to_end(tiny_xquad, tiny_model_dir, tmp_path, method):
         assert results["en"]["f1"] > 0.5 and results["de"]["f1"] > 0.5
     info = json.loads((out / "best" / "task.json").read_text())
     assert info["head_style"] == "span" and info["doc_stride"] == 6 and info["max_length"] == 40
+
+
+def test_a_qa_resume_refuses_other_windows(tiny_xquad, tiny_model_dir, tmp_path):
+    import train
+    from minxlt.checkpoints.weights import CheckpointError
+    out = tmp_path / "run"
+    argv = ["--model", str(tiny_model_dir), "--task", "xquad", "--data", str(tiny_xquad), "--target-langs", "de",
+            "--method", "zero-shot", "--batch-size", "8", "--max-steps", "4", "--no-alignment", "--max-length", "40",
+            "--out", str(out)]
+    train.main(argv + ["--doc-stride", "16", "--stop-at", "2"])
+    with pytest.raises(CheckpointError, match=r"belongs to another run \(doc_stride 16 there, 8 here\)"):
+        train.main(argv + ["--doc-stride", "8", "--resume"])
+    saved = torch.load(out / "checkpoint.pt", weights_only=True)
+    del saved["identity"]["doc_stride"]  # as a run before --doc-stride set the distance of the windows' starts
+    torch.save(saved, out / "checkpoint.pt")
+    with pytest.raises(CheckpointError, match="windows that shared --doc-stride tokens there, windows that start "
+                                              "--doc-stride apart here"):
+        train.main(argv + ["--doc-stride", "16", "--resume"])
 
 
 def test_qa_refuses_sentence_methods(tiny_xquad, tiny_model_dir, tmp_path):

@@ -206,8 +206,8 @@ def test_bad_experiment_files_are_refused_naming_file_and_field(tmp_path, tiny_m
     message = bad(tmp_path, tiny_model_dir, runs=runs_with({"name": "x", "method": "zero-shot", "test_input": "text", "flags": ["--lr", "fast"]}))
     assert message.startswith(f"{where}: runs[1].flags: train.py refuses them: argument --lr") and "\n" not in message
     assert message.endswith("; python train.py --help lists the flags")  # train.py's flags, not reproduce.py's
-    message = bad(tmp_path, tiny_model_dir, flags=STEPS + ["--lr", "fast"])  # the file's own flags: named there
-    assert message.startswith(f"{where}: flags: train.py refuses them: argument --lr")
+    for own in (["--lr", "fast"], ["--lr=fast"], ["--bogus"]):  # the file's own flags: named there
+        assert bad(tmp_path, tiny_model_dir, flags=STEPS + own).startswith(f"{where}: flags: train.py refuses them: ")
     assert "runs[1].name: 'zero-shot' names runs[0] already" in bad(tmp_path, tiny_model_dir, runs=runs_with(
         {"name": "zero-shot", "method": "xeroalign", "test_input": "text"}))
     assert "runs[1].evaluate: 'zs' is not the name of a trained run" in bad(tmp_path, tiny_model_dir, runs=runs_with(
@@ -465,7 +465,7 @@ def test_a_run_that_needs_files_runs_its_fallback_without_them(tmp_path, tiny_mo
     assert spec.load_experiment(path).runs[0].paper == {"de": 70.0}
     reproduce.main([str(path), "--dry-run", "--out", str(tmp_path / "out")])
     assert f"mix: the fallback: {data / 'rt.hi.tsv'} is missing (make them)" in capsys.readouterr().out
-    narrowed = dict(run, flags=run["flags"] + ["--target-langs", "de,fr,es,ru,zh"])  # Hindi's is not needed
+    narrowed = dict(run, flags=run["flags"] + ["--target-langs", "de, fr,es,ru,zh"])  # Hindi's is not needed
     assert spec.load_experiment(experiment_file(tmp_path, tiny_model_dir, data=str(data), runs=[narrowed])).runs[0].paper == {
         "de": 80.0}
     broken = dict(run, otherwise={"flags": [], "settings": {"max_steps": {"paper": 4, "paper_where": "x", "run": 5}}})

@@ -142,7 +142,7 @@ def check_finite(tensors, path):
 
 def checkpoint_files(directory):
     """The weight files of a checkpoint directory, the first there in transformers' order: model.safetensors, the
-    shards its index names, pytorch_model.bin, the shards its index names (a newer save beside older files)."""
+    shards its index names, pytorch_model.bin, the shards its index names."""
     directory = Path(directory)
     for name in ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
                  "pytorch_model.bin.index.json"):

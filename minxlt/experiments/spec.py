@@ -11,7 +11,7 @@ from pathlib import Path
 from methods import TEST_INPUTS
 from minxlt import tasks
 from minxlt.checkpoints import hub
-from minxlt.run import flags
+from minxlt.run import cli, flags
 
 HERE = Path(__file__).resolve().parents[2]  # the repository, whose train.py, evaluate.py and cotrain.py runs start
 RESERVED = {"--method", "--task", "--data", "--model", "--seed", "--out", "--test-input", "--resume", "--overwrite"}
@@ -192,7 +192,7 @@ def choose_variants(experiment):
             continue
         layout = tasks.LAYOUTS[experiment.task].for_folder(folder)(folder, experiment.source)
         given = flag_value(experiment.flags + run.flags, "--target-langs")  # what {lang} stands for
-        targets = given.split(",") if given else [lang for lang in layout.languages if lang != experiment.source]
+        targets = cli.languages(given) if given else [lang for lang in layout.languages if lang != experiment.source]
         paths = [pattern.replace(DATA, folder).replace("{lang}", lang) for pattern in run.requires["files"]
                  for lang in (targets if "{lang}" in pattern else [""])]
         missing = [path for path in paths if not Path(path).is_file()]
@@ -397,8 +397,9 @@ def planned_arguments(experiment, run, where):
             parsed = parse(argv)
     except SystemExit:
         problem = errors.getvalue().strip().splitlines()[-1].split("error: ", 1)[-1].split("; python ")[0]
-        named = re.match(r"argument (--[\w-]+)", problem)  # a flag of the file's own "flags" is named there
-        mine = named and named.group(1) in experiment.flags and named.group(1) not in run.flags
+        named = re.match(r"argument (--[\w-]+)|unrecognized arguments: (--[\w-]+)", problem)
+        flag, names = named and (named.group(1) or named.group(2)), lambda given: {f.split("=")[0] for f in given}
+        mine = flag in names(experiment.flags) and flag not in names(run.flags)  # the file's own "flags": named so
         refuse(experiment.path, "flags" if mine else f"{where}.flags", f"{script} refuses them: {problem}; python "
                f"{script} --help lists the flags")
     if not run.cotrain:

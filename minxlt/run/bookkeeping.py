@@ -152,6 +152,7 @@ class Book:
         # what a checkpoint must share with the command that resumes it: its inputs, and the settings that shape
         # what it trains (the method's own flags too); the others (--workers, --save-every, ...) may change
         shaping = SHAPING + tuple(f.name for f in own_flags(flags.METHODS[settings.method]) if f.metadata)
+        shaping += ("doc_stride",) if run.level.name == "span" else ()  # QA's windows
         given = vars(settings)  # every setting, the method's own too
         self.identity = {"method": settings.method, "task": settings.task,
                          "data": str(Path(settings.data).resolve()) if settings.data else None,
@@ -191,6 +192,7 @@ class Book:
             metric = self.state.metric or next((key[4:] for key in info if key.startswith("dev_")), None)
             if (info.get("step") or 0) > saved["step"] and f"dev_{metric}" in info:
                 self.state.best, self.state.best_step, self.state.metric = info[f"dev_{metric}"], info["step"], metric
+                self.state.stale = 0
             window = saved.get("window")  # a resumed run's steps since the last record count in the next
         self.saved, self.sums, self.counts, self.last_loss = None, {}, {}, float("nan")  # losses since the last record
         if window:  # one {name: (sum, count)} per process; on another process count, rank 0 takes their total
@@ -235,6 +237,10 @@ class Book:
             for s, handler in previous.items():
                 signal.signal(s, signal.SIG_IGN if gone and s == signal.SIGTERM else handler)
 
+    def stop_asked(self):
+        """Whether a stop was asked of any process (a Ctrl-C while dev was scored): every process agrees, at once."""
+        return distributed.all_reduce(torch.tensor(float(self.stop_requested), device=self.run.device)).item() > 0
+
     def evaluates(self):
         """Whether dev is scored after this step: every --eval-every steps (not with --select-on last), and the last."""
         return self.step == self.steps or (self.step % self.eval_every == 0 and self.settings.select_on != "last")
@@ -273,7 +279,7 @@ class Book:
         state.metric = metric
         if best:
             state.best, state.best_step = score, self.step
-        state.stale = 0 if best else state.stale + 1
+        state.stale = 0 if best else state.stale + (self.step > state.best_step)  # resumed before its best: not stale
         if self.run.rank == 0:
             scores = ", ".join(f"{lang} {100 * value:.1f}" for lang, value in dev.items())
             self.progress.write(f"step {self.step}: loss {self.last_loss:.4f}, dev {metric} {scores} "
@@ -499,6 +505,8 @@ def load_checkpoint(out, identity, files, changed_ok=False, rank=0):
     keys = [key for key in theirs if theirs[key] != identity.get(key)]
     keys = [key for key in keys if key in INPUTS] or keys  # another method's settings differ as a matter of course
     different = [f"{key} {theirs[key]!r} there, {identity.get(key)!r} here" for key in keys]
+    if "doc_stride" in identity and "identity" in saved and "doc_stride" not in theirs:  # QA, before 270f634
+        different.append("windows that shared --doc-stride tokens there, windows that start --doc-stride apart here")
     if different:
         raise CheckpointError(f"{path} belongs to another run ({'; '.join(different)}): resume with that run's "
                               "settings, or start afresh with --overwrite or another --out")

@@ -93,14 +93,9 @@ def load_task(name, data_dir=None, source=None, targets=None, strict=False, toke
                          f"it has {', '.join(langs) or 'none'}")
     evaluation = {split: {lang: layout.read(lang, split) for lang in [source, *targets]} for split in ("dev", "test")}
     for split, by_lang in evaluation.items():
-        ids = {e.id for e in by_lang[source]}
         for lang, examples in by_lang.items():
             check_split(name, split, lang, source, layout.split_file(lang, split), len(examples),
                         [e.id for e in examples if not e.labelled])
-            if layout.parallel and (alone := next((e.id for e in examples if e.id not in ids), None)):
-                raise InputError(f"{layout.split_file(lang, split)}: {alone!r} has no {source} text of the same id, "
-                                 f"and task {name}'s languages are parallel (a prediction beside the source's text, "
-                                 "and the alignment, pair them by id): remove it, or give the source's")
     return Task(name, list(layout.labels), source, targets,
                 TrainSplit(name, layout, source, [source, *targets], strict), **evaluation, level=layout.level,
                 round_trip=layout.round_trip(), intents=layout.intents, parallel=layout.parallel,

@@ -161,7 +161,7 @@ class Task:
     level: str = "sentence"  # or "word": a label per word (BIO slots, POS); or "span": extractive QA (levels.LEVELS)
     round_trip: dict = field(default_factory=dict)  # {id: Example}: round-trip translations of source training examples
     intents: list | None = None  # a joint task's sentence labels (xSID): the intent, with BIO slots as `labels`
-    doc_stride: int = 128  # QA: context tokens shared by consecutive windows
+    doc_stride: int = 128  # QA: context tokens from a window's start to the next's
     max_answer_length: int = 30  # QA: the longest answer predicted, in tokens
     parallel: bool = True  # dev and test parallel across languages by id (CKA, retrieval and the oracle need it)
     translations: str = "the target languages' training files"  # where training translations come from, for messages

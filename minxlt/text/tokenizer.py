@@ -321,7 +321,8 @@ class WordPieceTokenizer(Tokenizer):
         self.pad_id, self.mask_id = self.vocab["[PAD]"], self.vocab["[MASK]"]
         self.vocab_size = max(self.vocab.values()) + 1
         self.segment_id = self.eos_id
-        rules = json.dumps([self.lowercase, self.strip_accents, self.chinese, self.clean, self.max_word, unk])
+        rules = [self.lowercase, self.strip_accents, self.chinese, self.clean, self.max_word]
+        rules = json.dumps(rules + ([unk] if unk != "[UNK]" else []))  # BERT's [UNK]: the fingerprint of before
         self.state = (rules + "\n".join(sorted(self.vocab, key=self.vocab.get))).encode()  # what decides the ids
 
     @classmethod
