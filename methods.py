@@ -152,8 +152,9 @@ def check_translations(run, settings, cached=True):
             print(f"note: no translations of the training set into {files}: --missing-translations self trains on "
                   "the other languages' alone", file=sys.stderr)
     elif missing:
+        source = f"--soft-labels {settings.soft_labels}" if settings.get("soft_labels") else task.translations
         raise InputError(f"--method {name} trains on translations of the source's training examples, and --task "
-                         f"{settings.task} has none in {files} (they come from: {task.translations}); leave those "
+                         f"{settings.task} has none in {files} (they come from: {source}); leave those "
                          "languages out of --target-langs, or use --method zero-shot"
                          + ("; or, as FILTER's code does, train on the others' alone (--missing-translations self)"
                             if name == "filter" and len(missing) < len(sizes) else ""))

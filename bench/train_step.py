@@ -231,7 +231,7 @@ def parse(argv=None):
     add("--reference", default="translate-train", help="the method the others' time per text is compared with")
     add("--batch-sizes", default="32", help="comma-separated batch sizes, each measured in turn")
     add("--steps", type=int, default=10, help="timed steps per method and batch size")
-    add("--warmup", type=int, default=3, help="untimed steps first (the first also counts the FLOPs)")
+    add("--warmup", type=int, default=3, help="untimed steps first (FLOPs: counted in a step after each timed one)")
     add("--shapes", choices=["model", *SHAPES], default="model", help="the --model's weights, or XLM-R's shapes")
     add("--no-baseline", action="store_true", help="skip transformers' classifier")
     add("--peak-tflops", type=float, help="the GPU's dense bf16 peak, for MFU (known: " + ", ".join(PEAK_TFLOPS) + ")")

@@ -16,7 +16,7 @@ from conftest import make_method
 from methods import Run
 from minxlt import tasks
 from minxlt.errors import InputError
-from minxlt.run import flags
+from minxlt.run import compiled, flags
 from minxlt.run.flags import METHODS
 
 
@@ -77,11 +77,13 @@ def test_a_flag_the_method_does_not_read_is_refused(run, argv, message, capsys):
     (["--shard", "--shard-embeddings", "--method", "unicoder"], "--shard-embeddings: Unicoder's LM head reads"),
     (["--patience", "2", "--select-on", "last"], "--patience 2 stops when the dev score stops improving, and --select-on last"),
     (["--method", "contrastive", "--patience", "2"], "--patience would end the run before the second"),
+    (["--method", "xmixup", "--round-trip", "rt/de.txt"], "--round-trip and --soft-labels name a file a language"),
     (["--method", "contrastive", "--epochs", "2", "--eval-every", "epoch"], "an epoch is no evaluation point across both"),
     (["--async-checkpoint"], "--async-checkpoint writes a sharded run's checkpoint: add --shard"),
     (["--shard", "--amp", "fp16"], "--shard computes in bf16 or float32: give --amp bf16"),
     (["--shard", "--compile", "--compile-mode", "reduce-overhead"], "--compile-mode reduce-overhead .CUDA graphs. with --grad-accum or --shard"),
     (["--grad-accum", "2", "--compile", "--compile-mode", "reduce-overhead"], "the graphs' memory would hold the gradients"),
+    (["--grad-accum", "2", "--compile", "--compile-mode", "max-autotune"], "max-autotune .CUDA graphs. with --grad-accum"),
     (["--compile-mode", "default"], "--compile-mode chooses how --compile compiles: add --compile"),
 ])
 def test_sharding_options_that_do_not_go_together_are_refused(run, argv, message):
@@ -91,6 +93,11 @@ def test_sharding_options_that_do_not_go_together_are_refused(run, argv, message
 
 def test_contrastive_without_semantic_alignment_may_stop_early(run):
     flags.resolve(flags.parse(["--method", "contrastive", "--sa-steps", "0", "--patience", "2"]), run)
+
+
+def test_the_modes_that_capture_cuda_graphs_are_inductor_s():
+    from torch._inductor import list_mode_options
+    assert compiled.GRAPHS == tuple(m for m in compiled.MODES if list_mode_options(m).get("triton.cudagraphs"))
 
 
 def test_asynchronous_checkpoints_need_torch_s_staging(run, monkeypatch):

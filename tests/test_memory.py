@@ -69,6 +69,10 @@ def test_the_plan_gives_each_phase_and_the_largest_decides(tmp_path):
     assert ("sharded, each phase on the device: loading 5.3 GB, step 27.1 GB, dev evaluation 32.0 GB, test 21.4 GB, "
             "writing OUT/best 16.6 GB") in out
     assert "fits the device's 40 GB with 12.9 GB left for activations" in out and "the evaluation on dev leaves 8.0 GB (without --eval-float32" in out
+    # a float32 run evaluates in float32 (4 bytes a gathered value), --eval-float32 or not
+    plain = [json.loads(dry_run(tmp_path, XXL, "--processes", "8", "--amp", "none", "--shard", "--json", *more))["phases"]["sharded"]
+             for more in ([], ["--eval-float32"])]
+    assert plain[0] == plain[1] and plain[0]["dev evaluation"] > plain[0]["step"] / 2
     plan = json.loads(dry_run(tmp_path, XXL, "--processes", "8", "--amp", "bf16", "--device-memory", "40", "--shard", "--json", "--eval-float32"))
     sharded, phases = plan["sharded"], plan["phases"]["sharded"]
     h, f, v = XXL["hidden_size"], XXL["intermediate_size"], XXL["vocab_size"]

@@ -8,7 +8,7 @@ import math
 import pytest
 from test_xtreme import PANX, UD, panx_file, run, with_filter_translations, xtreme_panx, xtreme_udpos
 
-from minxlt.tasks import DataError, RoundTrips, load_task
+from minxlt.tasks import DataError, InputError, RoundTrips, load_task
 from minxlt.tasks.translated import read_translations
 from minxlt.tasks.xmixup_tags import read_soft_labelled, teacher_rows
 
@@ -219,6 +219,9 @@ def test_x_mixup_runs_on_panx_from_its_released_files(tmp_path, tiny_model_dir, 
     assert results["test_input"]["input"] == "translation" and not results.get("unscored")
     assert {lang: results[lang]["n"] for lang in ("en", "de")} == {"en": 7, "de": 7} and 0 <= results["de"]["f1"] <= 1
     assert "| de |" in (out / "results.md").read_text()
+    with pytest.raises(InputError, match=r"has none in de .*\(they come from: --soft-labels .*elsewhere/\{lang\}.txt\)"):
+        run(tiny_model_dir, "panx", data, tmp_path / "none", "--method", "xmixup", "--target-langs", "de", "--mixup-layer",
+            "1", "--test-input", "text", "--soft-labels", str(tmp_path / "elsewhere" / "{lang}.txt"))  # that file named
 
 
 def test_x_mixup_feeds_the_round_trips_on_word_labels_and_trains_on_the_soft_labels_alone_there(tmp_path, tiny_model_dir):

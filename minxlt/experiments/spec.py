@@ -31,7 +31,9 @@ METHOD_FIXED = {"filter": {"source_prediction": "the source text's own states (i
                            "tag_set": "the task's own tags", "window_pairing": WINDOWS,
                            "kl_positions": "a word label's: the translation's words, each on its first sub-token"},
                 "xmixup": {"mixup_inference": "the mean of the two predicted distributions",
-                           "scheduled_sampling": "a draw per step", "window_pairing": WINDOWS}}
+                           "scheduled_sampling": "a draw per step", "window_pairing": WINDOWS,
+                           "soft_label_loss": "KL from each word's soft labels, renormalised to sum to 1"},
+                "unicoder": {"tlm_positions": "counted on through the translation, as XLM-R numbers a pair of texts"}}
 DEV_SETS = {"tydiqa": "a tenth of the English training questions, not trained on (minxlt/tasks/tydiqa.py)"}
 DEPTHS = {"xlm-roberta-base": 12, "xlm-roberta-large": 24, "xlm-roberta-xl": 36, "xlm-roberta-xxl": 48}
 MODEL_OF = re.compile(r"\{(?!lang\}|data\})([a-z0-9][a-z0-9_.-]*)\}")  # "{filter}": run filter's best model, same seed

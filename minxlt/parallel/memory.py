@@ -115,8 +115,8 @@ def dry_run(args, model_dir):
     bytes per process); the verdict for the run's mode (--shard or DDP)."""
     processes = args.processes or int(os.environ.get("WORLD_SIZE", "1"))
     config, teacher = Config.from_directory(model_dir), bool(getattr(args, "teacher", None))
-    amp, freeze_embeddings, shard, offload, eval_bf16 = (args.amp, args.freeze_embeddings, args.shard, args.offload,
-                                                         not args.eval_float32)
+    amp, freeze_embeddings, shard, offload = args.amp, args.freeze_embeddings, args.shard, args.offload
+    eval_bf16 = amp == "bf16" and not args.eval_float32  # a float32 run evaluates in float32 whatever the flag
     device_memory = 80 * GB  # planned for: --device-memory, else the CUDA device's, else an H100's
     if args.device_memory:
         device_memory = args.device_memory * GB

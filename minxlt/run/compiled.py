@@ -7,6 +7,7 @@ import torch
 
 BACKEND = "inductor"  # the tests trace with "eager" (the graph as it is): inductor takes minutes to build on a CPU
 MODES = ("reduce-overhead", "default", "max-autotune-no-cudagraphs", "max-autotune")
+GRAPHS = ("reduce-overhead", "max-autotune")  # the modes that capture CUDA graphs (inductor's list_mode_options)
 
 
 def resolve(values, run):
@@ -26,9 +27,10 @@ def problem(settings):
     """What --compile, --compile-mode and --bucket cannot do with the other settings, or None."""
     if settings.compile_mode and not settings.compile:
         return "--compile-mode chooses how --compile compiles: add --compile"
-    if settings.compile_mode == "reduce-overhead" and (settings.grad_accum > 1 or settings.shard):
-        return ("--compile-mode reduce-overhead (CUDA graphs) with --grad-accum or --shard: the graphs' memory would "
-                "hold the gradients that the next micro-batch overwrites; leave --compile-mode to its default")
+    if settings.compile_mode in GRAPHS and (settings.grad_accum > 1 or settings.shard):
+        return (f"--compile-mode {settings.compile_mode} (CUDA graphs) with --grad-accum or --shard: the graphs' "
+                "memory would hold the gradients that the next micro-batch overwrites; leave --compile-mode to its "
+                "default")
     return None
 
 
@@ -57,7 +59,7 @@ def compiled_loss(settings, loss, encoder, world_size=1):
                 layer.compile(backend=BACKEND, **options)
         return loss
     compiled = torch.compile(loss, fullgraph=world_size == 1, backend=BACKEND, **options)  # DDP's forward: eager
-    graphs = settings.compile_mode == "reduce-overhead" and settings.device.startswith("cuda")
+    graphs = settings.compile_mode in GRAPHS and settings.device.startswith("cuda")
 
     def step(model, batch):
         for value in batch.values():

@@ -228,7 +228,8 @@ COMMON = {  # train.py's flags but the methods' own: group -> [(flag, default, h
         ("--workers", None, "batch builders (default: CUDA 2, CPU 0)", typed(cli.non_negative_int, "N")),
         ("--gradient-checkpointing", False, "less memory, the same losses", BOOL),
         ("--compile", False, "compile each step (minxlt/run/compiled.py)", SWITCH),
-        ("--compile-mode", None, "torch.compile's (default: CUDA graphs)", one_of(*compiled.MODES, metavar="MODE")),
+        ("--compile-mode", None, "torch.compile's (one CUDA process: reduce-overhead)", one_of(*compiled.MODES,
+                                                                                             metavar="MODE")),
         ("--bucket", None, "lengths a multiple of N (compiled: 16)", typed(cli.non_negative_int, "N")),
         ("--shard", False, "FSDP2: each process 1/N of the model", BOOL),
         ("--offload", False, "with --shard: its part in host memory", BOOL),
@@ -238,7 +239,8 @@ COMMON = {  # train.py's flags but the methods' own: group -> [(flag, default, h
         ("--dry-run", False, "print each process's memory, and exit", BOOL),
         ("--processes", None, "with --dry-run: plan for N processes", N),
         ("--json", False, "with --dry-run: the plan as JSON", BOOL),
-        ("--device-memory", None, "with --dry-run: a device's (default: 80)", typed(cli.positive_float, "GB"))],
+        ("--device-memory", None, "with --dry-run: a device's (default: CUDA's, else 80)", typed(cli.positive_float,
+                                                                                                   "GB"))],
 }
 DEFAULTS = {flag[2:].replace("-", "_"): default for group in COMMON.values() for flag, default, _, _ in group}
 
@@ -324,6 +326,9 @@ def resolve(args, run):
     problems = [
         (s.eval_every == "epoch" and not s.epochs, "--eval-every epoch evaluates once an epoch: give --epochs, or "
                                                    "--eval-every in steps"),
+        (any("{lang}" not in str(s.get(f) or "{lang}") for f in ("round_trip", "soft_labels")),
+         ("--round-trip and --soft-labels name a file a language: give a path with {lang} (one file would be read "
+          "as every language's)")),
         (name == "contrastive" and s.get("sa_steps") != 0 and (s.patience or s.eval_every == "epoch"),
          ("--method contrastive trains in two phases of their own epochs, label then semantic alignment (Sec. 3.2): "
           "--patience would end the run before the second, and an epoch is no evaluation point across both; give "
