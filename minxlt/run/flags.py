@@ -326,10 +326,10 @@ def resolve(args, run):
     problems = [
         (s.eval_every == "epoch" and not s.epochs, "--eval-every epoch evaluates once an epoch: give --epochs, or "
                                                    "--eval-every in steps"),
-        (any("{lang}" not in str(s.get(f) or "{lang}") for f in ("round_trip", "soft_labels")),
+        (any("{lang}" not in str(values.get(f) or "{lang}") for f in ("round_trip", "soft_labels")),
          ("--round-trip and --soft-labels name a file a language: give a path with {lang} (one file would be read "
           "as every language's)")),
-        (name == "contrastive" and s.get("sa_steps") != 0 and (s.patience or s.eval_every == "epoch"),
+        (name == "contrastive" and values.get("sa_steps") != 0 and (s.patience or s.eval_every == "epoch"),
          ("--method contrastive trains in two phases of their own epochs, label then semantic alignment (Sec. 3.2): "
           "--patience would end the run before the second, and an epoch is no evaluation point across both; give "
           "--eval-every in steps without --patience, or --sa-steps 0 (label alignment alone)")),
