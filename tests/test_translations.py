@@ -101,7 +101,8 @@ def test_xmixup_s_scheduled_sampling_feeds_each_source_its_round_trip_through_it
     broken = folder / "translate-train-en" / "multinli.train.de-en.tsv"
     broken.write_text("premise\thypo\tlabel\n")
     with pytest.raises(InputError, match="none of its rows is the round trip of a training example of en"):
-        make_method("xmixup", Run(tasks.load_task("xnli", folder), run.tokenizer, 64), "--round-trip", str(broken)).training_items()
+        make_method("xmixup", Run(tasks.load_task("xnli", folder), run.tokenizer, 64), "--round-trip",
+                    str(broken.parent / "multinli.train.{lang}-en.tsv")).training_items()
 
 
 def test_filter_s_translations_are_fetched_as_its_download_script_fetches_them(tmp_path, mirror, unpinned):  # noqa: F811
