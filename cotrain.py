@@ -34,6 +34,7 @@ import shutil
 import sys
 from pathlib import Path
 
+import data
 import evaluate
 import train
 from data import Example
@@ -148,7 +149,7 @@ def main(argv=None):
         unlabelled = {lang: random.Random(f"{args.seed}/pool/{lang}").sample(texts, min(own.pool_per_lang, len(texts)))
                       for lang, texts in unlabelled.items()}
     few = args.train_fraction < 1 or args.translated is not None
-    task = tasks.few_shot(full, args.train_fraction, args.translated, args.seed) if few else full
+    task = data.few_shot(full, args.train_fraction, args.translated, args.seed) if few else full
     labeled = task.train[task.source]
     pool = {f"{lang}:{e.id}": Example(id=e.id, lang=lang, text=e.text, pair=e.pair)
             for lang, examples in unlabelled.items() for e in examples}

@@ -20,7 +20,7 @@ from levels import LEVELS
 from minxlt.errors import InputError
 from minxlt.parallel import distributed, shard
 from minxlt.run import teacher
-from minxlt.tasks import RoundTrips, read_extra_train, read_translations, translation_file
+from minxlt.tasks import read_extra_train, read_translations, translation_file
 from minxlt.text import token_cache
 from model import Classifier
 
@@ -39,7 +39,7 @@ def own_flags(method):
 @dataclass
 class Run:
     """What methods and task levels are given: the task, its tokenizer, and where the run runs."""
-    task: object            # tasks.Task
+    task: object            # data.Task
     tokenizer: object       # tokenizer.Tokenizer
     max_length: int         # tokens per text (per window for QA)
     batch_size: int = 64    # evaluation batch size
@@ -88,7 +88,7 @@ class Run:
         {lang}; QA's: Level.round_trips), else the task's own, the same through every language (the bundled corpus)."""
         if pattern is None:
             return Everywhere({it.id: it for it in self.encode(list(self.task.round_trip.values()))})
-        trips = RoundTrips(self.task.train, pattern)
+        trips = data.RoundTrips(self.task.train, pattern)
         if not trips.langs:
             raise InputError(f"--round-trip {pattern}: no such file for any of {', '.join(self.task.train.langs)}")
         if not self.level.caches_tokens:

@@ -149,7 +149,7 @@ def load_run(args, model_dir, device, rank, world_size):
                            getattr(args, "soft_labels", None))
     task.doc_stride, task.max_answer_length = args.doc_stride or 128, args.max_answer_length or 30
     if (args.train_fraction or 1) < 1 or args.translated is not None:
-        task = tasks.few_shot(task, args.train_fraction or 1, args.translated, args.seed or 0)
+        task = data.few_shot(task, args.train_fraction or 1, args.translated, args.seed or 0)
     return Run(task, tokenizer, None, args.eval_batch_size or 64, device, rank, world_size, config.num_layers,
                config.max_positions - config.position_offset)
 

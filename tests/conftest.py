@@ -101,7 +101,7 @@ def make_run(labels, level="sentence", tokenizer=None, intents=None, max_length=
     """A methods.Run over a task with no examples of its own: what a method or a task level needs
     to make batches, compute losses and score predictions given to it directly."""
     from methods import Run
-    from minxlt.tasks import Task
+    from data import Task
     task = Task("test", list(labels), "en", [], {}, {}, {}, level=level, intents=intents, **task_fields)
     return Run(task, tokenizer, max_length, batch_size=4)
 

@@ -108,7 +108,7 @@ def test_cotrain_run(tmp_path, tiny_model_dir, capsys, monkeypatch):
     pool = [json.loads(line) for line in open(out / "pool.jsonl")]
     assert len(pool) == 336 and {p["lang"] for p in pool} == {"de"}
     picks = [json.loads((out / f"round{r}" / "picks.json").read_text()) for r in (0, 1)]
-    n = len(tasks.few_shot(tasks.load_task("demo", targets=["de"]), 0.2).train["en"])
+    n = len(data.few_shot(tasks.load_task("demo", targets=["de"]), 0.2).train["en"])
     assert all(len(p["lm"]) == len(p["emb"]) == n // 3 for p in picks)
     assert not set(picks[0]["lm"]) & set(picks[1]["lm"])  # a text is given away once
     extra = [json.loads(line) for line in open(out / "final" / "lm-extra.jsonl")]
@@ -237,14 +237,14 @@ def test_contrastive_phases(tmp_path, tiny_model_dir):
 
 def test_few_shot_settings():
     task = tasks.load_task("demo", targets=["de", "zh"])
-    few = tasks.few_shot(task, fraction=0.1, translated=5, seed=3)
+    few = data.few_shot(task, fraction=0.1, translated=5, seed=3)
     counts = {}
     for e in few.train["en"]:
         counts[e.label] = counts.get(e.label, 0) + 1
     assert set(counts) == set(task.labels) and all(c == 5 for c in counts.values())  # ceil(0.1 * 42) per label
     assert len(few.train["de"]) == len(few.train["zh"]) == 5
     assert {e.id for e in few.train["de"]} <= {e.id for e in few.train["en"]}
-    assert few.test == task.test and few_shot_ids(few) == few_shot_ids(tasks.few_shot(task, 0.1, 5, seed=3))
+    assert few.test == task.test and few_shot_ids(few) == few_shot_ids(data.few_shot(task, 0.1, 5, seed=3))
 
 
 def few_shot_ids(task):

@@ -214,7 +214,7 @@ def test_task_metric():
     assert metric(tasks.load_task("demo")) == "accuracy" and metric(tasks.load_task("demo-slots")) == "f1"
 
 
-class Given(tasks.Layout):
+class Given(data.Layout):
     """Training examples given in memory, as if read from <lang>.tsv."""
     langs, needs_data = [], False
 
@@ -234,7 +234,7 @@ def test_pairing_refuses_a_label_mismatch_and_warns_of_what_does_not_pair(capsys
               data.Example("c", "en", "w", label="q", where="en.tsv:4")]
 
     def train(target, strict=False):  # the source's and a target's training split, read from <lang>.tsv
-        return tasks.TrainSplit("t", Given({"en": source, **target}), "en", ["en", *target], strict)
+        return data.TrainSplit("t", Given({"en": source, **target}), "en", ["en", *target], strict)
 
     mismatch = [data.Example("a", "de", "x", label="p"), data.Example("b", "de", "y", label="p", where="de.tsv:3")]
     with pytest.raises(ValueError, match=r"^de.tsv:3: the translation of 'b' is labelled 'p', and its source \(en.tsv:3\) 'q'"):

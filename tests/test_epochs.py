@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+import data
 import train
 from conftest import make_method
 from methods import Run
@@ -85,7 +86,7 @@ def test_contrastive_has_epochs_of_its_own_for_semantic_alignment(run):
 
 
 def test_few_shot_epochs_count_the_sample_and_its_translations(run):
-    few = replace(run, task=tasks.few_shot(run.task, 0.1, 5, seed=0))
+    few = replace(run, task=data.few_shot(run.task, 0.1, 5, seed=0))
     method = make_method("translate-train", few, "--epochs", "1", "--batch-size", "8", "--train-fraction", "0.1", "--translated", "5")
     assert total(method) == math.ceil((40 + 2 * 5) / 8)  # ceil(0.1 x 42) of each of 8 intents, 5 of them translated
 

@@ -11,6 +11,7 @@ from dataclasses import FrozenInstanceError
 
 import pytest
 
+import data
 import train
 from conftest import make_method
 from methods import Run
@@ -136,7 +137,7 @@ def test_results_record_the_resolved_settings(tmp_path, tiny_model_dir):
 def test_a_level_the_method_does_not_train_on_is_refused_first():
     # translate-test on a word-level task whose languages are not parallel (PAN-X's layout): the level is
     # what the method cannot do, before which test input it would see
-    task = tasks.Task("panx", ["O", "B-PER"], "en", ["de"], {"en": []}, {}, {}, level="word", parallel=False)
+    task = data.Task("panx", ["O", "B-PER"], "en", ["de"], {"en": []}, {}, {}, level="word", parallel=False)
     with pytest.raises(InputError, match="--method translate-test trains on sentence labels; --task panx labels words: use"):
         make_method("translate-test", Run(task, None, 128))
 

@@ -261,7 +261,7 @@ def test_entries_named_by_files_are_found_without_reading_them(cache, tiny_model
     assert len(list(cache.iterdir())) == 3  # an entry per language
     shutil.copytree(tmp_path / "xnli", tmp_path / "moved")
     with monkeypatch.context() as patch:  # the same bytes elsewhere: the same entries, and no training file is parsed
-        patch.setattr(tasks.TrainSplit, "stream", lambda self, lang: pytest.fail(f"{lang}'s training file was parsed"))
+        patch.setattr(data.TrainSplit, "stream", lambda self, lang: pytest.fail(f"{lang}'s training file was parsed"))
         assert read(tmp_path / "xnli")[:2] == read(tmp_path / "moved")[:2] == (texts, pairs)
     german = tmp_path / "moved" / "translate-train" / "en-de-translated.tsv"
     german.write_text(german.read_text().replace("\t", "\tx ", 3).replace("\tx ", "\t", 2))  # one translated text changed
@@ -281,7 +281,7 @@ def test_a_run_reads_no_training_file_the_second_time(cache, tiny_model_dir, tmp
             "--batch-size", "8", "--eval-every", "3", "--log-every", "1", "--no-alignment", "--no-test"]
     train.main(argv + ["--out", str(tmp_path / "first"), "--max-steps", "3"])
     with monkeypatch.context() as patch:
-        patch.setattr(tasks.TrainSplit, "stream", lambda self, lang: pytest.fail(f"{lang}'s training file was parsed"))
+        patch.setattr(data.TrainSplit, "stream", lambda self, lang: pytest.fail(f"{lang}'s training file was parsed"))
         train.main(argv + ["--out", str(tmp_path / "again"), "--epochs", "1"])  # --epochs counts the source's examples in its entry
     losses = lambda run: [json.loads(line)["loss"] for line in (tmp_path / run / "log.jsonl").read_text().splitlines() if '"loss"' in line]
     assert losses("first") == losses("again") and len(losses("first")) == 3

@@ -8,7 +8,8 @@ import math
 import pytest
 from test_xtreme import PANX, UD, panx_file, run, with_filter_translations, xtreme_panx, xtreme_udpos
 
-from minxlt.tasks import DataError, InputError, RoundTrips, load_task
+from data import RoundTrips
+from minxlt.tasks import DataError, InputError, load_task
 from minxlt.tasks.translated import read_translations
 from minxlt.tasks.xmixup_tags import read_soft_labelled, teacher_rows
 

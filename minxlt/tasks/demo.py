@@ -7,8 +7,7 @@ import random
 import re
 from pathlib import Path
 
-from data import Example
-from minxlt.tasks.task import Layout
+from data import Example, Layout
 
 # parallel templates and slot values; [brackets] mark a value's words in the slot (French "au [musée]")
 CORPUS = json.loads((Path(__file__).parent / "demo_corpus.json").read_text(encoding="utf-8"))

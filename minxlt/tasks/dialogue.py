@@ -3,10 +3,9 @@ XeroAlign's machine translations of the English training utterances (read_machin
 import os
 import sys
 
-from data import Example
+from data import Example, Layout
 from minxlt.errors import DataError
 from minxlt.tasks.readers import read_lines
-from minxlt.tasks.task import Layout
 
 
 class FolderLabels:

@@ -2,10 +2,9 @@
 binarized task Yu & Joty read (Sec. 4.1: negative 1-2 stars, positive 4-5), `marc-stars` the five ratings."""
 import json
 
-from data import Example
+from data import Example, Layout
 from minxlt.errors import DataError
 from minxlt.tasks.readers import UniqueIds, read_lines
-from minxlt.tasks.task import Layout
 
 MARC_LANGS = ["en", "de", "es", "fr", "ja", "zh"]
 BINARY = {1: "negative", 2: "negative", 4: "positive", 5: "positive"}  # Keung et al.'s binarized task: no 3 stars

@@ -1,7 +1,7 @@
 """PAN-X (WikiANN) as XTREME writes it: named entities; FILTER's translations of its training set."""
+from data import Layout
 from minxlt.tasks.filter_tags import FilterTranslations
 from minxlt.tasks.readers import read_tagged_words
-from minxlt.tasks.task import Layout
 from minxlt.tasks.xmixup_tags import XmixupTranslations
 
 PANX_LABELS = ("O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC")

@@ -1,9 +1,8 @@
 """PAWS-X (Yang et al. 2019) as released, or as XTREME writes it (XtremePawsx)."""
 from pathlib import Path
 
-from data import Example
+from data import Example, Layout
 from minxlt.tasks.readers import UniqueIds, check_label, each_tsv, first_existing
-from minxlt.tasks.task import Layout
 from minxlt.tasks.xtreme import XtremePairs
 
 PAWSX_LANGS = ["en", "de", "es", "fr", "ja", "ko", "zh"]

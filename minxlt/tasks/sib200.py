@@ -1,9 +1,8 @@
 """SIB-200 (Adelani et al. 2024): topic classification of Flores-200 sentences, parallel by index_id."""
 from pathlib import Path
 
-from data import Example
+from data import Example, Layout
 from minxlt.tasks.readers import UniqueIds, check_label, each_tsv
-from minxlt.tasks.task import Layout
 
 SIB200_LABELS = ("science/technology", "travel", "politics", "sports", "health", "entertainment", "geography")
 

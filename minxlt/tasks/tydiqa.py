@@ -2,8 +2,8 @@
 import zlib
 from dataclasses import replace
 
+from data import Layout
 from minxlt.tasks.readers import read_squad
-from minxlt.tasks.task import Layout
 
 TYDIQA_LANGS = ["en", "ar", "bn", "fi", "id", "ko", "ru", "sw", "te"]
 

@@ -3,11 +3,10 @@ XTREME's scripts read a treebank (xtreme_sentences, which download.py udpos-xtre
 import zlib
 from pathlib import Path
 
-from data import Example
+from data import Example, Layout
 from minxlt.errors import DataError
 from minxlt.tasks.filter_tags import FilterTranslations
 from minxlt.tasks.readers import conll_sentences, read_tagged_words, unique_ids
-from minxlt.tasks.task import Layout
 from minxlt.tasks.xmixup_tags import XmixupTranslations
 
 UPOS_LABELS = ("ADJ", "ADP", "ADV", "AUX", "CCONJ", "DET", "INTJ", "NOUN", "NUM", "PART", "PRON", "PROPN", "PUNCT",

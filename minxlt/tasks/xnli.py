@@ -1,10 +1,9 @@
 """XNLI (Conneau et al. 2018): XNLI-1.0's dev and test and XNLI-MT-1.0's training sets as released, or XTREME's."""
 from pathlib import Path
 
-from data import Example
+from data import Example, Layout
 from minxlt.errors import DataError
 from minxlt.tasks.readers import check_label, each_tsv, read_lines, unique_ids
-from minxlt.tasks.task import Layout
 from minxlt.tasks.xtreme import XtremePairs
 
 XNLI_LABELS = ("entailment", "neutral", "contradiction")

@@ -3,9 +3,9 @@
 import zlib
 from pathlib import Path
 
+from data import Layout
 from minxlt.errors import DataError
 from minxlt.tasks.readers import read_squad, squad_blanked
-from minxlt.tasks.task import Layout
 
 XQUAD_LANGS = ["en", "ar", "de", "el", "es", "hi", "ro", "ru", "th", "tr", "vi", "zh"]
 

@@ -2,10 +2,9 @@
 import zlib
 from dataclasses import replace
 
-from data import Example
+from data import Example, Layout
 from minxlt.errors import DataError
 from minxlt.tasks.readers import check_label, conll_sentences, conlleval_tags, unique_ids, warn_of_span_starts
-from minxlt.tasks.task import Layout
 
 # xSID 0.7's 16 intents and 35 slot types (the SNIPS and Facebook task-oriented parsing sets it joins).
 XSID_INTENTS = ("AddToPlaylist", "BookRestaurant", "PlayMusic", "RateBook", "SearchCreativeWork",

@@ -2,10 +2,9 @@
 import itertools
 from collections import Counter
 
-from data import Example
+from data import Example, Layout
 from minxlt.errors import DataError, warn
 from minxlt.tasks.readers import check_label, each_tsv, open_text, utf8
-from minxlt.tasks.task import Layout
 
 
 def each_xtreme_pairs(path, lang, labels):

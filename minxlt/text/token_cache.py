@@ -336,7 +336,7 @@ def sharing(folder, rank=0):
 
 
 def training_texts(train, langs, tokenizer, labels, max_length, rank=0):
-    """{lang: EncodedTexts} of `langs` (`train`: a tasks.TrainSplit); the missing entries built once per cache folder,
+    """{lang: EncodedTexts} of `langs` (`train`: a data.TrainSplit); the missing entries built once per cache folder,
     the k-th of the processes that see it (`sharing`) building every n-th while the others wait."""
     files = {lang: train.files(lang) for lang in langs}
     texts = {lang: encode(train[lang], tokenizer, labels, max_length, rank) for lang in langs if files[lang] is None}
