@@ -618,6 +618,22 @@ def test_a_resume_over_changed_training_data_is_refused_naming_the_files(tmp_pat
     assert steps_logged(out) == [1, 2, 3, 4]
 
 
+def test_a_resume_over_a_changed_squad_beside_the_data_folder_is_refused(tmp_path, tiny_model_dir):
+    """xquad-squad trains on SQuAD v1.1 in <data>/../squad, outside --data: its files are in the checkpoint's record."""
+    import train as train_module
+    from minxlt.checkpoints.weights import CheckpointError
+    from test_xtreme import released_xquad
+    data, out = released_xquad(tmp_path), tmp_path / "run"
+    argv = ["--model", str(tiny_model_dir), "--task", "xquad-squad", "--data", str(data), "--method", "zero-shot",
+            "--target-langs", "de", "--batch-size", "4", "--max-steps", "3", "--max-length", "64", "--doc-stride", "16",
+            "--eval-every", "3", "--no-alignment", "--no-test", "--out", str(out)]
+    train_module.main(argv + ["--stop-at", "1"])
+    squad = tmp_path / "squad" / "train-v1.1.json"
+    squad.write_text(squad.read_text().replace("Normandy 0", "Normandy 9"))  # an answer and its context, edited alike
+    with pytest.raises(CheckpointError, match=re.escape(f"trained on: {squad.resolve()} (changed); a resumed run")):
+        train_module.main(argv + ["--resume"])
+
+
 def test_an_experiment_file_that_gives_a_key_twice_is_refused_naming_the_line(tmp_path):
     from minxlt.experiments import spec
     text = (ROOT / "experiments" / "sib-200.json").read_text(encoding="utf-8")

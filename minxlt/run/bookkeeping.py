@@ -159,13 +159,16 @@ class Book:
                          "languages": [run.task.source, *run.task.targets], "model": str(Path(model_dir).resolve()),
                          "tokenizer": run.tokenizer.fingerprint(), **{name: given[name] for name in shaping}}
         # {file: [bytes, SHA-256]} of the files the run reads, read by process 0: those of --data (hidden ones and
-        # the run's own --out aside) and those DATA_FLAGS name ({lang}: every language's; --parallel: XX,EN)
+        # the run's own --out aside), its splits' files outside it (SQuAD beside MLQA's or XQuAD's folder) and those
+        # DATA_FLAGS name ({lang}: every language's; --parallel: XX,EN)
         files, paths = None, []
         if run.rank == 0:
             if given.get("data"):
-                folder, own = Path(given["data"]), Path(settings.out).resolve()
+                folder, own, layout = Path(given["data"]), Path(settings.out).resolve(), run.task.train.layout
                 hidden = lambda p: any(part.startswith(".") for part in p.relative_to(folder).parts)
                 paths = [p for p in folder.rglob("*") if not hidden(p) and not p.resolve().is_relative_to(own)]
+                paths += [Path(layout.split_file(lang, split)) for lang in self.identity["languages"]
+                          for split in ("train", "dev", "test")] if layout else []
             for flag in DATA_FLAGS:
                 values = given.get(flag) or []
                 for value in values if isinstance(values, tuple) else [values]:
