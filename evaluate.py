@@ -270,15 +270,10 @@ def test_input_of(args, info):
 def test_checkpoint(model, encoder, tokenizer, info, args, pooling, device, rank, world_size, predictions):
     """(results, alignment, source, test input) of the checkpoint on its task's split, as its method predicts."""
     saved = info if args.task in (None, info.get("task")) else {}  # another --task: none of the run's folder, languages
-    try:
-        task = tasks.load_task(args.task or info.get("task", "demo"), args.data or saved.get("data"),
-                               args.source_lang or saved.get("source_lang"),
-                               args.target_langs or saved.get("target_langs"))
-    except tasks.InputError as e:
-        if args.target_langs or not saved.get("target_langs") or " has no language(s) " not in str(e):
-            raise
-        raise tasks.InputError(f"{e}. The languages are the run's, from its task.json: choose others with "
-                               "--target-langs (and --source-lang)") from None
+    from_run = not args.target_langs and saved.get("target_langs")
+    task = tasks.load_task(args.task or info.get("task", "demo"), args.data or saved.get("data"),
+                           args.source_lang or saved.get("source_lang"), args.target_langs or saved.get("target_langs"),
+                           langs_from="the run's, from its task.json" if from_run else None)
     if (args.alignment or args.alignment_only) and not task.parallel:
         raise tasks.InputError(f"--alignment: task {task.name}'s languages are not parallel, so there are no "
                                "translations to compare")

@@ -93,8 +93,10 @@ def check_labels(checkpoint, info, task, advice):
                              f"{info.get('task')}), and task {task.name} has {shown(ours)}: {advice}")
 
 
-def load_task(name, data_dir=None, source=None, targets=None, strict=False, tokenizer=None, soft_labels=None):
-    """The task's examples as its Layout reads them (training files when first asked for: TrainSplit)."""
+def load_task(name, data_dir=None, source=None, targets=None, strict=False, tokenizer=None, soft_labels=None,
+              langs_from=None):
+    """The task's examples as its Layout reads them (training files when first asked for: TrainSplit); `langs_from`:
+    where the languages come from when not from the command line, for messages."""
     if name not in LAYOUTS:
         raise InputError(f"unknown task {name!r}: choose {', '.join(LAYOUTS)}")
     kind = LAYOUTS[name].for_folder(data_dir)
@@ -109,8 +111,9 @@ def load_task(name, data_dir=None, source=None, targets=None, strict=False, toke
     unknown = [l for l in [source, *targets] if l not in langs]
     if unknown:
         where = f" in {data_dir} (a language's files: {layout.pattern})" if layout.needs_data else ""
+        chosen = f". The languages are {langs_from}: choose others with --target-langs (and --source-lang)"
         raise InputError(f"task {name} has no language(s) {', '.join(unknown)}{where}; "
-                         f"it has {', '.join(langs) or 'none'}")
+                         f"it has {', '.join(langs) or 'none'}" + (chosen if langs_from else ""))
     evaluation = {split: {lang: layout.read(lang, split) for lang in [source, *targets]} for split in ("dev", "test")}
     for split, by_lang in evaluation.items():
         for lang, examples in by_lang.items():
