@@ -98,7 +98,9 @@ def test_a_tokenizer_json_with_a_wordpiece_model(vocab_dir, tmp_path):
     for changed in (dict(spec, normalizer=steps), dict(spec, pre_tokenizer={"type": "Whitespace"})):
         (plain / "tokenizer.json").write_text(json.dumps(changed))
         with pytest.raises(CheckpointError, match=r"tokenizer.json: a WordPiece model with normalizer (Sequence|Bert"
-                                                  r"Normalizer) and pre_tokenizer (BertPreTokenizer|Whitespace); "):
+                                                  r"Normalizer) and pre_tokenizer (BertPreTokenizer|Whitespace); minxlt reads BERT's "
+                                                  r"\(BertNormalizer or none, BertPreTokenizer\), as mBERT's and LaBSE's: a "
+                                                  r"model tokenized otherwise is not one it implements"):
             Tokenizer.from_pretrained(plain)
 
 
