@@ -208,8 +208,8 @@ def from_tokenizer_json(path):
         if normalizer.get("type", "BertNormalizer") != "BertNormalizer" or pre != "BertPreTokenizer":
             raise CheckpointError(f"{path}: a WordPiece model with normalizer {normalizer.get('type')} and "
                                   f"pre_tokenizer {pre}; minxlt reads BERT's (BertNormalizer or none, "
-                                  "BertPreTokenizer), as mBERT's and LaBSE's: a model tokenized otherwise is not one it "
-                                  "implements (docs/encoder.md lists them)")
+                                  "BertPreTokenizer), as mBERT's and LaBSE's: a model tokenized otherwise is not one "
+                                  "it implements (docs/encoder.md lists them)")
         bert = normalizer or {"clean_text": False, "handle_chinese_chars": False}
         return WordPieceTokenizer(model["vocab"], lowercase=bert.get("lowercase", False),
                                   strip_accents=bert.get("strip_accents"), clean=bert.get("clean_text", True),
