@@ -450,4 +450,6 @@ def few_shot(task, fraction=1.0, translated=None, seed=0):
     with_translation = set(ids if translated is None else rng.sample(ids, min(translated, len(ids))))
     train = {task.source: kept}
     train.update({lang: [e for e in task.train[lang] if e.id in with_translation] for lang in task.targets})
-    return replace(task, train=train, round_trip={i: e for i, e in task.round_trip.items() if i in with_translation})
+    sample = replace(task, train=train, round_trip={i: e for i, e in task.round_trip.items() if i in with_translation})
+    sample.train.labelled_translations = task.train.labelled_translations  # untagged translations stay untagged
+    return sample

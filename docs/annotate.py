@@ -52,9 +52,9 @@ PAGES = {
                   "XeroAlign Algorithm 1; FILTER Eq. 4-5; X-Mixup Eq. 7-8; Yu & Joty Eq. 1-5"),
     "levels.py": ("Task levels", "sentence labels, word labels and answer spans: what a method asks of the task",
                   "encoding and pairing, the task loss (cross-entropy), heads, scores"),
-    "data.py": ("The examples and their batches", "what an example is, read and encoded, and how encoded items "
-                "become batches", "padding to the longest, (source, translation) pairs, epochs of global batches, "
-                "shards across processes"),
+    "data.py": ("The examples, their batches and the task", "what an example is, read and encoded, how encoded items "
+                "become batches, and a task's splits", "padding to the longest, (source, translation) pairs, epochs "
+                "of global batches, shards across processes; a target's training texts paired with the source's by id"),
     "model.py": ("The encoder", "XLM-R (Conneau et al., ACL 2020), BERT (Devlin et al., NAACL 2019), XLM-R XL and XXL "
                  "(Goyal et al. 2021)", "the pieces the methods compose: embed, layers[i] (attention, feed_forward), "
                  "norm"),

@@ -2,6 +2,7 @@
 groups, the few-shot settings, and extra labelled examples."""
 import json
 import random
+import re
 
 import pytest
 import torch
@@ -245,6 +246,17 @@ def test_few_shot_settings():
     assert len(few.train["de"]) == len(few.train["zh"]) == 5
     assert {e.id for e in few.train["de"]} <= {e.id for e in few.train["en"]}
     assert few.test == task.test and few_shot_ids(few) == few_shot_ids(data.few_shot(task, 0.1, 5, seed=3))
+
+
+def test_a_few_shot_sample_without_translations_is_refused_naming_the_sample(tiny_model_dir):
+    from methods import Run
+    from minxlt.text.tokenizer import Tokenizer
+    task = data.few_shot(tasks.load_task("demo", targets=["de"]), 0.1, translated=0)
+    run = Run(task, Tokenizer.from_pretrained(tiny_model_dir), 64)
+    with pytest.raises(InputError, match=re.escape("(they come from: the target languages' training files, of which the "
+                                                   "few-shot sample (--train-fraction 0.1, --translated 0) kept none: "
+                                                   "sample more)")):
+        make_method("translate-train", run, "--train-fraction", "0.1", "--translated", "0").training_items()
 
 
 def few_shot_ids(task):

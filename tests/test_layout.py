@@ -3,6 +3,7 @@ folder down (minxlt/, bench/, dev/); modules that import one another without cyc
 inside functions count), and functions short enough to read at once, in every folder; CI runs the
 README's quick start."""
 import ast
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -136,3 +137,11 @@ def test_the_reader_s_path_tracer_follows_a_run_to_its_first_step(tiny_model_dir
     assert {("xeroalign.py", "XeroAlign.loss"), ("losses.py", "xeroalign_loss"), ("train.py", "train_step")} <= set(seen)
     assert not [name for name in seen if name[0] == "evaluate.py" or name[1] in ("test", "evaluate_and_save")]
     assert all(not path.startswith(("dev/", "tests/")) for path, _ in seen)
+
+
+def test_every_project_file_the_docs_and_the_experiment_files_name_exists():
+    texts = [ROOT / "README.md", ROOT / "RESULTS.md", *sorted((ROOT / "docs").glob("*.md")),
+             *sorted((ROOT / "experiments").glob("*.json"))]  # what --dry-run and the manual send a reader to
+    named = {m for path in texts for m in re.findall(r"\b(?:minxlt|bench|dev|tests)/[\w/]+\.(?:py|json|sh)\b",
+                                                      path.read_text(encoding="utf-8"))}
+    assert len(named) > 20 and sorted(n for n in named if not (ROOT / n).exists()) == []

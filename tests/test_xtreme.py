@@ -472,6 +472,9 @@ def test_word_and_span_tasks_without_test_labels(tmp_path, tiny_model_dir):
     with pytest.raises(InputError, match="--method translate-train trains on each translation's labels, and --task panx's translations "
                                          r"\(FILTER's .*\) have none: word labels do not carry over"):
         run(tiny_model_dir, "panx", tmp_path / "panx", tmp_path / "tt", "--method", "translate-train", "--target-langs", "de")
+    with pytest.raises(InputError, match="word labels do not carry over"):  # nor in a few-shot sample of them
+        run(tiny_model_dir, "panx", tmp_path / "panx", tmp_path / "tt", "--method", "translate-train", "--target-langs", "de",
+            "--train-fraction", "0.9")
     data = xtreme_qa(tmp_path / "qa") / "mlqa"
     run(tiny_model_dir, "mlqa", data, tmp_path / "qa-run", "--method", "zero-shot", "--max-length", "64", "--doc-stride", "16")
     results = json.loads((tmp_path / "qa-run" / "results.json").read_text())
