@@ -180,7 +180,7 @@ class Encoder(nn.Module):
 
     def __init__(self, config, pooler=False, lm_head=False):
         super().__init__()
-        self.config = c = config
+        self.config = self.saved_config = c = config  # saved_config: what save_pretrained writes as config.json
         H = c.hidden_size
         self.embeddings = Embeddings(c)
         self.layers = nn.ModuleList(Layer(c) for _ in range(c.num_layers))
@@ -249,9 +249,9 @@ class Encoder(nn.Module):
     @classmethod
     def from_pretrained(cls, directory, dtype=torch.float32, device="cpu", **overrides):
         """A Hugging Face checkpoint directory, built on the meta device and filled file by file (no second
-        copy); `overrides`: dropout and the like. On device "meta" left unfilled, for a sharded run."""
+        copy); `overrides`: dropout and the like, this run's (not saved). On device "meta" left unfilled, sharded."""
         directory = Path(directory)
-        config = replace(Config.from_directory(directory), **overrides)
+        config = Config.from_directory(directory)
         files = weights.checkpoint_files(directory)
         shapes = weights.checkpoint_shapes(files)
         pre_norm_keys = ("attention.self_attn_layer_norm.weight", "attention.self_attn_layer_norm.gamma")
@@ -259,7 +259,8 @@ class Encoder(nn.Module):
             config = replace(config, model_type="xlm-roberta-xl")  # pre-LN weights: XXL's config.json says xlm-roberta
         pooler, lm_head = weights.checkpoint_modules(shapes, config.is_bert)
         with torch.device("meta"):
-            model = cls(config, pooler=pooler, lm_head=lm_head).to(dtype)
+            model = cls(replace(config, **overrides), pooler=pooler, lm_head=lm_head).to(dtype)
+        model.saved_config = config  # a model saved after training reads as the checkpoint did, its dropout kept
         if device != "meta":
             weights.stream_state(model.to_empty(device=device), config, files, shapes, directory)
         return model
@@ -276,7 +277,7 @@ class Encoder(nn.Module):
     def save_pretrained(self, directory, head=None, shard_bytes=weights.SHARD_BYTES, whole=None, write=True):
         """config.json and model.safetensors in the Hugging Face layout, with `head` (weights.transformers_head)
         where given. A sharded encoder: every process calls this, one writes."""
-        weights.save_encoder(directory, self.config, self.state_dict(), head, shard_bytes, whole, write)
+        weights.save_encoder(directory, self.saved_config, self.state_dict(), head, shard_bytes, whole, write)
 
 
 class ClassificationHead(nn.Module):

@@ -90,7 +90,7 @@ def main(argv=None):
     method.start(core, items)  # before any update: Unicoder's hard negatives; a teacher, loaded after the student
     optimizer, scheduler = make_optimizer(settings, core, phases)
     dtype = AUTOCAST[settings.amp]
-    scaler = torch.amp.GradScaler(enabled=dtype == torch.float16)
+    scaler = torch.amp.GradScaler(device.split(":")[0], enabled=dtype == torch.float16)
     book.start(core, optimizer, scheduler, scaler)
 
     # The loop: a step a global batch, a log record every --log-every steps, an evaluation on dev every

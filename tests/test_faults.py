@@ -606,6 +606,9 @@ def test_a_resume_over_changed_training_data_is_refused_naming_the_files(tmp_pat
     with pytest.raises(CheckpointError, match=r"belongs to another run \(lr 5e-05 there, 0.001 here; seed 0 there, "
                                               r"7 here\): resume with that run's settings"):  # --lr was not applied
         train_module.main(argv + ["--resume", "--lr", "1e-3", "--seed", "7", "--workers", "1"])
+    with pytest.raises(CheckpointError, match=r"belongs to another run \(clip_value 0.0 there, 1.0 here; amp 'none' "
+                                              r"there, 'bf16' here\)"):  # X-Mixup's clipping, the precision
+        train_module.main(argv + ["--resume", "--clip-value", "1", "--amp", "bf16"])
     with pytest.raises(CheckpointError) as refused:
         train_module.main(argv + ["--resume"])
     german, english = (data.resolve() / lang / "train.tsv" for lang in ("deu_Latn", "eng_Latn"))

@@ -188,6 +188,8 @@ def test_two_processes_on_a_word_level_task(tmp_path, tiny_model_dir):
     assert losses(tmp_path / "two") == pytest.approx(losses(tmp_path / "one"), rel=1e-5)
     results = json.loads((tmp_path / "one" / "results.json").read_text())
     assert {"f1", "precision", "recall", "word_accuracy"} <= set(results["de"])
+    saved, pretrained = (json.loads((folder / "config.json").read_text()) for folder in (tmp_path / "one" / "best", tiny_model_dir))
+    assert saved["hidden_dropout_prob"] == pretrained["hidden_dropout_prob"] > 0  # --dropout 0 was the run's alone
 
 
 @pytest.mark.parametrize("script,args,message", [
@@ -428,3 +430,12 @@ def test_one_step_is_one_step(tmp_path, tiny_model_dir, capsys):
     train.main(["--model", str(tiny_model_dir), *COMMON, "--method", "zero-shot", "--max-steps", "1",
                 "--out", str(tmp_path / "run")])
     assert "zero-shot on demo: 1 step of 8 from " in capsys.readouterr().err
+
+
+def test_fp16_on_the_cpu_scales_its_loss(tmp_path, tiny_model_dir):
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)  # torch's "GradScaler is enabled, but CUDA is not available"
+        model = train.main(["--model", str(tiny_model_dir), *COMMON, "--amp", "fp16", "--device", "cpu", "--max-steps",
+                            "2", "--no-test", "--log-every", "1", "--out", str(tmp_path / "run")])
+    assert model is not None and all(torch.isfinite(torch.tensor(losses(tmp_path / "run"))))

@@ -486,7 +486,7 @@ class Book:
 INPUTS = ("method", "task", "data", "languages", "model", "tokenizer")  # what a run is of; SHAPING: how it trains
 SHAPING = ("lr", "weight_decay", "warmup", "batch_size", "grad_accum", "seed", "max_length", "max_steps", "epochs",
            "dropout", "max_grad_norm", "train_fraction", "translated", "group_by_length", "freeze_embeddings", "head",
-           "pooling", "self_pairs", "extra_train")
+           "pooling", "self_pairs", "extra_train", "clip_value", "amp")
 
 
 def load_checkpoint(out, identity, files, changed_ok=False, rank=0):

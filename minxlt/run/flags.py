@@ -168,6 +168,9 @@ def typed(kind, metavar):
     return {"type": kind, "metavar": metavar}
 
 
+BELOW_ONE = typed(cli.number(float, 0, 1, high_open=True), "X")  # [0, 1)
+
+
 COMMON = {  # train.py's flags but the methods' own: group -> [(flag, default, help, argparse's options)]
     "what to train": [
         ("--method", "xeroalign", "a method above", {"choices": METHODS, "metavar": "NAME"}),
@@ -190,11 +193,11 @@ COMMON = {  # train.py's flags but the methods' own: group -> [(flag, default, h
         ("--grad-accum", 1, "micro-steps a step", N),
         ("--lr", 5e-5, "AdamW's peak learning rate", typed(cli.positive_float, "X")),
         ("--weight-decay", 0.01, "AdamW's, not on biases and norms", X),
-        ("--warmup", 0.1, "warmup's share of a phase, then decay", typed(cli.number(float, 0, 1, high_open=True), "X")),
+        ("--warmup", 0.1, "warmup's share of a phase, then decay", BELOW_ONE),
         ("--max-grad-norm", 1.0, "clip the gradients' norm (0: off)", X),
         ("--clip-value", 0.0, "clip each gradient to [-X, X] (0: off)", X),
         ("--max-length", None, "tokens a text (default: 128; QA's windows 384)", typed(cli.number(int, 8), "N")),
-        ("--dropout", None, "the checkpoint's dropout replaced", typed(cli.number(float, 0, 1, high_open=True), "X")),
+        ("--dropout", None, "the checkpoint's dropout, replaced in this run only", BELOW_ONE),
         ("--head", "roberta", "roberta, linear, relu (FILTER's)", one_of("roberta", "linear", "relu", metavar="HEAD")),
         ("--pooling", "cls", "the sentence vector: cls, mean or pooler", one_of("cls", "mean", "pooler")),
         ("--freeze-embeddings", False, "keep the word embeddings fixed", BOOL),
