@@ -207,7 +207,8 @@ COMMON = {  # train.py's flags but the methods' own: group -> [(flag, default, h
         ("--max-answer-length", 30, "QA: the longest answer, in tokens", N)],
     "evaluation and checkpoints": [
         ("--eval-every", 50, "steps between evaluations, or 'epoch'", typed(cli.steps_or_epoch, "N")),
-        ("--select-on", "source", "OUT/best: the best on source, all, or last", one_of("source", "all", "last")),
+        ("--select-on", "source", "OUT/best: the best on source, all, or last (dev scored at the end alone)",
+         one_of("source", "all", "last")),
         ("--dev-langs", "source", "dev languages logged: source or all", one_of("source", "all", metavar="WHICH")),
         ("--patience", None, "stop after N evaluations without a better one", N),
         ("--dev-translations", None, "select on dev texts seen with translations", {"metavar": "PATH"}),
