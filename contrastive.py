@@ -13,6 +13,7 @@ losses are in losses.py; co-training, the paper's other method, drives train.py:
 """
 import math
 import random
+import sys
 from dataclasses import dataclass
 
 from losses import label_alignment_loss, label_alignment_terms, semantic_alignment_loss, task_loss
@@ -78,6 +79,9 @@ class Contrastive(Method):
         if settings.max_steps:
             sa_steps = settings.max_steps // 4 if settings.sa_steps is None else settings.sa_steps
             la_steps = settings.max_steps - sa_steps
+            if not sa_steps and settings.sa_steps is None and self.run.rank == 0:
+                print(f"note: --max-steps {settings.max_steps} leaves no step to semantic alignment (a quarter of them "
+                      "rounds to 0): give --sa-steps for one", file=sys.stderr)
         else:
             la_steps = steps(settings, len(items))
             sa_steps = settings.sa_steps

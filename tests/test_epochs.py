@@ -70,7 +70,7 @@ def test_an_epoch_of_xeroalign_counts_the_english_examples(run):
     assert len(method.training_items()) == 2 * 336  # the pairs it draws from: each source with each of its translations
 
 
-def test_contrastive_has_epochs_of_its_own_for_semantic_alignment(run):
+def test_contrastive_has_epochs_of_its_own_for_semantic_alignment(run, capsys):
     method = make_method("contrastive", run, "--epochs", "2", "--batch-size", "16")
     label_alignment = 2 * math.ceil(3 * 336 / 16)  # D and D_bi
     phases = method.phases(method.training_items())
@@ -81,6 +81,9 @@ def test_contrastive_has_epochs_of_its_own_for_semantic_alignment(run):
     assert steps("--epochs", "2", "--sa-epochs", "1", "--batch-size", "16") == [label_alignment, 21]
     assert steps("--epochs", "2", "--sa-steps", "5", "--batch-size", "16") == [label_alignment, 5]
     assert steps("--max-steps", "40") == [30, 10]  # with --max-steps: its last quarter
+    capsys.readouterr()
+    assert steps("--max-steps", "3") == [3] and "note: --max-steps 3 leaves no step to semantic alignment (a quarter " \
+                                                "of them rounds to 0): give --sa-steps for one" in capsys.readouterr().err
     with pytest.raises(InputError, match="--sa-epochs counts passes with --epochs"):
         make_method("contrastive", run, "--max-steps", "40", "--sa-epochs", "1")
 
