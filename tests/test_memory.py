@@ -118,3 +118,21 @@ def test_xl_on_one_process_fits_with_room_for_activations(tmp_path):
     out = dry_run(tmp_path, XL, "--processes", "1", "--device-memory", "80")
     assert "3.48 B parameters" in out and "DDP's gradient buckets" not in out
     assert "fits the device's 80 GB with 24.4 GB left for activations" in out
+
+
+def test_ddp_under_autocast_plans_the_16_bit_copies_backward_keeps():
+    # measured: the 16-bit matrices autograd saves in a step, but activations (a row a token: 2 x 7 rows)
+    import torch
+    config = Config(vocab_size=500, hidden_size=48, num_layers=3, num_heads=4, ffn_size=80, max_positions=40)
+    encoder = Encoder(config)
+    saved = {}
+
+    def keep(t):
+        if t.dtype == torch.bfloat16 and t.dim() == 2 and len(t) != 2 * 7:
+            saved[t.untyped_storage().data_ptr()] = t.numel() * t.element_size()
+        return t
+    with torch.autograd.graph.saved_tensors_hooks(keep, lambda t: t), torch.autocast("cpu", dtype=torch.bfloat16):
+        loss = encoder(torch.randint(5, 500, (2, 7)))[0].float().sum()
+    loss.backward()
+    step = lambda amp: memory.plan(config, 1, amp)["phases"]["ddp"]["step"]
+    assert step("bf16") - step("none") == sum(saved.values()) > 0

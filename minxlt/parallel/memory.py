@@ -51,7 +51,11 @@ def plan(config, processes, amp="none", freeze_embeddings=False, device_memory=8
     received = 4 * max(first_shard(s, processes) for s, _ in shapes) if processes > 1 else 0
     copy = sharded["parameters"] if amp == "bf16" and not eval_bf16 and not offload else 0  # --offload: on the host
     evaluation = copy + in_forward(encoder, 2 if eval_bf16 else 4, processes)
-    phases = {"ddp": phase_bytes(ddp, (0, 0, 0, 0), 0),  # a DDP step gathers and reduce-scatters nothing
+    # under DDP's autocast, the 16-bit copy of each matrix of the layers' products, saved for backward (embeddings
+    # and LayerNorms compute in float32)
+    cast = 2 * sum(m.weight.numel() for m in encoder.layers.modules() if isinstance(m, torch.nn.Linear))
+    cast, eval_cast = cast if amp in ("bf16", "fp16") else 0, cast if eval_bf16 else 0
+    phases = {"ddp": phase_bytes(ddp, (cast, cast, 0, 0), eval_cast, evaluation_extra=eval_cast),
               "sharded": phase_bytes(sharded, moments, in_forward(encoder, 4, processes), offload, received,
                                      grad_accum > 1, evaluation)}
     return {"parameters_count": total, "trainable": trainable, "ddp": ddp, "sharded": sharded,
