@@ -136,3 +136,11 @@ def test_ddp_under_autocast_plans_the_16_bit_copies_backward_keeps():
     loss.backward()
     step = lambda amp: memory.plan(config, 1, amp)["phases"]["ddp"]["step"]
     assert step("bf16") - step("none") == sum(saved.values()) > 0
+
+
+@pytest.mark.parametrize("args,message", [(["--shard", "--amp", "fp16"], "--shard computes in bf16 or float32"),
+                                          (["--offload"], "--offload moves a sharded run's parts to host memory")])
+def test_a_plan_of_settings_training_refuses_is_refused_too(tmp_path, args, message):
+    from minxlt.errors import InputError
+    with pytest.raises(InputError, match=message):
+        dry_run(tmp_path, XL, "--processes", "8", *args)

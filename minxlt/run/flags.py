@@ -87,10 +87,22 @@ def parse(argv=None, description="", strict=True):
             setattr(args, name, default)
     if args.epochs:
         args.max_steps = None  # counted from the data: the method's phases
+    if sharding := sharding_problem(args.shard, args.amp, args.offload, args.shard_embeddings):  # --dry-run's too
+        raise InputError(sharding)
     if args.batch_size % args.grad_accum:  # a --grad-accum above --batch-size too
         p.error(f"--batch-size {args.batch_size} must be a multiple of --grad-accum {args.grad_accum} (each micro-step "
                 "takes an equal share of the batch)")
     return args
+
+
+def sharding_problem(shard, amp, offload, shard_embeddings):
+    """What --shard's settings cannot do together (an --amp auto that is fp16 shows once resolved), or None."""
+    if shard and amp == "fp16":
+        return "--shard computes in bf16 or float32: give --amp bf16 (or none)"
+    if offload and not shard:
+        return "--offload moves a sharded run's parts to host memory: add --shard"
+    if shard_embeddings and not shard:
+        return "--shard-embeddings makes the embeddings a unit of a sharded model: add --shard"
 
 
 def parser(description="", method=None):
@@ -337,10 +349,7 @@ def resolve(args, run):
          ("--method contrastive trains in two phases of their own epochs, label then semantic alignment (Sec. 3.2): "
           "--patience would end the run before the second, and an epoch is no evaluation point across both; give "
           "--eval-every in steps without --patience, or --sa-steps 0 (label alignment alone)")),
-        (s.shard and s.amp == "fp16", "--shard computes in bf16 or float32: give --amp bf16 (or none)"),
-        (s.offload and not s.shard, "--offload moves a sharded run's parts to host memory: add --shard"),
-        (s.shard_embeddings and not s.shard, "--shard-embeddings makes the embeddings a unit of a sharded model: "
-                                             "add --shard"),
+        (sharding := sharding_problem(s.shard, s.amp, s.offload, s.shard_embeddings), sharding),
         (s.shard_embeddings and method is UnicoderMethod, "--shard-embeddings: Unicoder's LM head reads the word "
                                                           "embeddings outside their forward; drop --shard-embeddings"),
         (s.dev_translations and "translation" not in method.test_inputs, f"--dev-translations pairs each dev text with "
