@@ -20,8 +20,9 @@ each other:
 Choices the paper leaves open: each fine-tuning starts from the pretrained weights on the grown
 labelled set; each model labels its own pool (U_lm, U_emb), so that each gives a text away at most
 once; after the last round both are fine-tuned once more on their final sets, and tested. The pool,
-each round's picks and every model are written under OUT/; --resume replays the rounds done, and
-continues a fine-tuning that was stopped from its checkpoint.
+each round's picks and every model are written under OUT/, with the run's settings (cotrain.json);
+--resume, refused with other settings, replays the rounds done, skips the fine-tunings that finished
+(their `done`), and continues one that was stopped from its checkpoint.
 
 Table 3's other rows: --self-training, its baseline (Dong and de Melo 2019), f_lm labelling for
 itself; --lm-method contrastive, "lang. adaptation & co-training", f_lm fine-tuned with Sec. 3.2's
@@ -39,9 +40,10 @@ import evaluate
 import train
 from data import Example
 from levels import LEVELS
+from methods import own_flags
 from minxlt import tasks
 from minxlt.parallel import distributed
-from minxlt.run import cli, flags
+from minxlt.run import bookkeeping, cli, flags
 from model import Classifier
 
 
@@ -57,9 +59,10 @@ def paired(example):
     return {} if example.pair is None else {"pair": example.pair}
 
 
-def co_train(fit_lm, fit_emb, labeled, pool, iterations, threshold, rng, history=(), on_round=None):
+def co_train(fit_lm, fit_emb, labeled, pool, iterations, threshold, seed, history=(), on_round=None):
     """Algorithm 1 -> the final (D_lm, D_emb): `fit_x(labeled, round)` gives a predictor, {key: Example} ->
-    {key: (label, confidence)}; `history`'s rounds are replayed; `fit_emb` None: self-training."""
+    {key: (label, confidence)}; `history`'s rounds are replayed; `fit_emb` None: self-training. Each round draws
+    its picks with its own generator, so that a resumed run picks what an uninterrupted one does."""
     cap = len(labeled) // 3
     D_lm, D_emb = list(labeled), list(labeled)
     U_lm, U_emb = dict(pool), dict(pool)
@@ -82,6 +85,7 @@ def co_train(fit_lm, fit_emb, labeled, pool, iterations, threshold, rng, history
             exchange(*history[round_])
             continue
         predict_lm, predict_emb = fit_lm(D_lm, round_), fit_emb and fit_emb(D_emb, round_)
+        rng = random.Random(f"{seed}/cotrain/{round_}")
         picks_lm = select(predict_lm(U_lm), threshold, cap, rng)
         picks_emb = select(predict_emb(U_emb), threshold, cap, rng) if predict_emb else {}
         if on_round:
@@ -123,7 +127,23 @@ def get_args(argv=None):
                       ("--no-test", "the final models are tested")):
         if any(arg == flag or arg.startswith(flag + "=") for arg in rest):
             p.error(f"{flag}: co-training sets it for each fine-tuning run ({why}): drop it")
+    if not own.self_training:  # f_emb's flags checked now too, not after f_lm's first fine-tuning
+        flags.parse(common(rest, own.lm_method) + ["--method", "zero-shot", "--out", own.out])
     return own, rest, flags.parse(rest + ["--method", own.lm_method, "--out", own.out])
+
+
+def common(argv, method):
+    """train.py's arguments less `method`'s own flags (contrastive's --tau, ...), which only f_lm's runs read."""
+    names = {f.name for f in own_flags(flags.METHODS[method]) if f.metadata}
+    takes = {option: action.nargs != 0 for action in flags.parser(method=method)._actions if action.dest in names
+             for option in action.option_strings}  # a flag -> whether a value follows it
+    kept, i = [], 0
+    while i < len(argv):
+        flag = argv[i].split("=", 1)[0]
+        n = 2 if takes.get(flag) and "=" not in argv[i] else 1
+        kept += [] if flag in takes else argv[i:i + n]
+        i += n
+    return kept
 
 
 def main(argv=None):
@@ -132,8 +152,8 @@ def main(argv=None):
     rank, world_size, device = distributed.setup(args.device)
     out = Path(own.out)
     cli.output_folder(out, rank=rank, overwrite=True)  # made and held; the co-training run it holds is checked below
-    held = sorted(p for p in out.glob("*")
-                  if p.name in ("pool.jsonl", "results.json", "results.md", "final") or p.name.startswith("round"))
+    held = sorted(p for p in out.glob("*") if p.name in ("cotrain.json", "pool.jsonl", "results.json", "results.md",
+                                                         "final") or p.name.startswith("round"))
     if held and not own.resume and not own.overwrite:
         raise tasks.InputError(f"--out {out} holds a co-training run ({', '.join(p.name for p in held)}): continue it "
                                "with --resume, replace it with --overwrite, or choose another --out")
@@ -144,6 +164,7 @@ def main(argv=None):
     if own.overwrite and rank == 0:
         for path in held:
             shutil.rmtree(path) if path.is_dir() else path.unlink()
+    check_settings(out, own, args, rank)
     unlabelled = {lang: full.train[lang] for lang in full.targets}  # every target-language text, its label unused
     if own.pool_per_lang is not None:  # or a random sample of each language's
         unlabelled = {lang: random.Random(f"{args.seed}/pool/{lang}").sample(texts, min(own.pool_per_lang, len(texts)))
@@ -165,33 +186,58 @@ def main(argv=None):
         cli.write_text(out / "pool.jsonl", "".join(json.dumps({"key": key, "lang": e.lang, "text": e.text, **paired(e)},
                                                               ensure_ascii=False) + "\n" for key, e in pool.items()))
     fine_tune = FineTuning(own, rest, args, task, len(labeled), device, rank, world_size)
-    rng = random.Random(f"{args.seed}/cotrain")
-    D_lm, D_emb = co_train(fine_tune.fitter("lm"), None if own.self_training else fine_tune.fitter("emb"), labeled,
-                           pool, own.cotrain_iterations, own.threshold, rng, history, fine_tune.record)
-    # Both views (self-training: f_lm) once more on their final sets, tested in every language.
-    results = {}
-    for view, examples in (("lm", D_lm),) + ((("emb", D_emb),) if not own.self_training else ()):
-        directory = out / "final" / view
-        fine_tuned(fine_tune.argv(view, directory, examples), "the final fine-tuning")
-        if rank == 0:  # which wrote it
-            results[view] = json.loads((directory / "results.json").read_text())
+    try:  # a Ctrl-C outside train.py's loop (a model loading, the pool being labelled) says how to go on too
+        D_lm, D_emb = co_train(fine_tune.fitter("lm"), None if own.self_training else fine_tune.fitter("emb"), labeled,
+                               pool, own.cotrain_iterations, own.threshold, args.seed, history, fine_tune.record)
+        # Both views (self-training: f_lm) once more on their final sets, tested in every language.
+        for view, examples in (("lm", D_lm),) + ((("emb", D_emb),) if not own.self_training else ()):
+            fine_tune.run(view, out / "final" / view, examples, f"the final fine-tuning of f_{view}")
+    except KeyboardInterrupt:
+        raise SystemExit(stopped(fine_tune.where)) from None
     if rank == 0:
-        summary = {**results["lm"], "embedding_model": results.get("emb"),  # f_lm's scores and settings, f_emb's
-                   "pseudo_labels": {"lm": len(D_lm) - len(labeled), "emb": len(D_emb) - len(labeled)},
-                   "args": dict(vars(args), **vars(own))}
-        cli.write_text(out / "results.json", json.dumps(summary, indent=2) + "\n")
-        shutil.copyfile(out / "final" / "lm" / "results.md", out / "results.md")
-        print(f"co-training done: f_lm trained on {len(D_lm)} examples ({len(D_lm) - len(labeled)} "
-              f"pseudo-labelled); results in {out}/results.json, the model in {out}/final/lm/best")
+        summarise(out, own, args, len(D_lm) - len(labeled), len(D_emb) - len(labeled))
     cli.release(out)
     distributed.cleanup()
 
 
-def fine_tuned(argv, where):
-    """A train.py run to its end: one stopped before it (Ctrl-C, SIGTERM) stops co-training, its round unrecorded."""
-    if train.main(argv) is None:
-        raise SystemExit(f"co-training stopped in {where}, which is not recorded: continue with the same command "
-                         "and --resume")
+def stopped(where, why=""):
+    """What co-training says where it stops before its end: its recorded rounds and finished fine-tunings are kept."""
+    return f"co-training stopped in {where}{why}: continue with the same command and --resume"
+
+
+def check_settings(out, own, args, rank):
+    """OUT/cotrain.json: the settings of the co-training run in OUT, written by its first command; a --resume with
+    others is refused (naming them), as train.py --resume refuses another run's checkpoint."""
+    given = dict(vars(args), **vars(own))
+    names = ("model", "embedding_model", "embedding_pooling", "cotrain_iterations", "threshold", "pool_per_lang",
+             "self_training", "lm_method", "task", "data", "source_lang", "target_langs", *bookkeeping.SHAPING,
+             *(f.name for f in own_flags(flags.METHODS[own.lm_method]) if f.metadata))
+    path_of = lambda value: str(Path(value).resolve()) if isinstance(value, str) and Path(value).exists() else value
+    here = json.loads(json.dumps({name: path_of(given.get(name)) for name in names}))
+    path = out / "cotrain.json"
+    there = json.loads(path.read_text()) if own.resume and path.is_file() else here  # none: a run before the record
+    if different := [f"{name} {there.get(name)!r} there, {value!r} here" for name, value in here.items()
+                     if there.get(name) != value]:
+        raise tasks.InputError(f"--out {out} belongs to another co-training run ({'; '.join(different)}): resume "
+                               "with that run's settings, or start afresh with --overwrite or another --out")
+    if rank == 0:
+        cli.write_text(path, json.dumps(here, indent=1) + "\n")
+
+
+def summarise(out, own, args, given_lm, given_emb):
+    """OUT/results.json and .md: f_lm's final test, titled as co-training's, with f_emb's results and settings."""
+    lm, emb = (out / "final" / "lm" / "results.json"), out / "final" / "emb" / "results.json"
+    summary = {**json.loads(lm.read_text()), "embedding_model": json.loads(emb.read_text()) if emb.exists() else None,
+               "pseudo_labels": {"lm": given_lm, "emb": given_emb}, "args": dict(vars(args), **vars(own))}
+    cli.write_text(out / "results.json", json.dumps(summary, indent=2) + "\n")
+    name = "self-training" if own.self_training else "co-training"
+    rounds = f"{own.cotrain_iterations} round" + "s" * (own.cotrain_iterations > 1)
+    lm_title, _, table = (out / "final" / "lm" / "results.md").read_text().partition("\n\n")  # "zero-shot on ..."
+    tested = lm_title.removeprefix(f"{own.lm_method} on {args.task}, ")  # "test split, best dev step ..."
+    cli.write_text(out / "results.md", f"{name} on {args.task} (f_lm {own.lm_method}, {rounds}, {given_lm} pseudo-"
+                                       f"labels): f_lm's final model, {tested}\n\n{table}")
+    print(f"{name} done: f_lm trained on {given_lm} pseudo-labels beside its labelled examples; results in "
+          f"{out}/results.json, the model in {out}/final/lm/best")
 
 
 class FineTuning:
@@ -201,6 +247,7 @@ class FineTuning:
     def __init__(self, own, rest, args, task, n_labeled, device, rank, world_size):
         self.own, self.rest, self.args, self.task, self.n_labeled = own, rest, args, task, n_labeled
         self.device, self.rank, self.world_size = device, rank, world_size
+        self.where = "round 0"  # where co-training is: what a Ctrl-C stops
 
     def argv(self, view, directory, examples):
         """train.py's arguments for a view's run into `directory`, writing its pseudo-labelled texts."""
@@ -214,18 +261,37 @@ class FineTuning:
         model = ["--model", name] if name else []
         if view == "emb":
             model += ["--pooling", self.own.embedding_pooling]
-        method = self.own.lm_method if view == "lm" else "zero-shot"
-        return self.rest + model + ["--method", method, "--extra-train", str(extra), "--out", str(directory),
-                                    "--no-alignment", "--overwrite"]  # co-training's own folders
+        method = self.own.lm_method if view == "lm" else "zero-shot"  # f_lm's method's own flags: its runs' alone
+        rest = self.rest if view == "lm" else common(self.rest, self.own.lm_method)
+        return rest + model + ["--method", method, "--extra-train", str(extra), "--out", str(directory),
+                               "--no-alignment", "--overwrite"]  # co-training's own folders
+
+    def run(self, view, directory, examples, where, *more):
+        """A view's train.py run into `directory` to its end, skipped where it finished before (its `done`, written
+        once it returns), continued from its checkpoint under --resume; one stopped before its end (Ctrl-C, SIGTERM,
+        --stop-at, a Ctrl-C in its test) stops co-training."""
+        self.where = where
+        if (directory / "done").is_file():
+            return
+        argv = self.argv(view, directory, examples) + list(more)
+        if self.own.resume and cli.has_checkpoint(directory):  # a fine-tuning that was stopped: continued
+            argv[argv.index("--overwrite")] = "--resume"
+        try:
+            finished = train.main(argv) is not None
+        except SystemExit as e:  # train.py's advice on a Ctrl-C in its test (python evaluate.py): co-training's instead
+            if not isinstance(e.code, str):
+                raise
+            raise SystemExit(stopped(where, f" ({e.code.partition(';')[0]})")) from None
+        if not finished:
+            raise SystemExit(stopped(where))
+        if self.rank == 0:
+            cli.write_text(directory / "done", "")
 
     def fitter(self, view):
         """Algorithm 1's fit: fine-tune on the labelled examples -> {key: Example} -> {key: (label, confidence)}."""
         def fit(examples, round_):
             directory = Path(self.own.out) / f"round{round_}" / view
-            argv = self.argv(view, directory, examples) + ["--no-test"]
-            if self.own.resume and cli.has_checkpoint(directory):  # a fine-tuning of an unrecorded round: continued
-                argv[argv.index("--overwrite")] = "--resume"
-            fine_tuned(argv, f"round {round_}")
+            self.run(view, directory, examples, f"round {round_}", "--no-test")
             model, tokenizer, info = Classifier.load(directory / "best", self.device)
 
             def predict(unlabelled):

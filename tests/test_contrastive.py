@@ -3,6 +3,7 @@ groups, the few-shot settings, and extra labelled examples."""
 import json
 import random
 import re
+from pathlib import Path
 
 import pytest
 import torch
@@ -52,7 +53,7 @@ def accuracy(fit, examples):
 def test_exchange_of_confident_labels_improves_each_view():
     fit_lm, fit_emb = view(lambda n: n < 30), view(lambda n: n >= 30)
     rounds = []
-    D_lm, D_emb = co_train(fit_lm, fit_emb, LABELED, POOL, iterations=3, threshold=0.9, rng=random.Random(0),
+    D_lm, D_emb = co_train(fit_lm, fit_emb, LABELED, POOL, iterations=3, threshold=0.9, seed=0,
                            on_round=lambda r, picks_lm, picks_emb: rounds.append((picks_lm, picks_emb)))
     assert accuracy(fit_lm, D_lm) > accuracy(fit_lm, LABELED) == 0.5
     assert accuracy(fit_emb, D_emb) > accuracy(fit_emb, LABELED) == 0.5
@@ -70,7 +71,7 @@ def test_self_training_gives_a_view_its_own_picks():
     # wrong ones included when it is sure of them; its accuracy gains nothing it did not already know
     fit = view(lambda n: n < 30)
     rounds = []
-    D_lm, D_emb = co_train(fit, None, LABELED, POOL, iterations=3, threshold=0.9, rng=random.Random(0),
+    D_lm, D_emb = co_train(fit, None, LABELED, POOL, iterations=3, threshold=0.9, seed=0,
                            on_round=lambda r, picks_lm, picks_emb: rounds.append((picks_lm, picks_emb)))
     assert D_emb == LABELED and all(picks_emb == {} for _, picks_emb in rounds)
     own = [e for e in D_lm if e.lang == "x"]
@@ -87,17 +88,26 @@ def test_selection_threshold_and_cap():
     assert chosen == select(predictions, 0.9, cap=2, rng=random.Random(0))
 
 
-def test_replayed_rounds_are_not_refitted():
+def test_replayed_rounds_are_not_refitted_and_a_resumed_run_picks_what_an_uninterrupted_one_does():
     fitted = []
 
     def counting(fit):
         return lambda examples, round_: fitted.append(round_) or fit(examples, round_)
     rounds = []
-    full = co_train(view(lambda n: n < 30), view(lambda n: n >= 30), LABELED, POOL, 3, 0.9, random.Random(0),
+    full = co_train(view(lambda n: n < 30), view(lambda n: n >= 30), LABELED, POOL, 4, 0.9, 0,
                     on_round=lambda r, a, b: rounds.append((a, b)))
-    resumed = co_train(counting(view(lambda n: n < 30)), counting(view(lambda n: n >= 30)), LABELED, POOL, 3, 0.9,
-                       random.Random(1), history=rounds[:2])
-    assert fitted == [2, 2] and [e.text for e in resumed[0][:-3]] == [e.text for e in full[0][:-3]]
+    assert all(len(picks) == 3 for both in rounds for picks in both)  # 3 of about 30 above the threshold: drawn
+    for done in (1, 2):  # stopped after `done` rounds, resumed in a new process: the rounds replayed, the rest drawn
+        fitted.clear()
+        later = []
+        resumed = co_train(counting(view(lambda n: n < 30)), counting(view(lambda n: n >= 30)), LABELED, POOL, 4, 0.9,
+                           0, history=rounds[:done], on_round=lambda r, a, b: later.append((a, b)))
+        assert fitted == [r for r in range(done, 4) for _ in ("lm", "emb")]
+        assert later == rounds[done:] and resumed == full  # every round's picks, and the final sets
+    other = []
+    co_train(view(lambda n: n < 30), view(lambda n: n >= 30), LABELED, POOL, 4, 0.9, 1,
+             on_round=lambda r, a, b: other.append((a, b)))
+    assert other != rounds  # --seed draws them
 
 
 def test_cotrain_run(tmp_path, tiny_model_dir, capsys, monkeypatch):
@@ -120,6 +130,11 @@ def test_cotrain_run(tmp_path, tiny_model_dir, capsys, monkeypatch):
     # resuming replays the recorded rounds and does the final fits again
     cotrain.main(argv + ["--resume"])
     assert json.loads((out / "results.json").read_text())["pseudo_labels"] == results["pseudo_labels"]
+    # a --resume with other settings than the run's own (OUT/cotrain.json) is refused, naming them
+    with pytest.raises(InputError, match=r"co belongs to another co-training run \(threshold 0.0 there, 0.5 here; "
+                                         r"lr 5e-05 there, 0.001 here\): resume with that run's settings"):
+        cotrain.main(argv + ["--resume", "--threshold", "0.5", "--lr", "1e-3"])
+    assert json.loads((out / "cotrain.json").read_text())["threshold"] == 0.0
     # a smaller pool: a random sample of each target language's texts; a threshold nothing passes says so
     capsys.readouterr()
     cotrain.main(argv[:-2] + ["--cotrain-iterations", "1", "--pool-per-lang", "30", "--threshold", "1.0", "--out", str(tmp_path / "small")])
@@ -128,12 +143,12 @@ def test_cotrain_run(tmp_path, tiny_model_dir, capsys, monkeypatch):
     assert len(pool) == 30 and all(german[p["key"].partition(":")[2]] == p["text"] for p in pool)
     assert json.loads((tmp_path / "small" / "round0" / "picks.json").read_text()) == {"lm": {}, "emb": {}}
     assert "nothing was exchanged" in capsys.readouterr().err
-    with pytest.raises(tasks.InputError, match=r"round0/picks.json: picks de:\S+, .* are not in this command's pool"):
+    with pytest.raises(tasks.InputError, match=r"another co-training run \(pool_per_lang None there, 30 here\)"):
         cotrain.main(argv + ["--resume", "--pool-per-lang", "30"])  # another pool than the rounds recorded drew from
     assert len((out / "pool.jsonl").read_text().splitlines()) == 336  # the recorded pool kept
     # a fine-tuning stopped before its end (here --stop-at; Ctrl-C, SIGTERM) stops co-training, its round unrecorded
-    with pytest.raises(SystemExit, match="co-training stopped in round 0, which is not recorded: .*--resume"):
-        cotrain.main(argv[:-2] + ["--stop-at", "1", "--out", str(tmp_path / "stopped")])
+    with pytest.raises(SystemExit, match="co-training stopped in round 0: continue with the same command and --resume"):
+        cotrain.main(argv[:-2] + ["--cotrain-iterations", "1", "--stop-at", "1", "--out", str(tmp_path / "stopped")])
     assert not (tmp_path / "stopped" / "round0" / "picks.json").exists()
     runs = []  # --resume continues that fine-tuning from its checkpoint, not from its start
     real = train.main
@@ -144,6 +159,49 @@ def test_cotrain_run(tmp_path, tiny_model_dir, capsys, monkeypatch):
         with pytest.raises(SystemExit):
             cotrain.get_args(argv + [flag])
     assert "--no-test: co-training sets it for each fine-tuning run" in capsys.readouterr().err
+
+
+def test_a_stopped_co_training_resumes_its_fine_tunings_and_skips_those_that_finished(tmp_path, tiny_model_dir,
+                                                                                       monkeypatch):
+    out = tmp_path / "co"
+    argv = ["--model", str(tiny_model_dir), "--embedding-model", str(tiny_model_dir), "--target-langs", "de",
+            "--batch-size", "8", "--max-steps", "2", "--eval-every", "2", "--save-every", "3",  # rounds: no checkpoint
+            "--cotrain-iterations", "1", "--threshold", "0.0", "--train-fraction", "0.2", "--out", str(out)]
+    real_main, real_test, runs = train.main, train.test, []
+    where = lambda out: "/".join(Path(out).parts[-2:])
+    stops = {"final/lm": "--stop-at", "final/emb": "test"}  # each once: a Ctrl-C (a SIGTERM) in a final fine-tuning
+
+    def main(argv):
+        out = where(argv[argv.index("--out") + 1])
+        runs.append((out, "--resume" in argv))
+        return real_main(argv + (["--stop-at", "1"] if stops.get(out) == "--stop-at" and stops.pop(out) else []))
+
+    def test(settings, *rest):
+        if stops.get(where(settings.out)) == "test" and stops.pop(where(settings.out)):
+            raise KeyboardInterrupt
+        return real_test(settings, *rest)
+    monkeypatch.setattr(cotrain.train, "main", main)
+    monkeypatch.setattr(cotrain.train, "test", test)
+    with pytest.raises(SystemExit, match=r"^co-training stopped in the final fine-tuning of f_lm: continue with the "
+                                         r"same command and --resume$"):
+        cotrain.main(argv)
+    assert runs == [("round0/lm", False), ("round0/emb", False), ("final/lm", False)]
+    runs.clear()
+    # the rounds' fine-tunings finished (their `done`; no checkpoint): not run again; f_lm's continued from its checkpoint
+    with pytest.raises(SystemExit, match=r"^co-training stopped in the final fine-tuning of f_emb \(interrupted during "
+                                         r"the test\): continue with the same command and --resume$"):
+        cotrain.main(argv + ["--resume"])
+    assert runs == [("final/lm", True), ("final/emb", False)]
+    runs.clear()
+    cotrain.main(argv + ["--resume"])
+    assert runs == [("final/emb", False)]  # trained, not tested, no checkpoint: fine-tuned again
+    assert re.match(r"co-training on demo \(f_lm zero-shot, 1 round, \d+ pseudo-labels\): f_lm's final model, test split, "
+                    r"best dev step 2[^\n]*\n\n\| ", (out / "results.md").read_text())
+    assert json.loads((out / "results.json").read_text())["embedding_model"]["settings"]["method"] == "zero-shot"
+    # a Ctrl-C outside train.py's loop (f_lm's model loading, here) says how to go on, as one inside it does
+    monkeypatch.setattr(cotrain.Classifier, "load", lambda *a, **k: (_ for _ in ()).throw(KeyboardInterrupt))
+    with pytest.raises(SystemExit, match=r"^co-training stopped in round 0: continue with the same command and --resume$"):
+        cotrain.main(argv[:-1] + [str(tmp_path / "interrupted")])
 
 
 def test_co_training_a_sentence_pair_task_predicts_and_labels_each_pair(tmp_path, tiny_model_dir):
@@ -170,7 +228,7 @@ def test_co_training_a_sentence_pair_task_predicts_and_labels_each_pair(tmp_path
     assert not torch.allclose(both, evaluate.predict_probabilities(model, tokenizer, texts, None, 7, 64, "cpu"))
 
 
-def test_self_training_and_language_adaptation_with_co_training_runs(tmp_path, tiny_model_dir):
+def test_self_training_and_language_adaptation_with_co_training_runs(tmp_path, tiny_model_dir, monkeypatch):
     common = ["--model", str(tiny_model_dir), "--target-langs", "de", "--batch-size", "8", "--max-steps", "2", "--eval-every", "2",
               "--cotrain-iterations", "1", "--threshold", "0.0", "--train-fraction", "0.2"]
     cotrain.main(common + ["--self-training", "--out", str(tmp_path / "self")])
@@ -181,15 +239,24 @@ def test_self_training_and_language_adaptation_with_co_training_runs(tmp_path, t
     assert results["embedding_model"] is None and not (tmp_path / "self" / "final" / "emb").exists()
     assert results["settings"]["method"] == "zero-shot"
     cotrain.main(common + ["--embedding-model", str(tiny_model_dir), "--lm-method", "contrastive", "--translated", "20",
-                           "--out", str(tmp_path / "adapted")])
+                           "--tau", "0.2", "--sa-group=2", "--out", str(tmp_path / "adapted")])
     results = json.loads((tmp_path / "adapted" / "results.json").read_text())
     assert results["settings"]["method"] == "contrastive" and "de" in results["embedding_model"]
+    assert (results["settings"]["tau"], results["settings"]["sa_group"]) == (0.2, 2)  # f_lm's method's flags: its own
+    assert "tau" not in results["embedding_model"]["settings"]  # f_emb's zero-shot runs are not given them
     log = [json.loads(line) for line in open(tmp_path / "adapted" / "final" / "lm" / "log.jsonl") if '"loss"' in line]
     assert any("la" in r for r in log)  # f_lm trained with label alignment
     emb = json.loads((tmp_path / "adapted" / "final" / "emb" / "results.json").read_text())
     assert emb["settings"]["method"] == "zero-shot"
     with pytest.raises(SystemExit):
         cotrain.get_args(common + ["--self-training", "--embedding-model", str(tiny_model_dir)])
+    # both views' flags are checked before any training: f_emb's (zero-shot) as well as f_lm's
+    assert cotrain.common(["--tau", "0.2", "--lr", "1e-4", "--sa-group=2", "--seed", "3"], "contrastive") == [
+        "--lr", "1e-4", "--seed", "3"]
+    checked = []
+    monkeypatch.setattr(cotrain.flags, "parse", lambda argv: checked.append(argv[argv.index("--method") + 1]))
+    cotrain.get_args(common + ["--lm-method", "contrastive", "--tau", "0.2"])
+    assert sorted(checked) == ["contrastive", "zero-shot"]
 
 
 def test_semantic_alignment_groups(tiny_model_dir):
