@@ -134,9 +134,8 @@ def get_args(argv=None):
 
 def common(argv, method):
     """train.py's arguments less `method`'s own flags (contrastive's --tau, ...), which only f_lm's runs read."""
-    names = {f.name for f in own_flags(flags.METHODS[method]) if f.metadata}
-    takes = {option: action.nargs != 0 for action in flags.parser(method=method)._actions if action.dest in names
-             for option in action.option_strings}  # a flag -> whether a value follows it
+    takes = {f"--{f.name.replace('_', '-')}": f.type is not bool  # a flag -> whether a value follows it
+             for f in own_flags(flags.METHODS[method]) if f.metadata}
     kept, i = [], 0
     while i < len(argv):
         flag = argv[i].split("=", 1)[0]
