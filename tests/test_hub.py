@@ -121,3 +121,17 @@ def test_a_hub_id_is_downloaded_into_the_cache(tmp_path, tiny_model_dir):
     done = subprocess.run(argv + ["--out", str(tmp_path / "again")], capture_output=True, text=True, timeout=300,
                           env=dict(env, HF_HUB_OFFLINE="1", HF_ENDPOINT="http://127.0.0.1:9"))
     assert done.returncode == 0, done.stderr
+
+
+def test_a_sharded_snapshot_missing_a_shard_is_not_cached(tmp_path, tiny_model_dir, monkeypatch):
+    # an interrupted download of sharded weights: the index is there and a shard is not, so it is fetched again
+    home = cache_with(tmp_path, tiny_model_dir)
+    monkeypatch.setenv("HF_HOME", str(home))
+    monkeypatch.delenv("HF_HUB_CACHE", raising=False)
+    snapshot = home / "hub" / "models--org--tiny" / "snapshots" / SHA
+    (snapshot / "model.safetensors").rename(snapshot / "model-00001-of-00002.safetensors")
+    index = {"weight_map": {"a": "model-00001-of-00002.safetensors", "b": "model-00002-of-00002.safetensors"}}
+    (snapshot / "model.safetensors.index.json").write_text(json.dumps(index))
+    assert hub.cached("org/tiny") is None
+    (snapshot / "model-00002-of-00002.safetensors").write_bytes(b"")
+    assert hub.cached("org/tiny") == snapshot

@@ -1,5 +1,6 @@
 """Where a --model comes from: a checkpoint folder, or a hub id (org/name) found in the Hugging Face cache as
 transformers finds it, else downloaded into it with huggingface_hub (unless HF_HUB_OFFLINE=1)."""
+import json
 import os
 import re
 from pathlib import Path
@@ -31,7 +32,18 @@ def cached(repo_id, revision="main"):
     ref = folder / "refs" / revision
     snapshot = folder / "snapshots" / (ref.read_text().strip() if ref.is_file() else revision)
     needs = [["config.json"], SAFETENSORS[:2] + PICKLES[:2], ["sentencepiece.bpe.model", "tokenizer.json", "vocab.txt"]]
-    return snapshot if all(any((snapshot / f).is_file() for f in names) for names in needs) else None
+    return snapshot if all(any(whole(snapshot / f) for f in names) for names in needs) else None
+
+
+def whole(path):
+    """Whether a snapshot's file is there, and of a shard index (*.index.json), every shard it names."""
+    if not path.is_file() or not path.name.endswith(".index.json"):
+        return path.is_file()
+    try:
+        shards = set(json.loads(path.read_text())["weight_map"].values())
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return False
+    return all((path.parent / shard).is_file() for shard in shards)
 
 
 def resolve(name, flag="--model", config_only=False):
