@@ -209,9 +209,9 @@ def arguments():
         "(tatoeba.<xxx>-eng.*) instead of the task's test set")
     add("--tatoeba-langs", type=cli.languages, help="comma-separated three-letter codes (default: every pair in "
         "--tatoeba)")
-    add("--amp", default="auto", choices=["auto", "none", "bf16", "fp16"], help="autocast, as train.py's --amp: auto "
-        "is bf16 on GPUs that support it, fp16 on older ones, off on the CPU (none: float32, as train.py's "
-        "--eval-float32 tests)")
+    add("--amp", choices=["auto", "none", "bf16", "fp16"], help="autocast, as train.py's --amp: auto is bf16 on GPUs "
+        "that support it, fp16 on older ones, off on the CPU (none: float32, as train.py's --eval-float32 tests); "
+        "default: what the checkpoint's run evaluated under (task.json), else auto")
     add("--batch-size", type=cli.positive_int, default=64, help="texts per batch (memory: each holds this many)")
     add("--max-length", type=cli.number(int, 8), help="tokens per text or QA window (default: the checkpoint's, "
         "else 256)")
@@ -258,11 +258,14 @@ def tatoeba_alignment(encoder, tokenizer, args, pooling, device, rank, world_siz
 
 
 def test_input_of(args, info):
-    """(--test-input, --test-translations): as given (--plain-inference: the text), else the run's."""
+    """(--test-input, --test-translations): as given (--plain-inference: the text), else the run's; on dev, none
+    given: (None, None), the dev rule train.py scores dev with (Method.inputs)."""
     if args.plain_inference:
         return "text", args.test_translations
     if args.test_input or args.test_translations:
         return args.test_input, args.test_translations
+    if args.split == "dev":
+        return None, None
     legacy_plain = "mixup" in info and not info["mixup"].get("inference", True)  # older X-Mixup task.json
     return info.get("test_input") or ("text" if legacy_plain else None), None
 
@@ -271,9 +274,12 @@ def test_checkpoint(model, encoder, tokenizer, info, args, pooling, device, rank
     """(results, alignment, source, test input) of the checkpoint on its task's split, as its method predicts."""
     saved = info if args.task in (None, info.get("task")) else {}  # another --task: none of the run's folder, languages
     from_run = not args.target_langs and saved.get("target_langs")
+    where = Path(args.checkpoint) / "task.json" if args.checkpoint else Path(args.model or ".") / "unicoder.json"
+    if not args.data and saved.get("data") and not Path(saved["data"]).is_dir():
+        raise tasks.InputError(f"{where}: its run's data folder {saved['data']} is not there: give --data, the folder")
     task = tasks.load_task(args.task or info.get("task", "demo"), args.data or saved.get("data"),
                            args.source_lang or saved.get("source_lang"), args.target_langs or saved.get("target_langs"),
-                           langs_from="the run's, from its task.json" if from_run else None)
+                           langs_from=f"the run's, from its {where.name}" if from_run else None)
     if (args.alignment or args.alignment_only) and not task.parallel:
         raise tasks.InputError(f"--alignment: task {task.name}'s languages are not parallel, so there are no "
                                "translations to compare")
@@ -283,18 +289,23 @@ def test_checkpoint(model, encoder, tokenizer, info, args, pooling, device, rank
     if model is not None and not args.alignment_only:
         tasks.check_labels(args.checkpoint, info, task, "evaluate it on the task it was trained on")
         length = args.max_length or info.get("max_length", 256)
+        flags.check_max_length(length, encoder.config.max_positions - encoder.config.position_offset)
         run = Run(task, tokenizer, length, args.batch_size, device, rank, world_size)
         name = args.method or info.get("method")
         name = name if name in flags.METHODS else "zero-shot"
         test_input, translations = test_input_of(args, info if name == info.get("method") else {})
-        translations = translations or (task.test_translations if test_input == "translation" else None)
-        test_input = flags.choose_test_input(name, test_input, translations, task.parallel)
-        settings, info = flags.saved(dict(info, task=task.name), name, task.level, encoder.config.num_layers)
+        default = saved.get(f"{args.split}_translations") or (task.test_translations if args.split == "test" else None)
+        translations = translations or (default if test_input == "translation" else None)  # the run's, else the data's
+        if test_input is not None:  # else dev's rule
+            test_input = flags.choose_test_input(name, test_input, translations, task.parallel)
+        settings, info = flags.saved(dict(info, task=task.name, dev_translations=saved.get("dev_translations")), name,
+                                     task.level, encoder.config.num_layers)
         method = flags.METHODS[name](settings, run)
         scores = method.evaluate(restore(method.wrap(model.eval()), info), args.split, None, test_input, translations,
                                  predictions)
         results = summarise(scores, task.source)
         results["unscored"] = unscored(getattr(task, args.split))
+        test_input, translations = method.inputs(args.split, test_input, translations)  # what the predictions saw
         seen = {"input": test_input, "what": TEST_INPUTS[test_input], "translations": translations}
     if args.alignment or args.alignment_only:
         extra = alignment(encoder, tokenizer, getattr(task, args.split), task.source, args.batch_size, device, rank,
@@ -377,12 +388,12 @@ def main(argv=None):
     else:
         path = hub.resolve(args.model) if args.model else default_model()
         encoder, tokenizer = Encoder.from_pretrained(path).to(device), Tokenizer.from_pretrained(path)
-        if (Path(path) / "unicoder.json").is_file():  # a Unicoder run's OUT/best: its run's alignment pooling
-            run = json.loads((Path(path) / "unicoder.json").read_text())
-            info = {"alignment_pooling": run.get("alignment_pooling")}
+        if (Path(path) / "unicoder.json").is_file():  # a Unicoder run's OUT/best: its run's task and alignment pooling
+            info = json.loads((Path(path) / "unicoder.json").read_text())
         encoder.segment_id = tokenizer.segment_id
     predictions, pooling = {}, alignment_pooling(args, info, encoder.config.num_layers)
-    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(flags.autocast(args.amp, device))
+    amp = flags.autocast(args.amp or info.get("eval_amp") or "auto", device)  # the run's, as train.py evaluated
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(amp)
     with torch.autocast(device.split(":")[0], dtype=dtype, enabled=dtype is not None):  # as train.py evaluates
         if args.tatoeba:
             extra = tatoeba_alignment(encoder, tokenizer, args, pooling, device, rank, world_size)
@@ -391,12 +402,13 @@ def main(argv=None):
             results, extra, source, seen = test_checkpoint(model, encoder, tokenizer, info, args, pooling, device, rank,
                                                            world_size, predictions)
     if rank == 0:
-        report(args, results, extra, source, seen, predictions, pooling, info)
+        report(args, results, extra, source, seen, predictions, pooling, info, amp)
     distributed.cleanup()
 
 
-def report(args, results, extra, source, seen, predictions, pooling, info):
-    """Print the table under its title; write it, results_<split>.json and the predictions beside the checkpoint."""
+def report(args, results, extra, source, seen, predictions, pooling, info, amp):
+    """Print the table under its title (`amp`: the autocast it was computed under); write it, results_<split>.json
+    and the predictions beside the checkpoint."""
     out = Path(args.out) if args.out else Path(args.checkpoint).parent if args.checkpoint else None
     stem = "tatoeba" if args.tatoeba else "alignment" if args.alignment_only else f"results_{args.split}"
     stem += "_plain" if args.plain_inference else ""
@@ -409,11 +421,13 @@ def report(args, results, extra, source, seen, predictions, pooling, info):
     data = f"{args.task or info.get('task', 'demo')}, {args.split} split"
     data = f"Tatoeba ({args.tatoeba})" if args.tatoeba else data
     title = f"{model or 'the bundled model'} on {data}" + saw(seen and seen["input"], pooling if extra else None)
+    title += f"; computed under {amp} autocast" if amp != "none" else ""
     table = f"{title}\n\n{table}"
     print(table)
     if out:
         summary = {**results, "unscored": unscored_langs, "test_input": seen, "alignment": extra,
-                   "alignment_pooling": pooling, "checkpoint": args.checkpoint, "split": args.split, "args": vars(args)}
+                   "alignment_pooling": pooling, "amp": amp, "checkpoint": args.checkpoint, "split": args.split,
+                   "args": vars(args)}
         cli.write_text(out / f"{stem}.json", json.dumps(summary, indent=2) + "\n")
         cli.write_text(out / f"{stem}.md", table + "\n")
         write_predictions(folder, predictions)

@@ -259,17 +259,22 @@ class Method:
         (the counterpart and the text) or "counterpart" alone (levels.predict_batch)."""
         return (lambda ids, mask: model(ids, mask)[0]), "text"
 
-    def evaluate(self, model, split, langs=None, test_input=None, translations=None, predictions=None):
-        """{lang: scores} of the wrapped model on a split, each text seen with `test_input`'s counterpart (on dev: its
-        --dev-translations, else its id's source text where the method needs one); `predictions` receives them."""
-        model.eval()
-        settings = self.settings
-        if split == "dev":
-            translations, test_input = settings.dev_translations, None
+    def inputs(self, split, test_input=None, translations=None):
+        """(test input, translations) a split is predicted with: those given, else the dev rule on dev (its
+        --dev-translations, else the oracle where the method reads one, else the text), and on test the same."""
+        translations = translations or (self.settings.dev_translations if split == "dev" and not test_input else None)
         if test_input is None:
             test_input = "translation" if translations else "oracle" if "oracle" in self.test_inputs else "text"
-            if test_input == "oracle" and not self.run.task.parallel:  # no counterpart but the source's own
-                langs = [self.run.task.source]
+        return test_input, translations
+
+    def evaluate(self, model, split, langs=None, test_input=None, translations=None, predictions=None):
+        """{lang: scores} of the wrapped model on a split, each text seen with `test_input`'s counterpart (none given:
+        Method.inputs' rule); `predictions` receives them."""
+        model.eval()
+        settings = self.settings
+        chosen, (test_input, translations) = test_input is None, self.inputs(split, test_input, translations)
+        if chosen and test_input == "oracle" and not self.run.task.parallel:  # no counterpart but the source's own
+            langs = [self.run.task.source]
         missing = settings.get("missing_translations", "refuse")
         partners = counterparts(self.run, split, test_input, translations, missing)
         examples, limit = getattr(self.run.task, split), settings.dev_limit if split == "dev" else None

@@ -29,6 +29,7 @@ stop requests) is minxlt/run/bookkeeping.py, sharding minxlt/parallel/shard.py.
 import json
 import random
 from contextlib import contextmanager
+from pathlib import Path
 
 import torch
 
@@ -240,11 +241,14 @@ def task_info(settings, run):
     """task.json of OUT/best: what evaluate.py needs to rebuild the task and the predictor."""
     task = run.task
     own = {f.name: settings.get(f.name) for f in flags.own_flags(flags.METHODS[settings.method])}  # the method's own
-    info = {"task": settings.task, "data": settings.data, "labels": task.labels, "intents": task.intents,
+    absolute = lambda path: path and str(Path(path).resolve())  # evaluate.py reads them from any folder ({lang} kept)
+    info = {"task": settings.task, "data": absolute(settings.data), "labels": task.labels, "intents": task.intents,
             "source_lang": task.source, "target_langs": task.targets, "head_style": run.level.head(task, settings.head),
             "pooling": settings.pooling, "max_length": settings.max_length, "method": settings.method,
             "test_input": settings.test_input, "alignment_pooling": settings.alignment_pooling, "seed": settings.seed,
-            **own}
+            "test_translations": absolute(settings.test_translations),
+            "dev_translations": absolute(settings.dev_translations),
+            "eval_amp": "none" if settings.eval_float32 else settings.amp, **own}  # evaluation's autocast (evaluating)
     if task.level == "span":
         info.update(doc_stride=task.doc_stride, max_answer_length=task.max_answer_length)
     return info

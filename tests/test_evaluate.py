@@ -357,3 +357,96 @@ def test_evaluate_measures_what_the_run_measured_and_each_title_says_what_predic
            {lang: (row["cka_before"], row["retrieval_before"]) for lang, row in run["alignment"].items()}
     title = (encoder / "alignment.md").read_text().splitlines()[0]
     assert title == f"{tiny_model_dir} on demo, test split; {pooled}"
+
+
+def udpos_folder(folder, langs=("en", "de")):
+    """A UD PUD folder: one tagged sentence per language, 60 times over, as test files (dev and train drawn
+    from them)."""
+    words = {"en": [("We", "PRON"), ("walk", "VERB"), (".", "PUNCT")], "de": [("Wir", "PRON"), ("gehen", "VERB"),
+                                                                              (".", "PUNCT")]}
+    folder.mkdir(parents=True, exist_ok=True)
+    for lang in langs:
+        rows = "".join(f"# sent_id = n{i:03d}\n" + "".join(f"{j + 1}\t{w}\t_\t{t}\t_\t_\t0\t_\t_\t_\n"
+                                                          for j, (w, t) in enumerate(words[lang])) + "\n"
+                       for i in range(60))
+        (folder / f"{lang}_pud-ud-test.conllu").write_text(rows, encoding="utf-8")
+    return folder
+
+
+def test_evaluate_on_dev_predicts_from_the_input_given_else_as_train_py_scores_dev(tmp_path, tiny_model_dir,
+                                                                                  monkeypatch):
+    # FILTER's dev rule is the oracle (train.py's dev scores): evaluate.py --split dev keeps it where no input is
+    # given, and predicts from the input given (--test-input, --plain-inference), each title saying which
+    import train
+    from minxlt.run import flags
+    seen, predictor = [], flags.METHODS["filter"].predictor
+    monkeypatch.setattr(flags.METHODS["filter"], "predictor",
+                        lambda self, model, test_input: seen.append(test_input) or predictor(self, model, test_input))
+    out = tmp_path / "run"
+    train.main(["--model", str(tiny_model_dir), "--method", "filter", "--target-langs", "de", "--batch-size", "8",
+                "--max-steps", "2", "--eval-every", "2", "--no-alignment", "--no-test", "--out", str(out)])
+    assert seen == ["oracle"]
+    for given, expected, stem in ((["--plain-inference"], "text", "results_dev_plain"),
+                                  (["--test-input", "text"], "text", "results_dev"), ([], "oracle", "results_dev")):
+        seen.clear()
+        evaluate.main(["--checkpoint", str(out / "best"), "--split", "dev", *given])
+        assert seen == [expected] and json.loads((out / f"{stem}.json").read_text())["test_input"]["input"] == expected
+        assert f"--test-input {expected}: each prediction saw" in (out / f"{stem}.md").read_text().splitlines()[0]
+    # --max-length beyond the model's positions: refused in a line, as train.py refuses it
+    with pytest.raises(InputError, match=r"^--max-length 200 does not fit the model's 128 positions: lower it$"):
+        evaluate.main(["--checkpoint", str(out / "best"), "--max-length", "200"])
+
+
+def test_evaluate_tests_with_the_runs_translations_and_precision_from_any_folder(tmp_path, tiny_model_dir,
+                                                                                 monkeypatch):
+    # task.json keeps the run's --test-translations (absolute) and its evaluation's autocast: evaluate.py, from
+    # another folder, tests as the run tested, and its title says the autocast; --amp given wins
+    import test_test_input
+    import train
+    monkeypatch.chdir(tmp_path)
+    test_test_input.write_translations(tmp_path / "mt", tasks.load_task("demo", targets=["de"]))
+    out = tmp_path / "run"
+    train.main(["--model", str(tiny_model_dir), "--method", "filter", "--target-langs", "de", "--batch-size", "8",
+                "--max-steps", "2", "--no-alignment", "--test-translations", "mt", "--amp", "bf16", "--out", str(out)])
+    run = json.loads((out / "results.json").read_text())
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    evaluate.main(["--checkpoint", str(out / "best")])
+    ours = json.loads((out / "results_test.json").read_text())
+    assert ours["test_input"] == dict(run["test_input"], translations=str(tmp_path / "mt")) and ours["amp"] == "bf16"
+    assert {lang: ours[lang] for lang in ("en", "de")} == {lang: run[lang] for lang in ("en", "de")}
+    assert (out / "results_test.md").read_text().splitlines()[0].endswith("; computed under bf16 autocast")
+    evaluate.main(["--checkpoint", str(out / "best"), "--amp", "none"])
+    assert "autocast" not in (out / "results_test.md").read_text().splitlines()[0]
+
+
+def test_evaluate_reads_the_runs_data_folder_from_any_folder(tmp_path, tiny_model_dir, monkeypatch):
+    # task.json's --data is absolute: evaluate.py finds it from another folder, and where it is gone says it came from
+    # task.json; a folder with none of the task's files is not answered with --target-langs; a Unicoder run's
+    # encoder is measured on its run's task (unicoder.json)
+    import shutil
+
+    import train
+    monkeypatch.chdir(tmp_path)
+    udpos_folder(tmp_path / "ud")
+    out = tmp_path / "run"
+    train.main(["--model", str(tiny_model_dir), "--task", "udpos", "--data", "ud", "--target-langs", "de",
+                "--batch-size", "8", "--max-steps", "2", "--no-alignment", "--no-test", "--out", str(out)])
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    evaluate.main(["--checkpoint", str(out / "best")])
+    assert json.loads((out / "results_test.json").read_text())["de"]["n"] > 0
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(InputError, match=r"task udpos has no language\(s\) en, de in .*; it has none$"):
+        evaluate.main(["--checkpoint", str(out / "best"), "--data", str(tmp_path / "empty")])
+    encoder = tmp_path / "unicoder-best"
+    shutil.copytree(tiny_model_dir, encoder)
+    info = json.loads((out / "best" / "task.json").read_text())
+    (encoder / "unicoder.json").write_text(json.dumps(dict(info, method="unicoder", alignment_pooling="cls")))
+    evaluate.main(["--model", str(encoder), "--alignment-only", "--out", str(tmp_path / "a")])
+    assert list(json.loads((tmp_path / "a" / "alignment.json").read_text())["alignment"]) == ["de"]
+    assert (tmp_path / "a" / "alignment.md").read_text().startswith(f"{encoder} on udpos, test split")
+    (tmp_path / "ud").rename(tmp_path / "moved")
+    with pytest.raises(InputError, match=rf"^{re.escape(str(out / 'best' / 'task.json'))}: its run's data folder "
+                                         rf"{re.escape(str(tmp_path / 'ud'))} is not there: give --data"):
+        evaluate.main(["--checkpoint", str(out / "best")])

@@ -358,8 +358,6 @@ def resolve(args, run):
         (s.patience and s.select_on == "last", f"--patience {s.patience} stops when the dev score stops improving, and "
                                                "--select-on last keeps the last model whatever it scores: choose one"),
         (s.async_checkpoint and not s.shard, "--async-checkpoint writes a sharded run's checkpoint: add --shard"),
-        (s.max_length > run.max_positions, f"--max-length {s.max_length} does not fit the model's {run.max_positions} "
-                                           "positions: lower it"),
         (s.self_pairs is not None and method.draws != "pairs", f"--self-pairs pairs the source's texts with "
                                                                f"themselves; --method {name} trains on no pairs"),
         (s.extra_train and not (level.labels_texts or level.name == "span"), f"--extra-train adds labelled sentences, "
@@ -371,6 +369,7 @@ def resolve(args, run):
     for wrong, message in problems:
         if wrong:
             raise InputError(message)
+    check_max_length(s.max_length, run.max_positions)
     if s.compile_mode and compiled.problem(s):  # --compile's settings, where given (compiled.resolve sets the mode)
         raise InputError(compiled.problem(s))
     if s.async_checkpoint and not staging_available():
@@ -379,6 +378,12 @@ def resolve(args, run):
     if values.get("teacher") or values.get("teacher_cache") or values.get("soft_labels"):  # a method's own
         teacher.check(s, "filter" if method is FilterMethod else "labeller", run.task)
     return s, run
+
+
+def check_max_length(max_length, positions):
+    """Refuse a --max-length beyond the model's positions (train.py's, evaluate.py's)."""
+    if max_length > positions:
+        raise InputError(f"--max-length {max_length} does not fit the model's {positions} positions: lower it")
 
 
 def staging_available():

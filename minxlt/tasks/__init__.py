@@ -93,7 +93,7 @@ def load_task(name, data_dir=None, source=None, targets=None, strict=False, toke
         where = f" in {data_dir} (a language's files: {layout.pattern})" if layout.needs_data else ""
         chosen = f". The languages are {langs_from}: choose others with --target-langs (and --source-lang)"
         raise InputError(f"task {name} has no language(s) {', '.join(unknown)}{where}; "
-                         f"it has {', '.join(langs) or 'none'}" + (chosen if langs_from else ""))
+                         f"it has {', '.join(langs) or 'none'}" + (chosen if langs_from and langs else ""))
     evaluation = {split: {lang: layout.read(lang, split) for lang in [source, *targets]} for split in ("dev", "test")}
     for split, by_lang in evaluation.items():
         for lang, examples in by_lang.items():
