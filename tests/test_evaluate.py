@@ -450,3 +450,16 @@ def test_evaluate_reads_the_runs_data_folder_from_any_folder(tmp_path, tiny_mode
     with pytest.raises(InputError, match=rf"^{re.escape(str(out / 'best' / 'task.json'))}: its run's data folder "
                                          rf"{re.escape(str(tmp_path / 'ud'))} is not there: give --data"):
         evaluate.main(["--checkpoint", str(out / "best")])
+
+
+def test_the_docs_name_the_heads_that_load_in_transformers():
+    # weights.transformers_head exports <s> under --head roberta, tags and QA; the docs say so, and name the rest
+    from conftest import ROOT
+    from minxlt.checkpoints.weights import transformers_head
+    exported = {(style, pooling) for style in ("roberta", "linear", "relu", "joint", "token", "span")
+                for pooling in ("cls", "mean", "pooler") if transformers_head(style, pooling, {}, ["a"], False)}
+    poolings = ("cls", "mean", "pooler")
+    assert exported == {("roberta", "cls"), *((style, p) for style in ("token", "span") for p in poolings)}
+    for page in ("training.md", "evaluation.md"):
+        text = " ".join((ROOT / "docs" / page).read_text().split())
+        assert "`--head linear` or `relu`, `--pooling mean` or `pooler` and xSID's joint" in text, page
