@@ -399,15 +399,20 @@ def test_evaluate_on_dev_predicts_from_the_input_given_else_as_train_py_scores_d
 
 def test_evaluate_tests_with_the_runs_translations_and_precision_from_any_folder(tmp_path, tiny_model_dir,
                                                                                  monkeypatch):
-    # task.json keeps the run's --test-translations (absolute) and its evaluation's autocast: evaluate.py, from
-    # another folder, tests as the run tested, and its title says the autocast; --amp given wins
+    # task.json keeps the run's --test-translations and --dev-translations (absolute) and its evaluation's autocast:
+    # evaluate.py, from another folder, tests as the run tested, and its title says the autocast; --amp given wins
     import test_test_input
     import train
     monkeypatch.chdir(tmp_path)
-    test_test_input.write_translations(tmp_path / "mt", tasks.load_task("demo", targets=["de"]))
+    task = tasks.load_task("demo", targets=["de"])
+    test_test_input.write_translations(tmp_path / "mt", task)
+    english = {e.id: e.text for e in task.dev["en"]}
+    (tmp_path / "mt-dev").mkdir()
+    (tmp_path / "mt-dev" / "de.tsv").write_text("".join(f"{e.id}\t{english[e.id]}\n" for e in task.dev["de"]))
     out = tmp_path / "run"
     train.main(["--model", str(tiny_model_dir), "--method", "filter", "--target-langs", "de", "--batch-size", "8",
-                "--max-steps", "2", "--no-alignment", "--test-translations", "mt", "--amp", "bf16", "--out", str(out)])
+                "--max-steps", "2", "--no-alignment", "--test-translations", "mt", "--dev-translations", "mt-dev",
+                "--amp", "bf16", "--out", str(out)])
     run = json.loads((out / "results.json").read_text())
     (tmp_path / "elsewhere").mkdir()
     monkeypatch.chdir(tmp_path / "elsewhere")
@@ -418,6 +423,9 @@ def test_evaluate_tests_with_the_runs_translations_and_precision_from_any_folder
     assert (out / "results_test.md").read_text().splitlines()[0].endswith("; computed under bf16 autocast")
     evaluate.main(["--checkpoint", str(out / "best"), "--amp", "none"])
     assert "autocast" not in (out / "results_test.md").read_text().splitlines()[0]
+    evaluate.main(["--checkpoint", str(out / "best"), "--split", "dev"])  # dev as train.py scored it: its translations
+    dev = json.loads((out / "results_dev.json").read_text())["test_input"]
+    assert (dev["input"], dev["translations"]) == ("translation", str(tmp_path / "mt-dev"))
 
 
 def test_evaluate_reads_the_runs_data_folder_from_any_folder(tmp_path, tiny_model_dir, monkeypatch):
