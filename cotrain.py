@@ -61,8 +61,7 @@ def paired(example):
 
 def co_train(fit_lm, fit_emb, labeled, pool, iterations, threshold, seed, history=(), on_round=None):
     """Algorithm 1 -> the final (D_lm, D_emb): `fit_x(labeled, round)` gives a predictor, {key: Example} ->
-    {key: (label, confidence)}; `history`'s rounds are replayed; `fit_emb` None: self-training. Each round draws
-    its picks with its own generator, so that a resumed run picks what an uninterrupted one does."""
+    {key: (label, confidence)}; `history`'s rounds are replayed; `fit_emb` None: self-training."""
     cap = len(labeled) // 3
     D_lm, D_emb = list(labeled), list(labeled)
     U_lm, U_emb = dict(pool), dict(pool)
@@ -85,7 +84,7 @@ def co_train(fit_lm, fit_emb, labeled, pool, iterations, threshold, seed, histor
             exchange(*history[round_])
             continue
         predict_lm, predict_emb = fit_lm(D_lm, round_), fit_emb and fit_emb(D_emb, round_)
-        rng = random.Random(f"{seed}/cotrain/{round_}")
+        rng = random.Random(f"{seed}/cotrain/{round_}")  # a round's own: a resumed run picks as an uninterrupted one
         picks_lm = select(predict_lm(U_lm), threshold, cap, rng)
         picks_emb = select(predict_emb(U_emb), threshold, cap, rng) if predict_emb else {}
         if on_round:
@@ -266,9 +265,8 @@ class FineTuning:
                                "--no-alignment", "--overwrite"]  # co-training's own folders
 
     def run(self, view, directory, examples, where, *more):
-        """A view's train.py run into `directory` to its end, skipped where it finished before (its `done`, written
-        once it returns), continued from its checkpoint under --resume; one stopped before its end (Ctrl-C, SIGTERM,
-        --stop-at, a Ctrl-C in its test) stops co-training."""
+        """A view's train.py run into `directory` to its end: skipped where it finished (its `done`), continued from
+        its checkpoint under --resume; one stopped before its end (Ctrl-C, --stop-at, its test's) stops co-training."""
         self.where = where
         if (directory / "done").is_file():
             return

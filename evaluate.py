@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 
 import data
-from methods import TEST_INPUTS, Run, restore
+from methods import TEST_INPUTS, Run, prediction_inputs, restore
 from minxlt import tasks
 from minxlt.checkpoints import hub
 from minxlt.checkpoints.prepare_default import default_model
@@ -305,7 +305,7 @@ def test_checkpoint(model, encoder, tokenizer, info, args, pooling, device, rank
                                  predictions)
         results = summarise(scores, task.source)
         results["unscored"] = unscored(getattr(task, args.split))
-        test_input, translations = method.inputs(args.split, test_input, translations)  # what the predictions saw
+        test_input, translations = prediction_inputs(method, args.split, test_input, translations)  # what they saw
         seen = {"input": test_input, "what": TEST_INPUTS[test_input], "translations": translations}
     if args.alignment or args.alignment_only:
         extra = alignment(encoder, tokenizer, getattr(task, args.split), task.source, args.batch_size, device, rank,

@@ -259,20 +259,13 @@ class Method:
         (the counterpart and the text) or "counterpart" alone (levels.predict_batch)."""
         return (lambda ids, mask: model(ids, mask)[0]), "text"
 
-    def inputs(self, split, test_input=None, translations=None):
-        """(test input, translations) a split is predicted with: those given, else the dev rule on dev (its
-        --dev-translations, else the oracle where the method reads one, else the text), and on test the same."""
-        translations = translations or (self.settings.dev_translations if split == "dev" and not test_input else None)
-        if test_input is None:
-            test_input = "translation" if translations else "oracle" if "oracle" in self.test_inputs else "text"
-        return test_input, translations
-
     def evaluate(self, model, split, langs=None, test_input=None, translations=None, predictions=None):
         """{lang: scores} of the wrapped model on a split, each text seen with `test_input`'s counterpart (none given:
-        Method.inputs' rule); `predictions` receives them."""
+        prediction_inputs' rule); `predictions` receives them."""
         model.eval()
         settings = self.settings
-        chosen, (test_input, translations) = test_input is None, self.inputs(split, test_input, translations)
+        chosen = test_input is None
+        test_input, translations = prediction_inputs(self, split, test_input, translations)
         if chosen and test_input == "oracle" and not self.run.task.parallel:  # no counterpart but the source's own
             langs = [self.run.task.source]
         missing = settings.get("missing_translations", "refuse")
@@ -310,6 +303,15 @@ TEST_INPUTS = {
     "translation": "the target's machine translation into the source language (--test-translations)",
     "oracle": "the task's parallel source-language text, the human original (an oracle: an upper bound)",
 }
+
+
+def prediction_inputs(method, split, test_input=None, translations=None):
+    """(test input, translations) a split is predicted with: those given, else on dev its --dev-translations, and
+    then the translations where given, else the oracle where the method reads one, else the text alone."""
+    translations = translations or (method.settings.dev_translations if split == "dev" and not test_input else None)
+    if test_input is None:
+        test_input = "translation" if translations else "oracle" if "oracle" in method.test_inputs else "text"
+    return test_input, translations
 
 
 def counterparts(run, split, test_input, translations=None, missing="refuse"):

@@ -35,7 +35,8 @@ import torch
 
 import data
 import evaluate
-from methods import TEST_INPUTS, Run, counterparts, learning_rate, own_parameters, phase_index, restore
+from methods import (TEST_INPUTS, Run, counterparts, learning_rate, own_parameters, phase_index, prediction_inputs,
+                     restore)
 from minxlt import tasks
 from minxlt.checkpoints import hub
 from minxlt.checkpoints.prepare_default import default_model
@@ -70,12 +71,11 @@ def main(argv=None):
     if not items:
         raise tasks.InputError(f"no training examples for --method {settings.method} on {settings.task}")
     # The dev and test counterparts, read now (and kept): a missing or unreadable one stops the run before step 1.
-    test_translations = None if settings.no_test else settings.test_translations
-    oracle = {"dev": "oracle" in method.test_inputs, "test": settings.test_input == "oracle" and not settings.no_test}
-    for split, translations in (("dev", settings.dev_translations), ("test", test_translations)):
-        if translations or oracle[split]:
-            counterparts(run, split, "translation" if translations else "oracle", translations,
-                         settings.get("missing_translations", "refuse"))
+    tested = () if settings.no_test else (("test", settings.test_input, settings.test_translations),)
+    for split, *given in (("dev",), *tested):
+        test_input, translations = prediction_inputs(method, split, *given)
+        if test_input != "text":
+            counterparts(run, split, test_input, translations, settings.get("missing_translations", "refuse"))
     phases = method.phases(items)
     book = bookkeeping.Book(out, settings, run, model_dir, phases, owns_process_group)
 
