@@ -210,8 +210,10 @@ def check_settings(out, own, args, rank):
     names = ("model", "embedding_model", "embedding_pooling", "cotrain_iterations", "threshold", "pool_per_lang",
              "self_training", "lm_method", "task", "data", "source_lang", "target_langs", *bookkeeping.SHAPING,
              *(f.name for f in own_flags(flags.METHODS[own.lm_method]) if f.metadata))
-    path_of = lambda value: str(Path(value).resolve()) if isinstance(value, str) and Path(value).exists() else value
-    here = json.loads(json.dumps({name: path_of(given.get(name)) for name in names}))
+    folders = ("model", "embedding_model", "data", "extra_train")  # kept as absolute paths, to resume from anywhere
+    path_of = lambda name, value: str(Path(value).resolve()) if name in folders and value and Path(value).exists() \
+        else value
+    here = json.loads(json.dumps({name: path_of(name, given.get(name)) for name in names}))
     path = out / "cotrain.json"
     there = json.loads(path.read_text()) if own.resume and path.is_file() else here  # none: a run before the record
     if different := [f"{name} {there.get(name)!r} there, {value!r} here" for name, value in here.items()

@@ -153,9 +153,9 @@ def check_translations(run, settings, cached=True):
                   "the other languages' alone", file=sys.stderr)
     elif missing:
         source = f"--soft-labels {settings.soft_labels}" if settings.get("soft_labels") else task.translations
-        if settings.get("translated") is not None or settings.get("train_fraction", 1) < 1:  # a few-shot sample's
-            source += (f", of which the few-shot sample (--train-fraction {settings.train_fraction}, --translated "
-                       f"{settings.translated}) kept none: sample more")
+        sample = [f"--{name.replace('_', '-')} {value}" for name, value in (("train_fraction", settings.train_fraction),
+                  ("translated", settings.translated)) if value not in (None, 1.0)]  # a few-shot sample's flags
+        source += f"; a few-shot sample ({', '.join(sample)}) keeps those of its examples alone" if sample else ""
         raise InputError(f"--method {name} trains on translations of the source's training examples, and --task "
                          f"{settings.task} has none in {files} (they come from: {source}); leave those "
                          "languages out of --target-langs, or use --method zero-shot"

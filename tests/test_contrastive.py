@@ -320,9 +320,9 @@ def test_a_few_shot_sample_without_translations_is_refused_naming_the_sample(tin
     from minxlt.text.tokenizer import Tokenizer
     task = data.few_shot(tasks.load_task("demo", targets=["de"]), 0.1, translated=0)
     run = Run(task, Tokenizer.from_pretrained(tiny_model_dir), 64)
-    with pytest.raises(InputError, match=re.escape("(they come from: the target languages' training files, of which the "
-                                                   "few-shot sample (--train-fraction 0.1, --translated 0) kept none: "
-                                                   "sample more)")):
+    with pytest.raises(InputError, match=re.escape("(they come from: the target languages' training files; a few-shot "
+                                                   "sample (--train-fraction 0.1, --translated 0) keeps those of its "
+                                                   "examples alone)")):
         make_method("translate-train", run, "--train-fraction", "0.1", "--translated", "0").training_items()
 
 

@@ -631,6 +631,11 @@ def test_a_resume_over_a_changed_squad_beside_the_data_folder_is_refused(tmp_pat
             "--target-langs", "de", "--batch-size", "4", "--max-steps", "3", "--max-length", "64", "--doc-stride", "16",
             "--eval-every", "3", "--no-alignment", "--no-test", "--out", str(out)]
     train_module.main(argv + ["--stop-at", "1"])
+    checkpoint = torch.load(out / "checkpoint.pt", weights_only=False)  # as a run before the record held SQuAD's
+    del checkpoint["files_beside"]
+    files = {name: value for name, value in checkpoint["files"].items() if "squad" not in name}
+    torch.save(dict(checkpoint, files=files), out / "checkpoint.pt")
+    assert train_module.main(argv + ["--resume", "--stop-at", "2"]) is None  # resumed
     squad = tmp_path / "squad" / "train-v1.1.json"
     squad.write_text(squad.read_text().replace("Normandy 0", "Normandy 9"))  # an answer and its context, edited alike
     with pytest.raises(CheckpointError, match=re.escape(f"trained on: {squad.resolve()} (changed); a resumed run")):

@@ -206,6 +206,8 @@ def test_bad_experiment_files_are_refused_naming_file_and_field(tmp_path, tiny_m
     message = bad(tmp_path, tiny_model_dir, runs=runs_with({"name": "x", "method": "zero-shot", "test_input": "text", "flags": ["--lr", "fast"]}))
     assert message.startswith(f"{where}: runs[1].flags: train.py refuses them: argument --lr") and "\n" not in message
     assert message.endswith("; python train.py --help lists the flags")  # train.py's flags, not reproduce.py's
+    message = bad(tmp_path, tiny_model_dir, runs=runs_with({"name": "x", "method": "zero-shot", "test_input": "text", "flags": ["--offload"]}))
+    assert message.startswith(f"{where}: runs[1].flags: train.py refuses them: --offload moves a sharded run's parts")
     for own in (["--lr", "fast"], ["--lr=fast"], ["--bogus"]):  # the file's own flags: named there
         assert bad(tmp_path, tiny_model_dir, flags=STEPS + own).startswith(f"{where}: flags: train.py refuses them: ")
     assert "runs[1].name: 'zero-shot' names runs[0] already" in bad(tmp_path, tiny_model_dir, runs=runs_with(

@@ -434,8 +434,13 @@ def test_one_step_is_one_step(tmp_path, tiny_model_dir, capsys):
 
 def test_fp16_on_the_cpu_scales_its_loss(tmp_path, tiny_model_dir):
     import warnings
+    out = tmp_path / "run"
+    argv = ["--model", str(tiny_model_dir), *COMMON, "--amp", "fp16", "--device", "cpu", "--max-steps", "2", "--no-test",
+            "--log-every", "1", "--out", str(out)]
     with warnings.catch_warnings():
         warnings.simplefilter("error", UserWarning)  # torch's "GradScaler is enabled, but CUDA is not available"
-        model = train.main(["--model", str(tiny_model_dir), *COMMON, "--amp", "fp16", "--device", "cpu", "--max-steps",
-                            "2", "--no-test", "--log-every", "1", "--out", str(tmp_path / "run")])
-    assert model is not None and all(torch.isfinite(torch.tensor(losses(tmp_path / "run"))))
+        assert train.main(argv + ["--stop-at", "1"]) is None
+    checkpoint = torch.load(out / "checkpoint.pt", weights_only=False)
+    assert checkpoint["scaler"]["scale"] > 1  # the loss was scaled
+    torch.save(dict(checkpoint, scaler={}), out / "checkpoint.pt")  # as a CPU run's before its scaler ran: resumed
+    assert train.main(argv + ["--resume"]) is not None and all(torch.isfinite(torch.tensor(losses(out))))

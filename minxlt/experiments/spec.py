@@ -397,8 +397,9 @@ def planned_arguments(experiment, run, where):
     try:
         with redirect_stderr(io.StringIO()) as errors:
             parsed = parse(argv)
-    except SystemExit:
-        problem = errors.getvalue().strip().splitlines()[-1].split("error: ", 1)[-1].split("; python ")[0]
+    except (SystemExit, tasks.InputError) as e:  # argparse's message, or a refusal of flags that go together
+        problem = (str(e) if isinstance(e, tasks.InputError)
+                   else errors.getvalue().strip().splitlines()[-1].split("error: ", 1)[-1].split("; python ")[0])
         named = re.match(r"argument (--[\w-]+)|unrecognized arguments: (--[\w-]+)", problem)
         flag, names = named and (named.group(1) or named.group(2)), lambda given: {f.split("=")[0] for f in given}
         mine = flag in names(experiment.flags) and flag not in names(run.flags)  # the file's own "flags": named so

@@ -54,12 +54,12 @@ def plan(config, processes, amp="none", freeze_embeddings=False, device_memory=8
     # under DDP's autocast, the 16-bit copy of each matrix of the layers' products, saved for backward (embeddings
     # and LayerNorms compute in float32)
     cast = 2 * sum(m.weight.numel() for m in encoder.layers.modules() if isinstance(m, torch.nn.Linear))
-    cast, eval_cast = cast if amp in ("bf16", "fp16") else 0, cast if eval_bf16 else 0
+    cast, eval_cast = cast if amp in ("bf16", "fp16") else 0, cast if eval_bf16 or amp == "fp16" else 0
     phases = {"ddp": phase_bytes(ddp, (cast, cast, 0, 0), eval_cast, evaluation_extra=eval_cast),
               "sharded": phase_bytes(sharded, moments, in_forward(encoder, 4, processes), offload, received,
                                      grad_accum > 1, evaluation)}
     return {"parameters_count": total, "trainable": trainable, "ddp": ddp, "sharded": sharded,
-            "step_forward": moments[0], "step_backward": max(moments[1:3]),
+            "step_forward": moments[0], "step_backward": max(moments[1:3]), "autocast_copies": cast,
             "host": sum(sharded.values()) if offload else 0, "phases": phases,
             "fits": max(phases["ddp"].values()) <= device_memory,
             "fits_sharded": max(phases["sharded"].values()) <= device_memory,
@@ -136,9 +136,10 @@ def dry_run(args, model_dir):
     gb = lambda n: f"{n / GB:.1f} GB"
     parts = lambda sizes: ", ".join(f"{part} {gb(size)}" for part, size in sizes.items())
     ddp, sharded, es = sum(p["ddp"].values()), sum(p["sharded"].values()), "es" * (processes > 1)
+    copies = f", and in a step the layers' 16-bit copies, {gb(p['autocast_copies'])}" if p["autocast_copies"] else ""
     lines = [f"memory plan: {args.model or 'the default model'}, {p['parameters_count'] / 1e9:.2f} B parameters "
              f"({p['trainable'] / 1e9:.2f} B trained), {processes} process{es}, float32 weights computing in {compute}",
-             f"  DDP, per process: {parts(p['ddp'])}: {gb(ddp)} before activations",
+             f"  DDP, per process: {parts(p['ddp'])}: {gb(ddp)}{copies} before activations",
              f"  sharded over {processes} (--shard), per process: {parts(p['sharded'])}: {gb(sharded)}; beyond "
              f"these at most {gb(p['step_forward'])} in forward (the embeddings and the layers gathered whole, with "
              f"the buffers they were gathered in{', and the teacher' * teacher}) and {gb(p['step_backward'])} in "

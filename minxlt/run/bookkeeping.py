@@ -386,7 +386,7 @@ class Book:
         rest = {"scheduler": scheduler.state_dict(), "scaler": scaler.state_dict(), "step": self.step,
                 **{k: v for k, v in asdict(self.state).items() if k != "saved_step"},
                 "rng": states, "settings": self.settings.as_dict(), "identity": self.identity, "files": self.files,
-                "window": windows}
+                "files_beside": True, "window": windows}  # files_beside: the record holds a task's files beside --data
         if self.settings.shard:
             if self.settings.async_checkpoint and self.checkpoint_group is None:  # made once, by every process at once
                 self.checkpoint_group = torch.distributed.new_group(backend="gloo")
@@ -518,6 +518,8 @@ def load_checkpoint(out, identity, files, changed_ok=False, rank=0):
                               f"test it again with python evaluate.py --checkpoint {out / 'best'}, or train it again "
                               "with --overwrite")
     old = saved.get("files", files)  # a checkpoint that predates the record: taken as unchanged
+    if "files_beside" not in saved and identity["data"]:  # nor files beside --data then (SQuAD beside MLQA's)
+        old = {**{name: files[name] for name in files if not Path(name).is_relative_to(identity["data"])}, **old}
     changed = [f"{name} ({'new' if name not in old else 'gone' if name not in files else 'changed'})"
                for name in sorted(set(old) | set(files)) if old.get(name) != files.get(name)]
     named = ", ".join(changed[:5]) + (f" and {len(changed) - 5} more" if len(changed) > 5 else "")
@@ -549,7 +551,8 @@ def resume(out, saved, core, optimizer, scheduler, scaler, rank, world_size, sha
             core.load_state_dict(saved["model"])
             optimizer.load_state_dict(saved["optimizer"])
         scheduler.load_state_dict(saved["scheduler"])
-        scaler.load_state_dict(saved["scaler"])
+        if saved["scaler"] or not scaler.is_enabled():  # none: fp16 on the CPU before its scaler ran there
+            scaler.load_state_dict(saved["scaler"])
     except (RuntimeError, ValueError, KeyError, shard.CheckpointException) as e:
         raise CheckpointError(f"{path}: does not fit this model ({shard.reason(e)}); "
                               "start afresh with --overwrite or another --out") from None
