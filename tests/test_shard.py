@@ -153,6 +153,7 @@ def load_worker(rank, world_size, port, best):
     dist.init_process_group("gloo")
     whole, tokenizer, _ = Classifier.load(best)
     sharded, _, _ = shard.load_classifier(best, "cpu")
+    whole.eval(), sharded.eval()  # OUT/best keeps the checkpoint's dropout (the run's --dropout 0 is its own)
     theirs = dict(whole.named_parameters())
     for name, param in sharded.named_parameters():
         rows = theirs[name].detach().chunk(world_size)  # FSDP2's cut: ceil(rows / N) each, the last fewer or none

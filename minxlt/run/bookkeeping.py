@@ -192,7 +192,8 @@ class Book:
                                saved_step=saved["step"], stale=saved.get("stale", 0))
             best = self.out / "best" / "task.json"  # the stopped run's best, if it came after the checkpoint: kept
             info = json.loads(best.read_text(encoding="utf-8")) if best.is_file() else {}
-            metric = self.state.metric or next((key[4:] for key in info if key.startswith("dev_")), None)
+            scores = [key[4:] for key, value in info.items() if key.startswith("dev_") and type(value) in (int, float)]
+            metric = self.state.metric or next(iter(scores), None)  # dev_<metric>, not dev_translations
             if (info.get("step") or 0) > saved["step"] and f"dev_{metric}" in info:
                 self.state.best, self.state.best_step, self.state.metric = info[f"dev_{metric}"], info["step"], metric
                 self.state.stale = 0
