@@ -259,7 +259,7 @@ def tatoeba_alignment(encoder, tokenizer, args, pooling, device, rank, world_siz
 
 def test_input_of(args, info):
     """(--test-input, --test-translations): as given (--plain-inference: the text), else the run's; on dev, none
-    given: (None, None), the dev rule train.py scores dev with (Method.inputs)."""
+    given: (None, None), the dev rule train.py scores dev with (prediction_inputs)."""
     if args.plain_inference:
         return "text", args.test_translations
     if args.test_input or args.test_translations:
