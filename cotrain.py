@@ -273,7 +273,7 @@ class FineTuning:
         if (directory / "done").is_file():
             return
         argv = self.argv(view, directory, examples) + list(more)
-        if self.own.resume and cli.has_checkpoint(directory):  # a fine-tuning that was stopped: continued
+        if self.own.resume and cli.latest_checkpoint(directory):  # a fine-tuning that was stopped: continued
             argv[argv.index("--overwrite")] = "--resume"
         try:
             finished = train.main(argv) is not None

@@ -105,7 +105,7 @@ def state(job):
         return "done"
     if job.run.cotrain and (job.folder / "pool.jsonl").is_file():
         return "interrupted"  # co-training replays its recorded rounds (--resume)
-    if not job.run.evaluate and not job.run.cotrain and cli.has_checkpoint(job.folder):
+    if not job.run.evaluate and not job.run.cotrain and cli.latest_checkpoint(job.folder):
         return "interrupted"
     return "started" if job.folder.exists() else "new"
 

@@ -141,10 +141,6 @@ def latest_checkpoint(out):
     return max(found, key=lambda f: f.stat().st_mtime, default=None)
 
 
-def has_checkpoint(out):
-    return latest_checkpoint(out) is not None
-
-
 LOCK = ".lock"  # in OUT, while a run writes there: "<host> <process id>"
 
 
@@ -207,13 +203,13 @@ def output_folder(out, resume=False, overwrite=False, rank=0):
         raise InputError(problem)
     held = [name for name in RUN_FILES if (out / name).exists()]
     replace = "replace it with --overwrite, or choose another --out"
-    if resume and not has_checkpoint(out):
+    if resume and not latest_checkpoint(out):
         raise InputError(f"--resume: {out / 'checkpoint.pt'} not found, nor a sharded run's checkpoint/"
                          + (f"; {out} holds a run without one ({', '.join(held)}): {replace}" if held
                             else "; drop --resume to start afresh"))
     if held and not resume and not overwrite:
         raise InputError(f"--out {out} holds a run ({', '.join(held)}): "
-                         + (f"continue it with --resume, {replace}" if has_checkpoint(out) else replace))
+                         + (f"continue it with --resume, {replace}" if latest_checkpoint(out) else replace))
     return out
 
 
