@@ -1,6 +1,5 @@
-"""The compiled training step (train.py --compile, opt-in): each phase's loss, the method's forward and loss
-with its backward, one graph, run as CUDA graphs where a step is one micro-batch on one process. Batches
-padded to multiples of --bucket and filled to full size give a handful of shapes; docs/training.md says why."""
+"""The compiled training step (train.py --compile, opt-in): each phase's loss and its backward, one graph, run as CUDA
+graphs where a step is one micro-batch on one process; batches padded to multiples of --bucket (docs/training.md)."""
 from dataclasses import replace
 
 import torch
@@ -31,7 +30,6 @@ def problem(settings):
         return (f"--compile-mode {settings.compile_mode} (CUDA graphs) with --grad-accum or --shard: the graphs' "
                 "memory would hold the gradients that the next micro-batch overwrites; leave --compile-mode to its "
                 "default")
-    return None
 
 
 def buckets(settings):

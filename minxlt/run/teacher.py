@@ -1,9 +1,5 @@
 """A teacher: a trained model whose probabilities on the translations of the training pairs are soft labels
-(FILTER's self-teaching, Algorithm 1; X-Mixup's word labels, Sec. 4.2), computed on the fly or cached whole:
-
-    python train.py --method filter --out runs/teacher
-    python train.py --method filter --teacher runs/teacher/best --out runs/student
-"""
+(FILTER's self-teaching, Algorithm 1; X-Mixup's word labels, Sec. 4.2), computed on the fly or cached whole."""
 import json
 import os
 from pathlib import Path
@@ -79,13 +75,12 @@ class Teacher:
             rows = [self.cache[k] for k in keys]
             if rows[0].dim() == 1:
                 return torch.stack(rows).to(target_ids.device)
-            for row, target in zip(rows, targets):  # a cache of other encodings: another --max-length or tokenizer
-                if len(row) != len(target.ids):
+            out = torch.zeros(len(rows), target_ids.shape[1], rows[0].shape[-1], device=target_ids.device)
+            for b, (row, target) in enumerate(zip(rows, targets)):
+                if len(row) != len(target.ids):  # a cache of other encodings: another --max-length or tokenizer
                     raise InputError(f"{self.cache_file}: the teacher's logits of {target.id!r} ({target.lang}) cover "
                                      f"{len(row)} tokens, its encoding here {len(target.ids)}: the cache was written "
                                      "with another --max-length, tokenizer or data; delete it to compute it again")
-            out = torch.zeros(len(rows), target_ids.shape[1], rows[0].shape[-1], device=target_ids.device)
-            for b, row in enumerate(rows):
                 out[b, :len(row)] = row
             return out
         if self.model is None:
