@@ -1,6 +1,5 @@
-"""What train.py's loop does around the training step, which a reader of the step can skip: the batch plan
-(StepBatches, built ahead by loader processes), the log (Book.record, Book.log), stop requests, divergence, the
-resume checkpoint (OUT/checkpoint.pt, or a sharded run's OUT/checkpoint/) and OUT/best."""
+"""What train.py's loop does around the step, which its reader can skip: the batch plan (StepBatches, built ahead by
+loader processes), the log, stop requests, divergence, the resume checkpoint (OUT/checkpoint.pt) and OUT/best."""
 import errno
 import glob
 import io
@@ -142,9 +141,8 @@ class Book:
                   "with --resume continues it", file=sys.stderr)
             if not settings.group_by_length and flags.default_of(settings.method, "group_by_length"):  # as it may
                 sizes = lengths(phases[0].items)  # how much grouping by length would cut the padding
-                plans = [data.epoch_batches(sizes, settings.batch_size, 0, settings.seed, group_by_length=group)
-                         for group in (False, True)]
-                ungrouped, grouped = (data.padding_share(sizes, plan) for plan in plans)
+                ungrouped, grouped = (data.padding_share(sizes, data.epoch_batches(
+                    sizes, settings.batch_size, 0, settings.seed, group_by_length=group)) for group in (False, True))
                 if ungrouped - grouped > 0.1:
                     print(f"padding: {100 * ungrouped:.0f}% of the batches' tokens; --group-by-length would make it "
                           f"{100 * grouped:.0f}%", file=sys.stderr)
@@ -153,24 +151,23 @@ class Book:
         # what it trains (the method's own flags too); the others (--workers, --save-every, ...) may change
         shaping = SHAPING + tuple(f.name for f in own_flags(flags.METHODS[settings.method]) if f.metadata)
         shaping += ("doc_stride",) if run.level.name == "span" else ()  # QA's windows
-        given = vars(settings)  # every setting, the method's own too
         self.identity = {"method": settings.method, "task": settings.task,
                          "data": str(Path(settings.data).resolve()) if settings.data else None,
                          "languages": [run.task.source, *run.task.targets], "model": str(Path(model_dir).resolve()),
-                         "tokenizer": run.tokenizer.fingerprint(), **{name: given[name] for name in shaping}}
+                         "tokenizer": run.tokenizer.fingerprint(), **{name: settings.get(name) for name in shaping}}
         # {file: [bytes, SHA-256]} of the files the run reads, read by process 0: those of --data (hidden ones and
         # the run's own --out aside), its splits' files outside it (SQuAD beside MLQA's or XQuAD's folder) and those
         # DATA_FLAGS name ({lang}: every language's; --parallel: XX,EN)
         files, paths = None, []
         if run.rank == 0:
-            if given.get("data"):
-                folder, own, layout = Path(given["data"]), Path(settings.out).resolve(), run.task.train.layout
+            if settings.data:
+                folder, own, layout = Path(settings.data), Path(settings.out).resolve(), run.task.train.layout
                 hidden = lambda p: any(part.startswith(".") for part in p.relative_to(folder).parts)
                 paths = [p for p in folder.rglob("*") if not hidden(p) and not p.resolve().is_relative_to(own)]
                 paths += [Path(layout.split_file(lang, split)) for lang in self.identity["languages"]
                           for split in ("train", "dev", "test")] if layout else []
             for flag in DATA_FLAGS:
-                values = given.get(flag) or []
+                values = settings.get(flag) or []
                 for value in values if isinstance(values, tuple) else [values]:
                     paths += [Path(p) for part in str(value).split(",") for p in glob.glob(part.replace("{lang}", "*"))]
             files = {str(p.resolve()): [p.stat().st_size, file_digest(p)] for p in sorted(set(paths)) if p.is_file()}
@@ -323,13 +320,11 @@ class Book:
         with open(self.out / "log.jsonl", "a") as f:
             f.write(json.dumps(record) + "\n")
         if self.out not in WRITERS:
-            try:
+            WRITERS[self.out] = None
+            with suppress(ImportError):
                 from torch.utils.tensorboard import SummaryWriter
                 WRITERS[self.out] = SummaryWriter(str(self.out / "tensorboard"))
-            except ImportError:
-                WRITERS[self.out] = None
-        writer = WRITERS[self.out]
-        if writer is None:
+        if (writer := WRITERS[self.out]) is None:
             return
         for key, value in record.items():
             for name, number in (value.items() if isinstance(value, dict) else [("", value)]):
@@ -408,7 +403,6 @@ class Book:
             if self.run.rank == 0:
                 torch.save(dict(rest, model=core.state_dict(), optimizer=optimizer.state_dict()), tmp)
                 os.replace(tmp, path)
-                self.state.saved_step = self.step  # whole: named where the others are lost in first_error's gather
         except FAILED_WRITE as e:
             tmp.unlink(missing_ok=True)
             problem = shard.reason(e)
@@ -453,16 +447,15 @@ class Book:
             return
         info = dict(info, step=self.state.best_step, **{f"dev_{self.state.metric}": self.state.best})
         tmp, problem, caught = self.out / "best.tmp", None, FAILED_WRITE_SHARDED if sharded else FAILED_WRITE
+        bf16 = self.settings.save_dtype == "bf16"
         if self.run.rank == 0:
             shutil.rmtree(tmp, ignore_errors=True)
-        # --save-dtype bf16: each floating-point tensor cast as it is written (None, on processes that write nothing)
-        cast = ((lambda t: t.to(torch.bfloat16) if t is not None and t.is_floating_point() else t)
-                if self.settings.save_dtype == "bf16" else None)
-        try:
-            whole = cast
-            if sharded:  # each file's tensors gathered in turn to process 0's host memory, which writes them
-                whole = shard.on_first_host if cast is None else lambda tensor: cast(shard.on_first_host(tensor))
-            model.save(tmp, tokenizer, info, whole=whole, write=self.run.rank == 0)  # unsharded: only rank 0 is here
+
+        def whole(t):  # sharded: gathered in turn to process 0's host memory; bf16: cast (None where none is written)
+            t = shard.on_first_host(t) if sharded else t
+            return t.to(torch.bfloat16) if bf16 and t is not None and t.is_floating_point() else t
+        try:  # unsharded: only rank 0 is here
+            model.save(tmp, tokenizer, info, whole=whole if sharded or bf16 else None, write=self.run.rank == 0)
             if self.run.rank == 0:
                 cli.replace_dir(tmp, self.out / "best")
         except caught as e:
