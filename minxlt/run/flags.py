@@ -1,7 +1,5 @@
 """train.py's flags and a run's read-only Settings: the flag given, else the method's default (its Settings dataclass)
-or the task level's (--max-length), else the flag's own; then every check, before the model loads. METHODS maps
---method to its class: a new method is a file with a subclass of methods.Method and a line here (co-training of
-several runs is cotrain.py)."""
+or the task level's (--max-length), else the flag's own; then every check, before the model loads; METHODS: --method."""
 import argparse
 import re
 import sys
@@ -61,7 +59,6 @@ class Settings:
 def parse(argv=None, description="", strict=True):
     """train.py's flags, with those of the --method given; a flag not given takes the method's default, else its
     own. `strict` False leaves out the flags of other methods (a benchmark gives one command line to several)."""
-    argv = sys.argv[1:] if argv is None else list(argv)
     first = argparse.ArgumentParser(add_help=False)
     first.add_argument("--method", default="xeroalign")
     method = first.parse_known_args(argv)[0].method
@@ -73,8 +70,7 @@ def parse(argv=None, description="", strict=True):
             theirs.setdefault(f"--{f.name.replace('_', '-')}", []).append(f"--method {name}")
     foreign = [flag.split("=", 1)[0] for flag in unknown if flag.split("=", 1)[0] in theirs]
     if strict and foreign:
-        owners = " and ".join(theirs[foreign[0]])
-        p.error(f"{foreign[0]} is a flag of {owners}; --method {method} does not read it")
+        p.error(f"{foreign[0]} is a flag of {' and '.join(theirs[foreign[0]])}; --method {method} does not read it")
     if unknown and (strict or len(foreign) < len([flag for flag in unknown if flag.startswith("--")])):
         p.error(f"unrecognized arguments: {' '.join(unknown)}")
     if args.epochs and args.max_steps:
@@ -113,10 +109,9 @@ def parser(description="", method=None):
              "Examples: the top of train.py; the manual: docs/training.md.")
     p = cli.ArgumentParser(description=about, formatter_class=HelpFormatter, allow_abbrev=False,
                            usage="%(prog)s [--method METHOD] [options]")
-    groups, own = dict(COMMON), {}
+    groups, own = dict(COMMON), {f.name: f.default for f in own_flags(METHODS.get(method))}
     if method is not None:  # its Settings' fields (methods.flag); one without help sets a common flag's default
         groups[f"--method {method}"] = mine = []
-        own = {f.name: f.default for f in own_flags(METHODS[method])}
         for f in [f for f in own_flags(METHODS[method]) if f.metadata]:
             values, metavar = f.metadata["values"], {int: "N", float: "X"}.get(f.type, "PATH")
             if f.type is bool:
@@ -328,7 +323,6 @@ def resolve(args, run):
         values["test_translations"] = run.task.test_translations  # XTREME's translate-test files, where the data has
     values["test_input"] = choose_test_input(args.method, values["test_input"], values["test_translations"],
                                              run.task.parallel)
-    # Refused, before the model loads: what the settings cannot do together with this task and model.
     s, level, name = Settings(values), run.level, args.method
     if s.extra_train and not Path(s.extra_train).is_file():
         what = "not a file" if Path(s.extra_train).exists() else "no such file"
@@ -365,16 +359,14 @@ def resolve(args, run):
         (s.extra_train and method.draws not in ("texts", "translated") and not (pairs_span and s.self_pairs), extra),
         (plan_only, f"{' and '.join(plan_only)} {'shapes' if len(plan_only) == 1 else 'shape'} the memory plan, which "
                     "only --dry-run prints: add --dry-run"),
+        (compiling := s.compile_mode and compiled.problem(s), compiling),  # where given: compiled.resolve sets the mode
+        (s.async_checkpoint and not staging_available(), "--async-checkpoint needs torch 2.9 or later (its checkpoint "
+         f"staging), and this is torch {torch.__version__}: upgrade torch, or leave --async-checkpoint out"),
     ]
     for wrong, message in problems:
         if wrong:
             raise InputError(message)
     check_max_length(s.max_length, run.max_positions)
-    if s.compile_mode and compiled.problem(s):  # --compile's settings, where given (compiled.resolve sets the mode)
-        raise InputError(compiled.problem(s))
-    if s.async_checkpoint and not staging_available():
-        raise InputError(f"--async-checkpoint needs torch 2.9 or later (its checkpoint staging), and this is torch "
-                         f"{torch.__version__}: upgrade torch, or leave --async-checkpoint out")
     if values.get("teacher") or values.get("teacher_cache") or values.get("soft_labels"):  # a method's own
         teacher.check(s, "filter" if method is FilterMethod else "labeller", run.task)
     return s, run
