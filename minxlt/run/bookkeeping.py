@@ -151,23 +151,24 @@ class Book:
         # what it trains (the method's own flags too); the others (--workers, --save-every, ...) may change
         shaping = SHAPING + tuple(f.name for f in own_flags(flags.METHODS[settings.method]) if f.metadata)
         shaping += ("doc_stride",) if run.level.name == "span" else ()  # QA's windows
+        given = vars(settings)  # every setting, the method's own too
         self.identity = {"method": settings.method, "task": settings.task,
                          "data": str(Path(settings.data).resolve()) if settings.data else None,
                          "languages": [run.task.source, *run.task.targets], "model": str(Path(model_dir).resolve()),
-                         "tokenizer": run.tokenizer.fingerprint(), **{name: settings.get(name) for name in shaping}}
+                         "tokenizer": run.tokenizer.fingerprint(), **{name: given[name] for name in shaping}}
         # {file: [bytes, SHA-256]} of the files the run reads, read by process 0: those of --data (hidden ones and
         # the run's own --out aside), its splits' files outside it (SQuAD beside MLQA's or XQuAD's folder) and those
         # DATA_FLAGS name ({lang}: every language's; --parallel: XX,EN)
         files, paths = None, []
         if run.rank == 0:
-            if settings.data:
-                folder, own, layout = Path(settings.data), Path(settings.out).resolve(), run.task.train.layout
+            if given.get("data"):
+                folder, own, layout = Path(given["data"]), Path(settings.out).resolve(), run.task.train.layout
                 hidden = lambda p: any(part.startswith(".") for part in p.relative_to(folder).parts)
                 paths = [p for p in folder.rglob("*") if not hidden(p) and not p.resolve().is_relative_to(own)]
                 paths += [Path(layout.split_file(lang, split)) for lang in self.identity["languages"]
                           for split in ("train", "dev", "test")] if layout else []
             for flag in DATA_FLAGS:
-                values = settings.get(flag) or []
+                values = given.get(flag) or []
                 for value in values if isinstance(values, tuple) else [values]:
                     paths += [Path(p) for part in str(value).split(",") for p in glob.glob(part.replace("{lang}", "*"))]
             files = {str(p.resolve()): [p.stat().st_size, file_digest(p)] for p in sorted(set(paths)) if p.is_file()}
