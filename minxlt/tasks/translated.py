@@ -5,7 +5,7 @@ from pathlib import Path
 from data import Example
 from minxlt.errors import DataError
 from minxlt.tasks.filter_tags import read_test_translations
-from minxlt.tasks.pawsx import read_pawsx
+from minxlt.tasks.pawsx import each_pawsx
 from minxlt.tasks.readers import read_lines, squad_texts
 from minxlt.tasks.xmixup_tags import DEV, TEST, untagged_sentences
 from minxlt.tasks.xnli import read_xnli
@@ -39,7 +39,7 @@ def read_translations(spec, lang, source, examples, tokenizer=None):
         rows = {e.id: (e.where.rpartition(":")[2], [e.text, e.pair]) for e in read_xnli(path, lang)}
     elif name.startswith("dev_2k.") or (name.startswith("xtreme.msft.") and lines[:1]
                                         and lines[0][1].startswith("id\t")):  # by id
-        rows = {e.id: (e.where.rpartition(":")[2], [e.text, e.pair]) for e in read_pawsx(path, lang, noisy=False)}
+        rows = {e.id: (e.where.rpartition(":")[2], [e.text, e.pair]) for e in each_pawsx(path, lang, noisy=False)}
     elif name.startswith("xtreme.msft.") or (name.startswith("test-") and name.endswith("-translated.tsv")):  # by line
         if len(lines) != len(examples):
             raise DataError(path, 0, f"{len(lines)} lines for the {len(examples)} examples of {lang}: {name} is "
