@@ -11,24 +11,21 @@ from minxlt.tasks.readers import read_lines
 class DialogueLayout(Layout):
     """A joint task; a target trains on XeroAlign's <lang>/train.tsv where there, else the release's own."""
     level = "word"
+    reader = None  # each task's reader of a file as the release writes it: reader(path, lang) -> [Example]
     own_translations = True  # the release's target training files translate the English one, with its ids
     translations = ("the release's translations of the English training utterances (or XeroAlign's machine "
                     "translations, <lang>/train.tsv)")
 
-    def read_file(self, lang, split):
-        """The examples of a language's split as the release writes them (each task's reader)."""
-        raise NotImplementedError
-
     def read(self, lang, split):
         if split == "train" and lang != self.source:
             return self.once((lang, "translations"), lambda: self.translations_of(lang))
-        return self.once((lang, split), lambda: self.read_file(lang, split))
+        return self.once((lang, split), lambda: self.reader(self.split_file(lang, split), lang))
 
     def translations_of(self, lang):
         english, target = self.directory / self.source / "train.tsv", self.directory / lang / "train.tsv"
         if english.is_file() and target.is_file():
             return read_machine_translations(english, target, lang, self.read(self.source, "train"))
-        return self.read_file(lang, "train") if self.own_translations else []
+        return self.reader(self.split_file(lang, "train"), lang) if self.own_translations else []
 
     @property
     def labels(self):

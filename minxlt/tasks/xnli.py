@@ -42,8 +42,7 @@ class Xnli(Layout):
         return XtremeXnli if directory and (Path(directory) / "train-en.tsv").is_file() else cls
 
     def read(self, lang, split):
-        path = self.split_file(lang, split)
-        return list(each_xnli_mt(path, lang)) if split == "train" else read_xnli(path, lang)
+        return list(self.stream(lang)) if split == "train" else read_xnli(self.split_file(lang, split), lang)
 
     def stream(self, lang):
         return each_xnli_mt(self.train_files(lang)[0], lang)
