@@ -24,10 +24,6 @@ def read_translations(spec, lang, source, examples, tokenizer=None):
     path = translation_file(spec, lang)
     name = path.name
     if name in (f"dev-{lang}-{source}.tsv", f"test-{lang}-{source}.tsv") and all(e.words is not None for e in examples):
-        if tokenizer is None:
-            raise DataError(path, 0, "FILTER's translations of a tagging task are aligned with XTREME's segments of "
-                                     "the split, which a tokenizer counts: read them with the run's "
-                                     "(read_translations(..., tokenizer=))")
         return read_test_translations(path, source, examples, tokenizer)  # a sentence's segments: <id>, <id>#1, ...
     if name == f"{lang}.txt" and path.parent.name in (TEST, DEV) and all(e.words is not None for e in examples):
         what = f"{examples[0].lang if examples else ''}'s split"  # X-Mixup's translate-{test,dev}-token/<lang>.txt
