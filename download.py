@@ -367,14 +367,12 @@ def panx_layout(archive, folder, langs=None):
 
 def panx_rows(lines):
     """panx_preprocess's rows of a WikiANN file's "<lang>:<token> TAB <tag>" lines (docs/data.md)."""
-    rows = []
     for line in lines[:-1] if lines and not lines[-1].strip() else lines:
         cells = line.strip().split("\t")
         if len(cells) != 2:
-            rows.append("")
+            yield ""
         elif ":" in cells[0]:
-            rows.append(f"{cells[0].partition(':')[2].strip()}\t{cells[1].strip()}")
-    return rows
+            yield f"{cells[0].partition(':')[2].strip()}\t{cells[1].strip()}"
 
 
 def write_tagged(path, sentences):

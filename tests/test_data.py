@@ -21,19 +21,19 @@ SIB_HEADER = "index_id\tcategory\ttext\n"
 
 def test_sib200_reader(tmp_path):
     write(tmp_path / "xx" / "train.tsv", SIB_HEADER + "7\tsports\tThe match ended in a draw.\n12\thealth\tDrink water.\n")
-    examples = tasks.read_sib200(tmp_path, "xx", "train")
+    examples = list(tasks.each_sib200(tmp_path, "xx", "train"))
     assert [(e.id, e.label, e.text) for e in examples] == [("7", "sports", "The match ended in a draw."), ("12", "health", "Drink water.")]
 
 
 def test_sib200_is_read_as_csv_quotes_it(tmp_path):
     # SIB-200's files are written by pandas: a text with quotes is put in quotes, its own quotes doubled
     write(tmp_path / "xx" / "train.tsv", SIB_HEADER + '7\tsports\t"""Hi,"" she said."\n8\thealth\tA 5" screen.\n')
-    assert [e.text for e in tasks.read_sib200(tmp_path, "xx", "train")] == ['"Hi," she said.', 'A 5" screen.']
+    assert [e.text for e in tasks.each_sib200(tmp_path, "xx", "train")] == ['"Hi," she said.', 'A 5" screen.']
 
 
 @pytest.mark.skipif(not (SHARED_DATA / "sib200").exists(), reason="needs ../shared/data/sib200 (not in a fresh clone)")
 def test_real_sib200_quotes():
-    english = {e.id: e.text for e in tasks.read_sib200(SHARED_DATA / "sib200", "eng_Latn", "train")}
+    english = {e.id: e.text for e in tasks.each_sib200(SHARED_DATA / "sib200", "eng_Latn", "train")}
     assert english["1239"].startswith('"She’s very cute and sings quite well, too," he said')
     assert not any(text.startswith('"""') or '""' in text for text in english.values())
 
@@ -46,19 +46,19 @@ def test_real_sib200_quotes():
 def test_sib200_bad_rows_name_file_and_line(tmp_path, rows, message):
     write(tmp_path / "xx" / "train.tsv", SIB_HEADER + rows)
     with pytest.raises(tasks.DataError, match=message):
-        tasks.read_sib200(tmp_path, "xx", "train")
+        list(tasks.each_sib200(tmp_path, "xx", "train"))
 
 
 def test_missing_header_is_not_skipped_silently(tmp_path):
     # a file without its header would otherwise lose its first example (xtreme #70)
     write(tmp_path / "xx" / "train.tsv", "7\tsports\tThe match ended.\n")
     with pytest.raises(tasks.DataError, match="train.tsv:1: header"):
-        tasks.read_sib200(tmp_path, "xx", "train")
+        list(tasks.each_sib200(tmp_path, "xx", "train"))
 
 
 @pytest.mark.skipif(not (SHARED_DATA / "sib200").exists(), reason="needs ../shared/data/sib200 (not in a fresh clone)")
 def test_real_sib200_is_parallel():
-    english = tasks.read_sib200(SHARED_DATA / "sib200", "eng_Latn", "train")
+    english = list(tasks.each_sib200(SHARED_DATA / "sib200", "eng_Latn", "train"))
     assert len(english) == 701 and {e.label for e in english} == set(tasks.SIB200_LABELS)
     thai = tasks.load_task("sib200", SHARED_DATA / "sib200", targets=["tha_Thai"], strict=True).train["tha_Thai"]
     assert len(thai) == 701  # every one paired with its English by id
@@ -67,7 +67,7 @@ def test_real_sib200_is_parallel():
 def test_pawsx_translated_train_skips_and_counts_failed_rows(tmp_path, capsys):
     path = write(tmp_path / "de" / "translated_train.tsv", "id\tsentence1\tsentence2\tlabel\n"
                  "1\tEin Satz.\tEin Satz!\t1\n2\tNS\tNS\t0\n\n3\tZwei Sätze.\t\t0\n4\tGut.\tSchlecht.\t0\n")
-    examples = tasks.read_pawsx(path, "de")
+    examples = list(tasks.each_pawsx(path, "de"))
     assert [e.id for e in examples] == ["1", "4"]
     assert "skipped 3 malformed or untranslated rows of 5" in capsys.readouterr().err
 
@@ -75,10 +75,10 @@ def test_pawsx_translated_train_skips_and_counts_failed_rows(tmp_path, capsys):
 def test_pawsx_human_files_stop_on_bad_rows(tmp_path):
     path = write(tmp_path / "de" / "test.tsv", "id\tsentence1\tsentence2\tlabel\n1\tEin Satz.\t \t1\n")
     with pytest.raises(tasks.DataError, match="test.tsv:2: empty field"):
-        tasks.read_pawsx(path, "de")
+        list(tasks.each_pawsx(path, "de"))
     path = write(tmp_path / "de" / "dev.tsv", "id\tsentence1\tsentence2\tlabel\n1\tA.\tB.\t2\n")
     with pytest.raises(tasks.DataError, match="dev.tsv:2: unknown label '2'"):
-        tasks.read_pawsx(path, "de")
+        list(tasks.each_pawsx(path, "de"))
 
 
 PAWSX_HEADER = "id\tsentence1\tsentence2\tlabel\n"
@@ -127,7 +127,7 @@ def test_xnli_readers(tmp_path, capsys):
     german = tasks.read_xnli(path, "de")
     assert [(e.id, e.label, e.text, e.pair) for e in german] == [("10", "neutral", "Er schläft.", "Er träumt."), ("11", "entailment", "Ja.", "Ja!")]
     train = write(tmp_path / "multinli.train.de.tsv", "premise\thypo\tlabel\nA.\tB.\tcontradictory\nkaputt\n\tC.\tneutral\nD.\tE.\tentailment\n")
-    examples = tasks.read_xnli_mt(train, "de")
+    examples = list(tasks.each_xnli_mt(train, "de"))
     assert [(e.id, e.label) for e in examples] == [("2", "contradiction"), ("5", "entailment")]  # ids are line numbers
     assert "skipped 2" in capsys.readouterr().err
 
@@ -376,7 +376,7 @@ def test_word_labels_sit_on_first_sub_tokens(tiny_model_dir):
     ("xnli.test.tsv", "language\tgold_label\tsentence1\tsentence2\tpairID\nde\tneutral\tA\tB\t7\nen\tneutral\tA\tB\t7\nde\tneutral\tC\tD\t7\n",
      lambda p: tasks.read_xnli(p, "de"), r"xnli.test.tsv:4: de pairID '7' is used twice in the file, on lines 2 and 4"),
     ("test.tsv", "id\tsentence1\tsentence2\tlabel\n3\tA\tB\t1\n3\tC\tD\t0\n",
-     lambda p: tasks.read_pawsx(p, "de"), r"test.tsv:3: id '3' is used twice in the file, on lines 2 and 3"),
+     lambda p: list(tasks.each_pawsx(p, "de")), r"test.tsv:3: id '3' is used twice in the file, on lines 2 and 3"),
     ("de_pud-ud-test.conllu", CONLLU + "\n" + CONLLU, lambda p: tasks.read_conllu(p, "de"),
      r"de_pud-ud-test.conllu:18: sentence id 'n01' is used twice in the file, on lines 1 and 18"),
     ("extra.jsonl", '{"id": 1, "lang": "de", "text": "a", "label": "x"}\n{"id": 1, "lang": "fr", "text": "b", "label": "x"}\n'

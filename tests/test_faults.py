@@ -94,13 +94,13 @@ def test_broken_tsv_files(tmp_path, tiny_model_dir, case, message):
 def test_long_tsv_field_is_read(tmp_path):
     long = "word " * 40000  # 200 KB, past the csv module's default field limit
     write(tmp_path / "xx" / "train.tsv", f"{SIB}7\tsports\t{long}\n")
-    [example] = tasks.read_sib200(tmp_path, "xx", "train")
+    [example] = list(tasks.each_sib200(tmp_path, "xx", "train"))
     assert example.text == long.strip()
 
 
 def test_byte_order_mark_is_dropped(tmp_path):
     write(tmp_path / "xx" / "train.tsv", ("\ufeff" + SIB + "7\tsports\tok\n").encode("utf-8"))
-    assert [e.id for e in tasks.read_sib200(tmp_path, "xx", "train")] == ["7"]
+    assert [e.id for e in tasks.each_sib200(tmp_path, "xx", "train")] == ["7"]
 
 
 CONLLU = "# sent_id = {id}\n1\tWe\twe\tPRON\t_\t_\t0\t_\t_\t_\n2\twalk\twalk\tVERB\t_\t_\t0\t_\t_\t_\n"

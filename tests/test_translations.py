@@ -70,7 +70,7 @@ def test_xmixup_s_translated_dev_set_and_filter_s_and_xtreme_s_test_translations
 
 
 def test_pawsx_translations_of_filter_and_xmixup_are_read_by_id(tmp_path):
-    examples = [tasks.read_pawsx(write(tmp_path / "de" / "dev_2k.tsv", "id\tsentence1\tsentence2\tlabel\n7\tA.\tB.\t1\n9\tC.\tD.\t0\n"), "de")]
+    examples = [list(tasks.each_pawsx(write(tmp_path / "de" / "dev_2k.tsv", "id\tsentence1\tsentence2\tlabel\n7\tA.\tB.\t1\n9\tC.\tD.\t0\n"), "de"))]
     header = "id\tsentence1\tsentence2\tlabel\n"
     for name in ("translate-dev/dev_2k.de.tsv", "filter/xtreme.msft.de-en.dev"):  # X-Mixup's and FILTER's: PAWS-X's own layout
         path = write(tmp_path / name, header + "9\tC in English.\tD in English.\t0\n7\tA in English.\tB in English.\t1\n")

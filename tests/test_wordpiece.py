@@ -24,7 +24,7 @@ def texts():
     if (SHARED_DATA / "sib200").exists():  # real multilingual sentences, where the data is at hand
         from minxlt import tasks
         for lang in ("deu_Latn", "rus_Cyrl", "zho_Hans", "arb_Arab", "hin_Deva", "tha_Thai", "jpn_Jpan", "kor_Hang", "ell_Grek", "amh_Ethi"):
-            real += [e.text for e in tasks.read_sib200(SHARED_DATA / "sib200", lang, "test")[:15]]
+            real += [e.text for e in list(tasks.each_sib200(SHARED_DATA / "sib200", lang, "test"))[:15]]
     return CORPUS.splitlines() + HARD + EDGES + real
 
 

@@ -12,24 +12,24 @@ from minxlt.tasks.mtod import Mtod
 from minxlt.tasks.mtop import Mtop, mtop_tags, read_mtop
 from minxlt.tasks.multiatis import MultiAtis
 from minxlt.tasks.panx import PANX_LABELS, PANX_LANGS, Panx
-from minxlt.tasks.pawsx import PAWSX_LANGS, Pawsx, read_pawsx
+from minxlt.tasks.pawsx import PAWSX_LANGS, Pawsx, each_pawsx
 from minxlt.tasks.readers import (read_extra_train, read_jsonl_examples, read_lines, read_parallel_lines, read_squad,
                                   read_tatoeba, read_text)
-from minxlt.tasks.sib200 import SIB200_LABELS, Sib200, read_sib200
+from minxlt.tasks.sib200 import SIB200_LABELS, Sib200, each_sib200
 from minxlt.tasks.translated import read_translations, translation_file
 from minxlt.tasks.tydiqa import Tydiqa, tydiqa_split
 from minxlt.tasks.udpos import (UDPOS_LANGS, UPOS_LABELS, XTREME_UDPOS_LANGS, ConverterStops, Udpos, read_conllu,
                                 xtreme_sentences)
-from minxlt.tasks.xnli import XNLI_LABELS, XNLI_LANGS, Xnli, read_xnli, read_xnli_mt
+from minxlt.tasks.xnli import XNLI_LABELS, XNLI_LANGS, Xnli, each_xnli_mt, read_xnli
 from minxlt.tasks.xquad import XQUAD_LANGS, Xquad, XquadSquad, xquad_split
 from minxlt.tasks.xsid import XSID_INTENTS, XSID_LANGS, XSID_SLOTS, Xsid, match_source_text, read_xsid
 
 __all__ = [  # what other modules read of tasks (the layouts are read through LAYOUTS)
-    'DataError', 'InputError', 'demo', 'PANX_LABELS', 'PANX_LANGS', 'PAWSX_LANGS', 'read_pawsx', 'read_extra_train',
+    'DataError', 'InputError', 'demo', 'PANX_LABELS', 'PANX_LANGS', 'PAWSX_LANGS', 'each_pawsx', 'read_extra_train',
     'read_jsonl_examples', 'read_lines', 'read_parallel_lines', 'read_squad', 'read_tatoeba', 'read_text',
-    'read_translations', 'translation_file', 'SIB200_LABELS', 'read_sib200', 'tydiqa_split', 'UDPOS_LANGS',
+    'read_translations', 'translation_file', 'SIB200_LABELS', 'each_sib200', 'tydiqa_split', 'UDPOS_LANGS',
     'UPOS_LABELS', 'XTREME_UDPOS_LANGS', 'ConverterStops',
-    'read_conllu', 'xtreme_sentences', 'XNLI_LABELS', 'XNLI_LANGS', 'read_xnli', 'read_xnli_mt', 'XQUAD_LANGS',
+    'read_conllu', 'xtreme_sentences', 'XNLI_LABELS', 'XNLI_LANGS', 'read_xnli', 'each_xnli_mt', 'XQUAD_LANGS',
     'xquad_split', 'XSID_INTENTS', 'XSID_LANGS', 'XSID_SLOTS', 'match_source_text', 'read_xsid', 'LAYOUTS',
     'mtop_tags', 'read_mtop', 'xtreme_segments', 'made_by', 'check_labels', 'check_folder', 'load_task']
 

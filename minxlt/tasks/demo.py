@@ -12,7 +12,7 @@ from data import Example, Layout
 # parallel templates and slot values; [brackets] mark a value's words in the slot (French "au [musée]")
 CORPUS = json.loads((Path(__file__).parent / "demo_corpus.json").read_text(encoding="utf-8"))
 LANGS, SLOTS, TEMPLATES = CORPUS["langs"], CORPUS["slots"], CORPUS["templates"]
-TRAIN_TEMPLATES, DEV_TEMPLATES, TEST_TEMPLATES = range(0, 7), range(7, 8), range(8, 10)
+TEMPLATE_SPLITS = {"train": range(0, 7), "dev": range(7, 8), "test": range(8, 10)}  # each intent's templates
 EXAMPLES_PER_TEMPLATE = {"train": 6, "dev": 8, "test": 8}
 INTENTS = list(TEMPLATES)
 SLOT_TYPES = dict.fromkeys(slot["label"] for slot in SLOTS.values())
@@ -22,10 +22,9 @@ SLOT_LABELS = ["O"] + [f"{p}-{label}" for label in SLOT_TYPES for p in ("B", "I"
 def build(split, round_trip=False):
     """{lang: [Example]} of a split, ids shared across languages (`round_trip`: {"en": the round trips}): each
     template filled with slot values, a value's words (or those in [brackets]) tagged B-/I-<slot>, the rest O."""
-    templates = {"train": TRAIN_TEMPLATES, "dev": DEV_TEMPLATES, "test": TEST_TEMPLATES}[split]
     langs = ["en"] if round_trip else LANGS
     out = {lang: [] for lang in langs}
-    for intent, k in itertools.product(INTENTS, templates):
+    for intent, k in itertools.product(INTENTS, TEMPLATE_SPLITS[split]):
         template = {"en": TEMPLATES[intent][k]["round_trip"]} if round_trip else TEMPLATES[intent][k]
         slots = re.findall(r"\{(\w+)\}", TEMPLATES[intent][k]["en"])
         rng, seen = random.Random(f"{intent}/{k}"), set()

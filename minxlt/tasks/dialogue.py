@@ -1,4 +1,4 @@
-"""What MTOP, MultiATIS++ and MTOD share: intents and BIO slots as the data folder holds them (FolderLabels), and
+"""What MTOP, MultiATIS++ and MTOD share: intents and BIO slots as the data folder holds them (label_sets), and
 XeroAlign's machine translations of the English training utterances (read_machine_translations)."""
 import os
 import sys
@@ -8,39 +8,32 @@ from minxlt.errors import DataError
 from minxlt.tasks.readers import read_lines
 
 
-class FolderLabels:
-    """A layout's slot labels (0) or intents (1), those of every file of its folder; empty on the class."""
-
-    def __init__(self, which):
-        self.which = which
-
-    def __get__(self, layout, owner=None):
-        return [] if layout is None else layout.label_sets()[self.which]
-
-
 class DialogueLayout(Layout):
     """A joint task; a target trains on XeroAlign's <lang>/train.tsv where there, else the release's own."""
     level = "word"
-    labels = FolderLabels(0)
-    intents = FolderLabels(1)
+    reader = None  # each task's reader of a file as the release writes it: reader(path, lang) -> [Example]
     own_translations = True  # the release's target training files translate the English one, with its ids
     translations = ("the release's translations of the English training utterances (or XeroAlign's machine "
                     "translations, <lang>/train.tsv)")
 
-    def read_file(self, lang, split):
-        """The examples of a language's split as the release writes them (each task's reader)."""
-        raise NotImplementedError
-
     def read(self, lang, split):
         if split == "train" and lang != self.source:
             return self.once((lang, "translations"), lambda: self.translations_of(lang))
-        return self.once((lang, split), lambda: self.read_file(lang, split))
+        return self.once((lang, split), lambda: self.reader(self.split_file(lang, split), lang))
 
     def translations_of(self, lang):
         english, target = self.directory / self.source / "train.tsv", self.directory / lang / "train.tsv"
         if english.is_file() and target.is_file():
             return read_machine_translations(english, target, lang, self.read(self.source, "train"))
-        return self.read_file(lang, "train") if self.own_translations else []
+        return self.reader(self.split_file(lang, "train"), lang) if self.own_translations else []
+
+    @property
+    def labels(self):
+        return self.label_sets()[0]
+
+    @property
+    def intents(self):
+        return self.label_sets()[1]
 
     def label_sets(self):
         """(slot labels, intents) of every file of the folder, read once."""

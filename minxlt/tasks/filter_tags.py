@@ -1,7 +1,7 @@
 """FILTER's translations of XTREME's UD-POS and PAN-X (train-en-<lang>.tsv, {dev,test}-<lang>-en.tsv: a segment a
 line, untagged) and the segments XTREME's preprocessing cuts sentences into, which they align with (docs/data.md)."""
 from data import Example
-from minxlt.errors import DataError, InputError
+from minxlt.errors import DataError
 from minxlt.tasks.readers import read_lines
 
 FOLDER = "filter-translations"  # where download.py filter-translations puts them, in the task's data folder
@@ -25,6 +25,10 @@ def xtreme_segments(words, tokenizer):
 
 def translated_segments(path, sentences, tokenizer):
     """[[(line, words)] of each sentence's segments], each segment with its line's words (an empty line: its own)."""
+    if tokenizer is None:
+        raise DataError(path, 0, "FILTER's translations are aligned with the segments XTREME's preprocessing cuts "
+                                 "the sentences into, which a tokenizer counts: read them with the run's "
+                                 "(load_task(..., tokenizer=), read_translations(..., tokenizer=))")
     lines, cuts = read_lines(path), [xtreme_segments(words, tokenizer) for words in sentences]
     count = sum(len(sizes) for sizes in cuts)
     if len(lines) != count:
@@ -73,10 +77,6 @@ class FilterTranslations:
         path = self.translation_file(lang)
         if not path.is_file():
             return []
-        if self.tokenizer is None:
-            raise InputError(f"{path}: FILTER's translations are aligned with the segments XTREME's preprocessing "
-                             "cuts the sentences into, which a tokenizer counts: load the task with the run's "
-                             "(load_task(..., tokenizer=))")
         sources, out = self.source_train(), []
         for e, segments in zip(sources, translated_segments(path, [e.words for e in sources], self.tokenizer)):
             words = [w for _, segment in segments for w in segment]

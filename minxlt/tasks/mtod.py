@@ -29,6 +29,7 @@ def read_mtod(path, lang):
 class Mtod(DialogueLayout):
     """<data>/<lang>/{train,eval,test}-<locale>.conllu (XeroAlign's copy: dev-, and th for th_TH); not parallel."""
     langs, pattern = MTOD_LANGS, "<lang>/{train,eval,test}-<locale>.conllu"
+    reader = staticmethod(read_mtod)
     own_translations = False
     parallel = False
     translations = ("XeroAlign's machine translations of the English training utterances (<lang>/train.tsv; "
@@ -42,6 +43,3 @@ class Mtod(DialogueLayout):
         names = ["eval", "dev"] if split == "dev" else [split]
         found = sorted(p for name in names for p in (self.directory / lang).glob(f"{name}-*.conllu"))
         return found[0] if found else self.directory / lang / f"{names[0]}-{lang}.conllu"
-
-    def read_file(self, lang, split):
-        return read_mtod(self.split_file(lang, split), lang)

@@ -69,6 +69,7 @@ def read_mtop(path, lang):
 class Mtop(DialogueLayout):
     """<data>/<lang>/{train,eval,test}.txt (dev is `eval`); a target's training file translates English's, by id."""
     langs, pattern = MTOP_LANGS, "<lang>/{train,eval,test}.txt"
+    reader = staticmethod(read_mtop)
 
     def found(self):
         return {p.parent.name for p in self.directory.glob("*/eval.txt")
@@ -76,6 +77,3 @@ class Mtop(DialogueLayout):
 
     def split_file(self, lang, split):
         return self.directory / lang / f"{'eval' if split == 'dev' else split}.txt"
-
-    def read_file(self, lang, split):
-        return read_mtop(self.split_file(lang, split), lang)

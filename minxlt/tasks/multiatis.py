@@ -30,6 +30,7 @@ def read_multiatis(path, lang):
 class MultiAtis(DialogueLayout):
     """<data>/{train,dev,test}_<LANG>.tsv (the release) or <data>/<lang>/{train,dev,test}.txt (XeroAlign's copy)."""
     langs, pattern = MULTIATIS_LANGS, "{train,dev,test}_<LANG>.tsv or <lang>/{train,dev,test}.txt"
+    reader = staticmethod(read_multiatis)
 
     def found(self):
         released = {p.name[len("train_"):-len(".tsv")].lower() for p in self.directory.glob("train_*.tsv")}
@@ -41,6 +42,3 @@ class MultiAtis(DialogueLayout):
         released = self.directory / f"{split}_{lang.upper()}.tsv"
         return (released if released.is_file() or not (self.directory / lang).is_dir()
                 else self.directory / lang / f"{split}.txt")
-
-    def read_file(self, lang, split):
-        return read_multiatis(self.split_file(lang, split), lang)

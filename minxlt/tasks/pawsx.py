@@ -8,12 +8,8 @@ from minxlt.tasks.xtreme import XtremePairs
 PAWSX_LANGS = ["en", "de", "es", "fr", "ja", "ko", "zh"]
 
 
-def read_pawsx(path, lang, noisy=None):
-    """PAWS-X <lang>/{train,dev,test}.tsv or translated_train.tsv: id, sentence1, sentence2, label."""
-    return list(each_pawsx(path, lang, noisy))
-
-
 def each_pawsx(path, lang, noisy=None):
+    """PAWS-X <lang>/{train,dev,test}.tsv or translated_train.tsv: id, sentence1, sentence2, label."""
     path = Path(path)
     noisy = path.name.startswith("translated") if noisy is None else noisy
     unique = UniqueIds(path)
@@ -35,7 +31,7 @@ class Pawsx(Layout):
         return {p.name for p in self.directory.iterdir() if (p / "test.tsv").is_file() or (p / "test_2k.tsv").is_file()}
 
     def read(self, lang, split):
-        return read_pawsx(first_existing(self.directory / lang, self.names(lang, split)), lang)
+        return list(each_pawsx(first_existing(self.directory / lang, self.names(lang, split)), lang))
 
     def stream(self, lang):
         return each_pawsx(first_existing(self.directory / lang, self.names(lang, "train")), lang)

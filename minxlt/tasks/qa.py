@@ -38,8 +38,8 @@ def encode_windows(examples, tokenizer, max_length, stride):
                              f"question ({e.lang} {e.id}), fewer than --doc-stride {stride} (the run's): raise "
                              "--max-length, or train with a lower --doc-stride")
         answer = answer_tokens(spans, e.answers[0][1], e.answers[0][1] + len(e.answers[0][0])) if e.answers else None
-        first, number = 0, 0
-        while True:
+        last = max(len(ids) - budget, 0)  # the last window starts at the first multiple of stride from here on
+        for number, first in enumerate(range(0, last + stride, stride)):
             piece = slice(first, min(first + budget, len(ids)))
             label = (0, 0)
             if answer and piece.start <= answer[0] and answer[1] < piece.stop:
@@ -47,9 +47,6 @@ def encode_windows(examples, tokenizer, max_length, stride):
             out.append(Encoded(tokenizer.add_special_tokens(question, ids[piece]), label, e.lang, f"{e.id}/{number}",
                                {"question": e.id, "context_start": context_start, "spans": spans[piece],
                                 "centre": (piece.start + piece.stop) / 2 / max(len(ids), 1)}))
-            if piece.stop >= len(ids):
-                break
-            first, number = first + stride, number + 1
     return out
 
 

@@ -11,12 +11,8 @@ SIB200_LANGS = ["eng_Latn", "deu_Latn", "fra_Latn", "spa_Latn", "rus_Cyrl", "zho
                 "kor_Hang", "ind_Latn", "yor_Latn", "amh_Ethi", "quy_Latn", "wol_Latn"]
 
 
-def read_sib200(directory, lang, split):
-    """SIB-200: <directory>/<lang>/<split>.tsv with index_id, category, text, csv-quoted; parallel by index_id."""
-    return list(each_sib200(directory, lang, split))
-
-
 def each_sib200(directory, lang, split):
+    """SIB-200: <directory>/<lang>/<split>.tsv with index_id, category, text, csv-quoted; parallel by index_id."""
     path = Path(directory) / lang / f"{split}.tsv"
     unique = UniqueIds(path, "index_id")
     for n, r in each_tsv(path, ("index_id", "category", "text"), quoted=True):
@@ -33,7 +29,7 @@ class Sib200(Layout):
         return {p.name for p in self.directory.iterdir() if (p / "test.tsv").is_file()}
 
     def read(self, lang, split):
-        return read_sib200(self.directory, lang, split)
+        return list(each_sib200(self.directory, lang, split))
 
     def stream(self, lang):
         return each_sib200(self.directory, lang, "train")

@@ -5,7 +5,7 @@ from pathlib import Path
 from data import Example
 from minxlt.errors import DataError
 from minxlt.tasks.filter_tags import read_test_translations
-from minxlt.tasks.pawsx import read_pawsx
+from minxlt.tasks.pawsx import each_pawsx
 from minxlt.tasks.readers import read_lines, squad_texts
 from minxlt.tasks.xmixup_tags import DEV, TEST, untagged_sentences
 from minxlt.tasks.xnli import read_xnli
@@ -24,10 +24,6 @@ def read_translations(spec, lang, source, examples, tokenizer=None):
     path = translation_file(spec, lang)
     name = path.name
     if name in (f"dev-{lang}-{source}.tsv", f"test-{lang}-{source}.tsv") and all(e.words is not None for e in examples):
-        if tokenizer is None:
-            raise DataError(path, 0, "FILTER's translations of a tagging task are aligned with XTREME's segments of "
-                                     "the split, which a tokenizer counts: read them with the run's "
-                                     "(read_translations(..., tokenizer=))")
         return read_test_translations(path, source, examples, tokenizer)  # a sentence's segments: <id>, <id>#1, ...
     if name == f"{lang}.txt" and path.parent.name in (TEST, DEV) and all(e.words is not None for e in examples):
         what = f"{examples[0].lang if examples else ''}'s split"  # X-Mixup's translate-{test,dev}-token/<lang>.txt
@@ -39,7 +35,7 @@ def read_translations(spec, lang, source, examples, tokenizer=None):
         rows = {e.id: (e.where.rpartition(":")[2], [e.text, e.pair]) for e in read_xnli(path, lang)}
     elif name.startswith("dev_2k.") or (name.startswith("xtreme.msft.") and lines[:1]
                                         and lines[0][1].startswith("id\t")):  # by id
-        rows = {e.id: (e.where.rpartition(":")[2], [e.text, e.pair]) for e in read_pawsx(path, lang, noisy=False)}
+        rows = {e.id: (e.where.rpartition(":")[2], [e.text, e.pair]) for e in each_pawsx(path, lang, noisy=False)}
     elif name.startswith("xtreme.msft.") or (name.startswith("test-") and name.endswith("-translated.tsv")):  # by line
         if len(lines) != len(examples):
             raise DataError(path, 0, f"{len(lines)} lines for the {len(examples)} examples of {lang}: {name} is "

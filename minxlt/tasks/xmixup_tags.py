@@ -1,5 +1,6 @@
 """X-Mixup's translations of XTREME's UD-POS and PAN-X (<lang>.txt in translate-train-logits/, -test-token/,
 -dev-token/, -train-en-token/), read as its ner.py reads them, paired with XTREME's segments (docs/data.md)."""
+import itertools
 import math
 from pathlib import Path
 
@@ -50,11 +51,8 @@ def segments(path, sentences, examples, what, tokenizer):
                         "than 125 sub-words into segments, counted with XLM-R's tokenizer); check that it translates "
                         "this split of this language (a last sentence without a blank line after it is not read, as "
                         "ner.py's read_tagging_file drops it)")
-    out, at = [], 0
-    for sizes in cuts:
-        out.append(sentences[at:at + len(sizes)])
-        at += len(sizes)
-    return out
+    rest = iter(sentences)
+    return [list(itertools.islice(rest, len(sizes))) for sizes in cuts]
 
 
 def soft_labels(path, number, cell, labels):

@@ -24,12 +24,8 @@ def read_xnli(path, lang):
                     label=check_label(path, n, r["gold_label"], XNLI_LABELS), where=f"{path}:{n}") for n, r in rows]
 
 
-def read_xnli_mt(path, lang):
-    """XNLI-MT multinli.train.<lang>.tsv (premise, hypo, label), parallel by line (the id); noisy: bad rows skipped."""
-    return list(each_xnli_mt(path, lang))
-
-
 def each_xnli_mt(path, lang):
+    """XNLI-MT multinli.train.<lang>.tsv (premise, hypo, label), parallel by line (the id); noisy: bad rows skipped."""
     for n, r in each_tsv(path, ("premise", "hypo", "label"), noisy=lang != "en"):
         label = "contradiction" if r["label"] == "contradictory" else r["label"]  # the files say "contradictory"
         yield Example(id=str(n), lang=lang, text=r["premise"], pair=r["hypo"],
@@ -46,7 +42,7 @@ class Xnli(Layout):
         return XtremeXnli if directory and (Path(directory) / "train-en.tsv").is_file() else cls
 
     def read(self, lang, split):
-        return (read_xnli_mt if split == "train" else read_xnli)(self.split_file(lang, split), lang)
+        return list(self.stream(lang)) if split == "train" else read_xnli(self.split_file(lang, split), lang)
 
     def stream(self, lang):
         return each_xnli_mt(self.train_files(lang)[0], lang)
