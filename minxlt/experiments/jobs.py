@@ -103,9 +103,8 @@ def state(job):
     """done (results written), interrupted (a checkpoint to resume), started (a folder) or new."""
     if job.results.is_file():
         return "done"
-    if job.run.cotrain and (job.folder / "pool.jsonl").is_file():
-        return "interrupted"  # co-training replays its recorded rounds (--resume)
-    if not job.run.evaluate and not job.run.cotrain and cli.has_checkpoint(job.folder):
+    resumable = (job.folder / "pool.jsonl").is_file() if job.run.cotrain else cli.has_checkpoint(job.folder)
+    if resumable and not job.run.evaluate:  # co-training replays its recorded rounds (--resume)
         return "interrupted"
     return "started" if job.folder.exists() else "new"
 
