@@ -74,18 +74,14 @@ def plan(experiment):
         lines.append(f"    {f.name}: paper {value(f.setting, 'paper')}; script {value(f.setting, 'script')}; "
                      f"run {shown(f.setting['run'])}" + (" *" if f.departs else ""))
     departures = [f"  {group(w, f)}, {f.name}: {f.setting['departure']}" for w, f in findings.items() if f.departs]
-    out = []
-    if lines:
-        out += ["Settings: what the paper states, what its authors' script uses, what the run uses "
-                "(* departs from either):", *lines,
-                "Departures, and the runs' own choices where neither the paper nor the script gives a value:",
-                *(departures or ["  none"])]
-    out += ["Runs that need files of the data folder:"] + [f"  {run.name}: {run.variant}" for run in experiment.runs
-                                                          if run.variant]
-    out += ["The paper's rows not run:"] + [f"  {row['row']} ({row['table']}): {row['reason']}"
-                                            for row in experiment.omitted]
-    return [line for line, after in zip(out, out[1:] + [""])  # a heading with nothing under it goes
-            if line.startswith(" ") or not line.endswith(":") or after.startswith(" ")]
+    out = ["Settings: what the paper states, what its authors' script uses, what the run uses "
+           "(* departs from either):", *lines,
+           "Departures, and the runs' own choices where neither the paper nor the script gives a value:",
+           *(departures or ["  none"])] if lines else []
+    variants = [f"  {run.name}: {run.variant}" for run in experiment.runs if run.variant]
+    omitted = [f"  {row['row']} ({row['table']}): {row['reason']}" for row in experiment.omitted]
+    out += ["Runs that need files of the data folder:", *variants] if variants else []
+    return out + (["The paper's rows not run:", *omitted] if omitted else [])  # a heading with nothing under it goes
 
 
 def costs(experiment, todo):
@@ -168,11 +164,11 @@ def dry_run(experiment, out, nproc, data=None):
         print(f"{mine[0].label.rpartition(' seed ')[0]}, {seed_range(experiment.seeds)} ({'; '.join(states)}{also})")
         print("\n".join(f"  {line}" for line in ([joined] if joined else map(shlex.join, argvs))))
     counts = {s: sum(value == s for value in statuses.values()) for s in WHAT}
-    rows = len(dict.fromkeys((job.run.name, job.value) for job in todo))  # a grid's each value
+    rows = len(todo) // len(experiment.seeds)  # a job of each run (a grid's each value) for every seed
     print(f"{len(todo)} runs ({rows} x {len(experiment.seeds)} seeds): "
           + ", ".join(f"{n} {s}" for s, n in counts.items() if n))
     print("cost of each run, one seed:")
-    for job in todo[:len(todo) // len(experiment.seeds)]:
+    for job in todo[:rows]:
         cost = price[job.key]
         length = (cost.training_tokens // cost.training if cost.training else
                   cost.evaluation_tokens // max(1, cost.evaluation))  # the run's --max-length

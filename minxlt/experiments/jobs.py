@@ -103,9 +103,8 @@ def state(job):
     """done (results written), interrupted (a checkpoint to resume), started (a folder) or new."""
     if job.results.is_file():
         return "done"
-    if job.run.cotrain and (job.folder / "pool.jsonl").is_file():
-        return "interrupted"  # co-training replays its recorded rounds (--resume)
-    if not job.run.evaluate and not job.run.cotrain and cli.latest_checkpoint(job.folder):
+    resumable = (job.folder / "pool.jsonl").is_file() if job.run.cotrain else cli.latest_checkpoint(job.folder)
+    if resumable and not job.run.evaluate:  # co-training replays its recorded rounds (--resume)
         return "interrupted"
     return "started" if job.folder.exists() else "new"
 
@@ -167,36 +166,35 @@ def execute(experiment, out, nproc, rerun_changed=False):
     todo = jobs(experiment, out)
     named, failed = by_name(todo), {}
     done = sum(status(job, experiment, named) == "done" for job in todo)
-    bar = tqdm(total=len(todo), initial=done, desc=f"{experiment.path.stem}: runs", unit="run", dynamic_ncols=True)
-    for job in todo:
-        current = status(job, experiment, named)  # after the runs before it: a retrained model changes its evaluations
-        if current == "done":
-            continue
-        lacking = [other.label for other in needed(job, named) if status(other, experiment, named) != "done"]
-        if lacking or (current == "changed" and not rerun_changed):
-            failed[job.label] = f"not run: {lacking[0]} has no model made as the file asks" if lacking else CHANGED
+    with tqdm(total=len(todo), initial=done, desc=f"{experiment.path.stem}: runs", unit="run",
+              dynamic_ncols=True) as bar:
+        for job in todo:
+            current = status(job, experiment, named)  # after the runs before: a retrained model changes its evaluations
+            if current == "done":
+                continue
+            lacking = [other.label for other in needed(job, named) if status(other, experiment, named) != "done"]
+            if lacking or (current == "changed" and not rerun_changed):
+                failed[job.label] = f"not run: {lacking[0]} has no model made as the file asks" if lacking else CHANGED
+                bar.update()
+                continue
+            how = {"interrupted": "resuming", "started": "starting again",
+                   "changed": "running again (changed)"}.get(current, "starting")
+            bar.set_postfix_str(f"{how} {job.label}; {len(failed)} failed")
+            started, argv = time.monotonic(), command(job, experiment, nproc, named, again=current == "changed")
+            cli.write_text(job.record_file, json.dumps(record(job, experiment, named), indent=1) + "\n")
+            with open(job.log, "a", encoding="utf-8") as log:
+                log.write(f"$ {shlex.join(argv)}\n")
+                log.flush()
+                code, interrupted = launch(argv, log)
+            if interrupted or (code == 0 and state(job) == "interrupted"):  # stopped by a signal
+                raise tasks.InputError(f"stopped during {job.label}: run the same command to continue (finished runs "
+                                       "are kept)")
+            if code or state(job) != "done":
+                failed[job.label] = f"exit status {code}; the last lines of {job.log}:\n  " + "\n  ".join(tail(job.log))
+                tqdm.write(f"failed: {job.label} (exit status {code}); its log: {job.log}")
+            else:
+                tqdm.write(f"finished {job.label} in {(time.monotonic() - started) / 60:.1f} min")
             bar.update()
-            continue
-        how = {"interrupted": "resuming", "started": "starting again",
-               "changed": "running again (changed)"}.get(current, "starting")
-        bar.set_postfix_str(f"{how} {job.label}; {len(failed)} failed")
-        started, argv = time.monotonic(), command(job, experiment, nproc, named, again=current == "changed")
-        cli.write_text(job.record_file, json.dumps(record(job, experiment, named), indent=1) + "\n")
-        with open(job.log, "a", encoding="utf-8") as log:
-            log.write(f"$ {shlex.join(argv)}\n")
-            log.flush()
-            code, interrupted = launch(argv, log)
-        if interrupted or (code == 0 and state(job) == "interrupted"):  # stopped by a signal
-            bar.close()
-            raise tasks.InputError(f"stopped during {job.label}: run the same command to continue (finished runs are "
-                                   "kept)")
-        if code or state(job) != "done":
-            failed[job.label] = f"exit status {code}; the last lines of {job.log}:\n  " + "\n  ".join(tail(job.log))
-            tqdm.write(f"failed: {job.label} (exit status {code}); its log: {job.log}")
-        else:
-            tqdm.write(f"finished {job.label} in {(time.monotonic() - started) / 60:.1f} min")
-        bar.update()
-    bar.close()
     return failed
 
 

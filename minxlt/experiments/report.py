@@ -221,14 +221,13 @@ def plot(experiment, columns, path):
     """Bars per language (mean over seeds, the standard deviation as error bars), the paper's value
     marked; False where matplotlib is missing (an optional dependency)."""
     try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        from matplotlib.figure import Figure  # drawn without pyplot: no display, no figure to close
     except ImportError:
         return False
     keys = [key for key in rows_of(experiment, columns) if key != "average, as the paper's"]
     drawn = [c for c in columns if c.seeds]
-    figure, axes = plt.subplots(figsize=(min(24, max(7, 0.5 * len(keys) * max(1, len(drawn) / 2))), 6))
+    figure = Figure(figsize=(min(24, max(7, 0.5 * len(keys) * max(1, len(drawn) / 2))), 6))
+    axes = figure.subplots()
     width = 0.8 / max(1, len(drawn))
     for i, c in enumerate(drawn):
         x = [k + i * width for k in range(len(keys))]
@@ -247,7 +246,6 @@ def plot(experiment, columns, path):
     axes.legend(fontsize="small")
     figure.tight_layout()
     figure.savefig(path, dpi=120)
-    plt.close(figure)
     return True
 
 

@@ -8,7 +8,6 @@ from contextlib import redirect_stderr
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from methods import TEST_INPUTS
 from minxlt import tasks
 from minxlt.checkpoints import hub
 from minxlt.run import cli, flags
@@ -220,13 +219,11 @@ def check_omitted(path, omitted):
 
 def check_sizes(path, sizes):
     """The data set's sizes, for the cost of its runs (docs/experiments.md says what each counts)."""
-    if not isinstance(sizes, dict):
-        refuse(path, "sizes", 'an object {"train": N, "dev": N, "test": N, "languages": N, '
-               '"from": "<where the numbers come from>"}')
-    if sizes and not (isinstance(sizes.get("from"), str) and sizes["from"].strip()):
-        refuse(path, "sizes.from", "where the numbers come from, as a sentence")
     required = tuple(sorted(SIZES_FIELDS - {"dev_languages", "extra_train"})) if sizes else ()
-    check_fields(path, "sizes", sizes, SIZES_FIELDS, required=required)
+    check_fields(path, "sizes", sizes, SIZES_FIELDS, required=required, shape='an object {"train": N, "dev": N, '
+                 '"test": N, "languages": N, "from": "<where the numbers come from>"}')
+    if sizes and not (isinstance(sizes["from"], str) and sizes["from"].strip()):
+        refuse(path, "sizes.from", "where the numbers come from, as a sentence")
     for name in ("train", "dev", "test", "languages", "dev_languages", "extra_train"):
         if name in sizes and not (type(sizes[name]) is int and sizes[name] > 0):
             refuse(path, f"sizes.{name}", f"a count of examples, not {sizes[name]!r}")
@@ -284,13 +281,8 @@ def check_flags(path, where, given, before=()):
 
 def model_run(given):
     """The run that a run's `--model {run}` names (it starts from that run's best model), or None."""
-    for flag, value in zip(given, given[1:] + [""]):
-        if flag.startswith("--model="):
-            flag, value = flag.split("=", 1)
-        match = flag == "--model" and MODEL_OF.fullmatch(value)
-        if match:
-            return match.group(1)
-    return None
+    match = MODEL_OF.fullmatch(flag_value(given, "--model") or "")
+    return match.group(1) if match else None
 
 
 def check_run(experiment, where, spec, fallback_of=None):
@@ -311,7 +303,7 @@ def check_run(experiment, where, spec, fallback_of=None):
               spec.get("paper_row"), spec.get("paper_table"), spec.get("note"), bool(spec.get("cotrain")),
               spec.get("paper_model"), check_settings(path, f"{where}.settings", spec.get("settings", {})),
               grid=check_grid(experiment, where, spec))
-    check_requires(experiment, where, spec, run, fallback_of)
+    check_requires(experiment, where, spec, run)
     if run.cotrain:
         run.method = planned_arguments(experiment, run, where)[0].lm_method
     trained = {r.name: r for r in experiment.runs if r.evaluate is None}
@@ -328,8 +320,6 @@ def check_run(experiment, where, spec, fallback_of=None):
             refuse(path, f"{where}.flags", f"{extra[0]}: an evaluation takes only {', '.join(sorted(EVALUATE_FLAGS))}")
     if run.method not in flags.METHODS:
         refuse(path, f"{where}.method", f"unknown method {run.method!r} (one of {', '.join(flags.METHODS)})")
-    if run.test_input not in TEST_INPUTS:
-        refuse(path, f"{where}.test_input", f"{run.test_input!r} is not one of {', '.join(TEST_INPUTS)}")
     if run.test_input not in flags.METHODS[run.method].test_inputs:
         refuse(path, f"{where}.test_input", f"--method {run.method} predicts from "
                f"{' or '.join(flags.METHODS[run.method].test_inputs)}, not {run.test_input}")
@@ -361,10 +351,10 @@ def check_grid(experiment, where, spec):
     return dict(grid)
 
 
-def check_requires(experiment, where, spec, run, fallback_of):
+def check_requires(experiment, where, spec, run):
     """A run's "requires" (the files it needs) and "otherwise" (what runs without them, run.fallback)."""
     path = experiment.path
-    if ("requires" in spec) != ("otherwise" in spec) or (fallback_of is not None and "requires" in spec):
+    if ("requires" in spec) != ("otherwise" in spec):  # an "otherwise" has no "requires" (FALLBACK_FIELDS)
         refuse(path, f"{where}.requires", 'give "requires" and "otherwise" together: the files a run needs, and what '
                "runs without them")
     if "requires" not in spec:
@@ -446,7 +436,6 @@ class Finding:
                     "departure listed")
         if not departs and "departure" in setting:
             return "a departure is listed, but the run takes every value the paper and the script give"
-        return None
 
 
 def same(a, b):
@@ -475,16 +464,13 @@ def audit(experiment, variants=True):
 def resolved_settings(experiment, run, where):
     """{setting: value} a trained run resolves to before any data is read (flags.planned), with FIXED, the
     model, the seeds and the test input; a co-training run's f_lm's settings and its own."""
-    depth = model_depth(experiment)
     try:
-        if run.cotrain:
-            own, rest = planned_arguments(experiment, run, where)
-            values = flags.planned(rest, experiment.task, depth)
-            values.update({k: v for k, v in vars(own).items() if k not in ("out", "resume", "overwrite", "model")})
-        else:
-            values = flags.planned(planned_arguments(experiment, run, where), experiment.task, depth)
+        argv = planned_arguments(experiment, run, where)
+        values = flags.planned(argv[1] if run.cotrain else argv, experiment.task, model_depth(experiment))
     except tasks.InputError as e:
         refuse(experiment.path, f"{where}.flags", str(e))
+    if run.cotrain:
+        values.update({k: v for k, v in vars(argv[0]).items() if k not in ("out", "resume", "overwrite", "model")})
     if run.grid:
         values.update({name: list(grid) for name, grid in run.grid.items()})
     trained = model_run(run.flags)
