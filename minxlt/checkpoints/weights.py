@@ -141,41 +141,36 @@ def check_finite(tensors, path):
 
 
 def checkpoint_files(directory):
-    """The weight files of a checkpoint directory, the first there in transformers' order: model.safetensors, the
-    shards its index names, pytorch_model.bin, the shards its index names."""
+    """(the weight files of a checkpoint directory, {name: shape} over them), the first there in transformers' order:
+    model.safetensors, the shards its index names, pytorch_model.bin, the shards its index names."""
     directory = Path(directory)
     for name in ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
                  "pytorch_model.bin.index.json"):
         path = directory / name
         if not path.exists():
             continue
-        if not name.endswith(".index.json"):
-            return [path]
-        try:
-            weight_map = json.loads(path.read_text(encoding="utf-8"))["weight_map"]
-            shards = sorted(set(weight_map.values()))
-        except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, AttributeError) as e:
-            raise CheckpointError(f"{path}: not a valid shard index ({e!r})") from None
-        for shard in shards:
-            if not isinstance(shard, str) or Path(shard).name != shard or not (directory / shard).is_file():
-                raise CheckpointError(f"{path}: shard {shard!r} is not a file in {directory}")
-        files = [directory / shard for shard in shards]
-        missing = sorted(set(weight_map) - set(checkpoint_shapes(files)))
+        files, weight_map = [path], {}
+        if name.endswith(".index.json"):
+            try:
+                weight_map = json.loads(path.read_text(encoding="utf-8"))["weight_map"]
+                shards = sorted(set(weight_map.values()))
+            except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, AttributeError) as e:
+                raise CheckpointError(f"{path}: not a valid shard index ({e!r})") from None
+            for shard in shards:
+                if not isinstance(shard, str) or Path(shard).name != shard or not (directory / shard).is_file():
+                    raise CheckpointError(f"{path}: shard {shard!r} is not a file in {directory}")
+            files = [directory / shard for shard in shards]
+        shapes = {}
+        for file in files:  # a safetensors file is mapped, not read
+            state = load_safetensors(file) if file.suffix == ".safetensors" else load_torch_bin(file)
+            shapes.update((key, tuple(tensor.shape)) for key, tensor in state.items())
+        missing = sorted(set(weight_map) - set(shapes))
         if missing:
             raise CheckpointError(f"{path}: keys listed in the index are in no shard: {', '.join(missing[:10])}")
-        return files
+        return files, shapes
     raise CheckpointError(
         f"{directory}: no weights found (looked for model.safetensors, model.safetensors.index.json, "
         "pytorch_model.bin, pytorch_model.bin.index.json)")
-
-
-def checkpoint_shapes(files):
-    """{name: shape} over a checkpoint's files (checkpoint_files); a safetensors file is mapped, not read."""
-    shapes = {}
-    for path in map(Path, files):
-        state = load_safetensors(path) if path.suffix == ".safetensors" else load_torch_bin(path)
-        shapes.update((name, tuple(tensor.shape)) for name, tensor in state.items())
-    return shapes
 
 
 # config.json's fields this encoder reads, in its order: (model.Config's name, type, smallest value, value must be below)
