@@ -1,6 +1,5 @@
-"""Sharded training (train.py --shard): FSDP2 (fully_shard), each layer a unit of its own and the trained
-module the root, built on the meta device and loaded a process's rows at a time, and its DCP checkpoints.
-docs/training.md ("Sharded") says what is gathered when; a run without --shard never comes here."""
+"""Sharded training (train.py --shard): FSDP2, each layer a unit and the trained module the root, loaded a process's
+rows at a time, and its DCP checkpoints; docs/training.md ("Sharded") says what is gathered when."""
 import copy
 import shutil
 import warnings
