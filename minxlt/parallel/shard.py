@@ -63,9 +63,8 @@ def load_pretrained(core, encoder, directory, device, offload=False):
     kept = {name: p.to_local().clone() for name, p in core.named_parameters() if not p.is_meta}
     core.to_empty(device="cpu" if offload else device)  # FSDP2 points its shards at the new memory
     with torch.no_grad():
-        for name, p in core.named_parameters():
-            if name in kept:
-                p.to_local().copy_(kept[name])
+        for name, value in kept.items():
+            core.get_parameter(name).to_local().copy_(value)
     encoder.load_weights(directory)
 
 
