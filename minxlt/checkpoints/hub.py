@@ -52,7 +52,8 @@ def resolve(name, config_only=False):
     path = Path(name)
     run = path.is_dir() and (path / "best").is_dir() and (path / "log.jsonl").is_file()
     if run and not (path / "config.json").is_file():
-        raise InputError(f"--model {name}: a run's folder, not a model: give --model {path / 'best'}, the model it kept")
+        raise InputError(f"--model {name}: a run's folder, not a model: give --model {path / 'best'}, the model it "
+                         "kept")
     if path.is_dir():
         return path
     if path.exists() or not HUB_ID.fullmatch(name):

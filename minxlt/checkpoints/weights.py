@@ -173,7 +173,7 @@ def checkpoint_files(directory):
         "pytorch_model.bin, pytorch_model.bin.index.json)")
 
 
-# config.json's fields this encoder reads, in its order: (model.Config's name, type, smallest value, value must be below)
+# config.json's fields this encoder reads, in its order: (model.Config's name, type, smallest value, must be below)
 CONFIG_FIELDS = {
     "vocab_size": ("vocab_size", int, 1, None), "hidden_size": ("hidden_size", int, 1, None),
     "num_hidden_layers": ("num_layers", int, 1, None), "num_attention_heads": ("num_heads", int, 1, None),
