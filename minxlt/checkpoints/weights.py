@@ -144,8 +144,8 @@ def checkpoint_files(directory):
     """(the weight files of a checkpoint directory, {name: shape} over them), the first there in transformers' order:
     model.safetensors, the shards its index names, pytorch_model.bin, the shards its index names."""
     directory = Path(directory)
-    for name in ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
-                 "pytorch_model.bin.index.json"):
+    names = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json")
+    for name in names:
         path = directory / name
         if not path.exists():
             continue
@@ -168,9 +168,7 @@ def checkpoint_files(directory):
         if missing:
             raise CheckpointError(f"{path}: keys listed in the index are in no shard: {', '.join(missing[:10])}")
         return files, shapes
-    raise CheckpointError(
-        f"{directory}: no weights found (looked for model.safetensors, model.safetensors.index.json, "
-        "pytorch_model.bin, pytorch_model.bin.index.json)")
+    raise CheckpointError(f"{directory}: no weights found (looked for {', '.join(names)})")
 
 
 # config.json's fields this encoder reads, in its order: (model.Config's name, type, smallest value, must be below)
