@@ -252,8 +252,7 @@ class Encoder(nn.Module):
         copy); `overrides`: dropout and the like, this run's (not saved). On device "meta" left unfilled, sharded."""
         directory = Path(directory)
         config = Config.from_directory(directory)
-        files = weights.checkpoint_files(directory)
-        shapes = weights.checkpoint_shapes(files)
+        files, shapes = weights.checkpoint_files(directory)
         pre_norm_keys = ("attention.self_attn_layer_norm.weight", "attention.self_attn_layer_norm.gamma")
         if not config.pre_norm and any(key.endswith(pre_norm_keys) for key in shapes):
             config = replace(config, model_type="xlm-roberta-xl")  # pre-LN weights: XXL's config.json says xlm-roberta
@@ -267,8 +266,8 @@ class Encoder(nn.Module):
 
     def load_weights(self, directory):
         """Fill this encoder from a checkpoint directory's files, one at a time (a sharded one: its own rows)."""
-        files = weights.checkpoint_files(directory)
-        weights.stream_state(self, self.config, files, weights.checkpoint_shapes(files), directory)
+        files, shapes = weights.checkpoint_files(directory)
+        weights.stream_state(self, self.config, files, shapes, directory)
 
     def load_hf_state_dict(self, state, source="state dict"):
         """Copy Hugging Face-named tensors into this encoder: every key accounted for, every shape checked."""

@@ -25,12 +25,12 @@ def cache_dir():
     return Path(os.path.expanduser(os.path.expandvars(hub)))
 
 
-def cached(repo_id, revision="main"):
-    """The cached snapshot folder of a hub id (models--org--name/snapshots/<refs/revision>), or None: also where
+def cached(repo_id):
+    """The cached snapshot folder of a hub id (models--org--name/snapshots/<refs/main>), or None: also where
     it lacks weights or a tokenizer (a download cut short, or another program's files)."""
     folder = cache_dir() / f"models--{repo_id.replace('/', '--')}"
-    ref = folder / "refs" / revision
-    snapshot = folder / "snapshots" / (ref.read_text().strip() if ref.is_file() else revision)
+    ref = folder / "refs" / "main"
+    snapshot = folder / "snapshots" / (ref.read_text().strip() if ref.is_file() else "main")
     needs = [["config.json"], SAFETENSORS[:2] + PICKLES[:2], ["sentencepiece.bpe.model", "tokenizer.json", "vocab.txt"]]
     return snapshot if all(any(whole(snapshot / f) for f in names) for names in needs) else None
 
@@ -46,20 +46,21 @@ def whole(path):
     return all((path.parent / shard).is_file() for shard in shards)
 
 
-def resolve(name, flag="--model", config_only=False):
+def resolve(name, config_only=False):
     """The checkpoint folder `name` stands for: itself, or a hub id's cached or downloaded snapshot;
     `config_only`: an uncached hub id's config.json alone, in a folder outside the cache (--dry-run)."""
     path = Path(name)
     run = path.is_dir() and (path / "best").is_dir() and (path / "log.jsonl").is_file()
     if run and not (path / "config.json").is_file():
-        raise InputError(f"{flag} {name}: a run's folder, not a model: give {flag} {path / 'best'}, the model it kept")
+        raise InputError(f"--model {name}: a run's folder, not a model: give --model {path / 'best'}, the model it "
+                         "kept")
     if path.is_dir():
         return path
     if path.exists() or not HUB_ID.fullmatch(name):
-        raise InputError(f"{flag} {name}: not a checkpoint folder, nor a Hugging Face hub id (org/name)")
+        raise InputError(f"--model {name}: not a checkpoint folder, nor a Hugging Face hub id (org/name)")
     if (found := cached(name)) is not None:
         return found
-    where = f"{flag} {name}: no such folder, and not in the Hugging Face cache at {cache_dir()}"
+    where = f"--model {name}: no such folder, and not in the Hugging Face cache at {cache_dir()}"
     offline = [v for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE") if os.environ.get(v, "").upper() in TRUE]
     if offline:
         raise InputError(f"{where}; {offline[0]} is set, so it is not downloaded")

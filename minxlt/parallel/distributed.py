@@ -37,10 +37,6 @@ def cleanup():
         dist.destroy_process_group()
 
 
-def world_size():
-    return dist.get_world_size() if dist.is_initialized() else 1
-
-
 def all_reduce(tensor):
     """Sum a tensor over the processes, in place."""
     if dist.is_initialized():

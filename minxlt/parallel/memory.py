@@ -1,6 +1,5 @@
-"""What a run holds per process, planned from config.json alone on the meta device (train.py --dry-run):
-float32 parameters and gradients, AdamW's two moments and DDP's buckets (16 + 4 bytes a trained
-parameter), about 1/N of each sharded, plus what FSDP2 gathers. bench/shard.py measures it."""
+"""What a run holds per process, planned from config.json alone on the meta device (train.py --dry-run): float32
+parameters and gradients, AdamW's moments and DDP's buckets, about 1/N of each sharded, plus what FSDP2 gathers."""
 import json
 import math
 import os
@@ -13,18 +12,10 @@ from model import Config, Encoder
 GB = 1e9
 
 
-def parameter_shapes(config, freeze_embeddings=False):
-    """(the encoder of `config` on the meta device: shapes, no memory; [(shape, trained)] of its parameters)."""
-    with torch.device("meta"):
-        encoder = Encoder(config)
-    frozen = encoder.embeddings.word.weight if freeze_embeddings else None
-    return encoder, [(tuple(p.shape), p is not frozen) for p in encoder.parameters()]
-
-
 def count_parameters(config, freeze_embeddings=False):
     """(parameters, trainable parameters) of the encoder of `config`."""
-    shapes = parameter_shapes(config, freeze_embeddings)[1]
-    return sum(math.prod(s) for s, _ in shapes), sum(math.prod(s) for s, trained in shapes if trained)
+    counts = plan(config, 1, freeze_embeddings=freeze_embeddings)
+    return counts["parameters_count"], counts["trainable"]
 
 
 def first_shard(shape, processes):
@@ -36,7 +27,10 @@ def plan(config, processes, amp="none", freeze_embeddings=False, device_memory=8
          grad_accum=1, eval_bf16=False, embeddings_unit=False):
     """{part: bytes per process} under DDP and sharded (each part padded to the first process's rows), each
     phase's bytes (phase_bytes) and whether they fit `device_memory`; the flags are train.py's."""
-    encoder, shapes = parameter_shapes(config, freeze_embeddings)
+    with torch.device("meta"):
+        encoder = Encoder(config)  # shapes, no memory
+    frozen = encoder.embeddings.word.weight if freeze_embeddings else None
+    shapes = [(tuple(p.shape), p is not frozen) for p in encoder.parameters()]
     total, trainable = sum(math.prod(s) for s, _ in shapes), sum(math.prod(s) for s, trained in shapes if trained)
     mine = sum(first_shard(s, processes) for s, _ in shapes)
     mine_trained = sum(first_shard(s, processes) for s, trained in shapes if trained)

@@ -1,6 +1,5 @@
-"""Sharded training (train.py --shard): FSDP2 (fully_shard), each layer a unit of its own and the trained
-module the root, built on the meta device and loaded a process's rows at a time, and its DCP checkpoints.
-docs/training.md ("Sharded") says what is gathered when; a run without --shard never comes here."""
+"""Sharded training (train.py --shard): FSDP2, each layer a unit and the trained module the root, loaded a process's
+rows at a time, and its DCP checkpoints; docs/training.md ("Sharded") says what is gathered when."""
 import copy
 import shutil
 import warnings
@@ -64,9 +63,8 @@ def load_pretrained(core, encoder, directory, device, offload=False):
     kept = {name: p.to_local().clone() for name, p in core.named_parameters() if not p.is_meta}
     core.to_empty(device="cpu" if offload else device)  # FSDP2 points its shards at the new memory
     with torch.no_grad():
-        for name, p in core.named_parameters():
-            if name in kept:
-                p.to_local().copy_(kept[name])
+        for name, value in kept.items():
+            core.get_parameter(name).to_local().copy_(value)
     encoder.load_weights(directory)
 
 
