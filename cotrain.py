@@ -67,29 +67,22 @@ def co_train(fit_lm, fit_emb, labeled, pool, iterations, threshold, seed, histor
     U_lm, U_emb = dict(pool), dict(pool)
     pseudo = lambda picks: [Example(id=key, lang=pool[key].lang, text=pool[key].text, pair=pool[key].pair, label=label)
                             for key, (label, _) in picks.items()]
-
-    def exchange(picks_lm, picks_emb):
-        if fit_emb is None:  # self-training: its own picks
-            D_lm.extend(pseudo(picks_lm))
-        else:  # S_emb -> D_lm, S_lm -> D_emb
-            D_lm.extend(pseudo(picks_emb))
-            D_emb.extend(pseudo(picks_lm))
-        for key in picks_lm:
-            U_lm.pop(key)
-        for key in picks_emb:
-            U_emb.pop(key)
-
     for round_ in range(iterations):
         if round_ < len(history):
-            exchange(*history[round_])
-            continue
-        predict_lm, predict_emb = fit_lm(D_lm, round_), fit_emb and fit_emb(D_emb, round_)
-        rng = random.Random(f"{seed}/cotrain/{round_}")  # a round's own: a resumed run picks as an uninterrupted one
-        picks_lm = select(predict_lm(U_lm), threshold, cap, rng)
-        picks_emb = select(predict_emb(U_emb), threshold, cap, rng) if predict_emb else {}
-        if on_round:
-            on_round(round_, picks_lm, picks_emb)
-        exchange(picks_lm, picks_emb)
+            picks_lm, picks_emb = history[round_]
+        else:
+            predict_lm, predict_emb = fit_lm(D_lm, round_), fit_emb and fit_emb(D_emb, round_)
+            rng = random.Random(f"{seed}/cotrain/{round_}")  # a round's own: a resumed run picks as one not stopped
+            picks_lm = select(predict_lm(U_lm), threshold, cap, rng)
+            picks_emb = select(predict_emb(U_emb), threshold, cap, rng) if predict_emb else {}
+            if on_round:
+                on_round(round_, picks_lm, picks_emb)
+        D_lm.extend(pseudo(picks_lm if fit_emb is None else picks_emb))  # S_emb -> D_lm (self-training: its own S_lm)
+        if fit_emb is not None:
+            D_emb.extend(pseudo(picks_lm))  # S_lm -> D_emb
+        for unlabelled, picks in ((U_lm, picks_lm), (U_emb, picks_emb)):
+            for key in picks:
+                unlabelled.pop(key)
     return D_lm, D_emb
 
 
@@ -173,8 +166,7 @@ def main(argv=None):
     pool = {f"{lang}:{e.id}": Example(id=e.id, lang=lang, text=e.text, pair=e.pair)
             for lang, examples in unlabelled.items() for e in examples}
     history = []
-    while own.resume and (out / f"round{len(history)}" / "picks.json").exists():
-        path = out / f"round{len(history)}" / "picks.json"
+    while own.resume and (path := out / f"round{len(history)}" / "picks.json").exists():
         history.append(tuple({key: tuple(value) for key, value in json.loads(path.read_text())[view].items()}
                              for view in ("lm", "emb")))
         if unknown := [key for picks in history[-1] for key in picks if key not in pool]:
