@@ -1,7 +1,5 @@
-"""The token cache: a language's sentence-level training texts tokenized once into arrays in
-$MINXLT_CACHE/tokens/<entry>, memory-mapped by later runs and every process (docs/training.md, "Speed"), named by a hash
-of its files' bytes (else its examples), the tokenizer, --max-length, the labels and this code. An entry holds the ids
-with offsets, labels, language and id indices, its files' warnings (said again by every run), sizes and CRC-32s."""
+"""The token cache: a language's sentence-level training texts tokenized once into arrays in $MINXLT_CACHE/tokens,
+an entry named by a hash of what decides it, memory-mapped by later runs and all processes (docs/training.md: Speed)."""
 import bisect
 import hashlib
 import itertools

@@ -97,9 +97,8 @@ class Tokenizer:
 
     def pad(self, sequences):
         """(input_ids, attention_mask) of id lists padded to the longest (rounded up to a bucket: padded_to)."""
-        T = longest = max(len(s) for s in sequences)
-        if self.pad_multiple > 1:
-            T = max(longest, min(-(-longest // self.pad_multiple) * self.pad_multiple, self.pad_limit or float("inf")))
+        longest = max(len(s) for s in sequences)
+        T = max(longest, min(-(-longest // self.pad_multiple) * self.pad_multiple, self.pad_limit or float("inf")))
         input_ids = torch.tensor([list(s) + [self.pad_id] * (T - len(s)) for s in sequences], dtype=torch.long)
         lengths = torch.tensor([len(s) for s in sequences])
         return input_ids, (torch.arange(T) < lengths[:, None]).long()
@@ -152,14 +151,14 @@ class SentencePieceTokenizer(Tokenizer):
         """XLM-R's tokenizer.json as transformers writes it: the Unigram pieces in fairseq's order, the normaliser
         (the precompiled character map, then sentencepiece's removal of extra spaces), the special tokens."""
         sp, charsmap = self.sp, proto_field(proto_field(self.state, 3), 2)  # ModelProto.normalizer_spec's
-        special = lambda i, content: {"id": i, "content": content, "single_word": False, "lstrip": content == "<mask>",
-                                      "rstrip": False, "normalized": False, "special": True}
         vocab = [["<s>", 0.0], ["<pad>", 0.0], ["</s>", 0.0], ["<unk>", 0.0]]
         vocab += [[sp.id_to_piece(i), sp.get_score(i)] for i in range(3, sp.get_piece_size())] + [["<mask>", 0.0]]
         token = lambda content: {"SpecialToken": {"id": content, "type_id": 0}}
         text = lambda name: {"Sequence": {"id": name, "type_id": 0}}
         space = {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "always", "split": True}
-        added = [special(i, c) for i, c in [*enumerate(["<s>", "<pad>", "</s>", "<unk>"]), (self.mask_id, "<mask>")]]
+        added = [{"id": i, "content": c, "single_word": False, "lstrip": c == "<mask>", "rstrip": False,
+                  "normalized": False, "special": True}
+                 for i, c in [*enumerate(["<s>", "<pad>", "</s>", "<unk>"]), (self.mask_id, "<mask>")]]
         return {"version": "1.0", "truncation": None, "padding": None, "added_tokens": added,
                 "normalizer": {"type": "Sequence", "normalizers": [
                     {"type": "Precompiled", "precompiled_charsmap": base64.b64encode(charsmap).decode()},
