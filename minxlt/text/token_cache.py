@@ -23,6 +23,7 @@ from minxlt.errors import InputError
 from minxlt.parallel import distributed
 
 CHUNK = 1000  # texts tokenized at once while building an entry
+SUMS = "sums.json"  # in an entry: {file: [bytes, CRC-32]} of the others
 ROOT = Path(__file__).resolve().parents[2]  # the repository
 # the code that turns files into an entry: the readers of every task, data.py's encoding, the tokenizer and this module
 READERS = [*sorted((ROOT / "minxlt" / "tasks").glob("*.py")), ROOT / "data.py",
@@ -216,9 +217,6 @@ def build(folder, examples, tokenizer, labels, max_length, files=()):
         tmp.rename(folder)
     except OSError:  # another process finished the same entry first
         shutil.rmtree(tmp, ignore_errors=True)
-
-
-SUMS = "sums.json"  # in an entry: {file: [bytes, CRC-32]} of the others
 
 
 def sums(folder):

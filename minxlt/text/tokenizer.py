@@ -22,6 +22,8 @@ class Tokenizer:
     separator = ()        # the ids between the two texts of a pair, besides the first's eos
     bare_space_id = None  # a token for a word boundary alone (XLM-R's bare "▁"), never a word's label
     segment_id = None     # the id after which a pair's second text is segment 1 (BERT's [SEP]); None: one segment
+    pad_multiple, pad_limit = 1, None  # see padded_to
+    json_file = None  # the tokenizer.json of the checkpoint it was read from, where there is one
 
     def content_ids(self):
         """(first, end) of the ordinary pieces' ids, which a masked LM draws random tokens from."""
@@ -86,8 +88,6 @@ class Tokenizer:
         """(input_ids, attention_mask), each (B, T), of texts (or text pairs)."""
         return self.pad(self.encode_batch(texts, pairs, max_length))
 
-    pad_multiple, pad_limit = 1, None  # see padded_to
-
     def padded_to(self, multiple, limit=None):
         """This tokenizer, padding each batch to a multiple of `multiple` tokens (at most `limit`, never below the
         longest): a few static shapes for a compiled step (minxlt/run/compiled.py)."""
@@ -102,8 +102,6 @@ class Tokenizer:
         input_ids = torch.tensor([list(s) + [self.pad_id] * (T - len(s)) for s in sequences], dtype=torch.long)
         lengths = torch.tensor([len(s) for s in sequences])
         return input_ids, (torch.arange(T) < lengths[:, None]).long()
-
-    json_file = None  # the tokenizer.json of the checkpoint it was read from, where there is one
 
     def save_pretrained(self, directory):
         """The tokenizer's files, a tokenizer_config.json for AutoTokenizer, and a tokenizer.json (its fast tokenizer,
