@@ -19,10 +19,8 @@ each other:
 
 Choices the paper leaves open: each fine-tuning starts from the pretrained weights on the grown
 labelled set; each model labels its own pool (U_lm, U_emb), so that each gives a text away at most
-once; after the last round both are fine-tuned once more on their final sets, and tested. The pool,
-each round's picks and every model are written under OUT/, with the run's settings (cotrain.json);
---resume, refused with other settings, replays the rounds done, skips the fine-tunings that finished
-(their `done`), and continues one that was stopped from its checkpoint.
+once; after the last round both are fine-tuned once more on their final sets, and tested (OUT/ and
+--resume: docs/methods.md).
 
 Table 3's other rows: --self-training, its baseline (Dong and de Melo 2019), f_lm labelling for
 itself; --lm-method contrastive, "lang. adaptation & co-training", f_lm fine-tuned with Sec. 3.2's
@@ -241,9 +239,13 @@ class FineTuning:
         self.device, self.rank, self.world_size = device, rank, world_size
         self.where = "round 0"  # where co-training is: what a Ctrl-C stops
 
-    def argv(self, view, directory, examples):
-        """train.py's arguments for a view's run into `directory`, writing its pseudo-labelled texts."""
-        extra = directory.parent / f"{view}-extra.jsonl"
+    def run(self, view, directory, examples, where, *more):
+        """A view's train.py run into `directory` to its end: skipped where it finished (its `done`), continued from
+        its checkpoint under --resume; one stopped before its end (Ctrl-C, --stop-at, its test's) stops co-training."""
+        self.where = where
+        if (directory / "done").is_file():
+            return
+        extra = directory.parent / f"{view}-extra.jsonl"  # its pseudo-labelled texts
         if self.rank == 0:
             cli.write_text(extra, "".join(json.dumps({"id": e.id, "lang": e.lang, "text": e.text, **paired(e),
                                                       "label": e.label}, ensure_ascii=False) + "\n"
@@ -255,18 +257,9 @@ class FineTuning:
             model += ["--pooling", self.own.embedding_pooling]
         method = self.own.lm_method if view == "lm" else "zero-shot"  # f_lm's method's own flags: its runs' alone
         rest = self.rest if view == "lm" else common(self.rest, self.own.lm_method)
-        return rest + model + ["--method", method, "--extra-train", str(extra), "--out", str(directory),
-                               "--no-alignment", "--overwrite"]  # co-training's own folders
-
-    def run(self, view, directory, examples, where, *more):
-        """A view's train.py run into `directory` to its end: skipped where it finished (its `done`), continued from
-        its checkpoint under --resume; one stopped before its end (Ctrl-C, --stop-at, its test's) stops co-training."""
-        self.where = where
-        if (directory / "done").is_file():
-            return
-        argv = self.argv(view, directory, examples) + list(more)
-        if self.own.resume and cli.has_checkpoint(directory):  # a fine-tuning that was stopped: continued
-            argv[argv.index("--overwrite")] = "--resume"
+        start = "--resume" if self.own.resume and cli.has_checkpoint(directory) else "--overwrite"
+        argv = rest + model + ["--method", method, "--extra-train", str(extra), "--out", str(directory),
+                               "--no-alignment", start, *more]  # co-training's own folders
         try:
             finished = train.main(argv) is not None
         except SystemExit as e:  # train.py's advice on a Ctrl-C in its test (python evaluate.py): co-training's instead
@@ -287,10 +280,9 @@ class FineTuning:
 
             def predict(unlabelled):
                 keys = sorted(unlabelled)
-                probabilities = evaluate.predict_probabilities(model, tokenizer, [unlabelled[k].text for k in keys],
-                                                               [unlabelled[k].pair for k in keys],
-                                                               self.args.eval_batch_size, info["max_length"],
-                                                               self.device, self.rank, self.world_size)
+                probabilities = evaluate.predict_probabilities(
+                    model, tokenizer, [unlabelled[k].text for k in keys], [unlabelled[k].pair for k in keys],
+                    self.args.eval_batch_size, info["max_length"], self.device, self.rank, self.world_size)
                 confidence, label = probabilities.max(-1)
                 return {k: (self.task.labels[l], c) for k, l, c in zip(keys, label.tolist(), confidence.tolist())}
             return predict
