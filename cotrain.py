@@ -19,10 +19,8 @@ each other:
 
 Choices the paper leaves open: each fine-tuning starts from the pretrained weights on the grown
 labelled set; each model labels its own pool (U_lm, U_emb), so that each gives a text away at most
-once; after the last round both are fine-tuned once more on their final sets, and tested. The pool,
-each round's picks and every model are written under OUT/, with the run's settings (cotrain.json);
---resume, refused with other settings, replays the rounds done, skips the fine-tunings that finished
-(their `done`), and continues one that was stopped from its checkpoint.
+once; after the last round both are fine-tuned once more on their final sets, and tested (OUT/ and
+--resume: docs/methods.md).
 
 Table 3's other rows: --self-training, its baseline (Dong and de Melo 2019), f_lm labelling for
 itself; --lm-method contrastive, "lang. adaptation & co-training", f_lm fine-tuned with Sec. 3.2's
@@ -67,29 +65,22 @@ def co_train(fit_lm, fit_emb, labeled, pool, iterations, threshold, seed, histor
     U_lm, U_emb = dict(pool), dict(pool)
     pseudo = lambda picks: [Example(id=key, lang=pool[key].lang, text=pool[key].text, pair=pool[key].pair, label=label)
                             for key, (label, _) in picks.items()]
-
-    def exchange(picks_lm, picks_emb):
-        if fit_emb is None:  # self-training: its own picks
-            D_lm.extend(pseudo(picks_lm))
-        else:  # S_emb -> D_lm, S_lm -> D_emb
-            D_lm.extend(pseudo(picks_emb))
-            D_emb.extend(pseudo(picks_lm))
-        for key in picks_lm:
-            U_lm.pop(key)
-        for key in picks_emb:
-            U_emb.pop(key)
-
     for round_ in range(iterations):
         if round_ < len(history):
-            exchange(*history[round_])
-            continue
-        predict_lm, predict_emb = fit_lm(D_lm, round_), fit_emb and fit_emb(D_emb, round_)
-        rng = random.Random(f"{seed}/cotrain/{round_}")  # a round's own: a resumed run picks as an uninterrupted one
-        picks_lm = select(predict_lm(U_lm), threshold, cap, rng)
-        picks_emb = select(predict_emb(U_emb), threshold, cap, rng) if predict_emb else {}
-        if on_round:
-            on_round(round_, picks_lm, picks_emb)
-        exchange(picks_lm, picks_emb)
+            picks_lm, picks_emb = history[round_]
+        else:
+            predict_lm, predict_emb = fit_lm(D_lm, round_), fit_emb and fit_emb(D_emb, round_)
+            rng = random.Random(f"{seed}/cotrain/{round_}")  # a round's own: a resumed run picks as one not stopped
+            picks_lm = select(predict_lm(U_lm), threshold, cap, rng)
+            picks_emb = select(predict_emb(U_emb), threshold, cap, rng) if predict_emb else {}
+            if on_round:
+                on_round(round_, picks_lm, picks_emb)
+        D_lm.extend(pseudo(picks_lm if fit_emb is None else picks_emb))  # S_emb -> D_lm (self-training: its own S_lm)
+        if fit_emb is not None:
+            D_emb.extend(pseudo(picks_lm))  # S_lm -> D_emb
+        for unlabelled, picks in ((U_lm, picks_lm), (U_emb, picks_emb)):
+            for key in picks:
+                unlabelled.pop(key)
     return D_lm, D_emb
 
 
@@ -173,8 +164,7 @@ def main(argv=None):
     pool = {f"{lang}:{e.id}": Example(id=e.id, lang=lang, text=e.text, pair=e.pair)
             for lang, examples in unlabelled.items() for e in examples}
     history = []
-    while own.resume and (out / f"round{len(history)}" / "picks.json").exists():
-        path = out / f"round{len(history)}" / "picks.json"
+    while own.resume and (path := out / f"round{len(history)}" / "picks.json").exists():
         history.append(tuple({key: tuple(value) for key, value in json.loads(path.read_text())[view].items()}
                              for view in ("lm", "emb")))
         if unknown := [key for picks in history[-1] for key in picks if key not in pool]:
@@ -249,9 +239,13 @@ class FineTuning:
         self.device, self.rank, self.world_size = device, rank, world_size
         self.where = "round 0"  # where co-training is: what a Ctrl-C stops
 
-    def argv(self, view, directory, examples):
-        """train.py's arguments for a view's run into `directory`, writing its pseudo-labelled texts."""
-        extra = directory.parent / f"{view}-extra.jsonl"
+    def run(self, view, directory, examples, where, *more):
+        """A view's train.py run into `directory` to its end: skipped where it finished (its `done`), continued from
+        its checkpoint under --resume; one stopped before its end (Ctrl-C, --stop-at, its test's) stops co-training."""
+        self.where = where
+        if (directory / "done").is_file():
+            return
+        extra = directory.parent / f"{view}-extra.jsonl"  # its pseudo-labelled texts
         if self.rank == 0:
             cli.write_text(extra, "".join(json.dumps({"id": e.id, "lang": e.lang, "text": e.text, **paired(e),
                                                       "label": e.label}, ensure_ascii=False) + "\n"
@@ -263,18 +257,9 @@ class FineTuning:
             model += ["--pooling", self.own.embedding_pooling]
         method = self.own.lm_method if view == "lm" else "zero-shot"  # f_lm's method's own flags: its runs' alone
         rest = self.rest if view == "lm" else common(self.rest, self.own.lm_method)
-        return rest + model + ["--method", method, "--extra-train", str(extra), "--out", str(directory),
-                               "--no-alignment", "--overwrite"]  # co-training's own folders
-
-    def run(self, view, directory, examples, where, *more):
-        """A view's train.py run into `directory` to its end: skipped where it finished (its `done`), continued from
-        its checkpoint under --resume; one stopped before its end (Ctrl-C, --stop-at, its test's) stops co-training."""
-        self.where = where
-        if (directory / "done").is_file():
-            return
-        argv = self.argv(view, directory, examples) + list(more)
-        if self.own.resume and cli.latest_checkpoint(directory):  # a fine-tuning that was stopped: continued
-            argv[argv.index("--overwrite")] = "--resume"
+        start = "--resume" if self.own.resume and cli.latest_checkpoint(directory) else "--overwrite"
+        argv = rest + model + ["--method", method, "--extra-train", str(extra), "--out", str(directory),
+                               "--no-alignment", start, *more]  # co-training's own folders
         try:
             finished = train.main(argv) is not None
         except SystemExit as e:  # train.py's advice on a Ctrl-C in its test (python evaluate.py): co-training's instead
@@ -295,10 +280,9 @@ class FineTuning:
 
             def predict(unlabelled):
                 keys = sorted(unlabelled)
-                probabilities = evaluate.predict_probabilities(model, tokenizer, [unlabelled[k].text for k in keys],
-                                                               [unlabelled[k].pair for k in keys],
-                                                               self.args.eval_batch_size, info["max_length"],
-                                                               self.device, self.rank, self.world_size)
+                probabilities = evaluate.predict_probabilities(
+                    model, tokenizer, [unlabelled[k].text for k in keys], [unlabelled[k].pair for k in keys],
+                    self.args.eval_batch_size, info["max_length"], self.device, self.rank, self.world_size)
                 confidence, label = probabilities.max(-1)
                 return {k: (self.task.labels[l], c) for k, l, c in zip(keys, label.tolist(), confidence.tolist())}
             return predict

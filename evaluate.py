@@ -41,8 +41,7 @@ def sentence_representations(encoder, tokenizer, texts, batch_size, device, rank
     H, positions = encoder.config.hidden_size, encoder.config.max_positions - encoder.config.position_offset
     out = torch.zeros(len(texts), H, device=device)
     for index in data.evaluation_batches([len(t) for t in texts], batch_size, rank, world_size):
-        ids, mask = tokenizer.batch([texts[i] for i in index], max_length=min(512, positions))
-        ids, mask = ids.to(device), mask.to(device)
+        ids, mask = (t.to(device) for t in tokenizer.batch([texts[i] for i in index], max_length=min(512, positions)))
         hidden = encoder(ids, mask)
         out[index] = (mean_pool(hidden, mask) if pooling == "mean" else hidden[:, 0]).float()  # bf16 when sharded
     return distributed.all_reduce(out) if world_size > 1 else out
@@ -74,12 +73,10 @@ def unscored_note(langs, folder):
 
 def summarise(per_lang, source):
     """Per-language scores plus, for each metric, the target average and the transfer gap (source minus average)."""
-    if not per_lang:
-        return {}
     targets = [lang for lang in per_lang if lang != source]
-    metrics = [k for k in next(iter(per_lang.values())) if k != "n"]
     results = dict(per_lang)
     if targets:
+        metrics = [k for k in next(iter(per_lang.values())) if k != "n"]
         results["average"] = {m: sum(per_lang[l][m] for l in targets) / len(targets) for m in metrics}
         if source in per_lang:
             results["transfer_gap"] = {m: per_lang[source][m] - results["average"][m] for m in metrics}
@@ -109,17 +106,15 @@ def alignment_table(alignment):
     """| language | cka | retrieval | from {lang: {"cka": ..., "retrieval": ...}}."""
     lines = ["| language | cka | retrieval |", "|---|---|---|"]
     lines += [f"| {lang} | {row['cka']:.3f} | {row['retrieval']:.3f} |" for lang, row in alignment.items()]
-    if alignment:
-        mean = lambda k: sum(row[k] for row in alignment.values()) / len(alignment)
-        lines.append(f"| average | {mean('cka'):.3f} | {mean('retrieval'):.3f} |")
+    mean = lambda k: sum(row[k] for row in alignment.values()) / len(alignment)
+    lines.append(f"| average | {mean('cka'):.3f} | {mean('retrieval'):.3f} |")
     return "\n".join(lines)
 
 
 def linear_cka(x, y):
     """Linear CKA (Kornblith et al. 2019) of N parallel sentences' (N, H) vectors, centred: ||Y^T X||_F^2 /
     (||X^T X||_F ||Y^T Y||_F), 1 for identical ones (X-Mixup's Eq. 1 prints squared norms below, no centring)."""
-    x = x.double() - x.double().mean(0)
-    y = y.double() - y.double().mean(0)
+    x, y = (v.double() - v.double().mean(0) for v in (x, y))
     return ((y.T @ x).norm() ** 2 / ((x.T @ x).norm() * (y.T @ y).norm())).item()
 
 
@@ -416,7 +411,6 @@ def report(args, results, extra, source, seen, predictions, pooling, info, amp):
     unscored_langs = results.pop("unscored", [])
     table = markdown_table(results, source, extra) if results else alignment_table(extra) if extra else "(no scores)"
     table += unscored_note(unscored_langs, folder) if folder else ""
-    # The title: the model and the data, what each prediction saw, what CKA and retrieval compare.
     model = f"{args.method or info.get('method')} checkpoint {args.checkpoint}" if args.checkpoint else args.model
     data = f"{args.task or info.get('task', 'demo')}, {args.split} split"
     data = f"Tatoeba ({args.tatoeba})" if args.tatoeba else data

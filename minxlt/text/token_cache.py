@@ -1,7 +1,5 @@
-"""The token cache: a language's sentence-level training texts tokenized once into arrays in
-$MINXLT_CACHE/tokens/<entry>, memory-mapped by later runs and every process (docs/training.md, "Speed"), named by a hash
-of its files' bytes (else its examples), the tokenizer, --max-length, the labels and this code. An entry holds the ids
-with offsets, labels, language and id indices, its files' warnings (said again by every run), sizes and CRC-32s."""
+"""The token cache: a language's sentence-level training texts tokenized once into arrays in $MINXLT_CACHE/tokens,
+an entry named by a hash of what decides it, memory-mapped by later runs and all processes (docs/training.md: Speed)."""
 import bisect
 import hashlib
 import itertools
@@ -25,6 +23,7 @@ from minxlt.errors import InputError
 from minxlt.parallel import distributed
 
 CHUNK = 1000  # texts tokenized at once while building an entry
+SUMS = "sums.json"  # in an entry: {file: [bytes, CRC-32]} of the others
 ROOT = Path(__file__).resolve().parents[2]  # the repository
 # the code that turns files into an entry: the readers of every task, data.py's encoding, the tokenizer and this module
 READERS = [*sorted((ROOT / "minxlt" / "tasks").glob("*.py")), ROOT / "data.py",
@@ -218,9 +217,6 @@ def build(folder, examples, tokenizer, labels, max_length, files=()):
         tmp.rename(folder)
     except OSError:  # another process finished the same entry first
         shutil.rmtree(tmp, ignore_errors=True)
-
-
-SUMS = "sums.json"  # in an entry: {file: [bytes, CRC-32]} of the others
 
 
 def sums(folder):

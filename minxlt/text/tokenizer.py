@@ -22,6 +22,8 @@ class Tokenizer:
     separator = ()        # the ids between the two texts of a pair, besides the first's eos
     bare_space_id = None  # a token for a word boundary alone (XLM-R's bare "▁"), never a word's label
     segment_id = None     # the id after which a pair's second text is segment 1 (BERT's [SEP]); None: one segment
+    pad_multiple, pad_limit = 1, None  # see padded_to
+    json_file = None  # the tokenizer.json of the checkpoint it was read from, where there is one
 
     def content_ids(self):
         """(first, end) of the ordinary pieces' ids, which a masked LM draws random tokens from."""
@@ -86,8 +88,6 @@ class Tokenizer:
         """(input_ids, attention_mask), each (B, T), of texts (or text pairs)."""
         return self.pad(self.encode_batch(texts, pairs, max_length))
 
-    pad_multiple, pad_limit = 1, None  # see padded_to
-
     def padded_to(self, multiple, limit=None):
         """This tokenizer, padding each batch to a multiple of `multiple` tokens (at most `limit`, never below the
         longest): a few static shapes for a compiled step (minxlt/run/compiled.py)."""
@@ -97,14 +97,11 @@ class Tokenizer:
 
     def pad(self, sequences):
         """(input_ids, attention_mask) of id lists padded to the longest (rounded up to a bucket: padded_to)."""
-        T = longest = max(len(s) for s in sequences)
-        if self.pad_multiple > 1:
-            T = max(longest, min(-(-longest // self.pad_multiple) * self.pad_multiple, self.pad_limit or float("inf")))
+        longest = max(len(s) for s in sequences)
+        T = max(longest, min(-(-longest // self.pad_multiple) * self.pad_multiple, self.pad_limit or float("inf")))
         input_ids = torch.tensor([list(s) + [self.pad_id] * (T - len(s)) for s in sequences], dtype=torch.long)
         lengths = torch.tensor([len(s) for s in sequences])
         return input_ids, (torch.arange(T) < lengths[:, None]).long()
-
-    json_file = None  # the tokenizer.json of the checkpoint it was read from, where there is one
 
     def save_pretrained(self, directory):
         """The tokenizer's files, a tokenizer_config.json for AutoTokenizer, and a tokenizer.json (its fast tokenizer,
@@ -152,14 +149,14 @@ class SentencePieceTokenizer(Tokenizer):
         """XLM-R's tokenizer.json as transformers writes it: the Unigram pieces in fairseq's order, the normaliser
         (the precompiled character map, then sentencepiece's removal of extra spaces), the special tokens."""
         sp, charsmap = self.sp, proto_field(proto_field(self.state, 3), 2)  # ModelProto.normalizer_spec's
-        special = lambda i, content: {"id": i, "content": content, "single_word": False, "lstrip": content == "<mask>",
-                                      "rstrip": False, "normalized": False, "special": True}
         vocab = [["<s>", 0.0], ["<pad>", 0.0], ["</s>", 0.0], ["<unk>", 0.0]]
         vocab += [[sp.id_to_piece(i), sp.get_score(i)] for i in range(3, sp.get_piece_size())] + [["<mask>", 0.0]]
         token = lambda content: {"SpecialToken": {"id": content, "type_id": 0}}
         text = lambda name: {"Sequence": {"id": name, "type_id": 0}}
         space = {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "always", "split": True}
-        added = [special(i, c) for i, c in [*enumerate(["<s>", "<pad>", "</s>", "<unk>"]), (self.mask_id, "<mask>")]]
+        added = [{"id": i, "content": c, "single_word": False, "lstrip": c == "<mask>", "rstrip": False,
+                  "normalized": False, "special": True}
+                 for i, c in [*enumerate(["<s>", "<pad>", "</s>", "<unk>"]), (self.mask_id, "<mask>")]]
         return {"version": "1.0", "truncation": None, "padding": None, "added_tokens": added,
                 "normalizer": {"type": "Sequence", "normalizers": [
                     {"type": "Precompiled", "precompiled_charsmap": base64.b64encode(charsmap).decode()},
