@@ -257,10 +257,6 @@ class TrainSplit(Mapping):
                           or self.stream(self.source)}
         return self.table
 
-    def file(self, lang):
-        """The file a language's training examples are read from, for messages (None for a split in memory)."""
-        return self.layout.split_file(lang, "train") if self.layout is not None else None
-
     def release(self):
         """Let go of the examples read so far (the token cache holds them now); they are read again if asked for."""
         if self.layout is not None:

@@ -12,7 +12,6 @@ from tqdm import tqdm
 
 import data
 from losses import position_logits, self_teaching_loss, span_loss, task_loss
-from minxlt.errors import InputError
 from minxlt.parallel import distributed
 from minxlt.tasks import qa
 
@@ -57,11 +56,6 @@ class Level:
     def units(self, item):
         """What a loss averages over, counted in one encoded item: here an example."""
         return 1
-
-    def round_trips(self, sources, trips):
-        """X-Mixup's round trips where the token cache does not hold them: `get(item id, lang, default)`."""
-        raise InputError(f"--round-trip: X-Mixup's round trips are read for sentence labels, answer spans and word "
-                         f"labels, not for {self.name} labels")
 
     def loss(self, logits, labels, weights=None, mask=None):
         """The task's own loss (cross-entropy), over the examples that count."""
