@@ -94,9 +94,7 @@ def mine_hard_negatives(pairs, sentence_vectors):
     by_group = {}
     for pair in pairs:
         by_group.setdefault(pair.id.rpartition(":")[0], []).append(pair)
-    for group in by_group.values():
-        if len(group) < 2:
-            continue
+    for group in by_group.values():  # a pair alone in its group is its own only candidate: no negative
         x = F.normalize(sentence_vectors([p.source for p in group]).float(), dim=-1)
         y = F.normalize(sentence_vectors([p.target for p in group]).float(), dim=-1)
         similarity = x @ y.T
