@@ -68,17 +68,14 @@ def encode_tagged(examples, tokenizer, labels, max_length, intents=None):
             if w is not None and (w not in scored or (ids[scored[w]] == bare_space and ids[t] != bare_space)):
                 scored[w] = t
         token_labels = [-100] * len(ids)
-        if e.tags is not None:
-            for w, t in scored.items():
-                if e.tags[w] not in index:
-                    raise ValueError(f"{e.where or e.lang} example {e.id}: tag {e.tags[w]!r} is not one of the "
-                                     "task's labels")
-                token_labels[t] = index[e.tags[w]]
+        given = [(t, e.tags[w], index, "tag", "labels") for w, t in scored.items()] if e.tags is not None else []
         if intents and e.label is not None:
-            if e.label not in intent_index:
-                raise ValueError(f"{e.where or e.lang} example {e.id}: intent {e.label!r} is not one of the "
-                                 "task's intents")
-            token_labels[0] = intent_index[e.label]
+            given.append((0, e.label, intent_index, "intent", "intents"))
+        for t, label, table, kind, kinds in given:
+            if label not in table:
+                raise ValueError(f"{e.where or e.lang} example {e.id}: {kind} {label!r} is not one of the task's "
+                                 f"{kinds}")
+            token_labels[t] = table[label]
         out.append(Encoded(ids, token_labels, e.lang, e.id, {"scored": sorted(scored.items()), "words": len(e.words)}))
     return out
 
@@ -90,9 +87,6 @@ def word_windows(examples, tokenizer, max_length):
     out = []
     for index, e in enumerate(examples):
         lengths = [len(pieces) for pieces in tokenizer.tokenize_words(e.words)] if e.words else []
-        if sum(lengths) + specials <= max_length:
-            out.append((index, 0, e))
-            continue
         first, used = 0, 0
         for w, n in enumerate(lengths + [None]):
             if n is None or (used + n + specials > max_length and w > first):
@@ -256,10 +250,6 @@ class TrainSplit(Mapping):
             self.table = {e.id: (e.label, e.where or e.lang) for e in self.examples.get(self.source)
                           or self.stream(self.source)}
         return self.table
-
-    def file(self, lang):
-        """The file a language's training examples are read from, for messages (None for a split in memory)."""
-        return self.layout.split_file(lang, "train") if self.layout is not None else None
 
     def release(self):
         """Let go of the examples read so far (the token cache holds them now); they are read again if asked for."""

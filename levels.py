@@ -12,7 +12,6 @@ from tqdm import tqdm
 
 import data
 from losses import position_logits, self_teaching_loss, span_loss, task_loss
-from minxlt.errors import InputError
 from minxlt.parallel import distributed
 from minxlt.tasks import qa
 
@@ -29,15 +28,6 @@ def predict_batch(predict, kind, tokenizer, items, device, partners=None):
         return predict(*(t.to(device) for t in tensors))
     ids, mask = tokenizer.pad([(partners[it.id] if kind == "counterpart" else it).ids for it in items])
     return predict(ids.to(device), mask.to(device))
-
-
-def encoded_partners(run, kind, partners, lang, encoded):
-    """{id: encoded item} of `lang`'s counterparts, cached in `encoded` (languages share the source's)."""
-    if kind == "text":
-        return None
-    key = id(partners[lang])
-    encoded[key] = encoded.get(key) or {it.id: it for it in run.encode(partners[lang])}
-    return encoded[key]
 
 
 def batches(items, run):
@@ -66,11 +56,6 @@ class Level:
     def units(self, item):
         """What a loss averages over, counted in one encoded item: here an example."""
         return 1
-
-    def round_trips(self, sources, trips):
-        """X-Mixup's round trips where the token cache does not hold them: `get(item id, lang, default)`."""
-        raise InputError(f"--round-trip: X-Mixup's round trips are read for sentence labels, answer spans and word "
-                         f"labels, not for {self.name} labels")
 
     def loss(self, logits, labels, weights=None, mask=None):
         """The task's own loss (cross-entropy), over the examples that count."""
@@ -101,24 +86,36 @@ class Level:
             scored = all(e.labelled for e in examples)
             if not scored and predictions is None:
                 continue
-            guesses, items = [], run.encode(examples)
-            mine = encoded_partners(run, kind, partners, lang, encoded)
-            counts = torch.zeros(len(run.task.labels), len(run.task.labels), dtype=torch.long, device=run.device)
-            for index in batches(items, run):
-                batch = [items[i] for i in index]
-                guessed = predict_batch(predict, kind, run.tokenizer, batch, run.device, mine).argmax(-1)
-                if scored:  # a confusion matrix of (gold, predicted) label counts
-                    gold = torch.tensor([it.label for it in batch], dtype=torch.long, device=run.device)
-                    counts.index_put_((gold, guessed.to(run.device)), torch.ones_like(gold), accumulate=True)
-                if predictions is not None:  # a label's name per example
-                    guesses += zip(index, [run.task.labels[i] for i in guessed.tolist()])
+            mine = None
+            if kind != "text":  # encoded once where languages share them (the source's)
+                key = id(partners[lang])
+                mine = encoded[key] = encoded.get(key) or run.encode(partners[lang])
+            scores, found = self.score_language(predict, kind, lang, examples, run, mine, scored,
+                                               predictions is not None)
             if scored:
-                out[lang] = accuracy_and_f1(distributed.all_reduce(counts).cpu())
-            if predictions is not None:  # in the examples' order, from every process's (index, prediction)
-                merged = dict(pair for part in distributed.gather(guesses) for pair in part)
-                predictions[lang] = [{"id": e.id, "prediction": merged[i]} for i, e in enumerate(examples)
-                                     if i in merged]
+                out[lang] = scores
+            if predictions is not None:
+                predictions[lang] = found
         return out
+
+    def score_language(self, predict, kind, lang, examples, run, partners, scored, listed):
+        """(scores where `scored`, [{"id", "prediction"}] where `listed`) of one language's examples, `partners` their
+        counterparts encoded: here a confusion matrix of (gold, predicted) label counts, summed over processes."""
+        guesses, items = [], run.encode(examples)
+        mine = None if partners is None else {it.id: it for it in partners}
+        counts = torch.zeros(len(run.task.labels), len(run.task.labels), dtype=torch.long, device=run.device)
+        for index in batches(items, run):
+            batch = [items[i] for i in index]
+            guessed = predict_batch(predict, kind, run.tokenizer, batch, run.device, mine).argmax(-1)
+            if scored:
+                gold = torch.tensor([it.label for it in batch], dtype=torch.long, device=run.device)
+                counts.index_put_((gold, guessed.to(run.device)), torch.ones_like(gold), accumulate=True)
+            if listed:  # a label's name per example
+                guesses += zip(index, [run.task.labels[i] for i in guessed.tolist()])
+        scores = accuracy_and_f1(distributed.all_reduce(counts).cpu()) if scored else None
+        # in the examples' order, from every process's (index, prediction)
+        merged = dict(pair for part in distributed.gather(guesses) for pair in part) if listed else {}
+        return scores, [{"id": e.id, "prediction": merged[i]} for i, e in enumerate(examples) if i in merged]
 
 
 class ByIdAndLang(dict):
@@ -178,46 +175,39 @@ class Word(Level):
         mask = batch["target_scored"].to(known.device) * known * batch["weights"][:, None]
         return self_teaching_loss(student_logits, teacher_logits.nan_to_num(0.0), mask, **form)
 
-    @torch.no_grad()
-    def score(self, predict, kind, examples_by_lang, run, partners=None, predictions=None):
-        """Level.score, each sentence whole: a long one in windows of words (data.word_windows), their tags put
+    def score_language(self, predict, kind, lang, examples, run, partners, scored, listed):
+        """Level's, each sentence whole: a long one in windows of words (data.word_windows), their tags put
         back together; a "pair" predictor sees each window with its counterpart (own_segments)."""
-        out, encoded, task = {}, {}, run.task
-        for lang, examples in examples_by_lang.items():
-            scored = all(e.labelled for e in examples)
-            if not scored and predictions is None:
-                continue
-            windows = data.word_windows(examples, run.tokenizer, run.max_length)  # [(example, first word, Example)]
-            items = run.encode([window for _, _, window in windows])
-            mine = encoded_partners(run, kind, partners, lang, encoded)
-            if mine is not None:
-                items = own_segments(items, windows, mine)
-            found = {}
-            for index in batches(items, run):
-                logits = predict_batch(predict, kind, run.tokenizer, [items[i] for i in index], run.device, mine)
-                for row, i in zip(logits.argmax(-1).cpu(), index):
-                    window_tags = ["O"] * items[i].extra["words"]  # a word whose tokens were truncated away: "O"
-                    for w, t in items[i].extra["scored"]:  # else its first sub-token's prediction
-                        window_tags[w] = task.labels[row[t]]
-                    intent = task.intents[row[0] - len(task.labels)] if task.intents else None
-                    found[i] = (window_tags, intent)
-            found = {i: guess for part in distributed.gather(found) for i, guess in part.items()}  # every process's
-            tags, intents = [["O"] * len(e.words) for e in examples], [None] * len(examples)
-            for i, (example, first, _) in enumerate(windows):
-                window_tags, intent = found[i]
-                tags[example][first:first + len(window_tags)] = window_tags
-                intents[example] = intents[example] if first else intent  # a joint task's: the first window's
-            if scored:
-                counts = sum((self.count_tags(e, t, intent, task) for e, t, intent in zip(examples, tags, intents)),
-                             torch.zeros(8, dtype=torch.long))
-                if not bio(task.labels):  # POS: seqeval's chunks of the language's sentences, joined as it joins them
-                    counts[:3] = torch.tensor(chunk_counts([e.tags for e in examples], tags))
-                out[lang] = tagging_scores(counts, spans=bio(task.labels), joint=bool(task.intents),
-                                           first=self.metric(task))
-            if predictions is not None:
-                predictions[lang] = [{"id": e.id, "prediction": {"intent": intent, "tags": t} if task.intents else t}
-                                     for e, t, intent in zip(examples, tags, intents)]
-        return out
+        task, mine = run.task, None
+        windows = data.word_windows(examples, run.tokenizer, run.max_length)  # [(example, first word, Example)]
+        items = run.encode([window for _, _, window in windows])
+        if partners is not None:
+            mine = {it.id: it for it in partners}
+            items = own_segments(items, windows, mine)
+        found = {}
+        for index in batches(items, run):
+            logits = predict_batch(predict, kind, run.tokenizer, [items[i] for i in index], run.device, mine)
+            for row, i in zip(logits.argmax(-1).cpu(), index):
+                window_tags = ["O"] * items[i].extra["words"]  # a word whose tokens were truncated away: "O"
+                for w, t in items[i].extra["scored"]:  # else its first sub-token's prediction
+                    window_tags[w] = task.labels[row[t]]
+                intent = task.intents[row[0] - len(task.labels)] if task.intents else None
+                found[i] = (window_tags, intent)
+        found = {i: guess for part in distributed.gather(found) for i, guess in part.items()}  # every process's
+        tags, intents = [["O"] * len(e.words) for e in examples], [None] * len(examples)
+        for i, (example, first, _) in enumerate(windows):
+            window_tags, intent = found[i]
+            tags[example][first:first + len(window_tags)] = window_tags
+            intents[example] = intents[example] if first else intent  # a joint task's: the first window's
+        scores = None
+        if scored:
+            counts = sum((self.count_tags(e, t, intent, task) for e, t, intent in zip(examples, tags, intents)),
+                         torch.zeros(8, dtype=torch.long))
+            if not bio(task.labels):  # POS: seqeval's chunks of the language's sentences, joined as it joins them
+                counts[:3] = torch.tensor(chunk_counts([e.tags for e in examples], tags))
+            scores = tagging_scores(counts, spans=bio(task.labels), joint=bool(task.intents), first=self.metric(task))
+        return scores, [{"id": e.id, "prediction": {"intent": intent, "tags": t} if task.intents else t}
+                        for e, t, intent in zip(examples, tags, intents)]
 
     def count_tags(self, example, tags, intent, task):
         """A sentence's counts from its predicted tags (and intent): entities found, predicted, gold; words right,
@@ -337,36 +327,25 @@ class Span(Level):
         return self_teaching_loss(position_logits(student_logits, mask), position_logits(teacher_logits, mask),
                                   weights[:, None].expand(-1, 2), **form)
 
-    @torch.no_grad()
-    def score(self, predict, kind, examples_by_lang, run, partners=None, predictions=None):
-        """{lang: EM and F1}, answers in `predictions`: a question's best span over its windows, the processes'
-        candidates shared; a "pair" predictor sees each window with its source's over the same context."""
-        out, encoded, task = {}, {}, run.task
-        for lang, examples in examples_by_lang.items():
-            scored = all(e.labelled for e in examples)
-            if not scored and predictions is None:
-                continue
-            items, paired = run.encode(examples), None
-            if kind == "pair":  # the source's windows, encoded once where every language shares them
-                key = id(partners[lang])
-                encoded[key] = encoded.get(key) or run.encode(partners[lang])
-                paired = {it.id: source for source, it in self.pair(encoded[key], items)}
-            best = {}  # question id -> (score, first character, end character)
-            for index in tqdm(batches(items, run), desc=f"answering {lang}", disable=run.rank != 0, leave=False,
-                              dynamic_ncols=True):
-                batch = [items[i] for i in index]
-                logits = predict_batch(predict, kind, run.tokenizer, batch, run.device, paired).float().cpu()
-                for row, window in zip(logits, batch):  # row (T, 2): start and end logits
-                    span = qa.best_span(row[:, 0], row[:, 1], window, task.max_answer_length)
-                    qa.keep_best(best, window.extra["question"], span)
-            best = qa.merge_best(distributed.gather(best))  # each question's best over all processes' windows
-            contexts = {e.id: e.pair for e in examples}
-            answers = {q: contexts[q][a:b] for q, (_, a, b) in best.items()}
-            if scored:
-                out[lang] = qa.answer_scores(answers, examples, lang)
-            if predictions is not None:
-                predictions[lang] = [{"id": e.id, "prediction": answers.get(e.id, "")} for e in examples]
-        return out
+    def score_language(self, predict, kind, lang, examples, run, partners, scored, listed):
+        """EM and F1, answers as predictions: a question's best span over its windows, the processes' candidates
+        shared; a "pair" predictor sees each window with its source's over the same context."""
+        items, paired = run.encode(examples), None
+        if partners is not None:
+            paired = {it.id: source for source, it in self.pair(partners, items)}
+        best = {}  # question id -> (score, first character, end character)
+        for index in tqdm(batches(items, run), desc=f"answering {lang}", disable=run.rank != 0, leave=False,
+                          dynamic_ncols=True):
+            batch = [items[i] for i in index]
+            logits = predict_batch(predict, kind, run.tokenizer, batch, run.device, paired).float().cpu()
+            for row, window in zip(logits, batch):  # row (T, 2): start and end logits
+                span = qa.best_span(row[:, 0], row[:, 1], window, run.task.max_answer_length)
+                qa.keep_best(best, window.extra["question"], span)
+        best = qa.merge_best(distributed.gather(best))  # each question's best over all processes' windows
+        contexts = {e.id: e.pair for e in examples}
+        answers = {q: contexts[q][a:b] for q, (_, a, b) in best.items()}
+        return (qa.answer_scores(answers, examples, lang) if scored else None,
+                [{"id": e.id, "prediction": answers.get(e.id, "")} for e in examples])
 
 
 LEVELS = {level.name: level for level in (Level(), Word(), Span())}

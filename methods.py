@@ -85,18 +85,15 @@ class Run:
 
     def round_trips(self, pattern=None):
         """Round trips of the source's training texts, `get(id, lang, default)`: --round-trip's files (a path with
-        {lang}; QA's: Level.round_trips), else the task's own, the same through every language (the bundled corpus)."""
+        {lang}; QA's: Span.round_trips), else the task's own, the same through every language (the bundled corpus)."""
         if pattern is None:
             return Everywhere({it.id: it for it in self.encode(list(self.task.round_trip.values()))})
         trips = data.RoundTrips(self.task.train, pattern)
         if not trips.langs:
             raise InputError(f"--round-trip {pattern}: no such file for any of {', '.join(self.task.train.langs)}")
-        if not self.level.caches_tokens:
-            key = ("round trips", pattern)
-            if key not in self.encoded:
-                self.encoded[key] = self.level.round_trips(self.training_texts([self.task.source]),
-                                                           {lang: self.encode(trips[lang]) for lang in trips.langs})
-            return self.encoded[key]
+        if not self.level.caches_tokens:  # read once a run, by X-Mixup's training_items
+            return self.level.round_trips(self.training_texts([self.task.source]),
+                                          {lang: self.encode(trips[lang]) for lang in trips.langs})
         texts = token_cache.training_texts(trips, trips.langs, self.tokenizer, self.task.labels, self.max_length,
                                            self.rank)
         return token_cache.ById(texts, self.cached_texts([self.task.source])[self.task.source].distinct_ids())
@@ -146,7 +143,8 @@ def check_translations(run, settings, cached=True):
     else:
         sizes = {lang: len(task.train[lang]) for lang in task.targets}
     missing = [lang for lang, size in sizes.items() if not size]
-    files = ", ".join(f"{lang} ({task.train.file(lang)})" if task.train.file(lang) else lang for lang in missing)
+    layout = task.train.layout  # None: a split in memory, no file
+    files = ", ".join(f"{lang} ({layout.split_file(lang, 'train')})" if layout else lang for lang in missing)
     if missing and settings.get("missing_translations") == "self" and len(missing) < len(sizes):
         if run.rank == 0:
             print(f"note: no translations of the training set into {files}: --missing-translations self trains on "

@@ -94,9 +94,7 @@ def mine_hard_negatives(pairs, sentence_vectors):
     by_group = {}
     for pair in pairs:
         by_group.setdefault(pair.id.rpartition(":")[0], []).append(pair)
-    for group in by_group.values():
-        if len(group) < 2:
-            continue
+    for group in by_group.values():  # a pair alone in its group is its own only candidate: no negative
         x = F.normalize(sentence_vectors([p.source for p in group]).float(), dim=-1)
         y = F.normalize(sentence_vectors([p.target for p in group]).float(), dim=-1)
         similarity = x @ y.T
@@ -198,8 +196,6 @@ def make_batch(task, pairs, weights, generator, tokenizer):
                 labels.append(-100)
         batch["input_ids"], batch["attention_mask"] = tokenizer.pad(rows)
         batch["labels"] = torch.tensor(labels)
-    else:
-        raise ValueError(f"unknown Unicoder task {task!r}: one of {', '.join(TASKS)}")
     return batch
 
 
@@ -232,25 +228,21 @@ class Unicoder(nn.Module):
         mixed = scores.softmax(-1) @ y                                 # (B, Tx, H)
         return torch.where(x_content[..., None], mixed, x)
 
-    def mlm_loss(self, hidden, positions, labels):
-        """Cross-entropy of the LM head at the masked positions only (V is 250k for XLM-R): `positions` into the
-        B * T tokens of `hidden`, `labels` their ids (-100: not scored)."""
-        logits = self.encoder.mlm_logits(hidden.flatten(0, 1)[positions])  # (n, V)
-        return F.cross_entropy(logits.float(), labels, reduction="sum") / (labels != -100).sum().clamp(min=1)
-
     def forward(self, batch):
-        """The batch's task loss (Sec. 3.2): masked tokens' cross-entropy (word recovery: Eq. 1-2), or paraphrase's."""
+        """The batch's task loss (Sec. 3.2): masked tokens' cross-entropy (word recovery: Eq. 1-2), or paraphrase's;
+        a mean over the rows or tokens scored (-100: not scored)."""
         task = batch["task"]
         if task == "word_recovery":
             words = self.recovered_inputs(batch["x_ids"], batch["x_content"], batch["y_ids"], batch["y_content"])
             hidden = self.encoder(batch["x_ids"], batch["x_mask"], words=words)
-            return self.mlm_loss(hidden, batch["masked"], batch["masked_labels"])
-        hidden = self.encoder(batch["input_ids"], batch["attention_mask"])
+        else:
+            hidden = self.encoder(batch["input_ids"], batch["attention_mask"])
         if task == "paraphrase":
-            logits = self.paraphrase(hidden)                           # (B, 2) from <s>
-            loss = F.cross_entropy(logits.float(), batch["labels"], ignore_index=-100, reduction="sum")
-            return loss / (batch["labels"] != -100).sum().clamp(min=1)
-        return self.mlm_loss(hidden, batch["masked"], batch["masked_labels"])
+            logits, labels = self.paraphrase(hidden), batch["labels"]  # (B, 2) from <s>
+        else:  # the LM head at the masked positions only (V is 250k for XLM-R): `masked` indexes the B * T tokens
+            logits = self.encoder.mlm_logits(hidden.flatten(0, 1)[batch["masked"]])  # (n, V)
+            labels = batch["masked_labels"]
+        return F.cross_entropy(logits.float(), labels, reduction="sum") / (labels != -100).sum().clamp(min=1)
 
     def save(self, directory, tokenizer, info, whole=None, write=True):
         """A checkpoint directory for --model, plus unicoder.json (sharded: every process calls this, one writes)."""
