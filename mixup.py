@@ -101,27 +101,37 @@ class MixupRatio(nn.Module):
 
 
 def mixup_layer(layer, ratio_net, source, source_mask, target, target_mask, fixed_ratio=None):
-    """Eq. 2-5 at layer l, post-LN or pre-LN as the module's docstring writes them: (source output, target output,
-    lambda (B,)); `fixed_ratio`, an ablation, a constant ratio."""
+    """Eq. 2-5 at layer l, as the module's docstring writes them: (source output, target output, lambda (B,));
+    `fixed_ratio`, an ablation, a constant ratio."""
     if layer.pre_norm:
-        h_s = source + layer.dropout(layer.attention(layer.attn_norm(source), source_mask))  # Eq. 2: h_S^{l+1}
-        h_t = target + layer.dropout(layer.attention(layer.attn_norm(target), target_mask))  # Eq. 2: h_T^{l+1}
-        n_s, n_t = layer.attn_norm(h_s), layer.attn_norm(h_t)                                # what the attention reads
-    else:
-        h_s = layer.attn_norm(source + layer.dropout(layer.attention(source, source_mask)))  # Eq. 2: h_S^{l+1}
-        h_t = layer.attn_norm(target + layer.dropout(layer.attention(target, target_mask)))  # Eq. 2: h_T^{l+1}
-        n_s, n_t = h_s, h_t
-    cross = layer.dropout(layer.attention(n_t, target_mask, context=n_s, context_mask=source_mask))  # Eq. 3, same MHA
-    if fixed_ratio is None:  # Eq. 5, the ratio after it
-        lam = ratio_net(*alignment_entropies(n_s, source_mask, n_t, target_mask))
-    else:  # an ablation: a constant ratio
-        lam = torch.full((len(h_t),), float(fixed_ratio), device=h_t.device)
+        return mixup_layer_pre_norm(layer, ratio_net, source, source_mask, target, target_mask, fixed_ratio)
+    h_s = layer.attn_norm(source + layer.dropout(layer.attention(source, source_mask)))  # Eq. 2: h_S^{l+1}
+    h_t = layer.attn_norm(target + layer.dropout(layer.attention(target, target_mask)))  # Eq. 2: h_T^{l+1}
+    h_ts = layer.attention(h_t, target_mask, context=h_s, context_mask=source_mask)      # Eq. 3, the same parameters
+    lam = mix_ratio(ratio_net, fixed_ratio, h_s, source_mask, h_t, target_mask)          # Eq. 5, the ratio after it
     lam_ = lam.to(h_t.dtype)[:, None, None]                                              # (B, 1, 1)
-    if layer.pre_norm:  # Eq. 3 a sub-layer, h_T|S = h'_T + cross; Eq. 4 without LN (LN_f's, next)
-        mixed = lam_ * (h_t + cross) + (1 - lam_) * h_t
-    else:
-        mixed = layer.attn_norm(lam_ * cross + (1 - lam_) * h_t)                         # Eq. 4
+    mixed = layer.attn_norm(lam_ * layer.dropout(h_ts) + (1 - lam_) * h_t)               # Eq. 4
     return layer.feed_forward(h_s), layer.feed_forward(mixed), lam
+
+
+def mixup_layer_pre_norm(layer, ratio_net, source, source_mask, target, target_mask, fixed_ratio=None):
+    """Eq. 2-5 at a pre-LN layer l, placed as the module's docstring says."""
+    h_s = source + layer.dropout(layer.attention(layer.attn_norm(source), source_mask))  # Eq. 2: h_S^{l+1}
+    h_t = target + layer.dropout(layer.attention(layer.attn_norm(target), target_mask))  # Eq. 2: h_T^{l+1}
+    n_s, n_t = layer.attn_norm(h_s), layer.attn_norm(h_t)                                # what the attention reads
+    cross = layer.attention(n_t, target_mask, context=n_s, context_mask=source_mask)
+    h_ts = h_t + layer.dropout(cross)                                                    # Eq. 3, a sub-layer
+    lam = mix_ratio(ratio_net, fixed_ratio, n_s, source_mask, n_t, target_mask)          # Eq. 5, the ratio after it
+    lam_ = lam.to(h_t.dtype)[:, None, None]                                              # (B, 1, 1)
+    mixed = lam_ * h_ts + (1 - lam_) * h_t                                               # Eq. 4; its LN: LN_f's, next
+    return layer.feed_forward(h_s), layer.feed_forward(mixed), lam
+
+
+def mix_ratio(ratio_net, fixed_ratio, h_s, source_mask, h_t, target_mask):
+    """lambda (B,): Eq. 5's entropies through the ratio's W and b, or an ablation's constant `fixed_ratio`."""
+    if fixed_ratio is None:
+        return ratio_net(*alignment_entropies(h_s, source_mask, h_t, target_mask))
+    return torch.full((len(h_t),), float(fixed_ratio), device=h_t.device)
 
 
 def mixup_layer_in_attention(layer, ratio_net, source, source_mask, target, target_mask, fixed_ratio=None):
