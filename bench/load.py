@@ -12,14 +12,15 @@ from pathlib import Path
 
 import torch
 
+from bench.encoder import status_bytes as status
+from model import Config, Encoder
+
 MB = 2 ** 20
 ROOT = Path(__file__).resolve().parents[1]  # the repository, where python -m bench.load runs
 
 
 def child(directory, dtype, warm):
     """In a fresh process: print the peak resident bytes a load adds (VmHWM less VmRSS), after a tiny one if `warm`."""
-    from bench.encoder import status_bytes as status
-    from model import Config, Encoder
     if warm == "warm":
         with tempfile.TemporaryDirectory() as tiny:
             config = Config(**{**Config.from_directory(directory).__dict__, "vocab_size": 100, "hidden_size": 64,
@@ -42,7 +43,6 @@ def main():
     args = p.parse_args()
     if args.child:
         return child(*args.child)
-    from model import Config, Encoder
     config = Config(vocab_size=args.vocab, hidden_size=args.hidden, num_layers=args.layers,
                     num_heads=args.hidden // 64, ffn_size=4 * args.hidden, model_type="xlm-roberta-xl")
     with tempfile.TemporaryDirectory() as folder:
