@@ -56,12 +56,8 @@ def measure(config, sharded):
 
 def live_bytes():
     """Bytes of every tensor alive that Python holds (the garbage collector's), each storage once."""
-    storages = {}  # {address: bytes}
-    for obj in gc.get_objects():
-        if isinstance(obj, torch.Tensor) and not isinstance(obj, DTensor) and not obj.is_meta:
-            storage = obj.untyped_storage()
-            if storage.nbytes():
-                storages.setdefault(storage.data_ptr(), storage.nbytes())
+    storages = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in gc.get_objects()  # address: bytes
+                if isinstance(t, torch.Tensor) and not isinstance(t, DTensor) and not t.is_meta}
     return sum(storages.values())
 
 
