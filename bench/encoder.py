@@ -9,13 +9,15 @@ import multiprocessing as mp
 import os
 import statistics
 import time
+from concurrent.futures import ProcessPoolExecutor
 
 import torch
 
-SHAPES = {  # XLM-R base and large, and XLM-R XL (pre-LN: against XLMRobertaXLModel)
+SHAPES = {  # XLM-R base and large, and XLM-R XL (pre-LN: against XLMRobertaXLModel), in config.json's names
     "base": dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072),
     "large": dict(hidden_size=1024, num_hidden_layers=24, num_attention_heads=16, intermediate_size=4096),
-    "xl": dict(hidden_size=2560, num_hidden_layers=36, num_attention_heads=32, intermediate_size=10240, pre_ln=True),
+    "xl": dict(hidden_size=2560, num_hidden_layers=36, num_attention_heads=32, intermediate_size=10240,
+               model_type="xlm-roberta-xl"),
 }
 
 
@@ -26,11 +28,9 @@ def build(impl, shape, args):
     from model import Config, Encoder
     torch.manual_seed(0)
     sizes = dict(SHAPES[shape])
-    pre_ln = sizes.pop("pre_ln", False)
-    layout = ("XLMRobertaXLConfig", "XLMRobertaXLModel") if pre_ln else ("XLMRobertaConfig", "XLMRobertaModel")
-    config = getattr(transformers, layout[0])(vocab_size=args.vocab, max_position_embeddings=514, **sizes)
-    reference = getattr(transformers, layout[1])(config, add_pooling_layer=False)
-    model = reference
+    xl = "XL" if sizes.pop("model_type", None) == "xlm-roberta-xl" else ""
+    config = getattr(transformers, f"XLMRoberta{xl}Config")(vocab_size=args.vocab, max_position_embeddings=514, **sizes)
+    model = reference = getattr(transformers, f"XLMRoberta{xl}Model")(config, add_pooling_layer=False)
     if impl == "ours":
         model = Encoder(Config.from_hf(config.to_dict()))
         model.load_hf_state_dict(reference.state_dict())
@@ -79,7 +79,7 @@ def status_bytes(field):
         return 1024 * next(int(line.split()[1]) for line in f if line.startswith(field + ":"))
 
 
-def measure_memory(impl, shape, args, queue):
+def measure_memory(impl, shape, args):
     """In a fresh process: peak bytes above the steady state in one step, and bytes saved for backward."""
     torch.set_num_threads(args.threads)
     model, ids, mask = build(impl, shape, args)
@@ -104,21 +104,7 @@ def measure_memory(impl, shape, args, queue):
     step(impl, model, ids, mask, args)
     sync(args.device)
     peak = (torch.cuda.max_memory_allocated() if cuda else status_bytes("VmHWM")) - before
-    queue.put((peak, sum(saved.values())))
-
-
-def memory(args, shape):
-    result = {}
-    # Allocations above 64 KiB go to mmap and back when freed: RSS follows live memory, not glibc's free lists
-    os.environ["MALLOC_MMAP_THRESHOLD_"] = "65536"
-    context = mp.get_context("spawn")
-    for impl in ("ours", "theirs"):
-        queue = context.Queue()
-        process = context.Process(target=measure_memory, args=(impl, shape, args, queue))
-        process.start()
-        result[impl] = queue.get()
-        process.join()
-    return result
+    return peak, sum(saved.values())
 
 
 def parse(argv=None):
@@ -144,9 +130,12 @@ def main():
     print("| shape | ours s/step | transformers s/step | time ratio | ours peak MB | transformers peak MB "
           "| memory ratio | ours saved MB | transformers saved MB |")
     print("|---|---|---|---|---|---|---|---|---|")
+    # measure_memory's processes: allocations above 64 KiB mmapped, unmapped when freed (RSS follows live memory)
+    os.environ["MALLOC_MMAP_THRESHOLD_"] = "65536"
     for shape in args.shapes.split(","):
         t = time_steps(args, shape)
-        m = memory(args, shape)
+        with ProcessPoolExecutor(1, mp.get_context("spawn"), max_tasks_per_child=1) as fresh:  # a process per task
+            m = {impl: fresh.submit(measure_memory, impl, shape, args).result() for impl in ("ours", "theirs")}
         mb = lambda n: f"{n / 2**20:.0f}"
         print(f"| {shape} | {t['ours']:.3f} | {t['theirs']:.3f} | {t['ours'] / t['theirs']:.2f} "
               f"| {mb(m['ours'][0])} | {mb(m['theirs'][0])} | {m['ours'][0] / m['theirs'][0]:.2f} "

@@ -4,23 +4,22 @@
     python -m bench.load --hidden 2048 --layers 8 --shard-mb 500
 """
 import argparse
-import json
-import subprocess
-import sys
+import multiprocessing as mp
 import tempfile
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import torch
 
+from bench.encoder import status_bytes as status
+from model import Config, Encoder
+
 MB = 2 ** 20
-ROOT = Path(__file__).resolve().parents[1]  # the repository, where python -m bench.load runs
 
 
 def child(directory, dtype, warm):
-    """In a fresh process: print the peak resident bytes a load adds (VmHWM less VmRSS), after a tiny one if `warm`."""
-    from bench.encoder import status_bytes as status
-    from model import Config, Encoder
-    if warm == "warm":
+    """In a fresh process: the peak resident bytes a load adds (VmHWM less VmRSS), after a tiny one if `warm`."""
+    if warm:
         with tempfile.TemporaryDirectory() as tiny:
             config = Config(**{**Config.from_directory(directory).__dict__, "vocab_size": 100, "hidden_size": 64,
                                "num_heads": 4, "ffn_size": 128, "num_layers": 2})
@@ -29,7 +28,7 @@ def child(directory, dtype, warm):
     before = status("VmRSS")
     model = Encoder.from_pretrained(directory, dtype=getattr(torch, dtype))
     size = sum(p.numel() * p.element_size() for p in model.parameters())
-    print(json.dumps({"added": status("VmHWM") - before, "model": size}))
+    return {"added": status("VmHWM") - before, "model": size}
 
 
 def main():
@@ -38,11 +37,7 @@ def main():
     p.add_argument("--layers", type=int, default=12)
     p.add_argument("--vocab", type=int, default=50000)
     p.add_argument("--shard-mb", type=int, default=200)
-    p.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     args = p.parse_args()
-    if args.child:
-        return child(*args.child)
-    from model import Config, Encoder
     config = Config(vocab_size=args.vocab, hidden_size=args.hidden, num_layers=args.layers,
                     num_heads=args.hidden // 64, ffn_size=4 * args.hidden, model_type="xlm-roberta-xl")
     with tempfile.TemporaryDirectory() as folder:
@@ -55,13 +50,11 @@ def main():
         print("| load into | model | largest shard | peak added, first load | peak added, after a tiny load "
               "| ratio to model + one shard |")
         print("|---|---|---|---|---|---|")
-        load = lambda dtype, how: json.loads(subprocess.run(
-            [sys.executable, "-m", "bench.load", "--child", folder, dtype, how], capture_output=True, text=True,
-            check=True, cwd=ROOT).stdout.strip().splitlines()[-1])
-        for dtype in ("float32", "bfloat16"):
-            cold, warm = load(dtype, "cold"), load(dtype, "warm")
-            print(f"| {dtype} | {warm['model'] / MB:.0f} MB | {largest / MB:.0f} MB | {cold['added'] / MB:.0f} MB | "
-                  f"{warm['added'] / MB:.0f} MB | {warm['added'] / (warm['model'] + largest):.2f} |")
+        with ProcessPoolExecutor(1, mp.get_context("spawn"), max_tasks_per_child=1) as fresh:  # a process per load
+            for dtype in ("float32", "bfloat16"):
+                cold, warm = (fresh.submit(child, folder, dtype, after_tiny).result() for after_tiny in (False, True))
+                print(f"| {dtype} | {warm['model'] / MB:.0f} MB | {largest / MB:.0f} MB | {cold['added'] / MB:.0f} "
+                      f"MB | {warm['added'] / MB:.0f} MB | {warm['added'] / (warm['model'] + largest):.2f} |")
 
 
 if __name__ == "__main__":

@@ -14,27 +14,32 @@ import subprocess
 import sys
 import tempfile
 import time
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
+from unittest import mock
 
 import torch
 import torch.distributed as dist
+from torch.distributed.fsdp._fully_shard import _fsdp_collectives, _fsdp_param_group
+from torch.distributed.tensor import DTensor
+
+import train
+from methods import Phase
+from minxlt.parallel import distributed, memory, shard
+from model import Classifier, Config, Encoder
 
 GB = 1e9
 ROOT = Path(__file__).resolve().parents[1]  # the repository, where python -m bench.shard runs
 PARTS = ("parameters", "gradients", "AdamW moments")
-# the collectives, and FSDP2's functions (peaks), around which a phase's peak is measured
-EVERY = ("all_gather_single", "reduce_scatter_single", "foreach_all_gather_copy_out", "reshard",
-         "foreach_reduce_scatter_copy_in")
+# {name: its owner} of the functions around which a phase's peak is measured: the collectives, and FSDP2's private
+# ones where a peak falls between them (memory.step_moments: all-gather copy-out, release, reduce-scatter copy-in)
+EVERY = {"all_gather_single": dist, "reduce_scatter_single": dist, "foreach_all_gather_copy_out": _fsdp_param_group,
+         "reshard": _fsdp_param_group.FSDPParamGroup, "foreach_reduce_scatter_copy_in": _fsdp_collectives}
 SETTINGS = argparse.Namespace(lr=1e-5, weight_decay=0.01, warmup=0.1)  # what train.make_optimizer reads
 
 
 def measure(config, sharded):
     """{part: bytes} this process holds of the encoder after one step of a classifier on it, sharded or DDP."""
-    import train
-    from methods import Phase
-    from minxlt.parallel import distributed, shard
-    from model import Classifier, Encoder
     torch.manual_seed(0)
     model = Classifier(Encoder(config), 3)
     wrapped = shard.wrap(model, model.encoder) if sharded else distributed.wrap(model, "cpu")
@@ -51,52 +56,33 @@ def measure(config, sharded):
 
 def live_bytes():
     """Bytes of every tensor alive that Python holds (the garbage collector's), each storage once."""
-    from torch.distributed.tensor import DTensor
-    storages = {}  # {address: bytes}
-    for obj in gc.get_objects():
-        if isinstance(obj, torch.Tensor) and not isinstance(obj, DTensor) and not obj.is_meta:
-            storage = obj.untyped_storage()
-            if storage.nbytes():
-                storages.setdefault(storage.data_ptr(), storage.nbytes())
+    storages = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in gc.get_objects()  # address: bytes
+                if isinstance(t, torch.Tensor) and not isinstance(t, DTensor) and not t.is_meta}
     return sum(storages.values())
 
 
 @contextmanager
-def peaks(names, figures, key, less):
-    """The largest live_bytes() less `less` before and after each call of the functions `names`
-    (torch.distributed's, or FSDP2's below) while the block runs, kept in figures[key] (0 at first)."""
-    from torch.distributed.fsdp._fully_shard import _fsdp_collectives, _fsdp_param_group
-    # FSDP2's private functions called where a peak falls between collectives (memory.step_moments): the all-gather's
-    # copy out, a unit's release after backward, the copy into the reduce-scatter buffer
-    moments = {"foreach_all_gather_copy_out": _fsdp_param_group, "reshard": _fsdp_param_group.FSDPParamGroup,
-               "foreach_reduce_scatter_copy_in": _fsdp_collectives}
-    owners = {name: moments.get(name, dist) for name in names}
-    real = {name: getattr(owners[name], name) for name in names}
+def peaks(owners, figures, key, less):
+    """The largest live_bytes() less `less` before and after each call of the functions `owners` names ({name: its
+    module or class}) while the block runs, kept in figures[key] (0 at first)."""
     figures.setdefault(key, 0)
 
-    def probed(name):
+    def probed(real):
         def call(*args, **kwargs):
             figures[key] = max(figures[key], live_bytes() - less)
-            done = real[name](*args, **kwargs)
+            done = real(*args, **kwargs)
             figures[key] = max(figures[key], live_bytes() - less)
             return done
         return call
-    for name in names:
-        setattr(owners[name], name, probed(name))
-    try:
+    with ExitStack() as patched:
+        for name, owner in owners.items():
+            patched.enter_context(mock.patch.object(owner, name, probed(getattr(owner, name))))
         yield
-    finally:
-        for name in names:
-            setattr(owners[name], name, real[name])
 
 
 def by_phase(directory, amp, embeddings_unit=False):
     """{phase: bytes} this process holds at each phase of a sharded run of a classifier on the encoder in
     `directory`, with its host copy, what it holds as backward starts, and seconds a step."""
-    import train
-    from methods import Phase
-    from minxlt.parallel import shard
-    from model import Classifier, Encoder
     gc.collect()
     before, figures = live_bytes(), {}
     held = lambda: live_bytes() - before
@@ -114,7 +100,7 @@ def by_phase(directory, amp, embeddings_unit=False):
     for step in range(5):  # the second's peak (AdamW's moments and the gradients exist from the first); 3 timed
         started = time.perf_counter()
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=amp == "bf16"), \
-                peaks(EVERY if step == 1 else (), figures, "step", before):
+                peaks(EVERY if step == 1 else {}, figures, "step", before):
             logits, _ = model(ids, torch.ones_like(ids))
             if step == 1:
                 logits.register_hook(lambda grad: figures.update({"as backward starts": held()}))  # grad unchanged
@@ -132,7 +118,7 @@ def by_phase(directory, amp, embeddings_unit=False):
     whole = {p: p.numel() * p.element_size() if dist.get_rank() == 0 else 0 for p in model.parameters()}
     figures["host copy"] = max(whole.values())
     for p, whole_bytes in whole.items():
-        with peaks(("send", "recv"), figures, "writing OUT/best", before + whole_bytes):
+        with peaks({"send": dist, "recv": dist}, figures, "writing OUT/best", before + whole_bytes):
             shard.on_first_host(p)  # the copy dropped at once
 
     del optimizer, scheduler  # the test: AdamW freed, the tested model loaded sharded beside the trained one
@@ -147,14 +133,12 @@ def by_phase(directory, amp, embeddings_unit=False):
 
 def worker(child):
     """Under torchrun: by_phase (--phases) or measure, and process 0 prints every process's figures (json)."""
-    from minxlt.parallel import distributed
-    from model import Config
     rank, processes, _ = distributed.setup("cpu")
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // processes))
     if child[1] in ("none", "bf16"):
         held = by_phase(child[0], child[1], child[2] == "embeddings")
     else:
-        held = measure(Config(num_layers=int(child[0])), child[1] == "shard")
+        held = measure(Config(num_layers=int(child[0])), child[1] == "sharded")
     every = distributed.gather(held)
     if rank == 0:
         print("RESULT " + json.dumps(every))
@@ -185,8 +169,6 @@ def main(argv=None):
     args = p.parse_args(argv)
     if args.child:
         return worker(args.child)
-    from minxlt.parallel import memory
-    from model import Config
     config = Config(num_layers=args.layers)
     if args.phases:
         return phases_table(config, args.processes or [2], args.amp, (False, True) if args.embeddings else (False,))
@@ -196,13 +178,12 @@ def main(argv=None):
           "| sharded / DDP | 1/N |")
     print("|---|---|---|---|---|---|---|---|---|")
     for n in args.processes or [1, 2, 4]:
-        figures = {mode: launch(n, str(args.layers), "shard" if mode == "sharded" else "ddp")
-                   for mode in ("DDP", "sharded")}
+        figures = {mode: launch(n, str(args.layers), mode) for mode in ("DDP", "sharded")}
         plan = memory.plan(config, n)
         ddp_total = max(sum(f.values()) for f in figures["DDP"])
         for mode, per_process in figures.items():
             largest = max(per_process, key=lambda f: sum(f.values()))  # the process that holds the most
-            planned = sum(v for k, v in plan["ddp" if mode == "DDP" else "sharded"].items() if k in PARTS)
+            planned = sum(v for k, v in plan[mode.lower()].items() if k in PARTS)
             ratio = sum(largest.values()) / ddp_total
             print(f"| {n} | {mode} | " + " | ".join(f"{largest[k] / GB:.3f}" for k in PARTS) +
                   f" | {sum(largest.values()) / GB:.3f} | {planned / GB:.3f} | {ratio:.3f} | {1 / n:.3f} |")
@@ -211,8 +192,6 @@ def main(argv=None):
 def phases_table(config, processes, amps, embeddings=(False,)):
     """--phases: each phase's bytes, the largest process's, measured and planned, as a table; returns
     {(processes, amp, embeddings unit, phase): (measured, planned)}."""
-    from minxlt.parallel import memory
-    from model import Encoder
     print(f"An encoder of {memory.count_parameters(config)[0] / 1e6:.0f} M parameters ({config.num_layers} layers of "
           f"{config.hidden_size}, {config.vocab_size} words), random weights, one sentence of 8 tokens; the largest "
           "process's bytes\n")

@@ -6,8 +6,6 @@ side on the same batches with the same autocast (docs/training.md, "Benchmarks")
     python -m bench.train_step --device cuda --shapes base --methods translate-train --batch-sizes 32,64,128,256 \\
         --task sib200 --data ../shared/data/sib200 --amp bf16 --max-length 128           # scaling and MFU
     python -m bench.train_step --device cuda --shapes base --batch-sizes 256 --fixed-length --compile ...  # 256 x 128
-    python -m bench.train_step ... --logs runs/a,runs/b           # beside it, each run's loop's ms/step (log.jsonl)
-    python -m bench.train_step ... --no-compile --compile-model   # the model alone compiled, as --compile did before
 """
 import argparse
 import json
@@ -23,7 +21,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 import data
 import train
-from bench.encoder import sync
+from bench.encoder import SHAPES, sync
 from minxlt.checkpoints import hub
 from minxlt.checkpoints.prepare_default import default_model
 from minxlt.parallel import distributed, shard
@@ -31,11 +29,6 @@ from minxlt.run import compiled, flags
 from minxlt.text.tokenizer import Tokenizer
 from model import Config, Encoder
 
-SHAPES = {  # XLM-R base and large, and XLM-R XL (pre-LN)
-    "base": dict(hidden_size=768, num_layers=12, num_heads=12, ffn_size=3072),
-    "large": dict(hidden_size=1024, num_layers=24, num_heads=16, ffn_size=4096),
-    "xl": dict(hidden_size=2560, num_layers=36, num_heads=32, ffn_size=10240, model_type="xlm-roberta-xl"),
-}
 PEAK_TFLOPS = {"H100": 989, "H200": 989, "A100": 312, "L40S": 362, "A10": 125}  # dense bf16, SXM where there are two
 
 
@@ -43,7 +36,8 @@ def shaped_model(model_dir, shape, folder):
     """A checkpoint folder with XLM-R's `shape`, random weights and the tokenizer of `model_dir`."""
     tokenizer = Tokenizer.from_pretrained(model_dir)
     torch.manual_seed(0)
-    config = Config(vocab_size=tokenizer.vocab_size, max_positions=514, **SHAPES[shape])
+    config = Config.from_hf({"model_type": "xlm-roberta", **SHAPES[shape], "vocab_size": tokenizer.vocab_size,
+                             "max_position_embeddings": 514})
     Encoder(config).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder
@@ -87,7 +81,6 @@ class Trainee:
             shard.wrap(self.model, raw.encoder, settings.amp, device=device)
             shard.load_pretrained(self.model, raw.encoder, model_dir, device)
         self.optimizer = torch.optim.AdamW([p for p in self.model.parameters() if p.requires_grad], lr=1e-5, fused=True)
-        self.dtype = train.AUTOCAST[settings.amp]
         self.encoder = raw.encoder
         self.loss = compiled.compiled_loss(settings, method.loss, raw.encoder)  # as train.py's --compile
         if compile_model:  # as train.py's --compile did before: the model alone, dynamic shapes, no CUDA graphs
@@ -103,9 +96,9 @@ class Trainee:
         return (self.method.loss if eager else self.loss)(self.model, batch)[0]
 
     def step(self, batch, eager=False):
-        batch = data.to_device(batch, self.device)
-        with torch.autocast(self.device.split(":")[0], dtype=self.dtype, enabled=self.dtype is not None):
-            loss = self.forward(batch, eager)
+        dtype = train.AUTOCAST[self.settings.amp]
+        with torch.autocast(self.device.split(":")[0], dtype=dtype, enabled=dtype is not None):
+            loss = self.forward(data.to_device(batch, self.device), eager)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
         self.optimizer.step()
@@ -113,11 +106,10 @@ class Trainee:
 
     def flops(self, batch):
         """The model's FLOPs in an eager step, which the counter sees op by op, without recomputation."""
-        checkpointed = any(layer.checkpointed for layer in self.encoder.layers)
         self.encoder.checkpoint_layers(False)
         with FlopCounterMode(display=False) as counter:
             self.step(batch, eager=True)
-        self.encoder.checkpoint_layers(checkpointed)
+        self.encoder.checkpoint_layers(self.settings.gradient_checkpointing)
         return counter.get_total_flops()
 
 
@@ -131,7 +123,6 @@ class Baseline(Trainee):
         self.model = transformers.AutoModelForSequenceClassification.from_pretrained(
             model_dir, num_labels=len(run.task.labels), attn_implementation="sdpa").to(device).train()
         self.optimizer = torch.optim.AdamW([p for p in self.model.parameters() if p.requires_grad], lr=1e-5, fused=True)
-        self.dtype = train.AUTOCAST[settings.amp]
 
     def batch(self, pairs, step):
         texts = [translation for _, translation in pairs]
@@ -269,10 +260,9 @@ def main(argv=None):
         buckets = f"multiples of {settings.bucket}" if settings.bucket else "none"
         fixed = "; every text --max-length tokens" if own.fixed_length else ""
         print(f"compiled: {how}; length buckets: {buckets}{fixed}")
-        peak = own.peak_tflops * 1e12 if own.peak_tflops else None  # for MFU: given, or the GPU's as PEAK_TFLOPS has it
-        if peak is None and device.startswith("cuda"):
-            name = torch.cuda.get_device_name(device)
-            peak = next((tflops * 1e12 for gpu, tflops in PEAK_TFLOPS.items() if gpu in name), None)
+        gpu = torch.cuda.get_device_name(device) if device.startswith("cuda") else ""
+        tflops = own.peak_tflops or next((t for name, t in PEAK_TFLOPS.items() if name in gpu), None)  # for MFU
+        peak = tflops * 1e12 if tflops else None  # given, or the GPU's as PEAK_TFLOPS has it
         for batch_size in map(int, own.batch_sizes.split(",")):
             length = settings.max_length if own.fixed_length else None
             batches = source_batches(run, batch_size, own.warmup + own.steps, length)

@@ -12,6 +12,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+import train
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -27,7 +29,6 @@ class Stepped(Exception):
 
 def entered(argv):
     """[(file, function)] of the project's code entered before the first train_step returns."""
-    import train
     seen, step = [], train.train_step
 
     def first_step(*args, **kwargs):
@@ -65,7 +66,6 @@ def inherited(method_name):
 
 
 def help_lines(argv=()):
-    import train
     text = io.StringIO()
     with contextlib.redirect_stdout(text), contextlib.suppress(SystemExit):
         train.main([*argv, "--help"])

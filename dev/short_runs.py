@@ -6,11 +6,6 @@ what is computed (a refactor) must leave every logged loss and score as it was:
     python -m dev.short_runs runs/before                           # on the code before the change
     python -m dev.short_runs runs/after --model runs/before/model  # after it, on the same model
     python -m dev.compare_logs runs/before runs/after
-
-The tiny model (a sentencepiece model trained on the bundled corpus, a 2-layer encoder with
-random weights) is written to OUT/model unless --model names one. Runs on SIB-200, UD PUD, xSID
-and XQuAD need --data (a folder holding sib200/, ud_pud/, xsid/ and xquad/); without it only the
-bundled corpus's runs are made. Each run is a fresh process, as a user would start it.
 """
 import argparse
 import io
@@ -96,7 +91,8 @@ def main(argv=None):
                    "--model)")
     p.add_argument("--model", type=Path, help="the checkpoint every run starts from (default: a tiny one written to "
                    "OUT/model)")
-    p.add_argument("--data", type=Path, help="a folder with sib200/, ud_pud/, xsid/ and xquad/ (e.g. ../shared/data)")
+    p.add_argument("--data", type=Path, help="a folder with sib200/, ud_pud/, xsid/ and xquad/ (e.g. ../shared/data); "
+                   "without it, the bundled corpus's runs alone")
     p.add_argument("--only", help="run only the runs whose names contain this text")
     args = p.parse_args(argv)
     model = args.model or args.out / "model"

@@ -4,10 +4,8 @@ blocks) beside the code they precede, generated from the source files themselves
     python docs/annotate.py            # writes docs/pages/*.html
     python docs/annotate.py --check    # exit status 1 where a page differs from its source (stale)
 
-Notes are Markdown, their notation set in the papers' letters (λ, h with T below, A^T with T
-above) as HTML text. An indented block is preformatted and never wraps (equations with their
-labels in a column of their own, commands and ASCII diagrams as written); nor does code. The
-pages need no network. Requires `markdown` and `pygments` (docs/requirements.txt).
+Notes are Markdown (docs/developing.md, "The pages"); the pages need no network. Requires `markdown` and
+`pygments` (docs/requirements.txt).
 """
 import argparse
 import ast
@@ -134,13 +132,11 @@ def notation(rendered):
     """math() on the text of rendered Markdown, outside inline code (an equation in a <pre> block is set too)."""
     out, in_pre, in_code = [], False, False
     for part in re.split(r"(<[^>]+>)", rendered):
-        if part.startswith("<"):
-            tag = part.strip("</>").split()[0].lower() if part.strip("</>") else ""
-            closing = part.startswith("</")
-            if tag == "pre":
-                in_pre = not closing
-            elif tag == "code" and not in_pre:
-                in_code = not closing
+        tag = re.match(r"<(/?)(pre|code)\b", part)  # (closing, name)
+        if tag and tag[2] == "pre":
+            in_pre = not tag[1]
+        elif tag and not in_pre:
+            in_code = not tag[1]
         out.append(part if part.startswith("<") or in_code else math(part))
     return "".join(out)
 
@@ -183,20 +179,15 @@ def note_html(text):
     return re.sub(r"<p>\x00(\d+)\x00</p>|\x00(\d+)\x00", lambda m: held[int(m[1] or m[2])], notation(rendered))
 
 
-def labelled(line):
-    """(equation, label) of a line that ends, after 3 spaces or more, with Eq. N, Sec. N or Algorithm N; else None."""
-    found = list(re.finditer(r"\s{3,}", line))
-    equation, label = (line[:found[-1].start()], line[found[-1].end():]) if found else ("", "")
-    return (equation, label) if equation.strip() and re.search(r"Eq\.|Sec\.|Algorithm", label) else None
-
-
 def preformatted_html(block):
-    """An indented block, never wrapped: commands and drawings as written, equations set, labels in a column."""
+    """An indented block, never wrapped: commands and drawings as written, equations set, labels in a column (what
+    follows a line's last run of 3 spaces or more, where it names an Eq. N, Sec. N or Algorithm N)."""
     lines = block.rstrip("\n").split("\n")
     if any(COMMAND.match(line) for line in lines) or any(mark in block for mark in DRAWING):
         return f"<pre>{html.escape(block.rstrip(chr(10)), quote=False)}</pre>"
     set_ = lambda part: math(html.escape(part, quote=False))
-    split = [labelled(line) for line in lines]
+    found = [re.fullmatch(r"(.*\S)\s{3,}(.*)", line) for line in lines]  # (equation, label)
+    split = [m.groups() if m and re.search(r"Eq\.|Sec\.|Algorithm", m[2]) else None for m in found]
     if not any(split):
         return "<pre>" + "\n".join(set_(line) for line in lines) + "</pre>"
     cells = [parts or (line, "") for line, parts in zip(lines, split)]

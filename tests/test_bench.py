@@ -61,7 +61,8 @@ def test_the_loop_s_time_a_step_leaves_out_compilation_and_evaluations(tmp_path)
 
 
 def test_xlmr_shapes_with_random_weights(tiny_model_dir, tmp_path, monkeypatch):
-    monkeypatch.setitem(bench_train.SHAPES, "small", dict(hidden_size=16, num_layers=1, num_heads=2, ffn_size=24))
+    monkeypatch.setitem(bench_train.SHAPES, "small", dict(hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                                                             intermediate_size=24))
     folder = bench_train.shaped_model(tiny_model_dir, "small", tmp_path)
     config = Config.from_directory(folder)
     assert (config.hidden_size, config.num_layers, config.max_positions) == (16, 1, 514)
@@ -94,7 +95,7 @@ def test_bench_encoder_times_the_pre_ln_layout_against_transformers(monkeypatch)
     from bench import encoder as bench_encoder
     pytest.importorskip("transformers")
     monkeypatch.setitem(bench_encoder.SHAPES, "tiny-xl", dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                                                              intermediate_size=37, pre_ln=True))
+                                                              intermediate_size=37, model_type="xlm-roberta-xl"))
     args = argparse.Namespace(device="cpu", amp="none", vocab=100, batch=2, seq=16, steps=1, warmup=0)
     ours, _, _ = bench_encoder.build("ours", "tiny-xl", args)
     theirs, ids, mask = bench_encoder.build("theirs", "tiny-xl", args)
