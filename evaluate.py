@@ -309,7 +309,7 @@ def test_checkpoint(model, encoder, tokenizer, info, args, pooling, device, rank
 
 
 def plot_data(runs):
-    """(metric, languages, {run: [score per language]}, {run: [gap per target]}) of results files, in percent."""
+    """(metric, languages, {run: [score per language]}, {run: {target: gap}}) of results files, in percent."""
     loaded = []
     for run in map(Path, runs):
         path = run / "results.json" if run.is_dir() else run
@@ -335,7 +335,7 @@ def plot_data(runs):
         source = given.get("source_lang") or langs[0]
         score = lambda lang: 100 * results[lang][metric] if metric in results.get(lang, ()) else float("nan")
         scores[label] = [score(lang) for lang in langs]
-        gaps[label] = [score(source) - score(lang) for lang in langs if lang != source]
+        gaps[label] = {lang: score(source) - score(lang) for lang in langs if lang != source}
     return metric, langs, scores, gaps
 
 
@@ -348,13 +348,14 @@ def plot(runs, path):
     except ImportError:
         raise tasks.InputError("--plot needs matplotlib: pip install matplotlib") from None
     metric, langs, scores, gaps = plot_data(runs)
-    targets = langs[1:]
+    targets = list(dict.fromkeys(lang for gap in gaps.values() for lang in gap))  # each run's own source left out
     figure, (top, bottom) = plt.subplots(2, 1, figsize=(max(6, 0.6 * len(langs) * max(1, len(scores) / 2)), 7),
                                          gridspec_kw={"height_ratios": [3, 2]})
     width = 0.8 / len(scores)
     for i, label in enumerate(scores):
         top.bar([x + i * width for x in range(len(langs))], scores[label], width, label=label)
-        bottom.bar([x + i * width for x in range(len(targets))], gaps[label], width, label=label)
+        bottom.bar([x + i * width for x in range(len(targets))], [gaps[label].get(t, float("nan")) for t in targets],
+                   width, label=label)
     for axes, names, title in ((top, langs, f"test {metric} (%)"),
                                (bottom, targets, "transfer gap: source minus language (points)")):
         axes.set_xticks([x + 0.4 - width / 2 for x in range(len(names))], names, rotation=45 if len(names) > 12 else 0)

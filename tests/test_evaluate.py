@@ -263,7 +263,11 @@ def test_plot_of_several_runs(tmp_path):
     assert (metric, langs) == ("accuracy", ["en", "de", "sw", "yo"])
     assert list(scores) == ["zero-shot (a)", "translate-train", "zero-shot (results.json)"]
     assert scores["translate-train"][:2] == pytest.approx([80, 70]) and math.isnan(scores["translate-train"][2])
-    assert gaps["zero-shot (a)"][:2] == pytest.approx([30, 60])  # source minus each target, in points
+    assert gaps["zero-shot (a)"] == pytest.approx({"de": 30, "sw": 60, "yo": math.nan}, nan_ok=True)  # in points
+    # a run whose source is not its results' first language: the gaps are of the other languages, from its source
+    f = results_file(tmp_path / "f", "zero-shot", {"de": 0.6, "en": 0.9})
+    (f / "results.json").write_text((f / "results.json").read_text().replace('"source_lang": null', '"source_lang": "en"'))
+    assert evaluate.plot_data([f])[3] == {"zero-shot": pytest.approx({"de": 30})}
     pytest.importorskip("matplotlib")
     evaluate.main(["--plot", str(a), str(b), "--plot-file", str(tmp_path / "scores.png")])
     assert (tmp_path / "scores.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
