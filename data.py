@@ -68,14 +68,17 @@ def encode_tagged(examples, tokenizer, labels, max_length, intents=None):
             if w is not None and (w not in scored or (ids[scored[w]] == bare_space and ids[t] != bare_space)):
                 scored[w] = t
         token_labels = [-100] * len(ids)
-        given = [(t, e.tags[w], index, "tag", "labels") for w, t in scored.items()] if e.tags is not None else []
+        if e.tags is not None:
+            for w, t in scored.items():
+                if e.tags[w] not in index:
+                    raise ValueError(f"{e.where or e.lang} example {e.id}: tag {e.tags[w]!r} is not one of the "
+                                     "task's labels")
+                token_labels[t] = index[e.tags[w]]
         if intents and e.label is not None:
-            given.append((0, e.label, intent_index, "intent", "intents"))
-        for t, label, table, kind, kinds in given:
-            if label not in table:
-                raise ValueError(f"{e.where or e.lang} example {e.id}: {kind} {label!r} is not one of the task's "
-                                 f"{kinds}")
-            token_labels[t] = table[label]
+            if e.label not in intent_index:
+                raise ValueError(f"{e.where or e.lang} example {e.id}: intent {e.label!r} is not one of the "
+                                 "task's intents")
+            token_labels[0] = intent_index[e.label]
         out.append(Encoded(ids, token_labels, e.lang, e.id, {"scored": sorted(scored.items()), "words": len(e.words)}))
     return out
 
@@ -87,6 +90,9 @@ def word_windows(examples, tokenizer, max_length):
     out = []
     for index, e in enumerate(examples):
         lengths = [len(pieces) for pieces in tokenizer.tokenize_words(e.words)] if e.words else []
+        if sum(lengths) + specials <= max_length:
+            out.append((index, 0, e))
+            continue
         first, used = 0, 0
         for w, n in enumerate(lengths + [None]):
             if n is None or (used + n + specials > max_length and w > first):

@@ -41,7 +41,8 @@ def sentence_representations(encoder, tokenizer, texts, batch_size, device, rank
     H, positions = encoder.config.hidden_size, encoder.config.max_positions - encoder.config.position_offset
     out = torch.zeros(len(texts), H, device=device)
     for index in data.evaluation_batches([len(t) for t in texts], batch_size, rank, world_size):
-        ids, mask = (t.to(device) for t in tokenizer.batch([texts[i] for i in index], max_length=min(512, positions)))
+        ids, mask = tokenizer.batch([texts[i] for i in index], max_length=min(512, positions))
+        ids, mask = ids.to(device), mask.to(device)
         hidden = encoder(ids, mask)
         out[index] = (mean_pool(hidden, mask) if pooling == "mean" else hidden[:, 0]).float()  # bf16 when sharded
     return distributed.all_reduce(out) if world_size > 1 else out
@@ -106,15 +107,17 @@ def alignment_table(alignment):
     """| language | cka | retrieval | from {lang: {"cka": ..., "retrieval": ...}}."""
     lines = ["| language | cka | retrieval |", "|---|---|---|"]
     lines += [f"| {lang} | {row['cka']:.3f} | {row['retrieval']:.3f} |" for lang, row in alignment.items()]
-    mean = lambda k: sum(row[k] for row in alignment.values()) / len(alignment)
-    lines.append(f"| average | {mean('cka'):.3f} | {mean('retrieval'):.3f} |")
+    if alignment:
+        mean = lambda k: sum(row[k] for row in alignment.values()) / len(alignment)
+        lines.append(f"| average | {mean('cka'):.3f} | {mean('retrieval'):.3f} |")
     return "\n".join(lines)
 
 
 def linear_cka(x, y):
     """Linear CKA (Kornblith et al. 2019) of N parallel sentences' (N, H) vectors, centred: ||Y^T X||_F^2 /
     (||X^T X||_F ||Y^T Y||_F), 1 for identical ones (X-Mixup's Eq. 1 prints squared norms below, no centring)."""
-    x, y = (v.double() - v.double().mean(0) for v in (x, y))
+    x = x.double() - x.double().mean(0)
+    y = y.double() - y.double().mean(0)
     return ((y.T @ x).norm() ** 2 / ((x.T @ x).norm() * (y.T @ y).norm())).item()
 
 

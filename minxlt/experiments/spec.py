@@ -219,11 +219,13 @@ def check_omitted(path, omitted):
 
 def check_sizes(path, sizes):
     """The data set's sizes, for the cost of its runs (docs/experiments.md says what each counts)."""
-    required = tuple(sorted(SIZES_FIELDS - {"dev_languages", "extra_train"})) if sizes else ()
-    check_fields(path, "sizes", sizes, SIZES_FIELDS, required=required, shape='an object {"train": N, "dev": N, '
-                 '"test": N, "languages": N, "from": "<where the numbers come from>"}')
-    if sizes and not (isinstance(sizes["from"], str) and sizes["from"].strip()):
+    if not isinstance(sizes, dict):
+        refuse(path, "sizes", 'an object {"train": N, "dev": N, "test": N, "languages": N, '
+               '"from": "<where the numbers come from>"}')
+    if sizes and not (isinstance(sizes.get("from"), str) and sizes["from"].strip()):
         refuse(path, "sizes.from", "where the numbers come from, as a sentence")
+    required = tuple(sorted(SIZES_FIELDS - {"dev_languages", "extra_train"})) if sizes else ()
+    check_fields(path, "sizes", sizes, SIZES_FIELDS, required=required)
     for name in ("train", "dev", "test", "languages", "dev_languages", "extra_train"):
         if name in sizes and not (type(sizes[name]) is int and sizes[name] > 0):
             refuse(path, f"sizes.{name}", f"a count of examples, not {sizes[name]!r}")

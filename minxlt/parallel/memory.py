@@ -1,5 +1,6 @@
 """What a run holds per process, planned from config.json alone on the meta device (train.py --dry-run): float32
-parameters and gradients, AdamW's moments and DDP's buckets, about 1/N of each sharded, plus what FSDP2 gathers."""
+parameters and gradients, AdamW's two moments and DDP's buckets (16 + 4 bytes a trained parameter), about 1/N of each
+sharded, plus what FSDP2 gathers. bench/shard.py measures it."""
 import json
 import math
 import os

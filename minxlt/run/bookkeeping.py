@@ -1,5 +1,6 @@
 """What train.py's loop does around the step, which its reader can skip: the batch plan (StepBatches, built ahead by
-loader processes), the log, stop requests, divergence, the resume checkpoint (OUT/checkpoint.pt) and OUT/best."""
+loader processes), the log, stop requests, divergence, the resume checkpoint (OUT/checkpoint.pt, or a sharded run's
+OUT/checkpoint/) and OUT/best."""
 import errno
 import glob
 import io
@@ -141,8 +142,9 @@ class Book:
                   "with --resume continues it", file=sys.stderr)
             if not settings.group_by_length and flags.default_of(settings.method, "group_by_length"):  # as it may
                 sizes = lengths(phases[0].items)  # how much grouping by length would cut the padding
-                ungrouped, grouped = (data.padding_share(sizes, data.epoch_batches(
-                    sizes, settings.batch_size, 0, settings.seed, group_by_length=group)) for group in (False, True))
+                plans = [data.epoch_batches(sizes, settings.batch_size, 0, settings.seed, group_by_length=group)
+                         for group in (False, True)]
+                ungrouped, grouped = (data.padding_share(sizes, plan) for plan in plans)
                 if ungrouped - grouped > 0.1:
                     print(f"padding: {100 * ungrouped:.0f}% of the batches' tokens; --group-by-length would make it "
                           f"{100 * grouped:.0f}%", file=sys.stderr)

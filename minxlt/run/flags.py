@@ -1,5 +1,6 @@
 """train.py's flags and a run's read-only Settings: the flag given, else the method's default (its Settings dataclass)
-or the task level's (--max-length), else the flag's own; then every check, before the model loads; METHODS: --method."""
+or the task level's (--max-length), else the flag's own; then every check, before the model loads. METHODS maps
+--method to its class: a new method is a file with a subclass of methods.Method and a line here."""
 import argparse
 import re
 import sys
@@ -359,14 +360,16 @@ def resolve(args, run):
         (s.extra_train and method.draws not in ("texts", "translated") and not (pairs_span and s.self_pairs), extra),
         (plan_only, f"{' and '.join(plan_only)} {'shapes' if len(plan_only) == 1 else 'shape'} the memory plan, which "
                     "only --dry-run prints: add --dry-run"),
-        (compiling := s.compile_mode and compiled.problem(s), compiling),  # where given: compiled.resolve sets the mode
-        (s.async_checkpoint and not staging_available(), "--async-checkpoint needs torch 2.9 or later (its checkpoint "
-         f"staging), and this is torch {torch.__version__}: upgrade torch, or leave --async-checkpoint out"),
     ]
     for wrong, message in problems:
         if wrong:
             raise InputError(message)
     check_max_length(s.max_length, run.max_positions)
+    if s.compile_mode and compiled.problem(s):  # --compile's settings, where given (compiled.resolve sets the mode)
+        raise InputError(compiled.problem(s))
+    if s.async_checkpoint and not staging_available():
+        raise InputError(f"--async-checkpoint needs torch 2.9 or later (its checkpoint staging), and this is torch "
+                         f"{torch.__version__}: upgrade torch, or leave --async-checkpoint out")
     if values.get("teacher") or values.get("teacher_cache") or values.get("soft_labels"):  # a method's own
         teacher.check(s, "filter" if method is FilterMethod else "labeller", run.task)
     return s, run
