@@ -406,6 +406,7 @@ class Book:
             if self.run.rank == 0:
                 torch.save(dict(rest, model=core.state_dict(), optimizer=optimizer.state_dict()), tmp)
                 os.replace(tmp, path)
+                self.state.saved_step = self.step  # whole: named where the others are lost in first_error's gather
         except FAILED_WRITE as e:
             tmp.unlink(missing_ok=True)
             problem = shard.reason(e)
